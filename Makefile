@@ -1,0 +1,43 @@
+# Ariane: the two commands a newcomer runs are `make run` and `make test`.
+# Everything they need is installed here, into .venv, from the package registries.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: all run test lint typecheck imports unit bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@echo "==> creating $(VENV) and installing ariane[dev]"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck imports unit
+
+run: $(STAMP)
+	$(BIN)/ariane run-example
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.store_append
+
+clean:
+	rm -rf $(VENV) .ariane

@@ -1,0 +1,1 @@
+"""Benchmark drivers (not tests): each prints a table and records results in bench/results/."""

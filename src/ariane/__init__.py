@@ -1,0 +1,10 @@
+"""Ariane: a RocketMQ-compatible message broker written in Python.
+
+The distribution is one package with a subpackage per component (see DESIGN.md §3):
+``common`` (values, errors, clock), ``store`` (the storage engine), ``remoting`` (protobuf and
+gRPC helpers), ``namesrv``, ``broker``, ``client``, ``metrics``, ``operator`` and ``connectors``.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]
