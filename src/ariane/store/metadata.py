@@ -40,7 +40,7 @@ def write_atomically(path: pathlib.Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_directory(path.parent)
+    fsync_directory(path.parent)
 
 
 def read_optional(path: pathlib.Path) -> bytes | None:
@@ -61,7 +61,12 @@ def read_optional(path: pathlib.Path) -> bytes | None:
     return path.read_bytes()
 
 
-def _fsync_directory(directory: pathlib.Path) -> None:
+def fsync_directory(directory: pathlib.Path) -> None:
+    """Make the entries of ``directory`` (creations, renames, deletions) durable.
+
+    Raises:
+        OSError: if the directory cannot be opened or synced.
+    """
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
