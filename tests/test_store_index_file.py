@@ -227,11 +227,12 @@ def test_corrupt_offsets_are_never_returned(tmp_path: pathlib.Path) -> None:
     region=st.binary(min_size=4 * 3 + 20 * 6, max_size=4 * 3 + 20 * 6),
     index_count=st.integers(min_value=-3, max_value=9),
     keys=st.lists(st.sampled_from(["t#a", "t#b", "t#c", "t#Aa", "t#BB"]), max_size=4),
+    cut=st.integers(min_value=900, max_value=2100),
 )
 def test_random_garbage_never_yields_offsets_outside_the_file(
-    region: bytes, index_count: int, keys: list[str]
+    region: bytes, index_count: int, keys: list[str], cut: int
 ) -> None:
-    """Whatever bytes a crash leaves, queries end and return only offsets in the file's range."""
+    """Whatever bytes a crash leaves, queries and truncation end; offsets stay in range."""
     with tempfile.TemporaryDirectory() as raw:
         directory = pathlib.Path(raw)
         service = _service(directory, slots=3, capacity=6)
@@ -244,6 +245,10 @@ def test_random_garbage_never_yields_offsets_outside_the_file(
         for key in ["t#a", "t#b", "t#c", "t#Aa"]:
             for offset in service.query(key, max_count=64, **WIDE):
                 assert 1000 <= offset <= 2000
+        service.truncate_after(_off(cut))
+        for key in ["t#a", "t#b", "t#c", "t#Aa"]:
+            for offset in service.query(key, max_count=64, **WIDE):
+                assert 1000 <= offset < cut
         for n, key in enumerate(keys):
             service.put([key], _off(3000 + n), BASE_MS + 10_000)
         for key in keys:
