@@ -293,3 +293,15 @@ def test_settings_refuse_values_outside_their_bounds() -> None:
     with pytest.raises(ValueError, match="parked_requests_max"):
         settings.LongPollingSettings(parked_requests_max=0)
     assert settings.CoreSettings().pop.inflight_messages_max > 0
+
+
+def test_a_topic_contributes_its_queue_data_to_the_route() -> None:
+    """QueueData for registration carries the queue counts and perm bits of the topic."""
+    config = topic_config.TopicConfig(
+        name=T("t"), read_queue_nums=4, write_queue_nums=2, perm=route.Perm.WRITE
+    )
+    data = config.queue_data(ids.BrokerName("broker-a"))
+    assert data == route.QueueData(
+        broker_name=ids.BrokerName("broker-a"), read_queue_nums=4, write_queue_nums=2, perm=2
+    )
+    assert config.writeable and not config.readable

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from ariane.broker import fifo, pop
+from ariane.broker import fifo, pop, receipt
 from ariane.broker import settings as broker_settings
 from ariane.common import clock, errors, ids
 
@@ -61,6 +61,23 @@ def test_a_reserved_message_is_acked_once_and_then_unknown() -> None:
     assert state.committed_offset(T, Q0) == 1
     assert state.ack(T, Q0, off(0), entry.handle_version) is pop.AckOutcome.UNKNOWN
     assert state.outstanding == 0
+
+
+def test_the_receipt_handle_carries_the_delivery_and_acks_after_decoding() -> None:
+    """A handle built from InFlight round-trips and its decoded version acks the message."""
+    state = _state(clock.ManualClock())
+    entry = _take(state, 0)
+    text = receipt.encode(
+        entry.receipt_handle(
+            broker_name=ids.BrokerName("broker-a"), commit_log_offset=ids.CommitLogOffset(4096)
+        )
+    )
+    handle = receipt.decode(text)
+    assert (handle.topic, handle.queue_id, handle.queue_offset) == (T, Q0, 0)
+    assert (handle.delivery_attempt, handle.invisible_ms) == (1, INVISIBLE_MS)
+    assert handle.commit_log_offset == 4096 and handle.broker_name == "broker-a"
+    outcome = state.ack(handle.topic, handle.queue_id, handle.queue_offset, handle.handle_version)
+    assert outcome is pop.AckOutcome.OK
 
 
 def test_acks_of_unknown_queues_offsets_and_versions() -> None:

@@ -45,7 +45,7 @@ import enum
 import heapq
 import secrets
 
-from ariane.broker import fifo, settings
+from ariane.broker import fifo, receipt, settings
 from ariane.common import clock, errors, ids
 
 _VERSION_START_BITS = 40
@@ -97,6 +97,27 @@ class InFlight:
     invisible_ms: int
     deadline_ms: int
     message_group: str | None
+
+    def receipt_handle(
+        self, *, broker_name: ids.BrokerName, commit_log_offset: ids.CommitLogOffset
+    ) -> receipt.ReceiptHandle:
+        """The receipt handle of this delivery (encode it with ``receipt.encode``).
+
+        Args:
+            broker_name: this broker group's name.
+            commit_log_offset: the message's CommitLog position (read with the message).
+        """
+        return receipt.ReceiptHandle(
+            broker_name=broker_name,
+            topic=self.topic,
+            queue_id=self.queue_id,
+            queue_offset=self.queue_offset,
+            commit_log_offset=commit_log_offset,
+            popped_at_ms=self.popped_at_ms,
+            invisible_ms=self.invisible_ms,
+            delivery_attempt=self.attempt,
+            handle_version=self.handle_version,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
