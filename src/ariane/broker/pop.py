@@ -1,0 +1,601 @@
+"""Invisible-time bookkeeping of one consumer group (RocketMQ 5 "POP" consumption), pure.
+
+RocketMQ 5 balances load per message: a received message becomes invisible for its invisible
+duration; an ack removes it; ChangeInvisibleDuration moves its deadline and issues a new receipt
+handle; a message not acked in time is delivered again with ``delivery_attempt + 1``, and one
+whose next attempt would exceed the group's ``max_delivery_attempts`` goes to ``%DLQ%<group>``.
+``GroupPopState`` keeps that state for one group over the queues it reads, with an injected
+``Clock`` (deadlines use its monotonic time) and no I/O.
+
+Per queue (topic, queue id) it keeps::
+
+    committed ──────────────► cursor ───────────────► (never seen)
+    │ all done below │ each offset here is exactly one of: done (acked/skipped/DLQ'd),
+                       in flight (maybe due for redelivery), or held back (FIFO)
+
+* ``committed``: the lowest offset not yet done. It is the group's consumer offset: the caller
+  stores it with ``offsets.ConsumerOffsetManager.commit`` and it only moves forward, over a
+  contiguous done prefix.
+* ``cursor``: the next offset the scanner has never looked at.
+* the in-flight table: offset → ``InFlight`` (deadline, attempt, handle version, message group).
+* done flags above ``committed``, as a bitmap bounded by ``pop_span_max``.
+
+How the receive path drives it, per queue: (1) ``collect_due`` → for each ``Due``: forward it
+to the DLQ then ``settle_dead_letter``, or read it and ``redeliver``; (2) FIFO only:
+``fifo_ready`` → ``reserve`` each; (3) read new messages from ``scan_offset`` (at most
+``scan_budget``): ``skip`` those the filter rejects, ``reserve`` the others (``None`` means FIFO
+held it back). Ack/ChangeInvisibleDuration decode the receipt handle and call ``ack`` /
+``change_invisible`` with its version.
+
+Handle versions come from one counter per group that starts at a random 40-bit value, so a
+handle issued before a restart does not match a delivery made after it.
+
+Restart: only ``committed`` survives (through the offset file). Everything above it is
+delivered again, with ``delivery_attempt`` starting at 1 again — RocketMQ's at-least-once.
+
+Bounds: in-flight + held entries per group ≤ ``inflight_messages_max`` and
+``cursor - committed`` ≤ ``pop_span_max``; a new reservation beyond them raises
+``TooManyRequestsError`` (``scan_budget`` says how many new offsets fit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import heapq
+import secrets
+
+from ariane.broker import fifo, receipt, settings
+from ariane.common import clock, errors, ids
+
+_VERSION_START_BITS = 40
+_HEAP_SLACK = 64
+_COMPACT_BYTES_MIN = 4096
+
+QueueKey = tuple[ids.TopicName, ids.QueueId]
+"""(topic, queue id)."""
+
+
+class AckOutcome(enum.Enum):
+    """Result of ``ack``/``change_invisible`` (status enum, not an exception).
+
+    The receive processor answers OK for OK, and INVALID_RECEIPT_HANDLE for STALE and UNKNOWN
+    (the push consumer then stops retrying the ack, grpc-v2.md §6.5).
+    """
+
+    OK = "OK"
+    STALE = "STALE"
+    """The message is in flight under a newer handle (redelivered, or its invisible time was
+    changed)."""
+    UNKNOWN = "UNKNOWN"
+    """The message is not in flight: already acked, forwarded to the DLQ, reset, or never
+    delivered under this group."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InFlight:
+    """One delivery of a message that is invisible until its deadline.
+
+    Attributes:
+        topic: the message's topic.
+        queue_id: its queue.
+        queue_offset: its offset in the queue.
+        attempt: the delivery attempt, 1 for the first delivery.
+        handle_version: version to put in the receipt handle.
+        popped_at_ms: wall time of this delivery (or visibility change), ms since the epoch.
+        invisible_ms: the invisible duration, in ms.
+        deadline_ms: monotonic time at which it becomes due for redelivery, in ms.
+        message_group: the FIFO message group, or ``None``.
+    """
+
+    topic: ids.TopicName
+    queue_id: ids.QueueId
+    queue_offset: ids.QueueOffset
+    attempt: int
+    handle_version: int
+    popped_at_ms: ids.TimestampMs
+    invisible_ms: int
+    deadline_ms: int
+    message_group: str | None
+
+    def receipt_handle(
+        self, *, broker_name: ids.BrokerName, commit_log_offset: ids.CommitLogOffset
+    ) -> receipt.ReceiptHandle:
+        """The receipt handle of this delivery (encode it with ``receipt.encode``).
+
+        Args:
+            broker_name: this broker group's name.
+            commit_log_offset: the message's CommitLog position (read with the message).
+        """
+        return receipt.ReceiptHandle(
+            broker_name=broker_name,
+            topic=self.topic,
+            queue_id=self.queue_id,
+            queue_offset=self.queue_offset,
+            commit_log_offset=commit_log_offset,
+            popped_at_ms=self.popped_at_ms,
+            invisible_ms=self.invisible_ms,
+            delivery_attempt=self.attempt,
+            handle_version=self.handle_version,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Due:
+    """An in-flight message whose invisible time ran out.
+
+    Attributes:
+        topic: the message's topic.
+        queue_id: its queue.
+        queue_offset: its offset.
+        next_attempt: the attempt number a redelivery would carry.
+        to_dlq: ``next_attempt`` exceeds ``max_delivery_attempts``: forward the message to
+            ``%DLQ%<group>`` and call ``settle_dead_letter`` instead of redelivering it.
+    """
+
+    topic: ids.TopicName
+    queue_id: ids.QueueId
+    queue_offset: ids.QueueOffset
+    next_attempt: int
+    to_dlq: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChangeResult:
+    """Result of ``change_invisible``: the outcome and, when OK, the new delivery record."""
+
+    outcome: AckOutcome
+    in_flight: InFlight | None = None
+
+
+class DoneWindow:
+    """Done flags of one queue's offsets at and above ``committed``, as a bitmap.
+
+    ``committed`` is the lowest offset not marked; it advances over every contiguous marked
+    offset. Memory is one bit per offset between ``committed`` and the highest marked offset,
+    plus bytes below ``committed`` not yet compacted away.
+    """
+
+    def __init__(self, committed: int) -> None:
+        self.committed = committed
+        self._origin = committed
+        self._bits = bytearray()
+
+    def is_done(self, offset: int) -> bool:
+        """Whether ``offset`` is below ``committed`` or marked."""
+        if offset < self.committed:
+            return True
+        index = offset - self._origin
+        byte = index >> 3
+        return byte < len(self._bits) and bool(self._bits[byte] >> (index & 7) & 1)
+
+    def mark(self, offset: int) -> None:
+        """Mark ``offset`` done (it must be at or above ``committed``) and advance."""
+        assert offset >= self.committed, f"offset {offset} is below committed {self.committed}"
+        index = offset - self._origin
+        byte = index >> 3
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(byte + 1 - len(self._bits)))
+        self._bits[byte] |= 1 << (index & 7)
+        if offset == self.committed:
+            self._advance()
+
+    def advance_to(self, offset: int) -> None:
+        """Treat every offset below ``offset`` as done."""
+        if offset <= self.committed:
+            return
+        if offset - self._origin >= len(self._bits) * 8:
+            self.reset(offset)
+            return
+        self.committed = offset
+        self._advance()
+
+    def reset(self, committed: int) -> None:
+        """Forget every flag; ``committed`` becomes the given offset."""
+        self.committed = committed
+        self._origin = committed
+        self._bits = bytearray()
+
+    def _advance(self) -> None:
+        index = self.committed - self._origin
+        bits = self._bits
+        while (index >> 3) < len(bits):
+            value = bits[index >> 3]
+            if value == 0xFF and index & 7 == 0:
+                index += 8
+            elif value >> (index & 7) & 1:
+                index += 1
+            else:
+                break
+        self.committed = self._origin + index
+        whole = index >> 3
+        if whole and (whole >= _COMPACT_BYTES_MIN or whole * 2 >= len(bits)):
+            del bits[:whole]
+            self._origin += whole * 8
+
+
+@dataclasses.dataclass(slots=True)
+class _Queue:
+    topic: ids.TopicName
+    queue_id: ids.QueueId
+    window: DoneWindow
+    cursor: int
+    in_flight: dict[int, InFlight] = dataclasses.field(default_factory=dict)
+    heap: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
+    due: set[int] = dataclasses.field(default_factory=set)
+    held: dict[int, str] = dataclasses.field(default_factory=dict)
+    order: fifo.FifoOrder | None = None
+
+    def outstanding(self) -> int:
+        return len(self.in_flight) + len(self.held)
+
+
+class GroupPopState:
+    """POP bookkeeping of one consumer group over the queues it reads.
+
+    Args:
+        group: the consumer group.
+        time: the clock; deadlines use ``monotonic_ms``, ``popped_at_ms`` uses ``now_ms``.
+        pop_settings: ``inflight_messages_max`` and ``pop_span_max``.
+        max_delivery_attempts: deliveries before a message goes to the DLQ (group config).
+        orderly: FIFO group: hold back later messages of a message group (``broker.fifo``).
+        first_handle_version: first handle version to issue; random when ``None`` (tests pin
+            it).
+    """
+
+    def __init__(
+        self,
+        group: ids.GroupName,
+        *,
+        time: clock.Clock,
+        pop_settings: settings.PopSettings,
+        max_delivery_attempts: int,
+        orderly: bool = False,
+        first_handle_version: int | None = None,
+    ) -> None:
+        assert max_delivery_attempts >= 1, "max_delivery_attempts must be >= 1"
+        self.group = group
+        self.orderly = orderly
+        self.max_delivery_attempts = max_delivery_attempts
+        self._clock = time
+        self._settings = pop_settings
+        self._queues: dict[QueueKey, _Queue] = {}
+        self._outstanding = 0
+        self._next_version = (
+            secrets.randbits(_VERSION_START_BITS)
+            if first_handle_version is None
+            else first_handle_version
+        )
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def open_queue(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, *, committed: ids.QueueOffset
+    ) -> None:
+        """Start tracking a queue from its committed offset; a no-op if already tracked.
+
+        Args:
+            committed: the group's stored consumer offset, or the queue's initial offset for
+                a group that never consumed it (RocketMQ 5 starts new groups at the max).
+        """
+        if (topic, queue_id) in self._queues:
+            return
+        assert committed >= 0, f"committed offset {committed} is negative"
+        self._queues[(topic, queue_id)] = _Queue(
+            topic=topic,
+            queue_id=queue_id,
+            window=DoneWindow(committed),
+            cursor=committed,
+            order=fifo.FifoOrder() if self.orderly else None,
+        )
+
+    def is_open(self, topic: ids.TopicName, queue_id: ids.QueueId) -> bool:
+        """Whether the queue is tracked."""
+        return (topic, queue_id) in self._queues
+
+    def close_queue(self, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
+        """Stop tracking a queue (topic deleted); its in-flight handles become UNKNOWN."""
+        queue = self._queues.pop((topic, queue_id), None)
+        if queue is not None:
+            self._outstanding -= queue.outstanding()
+
+    def reset_queue(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
+    ) -> None:
+        """Restart a queue at ``offset`` (admin offset reset): in-flight entries are dropped."""
+        self.close_queue(topic, queue_id)
+        self.open_queue(topic, queue_id, committed=offset)
+
+    def skip_to(self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset) -> None:
+        """Treat every offset below ``offset`` as done (retention deleted those messages)."""
+        queue = self._queue(topic, queue_id)
+        for stale in [o for o in queue.in_flight if o < offset]:
+            del queue.in_flight[stale]
+            queue.due.discard(stale)
+            self._outstanding -= 1
+        for stale in [o for o in queue.held if o < offset]:
+            del queue.held[stale]
+            self._outstanding -= 1
+        if queue.order is not None:
+            queue.order.drop_below(offset)
+        queue.window.advance_to(offset)
+        queue.cursor = max(queue.cursor, offset)
+
+    def committed_offset(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ids.QueueOffset:
+        """The lowest offset not yet done: the consumer offset to store."""
+        return ids.QueueOffset(self._queue(topic, queue_id).window.committed)
+
+    def scan_offset(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ids.QueueOffset:
+        """The next offset never looked at: where the scanner reads new messages."""
+        return ids.QueueOffset(self._queue(topic, queue_id).cursor)
+
+    def scan_budget(self, topic: ids.TopicName, queue_id: ids.QueueId) -> int:
+        """How many new offsets may be scanned now without hitting a bound (≥ 0)."""
+        queue = self._queue(topic, queue_id)
+        span_left = queue.window.committed + self._settings.pop_span_max - queue.cursor
+        return max(0, min(self.capacity(), span_left))
+
+    def capacity(self) -> int:
+        """How many more messages may be in flight or held for this group (≥ 0)."""
+        return max(0, self._settings.inflight_messages_max - self._outstanding)
+
+    @property
+    def outstanding(self) -> int:
+        """In-flight plus held messages of the group."""
+        return self._outstanding
+
+    def in_flight(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
+    ) -> InFlight | None:
+        """The current delivery record of ``offset``, or ``None`` if it is not in flight."""
+        queue = self._queues.get((topic, queue_id))
+        return None if queue is None else queue.in_flight.get(offset)
+
+    # -- scanning and delivery -------------------------------------------------------------
+
+    def skip(self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset) -> None:
+        """Mark the message at the cursor done without delivering it (the filter rejected it).
+
+        Raises:
+            TooManyRequestsError: the cursor is ``pop_span_max`` ahead of ``committed``.
+        """
+        queue = self._queue(topic, queue_id)
+        self._advance_cursor(queue, offset, needs_slot=False)
+        queue.window.mark(offset)
+
+    def reserve(
+        self,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        offset: ids.QueueOffset,
+        *,
+        invisible_ms: int,
+        message_group: str | None = None,
+    ) -> InFlight | None:
+        """Deliver the message at the cursor, or a FIFO-held one that became ready.
+
+        Args:
+            offset: ``scan_offset()`` (a new message) or an offset from ``fifo_ready()``.
+            invisible_ms: how long the message stays invisible, in ms (> 0).
+            message_group: its FIFO message group (used only by orderly groups).
+
+        Returns:
+            the delivery record (attempt 1), or ``None`` when an orderly group holds the
+            message back behind an earlier message of its group (it shows up in
+            ``fifo_ready()`` once that one is done).
+
+        Raises:
+            TooManyRequestsError: a new message would exceed ``inflight_messages_max`` or
+                ``pop_span_max``.
+        """
+        assert invisible_ms > 0, f"invisible_ms must be > 0, got {invisible_ms}"
+        queue = self._queue(topic, queue_id)
+        if offset in queue.held:
+            assert queue.order is not None
+            if not queue.order.is_ready(offset):
+                return None
+            group = queue.held.pop(offset)
+            queue.order.deliver_held(offset)
+            return self._start(queue, offset, 1, group, invisible_ms)
+        self._advance_cursor(queue, offset, needs_slot=True)
+        self._outstanding += 1
+        if queue.order is None or message_group is None:
+            return self._start(queue, offset, 1, None, invisible_ms)
+        deliver = queue.order.may_deliver_new(message_group)
+        queue.order.add(offset, message_group, delivered=deliver)
+        if not deliver:
+            queue.held[offset] = message_group
+            return None
+        return self._start(queue, offset, 1, message_group, invisible_ms)
+
+    def fifo_ready(
+        self, topic: ids.TopicName, queue_id: ids.QueueId
+    ) -> list[tuple[ids.QueueOffset, str]]:
+        """Held messages (orderly groups) that may now be delivered, in offset order."""
+        order = self._queue(topic, queue_id).order
+        if order is None:
+            return []
+        return [(ids.QueueOffset(offset), group) for offset, group in order.ready()]
+
+    def collect_due(
+        self, topic: ids.TopicName | None = None, queue_id: ids.QueueId | None = None
+    ) -> list[Due]:
+        """In-flight messages whose deadline is at or before now, in offset order per queue.
+
+        A due message stays in flight (its current handle still acks it, and FIFO keeps its
+        group blocked) until ``redeliver`` or ``settle_dead_letter``.
+
+        Args:
+            topic: only this topic's queues (all when ``None``).
+            queue_id: only this queue of ``topic`` (all when ``None``).
+        """
+        now = self._clock.monotonic_ms()
+        result: list[Due] = []
+        for (q_topic, q_id), queue in sorted(self._queues.items()):
+            if (topic is not None and q_topic != topic) or (
+                queue_id is not None and q_id != queue_id
+            ):
+                continue
+            self._expire(queue, now)
+            for offset in sorted(queue.due):
+                attempt = queue.in_flight[offset].attempt + 1
+                result.append(
+                    Due(
+                        topic=q_topic,
+                        queue_id=q_id,
+                        queue_offset=ids.QueueOffset(offset),
+                        next_attempt=attempt,
+                        to_dlq=attempt > self.max_delivery_attempts,
+                    )
+                )
+        return result
+
+    def redeliver(
+        self,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        offset: ids.QueueOffset,
+        *,
+        invisible_ms: int,
+    ) -> InFlight:
+        """Deliver a due message again with attempt + 1 and a new handle version.
+
+        ``offset`` must come from ``collect_due`` with ``to_dlq`` false (programmer error
+        otherwise).
+        """
+        assert invisible_ms > 0, f"invisible_ms must be > 0, got {invisible_ms}"
+        queue = self._queue(topic, queue_id)
+        assert offset in queue.due, f"offset {offset} is not due for redelivery"
+        previous = queue.in_flight[offset]
+        attempt = previous.attempt + 1
+        assert attempt <= self.max_delivery_attempts, f"offset {offset} belongs in the DLQ"
+        queue.due.discard(offset)
+        return self._start(queue, offset, attempt, previous.message_group, invisible_ms)
+
+    def settle_dead_letter(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
+    ) -> None:
+        """Mark a due message done after the caller forwarded it to ``%DLQ%<group>``."""
+        queue = self._queue(topic, queue_id)
+        assert offset in queue.due, f"offset {offset} is not due"
+        self._finish(queue, offset)
+
+    # -- client acknowledgements -------------------------------------------------------------
+
+    def ack(
+        self,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        offset: ids.QueueOffset,
+        handle_version: int,
+    ) -> AckOutcome:
+        """Mark a delivered message done if ``handle_version`` is its current one.
+
+        An ack is accepted while the message is due but not yet redelivered (it avoids a
+        duplicate). ``committed_offset`` advances when the acked offset closes a gap.
+        """
+        queue, outcome = self._match(topic, queue_id, offset, handle_version)
+        if queue is not None:
+            self._finish(queue, offset)
+        return outcome
+
+    def change_invisible(
+        self,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        offset: ids.QueueOffset,
+        handle_version: int,
+        invisible_ms: int,
+    ) -> ChangeResult:
+        """Make a delivered message invisible for ``invisible_ms`` from now, with a new handle.
+
+        The attempt number is unchanged; if the message expires again, its redelivery counts
+        as the next attempt (a nack = a failed attempt). The old handle becomes STALE.
+        """
+        assert invisible_ms > 0, f"invisible_ms must be > 0, got {invisible_ms}"
+        queue, outcome = self._match(topic, queue_id, offset, handle_version)
+        if queue is None:
+            return ChangeResult(outcome)
+        previous = queue.in_flight[offset]
+        queue.due.discard(offset)
+        renewed = self._start(queue, offset, previous.attempt, previous.message_group, invisible_ms)
+        return ChangeResult(AckOutcome.OK, renewed)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _queue(self, topic: ids.TopicName, queue_id: ids.QueueId) -> _Queue:
+        queue = self._queues.get((topic, queue_id))
+        assert queue is not None, f"queue {topic}/{queue_id} is not open for {self.group}"
+        return queue
+
+    def _match(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: int, handle_version: int
+    ) -> tuple[_Queue | None, AckOutcome]:
+        queue = self._queues.get((topic, queue_id))
+        entry = None if queue is None else queue.in_flight.get(offset)
+        if queue is None or entry is None:
+            return None, AckOutcome.UNKNOWN
+        if entry.handle_version != handle_version:
+            return None, AckOutcome.STALE
+        return queue, AckOutcome.OK
+
+    def _advance_cursor(self, queue: _Queue, offset: int, *, needs_slot: bool) -> None:
+        assert offset == queue.cursor, (
+            f"{queue.topic}/{queue.queue_id}: offset {offset} is not the scan offset {queue.cursor}"
+        )
+        if queue.cursor - queue.window.committed >= self._settings.pop_span_max:
+            raise errors.TooManyRequestsError(
+                f"group {self.group}: {queue.topic}/{queue.queue_id} is "
+                f"{self._settings.pop_span_max} messages past its committed offset "
+                f"{queue.window.committed} (pop_span_max); ack or wait for redelivery"
+            )
+        if needs_slot and self._outstanding >= self._settings.inflight_messages_max:
+            raise errors.TooManyRequestsError(
+                f"group {self.group} has {self._outstanding} messages in flight "
+                "(inflight_messages_max); ack some first"
+            )
+        queue.cursor += 1
+
+    def _start(
+        self, queue: _Queue, offset: int, attempt: int, group: str | None, invisible_ms: int
+    ) -> InFlight:
+        version = self._next_version
+        self._next_version += 1
+        deadline = self._clock.monotonic_ms() + invisible_ms
+        entry = InFlight(
+            topic=queue.topic,
+            queue_id=queue.queue_id,
+            queue_offset=ids.QueueOffset(offset),
+            attempt=attempt,
+            handle_version=version,
+            popped_at_ms=self._clock.now_ms(),
+            invisible_ms=invisible_ms,
+            deadline_ms=deadline,
+            message_group=group,
+        )
+        queue.in_flight[offset] = entry
+        heapq.heappush(queue.heap, (deadline, version, offset))
+        if len(queue.heap) > 2 * len(queue.in_flight) + _HEAP_SLACK:
+            queue.heap = [
+                (e.deadline_ms, e.handle_version, o)
+                for o, e in queue.in_flight.items()
+                if o not in queue.due
+            ]
+            heapq.heapify(queue.heap)
+        return entry
+
+    def _finish(self, queue: _Queue, offset: int) -> None:
+        entry = queue.in_flight.pop(offset)
+        queue.due.discard(offset)
+        self._outstanding -= 1
+        queue.window.mark(offset)
+        if queue.order is not None and entry.message_group is not None:
+            queue.order.release(offset)
+
+    def _expire(self, queue: _Queue, now: int) -> None:
+        heap = queue.heap
+        while heap and heap[0][0] <= now:
+            _deadline, version, offset = heapq.heappop(heap)
+            entry = queue.in_flight.get(offset)
+            if entry is not None and entry.handle_version == version:
+                queue.due.add(offset)
