@@ -39,16 +39,16 @@ def run(args: argparse.Namespace) -> int:
     if not __debug__:
         print("ariane namesrv refuses to run under python -O (asserts are checks)", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     try:
         settings = server.NameServerSettings(listen=args.listen)
     except ValueError as exc:
         print(f"ariane namesrv: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         asyncio.run(server.run_until_signalled(settings))
     except OSError as exc:

@@ -258,12 +258,11 @@ class MessagingService:
                 metadata=metadata.forwardable(context),
             )
         except grpc.aio.AioRpcError as exc:
-            code = (
-                errors.Code.PROXY_TIMEOUT
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                else errors.Code.INTERNAL_SERVER_ERROR
-            )
             _log.warning("forwarding RecallMessage to %s failed: %s", master.client_address, exc)
-            return pb.v2_service.RecallMessageResponse(
-                status=codes.status(code, f"broker {handle.broker_name} did not answer")
-            )
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise errors.ProxyTimeoutError(
+                    f"broker {handle.broker_name} did not answer the recall in time"
+                ) from None
+            raise errors.ServiceUnavailableError(
+                f"broker {handle.broker_name} could not be reached: {exc.code().name}"
+            ) from None

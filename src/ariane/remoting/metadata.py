@@ -81,17 +81,15 @@ def headers(context: InvocationMetadataSource) -> dict[str, str]:
     """The text headers of a call, keys lower-cased; the first value of a repeated key wins.
 
     Raises:
-        ArianeError: REQUEST_HEADER_FIELDS_TOO_LARGE if a value is longer than
-            ``HEADER_CHARS_MAX``.
+        RequestHeaderFieldsTooLargeError: if a value is longer than ``HEADER_CHARS_MAX``.
     """
     found: dict[str, str] = {}
     for key, value in context.invocation_metadata() or ():
         if isinstance(value, bytes):  # binary ("-bin") headers carry no v2 fields
             continue
         if len(value) > HEADER_CHARS_MAX:
-            raise errors.error_for_code(
-                errors.Code.REQUEST_HEADER_FIELDS_TOO_LARGE,
-                f"header {key!r} is {len(value)} characters; the limit is {HEADER_CHARS_MAX}",
+            raise errors.RequestHeaderFieldsTooLargeError(
+                f"header {key!r} is {len(value)} characters; the limit is {HEADER_CHARS_MAX}"
             )
         found.setdefault(key.lower(), value)
     return found

@@ -6,6 +6,7 @@
   pinging every 30 s are never sent GOAWAY ``too_many_pings`` (§7.14).
 * Bounded concurrency: at most ``concurrent_rpcs_max`` calls at once (later ones fail fast with
   RESOURCE_EXHAUSTED) and ``streams_per_connection_max`` streams per connection.
+* No ``SO_REUSEPORT``: starting a second server on a port in use fails instead of sharing it.
 * Plaintext; TLS on a second port is the broker's business when it lands.
 """
 
@@ -67,6 +68,7 @@ def grpc_options(settings: ServerSettings) -> list[tuple[str, int]]:
         ("grpc.http2.min_ping_interval_without_data_ms", settings.client_ping_interval_ms_min),
         ("grpc.http2.max_ping_strikes", 0),
         ("grpc.max_concurrent_streams", settings.streams_per_connection_max),
+        ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
     ]
 
 
