@@ -325,6 +325,19 @@ def recall_request(broker_name: str, topic: str = "delayed") -> Any:
     )
 
 
+def test_the_name_server_refuses_to_run_under_python_dash_o() -> None:
+    """Assertions are checks, so `python -O` is refused with exit status 2."""
+    refused = subprocess.run(
+        [sys.executable, "-O", "-m", "ariane.namesrv", "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "python -O" in refused.stderr
+
+
 def test_bad_listen_addresses_are_refused_before_starting() -> None:
     """`ariane namesrv --listen` without a port exits 2 with a clear message."""
     from ariane import cli

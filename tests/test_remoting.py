@@ -278,3 +278,42 @@ def test_snake_case_names_match_the_rpcs() -> None:
     assert rpc.snake_case("ForwardMessageToDeadLetterQueue") == (
         "forward_message_to_dead_letter_queue"
     )
+
+
+def test_query_route_lists_only_groups_with_a_master() -> None:
+    """A group whose master is gone contributes no queues; slaves never appear in routes."""
+    found = pb.registry.GetTopicRouteResponse(
+        status=codes.ok(),
+        queue_datas=[
+            pb.registry.QueueData(
+                broker_name=name,
+                read_queue_nums=1,
+                write_queue_nums=1,
+                perm=6,
+                message_type=pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_FIFO,
+            )
+            for name in ["with-master", "slave-only"]
+        ],
+        broker_groups=[
+            pb.registry.BrokerGroup(
+                broker_name="with-master",
+                members=[
+                    pb.registry.BrokerMember(broker_id=0, client_endpoint=convert.address("m", 1)),
+                    pb.registry.BrokerMember(broker_id=1, client_endpoint=convert.address("s", 1)),
+                ],
+            ),
+            pb.registry.BrokerGroup(
+                broker_name="slave-only",
+                members=[
+                    pb.registry.BrokerMember(broker_id=1, client_endpoint=convert.address("x", 1))
+                ],
+            ),
+        ],
+    )
+    (queue,) = convert.query_route_queues(found, convert.resource("t"))
+    assert (queue.broker.name, queue.broker.id, convert.first_address(queue.broker.endpoints)) == (
+        "with-master",
+        0,
+        "m:1",
+    )
+    assert [V2.MessageType.Name(t) for t in queue.accept_message_types] == ["FIFO"]

@@ -156,42 +156,25 @@ class RegistryService:
     ) -> pb.registry.GetTopicRouteResponse:
         """GetTopicRoute: TOPIC_NOT_FOUND when no broker group serves the topic."""
         topic = topics.validate_topic(request.topic, allow_system=True)
-        found = self._manager.pickup_topic_route(topic)
-        return pb.registry.GetTopicRouteResponse(
-            status=codes.ok(),
-            queue_datas=[
-                pb.registry.QueueData(
-                    broker_name=q.broker_name,
-                    read_queue_nums=q.read_queue_nums,
-                    write_queue_nums=q.write_queue_nums,
-                    perm=q.perm,
-                    message_type=convert.topic_message_type(q.message_type),
-                )
-                for q in found.queue_datas
-            ],
-            broker_groups=[group_message(g) for g in found.broker_groups],
-        )
+        return route_message(self._manager.pickup_topic_route(topic))
 
 
-def route_message_queues(found: rim.TopicRoute, topic: pb.v2.Resource) -> list[pb.v2.MessageQueue]:
-    """The v2 route of a topic: the queues of every broker group that has a master."""
-    groups = {g.broker_name: g for g in found.broker_groups}
-    queues: list[pb.v2.MessageQueue] = []
-    for queue_data in found.queue_datas:
-        group = groups.get(queue_data.broker_name)
-        master = None if group is None else group.master()
-        if master is None:
-            continue
-        broker = convert.broker(queue_data.broker_name, master.broker_id, master.client_address)
-        queues += convert.message_queues(
-            topic=topic,
-            broker=broker,
-            read_queue_nums=queue_data.read_queue_nums,
-            write_queue_nums=queue_data.write_queue_nums,
-            perm=queue_data.perm,
-            kind=queue_data.message_type,
-        )
-    return queues
+def route_message(found: rim.TopicRoute) -> pb.registry.GetTopicRouteResponse:
+    """The registry's answer (status OK) for a topic route."""
+    return pb.registry.GetTopicRouteResponse(
+        status=codes.ok(),
+        queue_datas=[
+            pb.registry.QueueData(
+                broker_name=q.broker_name,
+                read_queue_nums=q.read_queue_nums,
+                write_queue_nums=q.write_queue_nums,
+                perm=q.perm,
+                message_type=convert.topic_message_type(q.message_type),
+            )
+            for q in found.queue_datas
+        ],
+        broker_groups=[group_message(g) for g in found.broker_groups],
+    )
 
 
 class MessagingService:
@@ -220,7 +203,8 @@ class MessagingService:
         """QueryRoute (grpc-v2.md §6.1)."""
         metadata.require_client_id(context)
         topic = topics.validate_topic(request.topic.name)
-        queues = route_message_queues(self._manager.pickup_topic_route(topic), request.topic)
+        found = route_message(self._manager.pickup_topic_route(topic))
+        queues = convert.query_route_queues(found, request.topic)
         if not queues:
             raise errors.TopicNotFoundError(f"no broker group serving {topic!r} has a master")
         return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)

@@ -208,3 +208,43 @@ def message_queue_value(value: pb.v2.MessageQueue) -> route.MessageQueue:
         broker_name=ids.BrokerName(value.broker.name),
         queue_id=ids.QueueId(value.id),
     )
+
+
+def query_route_queues(
+    found: pb.registry.GetTopicRouteResponse, topic: pb.v2.Resource
+) -> list[pb.v2.MessageQueue]:
+    """The entries of a v2 QueryRoute answer from a registry route (grpc-v2.md §6.1, §8).
+
+    Every broker group with a master (broker id 0) contributes its queues at the master's
+    advertised client endpoint; groups without a live master are left out (clients only use id
+    0). Name servers and brokers both answer QueryRoute through this one function, so every
+    access point answers alike.
+
+    Raises:
+        ValueError: if a queue data names an unspecified message type or a master's endpoint is
+            unusable.
+    """
+    masters = {
+        group.broker_name: member
+        for group in found.broker_groups
+        for member in group.members
+        if member.broker_id == ids.MASTER_BROKER_ID
+    }
+    queues: list[pb.v2.MessageQueue] = []
+    for queue_data in found.queue_datas:
+        master = masters.get(queue_data.broker_name)
+        if master is None:
+            continue
+        queues += message_queues(
+            topic=topic,
+            broker=broker(
+                ids.BrokerName(queue_data.broker_name),
+                ids.MASTER_BROKER_ID,
+                address_text(master.client_endpoint),
+            ),
+            read_queue_nums=queue_data.read_queue_nums,
+            write_queue_nums=queue_data.write_queue_nums,
+            perm=queue_data.perm,
+            kind=message_type_of(queue_data.message_type),
+        )
+    return queues
