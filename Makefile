@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all run test lint typecheck imports unit bench clean
+.PHONY: all run test lint typecheck imports unit bench clean protos
 
 all: test
 
@@ -35,6 +35,11 @@ test: lint typecheck imports unit
 
 run: $(STAMP)
 	$(BIN)/ariane run-example
+
+# Regenerate src/ariane/remoting/gen from src/ariane/remoting/protos (commit the result;
+# tests/test_protos.py fails while the committed code is stale).
+protos: $(STAMP)
+	$(BIN)/python -m ariane.remoting.protogen
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.store_append

@@ -10,12 +10,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ariane.namesrv import __main__ as namesrv_main
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-parser per component."""
     parser = argparse.ArgumentParser(prog="ariane", description="RocketMQ-compatible broker")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run-example", help="the main job of `make run` (the flights pipeline)")
+    namesrv_main.add_arguments(sub.add_parser("namesrv", help="run a name server"))
     return parser
 
 
@@ -28,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 0
+    if args.command == "namesrv":
+        return namesrv_main.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first
 
 

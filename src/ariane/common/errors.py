@@ -41,6 +41,8 @@ The tree::
     ├── SlavePersistenceTimeoutError  SLAVE_PERSISTENCE_TIMEOUT (retriable)
     ├── HaNotAvailableError           HA_NOT_AVAILABLE       (retriable)
     ├── RequestTimeoutError           REQUEST_TIMEOUT        (retriable)
+    ├── ProxyTimeoutError             PROXY_TIMEOUT          (retriable; a forwarded call timed out)
+    ├── RequestHeaderFieldsTooLargeError REQUEST_HEADER_FIELDS_TOO_LARGE
     └── UnsupportedError              UNSUPPORTED / NOT_IMPLEMENTED
 """
 
@@ -321,6 +323,19 @@ class RequestTimeoutError(ArianeError):
 
     code = Code.REQUEST_TIMEOUT
     retriable = True
+
+
+class ProxyTimeoutError(ArianeError):
+    """An access point forwarded the request and the broker did not answer in time."""
+
+    code = Code.PROXY_TIMEOUT
+    retriable = True
+
+
+class RequestHeaderFieldsTooLargeError(ArianeError):
+    """A request header is longer than the server accepts."""
+
+    code = Code.REQUEST_HEADER_FIELDS_TOO_LARGE
 
 
 class UnsupportedError(ArianeError):

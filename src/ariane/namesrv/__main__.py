@@ -1,0 +1,68 @@
+"""``python -m ariane.namesrv`` / ``ariane namesrv``: run one name server until SIGTERM/SIGINT.
+
+Logging is configured here and nowhere else. Refuses to run under ``python -O``, because
+assertions are part of Ariane's checks. Exits 0 after a clean shutdown, 2 for bad arguments and
+1 when the listen address cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from ariane.namesrv import server
+
+_log = logging.getLogger("ariane.namesrv")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The name server's command-line options (shared with ``ariane namesrv``)."""
+    parser.add_argument(
+        "--listen",
+        default=server.DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"gRPC listen address (default {server.DEFAULT_LISTEN}; use 0.0.0.0:9876 in a pod)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default INFO)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a name server from parsed arguments; returns the exit status."""
+    if not __debug__:
+        print("ariane namesrv refuses to run under python -O (asserts are checks)", file=sys.stderr)
+        return 2
+    try:
+        settings = server.NameServerSettings(listen=args.listen)
+    except ValueError as exc:
+        print(f"ariane namesrv: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        asyncio.run(server.run_until_signalled(settings))
+    except OSError as exc:
+        _log.error("%s", exc)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m ariane.namesrv", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

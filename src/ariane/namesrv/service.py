@@ -1,0 +1,252 @@
+"""Thin gRPC servicers of the name server: ``ariane.namesrv.v1.Registry`` and v2 ``QueryRoute``.
+
+``RegistryService`` turns registry messages into ``route_info_manager`` calls and back.
+``MessagingService`` offers the two v2 RPCs an access point answers (grpc-v2.md §6.1, §6.9, §8):
+
+* ``QueryRoute``: each broker group's master (id 0) at its advertised endpoint, one
+  ``MessageQueue`` per queue id with its permission, ``accept_message_types`` from the topic's
+  type (never empty). Unknown topic → TOPIC_NOT_FOUND; illegal name → ILLEGAL_TOPIC.
+* ``RecallMessage``: forwarded to the master of the broker group named in the recall handle,
+  with the caller's v2 headers and a bounded deadline.
+
+Both require ``x-mq-client-id`` (CLIENT_ID_REQUIRED otherwise). Every other v2 RPC is answered
+NOT_IMPLEMENTED by ``ariane.remoting.rpc.service_handler``, which also turns any error into a
+status. No logic lives here beyond translation; the tables are in ``route_info_manager``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from ariane.common import errors, ids, topics
+from ariane.namesrv import route_info_manager as rim
+from ariane.remoting import codes, convert, metadata, pb, recall, rpc
+
+_log = logging.getLogger(__name__)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+DEADLINE_RESERVE_S = 0.2
+"""Time kept back from the caller's deadline when forwarding, so the answer arrives in time."""
+
+
+def registration_of(request: pb.registry.RegisterBrokerRequest) -> rim.BrokerRegistration:
+    """The ``BrokerRegistration`` a RegisterBroker request carries.
+
+    Raises:
+        BadRequestError: for an unusable client endpoint or an unspecified topic type.
+    """
+    try:
+        client_address = convert.address_text(request.client_endpoint)
+        configs = tuple(
+            rim.TopicConfig(
+                topic=ids.TopicName(c.topic),
+                read_queue_nums=c.read_queue_nums,
+                write_queue_nums=c.write_queue_nums,
+                perm=c.perm,
+                message_type=convert.message_type_of(c.message_type),
+            )
+            for c in request.topic_configs
+        )
+    except ValueError as exc:
+        raise errors.BadRequestError(str(exc)) from None
+    return rim.BrokerRegistration(
+        cluster=ids.ClusterName(request.cluster_name),
+        broker_name=ids.BrokerName(request.broker_name),
+        broker_id=ids.BrokerId(request.broker_id),
+        client_address=client_address,
+        ha_address=request.ha_address,
+        data_version=request.data_version,
+        topic_configs=configs,
+    )
+
+
+def address_message(host_port: str) -> pb.v2.Address:
+    """The ``Address`` message of a stored ``host:port``."""
+    host, port = convert.split_host_port(host_port)
+    return convert.address(host, port)
+
+
+def group_message(group: rim.BrokerGroup) -> pb.registry.BrokerGroup:
+    """The registry's ``BrokerGroup`` message of a group."""
+    return pb.registry.BrokerGroup(
+        cluster_name=group.cluster,
+        broker_name=group.broker_name,
+        members=[
+            pb.registry.BrokerMember(
+                broker_id=m.broker_id,
+                client_endpoint=address_message(m.client_address),
+                ha_address=m.ha_address,
+                data_version=m.data_version,
+                last_update_timestamp_ms=m.last_update_ms,
+            )
+            for m in group.members
+        ],
+    )
+
+
+class RegistryService:
+    """``ariane.namesrv.v1.Registry`` over a ``RouteInfoManager``."""
+
+    def __init__(self, manager: rim.RouteInfoManager) -> None:
+        self._manager = manager
+
+    async def register_broker(
+        self, request: pb.registry.RegisterBrokerRequest, context: Context
+    ) -> pb.registry.RegisterBrokerResponse:
+        """RegisterBroker; answers the group's master endpoints when there is a master."""
+        registration = registration_of(request)
+        group = self._manager.register_broker(registration)
+        _log.debug(
+            "registered %s/%s at %s with %d topics",
+            registration.broker_name,
+            registration.broker_id,
+            registration.client_address,
+            len(registration.topic_configs),
+        )
+        response = pb.registry.RegisterBrokerResponse(status=codes.ok())
+        master = group.master()
+        if master is not None:
+            response.master_client_endpoint.CopyFrom(address_message(master.client_address))
+            response.master_ha_address = master.ha_address
+        return response
+
+    async def unregister_broker(
+        self, request: pb.registry.UnregisterBrokerRequest, context: Context
+    ) -> pb.registry.UnregisterBrokerResponse:
+        """UnregisterBroker; NOT_FOUND when the broker is not registered."""
+        removed = self._manager.unregister_broker(
+            cluster=ids.ClusterName(request.cluster_name),
+            broker_name=ids.BrokerName(request.broker_name),
+            broker_id=ids.BrokerId(request.broker_id),
+        )
+        if not removed:
+            raise errors.NotFoundError(
+                f"broker {request.broker_name}/{request.broker_id} is not registered"
+            )
+        _log.info("unregistered %s/%s", request.broker_name, request.broker_id)
+        return pb.registry.UnregisterBrokerResponse(status=codes.ok())
+
+    async def broker_heartbeat(
+        self, request: pb.registry.BrokerHeartbeatRequest, context: Context
+    ) -> pb.registry.BrokerHeartbeatResponse:
+        """BrokerHeartbeat; NOT_FOUND when the broker must register first."""
+        required = self._manager.heartbeat(
+            cluster=ids.ClusterName(request.cluster_name),
+            broker_name=ids.BrokerName(request.broker_name),
+            broker_id=ids.BrokerId(request.broker_id),
+            data_version=request.data_version,
+        )
+        return pb.registry.BrokerHeartbeatResponse(
+            status=codes.ok(), registration_required=required
+        )
+
+    async def get_cluster_info(
+        self, request: pb.registry.GetClusterInfoRequest, context: Context
+    ) -> pb.registry.GetClusterInfoResponse:
+        """GetClusterInfo: every broker group, sorted by cluster then name."""
+        groups = [group_message(g) for g in self._manager.cluster_info()]
+        return pb.registry.GetClusterInfoResponse(status=codes.ok(), broker_groups=groups)
+
+    async def get_topic_route(
+        self, request: pb.registry.GetTopicRouteRequest, context: Context
+    ) -> pb.registry.GetTopicRouteResponse:
+        """GetTopicRoute: TOPIC_NOT_FOUND when no broker group serves the topic."""
+        topic = topics.validate_topic(request.topic, allow_system=True)
+        return route_message(self._manager.pickup_topic_route(topic))
+
+
+def route_message(found: rim.TopicRoute) -> pb.registry.GetTopicRouteResponse:
+    """The registry's answer (status OK) for a topic route."""
+    return pb.registry.GetTopicRouteResponse(
+        status=codes.ok(),
+        queue_datas=[
+            pb.registry.QueueData(
+                broker_name=q.broker_name,
+                read_queue_nums=q.read_queue_nums,
+                write_queue_nums=q.write_queue_nums,
+                perm=q.perm,
+                message_type=convert.topic_message_type(q.message_type),
+            )
+            for q in found.queue_datas
+        ],
+        broker_groups=[group_message(g) for g in found.broker_groups],
+    )
+
+
+class MessagingService:
+    """The access-point part of ``apache.rocketmq.v2.MessagingService``.
+
+    Args:
+        manager: the route tables.
+        channels: channels to brokers, for forwarding RecallMessage.
+        forward_timeout_s: longest deadline given to a forwarded call.
+    """
+
+    def __init__(
+        self,
+        manager: rim.RouteInfoManager,
+        channels: rpc.ChannelPool,
+        *,
+        forward_timeout_s: float,
+    ) -> None:
+        self._manager = manager
+        self._channels = channels
+        self._forward_timeout_s = forward_timeout_s
+
+    async def query_route(
+        self, request: pb.v2_service.QueryRouteRequest, context: Context
+    ) -> pb.v2_service.QueryRouteResponse:
+        """QueryRoute (grpc-v2.md §6.1)."""
+        metadata.require_client_id(context)
+        topic = topics.validate_topic(request.topic.name)
+        found = route_message(self._manager.pickup_topic_route(topic))
+        queues = convert.query_route_queues(found, request.topic)
+        if not queues:
+            raise errors.TopicNotFoundError(f"no broker group serving {topic!r} has a master")
+        return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)
+
+    async def recall_message(
+        self, request: pb.v2_service.RecallMessageRequest, context: Context
+    ) -> pb.v2_service.RecallMessageResponse:
+        """RecallMessage, forwarded to the broker group named in the handle (§6.9)."""
+        metadata.require_client_id(context)
+        topic = topics.validate_topic(request.topic.name)
+        handle = recall.decode(request.recall_handle)
+        if handle.topic != topic:
+            raise errors.BadRequestError(
+                f"the recall handle is for topic {handle.topic!r}, not {topic!r}"
+            )
+        group = self._manager.broker_group(handle.broker_name)
+        master = None if group is None else group.master()
+        if master is None:
+            raise errors.NotFoundError(f"broker group {handle.broker_name!r} has no live master")
+        remaining_s = context.time_remaining()
+        timeout_s = self._forward_timeout_s
+        if remaining_s is not None:
+            timeout_s = min(timeout_s, remaining_s - DEADLINE_RESERVE_S)
+        if timeout_s <= 0:
+            raise errors.RequestTimeoutError("no time left to forward the recall")
+        channel = await self._channels.get(master.client_address)
+        try:
+            return await rpc.unary_call(
+                channel,
+                pb.MESSAGING_SERVICE,
+                "RecallMessage",
+                request,
+                pb.v2_service.RecallMessageResponse,
+                timeout_s=timeout_s,
+                metadata=metadata.forwardable(context),
+            )
+        except grpc.aio.AioRpcError as exc:
+            _log.warning("forwarding RecallMessage to %s failed: %s", master.client_address, exc)
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise errors.ProxyTimeoutError(
+                    f"broker {handle.broker_name} did not answer the recall in time"
+                ) from None
+            raise errors.ServiceUnavailableError(
+                f"broker {handle.broker_name} could not be reached: {exc.code().name}"
+            ) from None

@@ -1,0 +1,62 @@
+"""Short, stable names for the generated protobuf modules (the only door into ``remoting.gen``).
+
+Other packages never import ``ariane.remoting.gen`` directly: they use ``pb.v2.Status``,
+``pb.v2_service.QueryRouteRequest``, ``pb.registry.RegisterBrokerRequest`` and so on, so that a
+change of layout in the generated tree touches this module only. Message classes are typed by the
+generated ``.pyi`` stubs; the ``*_grpc`` modules have no stubs and are ``Any`` to mypy (prefer
+``ariane.remoting.rpc`` for typed serving and calling).
+
+Modules:
+    v2: ``apache.rocketmq.v2`` domain types and enums (definition.proto).
+    v2_service: ``apache.rocketmq.v2.MessagingService`` requests and responses.
+    v2_admin: ``apache.rocketmq.v2.Admin`` (kept for completeness; Ariane does not serve it).
+    topic: ``ariane.common.v1`` topic values shared by the registry and admin protos.
+    registry: ``ariane.namesrv.v1.Registry`` (broker registration, route lookups).
+    admin: ``ariane.admin.v1.Admin`` (Ariane's admin API served by brokers).
+"""
+
+from __future__ import annotations
+
+from google.protobuf import descriptor
+
+from ariane.remoting.gen.apache.rocketmq.v2 import admin_pb2 as v2_admin
+from ariane.remoting.gen.apache.rocketmq.v2 import admin_pb2_grpc as v2_admin_grpc
+from ariane.remoting.gen.apache.rocketmq.v2 import definition_pb2 as v2
+from ariane.remoting.gen.apache.rocketmq.v2 import service_pb2 as v2_service
+from ariane.remoting.gen.apache.rocketmq.v2 import service_pb2_grpc as v2_service_grpc
+from ariane.remoting.gen.ariane.admin.v1 import admin_pb2 as admin
+from ariane.remoting.gen.ariane.admin.v1 import admin_pb2_grpc as admin_grpc
+from ariane.remoting.gen.ariane.common.v1 import topic_pb2 as topic
+from ariane.remoting.gen.ariane.namesrv.v1 import registry_pb2 as registry
+from ariane.remoting.gen.ariane.namesrv.v1 import registry_pb2_grpc as registry_grpc
+
+MESSAGING_SERVICE: descriptor.ServiceDescriptor = v2_service.DESCRIPTOR.services_by_name[
+    "MessagingService"
+]
+"""``apache.rocketmq.v2.MessagingService``: the client protocol."""
+
+V2_ADMIN_SERVICE: descriptor.ServiceDescriptor = v2_admin.DESCRIPTOR.services_by_name["Admin"]
+"""``apache.rocketmq.v2.Admin``: the proxy's admin API (not served by Ariane)."""
+
+REGISTRY_SERVICE: descriptor.ServiceDescriptor = registry.DESCRIPTOR.services_by_name["Registry"]
+"""``ariane.namesrv.v1.Registry``: what brokers call on every name server."""
+
+ADMIN_SERVICE: descriptor.ServiceDescriptor = admin.DESCRIPTOR.services_by_name["Admin"]
+"""``ariane.admin.v1.Admin``: what the operator and ``ariane admin`` call on brokers."""
+
+__all__ = [
+    "ADMIN_SERVICE",
+    "MESSAGING_SERVICE",
+    "REGISTRY_SERVICE",
+    "V2_ADMIN_SERVICE",
+    "admin",
+    "admin_grpc",
+    "registry",
+    "registry_grpc",
+    "topic",
+    "v2",
+    "v2_admin",
+    "v2_admin_grpc",
+    "v2_service",
+    "v2_service_grpc",
+]

@@ -1,0 +1,285 @@
+"""Serve and call gRPC services from their protobuf descriptors, typed and without crashes.
+
+Serving: ``service_handler(service, implementation)`` builds the ``grpc.GenericRpcHandler`` of
+one service for a ``grpc.aio`` server. RPC ``QueryRoute`` is served by the coroutine
+``implementation.query_route(request, context)``; a server-streaming RPC by an async generator
+of the same name; a client-streaming one receives the request iterator. Every RPC whose response
+has a ``status`` field (all of ``MessagingService``, ``Registry`` and ``ariane.admin.v1.Admin``)
+is guarded so that a client always gets a status, never a gRPC error:
+
+* an RPC the implementation lacks answers NOT_IMPLEMENTED (50100);
+* an ``ArianeError`` raised by the implementation answers its own code and message;
+* any other exception is logged and answers INTERNAL_ERROR (50000);
+* a unary response whose status was left unset (code 0) is a bug: it answers INTERNAL_ERROR.
+
+``context.abort`` still ends a call with a gRPC status when an implementation wants that (the
+Java proxy uses gRPC INVALID_ARGUMENT for malformed telemetry settings).
+
+Calling: ``unary_call`` makes one typed unary call on a ``grpc.aio`` channel; ``RegistryClient``
+wraps the name server's ``Registry`` for brokers; ``ChannelPool`` keeps a bounded set of
+plaintext channels to other servers (an access point forwarding to brokers).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import descriptor, message, message_factory
+
+from ariane.common import errors
+from ariane.remoting import codes, pb
+
+_log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=message.Message)
+
+STATUS_FIELD = "status"
+_CAMEL_BOUNDARY = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def method_path(service: descriptor.ServiceDescriptor, rpc: str) -> str:
+    """The HTTP/2 path of an RPC: ``/<package>.<Service>/<Rpc>``.
+
+    Raises:
+        KeyError: if the service has no RPC named ``rpc``.
+    """
+    return f"/{service.full_name}/{service.methods_by_name[rpc].name}"
+
+
+def snake_case(rpc: str) -> str:
+    """The implementation method name of an RPC: ``QueryRoute`` → ``query_route``."""
+    return _CAMEL_BOUNDARY.sub("_", rpc).lower()
+
+
+def message_class(message_descriptor: descriptor.Descriptor) -> type[message.Message]:
+    """The generated class of a message descriptor."""
+    return message_factory.GetMessageClass(message_descriptor)
+
+
+def service_handler(
+    service: descriptor.ServiceDescriptor, implementation: object
+) -> grpc.GenericRpcHandler:
+    """A generic handler serving every RPC of ``service`` from ``implementation``.
+
+    Args:
+        service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
+        implementation: an object with a snake-case coroutine (or async generator, for
+            server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
+    """
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in service.methods:
+        behavior = getattr(implementation, snake_case(method.name), None)
+        handlers[method.name] = _method_handler(method, behavior)
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def _failure(response_class: type[message.Message], status: pb.v2.Status) -> message.Message:
+    if STATUS_FIELD not in response_class.DESCRIPTOR.fields_by_name:
+        raise errors.UnsupportedError(status.message)  # answered as a gRPC error by grpc
+    return response_class(**{STATUS_FIELD: status})
+
+
+def _status_for(exc: Exception, rpc: str) -> pb.v2.Status:
+    if isinstance(exc, errors.ArianeError):
+        return codes.from_error(exc)
+    _log.exception("%s failed with an unexpected error", rpc)
+    return codes.internal_error(f"{rpc} failed: {type(exc).__name__}")
+
+
+def _method_handler(
+    method: descriptor.MethodDescriptor, behavior: Any
+) -> grpc.RpcMethodHandler[Any, Any]:
+    request_class = message_class(method.input_type)
+    response_class = message_class(method.output_type)
+    rpc = method.full_name
+    deserialize = request_class.FromString
+    serialize = response_class.SerializeToString
+
+    if not method.server_streaming:
+
+        async def unary_response(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            if behavior is None:
+                return _failure(response_class, codes.not_implemented(method.name))
+            try:
+                response = await behavior(request, context)
+                if STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name:
+                    assert response.status.code != 0, f"{rpc} answered without a status code"
+                return response
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # a client must get a status, never a crash
+                return _failure(response_class, _status_for(exc, rpc))
+
+        factory = (
+            grpc.stream_unary_rpc_method_handler
+            if method.client_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        return factory(
+            unary_response, request_deserializer=deserialize, response_serializer=serialize
+        )
+
+    async def stream_response(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        if behavior is None:
+            yield _failure(response_class, codes.not_implemented(method.name))
+            return
+        try:
+            async for response in behavior(request, context):
+                yield response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # a client must get a status, never a crash
+            yield _failure(response_class, _status_for(exc, rpc))
+
+    factory = (
+        grpc.stream_stream_rpc_method_handler
+        if method.client_streaming
+        else grpc.unary_stream_rpc_method_handler
+    )
+    return factory(stream_response, request_deserializer=deserialize, response_serializer=serialize)
+
+
+def _serialize(request: message.Message) -> bytes:
+    return request.SerializeToString()
+
+
+async def unary_call(
+    channel: grpc.aio.Channel,
+    service: descriptor.ServiceDescriptor,
+    rpc: str,
+    request: message.Message,
+    response_type: type[M],
+    *,
+    timeout_s: float,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> M:
+    """Make one unary call and return its typed response.
+
+    Args:
+        channel: an open ``grpc.aio`` channel to the server.
+        service: the service descriptor, e.g. ``pb.REGISTRY_SERVICE``.
+        rpc: the RPC name as in the proto, e.g. ``"RegisterBroker"``.
+        request: the request message.
+        response_type: the response class, e.g. ``pb.registry.RegisterBrokerResponse``.
+        timeout_s: the call's deadline, in seconds from now.
+        metadata: extra request headers.
+
+    Raises:
+        grpc.aio.AioRpcError: if the call fails at the gRPC level (unreachable, deadline).
+    """
+    callable_ = channel.unary_unary(
+        method_path(service, rpc),
+        request_serializer=_serialize,
+        response_deserializer=response_type.FromString,
+    )
+    return await callable_(request, timeout=timeout_s, metadata=tuple(metadata))
+
+
+class RegistryClient:
+    """Typed calls of ``ariane.namesrv.v1.Registry`` on one name server (what brokers use).
+
+    Args:
+        channel: a ``grpc.aio`` channel to the name server; the caller owns and closes it.
+        timeout_s: deadline of each call (RocketMQ ``registerBrokerTimeoutMills`` is 24 s).
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float = 24.0) -> None:
+        self._channel = channel
+        self._timeout_s = timeout_s
+
+    async def _call(self, rpc: str, request: message.Message, response_type: type[M]) -> M:
+        return await unary_call(
+            self._channel,
+            pb.REGISTRY_SERVICE,
+            rpc,
+            request,
+            response_type,
+            timeout_s=self._timeout_s,
+        )
+
+    async def register_broker(
+        self, request: pb.registry.RegisterBrokerRequest
+    ) -> pb.registry.RegisterBrokerResponse:
+        """RegisterBroker: full topic config of the group plus the broker's endpoints."""
+        return await self._call("RegisterBroker", request, pb.registry.RegisterBrokerResponse)
+
+    async def unregister_broker(
+        self, request: pb.registry.UnregisterBrokerRequest
+    ) -> pb.registry.UnregisterBrokerResponse:
+        """UnregisterBroker: remove this broker at once (clean shutdown)."""
+        return await self._call("UnregisterBroker", request, pb.registry.UnregisterBrokerResponse)
+
+    async def broker_heartbeat(
+        self, request: pb.registry.BrokerHeartbeatRequest
+    ) -> pb.registry.BrokerHeartbeatResponse:
+        """BrokerHeartbeat: keep alive between registrations."""
+        return await self._call("BrokerHeartbeat", request, pb.registry.BrokerHeartbeatResponse)
+
+    async def get_cluster_info(self) -> pb.registry.GetClusterInfoResponse:
+        """GetClusterInfo: every live broker group."""
+        request = pb.registry.GetClusterInfoRequest()
+        return await self._call("GetClusterInfo", request, pb.registry.GetClusterInfoResponse)
+
+    async def get_topic_route(self, topic: str) -> pb.registry.GetTopicRouteResponse:
+        """GetTopicRoute: queue data and broker groups of one topic."""
+        return await self._call(
+            "GetTopicRoute",
+            pb.registry.GetTopicRouteRequest(topic=topic),
+            pb.registry.GetTopicRouteResponse,
+        )
+
+
+CLIENT_MESSAGE_BYTES_MAX = 130 * 1024 * 1024
+"""Largest message a pooled channel sends or receives (matches the server side)."""
+
+
+class ChannelPool:
+    """A bounded set of plaintext ``grpc.aio`` channels keyed by ``host:port``.
+
+    The least recently used channel is closed when a new address would exceed
+    ``channels_max``. Not thread-safe: use it from one event loop.
+
+    Args:
+        channels_max: most channels kept open at once.
+    """
+
+    def __init__(self, *, channels_max: int = 64) -> None:
+        if not 1 <= channels_max <= 100_000:
+            raise ValueError(f"channels_max must be 1..100000, not {channels_max}")
+        self._channels_max = channels_max
+        self._channels: collections.OrderedDict[str, grpc.aio.Channel] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    async def get(self, address: str) -> grpc.aio.Channel:
+        """The channel to ``host:port``, opened on first use."""
+        channel = self._channels.get(address)
+        if channel is not None:
+            self._channels.move_to_end(address)
+            return channel
+        while len(self._channels) >= self._channels_max:
+            _, oldest = self._channels.popitem(last=False)
+            await oldest.close()
+        channel = grpc.aio.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
+                ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
+            ],
+        )
+        self._channels[address] = channel
+        return channel
+
+    async def close(self) -> None:
+        """Close every channel."""
+        while self._channels:
+            _, channel = self._channels.popitem(last=False)
+            await channel.close()

@@ -1,0 +1,255 @@
+"""RouteInfoManager keeps RocketMQ's route tables: register, route, expire, unregister, bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from ariane.common import clock, errors, ids, message
+from ariane.namesrv import route_info_manager as rim
+
+NORMAL = message.MessageType.NORMAL
+RW = 6
+
+
+def topic_config(
+    name: str,
+    *,
+    read: int = 4,
+    write: int = 4,
+    perm: int = RW,
+    kind: message.MessageType = NORMAL,
+) -> rim.TopicConfig:
+    return rim.TopicConfig(ids.TopicName(name), read, write, perm, kind)
+
+
+def registration(
+    broker_name: str,
+    *configs: rim.TopicConfig,
+    broker_id: int = 0,
+    address: str | None = None,
+    cluster: str = "DefaultCluster",
+    version: int = 1,
+) -> rim.BrokerRegistration:
+    return rim.BrokerRegistration(
+        cluster=ids.ClusterName(cluster),
+        broker_name=ids.BrokerName(broker_name),
+        broker_id=ids.BrokerId(broker_id),
+        client_address=address or f"{broker_name}-{broker_id}.brokers:8081",
+        ha_address=f"{broker_name}-{broker_id}.brokers:10912",
+        data_version=version,
+        topic_configs=configs,
+    )
+
+
+@pytest.fixture
+def manual() -> clock.ManualClock:
+    return clock.ManualClock()
+
+
+@pytest.fixture
+def manager(manual: clock.ManualClock) -> rim.RouteInfoManager:
+    return rim.RouteInfoManager(settings=rim.RouteSettings(), clock=manual)
+
+
+def topic(name: str) -> ids.TopicName:
+    return ids.TopicName(name)
+
+
+def test_a_registered_master_serves_its_topics(manager: rim.RouteInfoManager) -> None:
+    """After one master registers, its topics route to its group with its queue data."""
+    group = manager.register_broker(
+        registration("broker-a", topic_config("orders", read=8, write=4))
+    )
+    master = group.master()
+    assert master is not None and master.client_address == "broker-a-0.brokers:8081"
+    route = manager.pickup_topic_route(topic("orders"))
+    assert route.queue_datas == (rim.QueueData(ids.BrokerName("broker-a"), 8, 4, RW, NORMAL),)
+    assert [g.broker_name for g in route.broker_groups] == ["broker-a"]
+    assert route.broker_groups[0].as_broker_data().master_addr() == "broker-a-0.brokers:8081"
+    with pytest.raises(errors.TopicNotFoundError):
+        manager.pickup_topic_route(topic("unknown"))
+
+
+def test_re_registration_replaces_the_groups_topic_configs(manager: rim.RouteInfoManager) -> None:
+    """A master's new registration updates changed topics and drops topics it no longer has."""
+    manager.register_broker(registration("a", topic_config("t1"), topic_config("t2")))
+    manager.register_broker(
+        registration(
+            "a", topic_config("t1", read=2, write=2, perm=4), topic_config("t3"), version=2
+        )
+    )
+    assert manager.topic_names() == ("t1", "t3")
+    (queue_data,) = manager.pickup_topic_route(topic("t1")).queue_datas
+    assert (queue_data.read_queue_nums, queue_data.perm) == (2, 4)
+    with pytest.raises(errors.TopicNotFoundError):
+        manager.pickup_topic_route(topic("t2"))
+    assert manager.cluster_info()[0].members[0].data_version == 2
+
+
+def test_slave_registration_joins_the_group_without_touching_routes(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """A slave (id 1) is listed in its group but its topic configs never change routes."""
+    manager.register_broker(registration("a", topic_config("t1")))
+    group = manager.register_broker(registration("a", topic_config("other"), broker_id=1))
+    assert [m.broker_id for m in group.members] == [0, 1]
+    assert group.master() is not None
+    assert manager.topic_names() == ("t1",)
+
+
+def test_a_promoted_slave_replaces_its_old_entry(manager: rim.RouteInfoManager) -> None:
+    """A broker re-registering its address under id 0 removes its old slave entry."""
+    manager.register_broker(registration("a", broker_id=1, address="pod-1:8081"))
+    group = manager.register_broker(registration("a", topic_config("t"), address="pod-1:8081"))
+    assert [(m.broker_id, m.client_address) for m in group.members] == [(0, "pod-1:8081")]
+
+
+def test_expiry_happens_at_120_s_exactly_and_not_before(
+    manager: rim.RouteInfoManager, manual: clock.ManualClock
+) -> None:
+    """A broker silent 119.999 s survives the scan; at 120 s it and its routes are dropped."""
+    manager.register_broker(registration("a", topic_config("t")))
+    manual.advance_ms(119_999)
+    assert manager.scan_not_active_brokers() == []
+    assert manager.pickup_topic_route(topic("t")).broker_groups
+    manual.advance_ms(1)
+    assert manager.scan_not_active_brokers() == [("a", 0)]
+    assert manager.cluster_info() == ()
+    with pytest.raises(errors.TopicNotFoundError):
+        manager.pickup_topic_route(topic("t"))
+
+
+def test_registration_and_heartbeat_refresh_liveness(
+    manager: rim.RouteInfoManager, manual: clock.ManualClock
+) -> None:
+    """Re-registering or heartbeating within 120 s keeps a broker; only the silent one goes."""
+    manager.register_broker(registration("a", topic_config("t")))
+    manager.register_broker(registration("b", topic_config("t")))
+    manual.advance_ms(100_000)
+    manager.register_broker(registration("a", topic_config("t")))
+    needs_register = manager.heartbeat(
+        cluster=ids.ClusterName("DefaultCluster"),
+        broker_name=ids.BrokerName("b"),
+        broker_id=ids.BrokerId(0),
+        data_version=7,
+    )
+    assert needs_register is True  # the name server holds version 1, the broker sent 7
+    manual.advance_ms(100_000)
+    assert manager.scan_not_active_brokers() == []
+    manual.advance_ms(20_000)
+    assert manager.scan_not_active_brokers() == [("a", 0), ("b", 0)]
+    with pytest.raises(errors.NotFoundError):
+        manager.heartbeat(
+            cluster=ids.ClusterName("DefaultCluster"),
+            broker_name=ids.BrokerName("b"),
+            broker_id=ids.BrokerId(0),
+            data_version=1,
+        )
+
+
+def test_a_group_keeps_its_routes_while_one_member_is_alive(
+    manager: rim.RouteInfoManager, manual: clock.ManualClock
+) -> None:
+    """A silent master is dropped; its group's routes stay while its slave is alive."""
+    manager.register_broker(registration("a", topic_config("t")))
+    manual.advance_ms(60_000)
+    manager.register_broker(registration("a", broker_id=1))
+    manual.advance_ms(60_000)
+    assert manager.scan_not_active_brokers() == [("a", 0)]
+    (group,) = manager.pickup_topic_route(topic("t")).broker_groups
+    assert group.master() is None and [m.broker_id for m in group.members] == [1]
+
+
+def test_unregister_removes_a_broker_at_once(manager: rim.RouteInfoManager) -> None:
+    """Unregistering the last member removes the group and its routes; unknown ones are False."""
+    manager.register_broker(registration("a", topic_config("t")))
+
+    def unregister(cluster: str, broker_id: int) -> bool:
+        return manager.unregister_broker(
+            cluster=ids.ClusterName(cluster),
+            broker_name=ids.BrokerName("a"),
+            broker_id=ids.BrokerId(broker_id),
+        )
+
+    assert unregister("DefaultCluster", 3) is False
+    assert unregister("Other", 0) is False
+    assert unregister("DefaultCluster", 0) is True
+    assert manager.cluster_info() == () and manager.topic_names() == ()
+
+
+def test_several_groups_are_listed_sorted_by_broker_name(manager: rim.RouteInfoManager) -> None:
+    """Routes and cluster info list groups by name whatever the registration order."""
+    for name in ["broker-c", "broker-a", "broker-b"]:
+        manager.register_broker(registration(name, topic_config("t")))
+    manager.register_broker(registration("broker-z", topic_config("t"), cluster="Another"))
+    route = manager.pickup_topic_route(topic("t"))
+    expected = ["broker-a", "broker-b", "broker-c", "broker-z"]
+    assert [q.broker_name for q in route.queue_datas] == expected
+    assert [g.broker_name for g in route.broker_groups] == expected
+    assert [(g.cluster, g.broker_name) for g in manager.cluster_info()] == [
+        ("Another", "broker-z"),
+        ("DefaultCluster", "broker-a"),
+        ("DefaultCluster", "broker-b"),
+        ("DefaultCluster", "broker-c"),
+    ]
+
+
+def test_each_groups_message_type_is_kept_per_topic(manager: rim.RouteInfoManager) -> None:
+    """MIXED and FIFO topics keep their types through registration."""
+    manager.register_broker(
+        registration(
+            "a",
+            topic_config("mixed", kind=message.MessageType.MIXED),
+            topic_config("fifo", kind=message.MessageType.FIFO),
+        )
+    )
+    assert [q.message_type for q in manager.pickup_topic_route(topic("mixed")).queue_datas] == [
+        message.MessageType.MIXED
+    ]
+    assert [q.message_type for q in manager.pickup_topic_route(topic("fifo")).queue_datas] == [
+        message.MessageType.FIFO
+    ]
+
+
+def test_bounds_refuse_with_too_many_requests_and_change_nothing(
+    manual: clock.ManualClock,
+) -> None:
+    """Exceeding topics_max, broker_groups_max or members_per_group_max is refused whole."""
+    settings = rim.RouteSettings(topics_max=2, broker_groups_max=2, members_per_group_max=2)
+    manager = rim.RouteInfoManager(settings=settings, clock=manual)
+    manager.register_broker(registration("a", topic_config("t1")))
+    with pytest.raises(errors.TooManyRequestsError):
+        manager.register_broker(
+            registration("a", topic_config("t1"), topic_config("t2"), topic_config("t3"))
+        )
+    assert manager.topic_names() == ("t1",)
+    manager.register_broker(registration("b"))
+    with pytest.raises(errors.TooManyRequestsError):
+        manager.register_broker(registration("c"))
+    manager.register_broker(registration("a", broker_id=1))
+    with pytest.raises(errors.TooManyRequestsError):
+        manager.register_broker(registration("a", broker_id=2))
+    assert [g.broker_name for g in manager.cluster_info()] == ["a", "b"]
+    assert [m.broker_id for m in manager.cluster_info()[0].members] == [0, 1]
+
+
+def test_invalid_registrations_are_bad_requests(manager: rim.RouteInfoManager) -> None:
+    """Illegal topic names, queue counts, perms, ids and names are refused."""
+    bad = [
+        registration("a", topic_config("bad topic")),
+        registration("a", topic_config("t", read=2000)),
+        registration("a", topic_config("t", perm=16)),
+        registration("a", broker_id=-1),
+        registration("has space"),
+        registration(""),
+    ]
+    for item in bad:
+        with pytest.raises(errors.BadRequestError):
+            manager.register_broker(item)
+    assert manager.cluster_info() == ()
+
+
+def test_settings_reject_unbounded_values() -> None:
+    """Every RouteSettings bound must be positive and finite."""
+    with pytest.raises(ValueError, match="topics_max"):
+        rim.RouteSettings(topics_max=0)
