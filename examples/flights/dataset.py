@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.resources
+import importlib.util
 import io
 import json
+import pathlib
 import zipfile
 from collections.abc import Iterator
 
