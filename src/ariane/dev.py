@@ -1,0 +1,187 @@
+"""``ariane dev``: a local cluster of processes (one name server, one broker) for newcomers.
+
+It starts ``ariane namesrv`` and ``ariane broker`` as child processes with their data under
+``--data-dir``, waits until both accept connections, prints the endpoints (human-readable on
+stderr, one JSON line on stdout for scripts), and on Ctrl-C / SIGTERM stops exactly the children
+it started, by PID: SIGTERM first, SIGKILL after ``stop_grace_s``.
+
+Invariant: no child outlives ``run_dev_cluster``; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 30.0
+"""How long a child may take to accept connections before the cluster start fails."""
+
+STOP_GRACE_S = 10.0
+"""How long a child gets to exit after SIGTERM before it is killed."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DevEndpoints:
+    """Where the local cluster listens.
+
+    Attributes:
+        namesrv: ``host:port`` of the name server: the access point clients use.
+        broker: ``host:port`` of the broker's gRPC endpoint.
+        data_dir: the root of the broker's store.
+    """
+
+    namesrv: str
+    broker: str
+    data_dir: str
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_listening(
+    host: str, port: int, *, process: subprocess.Popen[bytes], timeout_s: float
+) -> None:
+    """Poll until ``host:port`` accepts a TCP connection.
+
+    Raises:
+        RuntimeError: if ``process`` exits first or ``timeout_s`` passes.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode} while starting")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{host}:{port} did not accept connections within {timeout_s} s")
+
+
+def stop_process(process: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S) -> int:
+    """Stop a child we started: SIGTERM, wait ``grace_s``, then SIGKILL. Returns its exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning("pid %d ignored SIGTERM for %.0f s; killing it", process.pid, grace_s)
+            process.kill()
+            process.wait(timeout=grace_s)
+    return process.returncode
+
+
+def _ariane(args: Sequence[str], log_path: pathlib.Path) -> subprocess.Popen[bytes]:
+    log_file = log_path.open("ab")
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ariane", *args],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        log_file.close()
+
+
+@contextlib.contextmanager
+def dev_cluster(
+    data_dir: pathlib.Path,
+    *,
+    namesrv_port: int = 9876,
+    broker_port: int = 0,
+    broker_name: str = "broker-a",
+    flush_disk_type: str = "ASYNC_FLUSH",
+) -> Iterator[DevEndpoints]:
+    """Run a name server and a broker as children for the duration of the ``with`` block.
+
+    Args:
+        data_dir: root for the broker store and the logs (``namesrv.log``, ``broker.log``).
+        namesrv_port: name-server port on 127.0.0.1 (0 = pick a free one).
+        broker_port: broker gRPC port on 127.0.0.1 (0 = pick a free one).
+        broker_name: the broker group name.
+        flush_disk_type: ``ASYNC_FLUSH`` or ``SYNC_FLUSH``.
+
+    Yields:
+        The endpoints, once both children accept connections.
+
+    Raises:
+        RuntimeError: if a child fails to start in ``READY_TIMEOUT_S``.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    namesrv_port = namesrv_port or free_port()
+    broker_port = broker_port or free_port()
+    namesrv_addr = f"127.0.0.1:{namesrv_port}"
+    broker_addr = f"127.0.0.1:{broker_port}"
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        namesrv = _ariane(["namesrv", "--listen", namesrv_addr], data_dir / "namesrv.log")
+        children.append(namesrv)
+        wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
+        broker = _ariane(
+            [
+                "broker",
+                "--namesrv",
+                namesrv_addr,
+                "--listen",
+                broker_addr,
+                "--store-dir",
+                str(data_dir / "store"),
+                "--broker-name",
+                broker_name,
+                "--flush-disk-type",
+                flush_disk_type,
+            ],
+            data_dir / "broker.log",
+        )
+        children.append(broker)
+        wait_until_listening("127.0.0.1", broker_port, process=broker, timeout_s=READY_TIMEOUT_S)
+        yield DevEndpoints(namesrv=namesrv_addr, broker=broker_addr, data_dir=str(data_dir))
+    finally:
+        for child in reversed(children):
+            stop_process(child)
+
+
+def run_dev_cluster(data_dir: pathlib.Path, *, namesrv_port: int, broker_port: int) -> int:
+    """The ``ariane dev`` command: start, print endpoints, wait for Ctrl-C/SIGTERM, stop."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with dev_cluster(data_dir, namesrv_port=namesrv_port, broker_port=broker_port) as ends:
+            print(json.dumps(dataclasses.asdict(ends)), flush=True)
+            print(
+                f"ariane dev: name server {ends.namesrv} (clients use this), broker {ends.broker},"
+                f" data in {ends.data_dir}; Ctrl-C stops both",
+                file=sys.stderr,
+                flush=True,
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                while not stop.wait(timeout=1.0):
+                    pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (used by tests to prove children were stopped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

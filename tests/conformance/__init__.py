@@ -1,0 +1,1 @@
+"""Conformance tests: official RocketMQ clients in subprocesses against real Ariane processes."""

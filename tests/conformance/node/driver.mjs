@@ -1,0 +1,44 @@
+// Drives the official rocketmq-client-nodejs (npm, 1.0.8) for Ariane's conformance tests.
+// Usage: node driver.mjs ENDPOINTS TOPIC GROUP COUNT
+// Sends COUNT messages with tag "node", then receives and acks them with a SimpleConsumer,
+// printing one JSON line per event. Exits 0 when every sent message was received and acked,
+// 3 when the bounded loop gave up first.
+import { Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
+
+const [endpoints, topic, group, countText] = process.argv.slice(2);
+const count = Number(countText);
+const emit = (event) => process.stdout.write(JSON.stringify(event) + '\n');
+
+const producer = new Producer({ endpoints, requestTimeout: 10000 });
+await producer.startup();
+const sent = new Set();
+for (let i = 0; i < count; i++) {
+  const receipt = await producer.send({
+    topic, tag: 'node', keys: [`node-key-${i}`], body: Buffer.from(`node-${i}`),
+  });
+  sent.add(receipt.messageId);
+  emit({ event: 'sent', i, message_id: receipt.messageId });
+}
+await producer.shutdown();
+
+const consumer = new SimpleConsumer({
+  endpoints, consumerGroup: group, subscriptions: new Map().set(topic, '*'),
+  requestTimeout: 10000, awaitDuration: 5000,
+});
+await consumer.startup();
+const acked = new Set();
+const deadline = Date.now() + 60000;
+while (acked.size < count && Date.now() < deadline) {
+  const messages = await consumer.receive(16, 15000);
+  for (const message of messages) {
+    emit({ event: 'received', message_id: message.messageId, body: message.body.toString(),
+      tag: message.tag, keys: message.keys, attempt: message.deliveryAttempt });
+    await consumer.ack(message);
+    acked.add(message.messageId);
+    emit({ event: 'acked', message_id: message.messageId });
+  }
+}
+await consumer.shutdown();
+const missing = [...sent].filter((id) => !acked.has(id));
+emit({ event: 'done', sent: sent.size, acked: acked.size, missing });
+process.exit(missing.length === 0 ? 0 : 3);

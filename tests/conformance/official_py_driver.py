@@ -1,0 +1,193 @@
+"""A command-line driver around the official ``rocketmq-python-client`` (PyPI, 5.1.2).
+
+It runs in its own process (the official client's generated protobuf modules clash with ours in
+one interpreter, grpc-v2.md §1) and speaks JSON lines on stdout, one event per line, so tests
+and the flights job can assert on what a real user of the official client would see.
+
+Commands::
+
+    produce        --endpoints E --topic T --count N [--tag X] [--keys-prefix K]
+                   [--groups G] [--body-size B] [--prefix P]
+    simple-consume --endpoints E --group G --topic T --count N [--invisible-s S]
+                   [--no-ack] [--deadline-s D] [--filter EXPR] [--batch B]
+    push-consume   --endpoints E --group G --topic T --count N [--fail] [--deadline-s D]
+
+Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
+when the deadline passed first (printing what it saw so far).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from rocketmq import (  # type: ignore[import-untyped]
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
+
+_print_lock = threading.Lock()
+
+
+def emit(event: dict[str, Any]) -> None:
+    """Print one JSON event line and flush, so a parent reading the pipe sees it at once."""
+    with _print_lock:
+        sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+        sys.stdout.flush()
+
+
+def _config(endpoints: str) -> Any:
+    return ClientConfiguration(endpoints, Credentials(), request_timeout=10)
+
+
+def _view(msg: Any) -> dict[str, Any]:
+    return {
+        "message_id": msg.message_id,
+        "body": msg.body.decode("utf-8", "replace"),
+        "tag": msg.tag,
+        "keys": sorted(msg.keys),
+        "group": msg.message_group,
+        "attempt": msg.delivery_attempt,
+        "topic": msg.topic,
+        "properties": dict(msg.properties),
+        "corrupted": bool(msg.corrupted),
+    }
+
+
+def produce(args: argparse.Namespace) -> int:
+    """Send ``count`` messages one by one with the official Producer; print each receipt."""
+    producer = Producer(_config(args.endpoints), (args.topic,))
+    producer.startup()
+    try:
+        for i in range(args.count):
+            msg = Message()
+            msg.topic = args.topic
+            body = f"{args.prefix}-{i}"
+            msg.body = (body + "x" * max(0, args.body_size - len(body))).encode()
+            if args.tag:
+                msg.tag = args.tag
+            if args.keys_prefix:
+                msg.keys = f"{args.keys_prefix}-{i}"
+            if args.groups:
+                msg.message_group = f"g{i % args.groups}"
+            receipt = producer.send(msg)
+            emit(
+                {
+                    "event": "sent",
+                    "i": i,
+                    "message_id": receipt.message_id,
+                    "body": body,
+                    "group": msg.message_group,
+                }
+            )
+    finally:
+        producer.shutdown()
+    return 0
+
+
+def simple_consume(args: argparse.Namespace) -> int:
+    """Receive until ``count`` messages were handled (acked unless ``--no-ack``)."""
+    expression = FilterExpression(args.filter) if args.filter else FilterExpression()
+    consumer = SimpleConsumer(
+        _config(args.endpoints), args.group, {args.topic: expression}, await_duration=args.await_s
+    )
+    consumer.startup()
+    handled = 0
+    deadline = time.monotonic() + args.deadline_s
+    try:
+        while handled < args.count and time.monotonic() < deadline:
+            for msg in consumer.receive(args.batch, args.invisible_s):
+                emit({"event": "received", **_view(msg)})
+                if not args.no_ack:
+                    consumer.ack(msg)
+                    emit({"event": "acked", "message_id": msg.message_id})
+                handled += 1
+    finally:
+        consumer.shutdown()
+    return 0 if handled >= args.count else 3
+
+
+class _Listener(MessageListener):  # type: ignore[misc]
+    def __init__(self, *, fail: bool) -> None:
+        self.fail = fail
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def consume(self, message: Any) -> Any:
+        emit({"event": "consumed", **_view(message)})
+        with self.lock:
+            self.count += 1
+        return ConsumeResult.FAILURE if self.fail else ConsumeResult.SUCCESS
+
+
+def push_consume(args: argparse.Namespace) -> int:
+    """Run a PushConsumer until its listener was called ``count`` times or the deadline."""
+    listener = _Listener(fail=args.fail)
+    consumer = PushConsumer(
+        _config(args.endpoints), args.group, listener, {args.topic: FilterExpression()}
+    )
+    consumer.startup()
+    emit({"event": "started"})
+    deadline = time.monotonic() + args.deadline_s
+    try:
+        while time.monotonic() < deadline:
+            with listener.lock:
+                if listener.count >= args.count:
+                    break
+            time.sleep(0.1)
+    finally:
+        consumer.shutdown()
+    return 0 if listener.count >= args.count else 3
+
+
+def main() -> int:
+    """Parse the command line and run one command."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("--endpoints", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--tag", default="")
+    p.add_argument("--keys-prefix", default="")
+    p.add_argument("--groups", type=int, default=0)
+    p.add_argument("--body-size", type=int, default=0)
+    p.add_argument("--prefix", default="m")
+    s = sub.add_parser("simple-consume")
+    s.add_argument("--endpoints", required=True)
+    s.add_argument("--group", required=True)
+    s.add_argument("--topic", required=True)
+    s.add_argument("--count", type=int, required=True)
+    s.add_argument("--invisible-s", type=int, default=15)
+    s.add_argument("--await-s", type=int, default=5)
+    s.add_argument("--batch", type=int, default=16)
+    s.add_argument("--no-ack", action="store_true")
+    s.add_argument("--deadline-s", type=float, default=60)
+    s.add_argument("--filter", default="")
+    q = sub.add_parser("push-consume")
+    q.add_argument("--endpoints", required=True)
+    q.add_argument("--group", required=True)
+    q.add_argument("--topic", required=True)
+    q.add_argument("--count", type=int, required=True)
+    q.add_argument("--fail", action="store_true")
+    q.add_argument("--deadline-s", type=float, default=60)
+    args = parser.parse_args()
+    handlers = {"produce": produce, "simple-consume": simple_consume, "push-consume": push_consume}
+    return handlers[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
