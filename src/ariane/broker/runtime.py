@@ -1,0 +1,160 @@
+"""``BrokerRuntime``: the state one broker process serves from, shared by its gRPC services.
+
+It owns the store (CommitLog, ConsumeQueues, IndexFile), the topic / subscription-group /
+consumer-offset tables, the per-group POP state, long polling and the counters the admin API and
+metrics read. The ``…Service`` classes (messaging, admin) hold a reference and never keep state
+of their own that another service needs.
+
+Invariants: everything here is used from the broker's one event loop (the store's own flusher
+threads excepted); a group's POP state exists only while the group has been seen since start,
+and its committed offsets are mirrored into the offset table after every ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+
+from ariane.broker import (
+    config,
+    long_polling,
+    offsets,
+    persistence,
+    pop,
+    subscriptions,
+    topic_config,
+)
+from ariane.common import clock, errors, ids, route
+from ariane.store import index_file, message_store
+
+_log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(slots=True)
+class Counters:
+    """Totals since start, read by the admin API (``rocketmq_messages_in/out_total``)."""
+
+    messages_in: int = 0
+    bytes_in: int = 0
+    messages_out: int = 0
+    bytes_out: int = 0
+    sent_to_dlq: int = 0
+
+
+class BrokerRuntime:
+    """Open the store and tables of one broker under ``settings.store_dir``.
+
+    Args:
+        settings: the validated broker settings.
+        time: the clock (store timestamps, invisible-time deadlines).
+
+    Raises:
+        OSError: if the store cannot be opened.
+        CorruptMetadataError: if a config file exists but does not parse.
+    """
+
+    def __init__(self, settings: config.BrokerSettings, *, time: clock.Clock) -> None:
+        self.settings = settings
+        self.clock = time
+        root = settings.store_dir
+        root.mkdir(parents=True, exist_ok=True)
+        self.index = index_file.IndexService(
+            root / index_file.INDEX_DIR_NAME, settings.index, clock=time
+        )
+        self.store = message_store.MessageStore.open(
+            root, settings.store, clock=time, key_index=self.index
+        )
+        core = settings.core
+        self.topics = topic_config.TopicConfigManager(
+            persistence.config_path(root, topic_config.FILE_NAME),
+            topic_settings=core.topics,
+            time=time,
+        )
+        self.groups = subscriptions.SubscriptionGroupManager(
+            persistence.config_path(root, subscriptions.FILE_NAME),
+            group_settings=core.subscriptions,
+            time=time,
+        )
+        self.offsets = offsets.ConsumerOffsetManager(
+            persistence.config_path(root, offsets.FILE_NAME), offset_settings=core.offsets
+        )
+        self.polling = long_polling.LongPolling(core.long_polling)
+        self.counters = Counters()
+        self.start_timestamp_ms = time.now_ms()
+        self._pop_states: dict[ids.GroupName, pop.GroupPopState] = {}
+        self.route_changed = asyncio.Event()
+        """Set when topics or write permission change; registration then re-registers at once."""
+
+    @property
+    def broker_name(self) -> ids.BrokerName:
+        """This broker group's name."""
+        return self.settings.broker_name
+
+    def close(self) -> None:
+        """Persist offsets and close the store cleanly (removes its ``abort`` marker)."""
+        self.persist_offsets()
+        self.store.close()
+        self.index.close()
+
+    def persist_offsets(self) -> None:
+        """Write committed consumer offsets if they changed (atomic file replace)."""
+        if self.offsets.persist():
+            _log.debug("consumer offsets persisted")
+
+    # -- consumer groups ----------------------------------------------------------------------
+
+    def pop_state(self, group: subscriptions.SubscriptionGroupConfig) -> pop.GroupPopState:
+        """The POP state of ``group``, created on first use (and re-created when its kind or
+        max attempts changed through the admin API)."""
+        state = self._pop_states.get(group.group)
+        if (
+            state is None
+            or state.orderly != group.consume_orderly
+            or state.max_delivery_attempts != group.max_delivery_attempts
+        ):
+            if len(self._pop_states) >= self.settings.core.subscriptions.group_count_max:
+                raise errors.TooManyRequestsError("too many active consumer groups")
+            state = pop.GroupPopState(
+                group.group,
+                time=self.clock,
+                pop_settings=self.settings.core.pop,
+                max_delivery_attempts=group.max_delivery_attempts,
+                orderly=group.consume_orderly,
+            )
+            self._pop_states[group.group] = state
+        return state
+
+    def existing_pop_state(self, group: ids.GroupName) -> pop.GroupPopState | None:
+        """The POP state of ``group`` if it has received since start."""
+        return self._pop_states.get(group)
+
+    def drop_pop_state(self, group: ids.GroupName) -> None:
+        """Forget a group's POP state (group deleted or offsets reset)."""
+        self._pop_states.pop(group, None)
+
+    def open_queue(
+        self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId
+    ) -> None:
+        """Start tracking a queue for a group from its stored offset or its initial offset."""
+        if state.is_open(topic, queue_id):
+            return
+        stored = self.offsets.query(state.group, topic, queue_id)
+        low = self.store.min_queue_offset(topic, queue_id)
+        start: int
+        if stored is None:
+            first = self.settings.receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
+            start = low if first else self.store.max_queue_offset(topic, queue_id)
+        else:
+            start = max(stored, low)
+        state.open_queue(topic, queue_id, committed=ids.QueueOffset(start))
+
+    def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
+        """Mirror the group's committed offset of one queue into the offset table."""
+        self.offsets.commit(state.group, topic, queue_id, state.committed_offset(topic, queue_id))
+
+    # -- routes -------------------------------------------------------------------------------
+
+    def queue_datas(self) -> list[tuple[topic_config.TopicConfig, route.QueueData]]:
+        """Every topic of this broker with its QueueData (what registration sends)."""
+        return [(t, t.queue_data(self.broker_name)) for t in self.topics.list_all()]

@@ -1,0 +1,193 @@
+"""v2 ``Message`` ↔ Ariane message values (grpc-v2.md §3, §6.3, §6.4).
+
+``incoming`` turns a ``SendMessage`` message into a neutral ``IncomingMessage`` (no checks
+beyond decoding: the broker's send path validates); ``outgoing`` builds the v2 ``Message`` a
+consumer receives from a ``StoredMessage`` with the system properties the official clients
+require: ``body_encoding`` set, an upper-case MD5 ``body_digest``, ``delivery_attempt >= 1``,
+the receipt handle, and only non-reserved keys in ``user_properties``.
+
+Stored properties use RocketMQ's names (``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``__SHARDINGKEY`` …,
+``ariane.common.message.Property``); everything else in a stored message's properties is a user
+property.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from ariane.common import ids, message
+from ariane.remoting import pb
+
+P = message.Property
+
+RESERVED_PROPERTY_KEYS: frozenset[str] = frozenset(
+    value for name, value in vars(P).items() if not name.startswith("_") and isinstance(value, str)
+)
+"""Property names that are system properties and may not be user property keys."""
+
+MESSAGE_TYPE_NAMES: dict[int, str] = {
+    pb.v2.MessageType.NORMAL: "NORMAL",
+    pb.v2.MessageType.FIFO: "FIFO",
+    pb.v2.MessageType.DELAY: "DELAY",
+    pb.v2.MessageType.TRANSACTION: "TRANSACTION",
+    pb.v2.MessageType.LITE: "LITE",
+    pb.v2.MessageType.PRIORITY: "PRIORITY",
+}
+"""Wire message types by their stored name (``__MESSAGE_TYPE`` property)."""
+
+_TYPE_BY_NAME: dict[str, pb.v2.MessageType] = {
+    name: pb.v2.MessageType(number) for number, name in MESSAGE_TYPE_NAMES.items()
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """A message of a SendMessage request, decoded but not validated.
+
+    Attributes:
+        topic: topic name as sent.
+        body: the body bytes (compressed when ``gzip``).
+        gzip: ``body_encoding`` was GZIP.
+        user_properties: the user properties.
+        tag: the tag, or ``None``.
+        keys: the keys.
+        message_id: the client's message id (stored as UNIQ_KEY).
+        message_type: the wire message type name (``NORMAL``, ``FIFO`` …) or ``UNSPECIFIED``.
+        message_group: the FIFO message group, or ``None``.
+        delivery_timestamp_ms: requested delivery time, or ``None``.
+        born_timestamp_ms: when the client made it (whole seconds from Python), ms.
+        born_host: the host name/IP the client reported.
+        trace_context: the trace context, or ``None``.
+    """
+
+    topic: str
+    body: bytes
+    gzip: bool
+    user_properties: dict[str, str]
+    tag: str | None
+    keys: tuple[str, ...]
+    message_id: str
+    message_type: str
+    message_group: str | None
+    delivery_timestamp_ms: int | None
+    born_timestamp_ms: int
+    born_host: str
+    trace_context: str | None
+
+
+def timestamp_ms(value: timestamp_pb2.Timestamp) -> int:
+    """A protobuf ``Timestamp`` in ms since the epoch (seconds·1000 + nanos/1e6)."""
+    return value.seconds * 1000 + value.nanos // 1_000_000
+
+
+def timestamp(ms: int) -> timestamp_pb2.Timestamp:
+    """ms since the epoch as a protobuf ``Timestamp``."""
+    return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def incoming(msg: pb.v2.Message) -> IncomingMessage:
+    """Decode one message of a SendMessageRequest."""
+    props = msg.system_properties
+    return IncomingMessage(
+        topic=msg.topic.name,
+        body=msg.body,
+        gzip=props.body_encoding == pb.v2.Encoding.GZIP,
+        user_properties=dict(msg.user_properties),
+        tag=props.tag if props.HasField("tag") else None,
+        keys=tuple(props.keys),
+        message_id=props.message_id,
+        message_type=MESSAGE_TYPE_NAMES.get(props.message_type, "UNSPECIFIED"),
+        message_group=props.message_group if props.HasField("message_group") else None,
+        delivery_timestamp_ms=(
+            timestamp_ms(props.delivery_timestamp) if props.HasField("delivery_timestamp") else None
+        ),
+        born_timestamp_ms=timestamp_ms(props.born_timestamp),
+        born_host=props.born_host,
+        trace_context=props.trace_context if props.HasField("trace_context") else None,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    """What a receive adds to a stored message.
+
+    Attributes:
+        receipt_handle: the encoded handle the client acks with.
+        invisible_ms: how long the message stays invisible, ms.
+        attempt: the delivery attempt, ≥ 1.
+        dead_letter_origin: ``(topic, message id)`` when read from a DLQ, else ``None``.
+    """
+
+    receipt_handle: str
+    invisible_ms: int
+    attempt: int
+    dead_letter_origin: tuple[str, str] | None = None
+
+
+def outgoing(
+    stored: message.StoredMessage, delivery: Delivery, namespace: str = ""
+) -> pb.v2.Message:
+    """The v2 ``Message`` a consumer receives (grpc-v2.md §6.4 table)."""
+    props = stored.properties
+    system = pb.v2.SystemProperties(
+        keys=[k for k in props.get(P.KEYS, "").split(message.KEY_SEPARATOR) if k],
+        message_id=props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
+        body_digest=pb.v2.Digest(
+            type=pb.v2.DigestType.MD5, checksum=hashlib.md5(stored.body).hexdigest().upper()
+        ),
+        body_encoding=(
+            pb.v2.Encoding.GZIP
+            if stored.sys_flag & message.SysFlag.COMPRESSED
+            else pb.v2.Encoding.IDENTITY
+        ),
+        message_type=_TYPE_BY_NAME.get(
+            props.get(P.MESSAGE_TYPE, "NORMAL"), pb.v2.MessageType.NORMAL
+        ),
+        born_timestamp=timestamp(stored.born_timestamp_ms),
+        born_host=props.get(P.BORN_HOST_NAME, stored.born_host.ip),
+        store_timestamp=timestamp(stored.store_timestamp_ms),
+        store_host=str(stored.store_host),
+        receipt_handle=delivery.receipt_handle,
+        queue_id=stored.queue_id,
+        queue_offset=stored.queue_offset,
+        invisible_duration=duration(delivery.invisible_ms),
+        delivery_attempt=delivery.attempt,
+    )
+    if P.TAGS in props:
+        system.tag = props[P.TAGS]
+    if P.SHARDING_KEY in props:
+        system.message_group = props[P.SHARDING_KEY]
+    if P.TIMER_DELIVER_MS in props:
+        system.delivery_timestamp.CopyFrom(timestamp(int(props[P.TIMER_DELIVER_MS])))
+    if P.TRACE_CONTEXT in props:
+        system.trace_context = props[P.TRACE_CONTEXT]
+    if delivery.dead_letter_origin is not None:
+        system.dead_letter_queue.CopyFrom(
+            pb.v2.DeadLetterQueue(
+                topic=delivery.dead_letter_origin[0], message_id=delivery.dead_letter_origin[1]
+            )
+        )
+    return pb.v2.Message(
+        topic=pb.v2.Resource(name=stored.topic, resource_namespace=namespace),
+        user_properties={k: v for k, v in props.items() if k not in RESERVED_PROPERTY_KEYS},
+        system_properties=system,
+        body=stored.body,
+    )
+
+
+def duration(ms: int) -> duration_pb2.Duration:
+    """ms as a protobuf ``Duration``."""
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def duration_ms(value: duration_pb2.Duration) -> int:
+    """A protobuf ``Duration`` in ms."""
+    return value.seconds * 1000 + value.nanos // 1_000_000
+
+
+def message_id_of(stored: message.StoredMessage) -> ids.MessageId:
+    """The client message id (UNIQ_KEY) of a stored message, or "" when it has none."""
+    return ids.MessageId(stored.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""))
