@@ -11,6 +11,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from ariane.broker import __main__ as broker_main
 from ariane.namesrv import __main__ as namesrv_main
 
 
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run-example", help="the main job of `make run` (the flights pipeline)")
     namesrv_main.add_arguments(sub.add_parser("namesrv", help="run a name server"))
+    broker_main.add_arguments(sub.add_parser("broker", help="run a broker"))
     dev = sub.add_parser("dev", help="run a local name server + broker until Ctrl-C")
     dev.add_argument("--data-dir", required=True, type=pathlib.Path, help="store and logs root")
     dev.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
@@ -50,4 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "namesrv":
         return namesrv_main.run(args)
+    if args.command == "broker":
+        return broker_main.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first

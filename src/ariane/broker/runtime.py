@@ -83,6 +83,8 @@ class BrokerRuntime:
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
         self._pop_states: dict[ids.GroupName, pop.GroupPopState] = {}
+        self.client_endpoint = settings.client_endpoint(0)
+        """``HOST:PORT`` advertised to clients; the server sets it once the port is bound."""
         self.route_changed = asyncio.Event()
         """Set when topics or write permission change; registration then re-registers at once."""
 

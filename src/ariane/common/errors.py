@@ -15,6 +15,7 @@ The tree::
     │   ├── IllegalMessageTagError    ILLEGAL_MESSAGE_TAG
     │   ├── IllegalMessageKeyError    ILLEGAL_MESSAGE_KEY
     │   ├── IllegalMessageGroupError  ILLEGAL_MESSAGE_GROUP
+    │   ├── IllegalMessageIdError     ILLEGAL_MESSAGE_ID
     │   ├── IllegalPropertyKeyError   ILLEGAL_MESSAGE_PROPERTY_KEY
     │   ├── IllegalInvisibleTimeError ILLEGAL_INVISIBLE_TIME
     │   ├── IllegalDeliveryTimeError  ILLEGAL_DELIVERY_TIME
@@ -161,6 +162,12 @@ class IllegalMessageGroupError(BadRequestError):
     """A FIFO message group is blank or too long."""
 
     code = Code.ILLEGAL_MESSAGE_GROUP
+
+
+class IllegalMessageIdError(BadRequestError):
+    """A message without a message id, or an id that does not parse."""
+
+    code = Code.ILLEGAL_MESSAGE_ID
 
 
 class IllegalPropertyKeyError(BadRequestError):

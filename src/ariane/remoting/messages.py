@@ -38,9 +38,7 @@ MESSAGE_TYPE_NAMES: dict[int, str] = {
 }
 """Wire message types by their stored name (``__MESSAGE_TYPE`` property)."""
 
-_TYPE_BY_NAME: dict[str, pb.v2.MessageType] = {
-    name: pb.v2.MessageType(number) for number, name in MESSAGE_TYPE_NAMES.items()
-}
+_TYPE_NAMES = frozenset(MESSAGE_TYPE_NAMES.values())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -143,9 +141,7 @@ def outgoing(
             if stored.sys_flag & message.SysFlag.COMPRESSED
             else pb.v2.Encoding.IDENTITY
         ),
-        message_type=_TYPE_BY_NAME.get(
-            props.get(P.MESSAGE_TYPE, "NORMAL"), pb.v2.MessageType.NORMAL
-        ),
+        message_type=_type_name(props.get(P.MESSAGE_TYPE, "NORMAL")),
         born_timestamp=timestamp(stored.born_timestamp_ms),
         born_host=props.get(P.BORN_HOST_NAME, stored.born_host.ip),
         store_timestamp=timestamp(stored.store_timestamp_ms),
@@ -176,6 +172,10 @@ def outgoing(
         system_properties=system,
         body=stored.body,
     )
+
+
+def _type_name(stored: str) -> str:
+    return stored if stored in _TYPE_NAMES else "NORMAL"
 
 
 def duration(ms: int) -> duration_pb2.Duration:

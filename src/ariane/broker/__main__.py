@@ -1,0 +1,120 @@
+"""``python -m ariane.broker`` / ``ariane broker``: run one broker until SIGTERM/SIGINT.
+
+Settings come from ``--config FILE`` (TOML, see ``broker.config``) with flags overriding it.
+Logging is configured here and nowhere else. Exits 0 after a clean shutdown, 2 for bad
+arguments or settings (the message says which and how to fix it), 1 when the store cannot be
+opened or the port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ariane.broker import config, server
+from ariane.common import ids
+from ariane.store import settings as store_settings
+
+_log = logging.getLogger("ariane.broker")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The broker's command-line options (shared with ``ariane broker``)."""
+    parser.add_argument("--config", type=pathlib.Path, help="TOML settings file")
+    parser.add_argument(
+        "--namesrv",
+        action="append",
+        metavar="HOST:PORT",
+        help="name server to register with (repeatable; default 127.0.0.1:9876)",
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help=f"gRPC listen address (default {config.DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        help="endpoint clients are told to dial (default: the listen address)",
+    )
+    parser.add_argument("--store-dir", type=pathlib.Path, help="store root directory")
+    parser.add_argument("--broker-name", help="broker group name (default broker-a)")
+    parser.add_argument("--broker-id", type=int, help="0 = master, >0 = slave")
+    parser.add_argument("--cluster", help="cluster name (default DefaultCluster)")
+    parser.add_argument(
+        "--flush-disk-type",
+        choices=[t.value for t in store_settings.FlushDiskType],
+        help="ASYNC_FLUSH (default) or SYNC_FLUSH",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> config.BrokerSettings:
+    """Build settings from the config file and flags.
+
+    Raises:
+        ValueError: a setting is unknown or out of range (the message names it).
+        OSError: the config file cannot be read.
+    """
+    overrides: dict[str, Any] = {
+        "namesrv_addrs": tuple(args.namesrv) if args.namesrv else None,
+        "listen": args.listen,
+        "advertised_endpoint": args.advertise,
+        "store_dir": args.store_dir,
+        "broker_name": ids.BrokerName(args.broker_name) if args.broker_name else None,
+        "broker_id": args.broker_id,
+        "cluster": args.cluster,
+    }
+    settings = (
+        config.load_toml(args.config, **overrides)
+        if args.config
+        else config.from_mapping({}, **overrides)
+    )
+    if args.flush_disk_type:
+        store = dataclasses.replace(
+            settings.store, flush_disk_type=store_settings.FlushDiskType(args.flush_disk_type)
+        )
+        settings = dataclasses.replace(settings, store=store)
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a broker from parsed arguments; returns the exit status."""
+    if not __debug__:
+        print("ariane broker refuses to run under python -O (asserts are checks)", file=sys.stderr)
+        return 2
+    try:
+        settings = settings_from_args(args)
+    except (ValueError, OSError) as exc:
+        print(f"ariane broker: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        asyncio.run(server.run_until_signalled(settings))
+    except OSError as exc:
+        _log.error("%s", exc)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m ariane.broker", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""The consume path of RocketMQ 5 per-message consumption: receive (pop), ack, change the
+invisible duration, forward to the dead-letter queue.
+
+Mirrors the proxy's ``ReceiveMessageActivity``/``AckMessageActivity``/
+``ChangeInvisibleDurationActivity``/``ForwardMessageToDLQActivity`` over the broker's POP
+service (grpc-v2.md §6.4 and §6.5), with the bookkeeping of ``broker.pop.GroupPopState``:
+
+* a receive looks at every readable queue of the topic on this broker (or the one queue a FIFO
+  consumer names), first redelivering messages whose invisible time ran out (``attempt + 1``),
+  moving those past the group's ``max_delivery_attempts`` to ``%DLQ%<group>``, then FIFO messages
+  that became free, then new messages from the scan cursor, filtered by tag hash then by the
+  full tag/SQL92 filter;
+* with nothing to deliver it parks on the topic (long polling) in slices of ``poll_slice_ms``
+  until a send notifies it or the polling time ends, always answering before the deadline;
+* an ack / change must carry this broker's current handle of the message: anything else is
+  INVALID_RECEIPT_HANDLE (so push consumers stop retrying it);
+* the group's committed offset (lowest offset not yet done) is mirrored into the offset table
+  after every ack, skip and dead-letter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time as time_mod
+
+from ariane.broker import filter as filters
+from ariane.broker import pop, receipt, subscriptions, topic_config
+from ariane.broker import runtime as runtime_mod
+from ariane.common import errors, ids, limits, message, topics
+from ariane.remoting import messages
+from ariane.store import commit_log, message_store
+
+_log = logging.getLogger(__name__)
+P = message.Property
+GMS = message_store.GetMessageStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Received:
+    """One delivered message and what the delivery adds to it."""
+
+    stored: message.StoredMessage
+    delivery: messages.Delivery
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReceiveRequest:
+    """A validated receive.
+
+    Attributes:
+        group: the consumer group.
+        topic: the topic.
+        queue_id: the queue the client named (-1 or any id for non-FIFO groups).
+        message_filter: the subscription's filter.
+        batch_size: most messages to return, 1..32.
+        invisible_ms: invisible duration of delivered messages, ms.
+        poll_s: how long to wait for messages before answering empty, seconds.
+    """
+
+    group: ids.GroupName
+    topic: ids.TopicName
+    queue_id: int
+    message_filter: filters.MessageFilter
+    batch_size: int
+    invisible_ms: int
+    poll_s: float
+
+
+def check_invisible_ms(invisible_ms: int, *, minimum_ms: int) -> int:
+    """Validate an invisible duration (proxy ``validateInvisibleTime``).
+
+    Raises:
+        IllegalInvisibleTimeError: below ``minimum_ms`` or above 12 h.
+    """
+    if not minimum_ms <= invisible_ms <= limits.INVISIBLE_DURATION_MS_MAX:
+        raise errors.IllegalInvisibleTimeError(
+            f"invisible duration {invisible_ms} ms is outside {minimum_ms}.."
+            f"{limits.INVISIBLE_DURATION_MS_MAX} ms"
+        )
+    return invisible_ms
+
+
+class ConsumeProcessor:
+    """Receive, ack, change-invisible and DLQ forwarding for every group of one broker."""
+
+    def __init__(self, runtime: runtime_mod.BrokerRuntime) -> None:
+        self._runtime = runtime
+        self._next_queue = 0
+
+    # -- receive ---------------------------------------------------------------------------
+
+    async def receive(self, request: ReceiveRequest) -> list[Received]:
+        """Pop up to ``batch_size`` messages, long polling up to ``poll_s``.
+
+        Raises:
+            TopicNotFoundError, ForbiddenError, TooManyRequestsError: as the checks say.
+        """
+        runtime = self._runtime
+        group = runtime.groups.require(request.group)
+        if not group.consume_enable:
+            raise errors.ForbiddenError(f"consumer group {group.group!r} may not consume")
+        topic = runtime.topics.require(request.topic)
+        if not topic.readable:
+            raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
+        deadline = time_mod.monotonic() + request.poll_s
+        slice_s = runtime.settings.receive.poll_slice_ms / 1000
+        while True:
+            since = runtime.polling.snapshot()
+            found = await self._pop_once(request, group, topic)
+            remaining = deadline - time_mod.monotonic()
+            if found or remaining <= 0:
+                return found
+            await runtime.polling.hold(topic.name, min(slice_s, remaining), since=since)
+
+    async def _pop_once(
+        self,
+        request: ReceiveRequest,
+        group: subscriptions.SubscriptionGroupConfig,
+        topic: topic_config.TopicConfig,
+    ) -> list[Received]:
+        state = self._runtime.pop_state(group)
+        out: list[Received] = []
+        for queue_id in self._queue_order(request, group, topic):
+            if len(out) >= request.batch_size:
+                break
+            self._runtime.open_queue(state, topic.name, queue_id)
+            await self._redeliver_due(state, request, queue_id, out)
+            self._deliver_fifo_ready(state, request, queue_id, out)
+            self._scan_new(state, request, queue_id, out)
+            self._runtime.commit(state, topic.name, queue_id)
+        self._runtime.counters.messages_out += len(out)
+        self._runtime.counters.bytes_out += sum(len(r.stored.body) for r in out)
+        return out
+
+    def _queue_order(
+        self,
+        request: ReceiveRequest,
+        group: subscriptions.SubscriptionGroupConfig,
+        topic: topic_config.TopicConfig,
+    ) -> list[ids.QueueId]:
+        count = topic.read_queue_nums
+        if group.consume_orderly and 0 <= request.queue_id < count:
+            return [ids.QueueId(request.queue_id)]
+        self._next_queue = (self._next_queue + 1) % count
+        return [ids.QueueId((self._next_queue + i) % count) for i in range(count)]
+
+    async def _redeliver_due(
+        self,
+        state: pop.GroupPopState,
+        request: ReceiveRequest,
+        queue_id: ids.QueueId,
+        out: list[Received],
+    ) -> None:
+        for due in state.collect_due(request.topic, queue_id):
+            stored = self._read_one(request.topic, queue_id, due.queue_offset)
+            if stored is None:  # deleted by retention meanwhile: nothing left to deliver
+                state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
+                continue
+            if due.to_dlq:
+                await self.send_to_dlq(state.group, stored, attempts=due.next_attempt - 1)
+                state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
+                continue
+            if len(out) >= request.batch_size:
+                continue
+            if not request.message_filter.matches(stored.message.tags, stored.properties):
+                continue  # subscription changed; it stays due for a consumer that wants it
+            in_flight = state.redeliver(
+                request.topic, queue_id, due.queue_offset, invisible_ms=request.invisible_ms
+            )
+            out.append(self._received(stored, in_flight))
+
+    def _deliver_fifo_ready(
+        self,
+        state: pop.GroupPopState,
+        request: ReceiveRequest,
+        queue_id: ids.QueueId,
+        out: list[Received],
+    ) -> None:
+        for offset, group_name in state.fifo_ready(request.topic, queue_id):
+            if len(out) >= request.batch_size:
+                return
+            stored = self._read_one(request.topic, queue_id, offset)
+            in_flight = state.reserve(
+                request.topic,
+                queue_id,
+                offset,
+                invisible_ms=request.invisible_ms,
+                message_group=group_name,
+            )
+            if in_flight is not None and stored is not None:
+                out.append(self._received(stored, in_flight))
+
+    def _scan_new(
+        self,
+        state: pop.GroupPopState,
+        request: ReceiveRequest,
+        queue_id: ids.QueueId,
+        out: list[Received],
+    ) -> None:
+        budget = min(request.batch_size - len(out), state.scan_budget(request.topic, queue_id))
+        if budget <= 0:
+            return
+        start = state.scan_offset(request.topic, queue_id)
+        tag_filter = request.message_filter
+        prefilter = (
+            tag_filter.matches_tag_hash
+            if isinstance(tag_filter, filters.TagFilter) and not tag_filter.matches_all
+            else None
+        )
+        result = self._runtime.store.get_messages(
+            request.topic,
+            queue_id,
+            start,
+            max_count=budget,
+            max_bytes=self._runtime.settings.receive.message_bytes_max,
+            tag_filter=prefilter,
+        )
+        if result.status is GMS.OFFSET_TOO_SMALL or result.status is GMS.OFFSET_FOUND_NULL:
+            state.skip_to(request.topic, queue_id, result.next_begin_offset)
+            return
+        if result.status is GMS.OFFSET_OVERFLOW_BADLY:
+            _log.warning(
+                "%s/%d: offset %d beyond max %d; restarting the group there",
+                request.topic,
+                queue_id,
+                start,
+                result.max_offset,
+            )
+            state.reset_queue(request.topic, queue_id, result.max_offset)
+            return
+        found = {m.queue_offset: m for m in result.messages}
+        for offset in range(start, result.next_begin_offset):
+            queue_offset = ids.QueueOffset(offset)
+            stored = found.get(queue_offset)
+            if stored is None or not tag_filter.matches(stored.message.tags, stored.properties):
+                state.skip(request.topic, queue_id, queue_offset)
+                continue
+            in_flight = state.reserve(
+                request.topic,
+                queue_id,
+                queue_offset,
+                invisible_ms=request.invisible_ms,
+                message_group=stored.message.message_group,
+            )
+            if in_flight is not None:
+                out.append(self._received(stored, in_flight))
+
+    def _read_one(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
+    ) -> message.StoredMessage | None:
+        result = self._runtime.store.get_messages(topic, queue_id, offset, max_count=1, max_bytes=1)
+        if result.messages and result.messages[0].queue_offset == offset:
+            return result.messages[0]
+        return None
+
+    def _received(self, stored: message.StoredMessage, in_flight: pop.InFlight) -> Received:
+        handle = in_flight.receipt_handle(
+            broker_name=self._runtime.broker_name, commit_log_offset=stored.commit_log_offset
+        )
+        origin = None
+        if topics.is_dlq_topic(stored.topic):
+            props = stored.properties
+            origin = (props.get(P.DLQ_ORIGIN_TOPIC, ""), props.get(P.DLQ_ORIGIN_MESSAGE_ID, ""))
+        delivery = messages.Delivery(
+            receipt_handle=receipt.encode(handle),
+            invisible_ms=in_flight.invisible_ms,
+            attempt=in_flight.attempt,
+            dead_letter_origin=origin,
+        )
+        return Received(stored, delivery)
+
+    # -- acknowledgements ------------------------------------------------------------------
+
+    def _handle(
+        self, group: ids.GroupName, topic: str, text: str
+    ) -> tuple[receipt.ReceiptHandle, pop.GroupPopState]:
+        handle = receipt.decode(text)
+        if handle.broker_name != self._runtime.broker_name:
+            raise errors.InvalidReceiptHandleError(
+                f"receipt handle was issued by broker {handle.broker_name!r}, not this one"
+            )
+        if handle.topic != topic:
+            raise errors.InvalidReceiptHandleError(
+                f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
+            )
+        state = self._runtime.existing_pop_state(group)
+        if state is None:
+            raise errors.InvalidReceiptHandleError(
+                f"group {group!r} has received nothing from this broker since it started"
+            )
+        return handle, state
+
+    def ack(self, group: ids.GroupName, topic: str, receipt_text: str) -> None:
+        """Ack one delivery (RocketMQ ``AckMessageProcessor``).
+
+        Raises:
+            InvalidReceiptHandleError: the handle does not decode, is not this broker's, or is
+                not the message's current handle (stale, already acked, redelivered).
+        """
+        handle, state = self._handle(group, topic, receipt_text)
+        outcome = state.ack(
+            handle.topic, handle.queue_id, handle.queue_offset, handle.handle_version
+        )
+        _raise_unless_ok(outcome)
+        self._runtime.commit(state, handle.topic, handle.queue_id)
+
+    def change_invisible(
+        self, group: ids.GroupName, topic: str, receipt_text: str, invisible_ms: int
+    ) -> str:
+        """Move a delivery's deadline to now + ``invisible_ms``; returns the new handle.
+
+        Raises:
+            InvalidReceiptHandleError: as for ``ack``; the old handle becomes stale.
+        """
+        handle, state = self._handle(group, topic, receipt_text)
+        changed = state.change_invisible(
+            handle.topic,
+            handle.queue_id,
+            handle.queue_offset,
+            handle.handle_version,
+            max(1, invisible_ms),
+        )
+        _raise_unless_ok(changed.outcome)
+        assert changed.in_flight is not None
+        renewed = changed.in_flight.receipt_handle(
+            broker_name=self._runtime.broker_name, commit_log_offset=handle.commit_log_offset
+        )
+        return receipt.encode(renewed)
+
+    async def forward_to_dlq(self, group: ids.GroupName, topic: str, receipt_text: str) -> None:
+        """Copy a delivered message to ``%DLQ%<group>`` and ack it (ForwardMessageToDLQ).
+
+        Raises:
+            InvalidReceiptHandleError: as for ``ack``.
+            ServiceUnavailableError: the DLQ append failed; the message stays in flight.
+        """
+        handle, state = self._handle(group, topic, receipt_text)
+        current = state.in_flight(handle.topic, handle.queue_id, handle.queue_offset)
+        if current is None or current.handle_version != handle.handle_version:
+            raise errors.InvalidReceiptHandleError("receipt handle is stale or already acked")
+        stored = self._read_one(handle.topic, handle.queue_id, handle.queue_offset)
+        if stored is not None:
+            await self.send_to_dlq(group, stored, attempts=current.attempt)
+        self.ack(group, topic, receipt_text)
+
+    async def send_to_dlq(
+        self, group: ids.GroupName, stored: message.StoredMessage, *, attempts: int
+    ) -> None:
+        """Append a copy of ``stored`` to ``%DLQ%<group>`` (RocketMQ ``sendMsgBack`` → DLQ).
+
+        Raises:
+            ServiceUnavailableError: the store refused the append.
+        """
+        dlq = self._runtime.topics.ensure_dlq_topic(group)
+        props = dict(stored.properties)
+        props.setdefault(P.DLQ_ORIGIN_TOPIC, stored.topic)
+        props.setdefault(P.DLQ_ORIGIN_MESSAGE_ID, messages.message_id_of(stored))
+        request = commit_log.AppendRequest(
+            message=message.Message(topic=dlq.name, body=stored.body, properties=props),
+            queue_id=ids.QueueId(0),
+            sys_flag=int(stored.sys_flag) & int(message.SysFlag.COMPRESSED),
+            born_timestamp_ms=stored.born_timestamp_ms,
+            born_host=stored.born_host,
+            reconsume_times=attempts,
+        )
+        (result,) = await self._runtime.store.put_messages([request])
+        if not result.status.is_stored:
+            raise errors.ServiceUnavailableError(
+                f"could not store the message in {dlq.name}: {result.status.value}"
+            )
+        self._runtime.counters.sent_to_dlq += 1
+        self._runtime.polling.notify(dlq.name)
+        self._runtime.route_changed.set()
+        _log.info(
+            "message %s of %s moved to %s after %d attempts",
+            messages.message_id_of(stored),
+            stored.topic,
+            dlq.name,
+            attempts,
+        )
+
+
+def _raise_unless_ok(outcome: pop.AckOutcome) -> None:
+    if outcome is pop.AckOutcome.STALE:
+        raise errors.InvalidReceiptHandleError(
+            "receipt handle is stale: the message was redelivered or its invisible time changed"
+        )
+    if outcome is pop.AckOutcome.UNKNOWN:
+        raise errors.InvalidReceiptHandleError(
+            "receipt handle names no message in flight (already acked, expired into the DLQ, "
+            "or reset)"
+        )

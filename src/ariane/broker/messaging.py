@@ -1,0 +1,349 @@
+"""The broker's ``apache.rocketmq.v2.MessagingService``: thin handlers over the processors.
+
+Each handler checks the request's shape (client id, names, ranges) and answers with the right
+RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
+``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.remoting.rpc`` guarantees a
+status on every answer: an ``ArianeError`` raised here becomes its code, anything else
+INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction, RecallMessage and the
+pull RPCs answer NOT_IMPLEMENTED until their services land.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from ariane.broker import clients, consume, routes, send, subscriptions
+from ariane.broker import filter as filters
+from ariane.broker import runtime as runtime_mod
+from ariane.common import errors, ids, limits, topics
+from ariane.remoting import codes, convert, messages, metadata, pb
+
+_log = logging.getLogger(__name__)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+PRODUCER_BACKOFF = pb.v2.RetryPolicy(
+    max_attempts=3,
+    exponential_backoff=pb.v2.ExponentialBackoff(
+        initial=messages.duration(10), max=messages.duration(1_000), multiplier=2.0
+    ),
+)
+"""Producer send retries announced in the settings reply (the Java proxy's defaults)."""
+
+RECEIVE_BATCH_SIZE = limits.RECEIVE_BATCH_SIZE_MAX
+"""``receive_batch_size`` announced to consumers; also the most one receive returns."""
+
+
+class MessagingService:
+    """Serves v2 MessagingService for this broker's queues.
+
+    Args:
+        runtime: the broker's state.
+        sender: the send path.
+        consumer: the consume path.
+        route_lookup: QueryRoute/QueryAssignment routes.
+        client_registry: live client sessions.
+    """
+
+    def __init__(
+        self,
+        runtime: runtime_mod.BrokerRuntime,
+        sender: send.SendProcessor,
+        consumer: consume.ConsumeProcessor,
+        route_lookup: routes.RouteLookup,
+        client_registry: clients.ClientRegistry,
+    ) -> None:
+        self._runtime = runtime
+        self._sender = sender
+        self._consumer = consumer
+        self._routes = route_lookup
+        self._clients = client_registry
+
+    def _client(self, context: Context) -> clients.ClientSession:
+        return self._clients.touch(metadata.require_client_id(context))
+
+    # -- routes and sessions -----------------------------------------------------------------
+
+    async def query_route(
+        self, request: pb.v2_service.QueryRouteRequest, context: Context
+    ) -> pb.v2_service.QueryRouteResponse:
+        """QueryRoute (§6.1): the name servers' answer, converted like theirs."""
+        self._client(context)
+        topic = topics.validate_topic(request.topic.name)
+        found = await self._routes.topic_route(topic)
+        queues = convert.query_route_queues(found, request.topic)
+        if not queues:
+            raise errors.TopicNotFoundError(f"no broker group serving {topic!r} has a master")
+        return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)
+
+    async def heartbeat(
+        self, request: pb.v2_service.HeartbeatRequest, context: Context
+    ) -> pb.v2_service.HeartbeatResponse:
+        """Heartbeat (§6.7): refresh the client's session."""
+        self._client(context)
+        return pb.v2_service.HeartbeatResponse(status=codes.ok())
+
+    async def notify_client_termination(
+        self, request: pb.v2_service.NotifyClientTerminationRequest, context: Context
+    ) -> pb.v2_service.NotifyClientTerminationResponse:
+        """NotifyClientTermination (§6.7): forget the client."""
+        self._clients.remove(metadata.require_client_id(context))
+        return pb.v2_service.NotifyClientTerminationResponse(status=codes.ok())
+
+    async def telemetry(
+        self, requests: AsyncIterator[pb.v2_service.TelemetryCommand], context: Context
+    ) -> AsyncIterator[pb.v2_service.TelemetryCommand]:
+        """Telemetry (§6.2): answer every settings report at once with the merged settings."""
+        client_id = metadata.require_client_id(context)
+        try:
+            async for command in requests:
+                if command.WhichOneof("command") != "settings":
+                    continue
+                reply = await self._merged_settings(client_id, command.settings, context)
+                yield pb.v2_service.TelemetryCommand(status=codes.ok(), settings=reply)
+        finally:
+            self._clients.remove(client_id)
+
+    async def _merged_settings(
+        self, client_id: ids.ClientId, reported: pb.v2.Settings, context: Context
+    ) -> pb.v2.Settings:
+        session = self._clients.touch(client_id)
+        merged = pb.v2.Settings()
+        merged.CopyFrom(reported)
+        merged.metric.CopyFrom(pb.v2.Metric(on=False))
+        kind = reported.WhichOneof("pub_sub")
+        if kind == "publishing" and reported.client_type == pb.v2.ClientType.PRODUCER:
+            session.client_type = "PRODUCER"
+            session.topics = frozenset(t.name for t in reported.publishing.topics)
+            merged.publishing.max_body_size = self._runtime.settings.store.message_size_bytes_max
+            merged.publishing.validate_message_type = True
+            merged.backoff_policy.CopyFrom(PRODUCER_BACKOFF)
+            return merged
+        if kind == "subscription" and reported.client_type in (
+            pb.v2.ClientType.PUSH_CONSUMER,
+            pb.v2.ClientType.SIMPLE_CONSUMER,
+        ):
+            group = self._runtime.groups.require(
+                topics.validate_group(reported.subscription.group.name)
+            )
+            session.client_type = pb.v2.ClientType.Name(reported.client_type)
+            session.group = group.group
+            session.topics = frozenset(e.topic.name for e in reported.subscription.subscriptions)
+            self._consumer_settings(merged, group)
+            return merged
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "settings need a known client_type with publishing (producer) or subscription "
+            "(push/simple consumer)",
+        )
+        raise AssertionError("unreachable: abort raises")
+
+    def _consumer_settings(
+        self, merged: pb.v2.Settings, group: subscriptions.SubscriptionGroupConfig
+    ) -> None:
+        receive = self._runtime.settings.receive
+        merged.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
+        merged.subscription.long_polling_timeout.CopyFrom(
+            messages.duration(receive.long_polling_ms_default)
+        )
+        merged.subscription.fifo = group.consume_orderly
+        policy = group.effective_retry_policy()
+        backoff = pb.v2.RetryPolicy(max_attempts=group.max_delivery_attempts)
+        if policy.kind is subscriptions.RetryPolicyKind.EXPONENTIAL:
+            backoff.exponential_backoff.CopyFrom(
+                pb.v2.ExponentialBackoff(
+                    initial=messages.duration(policy.initial_ms),
+                    max=messages.duration(policy.max_ms),
+                    multiplier=float(policy.multiplier),
+                )
+            )
+        else:
+            backoff.customized_backoff.CopyFrom(
+                pb.v2.CustomizedBackoff(next=[messages.duration(ms) for ms in policy.delays_ms])
+            )
+        merged.backoff_policy.CopyFrom(backoff)
+
+    # -- send ----------------------------------------------------------------------------------
+
+    async def send_message(
+        self, request: pb.v2_service.SendMessageRequest, context: Context
+    ) -> pb.v2_service.SendMessageResponse:
+        """SendMessage (§6.3): one entry per message; MULTIPLE_RESULTS when codes differ."""
+        self._client(context)
+        if not request.messages:
+            raise errors.BadRequestError("SendMessage carries no message")
+        incoming = [messages.incoming(m) for m in request.messages]
+        outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
+        entries = [
+            pb.v2_service.SendResultEntry(
+                status=codes.status(o.code, o.text),
+                message_id=o.message_id,
+                offset=max(o.queue_offset, 0),
+            )
+            for o in outcomes
+        ]
+        status = codes.combine(e.status for e in entries)
+        return pb.v2_service.SendMessageResponse(status=status, entries=entries)
+
+    # -- consume -------------------------------------------------------------------------------
+
+    async def receive_message(
+        self, request: pb.v2_service.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[pb.v2_service.ReceiveMessageResponse]:
+        """ReceiveMessage (§6.4): one status, the messages, then a delivery timestamp."""
+        self._client(context)
+        received = await self._consumer.receive(self._receive_request(request, context))
+        namespace = request.group.resource_namespace
+        text = "OK" if received else "no new message"
+        code = errors.Code.OK if received else errors.Code.MESSAGE_NOT_FOUND
+        yield pb.v2_service.ReceiveMessageResponse(status=codes.status(code, text))
+        for item in received:
+            yield pb.v2_service.ReceiveMessageResponse(
+                message=messages.outgoing(item.stored, item.delivery, namespace)
+            )
+        now_ms = self._runtime.clock.now_ms()
+        yield pb.v2_service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms))
+
+    def _receive_request(
+        self, request: pb.v2_service.ReceiveMessageRequest, context: Context
+    ) -> consume.ReceiveRequest:
+        group = topics.validate_group(request.group.name)
+        topic = topics.validate_topic(request.message_queue.topic.name, allow_system=False)
+        expression = request.filter_expression
+        kind = (
+            filters.FilterKind.SQL92
+            if expression.type == pb.v2.FilterType.SQL
+            else (filters.FilterKind.TAG)
+        )
+        message_filter = filters.compile_filter(
+            kind, expression.expression, limits=self._runtime.settings.core.filters
+        )
+        if request.batch_size <= 0:
+            raise errors.BadRequestError(f"batch_size must be >= 1, not {request.batch_size}")
+        if request.HasField("invisible_duration"):
+            invisible_ms = consume.check_invisible_ms(
+                messages.duration_ms(request.invisible_duration),
+                minimum_ms=limits.INVISIBLE_DURATION_MS_MIN,
+            )
+        elif request.auto_renew:
+            invisible_ms = self._runtime.settings.receive.auto_renew_invisible_ms
+        else:
+            raise errors.IllegalInvisibleTimeError(
+                "invisible_duration is required unless auto_renew is set"
+            )
+        return consume.ReceiveRequest(
+            group=group,
+            topic=topic,
+            queue_id=request.message_queue.id,
+            message_filter=message_filter,
+            batch_size=min(request.batch_size, RECEIVE_BATCH_SIZE),
+            invisible_ms=invisible_ms,
+            poll_s=self._polling_s(request, context),
+        )
+
+    def _polling_s(self, request: pb.v2_service.ReceiveMessageRequest, context: Context) -> float:
+        requested_ms = (
+            messages.duration_ms(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else limits.LONG_POLLING_MS_MAX
+        )
+        polling_ms = min(max(requested_ms, limits.LONG_POLLING_MS_MIN), limits.LONG_POLLING_MS_MAX)
+        remaining_s = context.time_remaining()
+        if remaining_s is not None:
+            usable_ms = remaining_s * 1000 - self._runtime.settings.receive.deadline_reserve_ms
+            if usable_ms < limits.LONG_POLLING_MS_MIN:
+                raise errors.IllegalPollingTimeError(
+                    f"the call's deadline leaves {usable_ms:.0f} ms; long polling needs at least "
+                    f"{limits.LONG_POLLING_MS_MIN} ms: raise the client's timeout"
+                )
+            polling_ms = min(polling_ms, int(usable_ms))
+        return polling_ms / 1000
+
+    async def ack_message(
+        self, request: pb.v2_service.AckMessageRequest, context: Context
+    ) -> pb.v2_service.AckMessageResponse:
+        """AckMessage (§6.5): per-entry statuses, INVALID_RECEIPT_HANDLE for stale ones."""
+        self._client(context)
+        group = topics.validate_group(request.group.name)
+        entries = []
+        for entry in request.entries:
+            try:
+                self._consumer.ack(group, request.topic.name, entry.receipt_handle)
+                status = codes.ok()
+            except errors.ArianeError as exc:
+                status = codes.from_error(exc)
+            entries.append(
+                pb.v2_service.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
+                )
+            )
+        if not entries:
+            raise errors.BadRequestError("AckMessage carries no entry")
+        return pb.v2_service.AckMessageResponse(
+            status=codes.combine(e.status for e in entries), entries=entries
+        )
+
+    async def change_invisible_duration(
+        self, request: pb.v2_service.ChangeInvisibleDurationRequest, context: Context
+    ) -> pb.v2_service.ChangeInvisibleDurationResponse:
+        """ChangeInvisibleDuration (§6.5): new deadline, new receipt handle (old one stale)."""
+        self._client(context)
+        group = topics.validate_group(request.group.name)
+        invisible_ms = consume.check_invisible_ms(
+            messages.duration_ms(request.invisible_duration), minimum_ms=0
+        )
+        handle = self._consumer.change_invisible(
+            group, request.topic.name, request.receipt_handle, invisible_ms
+        )
+        return pb.v2_service.ChangeInvisibleDurationResponse(
+            status=codes.ok(), receipt_handle=handle
+        )
+
+    async def forward_message_to_dead_letter_queue(
+        self, request: pb.v2_service.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> pb.v2_service.ForwardMessageToDeadLetterQueueResponse:
+        """ForwardMessageToDeadLetterQueue (§6.5): copy to ``%DLQ%<group>``, ack the original."""
+        self._client(context)
+        group = topics.validate_group(request.group.name)
+        await self._consumer.forward_to_dlq(group, request.topic.name, request.receipt_handle)
+        return pb.v2_service.ForwardMessageToDeadLetterQueueResponse(status=codes.ok())
+
+    async def query_assignment(
+        self, request: pb.v2_service.QueryAssignmentRequest, context: Context
+    ) -> pb.v2_service.QueryAssignmentResponse:
+        """QueryAssignment (§6.6): every broker to every consumer; FIFO groups get queues."""
+        self._client(context)
+        topic = topics.validate_topic(request.topic.name)
+        group = self._runtime.groups.require(topics.validate_group(request.group.name))
+        found = await self._routes.topic_route(topic)
+        assignments = [
+            pb.v2.Assignment(message_queue=queue)
+            for queue in convert.query_route_queues(found, request.topic)
+            if queue.permission in (pb.v2.Permission.READ, pb.v2.Permission.READ_WRITE)
+        ]
+        if not group.consume_orderly:
+            seen: dict[str, pb.v2.Assignment] = {}
+            for assignment in assignments:
+                queue = assignment.message_queue
+                if queue.broker.name not in seen:
+                    queue.id = -1
+                    seen[queue.broker.name] = assignment
+            assignments = list(seen.values())
+        if not assignments:
+            raise errors.ForbiddenError(f"topic {topic!r} has no readable queue")
+        return pb.v2_service.QueryAssignmentResponse(status=codes.ok(), assignments=assignments)
+
+
+def _peer_ip(context: Context) -> str:
+    """The caller's IP from ``context.peer()`` (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or "127.0.0.1"
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]") or "::1"
+    return "127.0.0.1"

@@ -1,0 +1,237 @@
+"""The send path of v2 ``SendMessage``: validate, choose the queue, append, answer per message.
+
+Mirrors the RocketMQ 5 proxy's ``SendMessageActivity`` plus the broker's
+``SendMessageProcessor`` checks (grpc-v2.md §6.3): the topic must exist and be writable; the
+message type must be one the topic accepts; the body is 1 byte .. ``message_size_bytes_max``;
+the client's message id is required and stored as ``UNIQ_KEY``; tags may not contain ``|``; user
+property keys may not be reserved names and stay within the proxy's 128 keys / 16 KiB; a FIFO
+message group is 1..64 characters. The request carries no queue id: normal messages go
+round-robin over the topic's write queues, FIFO messages to ``crc32(group) % write queues`` so a
+group always lands in one queue. All valid messages of a request are appended as one batch
+(one await; group commit under SYNC_FLUSH); invalid ones get their own status and are not
+stored. Delay and transactional messages are refused with UNSUPPORTED until the timer and the
+transaction service land, rather than delivered early or half-committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import zlib
+from collections.abc import Sequence
+
+from ariane.broker import runtime as runtime_mod
+from ariane.broker import topic_config
+from ariane.common import errors, ids, limits, message, topics
+from ariane.remoting import messages
+from ariane.store import commit_log
+
+P = message.Property
+
+_STATUS_ERRORS: dict[commit_log.PutMessageStatus, errors.Code] = {
+    commit_log.PutMessageStatus.FLUSH_DISK_TIMEOUT: errors.Code.MASTER_PERSISTENCE_TIMEOUT,
+    commit_log.PutMessageStatus.FLUSH_SLAVE_TIMEOUT: errors.Code.SLAVE_PERSISTENCE_TIMEOUT,
+    commit_log.PutMessageStatus.SLAVE_NOT_AVAILABLE: errors.Code.HA_NOT_AVAILABLE,
+    commit_log.PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: errors.Code.HA_NOT_AVAILABLE,
+    commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE: errors.Code.INTERNAL_SERVER_ERROR,
+    commit_log.PutMessageStatus.CREATE_MAPPED_FILE_FAILED: errors.Code.INTERNAL_SERVER_ERROR,
+    commit_log.PutMessageStatus.MESSAGE_ILLEGAL: errors.Code.BAD_REQUEST,
+    commit_log.PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: errors.Code.MESSAGE_PROPERTIES_TOO_LARGE,
+    commit_log.PutMessageStatus.OS_PAGE_CACHE_BUSY: errors.Code.TOO_MANY_REQUESTS,
+    commit_log.PutMessageStatus.CONSUME_QUEUE_NUM_EXCEEDED: errors.Code.TOO_MANY_REQUESTS,
+    commit_log.PutMessageStatus.UNKNOWN_ERROR: errors.Code.INTERNAL_ERROR,
+}
+"""How store outcomes map to v2 codes (proxy ``SendMessageActivity``/``ProxyException``)."""
+
+_STATUS_TEXT: dict[commit_log.PutMessageStatus, str] = {
+    commit_log.PutMessageStatus.FLUSH_DISK_TIMEOUT: "stored but not flushed in time (SYNC_FLUSH)",
+    commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        "service not available now: the disk may be full or the store is stopping"
+    ),
+}
+
+_ACCEPTED_WIRE_TYPES = {
+    "NORMAL": message.MessageType.NORMAL,
+    "FIFO": message.MessageType.FIFO,
+    "DELAY": message.MessageType.DELAY,
+    "TRANSACTION": message.MessageType.TRANSACTION,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """The answer for one message of a request.
+
+    Attributes:
+        code: OK or the error code.
+        text: the status message.
+        message_id: the client's message id (echoed back).
+        queue_offset: the queue offset it got, or -1.
+    """
+
+    code: errors.Code
+    text: str
+    message_id: str
+    queue_offset: int = -1
+
+
+class SendProcessor:
+    """Validates and appends the messages of SendMessage requests.
+
+    Args:
+        runtime: the broker's state (store, topics, counters, long polling).
+    """
+
+    def __init__(self, runtime: runtime_mod.BrokerRuntime) -> None:
+        self._runtime = runtime
+        self._round_robin = itertools.count()
+
+    async def send(
+        self, batch: Sequence[messages.IncomingMessage], *, born_ip: str
+    ) -> list[SendOutcome]:
+        """Validate every message, append the valid ones as one batch, answer each.
+
+        Args:
+            batch: the decoded messages of one request.
+            born_ip: the producer's IP as seen by the server (stored as BORNHOST).
+
+        Returns:
+            one outcome per message, in request order.
+        """
+        outcomes: list[SendOutcome | None] = []
+        requests: list[commit_log.AppendRequest] = []
+        for incoming in batch:
+            try:
+                requests.append(self._append_request(incoming, born_ip))
+                outcomes.append(None)
+            except errors.ArianeError as exc:
+                outcomes.append(SendOutcome(exc.code, exc.message, incoming.message_id))
+        results = iter(await self._runtime.store.put_messages(requests) if requests else [])
+        answered: list[SendOutcome] = []
+        stored_topics: set[str] = set()
+        for incoming, outcome in zip(batch, outcomes, strict=True):
+            if outcome is None:
+                result = next(results)
+                outcome = self._outcome(incoming, result)
+                if result.status.is_stored:
+                    stored_topics.add(incoming.topic)
+                    self._runtime.counters.messages_in += 1
+                    self._runtime.counters.bytes_in += len(incoming.body)
+            answered.append(outcome)
+        self._runtime.polling.notify_many(stored_topics)
+        return answered
+
+    def _outcome(
+        self, incoming: messages.IncomingMessage, result: commit_log.PutMessageResult
+    ) -> SendOutcome:
+        if result.status is commit_log.PutMessageStatus.PUT_OK:
+            return SendOutcome(errors.Code.OK, "OK", incoming.message_id, result.queue_offset)
+        code = _STATUS_ERRORS.get(result.status, errors.Code.INTERNAL_ERROR)
+        text = _STATUS_TEXT.get(result.status, f"store answered {result.status.value}")
+        return SendOutcome(code, text, incoming.message_id, result.queue_offset)
+
+    def _append_request(
+        self, incoming: messages.IncomingMessage, born_ip: str
+    ) -> commit_log.AppendRequest:
+        topic = self._writable_topic(incoming.topic)
+        kind = _message_type(incoming)
+        if not topic.message_type.accepts(kind):
+            raise errors.MessageTypeConflictError(
+                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
+                f"{kind.value}; send to a topic of that type or change the topic's type"
+            )
+        if kind in (message.MessageType.DELAY, message.MessageType.TRANSACTION):
+            raise errors.UnsupportedError(
+                f"{kind.value} messages are not supported by this broker yet"
+            )
+        self._check_body(incoming.body)
+        properties = _properties(incoming, kind)
+        queue_id = self._choose_queue(topic, incoming.message_group)
+        return commit_log.AppendRequest(
+            message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
+            queue_id=queue_id,
+            sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
+            born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
+            born_host=message.HostAddress(born_ip, 0),
+        )
+
+    def _writable_topic(self, name: str) -> topic_config.TopicConfig:
+        validated = topics.validate_topic(name)
+        topic = self._runtime.topics.require(validated, auto_create=True)
+        if not topic.writeable:
+            raise errors.ForbiddenError(f"topic {name!r} is not writable on this broker")
+        return topic
+
+    def _check_body(self, body: bytes) -> None:
+        if not body:
+            raise errors.MessageBodyEmptyError("message body is empty; send at least one byte")
+        limit = self._runtime.settings.store.message_size_bytes_max
+        if len(body) > limit:
+            raise errors.MessageBodyTooLargeError(
+                f"message body is {len(body)} bytes; the limit is {limit}"
+            )
+
+    def _choose_queue(
+        self, topic: topic_config.TopicConfig, message_group: str | None
+    ) -> ids.QueueId:
+        count = topic.write_queue_nums
+        if message_group is not None:
+            return ids.QueueId(zlib.crc32(message_group.encode()) % count)
+        return ids.QueueId(next(self._round_robin) % count)
+
+
+def _message_type(incoming: messages.IncomingMessage) -> message.MessageType:
+    kind = _ACCEPTED_WIRE_TYPES.get(incoming.message_type)
+    if kind is None:
+        if incoming.message_type != "UNSPECIFIED":
+            raise errors.UnsupportedError(f"{incoming.message_type} messages are not supported")
+        kind = message.MessageType.FIFO if incoming.message_group else message.MessageType.NORMAL
+    if kind is message.MessageType.FIFO and not incoming.message_group:
+        raise errors.IllegalMessageGroupError("a FIFO message needs a message group")
+    return kind
+
+
+def _properties(incoming: messages.IncomingMessage, kind: message.MessageType) -> dict[str, str]:
+    if not incoming.message_id:
+        raise errors.IllegalMessageIdError("message id is empty; the client must set one")
+    props = _user_properties(incoming.user_properties)
+    props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = incoming.message_id
+    props[P.MESSAGE_TYPE] = kind.value
+    if incoming.tag is not None:
+        props[P.TAGS] = topics.validate_tag(incoming.tag)
+    if incoming.keys:
+        for key in incoming.keys:
+            if not key.strip() or message.KEY_SEPARATOR in key:
+                raise errors.IllegalMessageKeyError(f"key {key!r} is blank or has a space")
+        props[P.KEYS] = message.KEY_SEPARATOR.join(incoming.keys)
+    if incoming.message_group is not None:
+        group = incoming.message_group
+        if not group.strip() or len(group) > limits.MESSAGE_GROUP_CHARS_MAX:
+            raise errors.IllegalMessageGroupError(
+                f"message group must be 1..{limits.MESSAGE_GROUP_CHARS_MAX} characters"
+            )
+        props[P.SHARDING_KEY] = group
+    if incoming.born_host:
+        props[P.BORN_HOST_NAME] = incoming.born_host
+    if incoming.trace_context:
+        props[P.TRACE_CONTEXT] = incoming.trace_context
+    return props
+
+
+def _user_properties(raw: dict[str, str]) -> dict[str, str]:
+    if len(raw) > limits.USER_PROPERTIES_COUNT_MAX:
+        raise errors.MessagePropertiesTooLargeError(
+            f"{len(raw)} user properties; the limit is {limits.USER_PROPERTIES_COUNT_MAX}"
+        )
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in raw.items())
+    if size > limits.USER_PROPERTIES_SIZE_BYTES_MAX:
+        raise errors.MessagePropertiesTooLargeError(
+            f"user properties take {size} bytes; the limit is "
+            f"{limits.USER_PROPERTIES_SIZE_BYTES_MAX}"
+        )
+    for key in raw:
+        if not key or key in messages.RESERVED_PROPERTY_KEYS:
+            raise errors.IllegalPropertyKeyError(
+                f"user property key {key!r} is empty or a reserved system property name"
+            )
+    return dict(raw)

@@ -1,0 +1,198 @@
+"""``BrokerServer``: the composition root of a broker process.
+
+It opens the ``BrokerRuntime`` (store recovery happens here), builds the processors and the gRPC
+services (v2 MessagingService, ``ariane.admin.v1.Admin``), binds the port, and runs its
+background services in one ``TaskGroup``: registration with the name servers, consumer-offset
+persistence, client-session expiry and retention (RocketMQ ``CleanCommitLogService``). ``serve``
+returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
+closes the store cleanly (so the next start needs no recovery scan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+from ariane.broker import (
+    admin_service,
+    clients,
+    config,
+    consume,
+    messaging,
+    registration,
+    routes,
+    send,
+)
+from ariane.broker import runtime as runtime_mod
+from ariane.common import clock as clock_mod
+from ariane.common import ids
+from ariane.remoting import pb, rpc
+from ariane.remoting import server as grpc_server
+from ariane.store import retention
+
+_log = logging.getLogger(__name__)
+
+CLIENT_EXPIRY_INTERVAL_S = 10.0
+"""How often silent client sessions are dropped."""
+
+
+class BrokerServer:
+    """One broker: runtime, gRPC server and background services.
+
+    Args:
+        settings: validated broker settings.
+        clock: the time source (defaults to the system clock).
+    """
+
+    def __init__(
+        self, settings: config.BrokerSettings, *, clock: clock_mod.Clock | None = None
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or clock_mod.SystemClock()
+        self.started = asyncio.Event()
+        """Set once the port is bound and the broker serves (``port`` is then valid)."""
+        self.runtime: runtime_mod.BrokerRuntime | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port; valid after ``started``."""
+        assert self._port is not None, "the broker has not started"
+        return self._port
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Open, serve until ``stop`` is set, then shut down cleanly.
+
+        Raises:
+            OSError: the store cannot be opened or the listen address cannot be bound.
+        """
+        runtime = runtime_mod.BrokerRuntime(self.settings, time=self.clock)
+        self.runtime = runtime
+        channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
+        client_registry = clients.ClientRegistry(time=self.clock)
+        lookup = routes.RouteLookup(runtime, channels)
+        service = messaging.MessagingService(
+            runtime,
+            send.SendProcessor(runtime),
+            consume.ConsumeProcessor(runtime),
+            lookup,
+            client_registry,
+        )
+        handlers = [
+            rpc.service_handler(pb.MESSAGING_SERVICE, service),
+            rpc.service_handler(pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
+        ]
+        server = grpc_server.build(self.settings.server, handlers)
+        registrar = registration.RegistrationService(runtime, channels)
+        try:
+            self._port = grpc_server.bind(server, self.settings.listen)
+            runtime.client_endpoint = self.settings.client_endpoint(self._port)
+            await server.start()
+            _log.info(
+                "broker %s/%d serving on %s (advertised %s)",
+                self.settings.broker_name,
+                self.settings.broker_id,
+                self.settings.listen,
+                runtime.client_endpoint,
+            )
+            self.started.set()
+            await self._run_services(stop, runtime, registrar, client_registry)
+        finally:
+            _log.info("broker stopping")
+            with contextlib.suppress(Exception):
+                await registrar.unregister_all()
+            await server.stop(self.settings.server.shutdown_grace_ms / 1000)
+            await channels.close()
+            runtime.close()
+            _log.info("broker stopped")
+
+    async def _run_services(
+        self,
+        stop: asyncio.Event,
+        runtime: runtime_mod.BrokerRuntime,
+        registrar: registration.RegistrationService,
+        client_registry: clients.ClientRegistry,
+    ) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            loops = [
+                tasks.create_task(registrar.run(), name="registration"),
+                tasks.create_task(self._persist_offsets(runtime), name="offset-persist"),
+                tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),
+                tasks.create_task(self._retention(runtime), name="retention"),
+            ]
+            await stop.wait()
+            for loop in loops:
+                loop.cancel()
+
+    async def _persist_offsets(self, runtime: runtime_mod.BrokerRuntime) -> None:
+        interval_s = self.settings.offset_persist_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            runtime.persist_offsets()
+
+    async def _expire_clients(self, client_registry: clients.ClientRegistry) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_EXPIRY_INTERVAL_S)
+            for client_id in client_registry.expire():
+                _log.info("client %s expired after silence", client_id)
+
+    async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
+        policy = self.settings.retention
+        while True:
+            await asyncio.sleep(policy.clean_resource_interval_ms / 1000)
+            run_retention_once(runtime, policy, clock=self.clock)
+
+
+def run_retention_once(
+    runtime: runtime_mod.BrokerRuntime,
+    policy: retention.RetentionSettings,
+    *,
+    clock: clock_mod.Clock,
+) -> retention.RetentionPlan:
+    """One retention run: plan, delete CommitLog/ConsumeQueue/index files, set disk-full.
+
+    Mirrors RocketMQ ``CleanCommitLogService`` + ``CleanConsumeQueueService``; the decisions
+    are ``store.retention.plan``'s.
+    """
+    store = runtime.store
+    now_ms = clock.now_ms()
+    segments = [
+        retention.SegmentInfo(ids.CommitLogOffset(s.start_offset), s.size_bytes, s.modified_ms)
+        for s in store.commit_log_segments()
+    ]
+    ratio = retention.disk_used_ratio(runtime.settings.store_dir)
+    decided = retention.plan(now_ms, time.localtime(now_ms / 1000).tm_hour, segments, ratio, policy)
+    if decided.delete:
+        deleted = store.delete_expired_commit_log(
+            now_ms,
+            0 if decided.forced else policy.file_reserved_ms,
+            clean_immediately=decided.forced,
+            batch_max=len(decided.delete),
+        )
+        runtime.index.delete_files_before(store.min_commit_log_offset)
+        _log.info("retention: %s; deleted %d CommitLog segments", decided.describe(), deleted)
+    if store.disk_full != decided.reject_writes:
+        _log.warning(
+            "disk %.0f%% used: writes %s",
+            ratio * 100,
+            "rejected" if decided.reject_writes else "accepted again",
+        )
+        store.disk_full = decided.reject_writes
+    return decided
+
+
+async def run_until_signalled(settings: config.BrokerSettings) -> None:
+    """Run a broker until SIGTERM or SIGINT (used by ``ariane broker``)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await BrokerServer(settings).serve(stop)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(signum)
