@@ -32,6 +32,19 @@ READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
 """How long a child gets to exit after SIGTERM before it is killed."""
 
+DEV_BROKER_TOML = """\
+# Written by `ariane dev`: laptop-sized files instead of RocketMQ's production defaults
+# (1 GiB CommitLog segments, a 420 MB IndexFile).
+[store]
+commit_log_file_size_bytes = 134217728
+consume_queue_file_entries = 100000
+flush_disk_type = "{flush_disk_type}"
+
+[index]
+hash_slot_count = 500000
+index_count_max = 2000000
+"""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DevEndpoints:
@@ -133,9 +146,13 @@ def dev_cluster(
         namesrv = _ariane(["namesrv", "--listen", namesrv_addr], data_dir / "namesrv.log")
         children.append(namesrv)
         wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
+        config_path = data_dir / "broker.toml"
+        config_path.write_text(DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type))
         broker = _ariane(
             [
                 "broker",
+                "--config",
+                str(config_path),
                 "--namesrv",
                 namesrv_addr,
                 "--listen",
@@ -144,8 +161,6 @@ def dev_cluster(
                 str(data_dir / "store"),
                 "--broker-name",
                 broker_name,
-                "--flush-disk-type",
-                flush_disk_type,
             ],
             data_dir / "broker.log",
         )

@@ -270,6 +270,26 @@ class ConsumeProcessor:
         )
         return Received(stored, delivery)
 
+    async def revive_once(self) -> int:
+        """Move every due message past its group's max attempts to the DLQ; returns how many.
+
+        RocketMQ's ``PopReviveService`` does this in the background, so a message whose
+        consumers all went away still reaches ``%DLQ%<group>``; redeliveries of messages with
+        attempts left wait for the next receive.
+        """
+        moved = 0
+        for state in self._runtime.pop_states():
+            for due in state.collect_due():
+                if not due.to_dlq:
+                    continue
+                stored = self._read_one(due.topic, due.queue_id, due.queue_offset)
+                if stored is not None:
+                    await self.send_to_dlq(state.group, stored, attempts=due.next_attempt - 1)
+                    moved += 1
+                state.settle_dead_letter(due.topic, due.queue_id, due.queue_offset)
+                self._runtime.commit(state, due.topic, due.queue_id)
+        return moved
+
     # -- acknowledgements ------------------------------------------------------------------
 
     def _handle(

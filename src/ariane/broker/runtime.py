@@ -131,6 +131,10 @@ class BrokerRuntime:
         """The POP state of ``group`` if it has received since start."""
         return self._pop_states.get(group)
 
+    def pop_states(self) -> list[pop.GroupPopState]:
+        """Every group's POP state (groups that received since start)."""
+        return list(self._pop_states.values())
+
     def drop_pop_state(self, group: ids.GroupName) -> None:
         """Forget a group's POP state (group deleted or offsets reset)."""
         self._pop_states.pop(group, None)

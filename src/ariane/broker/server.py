@@ -28,7 +28,7 @@ from ariane.broker import (
 )
 from ariane.broker import runtime as runtime_mod
 from ariane.common import clock as clock_mod
-from ariane.common import ids
+from ariane.common import errors, ids
 from ariane.remoting import pb, rpc
 from ariane.remoting import server as grpc_server
 from ariane.store import retention
@@ -74,12 +74,9 @@ class BrokerServer:
         channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
         client_registry = clients.ClientRegistry(time=self.clock)
         lookup = routes.RouteLookup(runtime, channels)
+        consumer = consume.ConsumeProcessor(runtime)
         service = messaging.MessagingService(
-            runtime,
-            send.SendProcessor(runtime),
-            consume.ConsumeProcessor(runtime),
-            lookup,
-            client_registry,
+            runtime, send.SendProcessor(runtime), consumer, lookup, client_registry
         )
         handlers = [
             rpc.service_handler(pb.MESSAGING_SERVICE, service),
@@ -99,7 +96,7 @@ class BrokerServer:
                 runtime.client_endpoint,
             )
             self.started.set()
-            await self._run_services(stop, runtime, registrar, client_registry)
+            await self._run_services(stop, runtime, registrar, client_registry, consumer)
         finally:
             _log.info("broker stopping")
             with contextlib.suppress(Exception):
@@ -115,6 +112,7 @@ class BrokerServer:
         runtime: runtime_mod.BrokerRuntime,
         registrar: registration.RegistrationService,
         client_registry: clients.ClientRegistry,
+        consumer: consume.ConsumeProcessor,
     ) -> None:
         async with asyncio.TaskGroup() as tasks:
             loops = [
@@ -122,6 +120,7 @@ class BrokerServer:
                 tasks.create_task(self._persist_offsets(runtime), name="offset-persist"),
                 tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),
                 tasks.create_task(self._retention(runtime), name="retention"),
+                tasks.create_task(self._revive(consumer), name="pop-revive"),
             ]
             await stop.wait()
             for loop in loops:
@@ -138,6 +137,15 @@ class BrokerServer:
             await asyncio.sleep(CLIENT_EXPIRY_INTERVAL_S)
             for client_id in client_registry.expire():
                 _log.info("client %s expired after silence", client_id)
+
+    async def _revive(self, consumer: consume.ConsumeProcessor) -> None:
+        interval_s = self.settings.receive.poll_slice_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await consumer.revive_once()
+            except errors.ArianeError as exc:
+                _log.warning("moving expired messages to the DLQ failed: %s", exc)
 
     async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
         policy = self.settings.retention

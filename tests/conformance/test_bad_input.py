@@ -1,0 +1,259 @@
+"""Every bad request gets the right RocketMQ ``Code`` from a real broker process, never a crash.
+
+Calls go through our own generated stubs (``ariane.remoting.pb``) to the broker's endpoint, as a
+misbehaving client would send them (grpc-v2.md §6.3 to §6.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+from google.protobuf import message as pb_message
+
+from ariane.common import errors
+from ariane.remoting import codes, messages, pb, rpc
+from conformance.conftest import Cluster
+
+pytestmark = pytest.mark.slow
+
+M = TypeVar("M", bound=pb_message.Message)
+CLIENT = (("x-mq-client-id", "bad-input-test@1"),)
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def topics_ready(cluster: Cluster) -> Iterator[Cluster]:
+    """A NORMAL and a FIFO topic on the broker."""
+    cluster.admin("topic", "create", "plain", "--queues", "2", "--type", "NORMAL")
+    cluster.admin("topic", "create", "ordered", "--queues", "2", "--type", "FIFO")
+    yield cluster
+
+
+def _call(
+    cluster: Cluster,
+    rpc_name: str,
+    request: pb_message.Message,
+    response_type: type[M],
+    *,
+    metadata: tuple[tuple[str, str], ...] = CLIENT,
+) -> M:
+    async def go() -> M:
+        async with grpc.aio.insecure_channel(
+            cluster.broker, options=[("grpc.max_send_message_length", 64 * MIB)]
+        ) as channel:
+            return await rpc.unary_call(
+                channel,
+                pb.MESSAGING_SERVICE,
+                rpc_name,
+                request,
+                response_type,
+                timeout_s=30,
+                metadata=metadata,
+            )
+
+    return asyncio.run(go())
+
+
+def _message(topic: str, body: bytes = b"x", **system: Any) -> pb.v2.Message:
+    props = pb.v2.SystemProperties(
+        message_id=system.pop("message_id", "01ABCDEF"),
+        message_type=system.pop("message_type", pb.v2.MessageType.NORMAL),
+        born_timestamp=messages.timestamp(1_700_000_000_000),
+        born_host="test-host",
+        body_encoding=pb.v2.Encoding.IDENTITY,
+        **system,
+    )
+    return pb.v2.Message(topic=pb.v2.Resource(name=topic), body=body, system_properties=props)
+
+
+def _send(cluster: Cluster, msg: pb.v2.Message, **kw: Any) -> pb.v2_service.SendMessageResponse:
+    request = pb.v2_service.SendMessageRequest(messages=[msg])
+    return _call(cluster, "SendMessage", request, pb.v2_service.SendMessageResponse, **kw)
+
+
+@pytest.mark.parametrize(
+    ("msg", "code"),
+    [
+        (_message("no-such-topic"), errors.Code.TOPIC_NOT_FOUND),
+        (_message("bad topic!"), errors.Code.ILLEGAL_TOPIC),
+        (_message("plain", b""), errors.Code.MESSAGE_BODY_EMPTY),
+        (_message("plain", b"x" * (4 * MIB + 1)), errors.Code.MESSAGE_BODY_TOO_LARGE),
+        (_message("plain", tag="a|b"), errors.Code.ILLEGAL_MESSAGE_TAG),
+        (_message("plain", message_id=""), errors.Code.ILLEGAL_MESSAGE_ID),
+        (
+            _message("plain", message_type=pb.v2.MessageType.FIFO, message_group="g"),
+            errors.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        ),
+        (_message("ordered"), errors.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (
+            _message("ordered", message_type=pb.v2.MessageType.FIFO, message_group="g" * 65),
+            errors.Code.ILLEGAL_MESSAGE_GROUP,
+        ),
+    ],
+    ids=[
+        "unknown-topic",
+        "illegal-topic",
+        "empty-body",
+        "body-over-4MiB",
+        "tag-with-bar",
+        "no-message-id",
+        "fifo-into-normal",
+        "normal-into-fifo",
+        "group-too-long",
+    ],
+)
+def test_bad_sends_get_their_code(topics_ready: Cluster, msg: pb.v2.Message, code: int) -> None:
+    """Each invalid message is refused with its own code, top level and entry alike."""
+    response = _send(topics_ready, msg)
+    assert codes.code_of(response.status) == code, response.status.message
+    assert [codes.code_of(e.status) for e in response.entries] == [code]
+
+
+def test_a_4_mib_body_is_accepted(topics_ready: Cluster) -> None:
+    """A body of exactly 4 MiB plus headers passes gRPC's size limit and the broker's (§7.8)."""
+    response = _send(topics_ready, _message("plain", b"y" * (4 * MIB)))
+    assert codes.code_of(response.status) == errors.Code.OK, response.status.message
+    assert response.entries[0].message_id == "01ABCDEF"
+
+
+def test_reserved_user_property_key_is_refused(topics_ready: Cluster) -> None:
+    """A user property named like a system property (UNIQ_KEY) is ILLEGAL_MESSAGE_PROPERTY_KEY."""
+    msg = _message("plain")
+    msg.user_properties["UNIQ_KEY"] = "spoof"
+    assert (
+        codes.code_of(_send(topics_ready, msg).status) == errors.Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    )
+
+
+def test_missing_client_id_is_refused(topics_ready: Cluster) -> None:
+    """Without x-mq-client-id every RPC answers CLIENT_ID_REQUIRED."""
+    response = _send(topics_ready, _message("plain"), metadata=())
+    assert codes.code_of(response.status) == errors.Code.CLIENT_ID_REQUIRED
+    heartbeat = _call(
+        topics_ready,
+        "Heartbeat",
+        pb.v2_service.HeartbeatRequest(),
+        pb.v2_service.HeartbeatResponse,
+        metadata=(),
+    )
+    assert codes.code_of(heartbeat.status) == errors.Code.CLIENT_ID_REQUIRED
+
+
+def _receive(cluster: Cluster, request: pb.v2_service.ReceiveMessageRequest) -> list[Any]:
+    async def go() -> list[Any]:
+        async with grpc.aio.insecure_channel(cluster.broker) as channel:
+            call = channel.unary_stream(
+                rpc.method_path(pb.MESSAGING_SERVICE, "ReceiveMessage"),
+                request_serializer=pb.v2_service.ReceiveMessageRequest.SerializeToString,
+                response_deserializer=pb.v2_service.ReceiveMessageResponse.FromString,
+            )
+            stream = call(request, timeout=30, metadata=CLIENT)
+            return [item async for item in stream]
+
+    return asyncio.run(go())
+
+
+def _receive_request(**kw: Any) -> pb.v2_service.ReceiveMessageRequest:
+    queue = pb.v2.MessageQueue(topic=pb.v2.Resource(name=kw.pop("topic", "plain")), id=0)
+    return pb.v2_service.ReceiveMessageRequest(
+        group=pb.v2.Resource(name=kw.pop("group", "checker")),
+        message_queue=queue,
+        filter_expression=pb.v2.FilterExpression(type=pb.v2.FilterType.TAG, expression="*"),
+        batch_size=kw.pop("batch_size", 8),
+        long_polling_timeout=messages.duration(5_000),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_kw", "code"),
+    [
+        ({"invisible_duration": messages.duration(1_000)}, errors.Code.ILLEGAL_INVISIBLE_TIME),
+        (
+            {"invisible_duration": messages.duration(13 * 3600_000)},
+            errors.Code.ILLEGAL_INVISIBLE_TIME,
+        ),
+        ({}, errors.Code.ILLEGAL_INVISIBLE_TIME),
+        ({"group": "bad group", "auto_renew": True}, errors.Code.ILLEGAL_CONSUMER_GROUP),
+        ({"topic": "no-such-topic", "auto_renew": True}, errors.Code.TOPIC_NOT_FOUND),
+    ],
+    ids=[
+        "invisible-1s",
+        "invisible-13h",
+        "no-invisible-no-renew",
+        "illegal-group",
+        "unknown-topic",
+    ],
+)
+def test_bad_receives_get_their_code(
+    topics_ready: Cluster, request_kw: dict[str, Any], code: int
+) -> None:
+    """Receive answers exactly one status with the right code and no messages."""
+    items = _receive(topics_ready, _receive_request(**request_kw))
+    statuses = [i for i in items if i.WhichOneof("content") == "status"]
+    assert [codes.code_of(s.status) for s in statuses] == [code]
+    assert not [i for i in items if i.WhichOneof("content") == "message"]
+
+
+def test_received_messages_carry_what_official_clients_require(topics_ready: Cluster) -> None:
+    """Delivered messages have IDENTITY encoding, an upper-case MD5 digest and attempt >= 1."""
+    assert codes.code_of(
+        _send(topics_ready, _message("plain", b"payload", message_id="01FEED")).status
+    ) == (errors.Code.OK)
+    items = _receive(
+        topics_ready,
+        _receive_request(group="inspector", invisible_duration=messages.duration(30_000)),
+    )
+    kinds = [i.WhichOneof("content") for i in items]
+    assert kinds[0] == "status" and kinds[-1] == "delivery_timestamp"
+    delivered = [i.message for i in items if i.WhichOneof("content") == "message"]
+    assert delivered, "the sent message was not delivered"
+    for msg in delivered:
+        props = msg.system_properties
+        assert props.body_encoding == pb.v2.Encoding.IDENTITY
+        assert props.body_digest.type == pb.v2.DigestType.MD5
+        assert props.body_digest.checksum == props.body_digest.checksum.upper()
+        assert props.delivery_attempt >= 1 and props.receipt_handle
+
+
+def test_invalid_and_stale_receipt_handles_are_refused(topics_ready: Cluster) -> None:
+    """Garbage, and a handle made stale by ChangeInvisibleDuration, are INVALID_RECEIPT_HANDLE."""
+    _send(topics_ready, _message("plain", b"ack-me", message_id="01ACKME"))
+    items = _receive(
+        topics_ready,
+        _receive_request(group="acker", invisible_duration=messages.duration(30_000)),
+    )
+    delivered = [i.message for i in items if i.WhichOneof("content") == "message"]
+    old = delivered[0].system_properties.receipt_handle
+
+    def ack(handle: str) -> pb.v2_service.AckMessageResponse:
+        entry = pb.v2_service.AckMessageEntry(message_id="x", receipt_handle=handle)
+        request = pb.v2_service.AckMessageRequest(
+            group=pb.v2.Resource(name="acker"),
+            topic=pb.v2.Resource(name="plain"),
+            entries=[entry],
+        )
+        return _call(topics_ready, "AckMessage", request, pb.v2_service.AckMessageResponse)
+
+    assert codes.code_of(ack("not-a-handle").status) == errors.Code.INVALID_RECEIPT_HANDLE
+    change = pb.v2_service.ChangeInvisibleDurationRequest(
+        group=pb.v2.Resource(name="acker"),
+        topic=pb.v2.Resource(name="plain"),
+        receipt_handle=old,
+        invisible_duration=messages.duration(20_000),
+        message_id="x",
+    )
+    changed = _call(
+        topics_ready,
+        "ChangeInvisibleDuration",
+        change,
+        pb.v2_service.ChangeInvisibleDurationResponse,
+    )
+    assert codes.code_of(changed.status) == errors.Code.OK and changed.receipt_handle != old
+    assert codes.code_of(ack(old).status) == errors.Code.INVALID_RECEIPT_HANDLE
+    assert codes.code_of(ack(changed.receipt_handle).status) == errors.Code.OK
+    assert codes.code_of(ack(changed.receipt_handle).status) == errors.Code.INVALID_RECEIPT_HANDLE
