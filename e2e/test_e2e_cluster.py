@@ -110,6 +110,49 @@ def test_statefulset_pods_get_volumes_node_and_run(k8s: cluster.Cluster, namespa
     )
 
 
+def _volume_gone(core: Any, name: str) -> bool:
+    try:
+        core.read_persistent_volume(name)
+    except kubernetes.client.ApiException as error:
+        return bool(error.status == 404)
+    return False
+
+
+def test_claim_gets_a_volume_that_goes_away_with_it(k8s: cluster.Cluster, namespace: str) -> None:
+    """A claim with no class gets the default class and a Bound volume, deleted with the claim."""
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    core.create_namespaced_persistent_volume_claim(
+        namespace,
+        {
+            "metadata": {"name": "lone"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "3Gi"}},
+            },
+        },
+    )
+    processes.wait_until(
+        lambda: (
+            core.read_namespaced_persistent_volume_claim("lone", namespace).status.phase == "Bound"
+        ),
+        timeout_s=ROLLOUT_TIMEOUT_S,
+        what="claim lone Bound",
+    )
+    claim = core.read_namespaced_persistent_volume_claim("lone", namespace)
+    assert claim.spec.storage_class_name == k8s.settings.storage_class
+    volume = core.read_persistent_volume(claim.spec.volume_name)
+    assert volume.spec.capacity == {"storage": "3Gi"}
+    assert volume.spec.claim_ref.uid == claim.metadata.uid
+
+    core.delete_namespaced_persistent_volume_claim("lone", namespace)
+
+    processes.wait_until(
+        lambda: _volume_gone(core, claim.spec.volume_name),
+        timeout_s=ROLLOUT_TIMEOUT_S,
+        what=f"volume {claim.spec.volume_name} deleted with its claim",
+    )
+
+
 def test_kubectl_and_server_report_the_pinned_version(k8s: cluster.Cluster) -> None:
     """kubectl from the wheel talks to the apiserver, and both say Kubernetes v1.36.3."""
     versions = json.loads(k8s.kubectl("version", "-o", "json").stdout)
