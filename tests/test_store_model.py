@@ -22,7 +22,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ariane.store import FlushDiskType, GetMessageStatus, LookupStatus, PutMessageStatus
+from ariane.store import (
+    FlushDiskType,
+    GetMessageStatus,
+    LookupStatus,
+    PutMessageStatus,
+    message_store,
+)
 from store_testing import MemoryStore, request, tiny_settings
 
 QUEUES = [("A", 0), ("A", 1), ("B", 0)]
@@ -67,7 +73,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.mem = MemoryStore.open(config)
 
     @property
-    def store(self):  # type: ignore[no-untyped-def]
+    def store(self) -> message_store.MessageStore:
         assert self.mem is not None
         return self.mem.store
 
@@ -190,7 +196,7 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=300,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
