@@ -369,7 +369,7 @@ class ConsumeQueueStore:
         return self._queues.get((ids.TopicName(topic), ids.QueueId(queue_id)))
 
     def get_or_create(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ConsumeQueue:
-        """The queue, created empty if missing (the caller checked ``has_room_for``)."""
+        """The queue, created empty if missing (the caller checked ``count`` against the bound)."""
         key = (topic, queue_id)
         queue = self._queues.get(key)
         if queue is None:
@@ -377,9 +377,10 @@ class ConsumeQueueStore:
             queue = self._queues[key] = self._make(topic, queue_id)
         return queue
 
-    def has_room_for(self, new_queues: int) -> bool:
-        """Whether ``new_queues`` more queues stay within ``count_max``."""
-        return len(self._queues) + new_queues <= self._count_max
+    @property
+    def count(self) -> int:
+        """How many queues exist."""
+        return len(self._queues)
 
     def queues(self) -> list[ConsumeQueue]:
         """Every queue, sorted by (topic, queue id)."""

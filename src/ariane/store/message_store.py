@@ -313,7 +313,7 @@ class MessageStore:
             if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
                 results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
                 return results * len(prepared), flush._completed(True)
-            allowed = self.settings.consume_queue_count_max - len(self.consume_queues.queues())
+            allowed = self.settings.consume_queue_count_max - self.consume_queues.count
             results, dispatches = self.commit_log.append(prepared, new_queues_allowed=allowed)
             try:
                 self.dispatcher.dispatch(dispatches)
@@ -392,9 +392,11 @@ class MessageStore:
         Mirrors RocketMQ ``DefaultMessageStore.getMessage``: statuses for offsets out of
         range; at least one message when any is found even if it exceeds ``max_bytes``;
         ``tag_filter`` skips units by tag code; corrupt records are skipped and logged, never
-        returned. At most ``get_message_scan_units_max`` units are scanned.
+        returned. At most ``get_message_scan_units_max`` units are scanned and
+        ``get_message_count_max`` messages returned.
         """
-        assert 0 < max_count <= self.settings.get_message_count_max, "max_count out of bounds"
+        assert max_count > 0 and max_bytes > 0, "a read asks for at least one message and byte"
+        max_count = min(max_count, self.settings.get_message_count_max)
         queue = self.consume_queues.get(topic, queue_id)
         if queue is None:
             zero = ids.QueueOffset(0)
@@ -517,7 +519,7 @@ class MessageStore:
             flush_behind_bytes=max(0, max_offset - flushed),
             dispatch_behind_bytes=max(0, max_offset - dispatched),
             commit_log_segment_count=len(log.log.files),
-            consume_queue_count=len(self.consume_queues.queues()),
+            consume_queue_count=self.consume_queues.count,
             put_message_count=self._counts["put"],
             put_message_failure_count=self._counts["put_failed"],
             put_message_bytes=self._counts["put_bytes"],
