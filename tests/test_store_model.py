@@ -168,6 +168,17 @@ class StoreMachine(RuleBasedStateMachine):
         self.mem.reopen()
         self._reconcile()
 
+    @rule()
+    def close_and_reopen(self) -> None:
+        assert self.mem is not None
+        before = int(self.store.max_commit_log_offset)
+        self.store.close()
+        self.mem.reopen()
+        assert self.store.recovery_report.clean
+        assert self.store.recovery_report.scanned_records == 0
+        assert self.store.max_commit_log_offset == before
+        self.durable_end = before
+
     def _reconcile(self) -> None:
         end = int(self.store.max_commit_log_offset)
         assert end >= self.durable_end, "a flushed message was lost"
