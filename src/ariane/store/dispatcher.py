@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ariane.common import ids
 from ariane.store import commit_log, consume_queue, message_codec
@@ -35,6 +35,15 @@ class KeyIndexSink(Protocol):
         store_timestamp_ms: ids.TimestampMs,
     ) -> None:
         """Index ``keys`` (each ``topic#key``) to the record at ``commit_log_offset``."""
+        ...
+
+
+@runtime_checkable
+class FlushableKeyIndexSink(KeyIndexSink, Protocol):
+    """A key index with its own durability: the store syncs it before each checkpoint."""
+
+    def flush(self) -> None:
+        """Make every ``put`` so far durable; raises ``OSError`` on failure."""
         ...
 
 

@@ -235,7 +235,11 @@ class MessageStore:
         _log.info("store closed at offset %d", self.commit_log.max_offset)
 
     def checkpoint_now(self) -> None:
-        """Sync the ConsumeQueues and write the checkpoint (what the CQ flush service runs).
+        """Sync the ConsumeQueues (and a flushable key index), then write the checkpoint.
+
+        This is what the ConsumeQueue flush service runs every ``flush_consume_queue_interval_ms``.
+        The dispatched offset is read before the syncs, so the checkpoint never claims more
+        than is durable.
 
         Raises:
             OSError: if a sync or the checkpoint write fails.
@@ -244,6 +248,9 @@ class MessageStore:
             dispatched = self.dispatcher.dispatched_offset
             logics_ms = self.dispatcher.last_store_timestamp_ms
             self.consume_queues.flush_all()
+            key_index = self.dispatcher.key_index
+            if isinstance(key_index, dispatcher.FlushableKeyIndexSink):
+                key_index.flush()
             flushed = self.commit_log.flushed_offset
             self._checkpoint.write(
                 checkpoint.Checkpoint(
@@ -341,7 +348,10 @@ class MessageStore:
             return self._timed_out(results)
 
     def put_message(self, request: commit_log.AppendRequest) -> commit_log.PutMessageResult:
-        """Append one message and wait for its flush condition (see ``put_messages_sync``)."""
+        """Append one message and wait for its flush condition (see ``put_messages_sync``).
+
+        Blocks the calling thread under SYNC_FLUSH; asyncio code uses ``put_messages``.
+        """
         return self.put_messages_sync([request])[0]
 
     async def put_messages(
