@@ -316,10 +316,10 @@ class MessageStore:
         with self._put_lock:
             if self._closed:
                 results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
-                return results * len(prepared), flush._completed(True)
+                return results * len(prepared), flush.completed_future(True)
             if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
                 results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
-                return results * len(prepared), flush._completed(True)
+                return results * len(prepared), flush.completed_future(True)
             allowed = self.settings.consume_queue_count_max - self.consume_queues.count
             results, dispatches = self.commit_log.append(prepared, new_queues_allowed=allowed)
             try:
@@ -331,10 +331,10 @@ class MessageStore:
             self._counts["put"] += len(stored)
             self._counts["put_failed"] += len(results) - len(stored)
             self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
-            durable: concurrent.futures.Future[bool] | None = flush._completed(True)
+            durable: concurrent.futures.Future[bool] | None = flush.completed_future(True)
             if stored:
                 durable = self._flusher.request_durable(self.commit_log.max_offset)
-        return results, durable or flush._completed(False)
+        return results, durable or flush.completed_future(False)
 
     def put_messages_sync(
         self, requests: Sequence[commit_log.AppendRequest]
