@@ -1,0 +1,605 @@
+"""The CommitLog: one append-only log of message records for every topic (RocketMQ ``CommitLog``).
+
+Appending assigns each message its CommitLog offset (where its record starts), its store
+timestamp and its queue offset, from the per (topic, queue id) next-queue-offset table kept
+here, as RocketMQ's ``topicQueueTable``. A batch is encoded into one reusable buffer and handed
+to the OS with one write per segment touched; a record never spans segments: when it does not
+fit, the segment is closed with a BLANK record and the next one starts.
+
+Threading: ``prepare`` is pure and runs outside any lock; ``append`` must be called by one
+thread at a time (the store's put lock); ``read``/``scan`` run concurrently and never see bytes
+past ``max_offset``. Expected outcomes (bad message, disk full) are ``PutMessageStatus`` values
+in results, never exceptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import pathlib
+import re
+from collections.abc import Generator, Iterator, Sequence
+from typing import NamedTuple
+
+from ariane.common import clock as clock_mod
+from ariane.common import delay, ids, topics
+from ariane.common import message as message_mod
+from ariane.store import file_layer, mapped_file, mapped_file_queue, message_codec, settings
+
+_log = logging.getLogger(__name__)
+
+_TOPIC_PATTERN = re.compile(r"^[%a-zA-Z0-9_-]{1,255}$")
+_SCAN_WINDOW_BYTES = 1024 * 1024
+_ZERO_MS = ids.TimestampMs(0)
+_ZERO_OFFSET = ids.CommitLogOffset(0)
+_NO_OFFSET = ids.CommitLogOffset(-1)
+_NO_QUEUE_OFFSET = ids.QueueOffset(-1)
+_NOT_IN_CONSUME_QUEUE = frozenset(
+    {int(message_mod.SysFlag.TRANSACTION_PREPARED), int(message_mod.SysFlag.TRANSACTION_ROLLBACK)}
+)
+
+
+class PutMessageStatus(enum.Enum):
+    """Outcome of an append (RocketMQ ``PutMessageStatus``)."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    """Stored, but SYNC_FLUSH did not confirm durability within ``sync_flush_timeout_ms``."""
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    """Disk full, store closed or failed: not stored; retry later or elsewhere."""
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    """Empty or oversize body, bad topic, separator in a property, record larger than a segment."""
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    """Too many appends wait for the flusher (``sync_flush_waiters_max``)."""
+    CONSUME_QUEUE_NUM_EXCEEDED = "CONSUME_QUEUE_NUM_EXCEEDED"
+    """The (topic, queue id) would exceed ``consume_queue_count_max`` (LMQ_..._NUM_EXCEEDED)."""
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    """An I/O error while writing; the message is not stored."""
+
+    @property
+    def is_stored(self) -> bool:
+        """Whether the message is in the CommitLog (RocketMQ ``PutMessageResult.isOk``)."""
+        return self in _STORED
+
+
+_STORED = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One message to append and the header fields a broker sets (``MessageExtBrokerInner``).
+
+    Attributes:
+        message: topic, body, properties, flag.
+        queue_id: the target queue.
+        sys_flag: SYSFLAG bits (host-kind bits are set by the store).
+        born_timestamp_ms: when the producer made it.
+        born_host: the producer's address.
+        reconsume_times: redelivery count (retry topics).
+        prepared_transaction_offset: CommitLog offset of the half message (transaction ops).
+    """
+
+    message: message_mod.Message
+    queue_id: ids.QueueId
+    sys_flag: int = 0
+    born_timestamp_ms: ids.TimestampMs = _ZERO_MS
+    born_host: message_mod.HostAddress = message_mod.LOOPBACK
+    reconsume_times: int = 0
+    prepared_transaction_offset: ids.CommitLogOffset = _ZERO_OFFSET
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PutMessageResult:
+    """What happened to one appended message.
+
+    Attributes:
+        status: the outcome; only ``status.is_stored`` results carry offsets.
+        commit_log_offset: where the record starts (-1 if not stored).
+        queue_offset: its queue offset (-1 if not stored; 0 for prepared/rolled-back halves).
+        wrote_bytes: record size, bytes.
+        store_timestamp_ms: STORETIMESTAMP.
+        message_id: the offset message id (store host + CommitLog offset), "" if not stored.
+    """
+
+    status: PutMessageStatus
+    commit_log_offset: ids.CommitLogOffset = _NO_OFFSET
+    queue_offset: ids.QueueOffset = _NO_QUEUE_OFFSET
+    wrote_bytes: int = 0
+    store_timestamp_ms: ids.TimestampMs = _ZERO_MS
+    message_id: str = ""
+
+
+class DispatchRequest(NamedTuple):
+    """What the dispatcher needs of a stored record (RocketMQ ``DispatchRequest``).
+
+    A NamedTuple rather than a dataclass: one is built per appended message."""
+
+    topic: ids.TopicName
+    queue_id: ids.QueueId
+    commit_log_offset: ids.CommitLogOffset
+    size_bytes: int
+    tags_code: int
+    store_timestamp_ms: ids.TimestampMs
+    queue_offset: ids.QueueOffset
+    keys: tuple[str, ...]
+    uniq_key: str | None
+    sys_flag: int
+
+    @property
+    def to_consume_queue(self) -> bool:
+        """Whether the record gets a ConsumeQueue unit (not prepared or rolled-back halves)."""
+        return (self.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in _NOT_IN_CONSUME_QUEUE
+
+    @property
+    def end_offset(self) -> int:
+        """CommitLog offset just past the record."""
+        return self.commit_log_offset + self.size_bytes
+
+
+def tags_code_of(message: message_mod.Message, store_timestamp_ms: int) -> int:
+    """The ConsumeQueue tag code: the TAGS hash, or the delivery time of a delay-level message.
+
+    Mirrors RocketMQ ``CommitLog.checkMessageAndReturnSize`` (SCHEDULE_TOPIC_XXXX units hold
+    the time a message is due instead of its tag hash).
+    """
+    if message.topic == topics.SCHEDULE_TOPIC:
+        level = message.properties.get(message_mod.Property.DELAY_TIME_LEVEL, "")
+        if level.isdigit() and int(level) > 0:
+            return store_timestamp_ms + delay.delay_ms_of_level(int(level))
+    tags = message.tags
+    return message_codec.tag_hash_code(tags) if tags else 0
+
+
+def dispatch_request_of(stored: message_mod.StoredMessage) -> DispatchRequest:
+    """The DispatchRequest of a decoded record (re-dispatch, recovery)."""
+    return DispatchRequest(
+        topic=stored.topic,
+        queue_id=stored.queue_id,
+        commit_log_offset=stored.commit_log_offset,
+        size_bytes=stored.store_size_bytes,
+        tags_code=tags_code_of(stored.message, stored.store_timestamp_ms),
+        store_timestamp_ms=stored.store_timestamp_ms,
+        queue_offset=stored.queue_offset,
+        keys=stored.message.keys,
+        uniq_key=stored.message.uniq_key,
+        sys_flag=int(stored.sys_flag),
+    )
+
+
+class PreparedAppend(NamedTuple):
+    """An append request with everything computed that does not need the put lock."""
+
+    request: AppendRequest
+    fields: message_codec.RecordFields
+    record: message_codec.PreparedRecord | None
+    status: PutMessageStatus
+
+
+class LookupStatus(enum.Enum):
+    """Outcome of reading one record by CommitLog offset."""
+
+    FOUND = "FOUND"
+    NOT_FOUND = "NOT_FOUND"
+    """Outside the stored range, or not the start of a message record."""
+    CORRUPT = "CORRUPT"
+    """The bytes there fail their checks; never returned as a message."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LookupResult:
+    """A record read by offset: the message when FOUND."""
+
+    status: LookupStatus
+    message: message_mod.StoredMessage | None = None
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScanItem:
+    """One step of a scan: a record (OK) or where and why the scan stopped (END, CORRUPT)."""
+
+    offset: int
+    result: message_codec.DecodeResult
+
+
+_PROBLEM_STATUS = {
+    message_codec.PrepareProblem.PROPERTIES_TOO_LARGE: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+}
+
+
+class CommitLog:
+    """The CommitLog of one store.
+
+    Args:
+        directory: the ``commitlog`` directory.
+        config: store settings.
+        layer: the file layer.
+        clock: source of store timestamps.
+    """
+
+    def __init__(
+        self,
+        directory: pathlib.Path,
+        config: settings.StoreSettings,
+        layer: file_layer.FileLayer,
+        clock: clock_mod.Clock,
+    ) -> None:
+        self.settings = config
+        self.log = mapped_file_queue.MappedFileQueue(
+            directory, config.commit_log_file_size_bytes, layer
+        )
+        self.disk_full = False
+        """The switch a disk-watermark policy sets: appends answer SERVICE_NOT_AVAILABLE."""
+        self.writable = True
+        """False once closed or after a failed fsync; appends answer SERVICE_NOT_AVAILABLE."""
+        self._clock = clock
+        self._buffer = bytearray(config.write_buffer_bytes)
+        self._queue_offsets: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
+        self._record_bytes_max = min(
+            config.record_size_bytes_max,
+            config.commit_log_file_size_bytes - message_codec.END_FILE_MIN_BLANK_BYTES,
+        )
+
+    @property
+    def min_offset(self) -> ids.CommitLogOffset:
+        """First offset still stored."""
+        return ids.CommitLogOffset(self.log.min_offset)
+
+    @property
+    def max_offset(self) -> ids.CommitLogOffset:
+        """Offset just past the last written record."""
+        return ids.CommitLogOffset(self.log.max_offset)
+
+    @property
+    def flushed_offset(self) -> ids.CommitLogOffset:
+        """Offset just past the last durable byte."""
+        return ids.CommitLogOffset(self.log.flushed_offset)
+
+    @property
+    def record_bytes_max(self) -> int:
+        """Largest record this CommitLog writes or believes when reading, bytes."""
+        return self._record_bytes_max
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
+        """The queue offset the next message to (topic, queue id) will get."""
+        key = (ids.TopicName(topic), ids.QueueId(queue_id))
+        return ids.QueueOffset(self._queue_offsets.get(key, 0))
+
+    def set_queue_offset_table(self, table: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
+        """Replace the next-queue-offset table (recovery rebuilds it from the ConsumeQueues)."""
+        self._queue_offsets = dict(table)
+
+    def queue_keys(self) -> list[tuple[ids.TopicName, ids.QueueId]]:
+        """Every (topic, queue id) that has received a message."""
+        return sorted(self._queue_offsets)
+
+    def prepare(self, request: AppendRequest) -> PreparedAppend:
+        """Validate and pre-encode one request; pure, needs no lock."""
+        msg = request.message
+        fields = message_codec.RecordFields(
+            queue_id=request.queue_id,
+            flag=msg.flag,
+            sys_flag=request.sys_flag,
+            born_timestamp_ms=request.born_timestamp_ms,
+            born_host=request.born_host,
+            store_host=self.settings.store_host,
+            reconsume_times=request.reconsume_times,
+            prepared_transaction_offset=request.prepared_transaction_offset,
+        )
+        if not _TOPIC_PATTERN.match(msg.topic) or not 0 <= request.queue_id < 2**31:
+            return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
+        record = message_codec.prepare(
+            msg.topic,
+            msg.body,
+            msg.properties,
+            fields,
+            body_bytes_max=self.settings.message_size_bytes_max,
+            properties_bytes_max=self.settings.properties_size_bytes_max,
+        )
+        if isinstance(record, message_codec.PrepareProblem):
+            status = _PROBLEM_STATUS.get(record, PutMessageStatus.MESSAGE_ILLEGAL)
+            return PreparedAppend(request, fields, None, status)
+        if record.total_size > self._record_bytes_max:
+            return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
+        return PreparedAppend(request, fields, record, PutMessageStatus.PUT_OK)
+
+    def append(
+        self, batch: Sequence[PreparedAppend], *, new_queues_allowed: int
+    ) -> tuple[list[PutMessageResult], list[DispatchRequest]]:
+        """Write prepared messages; one thread at a time.
+
+        Args:
+            batch: from ``prepare``; ones with a problem status are answered with it.
+            new_queues_allowed: how many (topic, queue id) pairs not yet in the table may
+                still be created; further ones answer CONSUME_QUEUE_NUM_EXCEEDED.
+
+        Returns:
+            one result per message, in order, and the DispatchRequests of stored messages.
+        """
+        if self.disk_full or not self.writable:
+            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE) for _ in batch], []
+        writer = _BatchWriter(self, self._clock.now_ms())
+        for item in batch:
+            if item.record is None:
+                writer.reject(item.status)
+                continue
+            key = (item.request.message.topic, item.request.queue_id)
+            if key not in self._queue_offsets and key not in writer.next_offsets:
+                if new_queues_allowed <= 0:
+                    writer.reject(PutMessageStatus.CONSUME_QUEUE_NUM_EXCEEDED)
+                    continue
+                new_queues_allowed -= 1
+            writer.add(item, key)
+        writer.finish()
+        return writer.final_results(), writer.dispatches
+
+    def _commit_queue_offsets(self, updates: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
+        self._queue_offsets.update(updates)
+
+    def read(self, offset: int, size_bytes: int = 0) -> LookupResult:
+        """The message whose record starts at ``offset``, with its CRCs checked.
+
+        Args:
+            offset: a CommitLog offset.
+            size_bytes: the record size if known (from a ConsumeQueue unit), else 0.
+
+        Returns:
+            FOUND with the message; NOT_FOUND outside the stored range or on a non-record;
+            CORRUPT if the bytes fail their checks.
+        """
+        if not self.min_offset <= offset < self.max_offset:
+            return LookupResult(LookupStatus.NOT_FOUND, reason="outside the stored range")
+        segment = self.log.find(offset)
+        if segment is None:
+            return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
+        position = offset - segment.start_offset
+        want = size_bytes if 0 < size_bytes <= self._record_bytes_max else 4096
+        data = segment.read(position, want)
+        if data is not None and size_bytes <= 0 and len(data) >= 4:
+            total = int.from_bytes(data[:4], "big", signed=True)
+            if len(data) < total <= self._record_bytes_max:
+                data = segment.read(position, total)
+        if data is None:
+            return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
+        decoded = message_codec.decode(memoryview(data), record_bytes_max=self._record_bytes_max)
+        if decoded.status is message_codec.DecodeStatus.OK:
+            assert decoded.message is not None
+            if decoded.message.commit_log_offset != offset:
+                return LookupResult(LookupStatus.CORRUPT, reason="PHYSICALOFFSET mismatch")
+            return LookupResult(LookupStatus.FOUND, decoded.message)
+        if decoded.status is message_codec.DecodeStatus.CORRUPT:
+            return LookupResult(LookupStatus.CORRUPT, reason=decoded.reason)
+        return LookupResult(LookupStatus.NOT_FOUND, reason="no message record here")
+
+    def store_timestamp_at(self, offset: int, size_bytes: int) -> int | None:
+        """STORETIMESTAMP of the record at ``offset`` (header only), ``None`` if unreadable."""
+        segment = self.log.find(offset)
+        if segment is None or not self.min_offset <= offset < self.max_offset:
+            return None
+        data = segment.read(offset - segment.start_offset, 96)
+        return None if data is None else message_codec.peek_store_timestamp(memoryview(data))
+
+    def scan(self, start_offset: int, *, check_crc: bool) -> Iterator[ScanItem]:
+        """Decode records from ``start_offset`` (a record boundary) until END or CORRUPT.
+
+        Yields every OK record, then one final item whose status is END or CORRUPT (its
+        ``offset`` is where valid data ends). BLANK records are followed to the next segment;
+        a BLANK not reaching its segment's end, or a record whose PHYSICALOFFSET is not where
+        it sits, is CORRUPT. Reads in windows of 1 MiB.
+        """
+        offset = start_offset
+        while True:
+            segment = self.log.find(offset)
+            if segment is None:
+                yield ScanItem(offset, message_codec.DecodeResult(message_codec.DecodeStatus.END))
+                return
+            offset = yield from self._scan_segment(segment, offset, check_crc)
+            if offset < 0:
+                return
+
+    def _scan_segment(
+        self, segment: mapped_file.MappedFile, offset: int, check_crc: bool
+    ) -> Generator[ScanItem, None, int]:
+        # Returns the next segment's start after a BLANK, or -1 after the final item.
+        window_start, window = offset, b""
+        while True:
+            window_start, window = self._window_for(segment, offset, window_start, window)
+            view = memoryview(window)[offset - window_start :]
+            result = message_codec.decode(
+                view, record_bytes_max=self._record_bytes_max, check_crc=check_crc
+            )
+            status = result.status
+            if status is message_codec.DecodeStatus.BLANK:
+                if offset + result.size == segment.end_offset:
+                    return segment.end_offset
+                result = message_codec.DecodeResult(
+                    message_codec.DecodeStatus.CORRUPT, reason="BLANK does not end the segment"
+                )
+            elif status is message_codec.DecodeStatus.OK:
+                assert result.message is not None
+                if result.message.commit_log_offset == offset:
+                    yield ScanItem(offset, result)
+                    offset += result.size
+                    continue
+                result = message_codec.DecodeResult(
+                    message_codec.DecodeStatus.CORRUPT, reason="PHYSICALOFFSET mismatch"
+                )
+            yield ScanItem(offset, result)
+            return -1
+
+    def _window_for(
+        self, segment: mapped_file.MappedFile, offset: int, window_start: int, window: bytes
+    ) -> tuple[int, bytes]:
+        # Keep the window if it holds the whole record at ``offset``; else read from there.
+        position = offset - window_start
+        have = len(window) - position
+        total = 0
+        if have >= 8:
+            total = int.from_bytes(window[position : position + 4], "big", signed=True)
+            if total <= have or total > self._record_bytes_max or total <= 0:
+                return window_start, window
+        readable_end = segment.start_offset + segment.wrote_position
+        if window and window_start + len(window) >= readable_end:
+            return window_start, window
+        want = max(_SCAN_WINDOW_BYTES, total)
+        return offset, segment.read(offset - segment.start_offset, want) or b""
+
+    def flush(self) -> int:
+        """Sync everything written; returns the flushed offset.
+
+        Raises:
+            OSError: if a sync fails.
+        """
+        return self.log.flush()
+
+
+class _BatchWriter:
+    """Encodes one append call into the reusable buffer and writes it segment by segment."""
+
+    def __init__(self, commit_log: CommitLog, store_timestamp_ms: int) -> None:
+        self.log = commit_log
+        self.now = ids.TimestampMs(store_timestamp_ms)
+        self.results: list[PutMessageResult | None] = []  # None: written when flushed
+        self.dispatches: list[DispatchRequest] = []
+        self.next_offsets: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
+        self._buffer = commit_log._buffer
+        self._used = 0
+        self._segment: mapped_file.MappedFile | None = None
+        self._pending: list[tuple[int, DispatchRequest]] = []  # (result index, request)
+        self._failed: PutMessageStatus | None = None
+
+    def reject(self, status: PutMessageStatus) -> None:
+        self.results.append(PutMessageResult(status))
+
+    def add(self, item: PreparedAppend, key: tuple[ids.TopicName, ids.QueueId]) -> None:
+        """Encode one message (rejected with the failure status once an I/O error happened)."""
+        record = item.record
+        assert record is not None
+        if self._failed is not None or not self._make_room(record.total_size):
+            assert self._failed is not None
+            self.reject(self._failed)
+            return
+        segment = self._segment
+        assert segment is not None
+        offset = segment.start_offset + segment.wrote_position + self._used
+        to_cq = (item.fields.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in (
+            _NOT_IN_CONSUME_QUEUE
+        )
+        queue_offset = self.next_offsets.get(key, self.log._queue_offsets.get(key, 0))
+        self._used = message_codec.encode_into(
+            self._buffer,
+            self._used,
+            record,
+            item.fields,
+            queue_offset=queue_offset if to_cq else 0,
+            commit_log_offset=offset,
+            store_timestamp_ms=self.now,
+        )
+        if to_cq:
+            self.next_offsets[key] = queue_offset + 1
+        msg = item.request.message
+        request = DispatchRequest(
+            topic=msg.topic,
+            queue_id=item.request.queue_id,
+            commit_log_offset=ids.CommitLogOffset(offset),
+            size_bytes=record.total_size,
+            tags_code=tags_code_of(msg, self.now),
+            store_timestamp_ms=self.now,
+            queue_offset=ids.QueueOffset(queue_offset if to_cq else 0),
+            keys=msg.keys,
+            uniq_key=msg.uniq_key,
+            sys_flag=record.sys_flag,
+        )
+        self._pending.append((len(self.results), request))
+        self.results.append(None)
+
+    def _make_room(self, size: int) -> bool:
+        file_size = self.log.settings.commit_log_file_size_bytes
+        if self._segment is None and not self._open_segment():
+            return False
+        segment = self._segment
+        assert segment is not None
+        if segment.wrote_position + self._used + size + 8 > file_size:
+            remaining = file_size - segment.wrote_position - self._used
+            self._used = message_codec.encode_blank(self._buffer, self._used, remaining)
+            if not self._write(end_segment=True) or not self._open_segment():
+                return False
+        elif self._used + size > len(self._buffer) and not self._write(end_segment=False):
+            return False
+        return True
+
+    def _open_segment(self) -> bool:
+        try:
+            self._segment = self.log.log.segment_for_append()
+        except OSError:
+            _log.exception("cannot create a CommitLog segment")
+            self._fail_rest(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return False
+        return True
+
+    def _write(self, *, end_segment: bool) -> bool:
+        segment = self._segment
+        assert segment is not None
+        try:
+            if self._used:
+                segment.append(memoryview(self._buffer)[: self._used])
+        except OSError:
+            _log.exception("CommitLog write failed at %d", segment.start_offset)
+            self._fail_rest(PutMessageStatus.UNKNOWN_ERROR)
+            return False
+        if end_segment:
+            segment.wrote_position = segment.size_bytes  # the rest of the BLANK is zeros
+        self._used = 0
+        updates: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
+        for index, request in self._pending:
+            self.results[index] = _ok_result(request, self.log.settings.store_host)
+            self.dispatches.append(request)
+            if request.to_consume_queue:
+                updates[(request.topic, request.queue_id)] = request.queue_offset + 1
+        self.log._commit_queue_offsets(updates)
+        self._pending.clear()
+        return True
+
+    def _fail_rest(self, status: PutMessageStatus) -> None:
+        self._failed = status
+        for index, _ in self._pending:
+            self.results[index] = PutMessageResult(status)
+        self._pending.clear()
+        self._used = 0
+
+    def final_results(self) -> list[PutMessageResult]:
+        """One result per message (``finish`` has run, so none is pending)."""
+        return [r if r is not None else _UNKNOWN for r in self.results]
+
+    def finish(self) -> None:
+        """Write what is buffered."""
+        if self._pending and self._segment is not None:
+            self._write(end_segment=False)
+
+
+_UNKNOWN = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
+
+
+def _ok_result(request: DispatchRequest, store_host: message_mod.HostAddress) -> PutMessageResult:
+    return PutMessageResult(
+        status=PutMessageStatus.PUT_OK,
+        commit_log_offset=request.commit_log_offset,
+        queue_offset=request.queue_offset,
+        wrote_bytes=request.size_bytes,
+        store_timestamp_ms=request.store_timestamp_ms,
+        message_id=f"{message_codec.offset_message_id_prefix(store_host)}"
+        f"{request.commit_log_offset:016X}",
+    )

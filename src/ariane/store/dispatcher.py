@@ -1,0 +1,212 @@
+"""Building ConsumeQueues and the key index from CommitLog records (``ReputMessageService``).
+
+``Dispatcher`` turns DispatchRequests into ConsumeQueue units (one write per run of units of a
+queue) and key-index entries, and advances ``dispatched_offset``: every record below it has
+been dispatched. The store calls it right after an append (so a read-after-write finds the
+message through its ConsumeQueue); ``ReputMessageService`` tails the CommitLog from
+``dispatched_offset`` for records written by someone else (recovery, a replication stream).
+
+The key index is pluggable through ``KeyIndexSink``; it receives ``topic#KEY`` for each key of
+a message and ``topic#UNIQ_KEY`` for its client message id, as RocketMQ's ``IndexService``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ariane.common import ids
+from ariane.store import commit_log, consume_queue, message_codec
+
+_log = logging.getLogger(__name__)
+
+KEY_SEPARATOR = "#"
+
+
+class KeyIndexSink(Protocol):
+    """Where the dispatcher sends index keys (the IndexFile implements it)."""
+
+    def put(
+        self,
+        keys: Sequence[str],
+        commit_log_offset: ids.CommitLogOffset,
+        store_timestamp_ms: ids.TimestampMs,
+    ) -> None:
+        """Index ``keys`` (each ``topic#key``) to the record at ``commit_log_offset``."""
+        ...
+
+
+@runtime_checkable
+class FlushableKeyIndexSink(KeyIndexSink, Protocol):
+    """A key index with its own durability: the store syncs it before each checkpoint."""
+
+    def flush(self) -> None:
+        """Make every ``put`` so far durable; raises ``OSError`` on failure."""
+        ...
+
+
+def index_keys_of(request: commit_log.DispatchRequest) -> list[str]:
+    """``topic#KEY`` for every key and ``topic#UNIQ_KEY`` for the client message id."""
+    keys = [f"{request.topic}{KEY_SEPARATOR}{key}" for key in request.keys]
+    if request.uniq_key:
+        keys.append(f"{request.topic}{KEY_SEPARATOR}{request.uniq_key}")
+    return keys
+
+
+class Dispatcher:
+    """Feeds ConsumeQueues and the key index; not thread-safe (called under the put lock).
+
+    Args:
+        consume_queues: the ConsumeQueue store.
+        key_index: the key index, or ``None`` for none.
+        start_offset: the CommitLog offset below which everything is dispatched.
+    """
+
+    def __init__(
+        self,
+        consume_queues: consume_queue.ConsumeQueueStore,
+        key_index: KeyIndexSink | None,
+        *,
+        start_offset: int,
+    ) -> None:
+        self.consume_queues = consume_queues
+        self.key_index = key_index
+        self.dispatched_offset = ids.CommitLogOffset(start_offset)
+        self.last_store_timestamp_ms = ids.TimestampMs(0)
+
+    def dispatch(self, requests: Sequence[commit_log.DispatchRequest]) -> None:
+        """Write the units and index keys of ``requests`` (in CommitLog order).
+
+        Raises:
+            OSError: if a ConsumeQueue write fails.
+        """
+        if not requests:
+            return
+        runs: dict[tuple[ids.TopicName, ids.QueueId], tuple[int, list[consume_queue.NewUnit]]] = {}
+        key_index = self.key_index
+        for request in requests:
+            assert request.commit_log_offset >= self.dispatched_offset, "dispatch out of order"
+            if request.to_consume_queue:
+                unit = consume_queue.NewUnit(
+                    request.commit_log_offset, request.size_bytes, request.tags_code
+                )
+                key = (request.topic, request.queue_id)
+                run = runs.get(key)
+                if run is not None and run[0] + len(run[1]) == request.queue_offset:
+                    run[1].append(unit)
+                else:
+                    if run is not None:
+                        self._write_run(key, run)
+                    runs[key] = (request.queue_offset, [unit])
+            if key_index is not None:
+                keys = index_keys_of(request)
+                if keys:
+                    key_index.put(keys, request.commit_log_offset, request.store_timestamp_ms)
+        for key, run in runs.items():
+            self._write_run(key, run)
+        last = requests[-1]
+        self.dispatched_offset = ids.CommitLogOffset(last.end_offset)
+        self.last_store_timestamp_ms = last.store_timestamp_ms
+
+    def _write_run(
+        self,
+        key: tuple[ids.TopicName, ids.QueueId],
+        run: tuple[int, list[consume_queue.NewUnit]],
+    ) -> None:
+        # One write per queue per batch: the units of a queue in a batch are consecutive.
+        queue = self.consume_queues.get_or_create(*key)
+        queue.put(ids.QueueOffset(run[0]), run[1])
+
+    def skip_to(self, offset: int) -> None:
+        """Declare everything below ``offset`` dispatched (a BLANK or a truncation)."""
+        self.dispatched_offset = ids.CommitLogOffset(max(self.dispatched_offset, offset))
+
+
+class ReputMessageService:
+    """Tails the CommitLog from the dispatcher's offset and dispatches what it finds.
+
+    Args:
+        log: the CommitLog.
+        dispatcher: the dispatcher to feed.
+        lock: the store's put lock (dispatch must not interleave with appends).
+        check_crc: verify CRCs of every record read.
+        batch_records_max: most records dispatched per lock hold.
+    """
+
+    def __init__(
+        self,
+        log: commit_log.CommitLog,
+        dispatcher: Dispatcher,
+        lock: threading.Lock,
+        *,
+        check_crc: bool = True,
+        batch_records_max: int = 1024,
+    ) -> None:
+        self._log = log
+        self._dispatcher = dispatcher
+        self._lock = lock
+        self._check_crc = check_crc
+        self._batch_records_max = batch_records_max
+        self.scanned_records = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def reput(self) -> int:
+        """Dispatch every record from ``dispatched_offset`` to the CommitLog's end.
+
+        Returns:
+            how many records were dispatched. Stops (and logs) at a corrupt record.
+        """
+        total = 0
+        while True:
+            with self._lock:
+                batch, done = self._collect()
+                self._dispatcher.dispatch(batch)
+            total += len(batch)
+            if done:
+                return total
+
+    def _collect(self) -> tuple[list[commit_log.DispatchRequest], bool]:
+        start = self._dispatcher.dispatched_offset
+        if start >= self._log.max_offset:
+            return [], True
+        batch: list[commit_log.DispatchRequest] = []
+        for item in self._log.scan(start, check_crc=self._check_crc):
+            status = item.result.status
+            if status is not message_codec.DecodeStatus.OK:
+                if status is message_codec.DecodeStatus.CORRUPT:
+                    _log.error("reput stopped at %d: %s", item.offset, item.result.reason)
+                if not batch:
+                    self._dispatcher.skip_to(item.offset)
+                return batch, True
+            assert item.result.message is not None
+            self.scanned_records += 1
+            batch.append(commit_log.dispatch_request_of(item.result.message))
+            if len(batch) >= self._batch_records_max:
+                return batch, False
+        return batch, True
+
+    def start(self, *, interval_ms: int = 1) -> None:
+        """Run ``reput`` in a thread every ``interval_ms`` until ``stop``."""
+        assert self._thread is None, "already started"
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, args=(interval_ms,), name="ariane-store-reput", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, interval_ms: int) -> None:
+        while not self._stop.wait(interval_ms / 1000):
+            try:
+                self.reput()
+            except Exception:
+                _log.exception("reput failed; retrying")
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

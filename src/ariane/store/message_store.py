@@ -1,0 +1,568 @@
+"""``MessageStore``: the storage engine's one entry point (RocketMQ ``DefaultMessageStore``).
+
+It composes the CommitLog, the ConsumeQueues, the dispatcher, the flush services, the
+checkpoint and recovery under one root directory::
+
+    <root>/commitlog/<20-digit offset>          CommitLog segments
+    <root>/consumequeue/<topic>/<queueId>/<20>  ConsumeQueue segments
+    <root>/checkpoint                           see ``checkpoint``
+    <root>/abort                                exists while the store is open
+
+Invariants: appends are serialized by one put lock, and each append is dispatched to its
+ConsumeQueues (and key index) before the lock is released, so a message is readable by queue
+offset as soon as ``put`` returns; queue offsets of a queue are dense; a SYNC_FLUSH append is
+answered PUT_OK only after a sync covered its bytes; reads never return a record that fails
+its CRC checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import enum
+import logging
+import pathlib
+import threading
+from collections.abc import Callable, Sequence
+
+from ariane.common import clock as clock_mod
+from ariane.common import ids
+from ariane.common import message as message_mod
+from ariane.store import (
+    checkpoint,
+    commit_log,
+    consume_queue,
+    dispatcher,
+    file_layer,
+    flush,
+    mapped_file_queue,
+    recovery,
+    settings,
+)
+
+_log = logging.getLogger(__name__)
+
+PutMessageStatus = commit_log.PutMessageStatus
+
+
+class GetMessageStatus(enum.Enum):
+    """Outcome of reading a queue (RocketMQ ``GetMessageStatus``)."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    """Units were scanned but the filter matched none."""
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    """Units point at CommitLog data already deleted (or unreadable)."""
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    """The offset is in range but its ConsumeQueue file is gone."""
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    """The offset is past the queue's max offset."""
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    """The offset equals the max offset: nothing new yet."""
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    """The offset is below the queue's min offset (deleted by retention)."""
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    """The (topic, queue id) has never been written."""
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    """The queue exists but is empty."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GetMessageResult:
+    """Messages read from one queue (RocketMQ ``GetMessageResult``).
+
+    Attributes:
+        status: the outcome.
+        messages: the messages, in queue-offset order.
+        next_begin_offset: where the next read should start.
+        min_offset: the queue's min offset at read time.
+        max_offset: the queue's max offset (next to be written) at read time.
+        total_bytes: sum of the returned record sizes.
+    """
+
+    status: GetMessageStatus
+    messages: tuple[message_mod.StoredMessage, ...]
+    next_begin_offset: ids.QueueOffset
+    min_offset: ids.QueueOffset
+    max_offset: ids.QueueOffset
+    total_bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoreStats:
+    """A snapshot for metrics (``rocketmq_storage_*``); offsets in CommitLog bytes."""
+
+    min_commit_log_offset: int
+    max_commit_log_offset: int
+    flushed_commit_log_offset: int
+    dispatched_commit_log_offset: int
+    flush_behind_bytes: int
+    dispatch_behind_bytes: int
+    commit_log_segment_count: int
+    consume_queue_count: int
+    put_message_count: int
+    put_message_failure_count: int
+    put_message_bytes: int
+    get_message_count: int
+    corrupt_read_count: int
+    flush_count: int
+    recovery_clean: bool
+    recovery_scanned_records: int
+    disk_full: bool
+
+
+TagFilter = Callable[[int], bool]
+"""``tag_hash -> bool``: whether a ConsumeQueue unit's tag code matches a subscription."""
+
+
+class MessageStore:
+    """The storage engine of one broker. Build it with ``MessageStore.open``."""
+
+    def __init__(
+        self,
+        root: pathlib.Path,
+        config: settings.StoreSettings,
+        clock: clock_mod.Clock,
+        layer: file_layer.FileLayer,
+        key_index: dispatcher.KeyIndexSink | None,
+    ) -> None:
+        self.root = root
+        self.settings = config
+        self._clock = clock
+        self._layer = layer
+        self._put_lock = threading.Lock()
+        self.commit_log = commit_log.CommitLog(root / "commitlog", config, layer, clock)
+        self.consume_queues = consume_queue.ConsumeQueueStore(
+            root / "consumequeue",
+            config.consume_queue_file_entries,
+            layer,
+            config.consume_queue_count_max,
+        )
+        self.dispatcher = dispatcher.Dispatcher(self.consume_queues, key_index, start_offset=0)
+        self._checkpoint = checkpoint.CheckpointFile(layer, root / "checkpoint")
+        self._abort_path = root / "abort"
+        self._flusher: flush.AsyncFlushService | flush.GroupCommitService
+        if config.flush_disk_type is settings.FlushDiskType.SYNC_FLUSH:
+            self._flusher = flush.GroupCommitService(self.commit_log, config)
+        else:
+            self._flusher = flush.AsyncFlushService(self.commit_log, config, clock)
+        self._queue_flusher = flush.PeriodicService(
+            "ariane-store-flush-consumequeue",
+            config.flush_consume_queue_interval_ms,
+            self.checkpoint_now,
+        )
+        self._checkpoint_lock = threading.Lock()
+        self._closed = True
+        self.recovery_report = recovery.RecoveryReport(True, 0, 0, -1, 0, "")
+        self._counts = {"put": 0, "put_failed": 0, "put_bytes": 0, "get": 0, "corrupt": 0}
+
+    @classmethod
+    def open(
+        cls,
+        root_dir: pathlib.Path,
+        config: settings.StoreSettings,
+        *,
+        clock: clock_mod.Clock,
+        key_index: dispatcher.KeyIndexSink | None = None,
+        layer: file_layer.FileLayer | None = None,
+    ) -> MessageStore:
+        """Open (creating if needed) and recover the store under ``root_dir``; start services.
+
+        Args:
+            root_dir: the store root.
+            config: store settings.
+            clock: time source for store timestamps and flush intervals.
+            key_index: where index keys go (the IndexFile), or ``None``.
+            layer: the file layer (default: the real file system).
+
+        Raises:
+            StoreLayoutError: if segment files are inconsistent (wrong size, gaps).
+            OSError: if the files cannot be read, written or synced.
+        """
+        store = cls(root_dir, config, clock, layer or file_layer.OsFileLayer(), key_index)
+        store._start()
+        return store
+
+    def _start(self) -> None:
+        layer = self._layer
+        layer.make_dirs(self.root)
+        unclean = checkpoint.abort_marker_exists(layer, self._abort_path)
+        saved = self._checkpoint.load()
+        self.commit_log.log.load()
+        self.consume_queues.load()
+        self.recovery_report = recovery.recover(
+            self.commit_log, self.consume_queues, self.dispatcher, saved, unclean=unclean
+        )
+        self._reput = dispatcher.ReputMessageService(
+            self.commit_log, self.dispatcher, self._put_lock
+        )
+        self._reput.reput()
+        checkpoint.create_abort_marker(layer, self._abort_path)
+        self.checkpoint_now()
+        self._closed = False
+        self._flusher.start()
+        self._queue_flusher.start()
+        _log.info(
+            "store open at %s: CommitLog [%d, %d), %d ConsumeQueues, clean=%s",
+            self.root,
+            self.commit_log.min_offset,
+            self.commit_log.max_offset,
+            len(self.consume_queues.queues()),
+            self.recovery_report.clean,
+        )
+
+    def close(self) -> None:
+        """Stop cleanly: refuse new appends, flush everything, checkpoint, remove ``abort``.
+
+        Raises:
+            OSError: if the final flush or checkpoint fails (``abort`` then stays).
+        """
+        with self._put_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._queue_flusher.stop()
+        self._flusher.stop()
+        self.commit_log.flush()
+        self.checkpoint_now()
+        checkpoint.remove_abort_marker(self._layer, self._abort_path)
+        self._checkpoint.close()
+        self.commit_log.log.close()
+        for queue in self.consume_queues.queues():
+            queue.log.close()
+        _log.info("store closed at offset %d", self.commit_log.max_offset)
+
+    def checkpoint_now(self) -> None:
+        """Sync the ConsumeQueues (and a flushable key index), then write the checkpoint.
+
+        This is what the ConsumeQueue flush service runs every ``flush_consume_queue_interval_ms``.
+        The dispatched offset is read before the syncs, so the checkpoint never claims more
+        than is durable.
+
+        Raises:
+            OSError: if a sync or the checkpoint write fails.
+        """
+        with self._checkpoint_lock:
+            dispatched = self.dispatcher.dispatched_offset
+            logics_ms = self.dispatcher.last_store_timestamp_ms
+            self.consume_queues.flush_all()
+            key_index = self.dispatcher.key_index
+            if isinstance(key_index, dispatcher.FlushableKeyIndexSink):
+                key_index.flush()
+            flushed = self.commit_log.flushed_offset
+            self._checkpoint.write(
+                checkpoint.Checkpoint(
+                    physic_msg_timestamp_ms=logics_ms if flushed >= dispatched else 0,
+                    logics_msg_timestamp_ms=logics_ms,
+                    index_msg_timestamp_ms=logics_ms,
+                    flushed_commit_log_offset=flushed,
+                    dispatched_commit_log_offset=dispatched,
+                )
+            )
+
+    @property
+    def disk_full(self) -> bool:
+        """The disk-full switch: while set, appends answer SERVICE_NOT_AVAILABLE."""
+        return self.commit_log.disk_full
+
+    @disk_full.setter
+    def disk_full(self, value: bool) -> None:
+        self.commit_log.disk_full = value
+
+    def set_key_index(self, key_index: dispatcher.KeyIndexSink | None) -> None:
+        """Plug in (or remove) the key index for records appended from now on."""
+        with self._put_lock:
+            self.dispatcher.key_index = key_index
+
+    def submit(
+        self, requests: Sequence[commit_log.AppendRequest]
+    ) -> concurrent.futures.Future[list[commit_log.PutMessageResult]]:
+        """Append a batch now; the future completes when the flush condition holds.
+
+        Under ASYNC_FLUSH the future is already done. Under SYNC_FLUSH it completes after the
+        group commit synced the batch's bytes; if that sync fails the stored results turn into
+        FLUSH_DISK_TIMEOUT. Callers bound their wait with ``sync_flush_timeout_ms``
+        (``put_messages``/``put_messages_sync`` do). Wrap it with ``asyncio.wrap_future``
+        to await it.
+        """
+        return self._submit(requests)[1]
+
+    def _submit(
+        self, requests: Sequence[commit_log.AppendRequest]
+    ) -> tuple[
+        list[commit_log.PutMessageResult],
+        concurrent.futures.Future[list[commit_log.PutMessageResult]],
+    ]:
+        prepared = [self.commit_log.prepare(r) for r in requests]
+        results, durable = self._append(prepared)
+        outcome: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
+            concurrent.futures.Future()
+        )
+
+        def finish(done: concurrent.futures.Future[bool]) -> None:
+            final = results if done.result() else _flush_timed_out(results)
+            # The waiter may have given up (timeout) and cancelled the future.
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                outcome.set_result(final)
+
+        durable.add_done_callback(finish)
+        return results, outcome
+
+    def _append(
+        self, prepared: list[commit_log.PreparedAppend]
+    ) -> tuple[list[commit_log.PutMessageResult], concurrent.futures.Future[bool]]:
+        with self._put_lock:
+            if self._closed:
+                results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
+                return results * len(prepared), flush.completed_future(True)
+            if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
+                results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
+                return results * len(prepared), flush.completed_future(True)
+            allowed = self.settings.consume_queue_count_max - self.consume_queues.count
+            results, dispatches = self.commit_log.append(prepared, new_queues_allowed=allowed)
+            try:
+                self.dispatcher.dispatch(dispatches)
+                self.dispatcher.skip_to(self.commit_log.max_offset)
+            except OSError:
+                _log.exception("ConsumeQueue dispatch failed; the reput service will retry")
+            stored = [r for r in results if r.status.is_stored]
+            self._counts["put"] += len(stored)
+            self._counts["put_failed"] += len(results) - len(stored)
+            self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
+            durable: concurrent.futures.Future[bool] | None = flush.completed_future(True)
+            if stored:
+                durable = self._flusher.request_durable(self.commit_log.max_offset)
+        return results, durable or flush.completed_future(False)
+
+    def put_messages_sync(
+        self, requests: Sequence[commit_log.AppendRequest]
+    ) -> list[commit_log.PutMessageResult]:
+        """Append a batch and wait (at most ``sync_flush_timeout_ms``) for its flush condition."""
+        results, future = self._submit(requests)
+        try:
+            return future.result(timeout=self.settings.sync_flush_timeout_ms / 1000)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return self._timed_out(results)
+
+    def put_message(self, request: commit_log.AppendRequest) -> commit_log.PutMessageResult:
+        """Append one message and wait for its flush condition (see ``put_messages_sync``).
+
+        Blocks the calling thread under SYNC_FLUSH; asyncio code uses ``put_messages``.
+        """
+        return self.put_messages_sync([request])[0]
+
+    async def put_messages(
+        self, requests: Sequence[commit_log.AppendRequest]
+    ) -> list[commit_log.PutMessageResult]:
+        """Append a batch; one await for the whole batch (group commit under SYNC_FLUSH).
+
+        The append itself runs in the calling thread (it only hands bytes to the OS); the
+        await covers the flush. After ``sync_flush_timeout_ms`` stored messages come back as
+        FLUSH_DISK_TIMEOUT.
+        """
+        results, future = self._submit(requests)
+        try:
+            return await asyncio.wait_for(
+                asyncio.wrap_future(future), self.settings.sync_flush_timeout_ms / 1000
+            )
+        except TimeoutError:
+            return self._timed_out(results)
+
+    def _timed_out(
+        self, results: list[commit_log.PutMessageResult]
+    ) -> list[commit_log.PutMessageResult]:
+        _log.warning(
+            "SYNC_FLUSH did not complete within %d ms", self.settings.sync_flush_timeout_ms
+        )
+        return _flush_timed_out(results)
+
+    def get_message(self, commit_log_offset: int, size_bytes: int = 0) -> commit_log.LookupResult:
+        """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
+        result = self.commit_log.read(commit_log_offset, size_bytes)
+        if result.status is commit_log.LookupStatus.CORRUPT:
+            self._counts["corrupt"] += 1
+            _log.error("corrupt record at %d: %s", commit_log_offset, result.reason)
+        return result
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        *,
+        max_count: int,
+        max_bytes: int,
+        tag_filter: TagFilter | None = None,
+    ) -> GetMessageResult:
+        """Read up to ``max_count`` messages (and about ``max_bytes``) from a queue offset.
+
+        Mirrors RocketMQ ``DefaultMessageStore.getMessage``: statuses for offsets out of
+        range; at least one message when any is found even if it exceeds ``max_bytes``;
+        ``tag_filter`` skips units by tag code; corrupt records are skipped and logged, never
+        returned. At most ``get_message_scan_units_max`` units are scanned and
+        ``get_message_count_max`` messages returned.
+        """
+        assert max_count > 0 and max_bytes > 0, "a read asks for at least one message and byte"
+        max_count = min(max_count, self.settings.get_message_count_max)
+        queue = self.consume_queues.get(topic, queue_id)
+        if queue is None:
+            zero = ids.QueueOffset(0)
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, (), zero, zero, zero)
+        low, high = queue.min_queue_offset, queue.max_queue_offset
+        early = _out_of_range(queue_offset, low, high)
+        if early is not None:
+            return GetMessageResult(early[0], (), early[1], low, high)
+        return self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
+
+    def _read_queue(
+        self,
+        queue: consume_queue.ConsumeQueue,
+        queue_offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_filter: TagFilter | None,
+    ) -> GetMessageResult:
+        low, high = queue.min_queue_offset, queue.max_queue_offset
+        messages: list[message_mod.StoredMessage] = []
+        total = removed = 0
+        next_offset = queue_offset
+        scanned_any = False
+        for unit in queue.iter_units(
+            ids.QueueOffset(queue_offset), self.settings.get_message_scan_units_max
+        ):
+            scanned_any = True
+            if len(messages) >= max_count or (messages and total + unit.size_bytes > max_bytes):
+                break
+            next_offset = unit.queue_offset + 1
+            if unit.is_filler or (tag_filter is not None and not tag_filter(unit.tag_hash)):
+                continue
+            found = self.get_message(unit.commit_log_offset, unit.size_bytes)
+            if found.status is commit_log.LookupStatus.FOUND and found.message is not None:
+                messages.append(found.message)
+                total += unit.size_bytes
+            elif found.status is commit_log.LookupStatus.NOT_FOUND:
+                removed += 1
+        if not scanned_any:
+            entries = self.settings.consume_queue_file_entries
+            roll = queue_offset + entries - queue_offset % entries
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_FOUND_NULL, (), ids.QueueOffset(roll), low, high
+            )
+        self._counts["get"] += len(messages)
+        if messages:
+            status = GetMessageStatus.FOUND
+        elif removed:
+            status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        else:
+            status = GetMessageStatus.NO_MATCHED_MESSAGE
+        return GetMessageResult(
+            status, tuple(messages), ids.QueueOffset(next_offset), low, high, total
+        )
+
+    def min_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
+        """The first readable queue offset of a queue (0 if unknown)."""
+        queue = self.consume_queues.get(topic, queue_id)
+        return queue.min_queue_offset if queue is not None else ids.QueueOffset(0)
+
+    def max_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
+        """The next queue offset to be written (0 if unknown)."""
+        queue = self.consume_queues.get(topic, queue_id)
+        return queue.max_queue_offset if queue is not None else ids.QueueOffset(0)
+
+    def queue_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> ids.QueueOffset:
+        """First queue offset stored at or after ``timestamp_ms`` (max if none; 0 if unknown).
+
+        Mirrors RocketMQ ``getOffsetInQueueByTime``.
+        """
+        queue = self.consume_queues.get(topic, queue_id)
+        if queue is None:
+            return ids.QueueOffset(0)
+        return queue.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
+
+    def topic_queues(self) -> list[tuple[ids.TopicName, ids.QueueId]]:
+        """Every (topic, queue id) with a ConsumeQueue, sorted."""
+        return [(q.topic, q.queue_id) for q in self.consume_queues.queues()]
+
+    @property
+    def max_commit_log_offset(self) -> ids.CommitLogOffset:
+        """Offset just past the last record."""
+        return self.commit_log.max_offset
+
+    @property
+    def min_commit_log_offset(self) -> ids.CommitLogOffset:
+        """First offset still stored."""
+        return self.commit_log.min_offset
+
+    def commit_log_segments(self) -> list[mapped_file_queue.SegmentInfo]:
+        """The CommitLog segments, oldest first (for a retention policy)."""
+        return self.commit_log.log.segment_infos()
+
+    def delete_expired_commit_log(
+        self, now_ms: int, reserved_ms: int, *, clean_immediately: bool = False, batch_max: int = 10
+    ) -> int:
+        """Delete expired CommitLog segments, then ConsumeQueue files wholly below the new min.
+
+        See ``MappedFileQueue.delete_expired`` (RocketMQ ``deleteExpiredFileByTime``).
+
+        Returns:
+            how many CommitLog segments were deleted.
+        """
+        deleted = self.commit_log.log.delete_expired(
+            now_ms, reserved_ms, clean_immediately=clean_immediately, batch_max=batch_max
+        )
+        self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=batch_max)
+        return deleted
+
+    def stats(self) -> StoreStats:
+        """A consistent-enough snapshot of offsets and counters (no locks taken)."""
+        log = self.commit_log
+        max_offset, flushed = log.max_offset, log.flushed_offset
+        dispatched = self.dispatcher.dispatched_offset
+        return StoreStats(
+            min_commit_log_offset=log.min_offset,
+            max_commit_log_offset=max_offset,
+            flushed_commit_log_offset=flushed,
+            dispatched_commit_log_offset=dispatched,
+            flush_behind_bytes=max(0, max_offset - flushed),
+            dispatch_behind_bytes=max(0, max_offset - dispatched),
+            commit_log_segment_count=len(log.log.files),
+            consume_queue_count=self.consume_queues.count,
+            put_message_count=self._counts["put"],
+            put_message_failure_count=self._counts["put_failed"],
+            put_message_bytes=self._counts["put_bytes"],
+            get_message_count=self._counts["get"],
+            corrupt_read_count=self._counts["corrupt"],
+            flush_count=self._flusher.flush_count,
+            recovery_clean=self.recovery_report.clean,
+            recovery_scanned_records=self.recovery_report.scanned_records,
+            disk_full=log.disk_full,
+        )
+
+
+def _out_of_range(
+    queue_offset: int, low: int, high: int
+) -> tuple[GetMessageStatus, ids.QueueOffset] | None:
+    # RocketMQ's status and next offset for reads that find nothing to scan.
+    if high == 0:
+        return GetMessageStatus.NO_MESSAGE_IN_QUEUE, ids.QueueOffset(0)
+    if queue_offset < low:
+        return GetMessageStatus.OFFSET_TOO_SMALL, ids.QueueOffset(low)
+    if queue_offset == high:
+        return GetMessageStatus.OFFSET_OVERFLOW_ONE, ids.QueueOffset(queue_offset)
+    if queue_offset > high:
+        return GetMessageStatus.OFFSET_OVERFLOW_BADLY, ids.QueueOffset(low if low == 0 else high)
+    return None
+
+
+def _flush_timed_out(
+    results: list[commit_log.PutMessageResult],
+) -> list[commit_log.PutMessageResult]:
+    return [
+        dataclasses.replace(r, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        if r.status is PutMessageStatus.PUT_OK
+        else r
+        for r in results
+    ]

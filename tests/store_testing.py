@@ -1,0 +1,89 @@
+"""Helpers shared by the store tests: tiny settings, request factories, in-memory stores."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ariane.common import clock, ids, message
+from ariane.store import commit_log, file_layer, message_store, settings
+
+ROOT = pathlib.Path("/store")
+
+
+def tiny_settings(**overrides: Any) -> settings.StoreSettings:
+    """Settings with 2 KiB CommitLog segments and 4-unit ConsumeQueue files."""
+    base = settings.StoreSettings(
+        commit_log_file_size_bytes=2048,
+        consume_queue_file_entries=4,
+        message_size_bytes_max=512,
+        write_buffer_bytes=128 * 1024,
+        flush_interval_ms=60_000,
+        flush_consume_queue_interval_ms=60_000,
+        max_recovery_commit_log_files=1_000,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+def request(
+    topic: str = "T",
+    body: bytes = b"body",
+    *,
+    queue_id: int = 0,
+    tags: str | None = None,
+    keys: str | None = None,
+    props: Mapping[str, str] | None = None,
+    **properties: str,
+) -> commit_log.AppendRequest:
+    """An append request for a message with optional TAGS, KEYS and other properties."""
+    props = {**(props or {}), **properties}
+    if tags is not None:
+        props[message.Property.TAGS] = tags
+    if keys is not None:
+        props[message.Property.KEYS] = keys
+    return commit_log.AppendRequest(
+        message=message.Message(ids.TopicName(topic), body, props),
+        queue_id=ids.QueueId(queue_id),
+        born_timestamp_ms=ids.TimestampMs(1),
+    )
+
+
+@dataclasses.dataclass
+class MemoryStore:
+    """A store on an in-memory file layer with a manual clock; reopen after a crash."""
+
+    config: settings.StoreSettings
+    layer: file_layer.MemoryFileLayer
+    clock: clock.ManualClock
+    store: message_store.MessageStore
+
+    @classmethod
+    def open(cls, config: settings.StoreSettings | None = None) -> MemoryStore:
+        """A fresh store."""
+        manual = clock.ManualClock()
+        layer = file_layer.MemoryFileLayer(clock=manual)
+        config = config or tiny_settings()
+        store = message_store.MessageStore.open(ROOT, config, clock=manual, layer=layer)
+        return cls(config, layer, manual, store)
+
+    def reopen(self, config: settings.StoreSettings | None = None) -> message_store.MessageStore:
+        """Open the same files again (after ``close`` or a simulated crash)."""
+        self.config = config or self.config
+        self.store = message_store.MessageStore.open(
+            ROOT, self.config, clock=self.clock, layer=self.layer
+        )
+        return self.store
+
+    def crash(self, tear: file_layer.TearFunction | None = None) -> None:
+        """Stop the store's threads without a clean close, then lose unsynced bytes."""
+        abandon(self.store)
+        self.layer.crash(tear)
+
+
+def abandon(store: message_store.MessageStore) -> None:
+    """Stop background threads as a killed process would: no flush, no checkpoint, abort stays."""
+    store._queue_flusher.stop()
+    store._flusher.stop()
+    store._closed = True

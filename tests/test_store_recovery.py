@@ -1,0 +1,231 @@
+"""Recovery keeps every durable message, cuts torn or corrupt tails, and skips scans when clean."""
+
+from __future__ import annotations
+
+import pathlib
+
+from ariane.store import (
+    LookupStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    checkpoint,
+    mapped_file,
+    message_store,
+)
+from store_testing import ROOT, MemoryStore, abandon, request, tiny_settings
+
+
+def _segment_path(offset: int, store: message_store.MessageStore) -> pathlib.Path:
+    size = store.settings.commit_log_file_size_bytes
+    return ROOT / "commitlog" / mapped_file.file_name_of(offset - offset % size)
+
+
+def _corrupt_body(mem: MemoryStore, result: PutMessageResult) -> None:
+    """Flip one byte in the body of a stored record, behind the store's back."""
+    size = mem.config.commit_log_file_size_bytes
+    position = result.commit_log_offset % size + 88  # first body byte (IPv4 hosts)
+    path = _segment_path(result.commit_log_offset, mem.store)
+    old = mem.layer.read_durable(path, position, 1)
+    mem.layer.overwrite(path, position, bytes([old[0] ^ 0xFF]))
+
+
+def _fill(mem: MemoryStore, count: int, *, start: int = 0) -> list[PutMessageResult]:
+    results = mem.store.put_messages_sync(
+        [request(body=bytes([65 + (i % 26)]) * 150, keys=f"k{i}") for i in range(start, count)]
+    )
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    return results
+
+
+def _crash_scenario(check_crc: bool) -> tuple[MemoryStore, list[PutMessageResult]]:
+    mem = MemoryStore.open(tiny_settings(check_crc_on_recover=check_crc))
+    results = _fill(mem, 10)
+    mem.store.commit_log.flush()
+    mem.store.checkpoint_now()
+    results += _fill(mem, 15, start=10)
+    abandon(mem.store)  # process dies: the page cache keeps every written byte
+    _corrupt_body(mem, results[11])
+    mem.reopen()
+    return mem, results
+
+
+def test_unclean_recovery_truncates_at_a_corrupt_body() -> None:
+    """The CRC scan stops at the corrupt record; the log is cut there and appends reuse the spot."""
+    mem, results = _crash_scenario(check_crc=True)
+    store = mem.store
+    report = store.recovery_report
+    assert not report.clean and report.valid_end_offset == results[11].commit_log_offset
+    assert "CRC" in report.stop_reason
+    assert store.max_commit_log_offset == results[11].commit_log_offset
+    for r in results[:11]:
+        assert store.get_message(r.commit_log_offset).status is LookupStatus.FOUND
+    for r in results[11:]:
+        assert store.get_message(r.commit_log_offset).status is LookupStatus.NOT_FOUND
+    assert store.max_queue_offset("T", 0) == 11
+    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert [m.commit_log_offset for m in got.messages] == [
+        r.commit_log_offset for r in results[:11]
+    ]
+    new = store.put_message(request(body=b"after"))
+    assert (new.commit_log_offset, new.queue_offset) == (results[11].commit_log_offset, 11)
+    after = store.get_messages("T", 0, 11, max_count=10, max_bytes=1 << 20)
+    assert [m.body for m in after.messages] == [b"after"]
+
+
+def test_without_the_crc_check_the_garbage_stays_and_appends_land_after_it() -> None:
+    """Same crash with check_crc_on_recover off: the corrupt record is kept (only reads catch it).
+
+    This is the control for the test above: it shows the CRC check is what finds the damage.
+    """
+    mem, results = _crash_scenario(check_crc=False)
+    store = mem.store
+    end = results[-1].commit_log_offset + results[-1].wrote_bytes
+    assert store.recovery_report.valid_end_offset == end
+    assert store.get_message(results[11].commit_log_offset).status is LookupStatus.CORRUPT
+    new = store.put_message(request(body=b"after"))
+    assert new.commit_log_offset == end and new.queue_offset == 15
+    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert results[11].commit_log_offset not in {m.commit_log_offset for m in got.messages}
+    assert store.stats().corrupt_read_count >= 1
+
+
+def test_clean_restart_reads_no_records() -> None:
+    """After close(), open trusts the checkpoint and scans nothing: an early bad body goes unseen.
+
+    The same files opened as after a crash without a checkpoint are fully scanned and cut there.
+    """
+    mem = MemoryStore.open()
+    results = _fill(mem, 40)
+    assert len(mem.store.commit_log_segments()) >= 3
+    mem.store.close()
+    _corrupt_body(mem, results[2])
+    store = mem.reopen()
+    assert store.recovery_report.clean
+    assert store.recovery_report.scanned_records == 0
+    assert store.stats().recovery_scanned_records == 0
+    assert store.max_commit_log_offset == results[-1].commit_log_offset + results[-1].wrote_bytes
+    assert store.get_message(results[2].commit_log_offset).status is LookupStatus.CORRUPT
+    assert store.get_message(results[30].commit_log_offset).status is LookupStatus.FOUND
+    assert store.max_queue_offset("T", 0) == 40
+    store.close()
+    checkpoint.create_abort_marker(mem.layer, ROOT / "abort")
+    mem.layer.remove(ROOT / "checkpoint")
+    scanned = mem.reopen()
+    assert not scanned.recovery_report.clean
+    assert scanned.recovery_report.valid_end_offset == results[2].commit_log_offset
+    assert scanned.max_queue_offset("T", 0) == 2
+
+
+def test_power_loss_keeps_flushed_messages_and_cuts_a_torn_record() -> None:
+    """Unsynced bytes vanish except a torn prefix; recovery ends at the last whole record."""
+    mem = MemoryStore.open()
+    durable = _fill(mem, 8)
+    mem.store.commit_log.flush()
+    mem.store.checkpoint_now()
+    lost = _fill(mem, 12, start=8)
+    torn_keep = lost[1].commit_log_offset - lost[0].commit_log_offset + 40
+    mem.crash(tear=lambda path, low, high: torn_keep if "commitlog" in str(path) else 0)
+    store = mem.reopen()
+    assert store.max_commit_log_offset == lost[1].commit_log_offset
+    for r in [*durable, lost[0]]:
+        assert store.get_message(r.commit_log_offset).status is LookupStatus.FOUND
+    assert store.get_message(lost[1].commit_log_offset).status is LookupStatus.NOT_FOUND
+    assert store.max_queue_offset("T", 0) == 9
+    assert store.put_message(request()).queue_offset == 9
+
+
+class Keys:
+    """A KeyIndexSink collecting keys."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def put(self, keys: object, commit_log_offset: int, store_timestamp_ms: int) -> None:
+        assert isinstance(keys, list)
+        self.keys.extend(keys)
+
+
+def test_consume_queues_and_key_index_are_rebuilt_from_the_checkpoint() -> None:
+    """Units lost with unsynced ConsumeQueue files are re-dispatched from the CommitLog."""
+    mem = MemoryStore.open()
+    first = _fill(mem, 5)
+    mem.store.commit_log.flush()
+    mem.store.checkpoint_now()
+    second = _fill(mem, 20, start=5)
+    mem.store.commit_log.flush()  # CommitLog durable, ConsumeQueue and checkpoint not
+    mem.crash()
+    sink = Keys()
+    mem.store = message_store.MessageStore.open(
+        ROOT, mem.config, clock=mem.clock, layer=mem.layer, key_index=sink
+    )
+    store = mem.store
+    assert store.recovery_report.redispatched_records == 15
+    assert sink.keys == [f"T#k{i}" for i in range(5, 20)]
+    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert [m.commit_log_offset for m in got.messages] == [
+        r.commit_log_offset for r in first + second
+    ]
+    assert [m.queue_offset for m in got.messages] == list(range(20))
+
+
+def test_checkpoint_survives_a_torn_slot() -> None:
+    """A torn checkpoint write spoils one slot; the other (older) slot is still read."""
+    mem = MemoryStore.open()
+    file = checkpoint.CheckpointFile(mem.layer, ROOT / "cp-test")
+    file.write(checkpoint.Checkpoint(flushed_commit_log_offset=100))
+    file.write(checkpoint.Checkpoint(flushed_commit_log_offset=200))
+    assert file.load() == checkpoint.Checkpoint(flushed_commit_log_offset=200)
+    mem.layer.overwrite(ROOT / "cp-test", checkpoint.SLOT_POSITIONS[0] + 20, b"\xff")
+    reread = checkpoint.CheckpointFile(mem.layer, ROOT / "cp-test")
+    assert reread.load() == checkpoint.Checkpoint(flushed_commit_log_offset=100)
+    mem.layer.overwrite(ROOT / "cp-test", checkpoint.SLOT_POSITIONS[1] + 20, b"\xff")
+    assert checkpoint.CheckpointFile(mem.layer, ROOT / "cp-test").load() is None
+
+
+def test_data_past_a_clean_checkpoint_forces_a_scan() -> None:
+    """If bytes follow the checkpointed end after a 'clean' stop, recovery rescans instead."""
+    mem = MemoryStore.open()
+    _fill(mem, 5)
+    mem.store.close()
+    stale = checkpoint.CheckpointFile(mem.layer, ROOT / "checkpoint")
+    saved = stale.load()
+    assert saved is not None
+    stale.write(
+        checkpoint.Checkpoint(flushed_commit_log_offset=300, dispatched_commit_log_offset=300)
+    )
+    store = mem.reopen()
+    assert not store.recovery_report.clean
+    assert store.max_commit_log_offset == saved.flushed_commit_log_offset
+    assert store.max_queue_offset("T", 0) == 5
+
+
+def test_recovery_scan_is_bounded_by_max_recovery_files() -> None:
+    """Without a checkpoint, only the newest max_recovery_commit_log_files segments are scanned."""
+    mem = MemoryStore.open(tiny_settings(max_recovery_commit_log_files=2))
+    _fill(mem, 60)
+    abandon(mem.store)
+    mem.layer.remove(ROOT / "checkpoint")
+    store = mem.reopen()
+    segments = store.commit_log_segments()
+    assert store.recovery_report.scan_start_offset == segments[-2].start_offset
+    assert store.max_queue_offset("T", 0) == 60
+
+
+def test_reput_service_rebuilds_consume_queues_behind_the_checkpoint() -> None:
+    """With ConsumeQueues gone and a dispatched offset of 0, open re-dispatches every record."""
+    mem = MemoryStore.open()
+    results = _fill(mem, 30)
+    end = mem.store.max_commit_log_offset
+    mem.store.close()
+    for path in [p for p in mem.layer.files if "consumequeue" in str(p)]:
+        mem.layer.remove(path)
+    file = checkpoint.CheckpointFile(mem.layer, ROOT / "checkpoint")
+    assert file.load() is not None  # continue its sequence so the new slot wins
+    file.write(checkpoint.Checkpoint(flushed_commit_log_offset=end, dispatched_commit_log_offset=0))
+    store = mem.reopen()
+    assert store.recovery_report.clean
+    assert store.stats().dispatch_behind_bytes == 0
+    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert [m.commit_log_offset for m in got.messages] == [r.commit_log_offset for r in results]
+    store._reput.start()
+    store._reput.stop()
