@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import struct
 
@@ -145,7 +144,7 @@ def test_illegal_messages_are_refused_before_encoding() -> None:
     assert problem(K="v" * 40) is codec.PrepareProblem.PROPERTIES_TOO_LARGE
     assert problem(K="a\x01b") is codec.PrepareProblem.PROPERTY_ILLEGAL
     assert problem(topic="") is codec.PrepareProblem.TOPIC_ILLEGAL
-    bad_host = dataclasses.replace(SIMPLE_FIELDS, born_host=message.HostAddress("not-an-ip", 1))
+    bad_host = SIMPLE_FIELDS._replace(born_host=message.HostAddress("not-an-ip", 1))
     assert (
         codec.prepare("T", b"x", {}, bad_host, body_bytes_max=10, properties_bytes_max=40)
         is codec.PrepareProblem.HOST_ILLEGAL

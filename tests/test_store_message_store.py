@@ -197,10 +197,14 @@ def test_prepared_transaction_halves_take_no_queue_offset() -> None:
 
 
 class RecordingIndex:
-    """A KeyIndexSink that remembers what it was given."""
+    """A flushable KeyIndexSink that remembers what it was given."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[tuple[str, ...], int, int]] = []
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
 
     def put(
         self,
@@ -224,6 +228,8 @@ def test_key_index_sink_gets_topic_keys_and_uniq_key() -> None:
             result.store_timestamp_ms,
         )
     ]
+    mem.store.checkpoint_now()
+    assert sink.flushes == 1
 
 
 def test_schedule_topic_units_carry_the_delivery_time() -> None:

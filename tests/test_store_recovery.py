@@ -209,3 +209,23 @@ def test_recovery_scan_is_bounded_by_max_recovery_files() -> None:
     segments = store.commit_log_segments()
     assert store.recovery_report.scan_start_offset == segments[-2].start_offset
     assert store.max_queue_offset("T", 0) == 60
+
+
+def test_reput_service_rebuilds_consume_queues_behind_the_checkpoint() -> None:
+    """With ConsumeQueues gone and a dispatched offset of 0, open re-dispatches every record."""
+    mem = MemoryStore.open()
+    results = _fill(mem, 30)
+    end = mem.store.max_commit_log_offset
+    mem.store.close()
+    for path in [p for p in mem.layer.files if "consumequeue" in str(p)]:
+        mem.layer.remove(path)
+    file = checkpoint.CheckpointFile(mem.layer, ROOT / "checkpoint")
+    assert file.load() is not None  # continue its sequence so the new slot wins
+    file.write(checkpoint.Checkpoint(flushed_commit_log_offset=end, dispatched_commit_log_offset=0))
+    store = mem.reopen()
+    assert store.recovery_report.clean
+    assert store.stats().dispatch_behind_bytes == 0
+    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert [m.commit_log_offset for m in got.messages] == [r.commit_log_offset for r in results]
+    store._reput.start()
+    store._reput.stop()

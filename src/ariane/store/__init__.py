@@ -30,7 +30,7 @@ from ariane.store.commit_log import (
     PutMessageResult,
     PutMessageStatus,
 )
-from ariane.store.dispatcher import KeyIndexSink
+from ariane.store.dispatcher import FlushableKeyIndexSink, KeyIndexSink
 from ariane.store.file_layer import FileLayer, MemoryFileLayer, OsFileLayer
 from ariane.store.mapped_file_queue import SegmentInfo, StoreLayoutError
 from ariane.store.message_store import (
@@ -45,6 +45,7 @@ __all__ = [
     "AppendRequest",
     "FileLayer",
     "FlushDiskType",
+    "FlushableKeyIndexSink",
     "GetMessageResult",
     "GetMessageStatus",
     "KeyIndexSink",

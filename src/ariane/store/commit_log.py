@@ -20,6 +20,7 @@ import logging
 import pathlib
 import re
 from collections.abc import Generator, Iterator, Sequence
+from typing import NamedTuple
 
 from ariane.common import clock as clock_mod
 from ariane.common import delay, ids, topics
@@ -34,9 +35,8 @@ _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
 _NO_QUEUE_OFFSET = ids.QueueOffset(-1)
-_NOT_IN_CONSUME_QUEUE = (
-    message_mod.SysFlag.TRANSACTION_PREPARED,
-    message_mod.SysFlag.TRANSACTION_ROLLBACK,
+_NOT_IN_CONSUME_QUEUE = frozenset(
+    {int(message_mod.SysFlag.TRANSACTION_PREPARED), int(message_mod.SysFlag.TRANSACTION_ROLLBACK)}
 )
 
 
@@ -122,9 +122,10 @@ class PutMessageResult:
     message_id: str = ""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class DispatchRequest:
-    """What the dispatcher needs of a stored record (RocketMQ ``DispatchRequest``)."""
+class DispatchRequest(NamedTuple):
+    """What the dispatcher needs of a stored record (RocketMQ ``DispatchRequest``).
+
+    A NamedTuple rather than a dataclass: one is built per appended message."""
 
     topic: ids.TopicName
     queue_id: ids.QueueId
@@ -178,8 +179,7 @@ def dispatch_request_of(stored: message_mod.StoredMessage) -> DispatchRequest:
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PreparedAppend:
+class PreparedAppend(NamedTuple):
     """An append request with everything computed that does not need the put lock."""
 
     request: AppendRequest
@@ -344,7 +344,7 @@ class CommitLog:
                 new_queues_allowed -= 1
             writer.add(item, key)
         writer.finish()
-        return writer.results, writer.dispatches
+        return writer.final_results(), writer.dispatches
 
     def _commit_queue_offsets(self, updates: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
         self._queue_offsets.update(updates)
@@ -472,7 +472,7 @@ class _BatchWriter:
     def __init__(self, commit_log: CommitLog, store_timestamp_ms: int) -> None:
         self.log = commit_log
         self.now = ids.TimestampMs(store_timestamp_ms)
-        self.results: list[PutMessageResult] = []
+        self.results: list[PutMessageResult | None] = []  # None: written when flushed
         self.dispatches: list[DispatchRequest] = []
         self.next_offsets: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
         self._buffer = commit_log._buffer
@@ -524,7 +524,7 @@ class _BatchWriter:
             sys_flag=record.sys_flag,
         )
         self._pending.append((len(self.results), request))
-        self.results.append(PutMessageResult(PutMessageStatus.UNKNOWN_ERROR))
+        self.results.append(None)
 
     def _make_room(self, size: int) -> bool:
         file_size = self.log.settings.commit_log_file_size_bytes
@@ -580,10 +580,17 @@ class _BatchWriter:
         self._pending.clear()
         self._used = 0
 
+    def final_results(self) -> list[PutMessageResult]:
+        """One result per message (``finish`` has run, so none is pending)."""
+        return [r if r is not None else _UNKNOWN for r in self.results]
+
     def finish(self) -> None:
         """Write what is buffered."""
         if self._pending and self._segment is not None:
             self._write(end_segment=False)
+
+
+_UNKNOWN = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
 
 def _ok_result(request: DispatchRequest, store_host: message_mod.HostAddress) -> PutMessageResult:
@@ -593,5 +600,6 @@ def _ok_result(request: DispatchRequest, store_host: message_mod.HostAddress) ->
         queue_offset=request.queue_offset,
         wrote_bytes=request.size_bytes,
         store_timestamp_ms=request.store_timestamp_ms,
-        message_id=message_codec.create_offset_message_id(store_host, request.commit_log_offset),
+        message_id=f"{message_codec.offset_message_id_prefix(store_host)}"
+        f"{request.commit_log_offset:016X}",
     )

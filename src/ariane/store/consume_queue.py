@@ -100,7 +100,10 @@ class ConsumeQueue:
         return ids.QueueOffset(max(self._min_queue_offset, self.log.min_offset // UNIT_BYTES))
 
     def load(self) -> None:
-        """Open the segment files and find the end of the units (binary search, last file).
+        """Open the segment files and find the end of the units.
+
+        Units form a prefix of non-zero sizes, so the end is found by a binary search over
+        every file (a crash can leave an empty newest file after a partly written one).
 
         Raises:
             StoreLayoutError: if the files do not form a valid log.
@@ -109,16 +112,23 @@ class ConsumeQueue:
         files = self.log.files
         if not files:
             return
-        last = files[-1]
-        low, high = 0, last.size_bytes // UNIT_BYTES  # first zero unit lies in [low, high]
+        low = files[0].start_offset // UNIT_BYTES
+        high = files[-1].end_offset // UNIT_BYTES  # the first zero unit lies in [low, high]
         while low < high:
             mid = (low + high) // 2
-            raw = last.read(mid * UNIT_BYTES, UNIT_BYTES) or bytes(UNIT_BYTES)
-            if _UNIT.unpack(raw)[1] != 0:
+            segment = self.log.find(mid * UNIT_BYTES)
+            assert segment is not None
+            raw = segment.read(mid * UNIT_BYTES - segment.start_offset, UNIT_BYTES)
+            if raw and _UNIT.unpack(raw)[1] != 0:
                 low = mid + 1
             else:
                 high = mid
-        self.log.set_max_offset(last.start_offset + low * UNIT_BYTES)
+        end = low * UNIT_BYTES
+        if any(segment.start_offset > end for segment in self.log.files):
+            # Files past the end (created just before a crash) are dropped so that only the
+            # last segment is partial.
+            self.log.truncate_to(end)
+        self.log.set_max_offset(end)
         self._min_queue_offset = self._first_real_unit_offset()
 
     def _first_real_unit_offset(self) -> int:
@@ -221,8 +231,19 @@ class ConsumeQueue:
             segment.append(view[:chunk])
             view = view[chunk:]
 
-    def truncate_from_commit_log_offset(self, commit_log_offset: int) -> None:
+    def truncate_from_commit_log_offset(
+        self, commit_log_offset: int, *, zero_tail: bool = False
+    ) -> None:
         """Drop every unit whose record starts at or after ``commit_log_offset`` (recovery).
+
+        Walking back from the end, zero-size units (torn writes, holes left by a crash) are
+        dropped too: units below the checkpoint's dispatched offset were synced, so every hole
+        lies in the dropped region.
+
+        Args:
+            commit_log_offset: the first CommitLog offset whose units must go.
+            zero_tail: also zero everything past the kept units and delete later files, even
+                when no unit was dropped (after an unclean stop, garbage may hide there).
 
         Raises:
             OSError: if zeroing or deleting fails.
@@ -231,10 +252,12 @@ class ConsumeQueue:
         q = int(self.max_queue_offset)
         while q > low:
             unit = self.unit_at(ids.QueueOffset(q - 1))
-            if unit is None or unit.is_filler or unit.commit_log_offset < commit_log_offset:
+            if unit is None or unit.is_filler:
+                break
+            if unit.size_bytes > 0 and unit.commit_log_offset < commit_log_offset:
                 break
             q -= 1
-        if q < self.max_queue_offset:
+        if q < self.max_queue_offset or zero_tail:
             _log.info("ConsumeQueue %s-%d: truncated to %d", self.topic, self.queue_id, q)
             self.log.truncate_to(q * UNIT_BYTES)
             self._min_queue_offset = min(self._min_queue_offset, q)
@@ -346,7 +369,7 @@ class ConsumeQueueStore:
         return self._queues.get((ids.TopicName(topic), ids.QueueId(queue_id)))
 
     def get_or_create(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ConsumeQueue:
-        """The queue, created empty if missing (the caller checked ``has_room_for``)."""
+        """The queue, created empty if missing (the caller checked ``count`` against the bound)."""
         key = (topic, queue_id)
         queue = self._queues.get(key)
         if queue is None:
@@ -354,9 +377,10 @@ class ConsumeQueueStore:
             queue = self._queues[key] = self._make(topic, queue_id)
         return queue
 
-    def has_room_for(self, new_queues: int) -> bool:
-        """Whether ``new_queues`` more queues stay within ``count_max``."""
-        return len(self._queues) + new_queues <= self._count_max
+    @property
+    def count(self) -> int:
+        """How many queues exist."""
+        return len(self._queues)
 
     def queues(self) -> list[ConsumeQueue]:
         """Every queue, sorted by (topic, queue id)."""
@@ -371,10 +395,13 @@ class ConsumeQueueStore:
         for queue in list(self._queues.values()):
             queue.flush()
 
-    def truncate_from_commit_log_offset(self, commit_log_offset: int) -> None:
-        """Drop units pointing at or past ``commit_log_offset`` in every queue."""
+    def truncate_from_commit_log_offset(
+        self, commit_log_offset: int, *, zero_tail: bool = False
+    ) -> None:
+        """Drop units pointing at or past ``commit_log_offset`` in every queue (see
+        ``ConsumeQueue.truncate_from_commit_log_offset``)."""
         for queue in list(self._queues.values()):
-            queue.truncate_from_commit_log_offset(commit_log_offset)
+            queue.truncate_from_commit_log_offset(commit_log_offset, zero_tail=zero_tail)
 
     def next_offset_table(self) -> dict[tuple[ids.TopicName, ids.QueueId], int]:
         """(topic, queue id) → next queue offset, for the CommitLog's queue-offset table."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ariane.common import ids
 from ariane.store import commit_log, consume_queue, message_codec
@@ -35,6 +35,15 @@ class KeyIndexSink(Protocol):
         store_timestamp_ms: ids.TimestampMs,
     ) -> None:
         """Index ``keys`` (each ``topic#key``) to the record at ``commit_log_offset``."""
+        ...
+
+
+@runtime_checkable
+class FlushableKeyIndexSink(KeyIndexSink, Protocol):
+    """A key index with its own durability: the store syncs it before each checkpoint."""
+
+    def flush(self) -> None:
+        """Make every ``put`` so far durable; raises ``OSError`` on failure."""
         ...
 
 
@@ -75,39 +84,40 @@ class Dispatcher:
         """
         if not requests:
             return
-        run: list[consume_queue.NewUnit] = []
-        run_key: tuple[ids.TopicName, ids.QueueId, int] | None = None
+        runs: dict[tuple[ids.TopicName, ids.QueueId], tuple[int, list[consume_queue.NewUnit]]] = {}
+        key_index = self.key_index
         for request in requests:
             assert request.commit_log_offset >= self.dispatched_offset, "dispatch out of order"
             if request.to_consume_queue:
                 unit = consume_queue.NewUnit(
                     request.commit_log_offset, request.size_bytes, request.tags_code
                 )
-                if run_key == (request.topic, request.queue_id, request.queue_offset - len(run)):
-                    run.append(unit)
+                key = (request.topic, request.queue_id)
+                run = runs.get(key)
+                if run is not None and run[0] + len(run[1]) == request.queue_offset:
+                    run[1].append(unit)
                 else:
-                    if run:
-                        self._write_run(run_key, run)
-                    run, run_key = [unit], (request.topic, request.queue_id, request.queue_offset)
-            if self.key_index is not None:
+                    if run is not None:
+                        self._write_run(key, run)
+                    runs[key] = (request.queue_offset, [unit])
+            if key_index is not None:
                 keys = index_keys_of(request)
                 if keys:
-                    self.key_index.put(keys, request.commit_log_offset, request.store_timestamp_ms)
-        if run:
-            self._write_run(run_key, run)
+                    key_index.put(keys, request.commit_log_offset, request.store_timestamp_ms)
+        for key, run in runs.items():
+            self._write_run(key, run)
         last = requests[-1]
         self.dispatched_offset = ids.CommitLogOffset(last.end_offset)
         self.last_store_timestamp_ms = last.store_timestamp_ms
 
     def _write_run(
         self,
-        key: tuple[ids.TopicName, ids.QueueId, int] | None,
-        units: list[consume_queue.NewUnit],
+        key: tuple[ids.TopicName, ids.QueueId],
+        run: tuple[int, list[consume_queue.NewUnit]],
     ) -> None:
-        assert key is not None
-        topic, queue_id, first = key
-        queue = self.consume_queues.get_or_create(topic, queue_id)
-        queue.put(ids.QueueOffset(first), units)
+        # One write per queue per batch: the units of a queue in a batch are consecutive.
+        queue = self.consume_queues.get_or_create(*key)
+        queue.put(ids.QueueOffset(run[0]), run[1])
 
     def skip_to(self, offset: int) -> None:
         """Declare everything below ``offset`` dispatched (a BLANK or a truncation)."""

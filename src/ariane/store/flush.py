@@ -29,7 +29,8 @@ from ariane.store import commit_log, settings
 _log = logging.getLogger(__name__)
 
 
-def _completed(value: bool) -> concurrent.futures.Future[bool]:
+def completed_future(value: bool) -> concurrent.futures.Future[bool]:
+    """A future already resolved to ``value`` (no wait needed)."""
     future: concurrent.futures.Future[bool] = concurrent.futures.Future()
     future.set_result(value)
     return future
@@ -113,7 +114,7 @@ class AsyncFlushService:
 
     def request_durable(self, end_offset: int) -> concurrent.futures.Future[bool] | None:
         """ASYNC_FLUSH does not wait: an already completed future."""
-        return _completed(True)
+        return completed_future(True)
 
     def start(self) -> None:
         """Start the flush thread."""
@@ -153,7 +154,7 @@ class GroupCommitService:
             the future (``False`` if the sync failed), or ``None`` if the service is stopped.
         """
         if self._log.flushed_offset >= end_offset:
-            return _completed(True)
+            return completed_future(True)
         future: concurrent.futures.Future[bool] = concurrent.futures.Future()
         with self._cond:
             if self._stopping or self._thread is None:

@@ -115,8 +115,11 @@ class MappedFile:
             OSError: if ``sync`` fails; ``flushed_position`` is then unchanged.
         """
         target = self.wrote_position
-        if self.flushed_position < target:
-            self._handle.sync()
+        if self.flushed_position < target and self.hold():
+            try:
+                self._handle.sync()
+            finally:
+                self.release()
             self.flushed_position = max(self.flushed_position, target)
         return self.flushed_position
 

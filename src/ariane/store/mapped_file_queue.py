@@ -124,11 +124,12 @@ class MappedFileQueue:
     @property
     def flushed_offset(self) -> int:
         """Offset just past the last durable byte."""
+        # Flushes go oldest first, so the newest segment with flushed bytes marks the end.
         files = self._files
-        for segment in files:
-            if segment.flushed_position < segment.size_bytes:
+        for segment in reversed(files):
+            if segment.flushed_position > 0:
                 return segment.start_offset + segment.flushed_position
-        return files[-1].end_offset if files else self._empty_start_offset
+        return files[0].start_offset if files else self._empty_start_offset
 
     @property
     def unflushed_bytes(self) -> int:

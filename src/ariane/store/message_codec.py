@@ -72,7 +72,9 @@ _CRC_PREFIX = (CRC_PROPERTY_NAME + NAME_VALUE_SEPARATOR).encode()
 _CRC_SUFFIX = PROPERTY_SEPARATOR.encode()
 _V1_TOPIC_BYTES_MAX = 127
 _CRC_MASK = 0x7FFFFFFF
-_HOST_V6_BITS = message_mod.SysFlag.BORNHOST_V6 | message_mod.SysFlag.STOREHOST_V6
+_BORN_V6 = int(message_mod.SysFlag.BORNHOST_V6)
+_STORE_V6 = int(message_mod.SysFlag.STOREHOST_V6)
+_HOST_V6_BITS = _BORN_V6 | _STORE_V6
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _SYSFLAG = struct.Struct(">i")
@@ -121,9 +123,10 @@ class PrepareProblem(enum.Enum):
     HOST_ILLEGAL = "HOST_ILLEGAL"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PreparedRecord:
+class PreparedRecord(NamedTuple):
     """The parts of a record known before its offsets are assigned (computed outside locks).
+
+    A NamedTuple rather than a dataclass: one is built per appended message.
 
     Attributes:
         total_size: TOTALSIZE of the record, bytes.
@@ -150,8 +153,7 @@ class PreparedRecord:
     store_ip: bytes
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordFields:
+class RecordFields(NamedTuple):
     """The fields of a record besides topic, body and properties (inputs to ``prepare``)."""
 
     queue_id: int
@@ -189,6 +191,7 @@ def body_crc(body: bytes | memoryview) -> int:
     return zlib.crc32(body) & _CRC_MASK
 
 
+@functools.lru_cache(maxsize=4096)
 def tag_hash_code(tag: str) -> int:
     """Java ``String.hashCode`` of a tag: the ConsumeQueue tag code (``tagsString2tagsCode``).
 
@@ -212,12 +215,21 @@ def properties_to_bytes(properties: Mapping[str, str]) -> bytes | None:
         the UTF-8 bytes, or ``None`` if a name is empty or a name/value holds a separator
         (such a message cannot round-trip, so the store refuses it).
     """
-    parts: list[str] = []
-    for name, value in properties.items():
-        if not name or _has_separator(name) or _has_separator(value):
-            return None
-        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}")
-    return "".join(parts).encode("utf-8", "surrogatepass")
+    if not properties:
+        return b""
+    text = "".join(
+        [
+            f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+            for name, value in properties.items()
+        ]
+    )
+    # Each property adds exactly one separator of each kind unless a name or value holds one.
+    count = len(properties)
+    if text.count(NAME_VALUE_SEPARATOR) != count or text.count(PROPERTY_SEPARATOR) != count:
+        return None
+    if "" in properties:
+        return None
+    return text.encode("utf-8", "surrogatepass")
 
 
 def bytes_to_properties(data: bytes | memoryview) -> dict[str, str] | None:
@@ -235,10 +247,6 @@ def bytes_to_properties(data: bytes | memoryview) -> dict[str, str] | None:
         if sep and name:
             result[name] = value
     return result
-
-
-def _has_separator(text: str) -> bool:
-    return NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text
 
 
 @functools.lru_cache(maxsize=1024)
@@ -290,9 +298,8 @@ def prepare(
     if born_ip is None or store_ip is None:
         return PrepareProblem.HOST_ILLEGAL
     born_v6, store_v6 = len(born_ip) == 16, len(store_ip) == 16
-    sys_flag = fields.sys_flag & ~_HOST_V6_BITS
-    sys_flag |= message_mod.SysFlag.BORNHOST_V6 if born_v6 else 0
-    sys_flag |= message_mod.SysFlag.STOREHOST_V6 if store_v6 else 0
+    sys_flag = int(fields.sys_flag) & ~_HOST_V6_BITS
+    sys_flag |= (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
     fixed = _FIXED[(born_v6, store_v6)]
     v2 = len(topic_bytes) > _V1_TOPIC_BYTES_MAX
     total = (
@@ -457,8 +464,8 @@ class _Header(NamedTuple):
 
 def _decode_fields(view: memoryview, total: int, magic: int, check_crc: bool) -> DecodeResult:
     (sys_flag,) = _SYSFLAG.unpack_from(view, 36)
-    born_v6 = bool(sys_flag & message_mod.SysFlag.BORNHOST_V6)
-    store_v6 = bool(sys_flag & message_mod.SysFlag.STOREHOST_V6)
+    born_v6 = bool(sys_flag & _BORN_V6)
+    store_v6 = bool(sys_flag & _STORE_V6)
     fixed = _FIXED[(born_v6, store_v6)]
     if fixed.size > total:
         return _corrupt("fixed part longer than the record")
@@ -559,10 +566,20 @@ def create_offset_message_id(store_host: message_mod.HostAddress, commit_log_off
     Raises:
         ValueError: if ``store_host.ip`` is not a literal IP address.
     """
+    return offset_message_id_prefix(store_host) + f"{commit_log_offset & (2**64 - 1):016X}"
+
+
+@functools.lru_cache(maxsize=64)
+def offset_message_id_prefix(store_host: message_mod.HostAddress) -> str:
+    """The host part (IP and port, upper-case hex) of every offset message id of a broker.
+
+    Raises:
+        ValueError: if ``store_host.ip`` is not a literal IP address.
+    """
     packed = pack_ip(store_host.ip)
     if packed is None:
         raise ValueError(f"store host {store_host.ip!r} is not a literal IP address")
-    return (packed + struct.pack(">iq", store_host.port, commit_log_offset)).hex().upper()
+    return (packed + struct.pack(">i", store_host.port)).hex().upper()
 
 
 def decode_offset_message_id(
@@ -601,6 +618,6 @@ def peek_store_timestamp(view: memoryview) -> int | None:
     if magic not in (MAGIC_CODE_V1, MAGIC_CODE_V2):
         return None
     (sys_flag,) = _SYSFLAG.unpack_from(view, 36)
-    born_host_bytes = 20 if sys_flag & message_mod.SysFlag.BORNHOST_V6 else 8
+    born_host_bytes = 20 if sys_flag & _BORN_V6 else 8
     (stamp,) = _LONG.unpack_from(view, _BORN_HOST_POSITION + born_host_bytes)
     return int(stamp)

@@ -235,7 +235,11 @@ class MessageStore:
         _log.info("store closed at offset %d", self.commit_log.max_offset)
 
     def checkpoint_now(self) -> None:
-        """Sync the ConsumeQueues and write the checkpoint (what the CQ flush service runs).
+        """Sync the ConsumeQueues (and a flushable key index), then write the checkpoint.
+
+        This is what the ConsumeQueue flush service runs every ``flush_consume_queue_interval_ms``.
+        The dispatched offset is read before the syncs, so the checkpoint never claims more
+        than is durable.
 
         Raises:
             OSError: if a sync or the checkpoint write fails.
@@ -244,6 +248,9 @@ class MessageStore:
             dispatched = self.dispatcher.dispatched_offset
             logics_ms = self.dispatcher.last_store_timestamp_ms
             self.consume_queues.flush_all()
+            key_index = self.dispatcher.key_index
+            if isinstance(key_index, dispatcher.FlushableKeyIndexSink):
+                key_index.flush()
             flushed = self.commit_log.flushed_offset
             self._checkpoint.write(
                 checkpoint.Checkpoint(
@@ -309,11 +316,11 @@ class MessageStore:
         with self._put_lock:
             if self._closed:
                 results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
-                return results * len(prepared), flush._completed(True)
+                return results * len(prepared), flush.completed_future(True)
             if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
                 results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
-                return results * len(prepared), flush._completed(True)
-            allowed = self.settings.consume_queue_count_max - len(self.consume_queues.queues())
+                return results * len(prepared), flush.completed_future(True)
+            allowed = self.settings.consume_queue_count_max - self.consume_queues.count
             results, dispatches = self.commit_log.append(prepared, new_queues_allowed=allowed)
             try:
                 self.dispatcher.dispatch(dispatches)
@@ -324,10 +331,10 @@ class MessageStore:
             self._counts["put"] += len(stored)
             self._counts["put_failed"] += len(results) - len(stored)
             self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
-            durable: concurrent.futures.Future[bool] | None = flush._completed(True)
+            durable: concurrent.futures.Future[bool] | None = flush.completed_future(True)
             if stored:
                 durable = self._flusher.request_durable(self.commit_log.max_offset)
-        return results, durable or flush._completed(False)
+        return results, durable or flush.completed_future(False)
 
     def put_messages_sync(
         self, requests: Sequence[commit_log.AppendRequest]
@@ -341,7 +348,10 @@ class MessageStore:
             return self._timed_out(results)
 
     def put_message(self, request: commit_log.AppendRequest) -> commit_log.PutMessageResult:
-        """Append one message and wait for its flush condition (see ``put_messages_sync``)."""
+        """Append one message and wait for its flush condition (see ``put_messages_sync``).
+
+        Blocks the calling thread under SYNC_FLUSH; asyncio code uses ``put_messages``.
+        """
         return self.put_messages_sync([request])[0]
 
     async def put_messages(
@@ -392,9 +402,11 @@ class MessageStore:
         Mirrors RocketMQ ``DefaultMessageStore.getMessage``: statuses for offsets out of
         range; at least one message when any is found even if it exceeds ``max_bytes``;
         ``tag_filter`` skips units by tag code; corrupt records are skipped and logged, never
-        returned. At most ``get_message_scan_units_max`` units are scanned.
+        returned. At most ``get_message_scan_units_max`` units are scanned and
+        ``get_message_count_max`` messages returned.
         """
-        assert 0 < max_count <= self.settings.get_message_count_max, "max_count out of bounds"
+        assert max_count > 0 and max_bytes > 0, "a read asks for at least one message and byte"
+        max_count = min(max_count, self.settings.get_message_count_max)
         queue = self.consume_queues.get(topic, queue_id)
         if queue is None:
             zero = ids.QueueOffset(0)
@@ -517,7 +529,7 @@ class MessageStore:
             flush_behind_bytes=max(0, max_offset - flushed),
             dispatch_behind_bytes=max(0, max_offset - dispatched),
             commit_log_segment_count=len(log.log.files),
-            consume_queue_count=len(self.consume_queues.queues()),
+            consume_queue_count=self.consume_queues.count,
             put_message_count=self._counts["put"],
             put_message_failure_count=self._counts["put_failed"],
             put_message_bytes=self._counts["put_bytes"],

@@ -129,7 +129,7 @@ def _recover_unclean(
     start = _scan_start(log, floor)
     redispatch_from = start if saved is None else max(start, saved.dispatched_commit_log_offset)
     _log.warning("unclean stop: rescanning the CommitLog from %d", start)
-    queues.truncate_from_commit_log_offset(redispatch_from)
+    queues.truncate_from_commit_log_offset(redispatch_from, zero_tail=True)
     feed.dispatched_offset = ids.CommitLogOffset(redispatch_from)
     scanned = redispatched = 0
     pending: list[commit_log.DispatchRequest] = []
@@ -155,6 +155,6 @@ def _recover_unclean(
             segment.force_sync()
     log.log.truncate_to(end)
     queues.truncate_from_commit_log_offset(end)
-    feed.skip_to(end)
+    feed.dispatched_offset = ids.CommitLogOffset(end)  # dispatched up to end, nothing past it
     queues.flush_all()
     return RecoveryReport(False, scanned, redispatched, start, end, reason)

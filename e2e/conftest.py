@@ -1,0 +1,71 @@
+"""Fixtures for the end-to-end tests: one real control plane per session, a namespace per test.
+
+The binaries come from the cache filled by ``e2e/testenv/build.sh`` (``make e2e`` runs it
+first). When they are missing the tests are skipped with the reason, unless
+``TESTENV_REQUIRED=1`` (set by ``make e2e``), which turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import uuid
+from collections.abc import Iterator
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+
+from e2e.testenv import build, cluster, processes
+
+NAMESPACE_READY_TIMEOUT_S = 60.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Registers the ``k8s`` marker (tests that need the real control plane)."""
+    config.addinivalue_line("markers", "k8s: needs the real test control plane (e2e/testenv)")
+
+
+@pytest.fixture(scope="session")
+def k8s_bin_dir() -> pathlib.Path:
+    """The cached control-plane binaries of the pinned versions (warm ``build.sh --check``)."""
+    try:
+        return build.cached_bin_dir()
+    except build.NotBuiltError as error:
+        if os.environ.get("TESTENV_REQUIRED") == "1":
+            pytest.fail(str(error))
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def k8s(k8s_bin_dir: pathlib.Path) -> Iterator[cluster.Cluster]:
+    """A running control plane (etcd, apiserver, KCM, scheduler, kwok) for the whole session.
+
+    ``KUBECONFIG`` points at it meanwhile; the previous value is restored afterwards.
+    """
+    settings = cluster.Settings(keep_work_dir=os.environ.get("TESTENV_KEEP") == "1")
+    running = cluster.start_cluster(k8s_bin_dir, settings)
+    previous = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(running.kubeconfig)  # for clients that read it (kopf)
+    try:
+        yield running
+    finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+        running.stop()
+
+
+@pytest.fixture
+def namespace(k8s: cluster.Cluster) -> Iterator[str]:
+    """A fresh namespace whose ``default`` ServiceAccount exists (so pods are admitted)."""
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name}})
+    processes.wait_until(
+        lambda: core.read_namespaced_service_account("default", name) is not None,
+        timeout_s=NAMESPACE_READY_TIMEOUT_S,
+        what=f"ServiceAccount default in namespace {name}",
+    )
+    yield name
+    core.delete_namespace(name)

@@ -1,0 +1,215 @@
+"""A state machine drives the store through appends, reads, flushes and crashes against a model.
+
+The store runs on tiny segments (1 KiB CommitLog files, 3-unit ConsumeQueue files) over the
+in-memory file layer. A crash loses every unsynced byte except a random torn prefix, and may
+flip a byte in what survived unsynced. After each recovery: every flushed message is still
+there byte for byte, the surviving messages are exactly a prefix of the append order, queue
+offsets are dense and match the model, and no corrupt record is ever returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from ariane.store import (
+    FlushDiskType,
+    GetMessageStatus,
+    LookupStatus,
+    PutMessageStatus,
+    message_store,
+)
+from store_testing import MemoryStore, request, tiny_settings
+
+QUEUES = [("A", 0), ("A", 1), ("B", 0)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sent:
+    """A message the model believes stored."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    body: bytes
+    tag: str
+
+
+messages = st.tuples(
+    st.sampled_from(QUEUES), st.binary(min_size=1, max_size=120), st.sampled_from(["x", "y"])
+)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Store vs. an in-memory list of what was appended, in CommitLog order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mem: MemoryStore | None = None
+        self.sent: list[Sent] = []
+        self.durable_end = 0
+
+    @initialize(sync=st.booleans())
+    def open_store(self, sync: bool) -> None:
+        flush_type = FlushDiskType.SYNC_FLUSH if sync else FlushDiskType.ASYNC_FLUSH
+        config = tiny_settings(
+            commit_log_file_size_bytes=1024,
+            consume_queue_file_entries=3,
+            message_size_bytes_max=200,
+            flush_disk_type=flush_type,
+        )
+        self.mem = MemoryStore.open(config)
+
+    @property
+    def store(self) -> message_store.MessageStore:
+        assert self.mem is not None
+        return self.mem.store
+
+    def _queue(self, topic: str, queue_id: int) -> list[Sent]:
+        return [s for s in self.sent if (s.topic, s.queue_id) == (topic, queue_id)]
+
+    @rule(batch=st.lists(messages, min_size=1, max_size=6))
+    def put(self, batch: list[tuple[tuple[str, int], bytes, str]]) -> None:
+        requests = [request(t, body, queue_id=q, tags=tag) for (t, q), body, tag in batch]
+        results = self.store.put_messages_sync(requests)
+        for ((topic, queue_id), body, tag), result in zip(batch, results, strict=True):
+            assert result.status is PutMessageStatus.PUT_OK
+            assert result.queue_offset == len(self._queue(topic, queue_id))
+            assert not self.sent or result.commit_log_offset >= (
+                self.sent[-1].commit_log_offset + self.sent[-1].size
+            )
+            self.sent.append(
+                Sent(
+                    topic,
+                    queue_id,
+                    result.queue_offset,
+                    result.commit_log_offset,
+                    result.wrote_bytes,
+                    body,
+                    tag,
+                )
+            )
+        if self.store.settings.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.durable_end = int(self.store.commit_log.flushed_offset)
+            assert self.durable_end >= self.sent[-1].commit_log_offset + self.sent[-1].size
+
+    @rule()
+    def flush_commit_log(self) -> None:
+        self.durable_end = int(self.store.commit_log.flush())
+
+    @rule()
+    def checkpoint(self) -> None:
+        self.store.checkpoint_now()
+
+    @precondition(lambda self: bool(self.sent))
+    @rule(data=st.data())
+    def read_by_offset(self, data: st.DataObject) -> None:
+        sent = data.draw(st.sampled_from(self.sent))
+        found = self.store.get_message(sent.commit_log_offset)
+        assert found.status is LookupStatus.FOUND and found.message is not None
+        assert (found.message.body, found.message.queue_offset) == (sent.body, sent.queue_offset)
+
+    @rule(data=st.data(), max_count=st.integers(1, 5))
+    def read_by_queue(self, data: st.DataObject, max_count: int) -> None:
+        topic, queue_id = data.draw(st.sampled_from(QUEUES))
+        expected = self._queue(topic, queue_id)
+        offset = data.draw(st.integers(0, len(expected)))
+        got = self.store.get_messages(
+            topic, queue_id, offset, max_count=max_count, max_bytes=1 << 20
+        )
+        want = expected[offset : offset + max_count]
+        assert [(m.commit_log_offset, m.body) for m in got.messages] == [
+            (s.commit_log_offset, s.body) for s in want
+        ]
+        if want:
+            assert got.status is GetMessageStatus.FOUND
+            assert got.next_begin_offset == offset + len(want)
+            assert [m.message.tags for m in got.messages] == [s.tag for s in want]
+        else:
+            assert got.status in (
+                GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+            )
+
+    @rule(flip=st.booleans(), data=st.data())
+    def crash_and_recover(self, flip: bool, data: st.DataObject) -> None:
+        assert self.mem is not None
+        torn: list[tuple[pathlib.Path, int, int]] = []
+
+        def tear(path: pathlib.Path, low: int, high: int) -> int:
+            # Each file keeps its own random prefix of the unsynced bytes (none, all, or a cut).
+            kept = data.draw(
+                st.one_of(st.just(0), st.just(high - low), st.integers(0, high - low)),
+                label=f"kept of {path.name}",
+            )
+            if "commitlog" in str(path) and kept:
+                torn.append((path, low, low + kept))
+            return kept
+
+        self.mem.crash(tear)
+        if flip and torn:
+            path, low, high = data.draw(st.sampled_from(torn))
+            position = data.draw(st.integers(low, high - 1))
+            old = self.mem.layer.read_durable(path, position, 1)
+            self.mem.layer.overwrite(path, position, bytes([old[0] ^ 0x5A]))
+        self.mem.reopen()
+        self._reconcile()
+
+    @rule()
+    def close_and_reopen(self) -> None:
+        assert self.mem is not None
+        before = int(self.store.max_commit_log_offset)
+        self.store.close()
+        self.mem.reopen()
+        assert self.store.recovery_report.clean
+        assert self.store.recovery_report.scanned_records == 0
+        assert self.store.max_commit_log_offset == before
+        self.durable_end = before
+
+    def _reconcile(self) -> None:
+        end = int(self.store.max_commit_log_offset)
+        assert end >= self.durable_end, "a flushed message was lost"
+        survivors = [s for s in self.sent if s.commit_log_offset + s.size <= end]
+        last_end = survivors[-1].commit_log_offset + survivors[-1].size if survivors else 0
+        segment = self.store.settings.commit_log_file_size_bytes
+        assert end == last_end or (end % segment == 0 and end - last_end < segment)
+        self.sent = survivors
+        self.durable_end = min(self.durable_end, end)
+        for sent in survivors:
+            found = self.store.get_message(sent.commit_log_offset)
+            assert found.status is LookupStatus.FOUND and found.message is not None
+            assert found.message.body == sent.body
+
+    @invariant()
+    def queue_offsets_match_the_model(self) -> None:
+        if self.mem is None:
+            return
+        for topic, queue_id in QUEUES:
+            assert self.store.max_queue_offset(topic, queue_id) == len(self._queue(topic, queue_id))
+        assert self.store.stats().corrupt_read_count == 0
+
+    def teardown(self) -> None:
+        if self.mem is not None:
+            self.store.close()
+
+
+StoreMachine.TestCase.settings = settings(
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestStoreModel = StoreMachine.TestCase
