@@ -44,8 +44,9 @@ e2e: $(STAMP)
 
 test: lint typecheck imports unit e2e
 
+# The main job: NYC's 2013 flights through a local cluster and back (examples/flights).
 run: $(STAMP)
-	$(BIN)/ariane run-example
+	$(BIN)/python -m examples.flights.pipeline
 
 # Regenerate src/ariane/remoting/gen from src/ariane/remoting/protos (commit the result;
 # tests/test_protos.py fails while the committed code is stale).

@@ -19,7 +19,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-parser per component."""
     parser = argparse.ArgumentParser(prog="ariane", description="RocketMQ-compatible broker")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("run-example", help="the main job of `make run` (the flights pipeline)")
     namesrv_main.add_arguments(sub.add_parser("namesrv", help="run a name server"))
     broker_main.add_arguments(sub.add_parser("broker", help="run a broker"))
     dev = sub.add_parser("dev", help="run a local name server + broker until Ctrl-C")
@@ -44,12 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return dev_cluster.run_dev_cluster(
             args.data_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port
         )
-    if args.command == "run-example":
-        print(
-            "ariane: the flights pipeline needs the broker (issue 3), which has not landed yet.",
-            file=sys.stderr,
-        )
-        return 0
     if args.command == "namesrv":
         return namesrv_main.run(args)
     if args.command == "broker":
