@@ -133,6 +133,10 @@ def test_bad_topic_and_group_requests_answer_the_right_code(tmp_path: pathlib.Pa
         assert code(lag) == errors.Code.ILLEGAL_CONSUMER_GROUP
         nobody = await caller.call("GetConsumerLag", A.GetConsumerLagRequest(group="nobody"))
         assert code(nobody) == errors.Code.CONSUMER_GROUP_NOT_FOUND
+        named = A.GetConsumerLagRequest(group="nobody", topic="t")
+        assert (
+            code(await caller.call("GetConsumerLag", named)) == errors.Code.CONSUMER_GROUP_NOT_FOUND
+        )
         assert len(broker.topics) == 0 and len(broker.groups) == 0
 
     run_admin(tmp_path, body)
@@ -325,9 +329,10 @@ def test_reset_offset_by_timestamp_earliest_and_latest(tmp_path: pathlib.Path) -
         answer = await caller.call("ResetOffset", no_time)
         assert code(answer) == errors.Code.BAD_REQUEST and "timestamp_ms" in answer.status.message
         nowhere = A.ResetOffsetRequest(
-            group="billing", topic="nope", target=A.ResetTarget.RESET_TARGET_LATEST
+            group="ghost", topic="nope", target=A.ResetTarget.RESET_TARGET_LATEST
         )
         assert code(await caller.call("ResetOffset", nowhere)) == errors.Code.TOPIC_NOT_FOUND
+        assert "ghost" not in broker.groups
 
     run_admin(tmp_path, body, time=time)
 

@@ -274,18 +274,16 @@ class AdminService:
         consumed here), RocketMQ ``GET_CONSUME_STATS``.
 
         A group that has no config, no offsets and no POP state here answers
-        CONSUMER_GROUP_NOT_FOUND.
+        CONSUMER_GROUP_NOT_FOUND, even when a topic is named.
         """
         group = topics.validate_group(request.group)
-        if request.HasField("topic"):
-            chosen = [self._existing_topic(request.topic)]
-        else:
-            chosen = self._consumed_topics(group)
-            if not chosen and group not in self._rt.groups:
-                raise errors.ConsumerGroupNotFoundError(
-                    f"consumer group {group!r} has no config and never consumed on broker "
-                    f"{self._rt.broker_name}; check the name"
-                )
+        consumed = self._consumed_topics(group)
+        if not consumed and group not in self._rt.groups:
+            raise errors.ConsumerGroupNotFoundError(
+                f"consumer group {group!r} has no config and never consumed on broker "
+                f"{self._rt.broker_name}; check the name"
+            )
+        chosen = [self._existing_topic(request.topic)] if request.HasField("topic") else consumed
         queues = [
             self._queue_lag(group, t.name, ids.QueueId(q))
             for t in chosen
@@ -323,9 +321,9 @@ class AdminService:
         The group is created with defaults if it is new (as on first use), so a reset can
         position a group before it starts.
         """
-        group = self._rt.groups.require(request.group).group
         topic = self._existing_topic(request.topic)
         offset_at = self._reset_target(request)
+        group = self._rt.groups.require(request.group).group
         new_offsets = {
             ids.QueueId(q): ids.QueueOffset(offset_at(ids.QueueId(q)))
             for q in range(topic.read_queue_nums)
