@@ -24,11 +24,13 @@ def run_admin(
     body: Callable[[AdminCaller, runtime.BrokerRuntime], Awaitable[None]],
     *,
     time: clock.Clock | None = None,
+    broker_id: int = 0,
 ) -> None:
     """Open a runtime on ``store_dir``, serve its Admin service and run ``body`` against it."""
 
     async def main() -> None:
-        broker = runtime.BrokerRuntime(tiny_settings(store_dir), time=time or clock.SystemClock())
+        settings = tiny_settings(store_dir, broker_id=ids.BrokerId(broker_id))
+        broker = runtime.BrokerRuntime(settings, time=time or clock.SystemClock())
         try:
             async with serving(broker) as (caller, _):
                 await body(caller, broker)
@@ -387,3 +389,24 @@ def test_runtime_stats_and_unsupported_role_change(tmp_path: pathlib.Path) -> No
         assert "replication" in role.status.message
 
     run_admin(tmp_path, body)
+
+
+def test_a_slave_refuses_changes_but_answers_reads(tmp_path: pathlib.Path) -> None:
+    """On a broker id above 0, changes answer FORBIDDEN naming the master; reads work."""
+
+    async def body(caller: AdminCaller, broker: runtime.BrokerRuntime) -> None:
+        topic = A.CreateTopicRequest(topic=A.Topic(name="orders"))
+        group = A.CreateSubscriptionGroupRequest(group=A.SubscriptionGroup(name="g"))
+        for rpc_name, request in [
+            ("CreateTopic", topic),
+            ("CreateSubscriptionGroup", group),
+            ("WipeWritePerm", A.WipeWritePermRequest()),
+        ]:
+            answer = await caller.call(rpc_name, request)
+            assert code(answer) == errors.Code.FORBIDDEN and "master" in answer.status.message
+        assert code(await caller.call("ListTopics", A.ListTopicsRequest())) == OK
+        stats = await caller.call("GetBrokerRuntimeStats", A.GetBrokerRuntimeStatsRequest())
+        assert stats.role == A.BrokerRole.BROKER_ROLE_SLAVE and stats.broker_id == 1
+        assert len(broker.topics) == 0 and len(broker.groups) == 0
+
+    run_admin(tmp_path, body, broker_id=1)

@@ -70,6 +70,7 @@ HINTS: dict[errors.Code, str] = {
     ),
     errors.Code.TOO_MANY_REQUESTS: "a broker limit was reached; retry later or raise the limit",
     errors.Code.UNSUPPORTED: "this broker does not support it yet",
+    errors.Code.FORBIDDEN: "send changes to the master; check the topic's permission",
 }
 """What to do about a refusal, by RocketMQ code (the server's message says what was wrong)."""
 

@@ -29,6 +29,9 @@ What each RPC does (zero-valued request fields: see ``admin_convert``):
   ``%RETRY%`` and ``%DLQ%`` topics (retries of messages already here must still work while the
   broker drains), as ``mqadmin wipeWritePerm`` / ``addWritePerm``.
 * ``ChangeRole`` answers UNSUPPORTED until replication (DESIGN §7) lands.
+
+Every RPC that changes something answers FORBIDDEN on a slave (broker id above 0): changes go to
+the master, which slaves copy metadata from.
 """
 
 from __future__ import annotations
@@ -81,6 +84,15 @@ class AdminService:
     def _changed_routes(self) -> None:
         self._rt.route_changed.set()
 
+    def _require_master(self) -> None:
+        """Changes go to the master; slaves take metadata from it (RocketMQ refuses them too)."""
+        broker_id = self._rt.settings.broker_id
+        if broker_id != ids.MASTER_BROKER_ID:
+            raise errors.ForbiddenError(
+                f"broker {self._rt.broker_name} id {broker_id} is a slave; send admin changes to "
+                "its master (broker id 0)"
+            )
+
     def _existing_topic(self, name: str) -> topic_config.TopicConfig:
         topics.validate_topic(name, allow_system=True)
         found = self._rt.topics.get(name)
@@ -95,6 +107,7 @@ class AdminService:
         self, request: pb.admin.CreateTopicRequest, context: Context
     ) -> pb.admin.CreateTopicResponse:
         """CreateTopic: create or replace a topic (ILLEGAL_TOPIC for a bad config)."""
+        self._require_master()
         wanted = admin_convert.new_topic_config(
             request.topic, default_queue_nums=self._rt.settings.core.topics.default_queue_nums
         )
@@ -112,6 +125,7 @@ class AdminService:
         self, request: pb.admin.UpdateTopicRequest, context: Context
     ) -> pb.admin.UpdateTopicResponse:
         """UpdateTopic: change the non-zero fields of an existing topic (TOPIC_NOT_FOUND)."""
+        self._require_master()
         current = self._existing_topic(request.topic.name)
         stored = self._rt.topics.create_or_update(
             admin_convert.updated_topic_config(request.topic, current),
@@ -128,6 +142,7 @@ class AdminService:
         self, request: pb.admin.DeleteTopicRequest, context: Context
     ) -> pb.admin.DeleteTopicResponse:
         """DeleteTopic: remove a topic, its consumer offsets and POP queues (TOPIC_NOT_FOUND)."""
+        self._require_master()
         current = self._existing_topic(request.name)
         if topics.is_system_topic(current.name):
             raise errors.IllegalTopicError(f"topic {current.name!r} is a system topic; keep it")
@@ -186,6 +201,7 @@ class AdminService:
         self, request: pb.admin.CreateSubscriptionGroupRequest, context: Context
     ) -> pb.admin.CreateSubscriptionGroupResponse:
         """CreateSubscriptionGroup: create or replace a group's config."""
+        self._require_master()
         existed = request.group.name in self._rt.groups
         stored = self._put_group(request.group)
         verb = "updated (it existed)" if existed else "created"
@@ -202,6 +218,7 @@ class AdminService:
         Raises:
             ConsumerGroupNotFoundError: the group does not exist here.
         """
+        self._require_master()
         self._existing_group(request.group.name)
         stored = self._put_group(request.group)
         return pb.admin.UpdateSubscriptionGroupResponse(
@@ -216,6 +233,7 @@ class AdminService:
 
         Its ``%RETRY%``/``%DLQ%`` topics stay (the DLQ may hold messages someone still needs).
         """
+        self._require_master()
         group = self._existing_group(request.name).group
         self._rt.groups.delete(group)
         removed = self._rt.offsets.remove_group(group)
@@ -321,6 +339,7 @@ class AdminService:
         The group is created with defaults if it is new (as on first use), so a reset can
         position a group before it starts.
         """
+        self._require_master()
         topic = self._existing_topic(request.topic)
         offset_at = self._reset_target(request)
         group = self._rt.groups.require(request.group).group
@@ -550,6 +569,7 @@ class AdminService:
         self, request: pb.admin.WipeWritePermRequest, context: Context
     ) -> pb.admin.WipeWritePermResponse:
         """WipeWritePerm: make every ordinary topic read-only (drain before scale-in)."""
+        self._require_master()
         changed = self._set_write_perm(writable=False)
         _log.warning("admin: write permission wiped from %d topics", changed)
         return pb.admin.WipeWritePermResponse(
@@ -561,6 +581,7 @@ class AdminService:
         self, request: pb.admin.AddWritePermRequest, context: Context
     ) -> pb.admin.AddWritePermResponse:
         """AddWritePerm: give every ordinary topic its WRITE bit back."""
+        self._require_master()
         changed = self._set_write_perm(writable=True)
         _log.info("admin: write permission added to %d topics", changed)
         return pb.admin.AddWritePermResponse(
