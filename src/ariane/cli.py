@@ -11,6 +11,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from ariane import admin_cli
 from ariane.broker import __main__ as broker_main
 from ariane.namesrv import __main__ as namesrv_main
 
@@ -25,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--data-dir", required=True, type=pathlib.Path, help="store and logs root")
     dev.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
     dev.add_argument("--broker-port", type=int, default=0, help="0 picks a free port")
+    admin_cli.add_arguments(
+        sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
+    )
     return parser
 
 
@@ -47,4 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return namesrv_main.run(args)
     if args.command == "broker":
         return broker_main.run(args)
+    if args.command == "admin":
+        return admin_cli.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first

@@ -344,6 +344,19 @@ class GroupPopState:
         """In-flight plus held messages of the group."""
         return self._outstanding
 
+    def open_queues(self) -> list[QueueKey]:
+        """Every tracked (topic, queue id), sorted (the admin API's consumer lag)."""
+        return sorted(self._queues)
+
+    def in_flight_count(self, topic: ids.TopicName, queue_id: ids.QueueId) -> int:
+        """Messages of one queue delivered and neither acked nor dead-lettered (0 if untracked).
+
+        Due-for-redelivery messages count until they are redelivered or dead-lettered; FIFO
+        messages held back (never delivered) do not.
+        """
+        queue = self._queues.get((topic, queue_id))
+        return 0 if queue is None else len(queue.in_flight)
+
     def in_flight(
         self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
     ) -> InFlight | None:

@@ -145,15 +145,20 @@ class BrokerRuntime:
         """Start tracking a queue for a group from its stored offset or its initial offset."""
         if state.is_open(topic, queue_id):
             return
-        stored = self.offsets.query(state.group, topic, queue_id)
+        state.open_queue(topic, queue_id, committed=self.start_offset(state.group, topic, queue_id))
+
+    def start_offset(
+        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
+    ) -> ids.QueueOffset:
+        """Where ``group`` resumes on a queue it does not track yet: its stored offset (raised
+        to the queue's min offset when retention deleted below it), or the initial offset of
+        ``consume_from_where`` when it never committed there."""
+        stored = self.offsets.query(group, topic, queue_id)
         low = self.store.min_queue_offset(topic, queue_id)
-        start: int
-        if stored is None:
-            first = self.settings.receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
-            start = low if first else self.store.max_queue_offset(topic, queue_id)
-        else:
-            start = max(stored, low)
-        state.open_queue(topic, queue_id, committed=ids.QueueOffset(start))
+        if stored is not None:
+            return ids.QueueOffset(max(stored, low))
+        first = self.settings.receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
+        return low if first else self.store.max_queue_offset(topic, queue_id)
 
     def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
         """Mirror the group's committed offset of one queue into the offset table."""

@@ -1,0 +1,623 @@
+"""``ariane admin``: topics, groups, lag, offsets, messages and brokers of a cluster.
+
+The command knows only the name servers (``--endpoints HOST:PORT[;HOST:PORT]`` or the
+``NAMESRV_ADDR`` environment variable, as RocketMQ's ``mqadmin -n``) and reaches every broker
+through ``ariane.client.AdminClient``::
+
+    ariane admin --endpoints 127.0.0.1:9876 topic create orders --queues 8 --type FIFO
+    ariane admin topic update|delete NAME …    topic list [--all]
+    ariane admin group create billing [--fifo] [--max-delivery-attempts N]
+    ariane admin group list|delete|lag|reset-offset …
+    ariane admin message get --topic orders --id ID | --key KEY
+    ariane admin broker list | wipe-write-perm NAME… | add-write-perm NAME…
+
+Output is a ``rich`` table, or JSON with ``--json`` (for scripts). Exit status: 0 done; 1 a
+broker or name server refused (the RocketMQ code name is printed with what to fix) or a broker
+did not answer; 2 a usage error; 3 no name server answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import dataclasses
+import datetime
+import enum
+import json
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from rich import console as rich_console
+from rich import table as rich_table
+
+from ariane.client import admin, admin_types
+from ariane.common import errors, message
+
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_NAMESRV_UNREACHABLE = 3
+
+ENDPOINTS_ENV = "NAMESRV_ADDR"
+"""Environment variable with the name servers when ``--endpoints`` is absent (RocketMQ's)."""
+
+BODY_PREVIEW_BYTES = 512
+"""Body bytes ``message get`` shows in its table."""
+
+_TYPES = [kind.value for kind in message.MessageType]
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
+
+HINTS: dict[errors.Code, str] = {
+    errors.Code.TOPIC_NOT_FOUND: (
+        "list topics with `ariane admin topic list`, or create it with "
+        "`ariane admin topic create NAME`"
+    ),
+    errors.Code.ILLEGAL_TOPIC: (
+        "topic names are 1-127 characters of letters, digits, '-', '_' and '%' (system names "
+        "are reserved); queues 1..1024; perm 2, 4 or 6; retention hours >= 1"
+    ),
+    errors.Code.CONSUMER_GROUP_NOT_FOUND: "list groups with `ariane admin group list`",
+    errors.Code.ILLEGAL_CONSUMER_GROUP: (
+        "group names are 1-255 characters of letters, digits, '-', '_' and '%'; "
+        "--max-delivery-attempts is 1..1000"
+    ),
+    errors.Code.MESSAGE_NOT_FOUND: (
+        "check the id or key and --topic; retention may have deleted the message"
+    ),
+    errors.Code.TOO_MANY_REQUESTS: "a broker limit was reached; retry later or raise the limit",
+    errors.Code.UNSUPPORTED: "this broker does not support it yet",
+    errors.Code.FORBIDDEN: "send changes to the master; check the topic's permission",
+}
+"""What to do about a refusal, by RocketMQ code (the server's message says what was wrong)."""
+
+
+class UsageError(Exception):
+    """Arguments that parse but make no sense together (exit 2)."""
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    return value
+
+
+def _message_type(text: str) -> message.MessageType:
+    try:
+        return message.MessageType(text.upper())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(_TYPES)}") from None
+
+
+def parse_duration_ms(text: str) -> int:
+    """``250ms``, ``5s``, ``1m`` or ``2h`` in ms.
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else.
+    """
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 250ms, 5s, 1m or 2h")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def _delays(text: str) -> tuple[int, ...]:
+    return tuple(parse_duration_ms(part) for part in text.split(",") if part.strip())
+
+
+def parse_timestamp_ms(text: str) -> int:
+    """Ms since the epoch from an integer or ISO 8601 (no zone = local time).
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else.
+    """
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither ms since the epoch nor ISO 8601 (2024-05-01T12:00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.astimezone()
+    return int(when.timestamp() * 1000)
+
+
+def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """``--endpoints``, ``--json`` and ``--timeout``: on ``ariane admin`` with their defaults,
+    and on every sub-command with suppressed defaults, so they work before or after it."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    parser.add_argument(
+        "--endpoints",
+        default=default(os.environ.get(ENDPOINTS_ENV, "")),
+        metavar="HOST:PORT[;HOST:PORT]",
+        help=f"name servers (default: ${ENDPOINTS_ENV})",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print JSON for scripts"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=default(admin.DEFAULT_TIMEOUT_S),
+        metavar="S",
+        help=f"deadline of each call in seconds (default {admin.DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def _topic_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
+    topic = sub.add_parser("topic", help="create, update, delete and list topics")
+    verbs = topic.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, text in (("create", "create (or replace) a topic"), ("update", "change a topic")):
+        p = verbs.add_parser(verb, help=text, parents=[common])
+        p.add_argument("name")
+        p.add_argument(
+            "--queues", type=_positive, metavar="N", help="read and write queues per broker group"
+        )
+        p.add_argument(
+            "--read-queues", type=_positive, metavar="N", help="read queues (default: --queues)"
+        )
+        p.add_argument(
+            "--write-queues", type=_positive, metavar="N", help="write queues (default: --queues)"
+        )
+        p.add_argument("--type", type=_message_type, metavar="TYPE", help=" | ".join(_TYPES))
+        p.add_argument("--perm", type=int, choices=[2, 4, 6], help="WRITE 2, READ 4, both 6")
+        p.add_argument("--retention-hours", type=int, metavar="H", help="-1 = the broker default")
+        if verb == "create":
+            p.add_argument(
+                "--broker",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="only this broker group",
+            )
+    verbs.add_parser("delete", help="delete a topic", parents=[common]).add_argument("name")
+    listing = verbs.add_parser("list", help="list topics", parents=[common])
+    listing.add_argument("--all", action="store_true", help="also system, retry and DLQ topics")
+
+
+def _group_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
+    group = sub.add_parser("group", help="consumer groups: create, delete, list, lag, reset")
+    verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
+    create = verbs.add_parser("create", help="create (or replace) a group", parents=[common])
+    create.add_argument("name")
+    create.add_argument("--fifo", action="store_true", help="consume orderly (FIFO)")
+    create.add_argument(
+        "--max-delivery-attempts", type=_positive, metavar="N", help="before the DLQ (17)"
+    )
+    create.add_argument("--broadcast", action="store_true", help="broadcast consumption")
+    create.add_argument(
+        "--retry-delays", type=_delays, metavar="LIST", help="backoff, e.g. 1s,5s,30s,2m"
+    )
+    create.add_argument(
+        "--broker", action="append", default=[], metavar="NAME", help="only this broker group"
+    )
+    verbs.add_parser("delete", help="delete a group", parents=[common]).add_argument("name")
+    verbs.add_parser("list", help="list groups", parents=[common])
+    lag = verbs.add_parser("lag", help="lag per queue", parents=[common])
+    lag.add_argument("name")
+    lag.add_argument("--topic", help="only this topic")
+    reset = verbs.add_parser("reset-offset", help="move a group on a topic", parents=[common])
+    reset.add_argument("name")
+    reset.add_argument("--topic", required=True)
+    where = reset.add_mutually_exclusive_group(required=True)
+    where.add_argument("--earliest", action="store_true", help="the oldest retained message")
+    where.add_argument("--latest", action="store_true", help="skip everything stored")
+    where.add_argument("--timestamp", type=parse_timestamp_ms, help="ms or ISO 8601")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``ariane admin`` options and sub-commands."""
+    _add_common(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common(common, suppress=True)
+    sub = parser.add_subparsers(dest="noun", required=True, metavar="NOUN")
+    _topic_arguments(sub, common)
+    _group_arguments(sub, common)
+    msg = sub.add_parser("message", help="look up stored messages")
+    verbs = msg.add_subparsers(dest="verb", required=True, metavar="VERB")
+    get = verbs.add_parser("get", help="by message id or key", parents=[common])
+    which = get.add_mutually_exclusive_group(required=True)
+    which.add_argument("--id", help="client message id (with --topic) or offset message id")
+    which.add_argument("--key", help="a message key (with --topic)")
+    get.add_argument("--topic", help="the topic (needed for --key and client ids)")
+    get.add_argument(
+        "--max", type=_positive, metavar="N", default=None, help="most messages per broker"
+    )
+    broker = sub.add_parser("broker", help="brokers: list, drain (wipe/add write permission)")
+    verbs = broker.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs.add_parser("list", help="masters and their runtime figures", parents=[common])
+    for verb in ("wipe-write-perm", "add-write-perm"):
+        p = verbs.add_parser(verb, help=f"{verb} on broker groups", parents=[common])
+        p.add_argument("names", nargs="+", metavar="BROKER")
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Result:
+    """What a sub-command prints: rows as a table (or JSON), and a closing note.
+
+    Attributes:
+        title: the table title.
+        columns: (row key, column header) in display order.
+        rows: one mapping per row; ``--json`` prints the list as is.
+        note: a sentence printed after the table (not in JSON).
+        vertical: print each row as its own field/value table (long records).
+    """
+
+    title: str
+    columns: Sequence[tuple[str, str]]
+    rows: Sequence[dict[str, Any]]
+    note: str = ""
+    vertical: bool = False
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, dict):
+        return "\n".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def render(result: Result, *, as_json: bool, out: rich_console.Console) -> None:
+    """Print ``result`` as tables (or JSON) on ``out``."""
+    if as_json:
+        out.print_json(json.dumps(_jsonable(list(result.rows))))
+        return
+    if result.vertical:
+        for index, row in enumerate(result.rows, 1):
+            table = rich_table.Table(title=f"{result.title} {index}/{len(result.rows)}")
+            table.add_column("field", style="bold")
+            table.add_column("value", overflow="fold")
+            for key, header in result.columns:
+                table.add_row(header, _cell(row.get(key)))
+            out.print(table)
+    else:
+        table = rich_table.Table(title=result.title)
+        for _, header in result.columns:
+            table.add_column(header)
+        for row in result.rows:
+            table.add_row(*(_cell(row.get(key)) for key, _ in result.columns))
+        out.print(table)
+    if result.note:
+        out.print(result.note)
+
+
+def _iso(ms: int) -> str:
+    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _describe_policy(policy: admin_types.RetryPolicy | None) -> str:
+    if policy is None:
+        return "default"
+    if policy.kind is admin_types.RetryKind.EXPONENTIAL:
+        return f"exponential {policy.initial_ms}ms x{policy.multiplier} <= {policy.max_ms}ms"
+    return "delays " + ",".join(f"{d}ms" for d in policy.delays_ms)
+
+
+def _body_preview(body: bytes) -> str:
+    shown = body[:BODY_PREVIEW_BYTES]
+    try:
+        text = shown.decode("utf-8")
+    except UnicodeDecodeError:
+        text = "hex " + shown.hex()
+    more = f" … ({len(body)} bytes)" if len(body) > len(shown) else ""
+    return text + more
+
+
+# -- sub-commands ------------------------------------------------------------------------------
+
+Client = admin.AdminClient
+Handler = Callable[[Client, argparse.Namespace], Awaitable[Result]]
+
+_TOPIC_COLUMNS = (
+    ("name", "topic"),
+    ("broker_name", "broker"),
+    ("read_queue_nums", "read queues"),
+    ("write_queue_nums", "write queues"),
+    ("perm", "perm"),
+    ("message_type", "type"),
+    ("retention_hours", "retention h (0 = default)"),
+)
+_GROUP_COLUMNS = (
+    ("name", "group"),
+    ("broker_name", "broker"),
+    ("consume_orderly", "fifo"),
+    ("max_delivery_attempts", "max attempts"),
+    ("broadcast", "broadcast"),
+    ("retry", "retry policy"),
+)
+_MESSAGE_COLUMNS = (
+    ("broker_name", "broker"),
+    ("topic", "topic"),
+    ("queue_id", "queue"),
+    ("queue_offset", "queue offset"),
+    ("commit_log_offset", "commit-log offset"),
+    ("message_id", "message id"),
+    ("tag", "tag"),
+    ("keys", "keys"),
+    ("born", "born"),
+    ("stored", "stored"),
+    ("born_host", "born host"),
+    ("store_host", "store host"),
+    ("reconsume_times", "reconsume times"),
+    ("properties", "properties"),
+    ("body_bytes", "body bytes"),
+    ("body_preview", "body"),
+)
+
+
+def _rows(values: Sequence[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(v) for v in values]
+
+
+def _group_rows(groups: Sequence[admin_types.GroupInfo]) -> list[dict[str, Any]]:
+    return [{**dataclasses.asdict(g), "retry": _describe_policy(g.retry_policy)} for g in groups]
+
+
+async def _topic_create(client: Client, args: argparse.Namespace) -> Result:
+    created = await client.create_topic(
+        args.name,
+        read_queue_nums=args.read_queues or args.queues or 0,
+        write_queue_nums=args.write_queues or args.queues or 0,
+        message_type=args.type or message.MessageType.NORMAL,
+        perm=args.perm or 0,
+        retention_hours=args.retention_hours or 0,
+        broker_names=args.broker,
+    )
+    return Result(f"topic {args.name}", _TOPIC_COLUMNS, _rows(created))
+
+
+async def _topic_update(client: Client, args: argparse.Namespace) -> Result:
+    fields = (args.queues, args.read_queues, args.write_queues, args.type, args.perm)
+    if all(f is None for f in fields) and args.retention_hours is None:
+        raise UsageError(
+            "nothing to change: give --queues, --read-queues, --write-queues, --type, --perm "
+            "or --retention-hours"
+        )
+    if args.retention_hours == 0:
+        raise UsageError("--retention-hours 0 changes nothing; use -1 for the broker default")
+    updated = await client.update_topic(
+        args.name,
+        read_queue_nums=args.read_queues or args.queues or 0,
+        write_queue_nums=args.write_queues or args.queues or 0,
+        message_type=args.type,
+        perm=args.perm or 0,
+        retention_hours=args.retention_hours or 0,
+    )
+    return Result(f"topic {args.name}", _TOPIC_COLUMNS, _rows(updated))
+
+
+async def _topic_delete(client: Client, args: argparse.Namespace) -> Result:
+    brokers = await client.delete_topic(args.name)
+    rows = [{"topic": args.name, "broker_name": b, "deleted": True} for b in brokers]
+    columns = (("topic", "topic"), ("broker_name", "broker"), ("deleted", "deleted"))
+    return Result(f"topic {args.name} deleted", columns, rows)
+
+
+async def _topic_list(client: Client, args: argparse.Namespace) -> Result:
+    found = await client.list_topics(include_system=args.all)
+    return Result("topics", _TOPIC_COLUMNS, _rows(found), note=f"{len(found)} rows")
+
+
+async def _group_create(client: Client, args: argparse.Namespace) -> Result:
+    policy = (
+        None
+        if args.retry_delays is None
+        else admin_types.RetryPolicy(admin_types.RetryKind.CUSTOMIZED, delays_ms=args.retry_delays)
+    )
+    created = await client.create_group(
+        args.name,
+        consume_orderly=args.fifo,
+        max_delivery_attempts=args.max_delivery_attempts or 0,
+        broadcast=args.broadcast,
+        retry_policy=policy,
+        broker_names=args.broker,
+    )
+    return Result(f"group {args.name}", _GROUP_COLUMNS, _group_rows(created))
+
+
+async def _group_delete(client: Client, args: argparse.Namespace) -> Result:
+    brokers = await client.delete_group(args.name)
+    rows = [{"group": args.name, "broker_name": b, "deleted": True} for b in brokers]
+    columns = (("group", "group"), ("broker_name", "broker"), ("deleted", "deleted"))
+    return Result(f"group {args.name} deleted", columns, rows)
+
+
+async def _group_list(client: Client, args: argparse.Namespace) -> Result:
+    found = await client.list_groups()
+    return Result("consumer groups", _GROUP_COLUMNS, _group_rows(found), note=f"{len(found)} rows")
+
+
+async def _group_lag(client: Client, args: argparse.Namespace) -> Result:
+    queues = await client.consumer_lag(args.name, args.topic)
+    columns = (
+        ("topic", "topic"),
+        ("broker_name", "broker"),
+        ("queue_id", "queue"),
+        ("broker_offset", "broker offset"),
+        ("consumer_offset", "consumer offset"),
+        ("lag", "lag"),
+        ("inflight", "in flight"),
+    )
+    note = f"total lag {sum(q.lag for q in queues)}, in flight {sum(q.inflight for q in queues)}"
+    return Result(f"lag of {args.name}", columns, _rows(queues), note=note)
+
+
+async def _group_reset(client: Client, args: argparse.Namespace) -> Result:
+    if args.earliest:
+        target = admin_types.ResetTarget.EARLIEST
+    elif args.latest:
+        target = admin_types.ResetTarget.LATEST
+    else:
+        target = admin_types.ResetTarget.TIMESTAMP
+    offsets = await client.reset_offset(
+        args.name, args.topic, target, timestamp_ms=args.timestamp or 0
+    )
+    columns = (
+        ("topic", "topic"),
+        ("broker_name", "broker"),
+        ("queue_id", "queue"),
+        ("offset", "new offset"),
+    )
+    return Result(f"{args.name} reset on {args.topic}", columns, _rows(offsets))
+
+
+async def _message_get(client: Client, args: argparse.Namespace) -> Result:
+    if args.key is not None:
+        if not args.topic:
+            raise UsageError("--key needs --topic: keys are indexed per topic")
+        found = await client.query_message_by_key(args.topic, args.key, max_messages=args.max or 0)
+    else:
+        found = await client.query_message_by_id(args.id, topic=args.topic)
+    rows = [
+        {
+            **dataclasses.asdict(m),
+            "born": f"{_iso(m.born_timestamp_ms)} ({m.born_timestamp_ms})",
+            "stored": f"{_iso(m.store_timestamp_ms)} ({m.store_timestamp_ms})",
+            "body_bytes": len(m.body),
+            "body_preview": _body_preview(m.body),
+        }
+        for m in found
+    ]
+    return Result("message", _MESSAGE_COLUMNS, rows, vertical=True)
+
+
+async def _broker_list(client: Client, args: argparse.Namespace) -> Result:
+    masters = {m.broker_name: m.endpoint for m in await client.masters()}
+    stats = await client.broker_stats()
+    rows = [
+        {
+            **dataclasses.asdict(s),
+            "endpoint": masters.get(s.broker_name, ""),
+            "commit_log": f"{s.commit_log_min_offset}..{s.commit_log_max_offset}",
+            "disk": f"{s.disk_used_ratio:.0%}",
+            "started": _iso(s.start_timestamp_ms),
+        }
+        for s in stats
+    ]
+    columns = (
+        ("broker_name", "broker"),
+        ("cluster", "cluster"),
+        ("endpoint", "endpoint"),
+        ("role", "role"),
+        ("commit_log", "commit log bytes"),
+        ("writable", "writable"),
+        ("disk", "disk used"),
+        ("messages_in_total", "in"),
+        ("messages_out_total", "out"),
+        ("started", "started"),
+    )
+    return Result("brokers", columns, rows)
+
+
+async def _broker_write_perm(client: Client, args: argparse.Namespace) -> Result:
+    writable = args.verb == "add-write-perm"
+    changed = await client.set_write_perm(args.names, writable=writable)
+    rows = [{"broker_name": b, "topics_changed": n} for b, n in changed.items()]
+    columns = (("broker_name", "broker"), ("topics_changed", "topics changed"))
+    state = "writable" if writable else "read-only"
+    return Result(f"topics made {state}", columns, rows)
+
+
+HANDLERS: dict[tuple[str, str], Handler] = {
+    ("topic", "create"): _topic_create,
+    ("topic", "update"): _topic_update,
+    ("topic", "delete"): _topic_delete,
+    ("topic", "list"): _topic_list,
+    ("group", "create"): _group_create,
+    ("group", "delete"): _group_delete,
+    ("group", "list"): _group_list,
+    ("group", "lag"): _group_lag,
+    ("group", "reset-offset"): _group_reset,
+    ("message", "get"): _message_get,
+    ("broker", "list"): _broker_list,
+    ("broker", "wipe-write-perm"): _broker_write_perm,
+    ("broker", "add-write-perm"): _broker_write_perm,
+}
+"""(noun, verb) → the coroutine that does it."""
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+async def execute(args: argparse.Namespace) -> Result:
+    """Run one parsed ``ariane admin`` command against the cluster.
+
+    Raises:
+        UsageError: arguments that make no sense together.
+        ValueError: malformed endpoints or timeout.
+        ArianeError: a refusal, or an unreachable name server or broker.
+    """
+    handler = HANDLERS[(args.noun, args.verb)]
+    async with admin.AdminClient(args.endpoints, timeout_s=args.timeout) as client:
+        return await handler(client, args)
+
+
+def _fail(err: rich_console.Console, text: str, hint: str = "") -> None:
+    err.print(f"ariane admin: {text}", markup=False, highlight=False, soft_wrap=True)
+    if hint:
+        err.print(f"  fix: {hint}", markup=False, highlight=False, soft_wrap=True)
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    out: rich_console.Console | None = None,
+    err: rich_console.Console | None = None,
+) -> int:
+    """Run ``ariane admin`` from parsed arguments; returns the exit status (see the module)."""
+    out = out or rich_console.Console(width=None if sys.stdout.isatty() else 200)
+    err = err or rich_console.Console(stderr=True, width=200)
+    if not args.endpoints:
+        _fail(err, "no name server given", f"pass --endpoints HOST:PORT or set {ENDPOINTS_ENV}")
+        return EXIT_USAGE
+    try:
+        result = asyncio.run(execute(args))
+    except (UsageError, ValueError) as exc:
+        _fail(err, str(exc), "see `ariane admin --help`")
+        return EXIT_USAGE
+    except admin.NameServerUnreachableError as exc:
+        _fail(err, f"cannot reach a name server: {exc.message}", "start one with `ariane dev`")
+        return EXIT_NAMESRV_UNREACHABLE
+    except admin.BrokerUnreachableError as exc:
+        _fail(err, f"UNREACHABLE: {exc.message}", "check the broker process and its address")
+        return EXIT_REFUSED
+    except errors.ArianeError as exc:
+        _fail(err, f"{exc.code.name}: {exc.message}", HINTS.get(exc.code, ""))
+        return EXIT_REFUSED
+    render(result, as_json=args.json, out=out)
+    return 0

@@ -1,0 +1,593 @@
+"""``AdminClient``: topics, groups, lag, offsets and messages of a whole cluster, by name server.
+
+The client knows only the name servers (RocketMQ's ``namesrvAddr``). It finds the broker
+groups' masters (broker id 0) with ``GetClusterInfo`` or, for calls about one topic, with
+``GetTopicRoute``, then calls each master's ``ariane.admin.v1.Admin`` service, concurrently,
+and merges the answers (each value names its broker group). Name servers are tried in order
+until one answers; they hold the same routes.
+
+Errors (``ariane.common.errors`` tree)::
+
+    ArianeError
+    ├── (any class of the tree)   a broker or name server refused: the status code's class,
+    │                             its message prefixed with the broker group
+    └── ServiceUnavailableError
+        ├── NameServerUnreachableError   no name server answered at the gRPC level
+        └── BrokerUnreachableError       a master did not answer at the gRPC level
+
+A call that goes to several masters runs on all of them; if any refuses, the first refusal is
+raised after the others finished, and its message says where the call did succeed. Codes that
+are normal on some brokers (a group unknown on one of them, a message found on another) are
+skipped, and raised only when every broker answered that way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import grpc
+
+from ariane.client import admin_types as types
+from ariane.common import errors, ids, message
+from ariane.remoting import codes, convert, pb, rpc
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 10.0
+"""Deadline of each call to a name server or broker, in seconds."""
+
+NAMESRV_ENDPOINTS_MAX = 64
+"""Most name-server endpoints one client takes."""
+
+
+class NameServerUnreachableError(errors.ServiceUnavailableError):
+    """No name server of the list answered (wrong address, not running, network)."""
+
+
+class BrokerUnreachableError(errors.ServiceUnavailableError):
+    """A broker the name server lists did not answer."""
+
+
+def parse_endpoints(text: str | Sequence[str]) -> tuple[str, ...]:
+    """Name-server endpoints from ``"h1:9876;h2:9876"`` (RocketMQ's separator; commas work too)
+    or a sequence of ``host:port``.
+
+    Raises:
+        ValueError: no endpoint, more than ``NAMESRV_ENDPOINTS_MAX``, or one that is not
+            ``host:port`` with a port in 1..65535.
+    """
+    parts = [text] if isinstance(text, str) else list(text)
+    found = [p.strip() for part in parts for p in part.replace(",", ";").split(";") if p.strip()]
+    if not found:
+        raise ValueError("no name-server endpoint given; pass HOST:PORT, e.g. 127.0.0.1:9876")
+    if len(found) > NAMESRV_ENDPOINTS_MAX:
+        raise ValueError(f"at most {NAMESRV_ENDPOINTS_MAX} name-server endpoints, not {len(found)}")
+    for endpoint in found:
+        convert.split_host_port(endpoint)
+    return tuple(dict.fromkeys(found))
+
+
+def _masters(groups: Iterable[pb.registry.BrokerGroup]) -> list[types.BrokerMaster]:
+    return [
+        types.BrokerMaster(
+            cluster=group.cluster_name,
+            broker_name=group.broker_name,
+            endpoint=convert.address_text(member.client_endpoint),
+        )
+        for group in groups
+        for member in group.members
+        if member.broker_id == ids.MASTER_BROKER_ID
+    ]
+
+
+def _grpc_failure(exc: grpc.aio.AioRpcError) -> str:
+    """The gRPC status of a failed call on one line."""
+    return " ".join(f"{exc.code().name} {exc.details() or ''}".split())
+
+
+def _refusal(master: types.BrokerMaster, status: pb.v2.Status) -> errors.ArianeError:
+    return errors.error_for_code(codes.code_of(status), f"{master.broker_name}: {status.message}")
+
+
+class AdminClient:
+    """Cluster-wide admin calls through the name servers (RocketMQ ``DefaultMQAdminExt``).
+
+    Use it as an async context manager, or call ``close()``.
+
+    Args:
+        namesrv_endpoints: ``host:port`` of the name servers, as a sequence or a
+            ``;``-separated string.
+        timeout_s: deadline of each call, seconds.
+        channels_max: most gRPC channels kept open (name servers plus brokers).
+
+    Raises:
+        ValueError: for malformed endpoints or a timeout outside 0.1..600 s.
+    """
+
+    def __init__(
+        self,
+        namesrv_endpoints: str | Sequence[str],
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        channels_max: int = 64,
+    ) -> None:
+        if not 0.1 <= timeout_s <= 600:
+            raise ValueError(f"timeout_s must be 0.1..600 seconds, not {timeout_s}")
+        self._endpoints = parse_endpoints(namesrv_endpoints)
+        self._timeout_s = timeout_s
+        self._channels = rpc.ChannelPool(channels_max=channels_max)
+
+    @property
+    def namesrv_endpoints(self) -> tuple[str, ...]:
+        """The name servers, in the order they are tried."""
+        return self._endpoints
+
+    async def close(self) -> None:
+        """Close every channel."""
+        await self._channels.close()
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _namesrv(self, rpc_name: str, request: Any, response_type: type[rpc.M]) -> rpc.M:
+        failures: list[str] = []
+        for endpoint in self._endpoints:
+            channel = await self._channels.get(endpoint)
+            try:
+                response = await rpc.unary_call(
+                    channel,
+                    pb.REGISTRY_SERVICE,
+                    rpc_name,
+                    request,
+                    response_type,
+                    timeout_s=self._timeout_s,
+                )
+            except grpc.aio.AioRpcError as exc:
+                failures.append(f"{endpoint}: {_grpc_failure(exc)}")
+                continue
+            codes.raise_for_status(response.status)  # type: ignore[attr-defined]
+            return response
+        raise NameServerUnreachableError(
+            "no name server answered (" + "; ".join(failures) + "); check the endpoints and "
+            "that `ariane namesrv` runs there"
+        )
+
+    async def _broker(
+        self, master: types.BrokerMaster, rpc_name: str, request: Any, response_type: type[rpc.M]
+    ) -> rpc.M:
+        channel = await self._channels.get(master.endpoint)
+        try:
+            return await rpc.unary_call(
+                channel,
+                pb.ADMIN_SERVICE,
+                rpc_name,
+                request,
+                response_type,
+                timeout_s=self._timeout_s,
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise BrokerUnreachableError(
+                f"{master.broker_name} at {master.endpoint} did not answer {rpc_name}: "
+                f"{_grpc_failure(exc)}"
+            ) from None
+
+    async def _fan_out(
+        self,
+        masters: Sequence[types.BrokerMaster],
+        rpc_name: str,
+        request: Any,
+        response_type: type[rpc.M],
+        *,
+        skip: frozenset[errors.Code] = frozenset(),
+    ) -> list[tuple[types.BrokerMaster, rpc.M]]:
+        """Call ``rpc_name`` on every master at once; the successes in ``masters`` order."""
+        results = await asyncio.gather(
+            *(self._broker(m, rpc_name, request, response_type) for m in masters),
+            return_exceptions=True,
+        )
+        done: list[tuple[types.BrokerMaster, rpc.M]] = []
+        refused: list[errors.ArianeError] = []
+        skipped: list[errors.ArianeError] = []
+        for master, result in zip(masters, results, strict=True):
+            if isinstance(result, errors.ArianeError):
+                refused.append(result)
+            elif isinstance(result, BaseException):
+                raise result
+            elif codes.is_success(result.status):  # type: ignore[attr-defined]
+                done.append((master, result))
+            else:
+                status: pb.v2.Status = result.status  # type: ignore[attr-defined]
+                (skipped if codes.code_of(status) in skip else refused).append(
+                    _refusal(master, status)
+                )
+        if refused:
+            first = refused[0]
+            if done:
+                first.message += f" (done on {', '.join(m.broker_name for m, _ in done)})"
+                first.args = (first.message,)
+            raise first
+        if skipped and not done:
+            raise skipped[0]
+        return done
+
+    # -- discovery -------------------------------------------------------------------------
+
+    async def masters(self, broker_names: Sequence[str] = ()) -> list[types.BrokerMaster]:
+        """The live masters, sorted by cluster then broker name; only ``broker_names`` if given.
+
+        Raises:
+            NameServerUnreachableError: no name server answered.
+            NotFoundError: no broker is registered at all.
+            BadRequestError: a name in ``broker_names`` is not registered.
+        """
+        info = await self._namesrv(
+            "GetClusterInfo",
+            pb.registry.GetClusterInfoRequest(),
+            pb.registry.GetClusterInfoResponse,
+        )
+        found = _masters(info.broker_groups)
+        if not found:
+            raise errors.NotFoundError(
+                f"no broker master is registered with {', '.join(self._endpoints)}; start one "
+                "(`ariane broker` or `ariane dev`) and wait for it to register"
+            )
+        if not broker_names:
+            return found
+        known = {m.broker_name: m for m in found}
+        missing = [n for n in broker_names if n not in known]
+        if missing:
+            raise errors.BadRequestError(
+                f"broker group(s) {', '.join(missing)} not registered; registered: "
+                f"{', '.join(sorted(known))}"
+            )
+        return [known[n] for n in dict.fromkeys(broker_names)]
+
+    async def topic_masters(self, topic: str) -> list[types.BrokerMaster]:
+        """The masters of the broker groups that hold ``topic``.
+
+        Raises:
+            TopicNotFoundError: no broker group registered the topic.
+            BrokerUnreachableError: its broker groups have no live master.
+        """
+        route = await self._namesrv(
+            "GetTopicRoute",
+            pb.registry.GetTopicRouteRequest(topic=topic),
+            pb.registry.GetTopicRouteResponse,
+        )
+        holders = {q.broker_name for q in route.queue_datas}
+        found = [m for m in _masters(route.broker_groups) if m.broker_name in holders]
+        if not found:
+            raise BrokerUnreachableError(
+                f"topic {topic!r} is on {', '.join(sorted(holders))}, but no master of them is "
+                "registered; check the brokers"
+            )
+        return found
+
+    # -- topics ----------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        *,
+        read_queue_nums: int = 0,
+        write_queue_nums: int = 0,
+        message_type: message.MessageType = message.MessageType.NORMAL,
+        perm: int = 0,
+        retention_hours: int = 0,
+        broker_names: Sequence[str] = (),
+    ) -> list[types.TopicInfo]:
+        """Create (or replace) a topic on every master, or on the named broker groups
+        (RocketMQ ``mqadmin updateTopic``).
+
+        Args:
+            name: the topic.
+            read_queue_nums: queues per broker group consumers read; 0 = like
+                ``write_queue_nums``, or the broker default (8) when both are 0.
+            write_queue_nums: queues per broker group producers write; 0 as above.
+            message_type: the kinds of message it accepts.
+            perm: RocketMQ perm bits; 0 = read and write (6).
+            retention_hours: hours to keep its messages; 0 = the broker default.
+            broker_names: only these broker groups (all masters when empty).
+
+        Returns:
+            the topic as each broker group stored it.
+
+        Raises:
+            IllegalTopicError: a bad name or value (the message says which).
+            NameServerUnreachableError, BrokerUnreachableError, NotFoundError: see ``masters``.
+        """
+        topic = pb.admin.Topic(
+            name=name,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            message_type=convert.topic_message_type(message_type),
+            retention_hours=retention_hours,
+        )
+        done = await self._fan_out(
+            await self.masters(broker_names),
+            "CreateTopic",
+            pb.admin.CreateTopicRequest(topic=topic),
+            pb.admin.CreateTopicResponse,
+        )
+        return [types.TopicInfo.from_message(m.broker_name, r.topic) for m, r in done]
+
+    async def update_topic(
+        self,
+        name: str,
+        *,
+        read_queue_nums: int = 0,
+        write_queue_nums: int = 0,
+        message_type: message.MessageType | None = None,
+        perm: int = 0,
+        retention_hours: int = 0,
+    ) -> list[types.TopicInfo]:
+        """Change the given fields of a topic on every broker group that holds it; zero (and
+        ``None``) fields keep their value, ``retention_hours=-1`` restores the broker default.
+
+        Raises:
+            TopicNotFoundError: no broker group holds the topic.
+            IllegalTopicError: a bad value.
+        """
+        topic = pb.admin.Topic(
+            name=name,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            retention_hours=retention_hours,
+        )
+        if message_type is not None:
+            topic.message_type = convert.topic_message_type(message_type)
+        done = await self._fan_out(
+            await self.topic_masters(name),
+            "UpdateTopic",
+            pb.admin.UpdateTopicRequest(topic=topic),
+            pb.admin.UpdateTopicResponse,
+        )
+        return [types.TopicInfo.from_message(m.broker_name, r.topic) for m, r in done]
+
+    async def delete_topic(self, name: str) -> list[str]:
+        """Delete a topic (and its consumer offsets) from every broker group holding it.
+
+        Returns:
+            the broker groups it was deleted from.
+
+        Raises:
+            TopicNotFoundError: no broker group holds the topic.
+        """
+        done = await self._fan_out(
+            await self.topic_masters(name),
+            "DeleteTopic",
+            pb.admin.DeleteTopicRequest(name=name),
+            pb.admin.DeleteTopicResponse,
+            skip=frozenset({errors.Code.TOPIC_NOT_FOUND}),
+        )
+        return [m.broker_name for m, _ in done]
+
+    async def list_topics(self, *, include_system: bool = False) -> list[types.TopicInfo]:
+        """Every topic of every master, sorted by name then broker group; ``include_system``
+        adds system, ``%RETRY%`` and ``%DLQ%`` topics."""
+        done = await self._fan_out(
+            await self.masters(),
+            "ListTopics",
+            pb.admin.ListTopicsRequest(include_system=include_system),
+            pb.admin.ListTopicsResponse,
+        )
+        found = [types.TopicInfo.from_message(m.broker_name, t) for m, r in done for t in r.topics]
+        return sorted(found, key=lambda t: (t.name, t.broker_name))
+
+    # -- groups ----------------------------------------------------------------------------
+
+    async def create_group(
+        self,
+        name: str,
+        *,
+        consume_orderly: bool = False,
+        max_delivery_attempts: int = 0,
+        broadcast: bool = False,
+        retry_policy: types.RetryPolicy | None = None,
+        broker_names: Sequence[str] = (),
+    ) -> list[types.GroupInfo]:
+        """Create (or replace) a consumer group's config on every master, or on the named
+        broker groups (RocketMQ ``mqadmin updateSubGroup``). Groups are also created with
+        defaults on first use; this sets FIFO, attempts and backoff.
+
+        Args:
+            name: the consumer group.
+            consume_orderly: FIFO delivery (one in-flight message per message group).
+            max_delivery_attempts: deliveries before the DLQ, first one included; 0 = 17.
+            broadcast: broadcast consumption.
+            retry_policy: the backoff; ``None`` = the default of the group's kind.
+            broker_names: only these broker groups (all masters when empty).
+
+        Raises:
+            IllegalConsumerGroupError: a bad name or value.
+        """
+        group = pb.admin.SubscriptionGroup(
+            name=name,
+            consume_orderly=consume_orderly,
+            max_delivery_attempts=max_delivery_attempts,
+            broadcast=broadcast,
+        )
+        if retry_policy is not None:
+            group.retry_policy.CopyFrom(retry_policy.to_message(max_attempts=max_delivery_attempts))
+        done = await self._fan_out(
+            await self.masters(broker_names),
+            "CreateSubscriptionGroup",
+            pb.admin.CreateSubscriptionGroupRequest(group=group),
+            pb.admin.CreateSubscriptionGroupResponse,
+        )
+        return [types.GroupInfo.from_message(m.broker_name, r.group) for m, r in done]
+
+    async def delete_group(self, name: str) -> list[str]:
+        """Delete a group's config, offsets and POP state from every master that has it.
+
+        Returns:
+            the broker groups it was deleted from.
+
+        Raises:
+            ConsumerGroupNotFoundError: no master has the group.
+        """
+        done = await self._fan_out(
+            await self.masters(),
+            "DeleteSubscriptionGroup",
+            pb.admin.DeleteSubscriptionGroupRequest(name=name),
+            pb.admin.DeleteSubscriptionGroupResponse,
+            skip=frozenset({errors.Code.CONSUMER_GROUP_NOT_FOUND}),
+        )
+        return [m.broker_name for m, _ in done]
+
+    async def list_groups(self) -> list[types.GroupInfo]:
+        """Every consumer group of every master, sorted by name then broker group."""
+        done = await self._fan_out(
+            await self.masters(),
+            "ListSubscriptionGroups",
+            pb.admin.ListSubscriptionGroupsRequest(),
+            pb.admin.ListSubscriptionGroupsResponse,
+        )
+        found = [types.GroupInfo.from_message(m.broker_name, g) for m, r in done for g in r.groups]
+        return sorted(found, key=lambda g: (g.name, g.broker_name))
+
+    # -- progress --------------------------------------------------------------------------
+
+    async def consumer_lag(self, group: str, topic: str | None = None) -> list[types.QueueLag]:
+        """A group's lag per queue, of one topic or of every topic it consumed, sorted by topic,
+        broker group and queue (RocketMQ ``mqadmin consumerProgress``).
+
+        Raises:
+            ConsumerGroupNotFoundError: no master knows the group.
+            TopicNotFoundError: ``topic`` is not registered.
+        """
+        request = pb.admin.GetConsumerLagRequest(group=group)
+        if topic is not None:
+            request.topic = topic
+        masters = await (self.masters() if topic is None else self.topic_masters(topic))
+        done = await self._fan_out(
+            masters,
+            "GetConsumerLag",
+            request,
+            pb.admin.GetConsumerLagResponse,
+            skip=frozenset({errors.Code.CONSUMER_GROUP_NOT_FOUND}),
+        )
+        found = [types.QueueLag.from_message(q) for _, r in done for q in r.queues]
+        return sorted(found, key=lambda q: (q.topic, q.broker_name, q.queue_id))
+
+    async def reset_offset(
+        self, group: str, topic: str, target: types.ResetTarget, *, timestamp_ms: int = 0
+    ) -> list[types.QueueOffset]:
+        """Move a group on every queue of a topic (RocketMQ ``mqadmin resetOffsetByTime``).
+
+        Args:
+            group: the consumer group (created with defaults where it is new).
+            topic: the topic.
+            target: EARLIEST, LATEST, or TIMESTAMP (the first message stored at or after
+                ``timestamp_ms``).
+            timestamp_ms: ms since the epoch, for TIMESTAMP.
+
+        Raises:
+            TopicNotFoundError, IllegalConsumerGroupError, BadRequestError.
+        """
+        request = pb.admin.ResetOffsetRequest(
+            group=group, topic=topic, target=target.to_message(), timestamp_ms=timestamp_ms
+        )
+        done = await self._fan_out(
+            await self.topic_masters(topic), "ResetOffset", request, pb.admin.ResetOffsetResponse
+        )
+        return [
+            types.QueueOffset(m.broker_name, o.topic, o.queue_id, o.offset)
+            for m, r in done
+            for o in r.offsets
+        ]
+
+    # -- messages --------------------------------------------------------------------------
+
+    async def query_message_by_id(
+        self, message_id: str, *, topic: str | None = None
+    ) -> list[types.MessageRecord]:
+        """The messages with a client message id (needs ``topic``) or an offset message id
+        (RocketMQ ``mqadmin queryMsgById`` / ``queryMsgByUniqueKey``).
+
+        Raises:
+            MessageNotFoundError: no broker has it.
+            BadRequestError: no topic and the id is not an offset message id.
+        """
+        request = pb.admin.QueryMessageByIdRequest(topic=topic or "", message_id=message_id)
+        masters = await (self.masters() if topic is None else self.topic_masters(topic))
+        done = await self._fan_out(
+            masters,
+            "QueryMessageById",
+            request,
+            pb.admin.QueryMessageByIdResponse,
+            skip=frozenset({errors.Code.MESSAGE_NOT_FOUND}),
+        )
+        return [types.MessageRecord.from_message(m) for _, r in done for m in r.messages]
+
+    async def query_message_by_key(
+        self, topic: str, key: str, *, max_messages: int = 0
+    ) -> list[types.MessageRecord]:
+        """The messages of a topic carrying ``key``, newest first per broker group
+        (RocketMQ ``mqadmin queryMsgByKey``); ``max_messages`` 0 = the broker's cap.
+
+        Raises:
+            MessageNotFoundError: no broker has such a message.
+        """
+        request = pb.admin.QueryMessageByKeyRequest(topic=topic, key=key, max_messages=max_messages)
+        done = await self._fan_out(
+            await self.topic_masters(topic),
+            "QueryMessageByKey",
+            request,
+            pb.admin.QueryMessageByKeyResponse,
+            skip=frozenset({errors.Code.MESSAGE_NOT_FOUND}),
+        )
+        return [types.MessageRecord.from_message(m) for _, r in done for m in r.messages]
+
+    # -- brokers ---------------------------------------------------------------------------
+
+    async def broker_stats(self, broker_names: Sequence[str] = ()) -> list[types.BrokerStats]:
+        """Runtime figures of every master (or the named ones)."""
+        done = await self._fan_out(
+            await self.masters(broker_names),
+            "GetBrokerRuntimeStats",
+            pb.admin.GetBrokerRuntimeStatsRequest(),
+            pb.admin.GetBrokerRuntimeStatsResponse,
+        )
+        return [types.BrokerStats.from_message(r) for _, r in done]
+
+    async def set_write_perm(
+        self, broker_names: Sequence[str], *, writable: bool
+    ) -> dict[str, int]:
+        """Wipe (``writable=False``, drain) or restore the write permission of every ordinary
+        topic on the named broker groups (RocketMQ ``mqadmin wipeWritePerm``/``addWritePerm``).
+
+        Returns:
+            broker group → number of topics changed.
+
+        Raises:
+            BadRequestError: no broker group named (a drain is never cluster-wide by accident).
+        """
+        if not broker_names:
+            raise errors.BadRequestError("name the broker group(s) whose write permission to set")
+        masters = await self.masters(broker_names)
+        if writable:
+            done_add = await self._fan_out(
+                masters,
+                "AddWritePerm",
+                pb.admin.AddWritePermRequest(),
+                pb.admin.AddWritePermResponse,
+            )
+            return {m.broker_name: r.topics_changed for m, r in done_add}
+        done_wipe = await self._fan_out(
+            masters,
+            "WipeWritePerm",
+            pb.admin.WipeWritePermRequest(),
+            pb.admin.WipeWritePermResponse,
+        )
+        return {m.broker_name: r.topics_changed for m, r in done_wipe}
