@@ -23,6 +23,10 @@ pytestmark = pytest.mark.slow
 M = TypeVar("M", bound=pb_message.Message)
 CLIENT = (("x-mq-client-id", "bad-input-test@1"),)
 MIB = 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * MIB),
+    ("grpc.max_receive_message_length", 64 * MIB),
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +46,7 @@ def _call(
     metadata: tuple[tuple[str, str], ...] = CLIENT,
 ) -> M:
     async def go() -> M:
-        async with grpc.aio.insecure_channel(
-            cluster.broker, options=[("grpc.max_send_message_length", 64 * MIB)]
-        ) as channel:
+        async with grpc.aio.insecure_channel(cluster.broker, options=CHANNEL_OPTIONS) as channel:
             return await rpc.unary_call(
                 channel,
                 pb.MESSAGING_SERVICE,
@@ -145,7 +147,7 @@ def test_missing_client_id_is_refused(topics_ready: Cluster) -> None:
 
 def _receive(cluster: Cluster, request: pb.v2_service.ReceiveMessageRequest) -> list[Any]:
     async def go() -> list[Any]:
-        async with grpc.aio.insecure_channel(cluster.broker) as channel:
+        async with grpc.aio.insecure_channel(cluster.broker, options=CHANNEL_OPTIONS) as channel:
             call = channel.unary_stream(
                 rpc.method_path(pb.MESSAGING_SERVICE, "ReceiveMessage"),
                 request_serializer=pb.v2_service.ReceiveMessageRequest.SerializeToString,

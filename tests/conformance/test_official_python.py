@@ -7,6 +7,7 @@ server are real ``ariane`` processes on 127.0.0.1 (see ``conftest.py``).
 from __future__ import annotations
 
 import collections
+import time
 from typing import Any
 
 import pytest
@@ -104,8 +105,12 @@ def test_unacked_message_comes_back_after_its_invisible_time(cluster: Cluster) -
 
 
 def test_fifo_topic_delivers_each_message_group_in_send_order(cluster: Cluster) -> None:
-    """On a FIFO topic with an orderly group, each message group arrives in send order."""
-    cluster.admin("topic", "create", "fifo-orders", "--queues", "4", "--type", "FIFO")
+    """On a FIFO topic with an orderly group, each message group arrives in send order.
+
+    Three queues, because crc32 puts the groups g0..g4 in all three of them: the official
+    SimpleConsumer polls queues round-robin, and an empty queue would cost a whole long poll.
+    """
+    cluster.admin("topic", "create", "fifo-orders", "--queues", "3", "--type", "FIFO")
     cluster.admin("group", "create", "fifo-readers", "--fifo")
     code, _ = cluster.run_driver(
         "produce", "--topic", "fifo-orders", "--count", "40", "--groups", "5"
@@ -121,6 +126,8 @@ def test_fifo_topic_delivers_each_message_group_in_send_order(cluster: Cluster) 
         "40",
         "--batch",
         "32",
+        "--deadline-s",
+        "120",
     )
     assert code == 0
     order: dict[str, list[int]] = collections.defaultdict(list)
@@ -143,6 +150,16 @@ def test_failing_push_listener_ends_in_the_dlq_after_max_attempts(cluster: Clust
     )
     assert code == 0
     assert [e["attempt"] for e in got if e["event"] == "consumed"] == [1, 2]
+    (message_id,) = _sent_ids(sent)
+    deadline = time.monotonic() + 60
+    while (
+        cluster.admin(
+            "message", "get", "--id", message_id, "--topic", "%DLQ%fragile", check=False
+        ).returncode
+        != 0
+    ):
+        assert time.monotonic() < deadline, "the message never reached %DLQ%fragile"
+        time.sleep(0.5)
     code, dead = cluster.run_driver(
         "simple-consume",
         "--topic",

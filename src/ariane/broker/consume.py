@@ -324,6 +324,8 @@ class ConsumeProcessor:
         )
         _raise_unless_ok(outcome)
         self._runtime.commit(state, handle.topic, handle.queue_id)
+        if state.orderly:  # the group's next message may be free now: wake parked receives
+            self._runtime.polling.notify(handle.topic)
 
     def change_invisible(
         self, group: ids.GroupName, topic: str, receipt_text: str, invisible_ms: int
