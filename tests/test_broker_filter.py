@@ -10,17 +10,17 @@ from hypothesis import strategies as st
 
 from ariane.broker import filter as flt
 from ariane.broker import settings as broker_settings
-from ariane.common import errors
+from ariane.common import errors, hashing
 
 
 def test_java_string_hash_matches_java() -> None:
     """Known values of Java's String.hashCode, including overflow and a surrogate pair."""
-    assert flt.java_string_hash("") == 0
-    assert flt.java_string_hash("TagA") == 2598919
-    assert flt.java_string_hash("hello world") == 1794106052
-    assert flt.java_string_hash("polygenelubricants") == -2147483648
-    assert flt.java_string_hash("\U0001f600") == 1772899  # "😀" = two UTF-16 units
-    assert flt.to_int32(2**32 + 5) == 5 and flt.to_int32(2**31) == -(2**31)
+    assert hashing.java_string_hash("") == 0
+    assert hashing.java_string_hash("TagA") == 2598919
+    assert hashing.java_string_hash("hello world") == 1794106052
+    assert hashing.java_string_hash("polygenelubricants") == -2147483648
+    assert hashing.java_string_hash("\U0001f600") == 1772899  # "😀" = two UTF-16 units
+    assert hashing.to_int32(2**32 + 5) == 5 and hashing.to_int32(2**31) == -(2**31)
 
 
 @pytest.mark.parametrize("expression", ["*", "", "   ", " * "])
@@ -35,12 +35,12 @@ def test_tag_lists_match_by_hash_then_by_exact_tag() -> None:
     """'a || b' accepts hashes of a and b, then only the exact tags (collisions rejected)."""
     tags = flt.parse_tags(" TagA ||TagB||  ")
     assert tags.tags == {"TagA", "TagB"}
-    assert tags.matches_tag_hash(flt.java_string_hash("TagB"))
-    assert tags.matches_tag_hash(flt.java_string_hash("TagA") & 0xFFFF_FFFF)  # unsigned form
-    assert not tags.matches_tag_hash(flt.java_string_hash("TagC"))
-    assert flt.java_string_hash("Aa") == flt.java_string_hash("BB")  # a real collision
+    assert tags.matches_tag_hash(hashing.java_string_hash("TagB"))
+    assert tags.matches_tag_hash(hashing.java_string_hash("TagA") & 0xFFFF_FFFF)  # unsigned form
+    assert not tags.matches_tag_hash(hashing.java_string_hash("TagC"))
+    assert hashing.java_string_hash("Aa") == hashing.java_string_hash("BB")  # a real collision
     colliding = flt.parse_tags("Aa")
-    assert colliding.matches_tag_hash(flt.java_string_hash("BB"))
+    assert colliding.matches_tag_hash(hashing.java_string_hash("BB"))
     assert not colliding.matches("BB", {}) and colliding.matches("Aa", {})
     assert not tags.matches(None, {})
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ariane.common import hashing
 from ariane.store import index_codec
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -87,7 +88,7 @@ def test_slots_read_back_individually_and_in_bulk() -> None:
 )
 def test_java_string_hash_vectors(text: str, java_hash: int) -> None:
     """``java_string_hash`` gives the values Java's String.hashCode gives, UTF-16 units included."""
-    assert index_codec.java_string_hash(text) == java_hash
+    assert hashing.java_string_hash(text) == java_hash
 
 
 def test_key_hash_is_absolute_and_maps_min_value_to_zero() -> None:
@@ -104,7 +105,7 @@ def test_java_string_hash_is_a_signed_int32_polynomial(text: str) -> None:
     data = text.encode("utf-16-be", "surrogatepass")
     units = [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
     expected = sum(u * pow(31, len(units) - 1 - i, 2**32) for i, u in enumerate(units)) % 2**32
-    value = index_codec.java_string_hash(text)
+    value = hashing.java_string_hash(text)
     assert -(2**31) <= value < 2**31
     assert value % 2**32 == expected
     assert 0 <= index_codec.key_hash(text) <= index_codec.INT32_MAX

@@ -48,15 +48,13 @@ raise ``IllegalFilterExpressionError`` naming the character position.
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import enum
 import re
-import sys
 from collections.abc import Mapping
 
 from ariane.broker import settings
-from ariane.common import errors
+from ariane.common import errors, hashing
 
 _DEFAULT_LIMITS = settings.FilterSettings()
 SUB_ALL = "*"
@@ -70,25 +68,6 @@ class FilterKind(enum.Enum):
     SQL92 = "SQL92"
 
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` of ``text``: a signed 32-bit int over its UTF-16 code units.
-
-    This is the tag hash RocketMQ stores in ConsumeQueue entries (``tagsString2tagsCode``).
-    """
-    units = array.array("H", text.encode("utf-16-le", "surrogatepass"))
-    if sys.byteorder == "big":
-        units.byteswap()
-    h = 0
-    for unit in units:
-        h = (31 * h + unit) & 0xFFFF_FFFF
-    return to_int32(h)
-
-
-def to_int32(value: int) -> int:
-    """``value`` truncated to a signed 32-bit int (Java's ``long.intValue()``)."""
-    return ((value + 0x8000_0000) & 0xFFFF_FFFF) - 0x8000_0000
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class TagFilter:
     """A parsed tag expression.
@@ -96,7 +75,7 @@ class TagFilter:
     Attributes:
         expression: the source text.
         tags: the accepted tags; empty means every message (``*``).
-        tag_hashes: ``java_string_hash`` of each tag.
+        tag_hashes: ``common.hashing.java_string_hash`` of each tag.
     """
 
     expression: str
@@ -110,7 +89,7 @@ class TagFilter:
 
     def matches_tag_hash(self, tag_hash: int) -> bool:
         """Prefilter on a ConsumeQueue tag hash (RocketMQ ``isMatchedByConsumeQueue``)."""
-        return self.matches_all or to_int32(tag_hash) in self.tag_hashes
+        return self.matches_all or hashing.to_int32(tag_hash) in self.tag_hashes
 
     def matches(self, tag: str | None, properties: Mapping[str, str]) -> bool:
         """Whether a message with ``tag`` matches (the exact check after the hash)."""
@@ -141,7 +120,7 @@ def parse_tags(expression: str, *, limits: settings.FilterSettings = _DEFAULT_LI
     return TagFilter(
         expression=expression,
         tags=tags,
-        tag_hashes=frozenset(java_string_hash(t) for t in tags),
+        tag_hashes=frozenset(hashing.java_string_hash(t) for t in tags),
     )
 
 

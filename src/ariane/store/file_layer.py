@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ariane.common import clock as clock_mod
+from ariane.store import metadata
 
 
 class RandomAccessFile(Protocol):
@@ -115,7 +116,7 @@ class OsFileLayer:
                 os.ftruncate(fd, size_bytes)
             os.fsync(fd)
             os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            metadata.fsync_directory(path.parent)
         except BaseException:
             os.close(fd)
             raise
@@ -151,14 +152,6 @@ class OsFileLayer:
     def remove(self, path: pathlib.Path) -> None:
         """Unlink, ignoring a missing file."""
         path.unlink(missing_ok=True)
-
-
-def _fsync_dir(directory: pathlib.Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _MemoryFile:

@@ -35,6 +35,8 @@ import mmap
 import struct
 import sys
 
+from ariane.common import hashing
+
 HEADER_SIZE_BYTES = 40
 """Size of the file header, in bytes."""
 
@@ -54,7 +56,7 @@ INT32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
-_INT32_MOD = 2**32
+
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 """Anything ``struct.unpack_from`` reads: file contents or a mapping of the file."""
@@ -118,26 +120,13 @@ def entry_position(hash_slot_count: int, index: int) -> int:
     return HEADER_SIZE_BYTES + hash_slot_count * SLOT_SIZE_BYTES + index * ENTRY_SIZE_BYTES
 
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` of ``text``: a signed 32-bit int over UTF-16 code units.
-
-    Characters outside the Basic Multilingual Plane count as two code units (a surrogate pair),
-    exactly as in Java; lone surrogates are hashed as themselves.
-    """
-    units = text.encode("utf-16-be", "surrogatepass")
-    value = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        value = (31 * value + unit) % _INT32_MOD
-    return value - _INT32_MOD if value > INT32_MAX else value
-
-
 def key_hash(key: str) -> int:
     """The non-negative hash RocketMQ indexes a key under (``IndexFile.indexKeyHashMethod``).
 
     It is ``abs(String.hashCode)``, except that ``Integer.MIN_VALUE`` (whose absolute value
     overflows in Java) maps to 0.
     """
-    value = abs(java_string_hash(key))
+    value = abs(hashing.java_string_hash(key))
     return 0 if value > INT32_MAX else value
 
 

@@ -44,7 +44,7 @@ import zlib
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ariane.common import ids
+from ariane.common import hashing, ids
 from ariane.common import message as message_mod
 
 MAGIC_CODE_V1 = -626843481
@@ -201,11 +201,7 @@ def tag_hash_code(tag: str) -> int:
     Returns:
         a signed 32-bit integer (stored sign-extended in the 8-byte tag field).
     """
-    h = 0
-    data = tag.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+    return hashing.java_string_hash(tag)
 
 
 def properties_to_bytes(properties: Mapping[str, str]) -> bytes | None:

@@ -227,12 +227,13 @@ class MessageStore:
         self._flusher.stop()
         self.commit_log.flush()
         self.checkpoint_now()
+        end_offset = self.commit_log.max_offset
         checkpoint.remove_abort_marker(self._layer, self._abort_path)
         self._checkpoint.close()
         self.commit_log.log.close()
         for queue in self.consume_queues.queues():
             queue.log.close()
-        _log.info("store closed at offset %d", self.commit_log.max_offset)
+        _log.info("store closed at CommitLog offset %d", end_offset)
 
     def checkpoint_now(self) -> None:
         """Sync the ConsumeQueues (and a flushable key index), then write the checkpoint.
