@@ -5,11 +5,11 @@ Mirrors the proxy's ``ReceiveMessageActivity``/``AckMessageActivity``/
 ``ChangeInvisibleDurationActivity``/``ForwardMessageToDLQActivity`` over the broker's POP
 service (grpc-v2.md §6.4 and §6.5), with the bookkeeping of ``broker.pop.GroupPopState``:
 
-* a receive looks at every readable queue of the topic on this broker (or the one queue a FIFO
-  consumer names), first redelivering messages whose invisible time ran out (``attempt + 1``),
-  moving those past the group's ``max_delivery_attempts`` to ``%DLQ%<group>``, then FIFO messages
-  that became free, then new messages from the scan cursor, filtered by tag hash then by the
-  full tag/SQL92 filter;
+* a receive looks at every readable queue of the topic on this broker (starting with the
+  queue a FIFO consumer names), first redelivering messages whose invisible time ran out
+  (``attempt + 1``), moving those past the group's ``max_delivery_attempts`` to
+  ``%DLQ%<group>``, then FIFO messages that became free, then new messages from the scan
+  cursor, filtered by tag hash then by the full tag/SQL92 filter;
 * with nothing to deliver it parks on the topic (long polling) in slices of ``poll_slice_ms``
   until a send notifies it or the polling time ends, always answering before the deadline;
 * an ack / change must carry this broker's current handle of the message: anything else is
@@ -139,11 +139,22 @@ class ConsumeProcessor:
         group: subscriptions.SubscriptionGroupConfig,
         topic: topic_config.TopicConfig,
     ) -> list[ids.QueueId]:
+        """Queues to pop from, in order: every readable queue of the topic on this broker.
+
+        The Java proxy pops by broker for non-FIFO groups and by the named queue for FIFO ones.
+        Here FIFO order is kept per message group by ``GroupPopState`` whichever queue a receive
+        names, so a FIFO receive starts at the queue it names and then looks at the others:
+        the official SimpleConsumer names queues round-robin, and a receive that named a
+        drained queue would otherwise park for its whole long poll while other queues still
+        hold deliverable groups.
+        """
         count = topic.read_queue_nums
         if group.consume_orderly and 0 <= request.queue_id < count:
-            return [ids.QueueId(request.queue_id)]
-        self._next_queue = (self._next_queue + 1) % count
-        return [ids.QueueId((self._next_queue + i) % count) for i in range(count)]
+            first = request.queue_id
+        else:
+            self._next_queue = (self._next_queue + 1) % count
+            first = self._next_queue
+        return [ids.QueueId((first + i) % count) for i in range(count)]
 
     async def _redeliver_due(
         self,
