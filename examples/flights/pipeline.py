@@ -35,6 +35,9 @@ QUEUES = 8
 PHASE_TIMEOUT_S = 1800.0
 """Longest a produce or consume phase may take before the job gives up."""
 
+LOG_INTERVAL_S = 15.0
+"""Progress line interval when stderr is not a terminal."""
+
 console = Console(stderr=True)
 
 
@@ -175,6 +178,10 @@ def _track(
     *,
     until: Callable[[], bool] | None = None,
 ) -> None:
+    """Show progress until the workers exit (or ``until`` holds, or the phase times out).
+
+    A progress bar on a terminal; a line every ``LOG_INTERVAL_S`` otherwise (CI logs).
+    """
     deadline = time.monotonic() + PHASE_TIMEOUT_S
     columns = (
         TextColumn("{task.description}"),
@@ -182,10 +189,14 @@ def _track(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
+    next_log = time.monotonic() + LOG_INTERVAL_S
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(label, total=total)
         while time.monotonic() < deadline:
             progress.update(task, completed=count())
+            if not console.is_terminal and time.monotonic() >= next_log:
+                console.print(f"{label}: {count():,} of {total:,}")
+                next_log += LOG_INTERVAL_S
             if until is not None and until():
                 break
             if until is None and all(p.poll() is not None for p in procs):

@@ -30,6 +30,10 @@ _log = logging.getLogger(__name__)
 
 UNIT_BYTES = 20
 FILLER_SIZE = 0x7FFFFFFF
+READ_CHUNK_UNITS_MIN = 16
+"""First chunk ``iter_units`` decodes, in units."""
+READ_CHUNK_UNITS_MAX = 1024
+"""Largest chunk ``iter_units`` decodes at once, in units."""
 _UNIT = struct.Struct(">qiq")
 _FILLER = _UNIT.pack(0, FILLER_SIZE, 0)
 _TOPIC_DIR = re.compile(r"^[%a-zA-Z0-9_-]{1,255}$")
@@ -165,15 +169,22 @@ class ConsumeQueue:
         ]
 
     def iter_units(self, queue_offset: ids.QueueOffset, units_max: int) -> Iterator[CqUnit]:
-        """Units from ``queue_offset`` across segment files, at most ``units_max``."""
+        """Units from ``queue_offset`` across segment files, at most ``units_max``.
+
+        Reads in chunks that start small and double (``READ_CHUNK_UNITS_MIN`` up to
+        ``READ_CHUNK_UNITS_MAX``): a caller that stops after one or two units (a FIFO
+        redelivery, a 1-message read) decodes a few units, not a thousand.
+        """
         left = units_max
+        chunk = READ_CHUNK_UNITS_MIN
         while left > 0:
-            units = self.read(queue_offset, min(left, 1024))
+            units = self.read(queue_offset, min(left, chunk))
             if not units:
                 return
             yield from units
             left -= len(units)
             queue_offset = ids.QueueOffset(queue_offset + len(units))
+            chunk = min(chunk * 2, READ_CHUNK_UNITS_MAX)
 
     def put(self, first_queue_offset: ids.QueueOffset, units: Sequence[NewUnit]) -> None:
         """Store units for consecutive queue offsets from ``first_queue_offset``.
