@@ -1,0 +1,219 @@
+"""The CRDs in ``crds/`` against the real apiserver: accepted, defaulted, validated, status kept."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from e2e.testenv import cluster, processes
+
+pytestmark = pytest.mark.k8s
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CRD_DIR = ROOT / "crds"
+SAMPLES = ROOT / "examples" / "k8s" / "broker.yaml"
+GROUP = "ariane.dev"
+VERSION = "v1alpha1"
+ESTABLISHED_TIMEOUT_S = 60.0
+
+
+def _established(k8s: cluster.Cluster, name: str) -> bool:
+    crd = json.loads(k8s.kubectl("get", "crd", name, "-o", "json").stdout)
+    conditions = crd.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def crds(k8s: cluster.Cluster) -> Iterator[list[str]]:
+    """The three CRDs applied (server-side) and Established; yields their names."""
+    applied = k8s.kubectl("apply", "--server-side", "-f", str(CRD_DIR), check=False)
+    assert applied.returncode == 0, applied.stderr
+    names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in sorted(CRD_DIR.glob("*"))]
+    for name in names:
+        processes.wait_until(
+            lambda name=name: _established(k8s, name),  # type: ignore[misc]
+            timeout_s=ESTABLISHED_TIMEOUT_S,
+            what=f"CRD {name} Established",
+        )
+    yield names
+
+
+def _apply(k8s: cluster.Cluster, namespace: str, body: dict[str, Any], *extra: str) -> Any:
+    return k8s.kubectl(
+        "apply", "-n", namespace, "-f", "-", *extra, check=False, input_text=json.dumps(body)
+    )
+
+
+def _topic(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Topic",
+        "metadata": {"name": name},
+        "spec": {"broker": "demo", **spec},
+    }
+
+
+def _broker(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Broker",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_crds_are_established_with_three_kinds(crds: list[str]) -> None:
+    """The apiserver accepts all three structural CRDs (CEL rules compile) and serves them."""
+    assert sorted(crds) == [
+        "brokers.ariane.dev",
+        "consumergroups.ariane.dev",
+        "topics.ariane.dev",
+    ]
+
+
+def test_samples_pass_server_side_dry_run(
+    k8s: cluster.Cluster, namespace: str, crds: list[str]
+) -> None:
+    """The example Broker, Topic and ConsumerGroup pass the apiserver's validation."""
+    result = k8s.kubectl("apply", "-n", namespace, "--dry-run=server", "-f", str(SAMPLES))
+
+    assert "broker.ariane.dev/demo created (server dry run)" in result.stdout
+    assert "topic.ariane.dev/orders created (server dry run)" in result.stdout
+    assert "consumergroup.ariane.dev/billing created (server dry run)" in result.stdout
+
+
+def test_defaults_are_filled_in(k8s: cluster.Cluster, namespace: str, crds: list[str]) -> None:
+    """A minimal Topic and Broker come back with the schema defaults."""
+    assert _apply(k8s, namespace, _topic("t1")).returncode == 0
+    assert _apply(k8s, namespace, _broker("b1")).returncode == 0
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+
+    topic = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "topics", "t1")
+    broker = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "brokers", "b1")
+
+    assert topic["spec"] == {
+        "broker": "demo",
+        "queues": 8,
+        "messageType": "NORMAL",
+        "perm": 6,
+        "retentionHours": 72,
+    }
+    assert broker["spec"]["groups"] == 1
+    assert broker["spec"]["replicasPerGroup"] == 1
+    assert broker["spec"]["storage"] == {"size": "10Gi", "deleteClaim": False}
+    assert broker["spec"]["nameServer"] == {"replicas": 1}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (_topic("bad", messageType="STREAM"), 'Unsupported value: "STREAM"'),
+        (_topic("bad", queues=-1), "should be greater than or equal to 1"),
+        (_topic("bad", perm=7), "Unsupported value: 7"),
+        (_topic("Bad_Name"), "metadata.name"),
+        (_broker("bad", brokerRole="SYNC_MASTER"), "SYNC_MASTER needs a slave"),
+        (_broker("bad", groups=27), "should be less than or equal to 26"),
+        (_broker("bad", storage={"size": "lots"}), "spec.storage.size"),
+        (
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "ConsumerGroup",
+                "metadata": {"name": "bad"},
+                "spec": {"broker": "demo", "resetOffset": {"requestId": "1", "to": "Timestamp"}},
+            },
+            "needs resetOffset.timestamp",
+        ),
+    ],
+)
+def test_bad_specs_are_refused_with_a_clear_message(
+    k8s: cluster.Cluster, namespace: str, crds: list[str], body: dict[str, Any], expected: str
+) -> None:
+    """The apiserver refuses a bad spec (enum, minimum, CEL rule) and says which field is wrong."""
+    result = _apply(k8s, namespace, body, "--dry-run=server")
+
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (_topic("t2"), _topic("t2") | {"spec": {"broker": "other"}}, "spec.broker is immutable"),
+        (
+            _broker("b2", storage={"storageClassName": "standard"}),
+            _broker("b2", storage={"storageClassName": "fast"}),
+            "storageClassName is immutable",
+        ),
+        (
+            _broker("b3", storage={"size": "5Gi"}),
+            _broker("b3", storage={"size": "4Gi"}),
+            "never shrink",
+        ),
+    ],
+)
+def test_immutable_fields_cannot_change(
+    k8s: cluster.Cluster,
+    namespace: str,
+    crds: list[str],
+    before: dict[str, Any],
+    after: dict[str, Any],
+    expected: str,
+) -> None:
+    """An update that changes an immutable field (or shrinks storage) is refused by CEL."""
+    assert _apply(k8s, namespace, before).returncode == 0
+
+    result = _apply(k8s, namespace, after)
+
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr
+
+
+def test_status_fields_survive_pruning(
+    k8s: cluster.Cluster, namespace: str, crds: list[str]
+) -> None:
+    """Conditions, the route and kopf's diff base written to status read back unpruned."""
+    assert _apply(k8s, namespace, _topic("t3")).returncode == 0
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+    status = {
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Created",
+                "message": "topic exists on 1 group",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+        "topicName": "t3",
+        "route": [{"brokerName": "demo-a", "readQueues": 8, "writeQueues": 8, "perm": 6}],
+        "kopf": {"progress": {}, "last-handled-configuration": '{"spec": {}}'},
+        "undeclared": "pruned",
+    }
+
+    custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "topics", "t3", {"status": status}
+    )
+    read = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "topics", "t3")
+
+    expected = {k: v for k, v in status.items() if k != "undeclared"}
+    assert read["status"] == expected
+    printed = k8s.kubectl("get", "topic", "t3", "-n", namespace).stdout.split()
+    assert printed[:6] == ["NAME", "READY", "BROKER", "QUEUES", "TYPE", "AGE"]
+    assert printed[6:10] == ["t3", "True", "demo", "8"]
+
+
+def test_kubectl_explain_documents_the_schema(k8s: cluster.Cluster, crds: list[str]) -> None:
+    """``kubectl explain`` shows the field descriptions (the schema is published)."""
+    try:
+        result = k8s.kubectl("explain", "broker.spec.groups")
+    except subprocess.CalledProcessError as error:  # pragma: no cover - diagnostic
+        raise AssertionError(error.stderr) from error
+    assert "<broker>-a" in result.stdout
