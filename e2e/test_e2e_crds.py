@@ -12,6 +12,7 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from ariane.operator import model
 from e2e.testenv import cluster, processes
 
 pytestmark = pytest.mark.k8s
@@ -120,6 +121,7 @@ def test_defaults_are_filled_in(k8s: cluster.Cluster, namespace: str, crds: list
         (_topic("Bad_Name"), "metadata.name"),
         (_broker("bad", brokerRole="SYNC_MASTER"), "SYNC_MASTER needs a slave"),
         (_broker("bad", groups=27), "should be less than or equal to 26"),
+        (_broker("b" * 41), "at most 40 characters"),
         (_broker("bad", storage={"size": "lots"}), "spec.storage.size"),
         (
             {
@@ -217,3 +219,55 @@ def test_kubectl_explain_documents_the_schema(k8s: cluster.Cluster, crds: list[s
     except subprocess.CalledProcessError as error:  # pragma: no cover - diagnostic
         raise AssertionError(error.stderr) from error
     assert "<broker>-a" in result.stdout
+
+
+def _model_objects(
+    k8s: cluster.Cluster, namespace: str, spec: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Creates Broker ``demo`` with ``spec`` and returns the model's objects for it."""
+    assert _apply(k8s, namespace, _broker("demo", **spec)).returncode == 0
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+    broker = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "brokers", "demo")
+    owner = model.Owner(name="demo", namespace=namespace, uid=broker["metadata"]["uid"])
+    return model.desired_objects(owner, broker["spec"])
+
+
+def test_model_objects_pass_server_side_dry_run(
+    k8s: cluster.Cluster, namespace: str, crds: list[str]
+) -> None:
+    """Every object the model renders for a defaulted Broker is valid for the apiserver."""
+    objects = _model_objects(k8s, namespace, {"groups": 2, "replicasPerGroup": 2})
+    body = {"apiVersion": "v1", "kind": "List", "items": objects}
+
+    result = k8s.kubectl(
+        "apply", "--dry-run=server", "-f", "-", check=False, input_text=json.dumps(body)
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("(server dry run)") == len(objects) == 9
+
+
+def test_model_objects_run_and_pods_know_their_broker_id(
+    k8s: cluster.Cluster, namespace: str, crds: list[str]
+) -> None:
+    """Applied for real, a group's pods carry the pod-index label the broker id is read from."""
+    objects = _model_objects(k8s, namespace, {"replicasPerGroup": 2, "storage": {"size": "1Gi"}})
+    body = {"apiVersion": "v1", "kind": "List", "items": objects}
+    applied = k8s.kubectl(
+        "apply", "--server-side", "-f", "-", check=False, input_text=json.dumps(body)
+    )
+    assert applied.returncode == 0, applied.stderr
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    selector = f"{model.GROUP_LABEL}=demo-a"
+
+    processes.wait_until(
+        lambda: len(core.list_namespaced_pod(namespace, label_selector=selector).items) == 2,
+        timeout_s=ESTABLISHED_TIMEOUT_S,
+        what="2 pods of broker group demo-a",
+    )
+
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    indexes = {p.metadata.name: p.metadata.labels.get(model.POD_INDEX_LABEL) for p in pods}
+    assert indexes == {"demo-a-0": "0", "demo-a-1": "1"}
+    owners = {p.metadata.name: p.metadata.owner_references[0].kind for p in pods}
+    assert owners == {"demo-a-0": "StatefulSet", "demo-a-1": "StatefulSet"}

@@ -1,0 +1,515 @@
+"""The pure model: a Broker spec → the Kubernetes objects that run it (no I/O, deterministic).
+
+``desired_objects(owner, spec)`` returns, in apply order: the broker ConfigMap, the name-server
+Service and Deployment, then per broker group a headless Service, a StatefulSet and a
+PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule (DESIGN §8).
+
+Invariants:
+- Same input, same output (sorted keys never matter to the apiserver, order of lists does, and
+  lists are built in a fixed order); every name is a DNS label for names the CRD admits.
+- Every object carries an owner reference to the Broker except the store's PVCs: those follow
+  the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` (Delete only with ``deleteClaim``).
+- Broker groups are ``<broker>-a``, ``<broker>-b``, ...; pod ordinal = broker id (0 = master).
+  The pod learns its id from the ``apps.kubernetes.io/pod-index`` label (downward API env var,
+  expanded by the kubelet in ``args``), so the container needs no wrapper script.
+- StatefulSets use ``updateStrategy: OnDelete``: the operator rolls pods itself (slaves first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ariane.operator import resources
+
+BROKER_PORT: Final = 8081
+NAMESRV_PORT: Final = 9876
+CONFIG_DIR: Final = "/etc/ariane"
+CONFIG_FILE: Final = "broker.toml"
+STORE_DIR: Final = "/var/lib/ariane/store"
+RUN_AS_USER: Final = 10001
+POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
+CONFIG_HASH_ANNOTATION: Final = "ariane.dev/config-hash"
+GROUP_LABEL: Final = "ariane.dev/broker-group"
+MANAGED_BY: Final = "ariane-operator"
+OPERATOR_OWNED_KEYS: Final = frozenset(
+    {"cluster", "broker_name", "broker_id", "listen", "advertised_endpoint", "namesrv", "store_dir"}
+)
+"""Broker settings the operator sets itself; ``spec.config`` may not override them."""
+
+
+class SpecError(ValueError):
+    """A spec the model cannot render (the message names the field and the fix)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owner:
+    """The Broker CR that owns the objects (from its metadata)."""
+
+    name: str
+    """``metadata.name``; at most ``resources.BROKER_NAME_LENGTH_MAX`` characters."""
+    namespace: str
+    """``metadata.namespace``; every object is created there."""
+    uid: str
+    """``metadata.uid`` (owner references need it)."""
+
+    def reference(self) -> dict[str, Any]:
+        """The controller owner reference to put on each child object."""
+        return {
+            "apiVersion": resources.API_VERSION,
+            "kind": "Broker",
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def group_names(broker: str, groups: int) -> list[str]:
+    """Broker group (RocketMQ ``brokerName``) names: ``<broker>-a``, ``<broker>-b``, ...
+
+    Raises:
+        SpecError: ``groups`` is outside 1..26.
+    """
+    if not 1 <= groups <= resources.GROUPS_MAX:
+        raise SpecError(f"spec.groups={groups} is outside 1..{resources.GROUPS_MAX}")
+    return [f"{broker}-{letter}" for letter in string.ascii_lowercase[:groups]]
+
+
+def namesrv_name(broker: str) -> str:
+    """Name of the name-server Deployment and Service of ``broker``."""
+    return f"{broker}-namesrv"
+
+
+def config_map_name(broker: str) -> str:
+    """Name of the ConfigMap holding ``broker.toml``."""
+    return f"{broker}-config"
+
+
+def namesrv_address(owner: Owner) -> str:
+    """``HOST:PORT`` of the name-server Service, as brokers and clients in the cluster dial it."""
+    return f"{namesrv_name(owner.name)}.{owner.namespace}.svc:{NAMESRV_PORT}"
+
+
+def labels(owner: Owner, component: str, group: str | None = None) -> dict[str, str]:
+    """Recommended ``app.kubernetes.io/*`` labels (plus the group label for broker pods)."""
+    result = {
+        **selector_labels(owner, component, group),
+        "app.kubernetes.io/part-of": "ariane",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+    return result
+
+
+def selector_labels(owner: Owner, component: str, group: str | None = None) -> dict[str, str]:
+    """The immutable subset of ``labels`` used in selectors."""
+    result = {
+        "app.kubernetes.io/name": "ariane",
+        "app.kubernetes.io/instance": owner.name,
+        "app.kubernetes.io/component": component,
+    }
+    if group is not None:
+        result[GROUP_LABEL] = group
+    return result
+
+
+def _metadata(owner: Owner, name: str, component: str, group: str | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": owner.namespace,
+        "labels": labels(owner, component, group),
+        "ownerReferences": [owner.reference()],
+    }
+
+
+def _toml_value(value: object, where: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v, where) for v in value) + "]"
+    raise SpecError(f"spec.config: {where} has a value TOML cannot hold here: {value!r}")
+
+
+def render_toml(settings: Mapping[str, Any], section: str = "") -> str:
+    """Renders a mapping as TOML: scalars and lists first, then one ``[table]`` per sub-mapping.
+
+    Keys are sorted so the output (and the config hash) is deterministic.
+
+    Raises:
+        SpecError: a value is not a string, number, boolean, list of those, or mapping.
+    """
+    lines: list[str] = []
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    for key in sorted(settings):
+        value = settings[key]
+        path = f"{section}.{key}" if section else key
+        if isinstance(value, Mapping):
+            tables.append((path, value))
+        else:
+            lines.append(f"{key} = {_toml_value(value, path)}")
+    text = "\n".join(lines) + ("\n" if lines else "")
+    for path, table in tables:
+        text += f"\n[{path}]\n" + render_toml(table, path)
+    return text
+
+
+def broker_settings(owner: Owner, spec: resources.BrokerSpec) -> dict[str, Any]:
+    """The broker settings every pod of ``owner`` shares (``broker.toml`` as a mapping).
+
+    Per-pod values (group name, broker id, advertised endpoint) come from flags instead.
+
+    Raises:
+        SpecError: ``spec.config`` sets a key the operator owns.
+    """
+    extra = dict(spec.get("config", {}))
+    clash = sorted(OPERATOR_OWNED_KEYS & set(extra))
+    if clash:
+        raise SpecError(f"spec.config may not set {clash}: the operator sets them")
+    store = dict(extra.pop("store", {}))
+    store.setdefault(
+        "flush_disk_type", spec.get("flushDiskType", resources.DEFAULT_FLUSH_DISK_TYPE)
+    )
+    return {
+        "cluster": owner.name,
+        "listen": f"0.0.0.0:{BROKER_PORT}",
+        "namesrv": [namesrv_address(owner)],
+        "store_dir": STORE_DIR,
+        **extra,
+        "store": store,
+    }
+
+
+def config_hash(toml_text: str) -> str:
+    """Short SHA-256 of the rendered config; a pod whose annotation differs is out of date."""
+    return hashlib.sha256(toml_text.encode()).hexdigest()[:16]
+
+
+def config_map(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
+    """The ConfigMap with ``broker.toml`` mounted by every broker pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(owner, config_map_name(owner.name), "broker"),
+        "data": {CONFIG_FILE: render_toml(broker_settings(owner, spec))},
+    }
+
+
+def _security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _pod_security_context() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "fsGroup": RUN_AS_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _tcp_probes(port_name: str, startup_failures: int) -> dict[str, Any]:
+    tcp = {"tcpSocket": {"port": port_name}}
+    return {
+        "startupProbe": {**tcp, "periodSeconds": 5, "failureThreshold": startup_failures},
+        "readinessProbe": {**tcp, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**tcp, "periodSeconds": 20, "failureThreshold": 6},
+    }
+
+
+def _scheduling(spec: resources.BrokerSpec, default_affinity: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {"affinity": spec.get("affinity") or default_affinity}
+    if spec.get("nodeSelector"):
+        result["nodeSelector"] = dict(spec["nodeSelector"])
+    if spec.get("tolerations"):
+        result["tolerations"] = list(spec["tolerations"])
+    if spec.get("topologySpreadConstraints"):
+        result["topologySpreadConstraints"] = list(spec["topologySpreadConstraints"])
+    return result
+
+
+def _spread_by_host(match_labels: dict[str, str]) -> dict[str, Any]:
+    """Prefer different nodes for pods matching ``match_labels`` (master and slave of a group)."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": match_labels},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                }
+            ]
+        }
+    }
+
+
+def namesrv_service(owner: Owner) -> resources.Manifest:
+    """The ClusterIP Service clients and brokers use to reach the name servers."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner, namesrv_name(owner.name), "namesrv"),
+        "spec": {
+            "selector": selector_labels(owner, "namesrv"),
+            "ports": [{"name": "grpc", "port": NAMESRV_PORT, "targetPort": "grpc"}],
+        },
+    }
+
+
+def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
+    """The name-server Deployment (stateless, so it may roll: ``RollingUpdate``)."""
+    namesrv = spec.get("nameServer", {})
+    selector = selector_labels(owner, "namesrv")
+    container: dict[str, Any] = {
+        "name": "namesrv",
+        "image": spec.get("image", resources.DEFAULT_IMAGE),
+        "imagePullPolicy": spec.get("imagePullPolicy", resources.DEFAULT_PULL_POLICY),
+        "args": ["namesrv", "--listen", f"0.0.0.0:{NAMESRV_PORT}"],
+        "ports": [{"name": "grpc", "containerPort": NAMESRV_PORT}],
+        "securityContext": _security_context(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        **_tcp_probes("grpc", startup_failures=12),
+    }
+    if namesrv.get("resources"):
+        container["resources"] = namesrv["resources"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(owner, namesrv_name(owner.name), "namesrv"),
+        "spec": {
+            "replicas": namesrv.get("replicas", resources.DEFAULT_NAMESRV_REPLICAS),
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}},
+            "template": {
+                "metadata": {"labels": labels(owner, "namesrv")},
+                "spec": {
+                    "securityContext": _pod_security_context(),
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    **_scheduling(spec, _spread_by_host(selector)),
+                },
+            },
+        },
+    }
+
+
+def group_service(owner: Owner, group: str, spec: resources.BrokerSpec) -> resources.Manifest:
+    """The headless Service giving each pod of ``group`` a stable DNS name."""
+    metrics_port = spec.get("metrics", {}).get("port", resources.DEFAULT_METRICS_PORT)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner, group, "broker", group),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(owner, "broker", group),
+            "ports": [
+                {"name": "grpc", "port": BROKER_PORT, "targetPort": "grpc"},
+                {"name": "metrics", "port": metrics_port, "targetPort": "metrics"},
+            ],
+        },
+    }
+
+
+def _broker_env() -> list[dict[str, Any]]:
+    def field(path: str) -> dict[str, Any]:
+        return {"fieldRef": {"fieldPath": path}}
+
+    return [
+        {"name": "POD_NAME", "valueFrom": field("metadata.name")},
+        {"name": "ARIANE_BROKER_ID", "valueFrom": field(f"metadata.labels['{POD_INDEX_LABEL}']")},
+    ]
+
+
+def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> dict[str, Any]:
+    """The broker container of ``group``'s pods; its broker id is the pod ordinal."""
+    metrics_port = spec.get("metrics", {}).get("port", resources.DEFAULT_METRICS_PORT)
+    advertise = f"$(POD_NAME).{group}.{owner.namespace}.svc:{BROKER_PORT}"
+    container: dict[str, Any] = {
+        "name": "broker",
+        "image": spec.get("image", resources.DEFAULT_IMAGE),
+        "imagePullPolicy": spec.get("imagePullPolicy", resources.DEFAULT_PULL_POLICY),
+        "args": [
+            "broker",
+            "--config",
+            f"{CONFIG_DIR}/{CONFIG_FILE}",
+            "--broker-name",
+            group,
+            "--broker-id",
+            "$(ARIANE_BROKER_ID)",
+            "--advertise",
+            advertise,
+        ],
+        "env": _broker_env(),
+        "ports": [
+            {"name": "grpc", "containerPort": BROKER_PORT},
+            {"name": "metrics", "containerPort": metrics_port},
+        ],
+        "securityContext": _security_context(),
+        "volumeMounts": [
+            {"name": "store", "mountPath": STORE_DIR},
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        **_tcp_probes("grpc", startup_failures=120),
+    }
+    if spec.get("resources"):
+        container["resources"] = spec["resources"]
+    return container
+
+
+def _claim_template(spec: resources.BrokerSpec) -> dict[str, Any]:
+    storage = spec.get("storage", {})
+    claim: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.get("size", resources.DEFAULT_STORAGE_SIZE)}},
+    }
+    if "storageClassName" in storage:
+        claim["storageClassName"] = storage["storageClassName"]
+    return {"metadata": {"name": "store"}, "spec": claim}
+
+
+def group_statefulset(owner: Owner, group: str, spec: resources.BrokerSpec) -> resources.Manifest:
+    """The StatefulSet of one broker group: pod ordinal 0 is the master, the rest are slaves."""
+    toml_text = render_toml(broker_settings(owner, spec))
+    selector = selector_labels(owner, "broker", group)
+    claims = "Delete" if spec.get("storage", {}).get("deleteClaim", False) else "Retain"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(owner, group, "broker", group),
+        "spec": {
+            "serviceName": group,
+            "replicas": spec.get("replicasPerGroup", resources.DEFAULT_REPLICAS_PER_GROUP),
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": claims, "whenScaled": "Retain"},
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {
+                    "labels": labels(owner, "broker", group),
+                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash(toml_text)},
+                },
+                "spec": {
+                    "securityContext": _pod_security_context(),
+                    "terminationGracePeriodSeconds": 60,
+                    "containers": [broker_container(owner, group, spec)],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": config_map_name(owner.name)}},
+                        {"name": "tmp", "emptyDir": {}},
+                    ],
+                    **_scheduling(spec, _spread_by_host(selector)),
+                },
+            },
+            "volumeClaimTemplates": [_claim_template(spec)],
+        },
+    }
+
+
+def group_pdb(owner: Owner, group: str) -> resources.Manifest:
+    """At most one pod of a group may be evicted at a time (never master and slave together)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(owner, group, "broker", group),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": selector_labels(owner, "broker", group)},
+        },
+    }
+
+
+def service_monitor(owner: Owner) -> resources.Manifest:
+    """A prometheus-operator ServiceMonitor scraping every broker pod's ``metrics`` port."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _metadata(owner, owner.name, "broker"),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(owner, "broker")},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+        },
+    }
+
+
+def prometheus_rule(owner: Owner) -> resources.Manifest:
+    """Alert rules for this Broker: a broker down, consumer lag growing, DLQ growing."""
+    where = f'namespace="{owner.namespace}",job=~"{owner.name}-.*"'
+    rules = [
+        _alert("ArianeBrokerDown", f"up{{{where}}} == 0", "5m", "a broker pod is not scraped"),
+        _alert(
+            "ArianeConsumerLagGrowing",
+            f"deriv(rocketmq_consumer_lag_messages{{{where}}}[15m]) > 0",
+            "30m",
+            "consumer lag has grown for 30 minutes",
+        ),
+        _alert(
+            "ArianeDlqGrowing",
+            f"increase(rocketmq_send_to_dlq_messages_total{{{where}}}[10m]) > 0",
+            "10m",
+            "messages are going to a dead-letter queue",
+        ),
+    ]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": _metadata(owner, owner.name, "broker"),
+        "spec": {"groups": [{"name": f"ariane-{owner.name}", "rules": rules}]},
+    }
+
+
+def _alert(name: str, expr: str, duration: str, summary: str) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": duration,
+        "labels": {"severity": "warning"},
+        "annotations": {"summary": summary},
+    }
+
+
+def desired_objects(owner: Owner, spec: resources.BrokerSpec) -> list[resources.Manifest]:
+    """Every object the Broker ``owner`` with ``spec`` needs, in apply order.
+
+    Raises:
+        SpecError: the spec cannot be rendered (bad group count, reserved config keys, ...).
+    """
+    if not 1 <= len(owner.name) <= resources.BROKER_NAME_LENGTH_MAX:
+        raise SpecError(f"Broker name {owner.name!r} must have 1..40 characters")
+    objects = [config_map(owner, spec), namesrv_service(owner), namesrv_deployment(owner, spec)]
+    for group in group_names(owner.name, spec.get("groups", resources.DEFAULT_GROUPS)):
+        objects.append(group_service(owner, group, spec))
+        objects.append(group_statefulset(owner, group, spec))
+        objects.append(group_pdb(owner, group))
+    metrics = spec.get("metrics", {})
+    if metrics.get("serviceMonitor", False):
+        objects.append(service_monitor(owner))
+    if metrics.get("prometheusRule", False):
+        objects.append(prometheus_rule(owner))
+    return objects
+
+
+def object_key(manifest: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``(apiVersion, kind, name)``: what identifies an object within its namespace."""
+    return (manifest["apiVersion"], manifest["kind"], manifest["metadata"]["name"])
+
+
+def keys(objects: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """``object_key`` of each object, in order."""
+    return [object_key(m) for m in objects]
