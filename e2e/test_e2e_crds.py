@@ -3,47 +3,27 @@
 from __future__ import annotations
 
 import json
-import pathlib
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 import pytest
-import yaml
 
 from ariane.operator import model
+from e2e import operator_support
 from e2e.testenv import cluster, processes
 
 pytestmark = pytest.mark.k8s
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-CRD_DIR = ROOT / "crds"
-SAMPLES = ROOT / "examples" / "k8s" / "broker.yaml"
+SAMPLES = operator_support.ROOT / "examples" / "k8s" / "broker.yaml"
 GROUP = "ariane.dev"
 VERSION = "v1alpha1"
-ESTABLISHED_TIMEOUT_S = 60.0
-
-
-def _established(k8s: cluster.Cluster, name: str) -> bool:
-    crd = json.loads(k8s.kubectl("get", "crd", name, "-o", "json").stdout)
-    conditions = crd.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 @pytest.fixture(scope="module")
-def crds(k8s: cluster.Cluster) -> Iterator[list[str]]:
-    """The three CRDs applied (server-side) and Established; yields their names."""
-    applied = k8s.kubectl("apply", "--server-side", "-f", str(CRD_DIR), check=False)
-    assert applied.returncode == 0, applied.stderr
-    names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in sorted(CRD_DIR.glob("*"))]
-    for name in names:
-        processes.wait_until(
-            lambda name=name: _established(k8s, name),  # type: ignore[misc]
-            timeout_s=ESTABLISHED_TIMEOUT_S,
-            what=f"CRD {name} Established",
-        )
-    yield names
+def crds(k8s: cluster.Cluster) -> list[str]:
+    """The three CRDs applied (server-side) and Established; returns their names."""
+    return operator_support.apply_crds(k8s)
 
 
 def _apply(k8s: cluster.Cluster, namespace: str, body: dict[str, Any], *extra: str) -> Any:
@@ -262,7 +242,7 @@ def test_model_objects_run_and_pods_know_their_broker_id(
 
     processes.wait_until(
         lambda: len(core.list_namespaced_pod(namespace, label_selector=selector).items) == 2,
-        timeout_s=ESTABLISHED_TIMEOUT_S,
+        timeout_s=operator_support.ESTABLISHED_TIMEOUT_S,
         what="2 pods of broker group demo-a",
     )
 

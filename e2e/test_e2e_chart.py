@@ -1,0 +1,127 @@
+"""The Helm chart ``charts/ariane``: lints, renders, and its objects pass the real apiserver."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from e2e import operator_support
+from e2e.testenv import cluster
+
+pytestmark = pytest.mark.k8s
+
+CHART = str(operator_support.CHART_DIR)
+
+
+def _render(k8s: cluster.Cluster, namespace: str, *sets: str) -> list[dict[str, Any]]:
+    args = [f"--set={s}" for s in sets]
+    text = k8s.helm("template", "rel", CHART, "--namespace", namespace, *args).stdout
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def _kinds(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {m["kind"]: m for m in objects}
+
+
+def test_chart_lints_strictly(k8s: cluster.Cluster) -> None:
+    """``helm lint --strict`` passes with the defaults and with the sample Broker on."""
+    k8s.helm("lint", "--strict", CHART)
+    k8s.helm("lint", "--strict", CHART, "--set", "sampleBroker.enabled=true")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("operator.logLevel=LOUD", "/operator/logLevel"),
+        ("sampleBroker.groups=0", "/sampleBroker/groups"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("operator.colour=blue", "colour"),
+    ],
+)
+def test_schema_refuses_bad_values(k8s: cluster.Cluster, value: str, expected: str) -> None:
+    """values.schema.json makes lint fail on a bad value and names the offending key."""
+    result = k8s.helm("lint", CHART, "--set", value, check=False)
+
+    assert result.returncode != 0
+    assert expected in result.stdout + result.stderr
+
+
+def test_operator_deployment_is_single_non_root_and_read_only(
+    k8s: cluster.Cluster, namespace: str
+) -> None:
+    """One replica, Recreate, liveness on /healthz, non-root with a read-only root file system."""
+    deployment = _kinds(_render(k8s, namespace))["Deployment"]["spec"]
+    pod = deployment["template"]["spec"]
+    container = pod["containers"][0]
+
+    assert deployment["replicas"] == 1
+    assert deployment["strategy"] == {"type": "Recreate"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["args"][:2] == ["operator", "--standalone"]
+    assert "--all-namespaces" in container["args"]
+
+
+def test_rbac_is_scoped_to_what_the_operator_manages(k8s: cluster.Cluster, namespace: str) -> None:
+    """The ClusterRole grants no wildcards, no secrets, and status access only via /status."""
+    role = _kinds(_render(k8s, namespace))["ClusterRole"]
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+
+    assert "*" not in resources and "*" not in verbs
+    assert "secrets" not in resources
+    assert {"brokers/status", "statefulsets", "poddisruptionbudgets", "events"} <= resources
+
+
+def test_sample_broker_and_test_hook_render_only_when_enabled(
+    k8s: cluster.Cluster, namespace: str
+) -> None:
+    """The sample Broker appears with its flag; the helm test pod is a test hook."""
+    plain = _kinds(_render(k8s, namespace))
+    sample = _kinds(_render(k8s, namespace, "sampleBroker.enabled=true", "tests.enabled=true"))
+
+    assert "Broker" not in plain
+    assert sample["Broker"]["spec"]["groups"] == 1
+    assert sample["Pod"]["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    env = sample["Pod"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "NAMESRV_ADDR", "value": f"demo-namesrv.{namespace}.svc:9876"}]
+
+
+def test_rendered_chart_passes_server_side_dry_run(k8s: cluster.Cluster, namespace: str) -> None:
+    """With the CRDs installed, every rendered object (sample Broker too) passes the apiserver."""
+    operator_support.apply_crds(k8s)
+    objects = _render(k8s, namespace, "sampleBroker.enabled=true")
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+    result = k8s.kubectl(
+        "apply", "-n", namespace, "--dry-run=server", "-f", "-", check=False, input_text=body
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("(server dry run)") == len(objects)
+
+
+def test_helm_install_creates_the_operator_and_the_sample(
+    k8s: cluster.Cluster, namespace: str
+) -> None:
+    """``helm install`` creates the operator Deployment and the sample Broker, and uninstalls."""
+    operator_support.apply_crds(k8s)
+    k8s.helm(
+        "install", "rel", CHART, "--namespace", namespace, "--set", "sampleBroker.enabled=true"
+    )
+    apps = kubernetes.client.AppsV1Api(k8s.api_client)
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+
+    deployment = apps.read_namespaced_deployment("rel-ariane", namespace)
+    broker = custom.get_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, "brokers", "demo"
+    )
+
+    assert deployment.spec.strategy.type == "Recreate"
+    assert broker["spec"]["storage"]["deleteClaim"] is False  # defaulted by the CRD
+    k8s.helm("uninstall", "rel", "--namespace", namespace)
