@@ -18,7 +18,8 @@ official client's calls include its own retries. Unless ``--endpoints`` names a 
 round starts a fresh ``ariane dev`` cluster (name server + broker as child processes,
 ASYNC_FLUSH unless ``--flush-disk-type``) with its data under ``<repo>/.bench-client-*``, and
 removes it afterwards. Consume rounds first fill their topic with the batch producer (untimed);
-each consume scenario reads it with a fresh group.
+each consume scenario reads it with a fresh group (so with ``--endpoints`` the brokers must
+start new groups at the first offset, Ariane's default ``consume_from_where``).
 
 Before each run the quiet-machine gate waits up to ``--quiet-wait-s`` for < 0.25 busy cores;
 each run records ``ext_cores`` (the machine's busy cores minus those of this process tree:
