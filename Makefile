@@ -58,3 +58,10 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .ariane
+
+# The client benchmark: ariane.client (batched, one per call) vs the official Python client,
+# 1 KiB messages, against a fresh `ariane dev` cluster; results in bench/results/client-<date>.*
+.PHONY: bench-client
+bench-client: $(STAMP)
+	$(BIN)/ariane bench produce
+	$(BIN)/ariane bench consume

@@ -11,7 +11,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from ariane import admin_cli
+from ariane import admin_cli, bench_cli
 from ariane.broker import __main__ as broker_main
 from ariane.namesrv import __main__ as namesrv_main
 
@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--broker-port", type=int, default=0, help="0 picks a free port")
     admin_cli.add_arguments(
         sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
+    )
+    bench_cli.add_arguments(
+        sub.add_parser("bench", help="client benchmark: ariane.client vs the official client")
     )
     return parser
 
@@ -53,4 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return broker_main.run(args)
     if args.command == "admin":
         return admin_cli.run(args)
+    if args.command == "bench":
+        return bench_cli.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first

@@ -1,15 +1,27 @@
-"""Ariane's Python client (asyncio): ``AdminClient`` for topics, groups, lag and messages.
+"""Ariane's Python client (asyncio): ``Producer``, ``SimpleConsumer`` and ``AdminClient``.
 
 It speaks to name servers and brokers over gRPC through ``ariane.remoting`` and never imports
-the broker or the store. Producer and consumer clients join it later (DESIGN §2).
+the broker or the store (DESIGN §2). ``Producer`` batches and pipelines SendMessage calls;
+``SimpleConsumer`` receives and acks in batches; ``AdminClient`` manages topics and groups.
+Errors are the classes of ``ariane.common.errors`` (one per RocketMQ status code), plus
+``NameServerUnreachableError``/``BrokerUnreachableError`` for servers that did not answer and
+``PartialSendError``/``PartialAckError`` when only some entries of a batch were refused.
+
+Modules: ``producer``, ``consumer``, ``admin`` (+ ``admin_types``), and below them
+``session``, ``route_cache``, ``transport`` and ``message_id``.
 """
 
-from ariane.client import admin, admin_types
-from ariane.client.admin import (
-    AdminClient,
-    BrokerUnreachableError,
-    NameServerUnreachableError,
+from ariane.client import (
+    admin,
+    admin_types,
+    consumer,
+    message_id,
+    producer,
+    route_cache,
+    session,
+    transport,
 )
+from ariane.client.admin import AdminClient
 from ariane.client.admin_types import (
     BrokerMaster,
     BrokerStats,
@@ -22,21 +34,57 @@ from ariane.client.admin_types import (
     RetryPolicy,
     TopicInfo,
 )
+from ariane.client.consumer import (
+    ConsumerSettings,
+    PartialAckError,
+    ReceivedMessage,
+    SimpleConsumer,
+)
+from ariane.client.producer import (
+    OutgoingMessage,
+    PartialSendError,
+    Producer,
+    ProducerSettings,
+    SendReceipt,
+)
+from ariane.client.session import ConnectionSettings
+from ariane.client.transport import (
+    BrokerUnreachableError,
+    NameServerUnreachableError,
+    PartialFailureError,
+)
 
 __all__ = [
     "AdminClient",
     "BrokerMaster",
     "BrokerStats",
     "BrokerUnreachableError",
+    "ConnectionSettings",
+    "ConsumerSettings",
     "GroupInfo",
     "MessageRecord",
     "NameServerUnreachableError",
+    "OutgoingMessage",
+    "PartialAckError",
+    "PartialFailureError",
+    "PartialSendError",
+    "Producer",
+    "ProducerSettings",
     "QueueLag",
     "QueueOffset",
+    "ReceivedMessage",
     "ResetTarget",
     "RetryKind",
     "RetryPolicy",
+    "SendReceipt",
+    "SimpleConsumer",
     "TopicInfo",
     "admin",
     "admin_types",
+    "consumer",
+    "message_id",
+    "producer",
+    "route_cache",
+    "session",
+    "transport",
 ]

@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 
 from ariane.client import admin_types as types
+from ariane.client import transport
 from ariane.common import errors, ids, message
 from ariane.remoting import codes, convert, pb, rpc
 
@@ -39,35 +40,12 @@ _log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 10.0
 """Deadline of each call to a name server or broker, in seconds."""
 
-NAMESRV_ENDPOINTS_MAX = 64
+NAMESRV_ENDPOINTS_MAX = transport.ENDPOINTS_MAX
 """Most name-server endpoints one client takes."""
 
-
-class NameServerUnreachableError(errors.ServiceUnavailableError):
-    """No name server of the list answered (wrong address, not running, network)."""
-
-
-class BrokerUnreachableError(errors.ServiceUnavailableError):
-    """A broker the name server lists did not answer."""
-
-
-def parse_endpoints(text: str | Sequence[str]) -> tuple[str, ...]:
-    """Name-server endpoints from ``"h1:9876;h2:9876"`` (RocketMQ's separator; commas work too)
-    or a sequence of ``host:port``.
-
-    Raises:
-        ValueError: no endpoint, more than ``NAMESRV_ENDPOINTS_MAX``, or one that is not
-            ``host:port`` with a port in 1..65535.
-    """
-    parts = [text] if isinstance(text, str) else list(text)
-    found = [p.strip() for part in parts for p in part.replace(",", ";").split(";") if p.strip()]
-    if not found:
-        raise ValueError("no name-server endpoint given; pass HOST:PORT, e.g. 127.0.0.1:9876")
-    if len(found) > NAMESRV_ENDPOINTS_MAX:
-        raise ValueError(f"at most {NAMESRV_ENDPOINTS_MAX} name-server endpoints, not {len(found)}")
-    for endpoint in found:
-        convert.split_host_port(endpoint)
-    return tuple(dict.fromkeys(found))
+NameServerUnreachableError = transport.NameServerUnreachableError
+BrokerUnreachableError = transport.BrokerUnreachableError
+parse_endpoints = transport.parse_endpoints
 
 
 def _masters(groups: Iterable[pb.registry.BrokerGroup]) -> list[types.BrokerMaster]:
@@ -81,11 +59,6 @@ def _masters(groups: Iterable[pb.registry.BrokerGroup]) -> list[types.BrokerMast
         for member in group.members
         if member.broker_id == ids.MASTER_BROKER_ID
     ]
-
-
-def _grpc_failure(exc: grpc.aio.AioRpcError) -> str:
-    """The gRPC status of a failed call on one line."""
-    return " ".join(f"{exc.code().name} {exc.details() or ''}".split())
 
 
 def _refusal(master: types.BrokerMaster, status: pb.v2.Status) -> errors.ArianeError:
@@ -151,7 +124,7 @@ class AdminClient:
                     timeout_s=self._timeout_s,
                 )
             except grpc.aio.AioRpcError as exc:
-                failures.append(f"{endpoint}: {_grpc_failure(exc)}")
+                failures.append(f"{endpoint}: {transport.grpc_failure(exc)}")
                 continue
             codes.raise_for_status(response.status)  # type: ignore[attr-defined]
             return response
@@ -176,7 +149,7 @@ class AdminClient:
         except grpc.aio.AioRpcError as exc:
             raise BrokerUnreachableError(
                 f"{master.broker_name} at {master.endpoint} did not answer {rpc_name}: "
-                f"{_grpc_failure(exc)}"
+                f"{transport.grpc_failure(exc)}"
             ) from None
 
     async def _fan_out(

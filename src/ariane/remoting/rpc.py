@@ -15,7 +15,8 @@ is guarded so that a client always gets a status, never a gRPC error:
 ``context.abort`` still ends a call with a gRPC status when an implementation wants that (the
 Java proxy uses gRPC INVALID_ARGUMENT for malformed telemetry settings).
 
-Calling: ``unary_call`` makes one typed unary call on a ``grpc.aio`` channel; ``RegistryClient``
+Calling: ``unary_call`` makes one typed unary call on a ``grpc.aio`` channel, ``stream_call`` one
+bounded server-streaming call (ReceiveMessage); ``RegistryClient``
 wraps the name server's ``Registry`` for brokers; ``ChannelPool`` keeps a bounded set of
 plaintext channels to other servers (an access point forwarding to brokers).
 """
@@ -180,6 +181,48 @@ async def unary_call(
         response_deserializer=response_type.FromString,
     )
     return await callable_(request, timeout=timeout_s, metadata=tuple(metadata))
+
+
+async def stream_call(
+    channel: grpc.aio.Channel,
+    service: descriptor.ServiceDescriptor,
+    rpc: str,
+    request: message.Message,
+    response_type: type[M],
+    *,
+    timeout_s: float,
+    responses_max: int,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> list[M]:
+    """Make one server-streaming call and return every response, in order.
+
+    Args:
+        channel: an open ``grpc.aio`` channel to the server.
+        service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
+        rpc: the RPC name as in the proto, e.g. ``"ReceiveMessage"``.
+        request: the request message.
+        response_type: the class of each streamed response.
+        timeout_s: the whole call's deadline, in seconds from now.
+        responses_max: most responses read; the call is cancelled when the server sends more.
+        metadata: extra request headers.
+
+    Raises:
+        grpc.aio.AioRpcError: if the call fails at the gRPC level (unreachable, deadline).
+        ValueError: if the server streams more than ``responses_max`` responses.
+    """
+    callable_ = channel.unary_stream(
+        method_path(service, rpc),
+        request_serializer=_serialize,
+        response_deserializer=response_type.FromString,
+    )
+    call = callable_(request, timeout=timeout_s, metadata=tuple(metadata))
+    responses: list[M] = []
+    async for response in call:
+        if len(responses) >= responses_max:
+            call.cancel()
+            raise ValueError(f"{rpc} streamed more than {responses_max} responses")
+        responses.append(response)
+    return responses
 
 
 class RegistryClient:
