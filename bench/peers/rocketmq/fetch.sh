@@ -22,8 +22,10 @@ command -v mvn >/dev/null || { echo "fetch.sh: Maven (mvn) is not installed" >&2
 echo "fetch.sh: resolving RocketMQ $version with Maven into $home (cold: ~20-60 s)" >&2
 mkdir -p "$home"
 rm -rf "$home/lib.tmp"
-mvn -B -q -Dstyle.color=never -f "$pom" -Dmaven.repo.local="$cache/maven-repo" \
-  dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib.tmp" >&2
+# Maven 3.8 prints colour resets even in batch mode; strip them from the log.
+mvn -B -q -f "$pom" -Dmaven.repo.local="$cache/maven-repo" \
+  dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib.tmp" 2>&1 \
+  | sed 's/\x1b\[[0-9;]*m//g' >&2
 rm -rf "$home/lib"
 mv "$home/lib.tmp" "$home/lib"
 echo "$want" > "$stamp"

@@ -4,7 +4,8 @@ Role: the Java reference broker that Ariane's benchmarks are measured against (p
 this machine under the same conditions (perf.md §2.1). ``rocketmq_peer`` fetches the jars with
 ``fetch.sh`` (Maven, cached under ``${ARIANE_CACHE:-~/.cache/ariane}``), starts a name server and
 one broker with the gRPC proxy in LOCAL mode (``ProxyStartup -pm local``: broker and proxy share one
-JVM), creates a topic with ``MQAdminStartup updateTopic``, and yields the endpoints.
+JVM), creates a topic with ``MQAdminStartup updateTopic``, waits until the proxy's gRPC
+``QueryRoute`` (what the official clients call first) routes it, and yields the endpoints.
 
 Invariants:
 - Everything listens for and sends to 127.0.0.1 only, on ports picked free at start. The name
@@ -23,6 +24,7 @@ Script mode (not a test; not part of ``make test``)::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import enum
@@ -30,6 +32,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -40,7 +43,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import grpc
+
 from ariane import dev
+from ariane.remoting import metadata, pb, rpc
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,7 @@ ADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 FETCH_TIMEOUT_S = 900.0
 ADMIN_TIMEOUT_S = 60.0
 ADMIN_HEAP_MB = 128
+ROUTE_PROBE_TIMEOUT_S = 5.0
 LOG_TAIL_BYTES = 4000
 PORT_PICK_ATTEMPTS = 50
 CONSUME_ATTEMPTS = 3
@@ -346,15 +353,64 @@ def create_topic(
         raise PeerError(f"updateTopic {topic} failed:\n{out[-LOG_TAIL_BYTES:]}")
 
 
-def _wait_routed(peer: Endpoints, topic: str, deadline: float) -> None:
-    """Poll ``mqadmin topicRoute`` until the name server routes the topic to our broker."""
+async def _query_route(grpc_endpoint: str, topic: str) -> tuple[str, int]:
+    host, port = grpc_endpoint.rsplit(":", 1)
+    address = pb.v2.Address(host=host, port=int(port))
+    request = pb.v2_service.QueryRouteRequest(
+        topic=pb.v2.Resource(name=topic),
+        endpoints=pb.v2.Endpoints(scheme=pb.v2.AddressScheme.IPv4, addresses=[address]),
+    )
+    async with grpc.aio.insecure_channel(grpc_endpoint) as channel:
+        response = await rpc.unary_call(
+            channel,
+            pb.MESSAGING_SERVICE,
+            "QueryRoute",
+            request,
+            pb.v2_service.QueryRouteResponse,
+            timeout_s=ROUTE_PROBE_TIMEOUT_S,
+            metadata=[(metadata.CLIENT_ID, "ariane-peer-probe"), (metadata.PROTOCOL, "v2")],
+        )
+    return pb.v2.Code.Name(response.status.code), len(response.message_queues)
+
+
+def _wait_namesrv_routes(peer: Endpoints, topic: str, deadline: float) -> None:
+    """Poll ``mqadmin topicRoute`` until the name server routes the topic to our broker.
+
+    The proxy caches a "no route" answer for ``topicRouteServiceCacheRefreshSeconds`` (20 s by
+    default), so it is asked only once the name server knows the topic.
+    """
     while True:
         out = admin(peer, ["topicRoute", "-n", peer.namesrv, "-t", topic])
         if peer.broker in out:
             return
         if time.monotonic() > deadline:
-            raise PeerError(f"topic {topic} never routed:\n{out[-LOG_TAIL_BYTES:]}")
-        time.sleep(0.5)
+            raise PeerError(f"name server never routed {topic}:\n{out[-LOG_TAIL_BYTES:]}")
+        time.sleep(0.2)
+
+
+def _wait_routed(peer: Endpoints, topic: str, deadline: float) -> None:
+    """Poll the proxy's gRPC ``QueryRoute`` (as the official clients do) until the topic routes.
+
+    Asks the name server first (``_wait_namesrv_routes``). This proves the gRPC endpoint serves
+    the v2 protocol and routes the topic.
+
+    Raises:
+        PeerError: The deadline passed first.
+    """
+    _wait_namesrv_routes(peer, topic, deadline)
+    last = "no answer"
+    while True:
+        try:
+            code, queues = asyncio.run(_query_route(peer.grpc, topic))
+        except grpc.aio.AioRpcError as exc:
+            last = f"gRPC {exc.code().name}"
+        else:
+            if code == "OK" and queues > 0:
+                return
+            last = f"{code}, {queues} queues"
+        if time.monotonic() > deadline:
+            raise PeerError(f"topic {topic} never routed through {peer.grpc}: {last}")
+        time.sleep(0.2)
 
 
 def _start(
@@ -405,6 +461,9 @@ def _start(
     create_topic(peer, settings.topic, settings.queue_count)
     log.info("topic %s created after %.1f s", settings.topic, time.monotonic() - started)
     _wait_routed(peer, settings.topic, deadline)
+    log.info(
+        "topic %s routed by the proxy after %.1f s", settings.topic, time.monotonic() - started
+    )
     return dataclasses.replace(peer, startup_s=time.monotonic() - started)
 
 
@@ -560,7 +619,7 @@ def smoke(flush: FlushMode, count: int, out: IO[str]) -> int:
 
 
 def serve(flush: FlushMode, seconds: float, out: IO[str]) -> int:
-    """Run the peer for at most ``seconds`` (or until Ctrl-C) and print its endpoints."""
+    """Run the peer for at most ``seconds`` (or until Ctrl-C or SIGTERM); print its endpoints."""
     with rocketmq_peer(flush) as peer:
         _emit(out, **_describe(peer))
         with contextlib.suppress(KeyboardInterrupt):
@@ -581,6 +640,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             p.add_argument("--seconds", type=float, default=600.0)
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the JVMs are stopped and the temp dir removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     flush = FlushMode.SYNC if args.flush == "sync" else FlushMode.ASYNC
     if args.command == "smoke":
