@@ -9,19 +9,15 @@ opened or the port cannot be bound.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import logging
 import pathlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ariane.broker import config, server
-from ariane.common import ids
+from ariane.common import ids, process
 from ariane.store import settings as store_settings
-
-_log = logging.getLogger("ariane.broker")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,25 +84,12 @@ def settings_from_args(args: argparse.Namespace) -> config.BrokerSettings:
 
 def run(args: argparse.Namespace) -> int:
     """Run a broker from parsed arguments; returns the exit status."""
-    if not __debug__:
-        print("ariane broker refuses to run under python -O (asserts are checks)", file=sys.stderr)
-        return 2
-    try:
-        settings = settings_from_args(args)
-    except (ValueError, OSError) as exc:
-        print(f"ariane broker: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    return process.run_server(
+        "ariane broker",
+        make_settings=lambda: settings_from_args(args),
+        serve=lambda settings, stop: server.BrokerServer(settings).serve(stop),
+        log_level=args.log_level,
     )
-    try:
-        asyncio.run(server.run_until_signalled(settings))
-    except OSError as exc:
-        _log.error("%s", exc)
-        return 1
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

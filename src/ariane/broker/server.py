@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 
 from ariane.broker import (
@@ -190,17 +189,3 @@ def run_retention_once(
         )
         store.disk_full = decided.reject_writes
     return decided
-
-
-async def run_until_signalled(settings: config.BrokerSettings) -> None:
-    """Run a broker until SIGTERM or SIGINT (used by ``ariane broker``)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await BrokerServer(settings).serve(stop)
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(signum)

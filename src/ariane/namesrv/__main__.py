@@ -8,14 +8,11 @@ assertions are part of Ariane's checks. Exits 0 after a clean shutdown, 2 for ba
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
 from collections.abc import Sequence
 
+from ariane.common import process
 from ariane.namesrv import server
-
-_log = logging.getLogger("ariane.namesrv")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,25 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run a name server from parsed arguments; returns the exit status."""
-    if not __debug__:
-        print("ariane namesrv refuses to run under python -O (asserts are checks)", file=sys.stderr)
-        return 2
-    try:
-        settings = server.NameServerSettings(listen=args.listen)
-    except ValueError as exc:
-        print(f"ariane namesrv: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    return process.run_server(
+        "ariane namesrv",
+        make_settings=lambda: server.NameServerSettings(listen=args.listen),
+        serve=lambda settings, stop: server.NameServer(settings).serve(stop),
+        log_level=args.log_level,
     )
-    try:
-        asyncio.run(server.run_until_signalled(settings))
-    except OSError as exc:
-        _log.error("%s", exc)
-        return 1
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

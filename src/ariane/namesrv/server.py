@@ -10,10 +10,8 @@ opened to brokers. Name servers keep no state on disk and never talk to each oth
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import signal
 
 import grpc
 
@@ -130,17 +128,3 @@ class NameServer:
             await asyncio.sleep(interval_s)
             for broker_name, broker_id in self.manager.scan_not_active_brokers():
                 _log.warning("dropped broker %s/%s: silent too long", broker_name, broker_id)
-
-
-async def run_until_signalled(settings: NameServerSettings) -> None:
-    """Run a name server until SIGTERM or SIGINT (used by ``ariane namesrv``)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await NameServer(settings).serve(stop)
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(signum)

@@ -1,0 +1,73 @@
+"""Running a server process: settings, logging, a stop on SIGTERM/SIGINT, exit statuses.
+
+Every long-running Ariane process (``ariane namesrv``, ``ariane broker``) starts the same way:
+refuse ``python -O`` (assertions are checks, STYLE §7), build and validate its settings (bad
+ones exit 2 with the reason), configure logging (only here, never in library modules), serve
+until SIGTERM or SIGINT sets a stop event, and exit 0 after a clean shutdown or 1 when the
+server could not start (port taken, store unreadable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+S = TypeVar("S")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+async def serve_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``serve(stop)`` with ``stop`` set by SIGTERM or SIGINT; restore the handlers after."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await serve(stop)
+    finally:
+        for signum in STOP_SIGNALS:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(signum)
+
+
+def run_server(
+    prog: str,
+    *,
+    make_settings: Callable[[], S],
+    serve: Callable[[S, asyncio.Event], Awaitable[None]],
+    log_level: str,
+) -> int:
+    """Run one server process to completion; returns its exit status.
+
+    Args:
+        prog: the command name used in messages (``ariane broker``).
+        make_settings: builds the settings; ``ValueError``/``OSError`` mean bad settings.
+        serve: serves with the settings until the stop event is set.
+        log_level: a ``logging`` level name.
+
+    Returns:
+        0 after a clean stop, 1 when serving failed with ``OSError``, 2 for ``python -O`` or
+        bad settings.
+    """
+    if not __debug__:
+        print(f"{prog} refuses to run under python -O (asserts are checks)", file=sys.stderr)
+        return 2
+    try:
+        settings = make_settings()
+    except (ValueError, OSError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=log_level, format=LOG_FORMAT, stream=sys.stderr)
+    try:
+        asyncio.run(serve_until_signalled(lambda stop: serve(settings, stop)))
+    except OSError as exc:
+        logging.getLogger(prog.replace(" ", ".")).error("%s", exc)
+        return 1
+    return 0
