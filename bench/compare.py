@@ -504,11 +504,15 @@ def plot(rows: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
     labels = [f"{r['metric']} ({r['flush'].split('_')[0].lower()})" for r in shown]
     ratios = [r["ratio"] for r in shown]
     figure, axes = pyplot.subplots(figsize=(9, 0.35 * len(shown) + 1.5))
-    axes.barh(labels, ratios, color=["tab:blue" if v >= 1 else "tab:orange" for v in ratios])
+    better = [(v >= 1) == ("msgs/s" in r["metric"]) for r, v in zip(shown, ratios, strict=True)]
+    axes.barh(labels, ratios, color=["tab:blue" if b else "tab:orange" for b in better])
     axes.axvline(1.0, color="black", linewidth=1)
     axes.set_xscale("log")
     axes.invert_yaxis()
-    axes.set_xlabel("Ariane / RocketMQ 5.3.3 (median of rounds; log scale)")
+    axes.set_xlabel(
+        "Ariane / RocketMQ 5.3.3, median of rounds, log scale "
+        "(blue: Ariane better; msgs/s higher is better, ms/s/MiB lower)"
+    )
     axes.set_title("Official Python client 5.1.2, 1 KiB, this 2-core VM")
     for index, value in enumerate(ratios):
         axes.text(value, index, f" {value:.2f}", va="center", fontsize=8)
@@ -598,7 +602,15 @@ def parse(argv: Sequence[str] | None) -> Options:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the comparison, print the table, record JSON, Markdown and PNG."""
+    """Run the comparison, print the table, record JSON, Markdown and PNG.
+
+    ``--replot <json>`` only redraws the PNG next to a recorded JSON file.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--replot"] and len(args) == 2:
+        recorded_path = pathlib.Path(args[1])
+        plot(json.loads(recorded_path.read_text())["summary"], recorded_path.with_suffix(".png"))
+        return 0
     opts = parse(argv)
     started = datetime.datetime.now(datetime.UTC)
     base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-compare-", dir=client_bench.REPO))
