@@ -53,7 +53,13 @@ run: $(STAMP)
 protos: $(STAMP)
 	$(BIN)/python -m ariane.remoting.protogen
 
+# Ariane vs Apache RocketMQ 5.3.3 (bench/peers/rocketmq: Java 17 + Maven Central on first use),
+# official Python client, A/B/A/B; about 15 min; results in bench/results/compare-<stamp>.*
 bench: $(STAMP)
+	$(BIN)/python -m bench.compare
+
+.PHONY: bench-store
+bench-store: $(STAMP)
 	$(BIN)/python -m bench.store_append
 
 clean:

@@ -5,14 +5,19 @@ modules clash with Ariane's in one interpreter, so this script imports nothing o
 
 Commands::
 
-    produce --endpoints E --topic T --count N --threads T [--body-bytes B]
+    produce --endpoints E --topic T --count N --threads T [--body-bytes B] [--wait-go]
     consume --endpoints E --topic T --group G --count N --threads T [--batch B] [--invisible-s S]
+    push    --endpoints E --topic T --group G --count N --threads T
 
 ``produce``: T threads each call the synchronous ``Producer.send`` (one message per SendMessage
 call, as the official clients always do) for their share of N bodies of B random bytes.
 ``consume``: T threads each call ``SimpleConsumer.receive(batch, invisible)`` and then ``ack``
 every message (one AckMessage per message: the official API has no batch ack) until N messages
-were acked in all.
+were acked in all. ``push``: a ``PushConsumer`` with T consumption threads whose listener
+returns SUCCESS; its clock runs from the first listener call to the N-th (the client fetches on
+its own from ``startup``), so ``messages`` is N - 1 over that span and there are no latencies.
+With ``--wait-go`` the driver reads one line from stdin after ``ready`` and only then starts
+its clock and its threads, so that a parent can start several driver processes together.
 
 Protocol on stdout (JSON lines): ``{"event": "ready"}`` once the client started (the parent
 starts its clock there), ``{"event": "progress", "done": n}`` about four times a second, then
@@ -35,10 +40,13 @@ from typing import Any
 
 from rocketmq import (  # type: ignore[import-untyped]
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
 )
 
@@ -67,10 +75,17 @@ def _config(endpoints: str) -> Any:
 
 
 def _run_threads(
-    count: int, threads: int, work: Callable[[int], None], tally: Tally, deadline_s: float
+    count: int,
+    threads: int,
+    work: Callable[[int], None],
+    tally: Tally,
+    deadline_s: float,
+    wait_go: bool = False,
 ) -> float:
     """Run ``work(thread index)`` on ``threads`` threads, report progress, return seconds."""
     emit({"event": "ready"})
+    if wait_go:
+        sys.stdin.readline()
     started = time.perf_counter()
     workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(threads)]
     for worker in workers:
@@ -105,7 +120,7 @@ def produce(args: argparse.Namespace) -> int:
     producer.startup()
     body = os.urandom(args.body_bytes)
     tally = Tally()
-    deadline = time.perf_counter() + args.deadline_s
+    deadline = time.perf_counter() + args.deadline_s + (3600 if args.wait_go else 0)
 
     def work(index: int) -> None:
         share = args.count // args.threads + (1 if index < args.count % args.threads else 0)
@@ -128,7 +143,7 @@ def produce(args: argparse.Namespace) -> int:
                 tally.bytes += len(body)
                 tally.latencies_us.append(elapsed_us)
 
-    seconds = _run_threads(args.count, args.threads, work, tally, args.deadline_s)
+    seconds = _run_threads(args.count, args.threads, work, tally, args.deadline_s, args.wait_go)
     return _finish(tally, seconds, producer.shutdown)
 
 
@@ -168,27 +183,75 @@ def consume(args: argparse.Namespace) -> int:
     return _finish(tally, seconds, consumer.shutdown)
 
 
+class _CountingListener(MessageListener):  # type: ignore[misc]
+    """Counts consumed messages and notes when the first and the ``count``-th arrived."""
+
+    def __init__(self, count: int, tally: Tally) -> None:
+        self.count = count
+        self.tally = tally
+        self.first = 0.0
+        self.last = 0.0
+        self.finished = threading.Event()
+
+    def consume(self, message: Any) -> Any:
+        now = time.perf_counter()
+        with self.tally.lock:
+            if self.tally.done == 0:
+                self.first = now
+            self.tally.done += 1
+            self.tally.bytes += len(message.body)
+            if self.tally.done == self.count:
+                self.last = now
+                self.finished.set()
+        return ConsumeResult.SUCCESS
+
+
+def push(args: argparse.Namespace) -> int:
+    """Consume ``count`` messages with a PushConsumer; clock from first to last message."""
+    tally = Tally()
+    listener = _CountingListener(args.count, tally)
+    consumer = PushConsumer(
+        _config(args.endpoints),
+        args.group,
+        listener,
+        {args.topic: FilterExpression()},
+        consumption_thread_count=args.threads,
+    )
+    consumer.startup()
+    emit({"event": "ready"})
+    deadline = time.perf_counter() + args.deadline_s
+    while not listener.finished.wait(PROGRESS_INTERVAL_S) and time.perf_counter() < deadline:
+        with tally.lock:
+            emit({"event": "progress", "done": min(tally.done, args.count)})
+    with tally.lock:
+        end = listener.last if listener.finished.is_set() else time.perf_counter()
+        seconds = max(end - listener.first, 1e-9) if tally.done else 0.0
+        tally.done = max(min(tally.done, args.count) - 1, 0)
+        tally.bytes = tally.done * args.body_bytes
+    return _finish(tally, seconds, consumer.shutdown)
+
+
 def main() -> int:
     """Parse the command line and run one command."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for name in ("produce", "consume"):
+    for name in ("produce", "consume", "push"):
         p = sub.add_parser(name)
         p.add_argument("--endpoints", required=True)
         p.add_argument("--topic", required=True)
         p.add_argument("--count", type=int, required=True)
         p.add_argument("--threads", type=int, default=8)
         p.add_argument("--deadline-s", type=float, default=300)
-        if name == "produce":
-            p.add_argument("--body-bytes", type=int, default=1024)
-        else:
+        p.add_argument("--body-bytes", type=int, default=1024)
+        p.add_argument("--wait-go", action="store_true")
+        if name != "produce":
             p.add_argument("--group", required=True)
             p.add_argument("--batch", type=int, default=32)
             p.add_argument("--invisible-s", type=int, default=30)
     args = parser.parse_args()
-    return produce(args) if args.cmd == "produce" else consume(args)
+    return {"produce": produce, "consume": consume, "push": push}[args.cmd](args)
 
 
 if __name__ == "__main__":
