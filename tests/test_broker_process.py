@@ -209,3 +209,37 @@ def test_ariane_dev_prints_endpoints_and_stops_its_children(tmp_path: pathlib.Pa
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=DEADLINE_S)
+
+
+def test_admin_round_trip_sends_and_receives_one_message(tmp_path: pathlib.Path) -> None:
+    """``ariane admin message round-trip`` (the chart's helm test) passes against real
+    processes and fails with exit 1 on a topic that does not exist."""
+    with dev.dev_cluster(tmp_path, namesrv_port=0) as ends:
+        admin = [sys.executable, "-m", "ariane", "admin", "--endpoints", ends.namesrv]
+        created = subprocess.run(
+            [*admin, "topic", "create", "smoke", "--queues", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert created.returncode == 0, created.stderr
+        trip = subprocess.run(
+            [*admin, "--json", "message", "round-trip", "--topic", "smoke"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        assert trip.returncode == 0, trip.stderr
+        (row,) = json.loads(trip.stdout)
+        assert row["topic"] == "smoke" and len(row["message_id"]) == 34
+        missing = subprocess.run(
+            [*admin, "message", "round-trip", "--topic", "nowhere", "--wait-s", "2"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        assert missing.returncode == 1
+        assert "TOPIC_NOT_FOUND" in missing.stderr

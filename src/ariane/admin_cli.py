@@ -28,13 +28,14 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rich import console as rich_console
 from rich import table as rich_table
 
-from ariane.client import admin, admin_types
+from ariane.client import admin, admin_types, consumer, producer
 from ariane.common import errors, message
 
 EXIT_REFUSED = 1
@@ -234,6 +235,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     get.add_argument("--topic", help="the topic (needed for --key and client ids)")
     get.add_argument(
         "--max", type=_positive, metavar="N", default=None, help="most messages per broker"
+    )
+    trip = verbs.add_parser(
+        "round-trip",
+        help="send one message and receive it back (a smoke test; helm test uses it)",
+        parents=[common],
+    )
+    trip.add_argument("--topic", required=True, help="an existing NORMAL or MIXED topic")
+    trip.add_argument("--group", default="ariane-round-trip", help="consumer group to receive with")
+    trip.add_argument(
+        "--wait-s", type=_positive, default=30, metavar="S", help="how long to wait for it"
     )
     broker = sub.add_parser("broker", help="brokers: list, drain (wipe/add write permission)")
     verbs = broker.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -516,6 +527,42 @@ async def _message_get(client: Client, args: argparse.Namespace) -> Result:
     return Result("message", _MESSAGE_COLUMNS, rows, vertical=True)
 
 
+async def _message_round_trip(client: Client, args: argparse.Namespace) -> Result:
+    """Send one message with ``ariane.client`` and receive it back with a SimpleConsumer.
+
+    Raises:
+        MessageNotFoundError: the message did not come back within ``--wait-s``.
+    """
+    del client  # the round trip goes through the v2 protocol, like any application
+    body = f"ariane round trip {time.time_ns()}".encode()
+    async with producer.Producer(args.endpoints) as sender:
+        receipt = await sender.send(args.topic, body, tag="round-trip")
+    deadline = time.monotonic() + args.wait_s
+    async with consumer.SimpleConsumer(args.endpoints, args.group, args.topic) as receiver:
+        while time.monotonic() < deadline:
+            got = await receiver.receive(max_messages=32, invisible_duration_s=30.0)
+            await receiver.ack(got)
+            if any(m.message_id == receipt.message_id for m in got):
+                row = {
+                    "topic": args.topic,
+                    "message_id": receipt.message_id,
+                    "broker": receipt.broker_name,
+                    "bytes": len(body),
+                }
+                return Result("round trip", _ROUND_TRIP_COLUMNS, [row], note="sent and received")
+    raise errors.MessageNotFoundError(
+        f"message {receipt.message_id} was sent but not received within {args.wait_s} s"
+    )
+
+
+_ROUND_TRIP_COLUMNS = (
+    ("topic", "topic"),
+    ("message_id", "message id"),
+    ("broker", "broker"),
+    ("bytes", "bytes"),
+)
+
+
 async def _broker_list(client: Client, args: argparse.Namespace) -> Result:
     masters = {m.broker_name: m.endpoint for m in await client.masters()}
     stats = await client.broker_stats()
@@ -564,6 +611,7 @@ HANDLERS: dict[tuple[str, str], Handler] = {
     ("group", "lag"): _group_lag,
     ("group", "reset-offset"): _group_reset,
     ("message", "get"): _message_get,
+    ("message", "round-trip"): _message_round_trip,
     ("broker", "list"): _broker_list,
     ("broker", "wipe-write-perm"): _broker_write_perm,
     ("broker", "add-write-perm"): _broker_write_perm,
