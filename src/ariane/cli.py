@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ariane import admin_cli
 from ariane.broker import __main__ as broker_main
 from ariane.namesrv import __main__ as namesrv_main
+from ariane.operator import __main__ as operator_main
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--broker-port", type=int, default=0, help="0 picks a free port")
     admin_cli.add_arguments(
         sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
+    )
+    operator_main.add_arguments(
+        sub.add_parser("operator", help="run the Kubernetes operator (needs ariane[operator])")
     )
     return parser
 
@@ -53,4 +57,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return broker_main.run(args)
     if args.command == "admin":
         return admin_cli.run(args)
+    if args.command == "operator":
+        return operator_main.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first

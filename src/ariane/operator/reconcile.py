@@ -5,8 +5,11 @@ step may run again at any time (server-side apply of the same manifests is a no-
 edit of an owned field is reverted). It returns the status to write: conditions plus
 ``observedGeneration`` (only after every step succeeded). A paused Broker applies nothing.
 
-Not here yet (see the report of issue 5): the pod roller for OnDelete StatefulSets, safe
-scale-in, PVC growth, reading group/pod state into status, Topic and ConsumerGroup steps.
+Readiness is read from the live objects the applies return: a Broker is Ready only when the
+name-server Deployment and every group's StatefulSet report all their replicas ready at their
+current generation (kwok marks pods ready in the e2e control plane). Until then Progressing is
+True. Not here yet: the pod roller for OnDelete StatefulSets, safe scale-in, PVC growth, broker
+roles and HA lag in status (they need the admin API per pod).
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ STEPS: Sequence[Step] = (
 )
 
 
-def _apply_step(client: kube.Kube, step: Step, objects: Sequence[resources.Manifest]) -> int:
-    applied = 0
+def _apply_step(
+    client: kube.Kube, step: Step, objects: Sequence[resources.Manifest]
+) -> list[resources.Manifest]:
+    applied = []
     for manifest in objects:
         if not step.select(manifest):
             continue
@@ -60,9 +65,32 @@ def _apply_step(client: kube.Kube, step: Step, objects: Sequence[resources.Manif
         ):
             _log.info("skipping %s: prometheus-operator CRDs are absent", manifest["kind"])
             continue
-        client.apply(manifest)
-        applied += 1
+        applied.append(client.apply(manifest))
     return applied
+
+
+def ready_replicas(live: resources.Manifest) -> int:
+    """Ready replicas a live Deployment/StatefulSet reports for its current generation (else 0)."""
+    observed = live.get("status", {}).get("observedGeneration", 0)
+    if observed < live.get("metadata", {}).get("generation", 0):
+        return 0
+    return int(live.get("status", {}).get("readyReplicas", 0) or 0)
+
+
+def observe(live_objects: Sequence[resources.Manifest]) -> tuple[list[dict[str, Any]], bool]:
+    """The ``status.groups`` entries and whether every workload has all its replicas ready."""
+    groups = []
+    all_ready = True
+    for live in live_objects:
+        if live["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        ready = ready_replicas(live)
+        wanted = int(live.get("spec", {}).get("replicas", 1))
+        all_ready = all_ready and ready >= wanted
+        if live["kind"] == "StatefulSet":
+            name = live["metadata"]["name"]
+            groups.append({"name": name, "statefulSet": name, "readyPods": ready})
+    return groups, all_ready
 
 
 def reconcile_broker(
@@ -72,7 +100,7 @@ def reconcile_broker(
 
     Returns:
         The status to patch: ``conditions`` (merged with the old ones) and, when every step
-        succeeded, ``observedGeneration``.
+        succeeded, ``observedGeneration``, ``groups``, ``readyGroups`` and ``nameServerAddress``.
 
     Raises:
         kubernetes.client.ApiException: a step's apply failed (retry later; earlier steps
@@ -88,22 +116,56 @@ def reconcile_broker(
     try:
         objects = model.desired_objects(owner, broker.get("spec", {}))
     except model.SpecError as error:
-        bad = status.condition(status.READY, False, "InvalidSpec", str(error), generation, now)
-        return {"conditions": status.merge(old, [bad])}
+        bad = [
+            status.condition(status.READY, False, "InvalidSpec", str(error), generation, now),
+            status.condition(status.DEGRADED, True, "InvalidSpec", str(error), generation, now),
+        ]
+        return {"conditions": status.merge(old, bad)}
+    live: list[resources.Manifest] = []
     for step in STEPS:
-        count = _apply_step(client, step, objects)
+        applied = _apply_step(client, step, objects)
+        live.extend(applied)
         _log.debug(
             "broker %s/%s: step %s applied %d objects",
             owner.namespace,
             owner.name,
             step.name,
-            count,
+            len(applied),
         )
-    # Ready needs pod and broker observation (not here yet): only Progressing is claimed.
+    return _observed_status(owner, broker, live, now)
+
+
+def _observed_status(
+    owner: model.Owner,
+    broker: dict[str, Any],
+    live: Sequence[resources.Manifest],
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    generation = int(broker["metadata"].get("generation", 0))
+    old = broker.get("status", {}).get("conditions", [])
+    per_group = broker.get("spec", {}).get("replicasPerGroup", resources.DEFAULT_REPLICAS_PER_GROUP)
+    groups, ready = observe(live)
+    ready_groups = sum(1 for g in groups if g["readyPods"] >= per_group)
+    message = f"{ready_groups}/{len(groups)} broker groups ready"
     done = [
         status.condition(status.PAUSED, False, "Running", "reconciling", generation, now),
+        status.condition(status.DEGRADED, False, "Applied", "every step applied", generation, now),
         status.condition(
-            status.PROGRESSING, False, "Applied", f"{len(objects)} objects applied", generation, now
+            status.READY, ready, "AllReady" if ready else "PodsNotReady", message, generation, now
+        ),
+        status.condition(
+            status.PROGRESSING,
+            not ready,
+            "WaitingForPods" if not ready else "Converged",
+            message,
+            generation,
+            now,
         ),
     ]
-    return {"conditions": status.merge(old, done), "observedGeneration": generation}
+    return {
+        "conditions": status.merge(old, done),
+        "observedGeneration": generation,
+        "groups": groups,
+        "readyGroups": ready_groups,
+        "nameServerAddress": model.namesrv_address(owner),
+    }

@@ -1,0 +1,243 @@
+"""The real operator process (``python -m ariane operator``) against the real apiserver.
+
+One operator and one loopback cluster (``ariane.dev.dev_cluster``: name server + broker on
+127.0.0.1) serve the whole module; the operator reaches that name server through the override
+seam (``metadata.OVERRIDE_ENV``), never a cluster address. Each test works in its own namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+
+from ariane import dev
+from ariane.client import admin
+from ariane.operator import handlers, metadata, status
+from e2e import operator_support
+from e2e.testenv import cluster, processes
+
+pytestmark = pytest.mark.k8s
+
+WAIT_S = 90.0
+RESYNC_S = 2
+
+
+@pytest.fixture(scope="module")
+def loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]:
+    """A name server and a broker on 127.0.0.1 standing in for a Broker's pods."""
+    with dev.dev_cluster(tmp_path_factory.mktemp("loopback"), namesrv_port=0) as endpoints:
+        yield endpoints
+
+
+@pytest.fixture(scope="module")
+def operator(
+    k8s: cluster.Cluster, loopback: dev.DevEndpoints, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[pathlib.Path]:
+    """``ariane operator --standalone -A`` as a child process; yields its log file."""
+    operator_support.apply_crds(k8s)
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(k8s.kubeconfig),
+        metadata.OVERRIDE_ENV: json.dumps({"*": loopback.namesrv}),
+        handlers.RESYNC_ENV: str(RESYNC_S),
+    }
+    port = dev.free_port()
+    command = [sys.executable, "-m", "ariane", "operator", "--standalone", "-A"]
+    command += [f"--liveness=http://127.0.0.1:{port}/healthz", "--log-level=debug"]
+    with log_path.open("wb") as log_file:
+        child = subprocess.Popen(
+            command,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=child, timeout_s=WAIT_S)
+        yield log_path
+    finally:
+        code = dev.stop_process(child)
+        print(log_path.read_text()[-20000:])
+        assert code == 0, f"operator exited with {code}"
+
+
+def _custom(k8s: cluster.Cluster) -> Any:
+    return kubernetes.client.CustomObjectsApi(k8s.api_client)
+
+
+def _apply(k8s: cluster.Cluster, namespace: str, body: dict[str, Any]) -> None:
+    k8s.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(body))
+
+
+def _get(k8s: cluster.Cluster, namespace: str, plural: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = _custom(k8s).get_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, plural, name
+    )
+    return found
+
+
+def _condition(body: dict[str, Any], kind: str) -> str | None:
+    for cond in body.get("status", {}).get("conditions", []):
+        if cond["type"] == kind:
+            return str(cond["status"])
+    return None
+
+
+def _broker(namespace: str, **annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ariane.dev/v1alpha1",
+        "kind": "Broker",
+        "metadata": {"name": "demo", "annotations": annotations},
+        "spec": {"groups": 1, "replicasPerGroup": 2, "storage": {"size": "1Gi"}},
+    }
+
+
+def test_operator_applies_broker_and_reports_ready(
+    k8s: cluster.Cluster, namespace: str, operator: pathlib.Path
+) -> None:
+    """A Broker gets its objects, Ready once kwok's pods are ready, diff base in status."""
+    _apply(k8s, namespace, _broker(namespace))
+    apps = kubernetes.client.AppsV1Api(k8s.api_client)
+
+    def ready() -> bool:
+        body = _get(k8s, namespace, "brokers", "demo")
+        return (
+            body.get("status", {}).get("observedGeneration") == body["metadata"]["generation"]
+            and _condition(body, status.READY) == "True"
+        )
+
+    processes.wait_until(ready, timeout_s=WAIT_S, what="Broker demo Ready")
+    body = _get(k8s, namespace, "brokers", "demo")
+    assert apps.read_namespaced_stateful_set("demo-a", namespace).spec.replicas == 2
+    assert body["status"]["groups"] == [{"name": "demo-a", "statefulSet": "demo-a", "readyPods": 2}]
+    assert body["status"]["nameServerAddress"] == f"demo-namesrv.{namespace}.svc:9876"
+    assert _condition(body, status.PROGRESSING) == "False"
+    assert _condition(body, status.PAUSED) == "False"
+    assert body["metadata"]["finalizers"] == [handlers.FINALIZER]
+    assert "diffbase" in body["status"]["kopf"]
+    assert not [a for a in body["metadata"].get("annotations", {}) if "kopf" in a]
+    events = kubernetes.client.CoreV1Api(k8s.api_client).list_namespaced_event(namespace)
+    assert "Applied" in {e.reason for e in events.items if e.involved_object.kind == "Broker"}
+
+
+def test_timer_reverts_drift(k8s: cluster.Cluster, namespace: str, operator: pathlib.Path) -> None:
+    """A hand-scaled StatefulSet is scaled back by the resync timer without any CR change."""
+    _apply(k8s, namespace, _broker(namespace))
+    apps = kubernetes.client.AppsV1Api(k8s.api_client)
+    processes.wait_until(
+        lambda: apps.read_namespaced_stateful_set("demo-a", namespace) is not None,
+        timeout_s=WAIT_S,
+        what="StatefulSet demo-a",
+    )
+    apps.patch_namespaced_stateful_set("demo-a", namespace, {"spec": {"replicas": 4}})
+    processes.wait_until(
+        lambda: apps.read_namespaced_stateful_set("demo-a", namespace).spec.replicas == 2,
+        timeout_s=WAIT_S,
+        what="StatefulSet demo-a scaled back to 2",
+    )
+
+
+def test_paused_broker_is_left_alone_and_says_so(
+    k8s: cluster.Cluster, namespace: str, operator: pathlib.Path
+) -> None:
+    """A Broker created paused gets no objects and ReconciliationPaused True; unpaused, it does."""
+    _apply(k8s, namespace, _broker(namespace, **{status.PAUSE_ANNOTATION: "true"}))
+    processes.wait_until(
+        lambda: _condition(_get(k8s, namespace, "brokers", "demo"), status.PAUSED) == "True",
+        timeout_s=WAIT_S,
+        what="ReconciliationPaused True",
+    )
+    apps = kubernetes.client.AppsV1Api(k8s.api_client)
+    assert apps.list_namespaced_stateful_set(namespace).items == []
+    _apply(k8s, namespace, _broker(namespace, **{status.PAUSE_ANNOTATION: "false"}))
+    processes.wait_until(
+        lambda: len(apps.list_namespaced_stateful_set(namespace).items) == 1,
+        timeout_s=WAIT_S,
+        what="StatefulSet created once unpaused",
+    )
+    assert _condition(_get(k8s, namespace, "brokers", "demo"), status.PAUSED) == "False"
+
+
+def _topics(namesrv: str) -> set[str]:
+    async def listing() -> set[str]:
+        async with admin.AdminClient(namesrv) as client:
+            return {t.name for t in await client.list_topics()}
+
+    return asyncio.run(listing())
+
+
+def _groups(namesrv: str) -> set[str]:
+    async def listing() -> set[str]:
+        async with admin.AdminClient(namesrv) as client:
+            return {g.name for g in await client.list_groups()}
+
+    return asyncio.run(listing())
+
+
+def test_topic_and_group_reach_the_broker_and_leave_with_the_cr(
+    k8s: cluster.Cluster, namespace: str, operator: pathlib.Path, loopback: dev.DevEndpoints
+) -> None:
+    """Topic and ConsumerGroup CRs are created on the broker with route/lag in status; deleting
+    them deletes them from the broker (finalizer)."""
+    topic, group = f"orders-{namespace}", f"billing-{namespace}"
+    _apply(k8s, namespace, _broker(namespace))
+    meta_topic = {"name": "orders", "annotations": {}}
+    _apply(
+        k8s,
+        namespace,
+        {
+            "apiVersion": "ariane.dev/v1alpha1",
+            "kind": "Topic",
+            "metadata": meta_topic,
+            "spec": {"broker": "demo", "topicName": topic, "queues": 4},
+        },
+    )
+    _apply(
+        k8s,
+        namespace,
+        {
+            "apiVersion": "ariane.dev/v1alpha1",
+            "kind": "ConsumerGroup",
+            "metadata": {"name": "billing"},
+            "spec": {"broker": "demo", "groupName": group, "consumeOrderly": True},
+        },
+    )
+    processes.wait_until(lambda: topic in _topics(loopback.namesrv), timeout_s=WAIT_S, what=topic)
+    processes.wait_until(lambda: group in _groups(loopback.namesrv), timeout_s=WAIT_S, what=group)
+    processes.wait_until(
+        lambda: _condition(_get(k8s, namespace, "topics", "orders"), status.READY) == "True",
+        timeout_s=WAIT_S,
+        what="Topic Ready",
+    )
+    processes.wait_until(
+        lambda: _condition(_get(k8s, namespace, "consumergroups", "billing"), "Ready") == "True",
+        timeout_s=WAIT_S,
+        what="ConsumerGroup Ready",
+    )
+    route = _get(k8s, namespace, "topics", "orders")["status"]["route"]
+    assert [(r["readQueues"], r["writeQueues"], r["perm"]) for r in route] == [(4, 4, 6)]
+    assert route[0]["masterAddress"] == loopback.broker
+    cg = _get(k8s, namespace, "consumergroups", "billing")["status"]
+    assert (cg["groupName"], cg["totalLag"], cg["lag"]) == (group, 0, [])
+
+    custom = _custom(k8s)
+    custom.delete_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "topics", "orders")
+    custom.delete_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, "consumergroups", "billing"
+    )
+    processes.wait_until(
+        lambda: topic not in _topics(loopback.namesrv), timeout_s=WAIT_S, what="topic deleted"
+    )
+    processes.wait_until(
+        lambda: group not in _groups(loopback.namesrv), timeout_s=WAIT_S, what="group deleted"
+    )
