@@ -8,11 +8,15 @@ seam (``metadata.OVERRIDE_ENV``), never a cluster address. Each test works in it
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,37 +42,60 @@ def loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoi
         yield endpoints
 
 
-@pytest.fixture(scope="module")
-def operator(
-    k8s: cluster.Cluster, loopback: dev.DevEndpoints, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[pathlib.Path]:
-    """``ariane operator --standalone -A`` as a child process; yields its log file."""
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """A running operator child: its log and where its liveness and metrics are served."""
+
+    log_path: pathlib.Path
+    liveness_url: str
+    metrics_url: str
+
+
+@contextlib.contextmanager
+def _run_operator(
+    k8s: cluster.Cluster,
+    loopback: dev.DevEndpoints,
+    log_path: pathlib.Path,
+    namespace_glob: str,
+    resync_s: int = RESYNC_S,
+) -> Iterator[Running]:
+    """``ariane operator --standalone --namespace GLOB`` as a child process, stopped by PID."""
     operator_support.apply_crds(k8s)
-    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     env = {
         **os.environ,
         "KUBECONFIG": str(k8s.kubeconfig),
         metadata.OVERRIDE_ENV: json.dumps({"*": loopback.namesrv}),
-        handlers.RESYNC_ENV: str(RESYNC_S),
+        handlers.RESYNC_ENV: str(resync_s),
     }
-    port = dev.free_port()
-    command = [sys.executable, "-m", "ariane", "operator", "--standalone", "-A"]
+    port, metrics_port = dev.free_port(), dev.free_port()
+    command = [sys.executable, "-m", "ariane", "operator", "--standalone"]
+    command += [f"--namespace={namespace_glob}", f"--metrics-port={metrics_port}"]
     command += [f"--liveness=http://127.0.0.1:{port}/healthz", "--log-level=debug"]
     with log_path.open("wb") as log_file:
         child = subprocess.Popen(
-            command,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
+            command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
         )
     try:
         dev.wait_until_listening("127.0.0.1", port, process=child, timeout_s=WAIT_S)
-        yield log_path
+        yield Running(
+            log_path,
+            f"http://127.0.0.1:{port}/healthz",
+            f"http://127.0.0.1:{metrics_port}/metrics",
+        )
     finally:
         code = dev.stop_process(child)
         print(log_path.read_text()[-20000:])
         assert code == 0, f"operator exited with {code}"
+
+
+@pytest.fixture(scope="module")
+def operator(
+    k8s: cluster.Cluster, loopback: dev.DevEndpoints, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Running]:
+    """One operator for the module, watching the per-test namespaces (``t-*``)."""
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    with _run_operator(k8s, loopback, log_path, "t-*") as running:
+        yield running
 
 
 def _custom(k8s: cluster.Cluster) -> Any:
@@ -103,7 +130,7 @@ def _broker(namespace: str, **annotations: str) -> dict[str, Any]:
 
 
 def test_operator_applies_broker_and_reports_ready(
-    k8s: cluster.Cluster, namespace: str, operator: pathlib.Path
+    k8s: cluster.Cluster, namespace: str, operator: Running
 ) -> None:
     """A Broker gets its objects, Ready once kwok's pods are ready, diff base in status."""
     _apply(k8s, namespace, _broker(namespace))
@@ -130,7 +157,7 @@ def test_operator_applies_broker_and_reports_ready(
     assert "Applied" in {e.reason for e in events.items if e.involved_object.kind == "Broker"}
 
 
-def test_timer_reverts_drift(k8s: cluster.Cluster, namespace: str, operator: pathlib.Path) -> None:
+def test_timer_reverts_drift(k8s: cluster.Cluster, namespace: str, operator: Running) -> None:
     """A hand-scaled StatefulSet is scaled back by the resync timer without any CR change."""
     _apply(k8s, namespace, _broker(namespace))
     apps = kubernetes.client.AppsV1Api(k8s.api_client)
@@ -148,7 +175,7 @@ def test_timer_reverts_drift(k8s: cluster.Cluster, namespace: str, operator: pat
 
 
 def test_paused_broker_is_left_alone_and_says_so(
-    k8s: cluster.Cluster, namespace: str, operator: pathlib.Path
+    k8s: cluster.Cluster, namespace: str, operator: Running
 ) -> None:
     """A Broker created paused gets no objects and ReconciliationPaused True; unpaused, it does."""
     _apply(k8s, namespace, _broker(namespace, **{status.PAUSE_ANNOTATION: "true"}))
@@ -185,7 +212,7 @@ def _groups(namesrv: str) -> set[str]:
 
 
 def test_topic_and_group_reach_the_broker_and_leave_with_the_cr(
-    k8s: cluster.Cluster, namespace: str, operator: pathlib.Path, loopback: dev.DevEndpoints
+    k8s: cluster.Cluster, namespace: str, operator: Running, loopback: dev.DevEndpoints
 ) -> None:
     """Topic and ConsumerGroup CRs are created on the broker with route/lag in status; deleting
     them deletes them from the broker (finalizer)."""
@@ -224,6 +251,11 @@ def test_topic_and_group_reach_the_broker_and_leave_with_the_cr(
         timeout_s=WAIT_S,
         what="ConsumerGroup Ready",
     )
+    processes.wait_until(
+        lambda: "Applied" in _reasons(k8s, namespace, "Topic"),
+        timeout_s=WAIT_S,
+        what="Applied event on the Topic",
+    )
     route = _get(k8s, namespace, "topics", "orders")["status"]["route"]
     assert [(r["readQueues"], r["writeQueues"], r["perm"]) for r in route] == [(4, 4, 6)]
     assert route[0]["masterAddress"] == loopback.broker
@@ -241,3 +273,134 @@ def test_topic_and_group_reach_the_broker_and_leave_with_the_cr(
     processes.wait_until(
         lambda: group not in _groups(loopback.namesrv), timeout_s=WAIT_S, what="group deleted"
     )
+
+
+def _delete_and_wait(
+    k8s: cluster.Cluster, namespace: str, plural: str, name: str, what: str
+) -> None:
+    custom = _custom(k8s)
+    custom.delete_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, plural, name)
+    processes.wait_until(
+        lambda: (
+            not custom.list_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, plural)[
+                "items"
+            ]
+        ),
+        timeout_s=WAIT_S,
+        what=what,
+    )
+
+
+def _wait_condition(
+    k8s: cluster.Cluster, namespace: str, plural: str, name: str, kind: str, value: str
+) -> dict[str, Any]:
+    processes.wait_until(
+        lambda: _condition(_get(k8s, namespace, plural, name), kind) == value,
+        timeout_s=WAIT_S,
+        what=f"{plural}/{name} {kind}={value}",
+    )
+    return _get(k8s, namespace, plural, name)
+
+
+def _reasons(k8s: cluster.Cluster, namespace: str, kind: str) -> list[str]:
+    events = kubernetes.client.CoreV1Api(k8s.api_client).list_namespaced_event(namespace)
+    return [
+        e.reason
+        for e in events.items
+        for _ in range(e.count or 1)
+        if e.involved_object.kind == kind
+    ]
+
+
+def test_own_status_patches_do_not_retrigger_change_handlers(
+    k8s: cluster.Cluster, namespace: str, operator: Running
+) -> None:
+    """Timer status writes (Ready flips later) never re-run the change handler, and every status
+    field the operator writes is declared, so kopf never reports a pruned patch."""
+    _apply(k8s, namespace, _broker(namespace))
+    _wait_condition(k8s, namespace, "brokers", "demo", status.READY, "True")
+    apps = kubernetes.client.AppsV1Api(k8s.api_client)
+    apps.patch_namespaced_stateful_set("demo-a", namespace, {"spec": {"replicas": 3}})
+    processes.wait_until(  # one more timer run after Ready was written
+        lambda: apps.read_namespaced_stateful_set("demo-a", namespace).spec.replicas == 2,
+        timeout_s=WAIT_S,
+        what="StatefulSet demo-a scaled back to 2",
+    )
+
+    assert _reasons(k8s, namespace, "Broker").count("Applied") == 1
+    log = operator.log_path.read_text()
+    assert "inconsistencies" not in log
+    assert "Patching failed" not in log
+
+
+def test_liveness_and_metrics_are_served(
+    k8s: cluster.Cluster, namespace: str, operator: Running
+) -> None:
+    """The liveness endpoint answers with the probe's value; /metrics counts reconciliations."""
+    _apply(k8s, namespace, _broker(namespace))
+    _wait_condition(k8s, namespace, "brokers", "demo", status.PAUSED, "False")
+
+    with urllib.request.urlopen(operator.liveness_url, timeout=10) as answer:
+        probes = json.loads(answer.read())
+    with urllib.request.urlopen(operator.metrics_url, timeout=10) as answer:
+        metrics = answer.read().decode()
+
+    assert probes["last_success_age_s"] >= 0
+    assert 'ariane_operator_reconciliations_total{kind="Broker"}' in metrics
+    assert "ariane_operator_reconciliation_duration_seconds_bucket" in metrics
+
+
+def test_topic_waits_for_its_broker_and_is_released_when_the_broker_is_gone(
+    k8s: cluster.Cluster, namespace: str, operator: Running, loopback: dev.DevEndpoints
+) -> None:
+    """A Topic without its Broker is Degraded (BrokerNotFound) and converges once the Broker
+    exists; after the Broker is deleted, deleting the Topic does not hang on the finalizer."""
+    topic = f"late-{namespace}"
+    body = {
+        "apiVersion": "ariane.dev/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": "late"},
+        "spec": {"broker": "demo", "topicName": topic},
+    }
+    _apply(k8s, namespace, body)
+    degraded = _wait_condition(k8s, namespace, "topics", "late", status.DEGRADED, "True")
+    reasons = {c["type"]: c["reason"] for c in degraded["status"]["conditions"]}
+    assert reasons[status.READY] == "BrokerNotFound"
+
+    _apply(k8s, namespace, _broker(namespace))
+    _wait_condition(k8s, namespace, "topics", "late", status.READY, "True")
+    assert topic in _topics(loopback.namesrv)
+
+    _delete_and_wait(k8s, namespace, "brokers", "demo", "Broker gone")
+    _delete_and_wait(k8s, namespace, "topics", "late", "Topic released by the finalizer")
+
+
+def test_restarted_operator_resumes_and_reverts_drift_made_while_it_was_down(
+    k8s: cluster.Cluster, loopback: dev.DevEndpoints, tmp_path: pathlib.Path
+) -> None:
+    """on.resume: a Broker handled by one operator, drifted while none runs, is re-applied at
+    once by the next operator (its timer is an hour away, so only resume can do it)."""
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    apps = kubernetes.client.AppsV1Api(k8s.api_client)
+    namespace = f"r-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        with _run_operator(k8s, loopback, tmp_path / "first.log", namespace, resync_s=3600):
+            _apply(k8s, namespace, _broker(namespace))
+            processes.wait_until(
+                lambda: "observedGeneration" in _get(k8s, namespace, "brokers", "demo")["status"],
+                timeout_s=WAIT_S,
+                what="Broker handled",
+            )
+        apps.patch_namespaced_stateful_set("demo-a", namespace, {"spec": {"replicas": 4}})
+        with _run_operator(k8s, loopback, tmp_path / "second.log", namespace, resync_s=3600):
+            processes.wait_until(
+                lambda: apps.read_namespaced_stateful_set("demo-a", namespace).spec.replicas == 2,
+                timeout_s=WAIT_S,
+                what="drift reverted on resume",
+            )
+            _delete_and_wait(
+                k8s, namespace, "brokers", "demo", "Broker deleted (finalizer released)"
+            )
+    finally:
+        core.delete_namespace(namespace)

@@ -84,6 +84,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         field="status.kopf.progress", touch_field="status.kopf.touch"
     )
     settings.posting.reporting_component = "ariane-operator"
+    # kopf posts no log lines as events (posting.loggers is False): the handlers post their own
+    # (Applied/Paused on changes, a Warning on each failure), so resync ticks add none.
     settings.networking.request_timeout = 60.0
     settings.execution.max_workers = 8
     memo.kube = kube.Kube(kube.api_client_from_environment())
@@ -108,9 +110,10 @@ def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -
             result = reconcile.reconcile_broker(memo.kube, dict(body), _now())
         except kubernetes.client.ApiException as error:
             FAILURES.labels("Broker").inc()
-            raise kopf.TemporaryError(
-                f"apply failed: {error.reason}", delay=RETRY_DELAY_S
-            ) from None
+            message = f"apply failed: {error.status} {error.reason}"
+            _write(patch, metadata.failed_status(body, _now(), "ApplyFailed", message))
+            kopf.warn(body, reason="ApplyFailed", message=message)
+            raise kopf.TemporaryError(message, delay=RETRY_DELAY_S) from None
     _write(patch, result)
     _last_success["monotonic_s"] = time.monotonic()
     if change:
@@ -157,7 +160,8 @@ async def _admin_reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) 
     if not await _broker_of(memo, body):
         FAILURES.labels(kind).inc()
         message = f"Broker {body['spec']['broker']!r} not found in this namespace"
-        _write(patch, metadata.failed_status(body, _now(), message))
+        _write(patch, metadata.failed_status(body, _now(), "BrokerNotFound", message))
+        kopf.warn(body, reason="BrokerNotFound", message=message)
         raise kopf.TemporaryError(message, delay=RETRY_DELAY_S)
     step = metadata.reconcile_topic if kind == "Topic" else metadata.reconcile_group
     with DURATION.labels(kind).time():
@@ -166,7 +170,8 @@ async def _admin_reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) 
                 result = await step(client, body, _now())
         except errors.ArianeError as error:
             FAILURES.labels(kind).inc()
-            _write(patch, metadata.failed_status(body, _now(), str(error)))
+            _write(patch, metadata.failed_status(body, _now(), "BrokerError", str(error)))
+            kopf.warn(body, reason="BrokerError", message=str(error))
             raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_S) from None
     _write(patch, result)
     _last_success["monotonic_s"] = time.monotonic()
@@ -192,10 +197,12 @@ async def _admin_delete(body: kopf.Body, memo: kopf.Memo, logger: Logger) -> Non
         raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_S) from None
 
 
-async def admin_changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+async def admin_changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
     """A Topic/ConsumerGroup was created or changed (or the operator restarted), or its resync
     timer fired: create-or-replace it on every master of its Broker, refresh route/lag."""
     await _admin_reconcile(body, patch, memo)
+    if "reason" in kwargs:  # a change handler (timers get no cause): say what was done
+        kopf.info(body, reason="Applied", message="applied on the brokers")
 
 
 async def admin_deleted(body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:

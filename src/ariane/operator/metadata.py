@@ -93,12 +93,14 @@ def _converged(
     return status.merge(body.get("status", {}).get("conditions", []), done)
 
 
-def failed_status(body: Mapping[str, Any], now: datetime.datetime, error: str) -> dict[str, Any]:
+def failed_status(
+    body: Mapping[str, Any], now: datetime.datetime, reason: str, error: str
+) -> dict[str, Any]:
     """Conditions saying the last attempt failed (Ready False, Degraded True, still Progressing)."""
     generation = int(body["metadata"].get("generation", 0))
     bad = [
-        status.condition(status.READY, False, "BrokerError", error, generation, now),
-        status.condition(status.DEGRADED, True, "BrokerError", error, generation, now),
+        status.condition(status.READY, False, reason, error, generation, now),
+        status.condition(status.DEGRADED, True, reason, error, generation, now),
         status.condition(status.PROGRESSING, True, "Retrying", error, generation, now),
     ]
     return {"conditions": status.merge(body.get("status", {}).get("conditions", []), bad)}
@@ -126,7 +128,9 @@ async def reconcile_topic(
         perm=spec.get("perm", 6),
         retention_hours=spec.get("retentionHours", 72),
     )
-    addresses = {m.broker_name: m.endpoint for m in await client.topic_masters(name)}
+    # Masters from the cluster info: the topic's route reaches the name server only with the
+    # broker's next registration, so asking for it right after the create could fail.
+    addresses = {m.broker_name: m.endpoint for m in await client.masters()}
     route = [
         {
             "brokerName": t.broker_name,
