@@ -153,8 +153,11 @@ def test_operator_applies_broker_and_reports_ready(
     assert body["metadata"]["finalizers"] == [handlers.FINALIZER]
     assert "diffbase" in body["status"]["kopf"]
     assert not [a for a in body["metadata"].get("annotations", {}) if "kopf" in a]
-    events = kubernetes.client.CoreV1Api(k8s.api_client).list_namespaced_event(namespace)
-    assert "Applied" in {e.reason for e in events.items if e.involved_object.kind == "Broker"}
+    processes.wait_until(  # kopf posts events from a background queue
+        lambda: "Applied" in _reasons(k8s, namespace, "Broker"),
+        timeout_s=WAIT_S,
+        what="Applied event on the Broker",
+    )
 
 
 def test_timer_reverts_drift(k8s: cluster.Cluster, namespace: str, operator: Running) -> None:
@@ -192,7 +195,7 @@ def test_paused_broker_is_left_alone_and_says_so(
         timeout_s=WAIT_S,
         what="StatefulSet created once unpaused",
     )
-    assert _condition(_get(k8s, namespace, "brokers", "demo"), status.PAUSED) == "False"
+    _wait_condition(k8s, namespace, "brokers", "demo", status.PAUSED, "False")
 
 
 def _topics(namesrv: str) -> set[str]:
@@ -404,3 +407,52 @@ def test_restarted_operator_resumes_and_reverts_drift_made_while_it_was_down(
             )
     finally:
         core.delete_namespace(namespace)
+
+
+def test_image_change_rolls_slave_then_master_one_at_a_time(
+    k8s: cluster.Cluster, namespace: str, operator: Running
+) -> None:
+    """A new image restarts the group's pods, slave (ordinal 1) before master (0); at every
+    observation at most one pod of the group is missing or unready."""
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    _apply(k8s, namespace, _broker(namespace))
+    _wait_condition(k8s, namespace, "brokers", "demo", status.READY, "True")
+    original = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
+    replaced: list[str] = []
+    most_down = 0
+    changed = _broker(namespace)
+    changed["spec"]["image"] = "ariane:0.2.0"
+    _apply(k8s, namespace, changed)
+
+    def rolled() -> bool:
+        nonlocal most_down
+        pods = [
+            p
+            for p in core.list_namespaced_pod(namespace).items
+            if p.metadata.name.startswith("demo-a-")
+        ]
+        up = [
+            p
+            for p in pods
+            if p.metadata.deletion_timestamp is None
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        ]
+        most_down = max(most_down, 2 - len(up))
+        for pod in pods:
+            if pod.metadata.uid != original.get(pod.metadata.name) and (
+                pod.metadata.name not in replaced
+            ):
+                replaced.append(pod.metadata.name)
+        images = {p.spec.containers[0].image for p in up}
+        return len(up) == 2 and images == {"ariane:0.2.0"}
+
+    processes.wait_until(rolled, timeout_s=WAIT_S, what="both pods on ariane:0.2.0")
+
+    assert [n for n in replaced if n.startswith("demo-a-")] == ["demo-a-1", "demo-a-0"]
+    assert most_down <= 1
+    processes.wait_until(
+        lambda: "RollingPod" in _reasons(k8s, namespace, "Broker"),
+        timeout_s=WAIT_S,
+        what="RollingPod event",
+    )
+    _wait_condition(k8s, namespace, "brokers", "demo", status.PROGRESSING, "False")

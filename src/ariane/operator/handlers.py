@@ -116,6 +116,9 @@ def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -
             raise kopf.TemporaryError(message, delay=RETRY_DELAY_S) from None
     _write(patch, result)
     _last_success["monotonic_s"] = time.monotonic()
+    for cond in result["conditions"]:
+        if cond["type"] == status.PROGRESSING and "restarting" in cond["message"]:
+            kopf.info(body, reason="RollingPod", message=cond["message"])
     if change:
         paused = status.is_paused(body.metadata.annotations)
         kopf.info(

@@ -8,8 +8,9 @@ edit of an owned field is reverted). It returns the status to write: conditions 
 Readiness is read from the live objects the applies return: a Broker is Ready only when the
 name-server Deployment and every group's StatefulSet report all their replicas ready at their
 current generation (kwok marks pods ready in the e2e control plane). Until then Progressing is
-True. Not here yet: the pod roller for OnDelete StatefulSets, safe scale-in, PVC growth, broker
-roles and HA lag in status (they need the admin API per pod).
+True. After the applies, ``roller`` restarts at most one stale pod per group (Progressing is
+True, reason Rolling, until every pod runs the current revision). Not here yet: safe scale-in,
+PVC growth, broker roles and HA lag in status (they need the admin API per pod).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ariane.operator import kube, model, resources, status
+from ariane.operator import kube, model, resources, roller, status
 
 _log = logging.getLogger(__name__)
 
@@ -132,13 +133,15 @@ def reconcile_broker(
             step.name,
             len(applied),
         )
-    return _observed_status(owner, broker, live, now)
+    rolls = [roller.roll_group(client, m) for m in live if m["kind"] == "StatefulSet"]
+    return _observed_status(owner, broker, live, rolls, now)
 
 
 def _observed_status(
     owner: model.Owner,
     broker: dict[str, Any],
     live: Sequence[resources.Manifest],
+    rolls: Sequence[roller.Decision],
     now: datetime.datetime,
 ) -> dict[str, Any]:
     generation = int(broker["metadata"].get("generation", 0))
@@ -147,20 +150,20 @@ def _observed_status(
     groups, ready = observe(live)
     ready_groups = sum(1 for g in groups if g["readyPods"] >= per_group)
     message = f"{ready_groups}/{len(groups)} broker groups ready"
+    rolling = [d.message for d in rolls if d.action is not roller.Action.NONE]
+    if not ready:
+        progress = (True, "WaitingForPods", message)
+    elif rolling:
+        progress = (True, "Rolling", "; ".join(rolling))
+    else:
+        progress = (False, "Converged", message)
     done = [
         status.condition(status.PAUSED, False, "Running", "reconciling", generation, now),
         status.condition(status.DEGRADED, False, "Applied", "every step applied", generation, now),
         status.condition(
             status.READY, ready, "AllReady" if ready else "PodsNotReady", message, generation, now
         ),
-        status.condition(
-            status.PROGRESSING,
-            not ready,
-            "WaitingForPods" if not ready else "Converged",
-            message,
-            generation,
-            now,
-        ),
+        status.condition(status.PROGRESSING, *progress, generation, now),
     ]
     return {
         "conditions": status.merge(old, done),
