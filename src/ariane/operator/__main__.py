@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port", type=int, default=0, help="serve /metrics on this port (0 = off)"
     )
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
 
 
 def run(args: argparse.Namespace) -> int:
