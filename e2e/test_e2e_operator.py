@@ -136,17 +136,31 @@ def test_operator_applies_broker_and_reports_ready(
     _apply(k8s, namespace, _broker(namespace))
     apps = kubernetes.client.AppsV1Api(k8s.api_client)
 
-    def ready() -> bool:
-        body = _get(k8s, namespace, "brokers", "demo")
-        return (
-            body.get("status", {}).get("observedGeneration") == body["metadata"]["generation"]
-            and _condition(body, status.READY) == "True"
-        )
-
-    processes.wait_until(ready, timeout_s=WAIT_S, what="Broker demo Ready")
+    _wait_condition(k8s, namespace, "brokers", "demo", status.READY, "True")
     body = _get(k8s, namespace, "brokers", "demo")
+    assert body["status"]["observedGeneration"] == body["metadata"]["generation"]
     assert apps.read_namespaced_stateful_set("demo-a", namespace).spec.replicas == 2
-    assert body["status"]["groups"] == [{"name": "demo-a", "statefulSet": "demo-a", "readyPods": 2}]
+    processes.wait_until(  # pods are listed before readiness is read: one more run at most
+        lambda: all(
+            p["ready"]
+            for p in _get(k8s, namespace, "brokers", "demo")["status"]["groups"][0]["pods"]
+        ),
+        timeout_s=WAIT_S,
+        what="pods ready in status",
+    )
+    body = _get(k8s, namespace, "brokers", "demo")
+    assert body["status"]["groups"] == [
+        {
+            "name": "demo-a",
+            "statefulSet": "demo-a",
+            "readyPods": 2,
+            "masterPod": "demo-a-0",
+            "pods": [
+                {"name": "demo-a-0", "brokerId": 0, "role": "ASYNC_MASTER", "ready": True},
+                {"name": "demo-a-1", "brokerId": 1, "role": "SLAVE", "ready": True},
+            ],
+        }
+    ]
     assert body["status"]["nameServerAddress"] == f"demo-namesrv.{namespace}.svc:9876"
     assert _condition(body, status.PROGRESSING) == "False"
     assert _condition(body, status.PAUSED) == "False"
@@ -232,16 +246,13 @@ def test_topic_and_group_reach_the_broker_and_leave_with_the_cr(
             "spec": {"broker": "demo", "topicName": topic, "queues": 4},
         },
     )
-    _apply(
-        k8s,
-        namespace,
-        {
-            "apiVersion": "ariane.dev/v1alpha1",
-            "kind": "ConsumerGroup",
-            "metadata": {"name": "billing"},
-            "spec": {"broker": "demo", "groupName": group, "consumeOrderly": True},
-        },
-    )
+    billing: dict[str, Any] = {
+        "apiVersion": "ariane.dev/v1alpha1",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": "billing"},
+        "spec": {"broker": "demo", "groupName": group, "consumeOrderly": True},
+    }
+    _apply(k8s, namespace, billing)
     processes.wait_until(lambda: topic in _topics(loopback.namesrv), timeout_s=WAIT_S, what=topic)
     processes.wait_until(lambda: group in _groups(loopback.namesrv), timeout_s=WAIT_S, what=group)
     processes.wait_until(
@@ -264,6 +275,26 @@ def test_topic_and_group_reach_the_broker_and_leave_with_the_cr(
     assert route[0]["masterAddress"] == loopback.broker
     cg = _get(k8s, namespace, "consumergroups", "billing")["status"]
     assert (cg["groupName"], cg["totalLag"], cg["lag"]) == (group, 0, [])
+    billing["spec"]["resetOffset"] = {"requestId": "r1", "to": "Earliest", "topic": topic}
+    _apply(k8s, namespace, billing)
+    processes.wait_until(  # applied once: the group now has offsets on the topic's queues
+        lambda: (
+            _get(k8s, namespace, "consumergroups", "billing")["status"]
+            .get("lastResetOffset", {})
+            .get("requestId")
+            == "r1"
+        ),
+        timeout_s=WAIT_S,
+        what="resetOffset r1 applied",
+    )
+    processes.wait_until(
+        lambda: (
+            [e["topic"] for e in _get(k8s, namespace, "consumergroups", "billing")["status"]["lag"]]
+            == [topic]
+        ),
+        timeout_s=WAIT_S,
+        what="lag listed for the reset topic",
+    )
 
     custom = _custom(k8s)
     custom.delete_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "topics", "orders")
@@ -297,11 +328,16 @@ def _delete_and_wait(
 def _wait_condition(
     k8s: cluster.Cluster, namespace: str, plural: str, name: str, kind: str, value: str
 ) -> dict[str, Any]:
-    processes.wait_until(
-        lambda: _condition(_get(k8s, namespace, plural, name), kind) == value,
-        timeout_s=WAIT_S,
-        what=f"{plural}/{name} {kind}={value}",
-    )
+    try:
+        processes.wait_until(
+            lambda: _condition(_get(k8s, namespace, plural, name), kind) == value,
+            timeout_s=WAIT_S,
+            what=f"{plural}/{name} {kind}={value}",
+        )
+    except TimeoutError as error:  # say what the operator saw, and the pods
+        pods = k8s.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+        seen = json.dumps(_get(k8s, namespace, plural, name).get("status", {}), indent=1)
+        raise AssertionError(f"{error}\nstatus: {seen}\npods:\n{pods}") from error
     return _get(k8s, namespace, plural, name)
 
 

@@ -133,8 +133,18 @@ def reconcile_broker(
             step.name,
             len(applied),
         )
-    rolls = [roller.roll_group(client, m) for m in live if m["kind"] == "StatefulSet"]
-    return _observed_status(owner, broker, live, rolls, now)
+    master_role = broker.get("spec", {}).get("brokerRole", resources.DEFAULT_BROKER_ROLE)
+    rolls, pods = [], {}
+    for sts in (m for m in live if m["kind"] == "StatefulSet"):
+        decision, group_pods = roller.roll_group(client, sts)
+        rolls.append(decision)
+        pods[sts["metadata"]["name"]] = roller.pod_status(group_pods, master_role)
+    result = _observed_status(owner, broker, live, rolls, now)
+    for group in result["groups"]:
+        group["pods"] = pods.get(group["name"], [])
+        masters = [p["name"] for p in group["pods"] if p["brokerId"] == 0]
+        group["masterPod"] = masters[0] if masters else ""
+    return result
 
 
 def _observed_status(

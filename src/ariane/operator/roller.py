@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import logging
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from ariane.operator import kube, model, resources
 
@@ -91,8 +91,30 @@ def next_action(statefulset: resources.Manifest, pods: Sequence[resources.Manife
     )
 
 
-def roll_group(client: kube.Kube, statefulset: resources.Manifest) -> Decision:
+def pod_status(pods: Sequence[resources.Manifest], master_role: str) -> list[dict[str, Any]]:
+    """``status.groups[].pods`` entries by ordinal: name, broker id, role, readiness.
+
+    The role is the one the model assigns (ordinal 0 is the master with ``master_role``); the
+    broker's own view (roles after a switchover, offsets, HA lag) needs admin calls per pod.
+    """
+    return [
+        {
+            "name": p["metadata"]["name"],
+            "brokerId": _ordinal(p),
+            "role": master_role if _ordinal(p) == 0 else "SLAVE",
+            "ready": _ready(p),
+        }
+        for p in sorted(pods, key=_ordinal)
+    ]
+
+
+def roll_group(
+    client: kube.Kube, statefulset: resources.Manifest
+) -> tuple[Decision, list[resources.Manifest]]:
     """Reads the group's pods, decides (``next_action``) and deletes at most one pod.
+
+    Returns:
+        The decision and the pods as read before it.
 
     Raises:
         kubernetes.client.ApiException: listing or deleting failed.
@@ -104,4 +126,4 @@ def roll_group(client: kube.Kube, statefulset: resources.Manifest) -> Decision:
     if decision.action is Action.DELETE:
         _log.info("%s", decision.message)
         client.delete("v1", "Pod", meta["namespace"], decision.pod)
-    return decision
+    return decision, pods
