@@ -9,6 +9,7 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from ariane import cli
 from e2e import operator_support
 from e2e.testenv import cluster
 
@@ -65,6 +66,22 @@ def test_operator_deployment_is_single_non_root_and_read_only(
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["args"][:2] == ["operator", "--standalone"]
     assert "--all-namespaces" in container["args"]
+
+
+@pytest.mark.parametrize("sets", [(), ("operator.watchNamespaces={a,b}",)])
+def test_rendered_operator_args_parse_with_the_real_cli(
+    k8s: cluster.Cluster, namespace: str, sets: tuple[str, ...]
+) -> None:
+    """The Deployment's args are accepted by ``ariane operator`` (scope, ports, log level)."""
+    deployment = _kinds(_render(k8s, namespace, *sets))["Deployment"]["spec"]
+    args = cli.build_parser().parse_args(deployment["template"]["spec"]["containers"][0]["args"])
+
+    assert (args.command, args.standalone, args.log_level) == ("operator", True, "info")
+    assert args.liveness == "http://0.0.0.0:8080/healthz"
+    assert args.metrics_port == 8081
+    assert (args.all_namespaces, args.namespace) == (
+        (True, []) if not sets else (False, ["a", "b"])
+    )
 
 
 def test_rbac_is_scoped_to_what_the_operator_manages(k8s: cluster.Cluster, namespace: str) -> None:

@@ -50,7 +50,13 @@ def test_reconcile_creates_objects_idempotently_and_reverts_drift(
 
     assert first["observedGeneration"] == broker["metadata"]["generation"]
     types = {c["type"]: c["status"] for c in first["conditions"]}
-    assert types == {status.PROGRESSING: "False", status.PAUSED: "False"}
+    # Nothing is ready right after the first apply: Ready waits for the pods.
+    assert types == {
+        status.PROGRESSING: "True",
+        status.PAUSED: "False",
+        status.READY: "False",
+        status.DEGRADED: "False",
+    }
     assert version == again  # generation: spec unchanged by the second run
     assert apps.read_namespaced_stateful_set("demo-b", namespace).spec.replicas == 2
     assert apps.read_namespaced_deployment("demo-namesrv", namespace).spec.replicas == 1

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ariane import admin_cli, bench_cli
 from ariane.broker import __main__ as broker_main
 from ariane.namesrv import __main__ as namesrv_main
+from ariane.operator import __main__ as operator_main
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench_cli.add_arguments(
         sub.add_parser("bench", help="client benchmark: ariane.client vs the official client")
+    )
+    operator_main.add_arguments(
+        sub.add_parser("operator", help="run the Kubernetes operator (needs ariane[operator])")
     )
     return parser
 
@@ -58,4 +62,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return admin_cli.run(args)
     if args.command == "bench":
         return bench_cli.run(args)
+    if args.command == "operator":
+        return operator_main.run(args)
     return 2  # pragma: no cover - argparse rejects unknown commands first

@@ -7,6 +7,6 @@ brokers and name servers, so it never imports ``ariane.broker``, ``ariane.namesr
 ``ariane.store``; it talks to them through ``ariane.client`` only.
 """
 
-from ariane.operator import kube, model, reconcile, resources, status
+from ariane.operator import kube, metadata, model, reconcile, resources, roller, status
 
-__all__ = ["kube", "model", "reconcile", "resources", "status"]
+__all__ = ["kube", "metadata", "model", "reconcile", "resources", "roller", "status"]

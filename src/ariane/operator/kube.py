@@ -67,3 +67,50 @@ class Kube:
             content_type="application/merge-patch+json",
         )
         return dict(live.to_dict())
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> resources.Manifest:
+        """The live object, or ``{}`` when it does not exist.
+
+        Raises:
+            kubernetes.client.ApiException: any refusal other than 404.
+        """
+        api = self._dynamic.resources.get(api_version=api_version, kind=kind)
+        try:
+            live = self._dynamic.get(api, name=name, namespace=namespace)
+        except kubernetes.dynamic.exceptions.NotFoundError:
+            return {}
+        return dict(live.to_dict())
+
+    def list_objects(
+        self, api_version: str, kind: str, namespace: str, selector: dict[str, str]
+    ) -> list[resources.Manifest]:
+        """The live objects of ``kind`` in ``namespace`` whose labels include ``selector``."""
+        api = self._dynamic.resources.get(api_version=api_version, kind=kind)
+        text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        found = self._dynamic.get(api, namespace=namespace, label_selector=text)
+        return [dict(item.to_dict()) for item in found.items]
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Deletes one object (gone already is fine).
+
+        Raises:
+            kubernetes.client.ApiException: any refusal other than 404.
+        """
+        api = self._dynamic.resources.get(api_version=api_version, kind=kind)
+        try:
+            self._dynamic.delete(api, name=name, namespace=namespace)
+        except kubernetes.dynamic.exceptions.NotFoundError:
+            return
+
+
+def api_client_from_environment() -> Any:
+    """A ``kubernetes.client.ApiClient`` for the in-cluster ServiceAccount, else ``KUBECONFIG``.
+
+    Raises:
+        kubernetes.config.ConfigException: neither is available.
+    """
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        return kubernetes.config.new_client_from_config()
+    return kubernetes.client.ApiClient()

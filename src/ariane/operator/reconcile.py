@@ -5,8 +5,12 @@ step may run again at any time (server-side apply of the same manifests is a no-
 edit of an owned field is reverted). It returns the status to write: conditions plus
 ``observedGeneration`` (only after every step succeeded). A paused Broker applies nothing.
 
-Not here yet (see the report of issue 5): the pod roller for OnDelete StatefulSets, safe
-scale-in, PVC growth, reading group/pod state into status, Topic and ConsumerGroup steps.
+Readiness is read from the live objects the applies return: a Broker is Ready only when the
+name-server Deployment and every group's StatefulSet report all their replicas ready at their
+current generation (kwok marks pods ready in the e2e control plane). Until then Progressing is
+True. After the applies, ``roller`` restarts at most one stale pod per group (Progressing is
+True, reason Rolling, until every pod runs the current revision). Not here yet: safe scale-in,
+PVC growth, broker roles and HA lag in status (they need the admin API per pod).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ariane.operator import kube, model, resources, status
+from ariane.operator import kube, model, resources, roller, status
 
 _log = logging.getLogger(__name__)
 
@@ -50,8 +54,10 @@ STEPS: Sequence[Step] = (
 )
 
 
-def _apply_step(client: kube.Kube, step: Step, objects: Sequence[resources.Manifest]) -> int:
-    applied = 0
+def _apply_step(
+    client: kube.Kube, step: Step, objects: Sequence[resources.Manifest]
+) -> list[resources.Manifest]:
+    applied = []
     for manifest in objects:
         if not step.select(manifest):
             continue
@@ -60,9 +66,32 @@ def _apply_step(client: kube.Kube, step: Step, objects: Sequence[resources.Manif
         ):
             _log.info("skipping %s: prometheus-operator CRDs are absent", manifest["kind"])
             continue
-        client.apply(manifest)
-        applied += 1
+        applied.append(client.apply(manifest))
     return applied
+
+
+def ready_replicas(live: resources.Manifest) -> int:
+    """Ready replicas a live Deployment/StatefulSet reports for its current generation (else 0)."""
+    observed = live.get("status", {}).get("observedGeneration", 0)
+    if observed < live.get("metadata", {}).get("generation", 0):
+        return 0
+    return int(live.get("status", {}).get("readyReplicas", 0) or 0)
+
+
+def observe(live_objects: Sequence[resources.Manifest]) -> tuple[list[dict[str, Any]], bool]:
+    """The ``status.groups`` entries and whether every workload has all its replicas ready."""
+    groups = []
+    all_ready = True
+    for live in live_objects:
+        if live["kind"] not in ("StatefulSet", "Deployment"):
+            continue
+        ready = ready_replicas(live)
+        wanted = int(live.get("spec", {}).get("replicas", 1))
+        all_ready = all_ready and ready >= wanted
+        if live["kind"] == "StatefulSet":
+            name = live["metadata"]["name"]
+            groups.append({"name": name, "statefulSet": name, "readyPods": ready})
+    return groups, all_ready
 
 
 def reconcile_broker(
@@ -72,7 +101,7 @@ def reconcile_broker(
 
     Returns:
         The status to patch: ``conditions`` (merged with the old ones) and, when every step
-        succeeded, ``observedGeneration``.
+        succeeded, ``observedGeneration``, ``groups``, ``readyGroups`` and ``nameServerAddress``.
 
     Raises:
         kubernetes.client.ApiException: a step's apply failed (retry later; earlier steps
@@ -88,22 +117,68 @@ def reconcile_broker(
     try:
         objects = model.desired_objects(owner, broker.get("spec", {}))
     except model.SpecError as error:
-        bad = status.condition(status.READY, False, "InvalidSpec", str(error), generation, now)
-        return {"conditions": status.merge(old, [bad])}
+        bad = [
+            status.condition(status.READY, False, "InvalidSpec", str(error), generation, now),
+            status.condition(status.DEGRADED, True, "InvalidSpec", str(error), generation, now),
+        ]
+        return {"conditions": status.merge(old, bad)}
+    live: list[resources.Manifest] = []
     for step in STEPS:
-        count = _apply_step(client, step, objects)
+        applied = _apply_step(client, step, objects)
+        live.extend(applied)
         _log.debug(
             "broker %s/%s: step %s applied %d objects",
             owner.namespace,
             owner.name,
             step.name,
-            count,
+            len(applied),
         )
-    # Ready needs pod and broker observation (not here yet): only Progressing is claimed.
+    master_role = broker.get("spec", {}).get("brokerRole", resources.DEFAULT_BROKER_ROLE)
+    rolls, pods = [], {}
+    for sts in (m for m in live if m["kind"] == "StatefulSet"):
+        decision, group_pods = roller.roll_group(client, sts)
+        rolls.append(decision)
+        pods[sts["metadata"]["name"]] = roller.pod_status(group_pods, master_role)
+    result = _observed_status(owner, broker, live, rolls, now)
+    for group in result["groups"]:
+        group["pods"] = pods.get(group["name"], [])
+        masters = [p["name"] for p in group["pods"] if p["brokerId"] == 0]
+        group["masterPod"] = masters[0] if masters else ""
+    return result
+
+
+def _observed_status(
+    owner: model.Owner,
+    broker: dict[str, Any],
+    live: Sequence[resources.Manifest],
+    rolls: Sequence[roller.Decision],
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    generation = int(broker["metadata"].get("generation", 0))
+    old = broker.get("status", {}).get("conditions", [])
+    per_group = broker.get("spec", {}).get("replicasPerGroup", resources.DEFAULT_REPLICAS_PER_GROUP)
+    groups, ready = observe(live)
+    ready_groups = sum(1 for g in groups if g["readyPods"] >= per_group)
+    message = f"{ready_groups}/{len(groups)} broker groups ready"
+    rolling = [d.message for d in rolls if d.action is not roller.Action.NONE]
+    if not ready:
+        progress = (True, "WaitingForPods", message)
+    elif rolling:
+        progress = (True, "Rolling", "; ".join(rolling))
+    else:
+        progress = (False, "Converged", message)
     done = [
         status.condition(status.PAUSED, False, "Running", "reconciling", generation, now),
+        status.condition(status.DEGRADED, False, "Applied", "every step applied", generation, now),
         status.condition(
-            status.PROGRESSING, False, "Applied", f"{len(objects)} objects applied", generation, now
+            status.READY, ready, "AllReady" if ready else "PodsNotReady", message, generation, now
         ),
+        status.condition(status.PROGRESSING, *progress, generation, now),
     ]
-    return {"conditions": status.merge(old, done), "observedGeneration": generation}
+    return {
+        "conditions": status.merge(old, done),
+        "observedGeneration": generation,
+        "groups": groups,
+        "readyGroups": ready_groups,
+        "nameServerAddress": model.namesrv_address(owner),
+    }

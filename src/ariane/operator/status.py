@@ -7,7 +7,7 @@ is ordered by type so a status patch is deterministic.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 READY: Final = "Ready"
@@ -45,6 +45,6 @@ def merge(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[
     return [merged[k] for k in sorted(merged)]
 
 
-def is_paused(annotations: dict[str, str] | None) -> bool:
+def is_paused(annotations: Mapping[str, str] | None) -> bool:
     """Whether the CR carries ``ariane.dev/pause-reconciliation: "true"``."""
     return (annotations or {}).get(PAUSE_ANNOTATION, "").lower() == "true"

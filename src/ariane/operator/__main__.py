@@ -1,0 +1,55 @@
+"""``ariane operator``: runs the kopf operator (``handlers``) until SIGTERM/SIGINT.
+
+One replica only (kopf has no leader election); ``--standalone`` skips kopf peering, as the
+chart does. The watched scope is ``--namespace`` (repeatable, kopf globs) or every namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import kopf
+import prometheus_client
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``operator`` sub-command's options (the chart's Deployment passes them)."""
+    parser.add_argument("--standalone", action="store_true", help="no kopf peering (1 replica)")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace", "-n", action="append", default=[], help="watch only this namespace (glob)"
+    )
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="watch every namespace")
+    parser.add_argument("--liveness", default=None, help="e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument(
+        "--metrics-port", type=int, default=0, help="serve /metrics on this port (0 = off)"
+    )
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs the operator until it is stopped; returns the exit status.
+
+    Raises:
+        ValueError: ``--metrics-port`` outside 0..65535.
+    """
+    if not 0 <= args.metrics_port <= 65535:
+        raise ValueError(f"--metrics-port must be 0..65535, not {args.metrics_port}")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    from ariane.operator import handlers  # registers the handlers with kopf
+
+    logging.getLogger(__name__).info("operator starting (resync every %.0f s)", handlers.RESYNC_S)
+    if args.metrics_port:
+        prometheus_client.start_http_server(args.metrics_port)
+    kopf.run(
+        standalone=args.standalone,
+        namespaces=args.namespace,
+        clusterwide=not args.namespace,
+        liveness_endpoint=args.liveness,
+    )
+    return 0

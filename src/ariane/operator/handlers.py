@@ -1,0 +1,222 @@
+"""kopf wiring only: which handler runs ``reconcile`` / ``metadata`` for which CR, and when.
+
+Broker: create/update/resume apply the model (``reconcile.reconcile_broker``, sync, in kopf's
+thread pool) and a timer re-applies it every ``RESYNC_ENV`` seconds, which reverts drift and
+refreshes readiness. Topic and ConsumerGroup: create/update/resume and a timer create-or-replace
+them through the admin API (``metadata``); a delete handler (behind the ``FINALIZER``) removes
+them from the brokers. Settings (``configure``): diff base and handler progress in
+``status.kopf`` (declared by the CRDs; never in annotations), a finalizer under ``ariane.dev``,
+events posted for handler outcomes. A CR annotated ``ariane.dev/pause-reconciliation: "true"``
+is left alone and says so in its conditions.
+
+Invariants: every handler is idempotent; no handler sleeps (a failure raises
+``kopf.TemporaryError``); the status written is only what the CRDs declare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import time
+from typing import Any, Final
+
+import kopf
+import kubernetes  # type: ignore[import-untyped]
+import prometheus_client
+
+from ariane.client import admin
+from ariane.common import errors
+from ariane.operator import kube, metadata, reconcile, resources, status
+
+_log = logging.getLogger(__name__)
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+FINALIZER: Final = "ariane.dev/operator"
+"""The finalizer kopf puts on CRs with delete handlers or timers (never kopf's default)."""
+
+RESYNC_ENV: Final = "ARIANE_OPERATOR_RESYNC_INTERVAL_S"
+"""Environment variable: seconds between drift-reverting re-applies (default 60, 1..3600)."""
+
+RESYNC_DEFAULT_S: Final = 60.0
+RETRY_DELAY_S: Final = 10.0
+"""Delay before a failed handler runs again, in seconds."""
+
+RECONCILES = prometheus_client.Counter(
+    "ariane_operator_reconciliations", "Reconciliations run", ["kind"]
+)
+FAILURES = prometheus_client.Counter(
+    "ariane_operator_reconciliations_failed", "Reconciliations that failed", ["kind"]
+)
+DURATION = prometheus_client.Histogram(
+    "ariane_operator_reconciliation_duration_seconds", "Reconciliation duration", ["kind"]
+)
+_last_success = {"monotonic_s": time.monotonic()}
+
+
+def resync_interval_s() -> float:
+    """The timer interval from ``RESYNC_ENV``, bounded to 1..3600 s.
+
+    Raises:
+        ValueError: the variable is not a number in range.
+    """
+    value = float(os.environ.get(RESYNC_ENV, RESYNC_DEFAULT_S))
+    if not 1.0 <= value <= 3600.0:
+        raise ValueError(f"{RESYNC_ENV} must be 1..3600 seconds, not {value}")
+    return value
+
+
+RESYNC_S: Final = resync_interval_s()
+G, V = resources.GROUP, resources.VERSION
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """kopf settings and the shared clients (stored in ``memo``)."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diffbase")
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(
+        field="status.kopf.progress", touch_field="status.kopf.touch"
+    )
+    settings.posting.reporting_component = "ariane-operator"
+    # kopf posts no log lines as events (posting.loggers is False): the handlers post their own
+    # (Applied/Paused on changes, a Warning on each failure), so resync ticks add none.
+    settings.networking.request_timeout = 60.0
+    settings.execution.max_workers = 8
+    memo.kube = kube.Kube(kube.api_client_from_environment())
+    memo.overrides = metadata.overrides_from_env()
+
+
+@kopf.on.probe(id="last_success_age_s")
+def last_success_age(**_: Any) -> float:
+    """Liveness detail: seconds since the last successful reconciliation."""
+    return round(time.monotonic() - _last_success["monotonic_s"], 1)
+
+
+def _write(patch: kopf.Patch, result: dict[str, Any]) -> None:
+    for key, value in result.items():
+        patch.status[key] = value
+
+
+def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -> None:
+    RECONCILES.labels("Broker").inc()
+    with DURATION.labels("Broker").time():
+        try:
+            result = reconcile.reconcile_broker(memo.kube, dict(body), _now())
+        except kubernetes.client.ApiException as error:
+            FAILURES.labels("Broker").inc()
+            message = f"apply failed: {error.status} {error.reason}"
+            _write(patch, metadata.failed_status(body, _now(), "ApplyFailed", message))
+            kopf.warn(body, reason="ApplyFailed", message=message)
+            raise kopf.TemporaryError(message, delay=RETRY_DELAY_S) from None
+    _write(patch, result)
+    _last_success["monotonic_s"] = time.monotonic()
+    for cond in result["conditions"]:
+        if cond["type"] == status.PROGRESSING and "restarting" in cond["message"]:
+            kopf.info(body, reason="RollingPod", message=cond["message"])
+    if change:
+        paused = status.is_paused(body.metadata.annotations)
+        kopf.info(
+            body,
+            reason="Paused" if paused else "Applied",
+            message="reconciliation paused" if paused else "objects applied",
+        )
+
+
+@kopf.on.resume(G, V, "brokers")
+@kopf.on.create(G, V, "brokers")
+@kopf.on.update(G, V, "brokers")
+def broker_changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    """A Broker was created or changed (or the operator restarted): apply its objects."""
+    _broker(body, patch, memo, change=True)
+
+
+@kopf.timer(G, V, "brokers", interval=RESYNC_S, initial_delay=RESYNC_S)
+def broker_resync(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    """Periodic re-apply: reverts drift and refreshes readiness in status."""
+    _broker(body, patch, memo, change=False)
+
+
+async def _broker_of(memo: kopf.Memo, body: kopf.Body) -> dict[str, Any]:
+    name = body.get("spec", {}).get("broker", "")
+    found: dict[str, Any] = await asyncio.to_thread(
+        memo.kube.get, resources.API_VERSION, "Broker", body.metadata.namespace, name
+    )
+    return found
+
+
+def _client(memo: kopf.Memo, body: kopf.Body) -> admin.AdminClient:
+    endpoint = metadata.namesrv_endpoint(
+        str(body.metadata.namespace), body["spec"]["broker"], memo.overrides
+    )
+    return admin.AdminClient(endpoint, timeout_s=metadata.ADMIN_TIMEOUT_S)
+
+
+async def _admin_reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) -> None:
+    kind = str(body["kind"])
+    RECONCILES.labels(kind).inc()
+    if not await _broker_of(memo, body):
+        FAILURES.labels(kind).inc()
+        message = f"Broker {body['spec']['broker']!r} not found in this namespace"
+        _write(patch, metadata.failed_status(body, _now(), "BrokerNotFound", message))
+        kopf.warn(body, reason="BrokerNotFound", message=message)
+        raise kopf.TemporaryError(message, delay=RETRY_DELAY_S)
+    step = metadata.reconcile_topic if kind == "Topic" else metadata.reconcile_group
+    with DURATION.labels(kind).time():
+        try:
+            async with _client(memo, body) as client:
+                result = await step(client, body, _now())
+        except errors.ArianeError as error:
+            FAILURES.labels(kind).inc()
+            _write(patch, metadata.failed_status(body, _now(), "BrokerError", str(error)))
+            kopf.warn(body, reason="BrokerError", message=str(error))
+            raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_S) from None
+    _write(patch, result)
+    _last_success["monotonic_s"] = time.monotonic()
+
+
+async def _admin_delete(body: kopf.Body, memo: kopf.Memo, logger: Logger) -> None:
+    broker = await _broker_of(memo, body)
+    if status.is_paused(body.metadata.annotations):
+        logger.info("paused: %s left on the brokers (orphaned)", body["kind"])
+        return
+    if not broker or broker["metadata"].get("deletionTimestamp"):
+        logger.info("Broker %s is gone: nothing to delete", body["spec"]["broker"])
+        return
+    try:
+        async with _client(memo, body) as client:
+            if body["kind"] == "Topic":
+                await client.delete_topic(metadata.topic_name(body))
+            else:
+                await client.delete_group(metadata.group_name(body))
+    except errors.NotFoundError:
+        logger.info("already absent from the brokers")
+    except errors.ArianeError as error:
+        raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_S) from None
+
+
+async def admin_changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
+    """A Topic/ConsumerGroup was created or changed (or the operator restarted), or its resync
+    timer fired: create-or-replace it on every master of its Broker, refresh route/lag."""
+    await _admin_reconcile(body, patch, memo)
+    if "reason" in kwargs:  # a change handler (timers get no cause): say what was done
+        kopf.info(body, reason="Applied", message="applied on the brokers")
+
+
+async def admin_deleted(body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:
+    """A Topic/ConsumerGroup CR is being deleted: delete it from the brokers, then let it go."""
+    await _admin_delete(body, memo, logger)
+
+
+ADMIN_PLURALS: Final = ("topics", "consumergroups")
+for _plural in ADMIN_PLURALS:
+    kopf.on.resume(G, V, _plural)(admin_changed)
+    kopf.on.create(G, V, _plural)(admin_changed)
+    kopf.on.update(G, V, _plural)(admin_changed)
+    kopf.timer(G, V, _plural, interval=RESYNC_S, initial_delay=RESYNC_S, id="resync")(admin_changed)
+    kopf.on.delete(G, V, _plural)(admin_deleted)

@@ -1,0 +1,70 @@
+"""The operator's pure helpers: the name-server address seam, lag per topic, readiness."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ariane.client import admin_types
+from ariane.operator import metadata, reconcile
+
+
+def test_override_most_specific_key_wins_and_default_is_service_dns() -> None:
+    """``ns/name`` beats ``name`` beats ``*``; with no override the Service DNS name is used."""
+    overrides = {"ns1/demo": "127.0.0.1:1", "demo": "127.0.0.1:2", "*": "127.0.0.1:3"}
+
+    assert metadata.namesrv_endpoint("ns1", "demo", overrides) == "127.0.0.1:1"
+    assert metadata.namesrv_endpoint("ns2", "demo", overrides) == "127.0.0.1:2"
+    assert metadata.namesrv_endpoint("ns2", "other", overrides) == "127.0.0.1:3"
+    assert metadata.namesrv_endpoint("ns2", "other", {}) == "other-namesrv.ns2.svc:9876"
+
+
+def test_overrides_come_from_the_environment_and_bad_ones_are_refused() -> None:
+    """The override map is read from JSON; anything but an object of strings is refused."""
+    good = {metadata.OVERRIDE_ENV: json.dumps({"*": "127.0.0.1:9876"})}
+
+    assert metadata.overrides_from_env(good) == {"*": "127.0.0.1:9876"}
+    assert metadata.overrides_from_env({}) == {}
+    with pytest.raises(ValueError, match="JSON object of strings"):
+        metadata.overrides_from_env({metadata.OVERRIDE_ENV: '{"*": 9876}'})
+
+
+def _lag(topic: str, queue_id: int, lag: int, inflight: int) -> admin_types.QueueLag:
+    return admin_types.QueueLag("broker-a", topic, queue_id, lag + 5, 5, lag, inflight)
+
+
+def test_lag_is_summed_per_topic_in_topic_order() -> None:
+    """Queue lags add up per topic; the list is sorted by topic."""
+    queues = [_lag("b", 0, 3, 1), _lag("a", 0, 1, 0), _lag("b", 1, 4, 2)]
+
+    assert metadata.lag_by_topic(queues) == [
+        {"topic": "a", "lag": 1, "inflight": 0},
+        {"topic": "b", "lag": 7, "inflight": 3},
+    ]
+
+
+def _workload(
+    kind: str, name: str, replicas: int, ready: int, stale: bool = False
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "metadata": {"name": name, "generation": 2},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": 1 if stale else 2, "readyReplicas": ready},
+    }
+
+
+def test_ready_only_when_every_workload_reports_all_replicas_at_its_generation() -> None:
+    """Readiness needs every replica ready, counted only at the workload's current generation."""
+    deployment = _workload("Deployment", "demo-namesrv", 1, 1)
+    full = _workload("StatefulSet", "demo-a", 2, 2)
+
+    assert reconcile.observe([deployment, full]) == (
+        [{"name": "demo-a", "statefulSet": "demo-a", "readyPods": 2}],
+        True,
+    )
+    assert not reconcile.observe([deployment, _workload("StatefulSet", "demo-a", 2, 1)])[1]
+    assert not reconcile.observe([deployment, _workload("StatefulSet", "demo-a", 2, 2, True)])[1]
+    assert not reconcile.observe([_workload("Deployment", "n", 1, 0), full])[1]
