@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -95,7 +96,53 @@ def operator(
     """One operator for the module, watching the per-test namespaces (``t-*``)."""
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     with _run_operator(k8s, loopback, log_path, "t-*") as running:
+        _warm_up(k8s)
         yield running
+
+
+WARM_UP_ATTEMPTS = 4
+WARM_UP_WAIT_S = 20.0
+
+
+def _has_condition(k8s: cluster.Cluster, namespace: str, kind: str) -> bool:
+    return _condition(_get(k8s, namespace, "topics", "warm-up"), kind) is not None
+
+
+def _warm_up(k8s: cluster.Cluster) -> None:
+    """Wait until the operator handles objects in a new ``t-*`` namespace before any test.
+
+    Right after start, kopf may not yet watch a namespace created at that moment (its
+    namespace observer and watch streams come up asynchronously); a test object applied then
+    was seen to stay unhandled. Each attempt uses a fresh namespace with a Topic naming a
+    Broker that does not exist: a live operator marks it Degraded (BrokerNotFound) at once.
+    """
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    for attempt in range(WARM_UP_ATTEMPTS):
+        name = f"t-warmup-{uuid.uuid4().hex[:8]}"
+        core.create_namespace({"metadata": {"name": name}})
+        topic = {
+            "apiVersion": "ariane.dev/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": "warm-up"},
+            "spec": {"broker": "absent", "queues": 1},
+        }
+        try:
+            _apply(k8s, name, topic)
+            processes.wait_until(
+                functools.partial(_has_condition, k8s, name, status.DEGRADED),
+                timeout_s=WARM_UP_WAIT_S,
+                what=f"the operator to handle a Topic in {name} (attempt {attempt + 1})",
+            )
+            return
+        except TimeoutError:
+            continue
+        finally:
+            with contextlib.suppress(Exception):
+                _custom(k8s).delete_namespaced_custom_object(
+                    "ariane.dev", "v1alpha1", name, "topics", "warm-up"
+                )
+            core.delete_namespace(name)
+    raise AssertionError(f"the operator handled nothing in {WARM_UP_ATTEMPTS} warm-up namespaces")
 
 
 def _custom(k8s: cluster.Cluster) -> Any:
