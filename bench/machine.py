@@ -247,6 +247,15 @@ def _git_commit(repo: pathlib.Path) -> str:
     return done.stdout.strip()
 
 
+def _active_scheduler(path: pathlib.Path | None) -> str | None:
+    # The file lists every scheduler and brackets the active one: "none [mq-deadline] kyber".
+    if path is None or not path.exists():
+        return None
+    text = path.read_text()
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else text.strip()
+
+
 def calibration_us() -> float:
     """``sum(range(1000))`` in µs, best of 5 x 2,000 loops (perf.md §2: 15.4 µs here)."""
     return min(timeit.repeat("sum(range(1000))", number=2_000, repeat=5)) / 2_000 * 1e6
@@ -268,9 +277,7 @@ def machine_info(bench_dir: pathlib.Path, repo: pathlib.Path) -> dict[str, objec
         "bench_dir": str(bench_dir.resolve()),
         "file_system": dataclasses.asdict(fs) if fs else None,
         "disk": disk,
-        "disk_scheduler": scheduler.read_text().strip()
-        if scheduler and scheduler.exists()
-        else None,
+        "disk_scheduler": _active_scheduler(scheduler),
         "git_commit": _git_commit(repo),
         "load_average_at_start": list(os.getloadavg()),
     }

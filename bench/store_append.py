@@ -471,6 +471,8 @@ class RowSummary:
     messages_per_sync: measure.Spread | None
     record_bytes: int
     ext_cores_max: float
+    loaded_runs: int
+    """Runs whose store loop saw more outside load than the gate's threshold (flagged "!")."""
     quiet_runs: int
     runs: int
 
@@ -499,7 +501,7 @@ class RowSummary:
             self.baseline,
             self.disk_rate.format(),
             self.ratio.format(digits=3),
-            f"{self.ext_cores_max:.2f}",
+            f"{self.ext_cores_max:.2f}" + (" !" if self.loaded_runs else ""),
             f"{self.quiet_runs}/{self.runs}",
         ]
 
@@ -523,6 +525,7 @@ class RowSummary:
             "ratio_store_to_disk": self.ratio.as_dict(),
             "record_bytes": self.record_bytes,
             "ext_cores_max": self.ext_cores_max,
+            "loaded_runs": self.loaded_runs,
             "quiet_runs": self.quiet_runs,
             "runs": self.runs,
         }
@@ -544,8 +547,13 @@ HEADERS = (
 )
 
 
-def summarize(samples: Sequence[RunSample]) -> list[RowSummary]:
-    """One row per scenario, in the order the scenarios first ran."""
+def summarize(samples: Sequence[RunSample], threshold: float) -> list[RowSummary]:
+    """One row per scenario, in the order the scenarios first ran.
+
+    Args:
+        samples: every run.
+        threshold: ``ext_cores`` above which a run counts as loaded (the gate's threshold).
+    """
     by_name: dict[str, list[RunSample]] = {}
     for sample in samples:
         by_name.setdefault(sample.scenario.name, []).append(sample)
@@ -564,6 +572,7 @@ def summarize(samples: Sequence[RunSample]) -> list[RowSummary]:
                 messages_per_sync=measure.Spread.of(per_sync) if per_sync else None,
                 record_bytes=runs[0].store.bytes // runs[0].store.messages,
                 ext_cores_max=max(s.store_load.ext_cores for s in runs),
+                loaded_runs=sum(s.store_load.ext_cores > threshold for s in runs),
                 quiet_runs=sum(s.gate.quiet for s in runs),
                 runs=len(runs),
             )
@@ -585,16 +594,24 @@ def _load_summary(samples: Sequence[RunSample], config: BenchSettings) -> list[s
     ext = [s.store_load.ext_cores for s in samples]
     loads = [s.store_load.load_1m for s in samples]
     quiet = sum(s.gate.quiet for s in samples)
+    threshold = config.quiet_busy_cores_max
+    loaded = sum(e > threshold for e in ext)
     written = sum(s.store_load.disk_written_bytes + s.disk_load.disk_written_bytes for s in samples)
     return [
         f"- Quiet gate: {quiet}/{len(samples)} runs saw a 1-s window under "
         f"{config.quiet_busy_cores_max} busy cores within {config.quiet_wait_seconds_max:g} s "
         f"(total gate wait bounded at {config.quiet_wait_total_seconds_max:g} s).",
         f"- Outside load during the store runs (`ext_cores`, perf.md §2.1): median "
-        f"{statistics.median(ext):.2f}, max {max(ext):.2f} cores of {os.cpu_count()}.",
+        f"{statistics.median(ext):.2f}, max {max(ext):.2f} cores of {os.cpu_count()}; "
+        f"{loaded}/{len(samples)} runs above {threshold} (marked `!` in ext cores max).",
         f"- 1-min load average during the runs: {min(loads):.2f}-{max(loads):.2f}.",
         f"- Disk bytes written during the timed loops (all writers): {written / 1e9:.2f} GB.",
     ]
+
+
+def _minutes(started: datetime.datetime) -> str:
+    seconds = (datetime.datetime.now().astimezone() - started).total_seconds()
+    return f"{seconds / 60:.1f} min"
 
 
 _NOTES = """\
@@ -638,7 +655,8 @@ def markdown(
             f"- Directory: {info['bench_dir']} ({fs_text}, scheduler {info['disk_scheduler']}); "
             f"commit {info['git_commit']}.",
             f"- {config.runs} interleaved rounds; up to {config.messages:,} messages per run, "
-            f"each timed loop bounded at {config.run_seconds_max:g} s; fresh store per run.",
+            f"each timed loop bounded at {config.run_seconds_max:g} s; fresh store per run; "
+            f"wall time {_minutes(started)}.",
             *_load_summary(samples, config),
             "",
             report.markdown_table(HEADERS, [r.cells() for r in rows]),
@@ -727,12 +745,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchmarkError as failure:
         console.print(f"[red]benchmark failed: {failure}[/red]")
         return 1
-    rows = summarize(samples)
+    rows = summarize(samples, config.quiet_busy_cores_max)
     console.print(rich_table(rows, f"MessageStore vs raw disk, {config.runs} rounds"))
     if record:
         paths = report.write_results(
             "store_append",
-            f"{started:%Y-%m-%d-%H%M}",
+            f"{started:%Y-%m-%dT%H%M}",
             payload(rows, samples, config, info, command, started),
             markdown(rows, samples, config, info, command, started),
         )
