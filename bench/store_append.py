@@ -90,6 +90,9 @@ class BenchSettings:
     quiet_wait_total_seconds_max: float = 180.0
     """Longest total gate wait of the invocation, seconds (then each gate samples once)."""
 
+    loaded_repeats_max: int = 2
+    """Repeats of a run whose outside load exceeded the gate's threshold (least loaded kept)."""
+
     producers: int = 8
     """Concurrent asyncio producers in the group-commit scenarios."""
 
@@ -158,6 +161,13 @@ class RunSample:
     gate: machine.GateResult
     store_load: machine.RunLoad
     disk_load: machine.RunLoad
+    attempts: int = 1
+    """Runs made for this sample (more than 1 when earlier ones were loaded)."""
+
+    @property
+    def ext_cores(self) -> float:
+        """Outside load, cores: the larger of the store loop's and the baseline loop's."""
+        return max(self.store_load.ext_cores, self.disk_load.ext_cores)
 
     @property
     def ratio(self) -> float:
@@ -176,6 +186,7 @@ class RunSample:
             "gate": dataclasses.asdict(self.gate),
             "store_load": dataclasses.asdict(self.store_load),
             "disk_load": dataclasses.asdict(self.disk_load),
+            "attempts": self.attempts,
         }
 
 
@@ -421,33 +432,71 @@ def run_once(
 def _progress(sample: RunSample) -> str:
     gate = sample.gate
     seen = "quiet" if gate.quiet else f"NOT quiet ({gate.busy_cores:.2f} busy)"
+    if sample.attempts > 1:
+        seen += f", best of {sample.attempts} attempts"
     return (
         f"round {sample.round_index + 1}  {sample.scenario.name:<30} "
         f"{sample.store.messages_per_s:>10,.0f} msg/s  disk {sample.disk.messages_per_s:>11,.0f}"
-        f"  ratio {sample.ratio:5.2f}  ext {sample.store_load.ext_cores:.2f} cores  gate {seen}"
+        f"  ratio {sample.ratio:5.2f}  ext {sample.ext_cores:.2f} cores  gate {seen}"
     )
+
+
+class _Gate:
+    """The quiet-machine gate with the invocation's total wait budget."""
+
+    def __init__(self, config: BenchSettings) -> None:
+        self._config = config
+        self._waited_s = 0.0
+
+    def wait(self) -> machine.GateResult:
+        """Wait for a quiet window, at most the per-run bound and what the budget has left."""
+        config = self._config
+        budget = config.quiet_wait_total_seconds_max - self._waited_s
+        wait_max = max(1.0, min(config.quiet_wait_seconds_max, budget))
+        gate = machine.wait_for_quiet(config.quiet_busy_cores_max, wait_max)
+        self._waited_s += gate.waited_s
+        return gate
+
+
+def _gated_run(
+    scenario: Scenario,
+    config: BenchSettings,
+    session: pathlib.Path,
+    disk: str | None,
+    gate: _Gate,
+    round_index: int,
+) -> RunSample:
+    """Run ``scenario``, repeating a loaded run up to ``loaded_repeats_max`` times."""
+    best: RunSample | None = None
+    attempts = 0
+    while attempts <= config.loaded_repeats_max:
+        attempts += 1
+        os.sync()  # the previous run's dirty pages must not be written back during this one
+        gc.collect()
+        seen = gate.wait()
+        root = session / "run"
+        root.mkdir()
+        try:
+            sample = run_once(scenario, config, root, disk, seen, round_index)
+        finally:
+            shutil.rmtree(root)
+        if best is None or sample.ext_cores < best.ext_cores:
+            best = sample
+        if best.ext_cores <= config.quiet_busy_cores_max:
+            break
+    assert best is not None
+    return dataclasses.replace(best, attempts=attempts)
 
 
 def run_rounds(config: BenchSettings, console: Console, disk: str | None) -> list[RunSample]:
     """``config.runs`` interleaved rounds of every scenario, each run gated and cleaned up."""
     samples: list[RunSample] = []
-    waited = 0.0
+    gate = _Gate(config)
     session = pathlib.Path(tempfile.mkdtemp(prefix=".bench-store_append-", dir=config.base_dir))
     try:
         for round_index in range(config.runs):
             for scenario in scenarios(config):
-                os.sync()  # the previous run's dirty pages must not be written back during this one
-                gc.collect()
-                budget = config.quiet_wait_total_seconds_max - waited
-                wait_max = max(1.0, min(config.quiet_wait_seconds_max, budget))
-                gate = machine.wait_for_quiet(config.quiet_busy_cores_max, wait_max)
-                waited += gate.waited_s
-                root = session / "run"
-                root.mkdir()
-                try:
-                    sample = run_once(scenario, config, root, disk, gate, round_index)
-                finally:
-                    shutil.rmtree(root)
+                sample = _gated_run(scenario, config, session, disk, gate, round_index)
                 samples.append(sample)
                 console.print(_progress(sample))
     finally:
@@ -571,8 +620,8 @@ def summarize(samples: Sequence[RunSample], threshold: float) -> list[RowSummary
                 ratio=measure.Spread.of([s.ratio for s in runs]),
                 messages_per_sync=measure.Spread.of(per_sync) if per_sync else None,
                 record_bytes=runs[0].store.bytes // runs[0].store.messages,
-                ext_cores_max=max(s.store_load.ext_cores for s in runs),
-                loaded_runs=sum(s.store_load.ext_cores > threshold for s in runs),
+                ext_cores_max=max(s.ext_cores for s in runs),
+                loaded_runs=sum(s.ext_cores > threshold for s in runs),
                 quiet_runs=sum(s.gate.quiet for s in runs),
                 runs=len(runs),
             )
@@ -591,21 +640,24 @@ def rich_table(rows: Sequence[RowSummary], title: str) -> Table:
 
 
 def _load_summary(samples: Sequence[RunSample], config: BenchSettings) -> list[str]:
-    ext = [s.store_load.ext_cores for s in samples]
+    ext = [s.ext_cores for s in samples]
     loads = [s.store_load.load_1m for s in samples]
     quiet = sum(s.gate.quiet for s in samples)
     threshold = config.quiet_busy_cores_max
     loaded = sum(e > threshold for e in ext)
     written = sum(s.store_load.disk_written_bytes + s.disk_load.disk_written_bytes for s in samples)
+    repeated = sum(s.attempts > 1 for s in samples)
     return [
         f"- Quiet gate: {quiet}/{len(samples)} runs saw a 1-s window under "
         f"{config.quiet_busy_cores_max} busy cores within {config.quiet_wait_seconds_max:g} s "
         f"(total gate wait bounded at {config.quiet_wait_total_seconds_max:g} s).",
-        f"- Outside load during the store runs (`ext_cores`, perf.md §2.1): median "
-        f"{statistics.median(ext):.2f}, max {max(ext):.2f} cores of {os.cpu_count()}; "
-        f"{loaded}/{len(samples)} runs above {threshold} (marked `!` in ext cores max).",
+        f"- Outside load during the timed loops (`ext_cores`, perf.md §2.1; the larger of the "
+        f"store's and the baseline's): median {statistics.median(ext):.2f}, max "
+        f"{max(ext):.2f} cores of {os.cpu_count()}; {loaded}/{len(samples)} kept runs above "
+        f"{threshold} (marked `!` in ext cores max). {repeated} runs were repeated because "
+        f"they were loaded (at most {config.loaded_repeats_max} repeats, least loaded kept).",
         f"- 1-min load average during the runs: {min(loads):.2f}-{max(loads):.2f}.",
-        f"- Disk bytes written during the timed loops (all writers): {written / 1e9:.2f} GB.",
+        f"- Disk bytes written during the kept timed loops (all writers): {written / 1e9:.2f} GB.",
     ]
 
 
@@ -715,6 +767,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchSettings, bool]:
             run_seconds_max=3.0,
             quiet_wait_seconds_max=1.0,
             quiet_wait_total_seconds_max=10.0,
+            loaded_repeats_max=0,
         )
     if args.messages is not None:
         config = dataclasses.replace(config, messages=args.messages)
