@@ -75,10 +75,7 @@ class MessagingService:
         self._client(context)
         topic = topics.validate_topic(request.topic.name)
         found = await self._routes.topic_route(topic)
-        queues = convert.query_route_queues(found, request.topic)
-        if not queues:
-            raise errors.TopicNotFoundError(f"no broker group serving {topic!r} has a master")
-        return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)
+        return convert.query_route_response(found, request.topic)
 
     async def heartbeat(
         self, request: pb.v2_service.HeartbeatRequest, context: Context

@@ -204,10 +204,7 @@ class MessagingService:
         metadata.require_client_id(context)
         topic = topics.validate_topic(request.topic.name)
         found = route_message(self._manager.pickup_topic_route(topic))
-        queues = convert.query_route_queues(found, request.topic)
-        if not queues:
-            raise errors.TopicNotFoundError(f"no broker group serving {topic!r} has a master")
-        return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)
+        return convert.query_route_response(found, request.topic)
 
     async def recall_message(
         self, request: pb.v2_service.RecallMessageRequest, context: Context

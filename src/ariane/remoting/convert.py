@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from ariane.common import ids, message, route
-from ariane.remoting import pb
+from ariane.common import errors, ids, message, route
+from ariane.remoting import codes, pb
 
 PORT_MAX = 65_535
 
@@ -248,3 +248,18 @@ def query_route_queues(
             kind=message_type_of(queue_data.message_type),
         )
     return queues
+
+
+def query_route_response(
+    found: pb.registry.GetTopicRouteResponse, topic: pb.v2.Resource
+) -> pb.v2_service.QueryRouteResponse:
+    """The whole v2 QueryRoute answer from a registry route, as every access point gives it.
+
+    Raises:
+        TopicNotFoundError: no broker group serving the topic has a master (clients only use
+            broker id 0, so a route without one is no route).
+    """
+    queues = query_route_queues(found, topic)
+    if not queues:
+        raise errors.TopicNotFoundError(f"no broker group serving {topic.name!r} has a master")
+    return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)
