@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.common import clock, delay, errors, ids, message, topics
+from ariane.common import clock, delay, errors, ids, message, process, topics
 
 
 def test_topic_rules_accept_legal_and_reject_illegal_names() -> None:
@@ -94,3 +97,16 @@ def test_message_accessors_read_rocketmq_properties() -> None:
     assert (msg.tags, msg.keys, msg.message_group, msg.uniq_key) == ("AA", ("k1", "k2"), "g", "ID")
     assert message.MessageType.MIXED.accepts(message.MessageType.FIFO)
     assert not message.MessageType.NORMAL.accepts(message.MessageType.FIFO)
+
+
+def test_available_cpus_honours_a_cgroup_quota(tmp_path: pathlib.Path) -> None:
+    """A cpu.max quota caps the count at ceil(quota/period); "max" or no file leaves affinity."""
+    affinity = len(os.sched_getaffinity(0))
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("50000 100000\n")
+    assert process.available_cpus(cpu_max) == 1
+    cpu_max.write_text("150000 100000\n")
+    assert process.available_cpus(cpu_max) == min(affinity, 2)
+    cpu_max.write_text("max 100000\n")
+    assert process.available_cpus(cpu_max) == affinity
+    assert process.available_cpus(tmp_path / "missing") == affinity

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import relay_testing
 from ariane.common import errors, ids, message
 from ariane.remoting import codes, convert, metadata, pb, recall, rpc, server
 
@@ -216,9 +217,17 @@ class Misbehaving:
 
 
 async def with_server(
-    implementation: object, body: Callable[[grpc.aio.Channel], Awaitable[None]]
+    implementation: object,
+    body: Callable[[grpc.aio.Channel], Awaitable[None]],
+    *,
+    relayed: bool = False,
 ) -> None:
-    """Serve ``implementation`` on a free loopback port and run ``body`` against it."""
+    """Serve ``implementation`` on a free loopback port and run ``body`` against it; with
+    ``relayed``, through a front-end worker's relay instead of in the serving process."""
+    if relayed:
+        async with relay_testing.relayed_server(implementation=implementation) as served:
+            await body(served[0])
+        return
     grpc_server = server.build(
         server.ServerSettings(),
         [rpc.service_handler(pb.MESSAGING_SERVICE, implementation)],
@@ -240,8 +249,10 @@ async def call(channel: grpc.aio.Channel, rpc_name: str, request: Any) -> Any:
     )
 
 
-def test_every_failure_of_a_servicer_becomes_a_status() -> None:
-    """Errors, bugs, missing statuses and missing RPCs all answer a non-zero status."""
+@pytest.mark.parametrize("relayed", [False, True], ids=["in-process", "relayed"])
+def test_every_failure_of_a_servicer_becomes_a_status(relayed: bool) -> None:
+    """Errors, bugs, missing statuses and missing RPCs all answer a non-zero status, served in
+    process or forwarded by a front-end worker's relay alike."""
 
     async def body(channel: grpc.aio.Channel) -> None:
         svc = pb.v2_service
@@ -269,7 +280,7 @@ def test_every_failure_of_a_servicer_becomes_a_status() -> None:
         commands = [c async for c in telemetry(iter([svc.TelemetryCommand()]), timeout=10)]
         assert [c.status.code for c in commands] == [50100]
 
-    asyncio.run(with_server(Misbehaving(), body))
+    asyncio.run(with_server(Misbehaving(), body, relayed=relayed))
 
 
 def test_snake_case_names_match_the_rpcs() -> None:

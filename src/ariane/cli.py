@@ -27,6 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--data-dir", required=True, type=pathlib.Path, help="store and logs root")
     dev.add_argument("--namesrv-port", type=int, default=9876, help="0 picks a free port")
     dev.add_argument("--broker-port", type=int, default=0, help="0 picks a free port")
+    dev.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="broker front-end worker processes (0 = none; default: the CPU count)",
+    )
     admin_cli.add_arguments(
         sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
     )
@@ -52,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ariane import dev as dev_cluster
 
         return dev_cluster.run_dev_cluster(
-            args.data_dir, namesrv_port=args.namesrv_port, broker_port=args.broker_port
+            args.data_dir,
+            namesrv_port=args.namesrv_port,
+            broker_port=args.broker_port,
+            workers=args.workers,
         )
     if args.command == "namesrv":
         return namesrv_main.run(args)

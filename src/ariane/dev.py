@@ -120,6 +120,7 @@ def dev_cluster(
     broker_port: int = 0,
     broker_name: str = "broker-a",
     flush_disk_type: str = "ASYNC_FLUSH",
+    workers: int | None = None,
 ) -> Iterator[DevEndpoints]:
     """Run a name server and a broker as children for the duration of the ``with`` block.
 
@@ -129,6 +130,8 @@ def dev_cluster(
         broker_port: broker gRPC port on 127.0.0.1 (0 = pick a free one).
         broker_name: the broker group name.
         flush_disk_type: ``ASYNC_FLUSH`` or ``SYNC_FLUSH``.
+        workers: the broker's front-end worker processes (``None``: the broker's default,
+            the CPU count; 0: none).
 
     Yields:
         The endpoints, once both children accept connections.
@@ -161,6 +164,7 @@ def dev_cluster(
                 str(data_dir / "store"),
                 "--broker-name",
                 broker_name,
+                *([] if workers is None else ["--workers", str(workers)]),
             ],
             data_dir / "broker.log",
         )
@@ -172,12 +176,16 @@ def dev_cluster(
             stop_process(child)
 
 
-def run_dev_cluster(data_dir: pathlib.Path, *, namesrv_port: int, broker_port: int) -> int:
+def run_dev_cluster(
+    data_dir: pathlib.Path, *, namesrv_port: int, broker_port: int, workers: int | None = None
+) -> int:
     """The ``ariane dev`` command: start, print endpoints, wait for Ctrl-C/SIGTERM, stop."""
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with dev_cluster(data_dir, namesrv_port=namesrv_port, broker_port=broker_port) as ends:
+        with dev_cluster(
+            data_dir, namesrv_port=namesrv_port, broker_port=broker_port, workers=workers
+        ) as ends:
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
                 f"ariane dev: name server {ends.namesrv} (clients use this), broker {ends.broker},"

@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="endpoint clients are told to dial (default: the listen address)",
     )
     parser.add_argument("--store-dir", type=pathlib.Path, help="store root directory")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="front-end worker processes serving gRPC (0 = none; default: the CPU count)",
+    )
     parser.add_argument("--broker-name", help="broker group name (default broker-a)")
     parser.add_argument("--broker-id", type=int, help="0 = master, >0 = slave")
     parser.add_argument("--cluster", help="cluster name (default DefaultCluster)")
@@ -63,6 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> config.BrokerSettings:
     overrides: dict[str, Any] = {
         "namesrv_addrs": tuple(args.namesrv) if args.namesrv else None,
         "listen": args.listen,
+        "workers": args.workers,
         "advertised_endpoint": args.advertise,
         "store_dir": args.store_dir,
         "broker_name": ids.BrokerName(args.broker_name) if args.broker_name else None,

@@ -10,6 +10,7 @@ TOML layout (every key optional)::
     broker_name = "broker-a"
     broker_id = 0
     listen = "127.0.0.1:8081"
+    workers = 2        # front-end worker processes; absent = the CPU count (1 CPU: none)
     advertised_endpoint = "broker-a-0.broker-a:8081"
     namesrv = ["127.0.0.1:9876"]
     store_dir = ".ariane/store"
@@ -27,12 +28,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ariane.broker import settings as core_settings
-from ariane.common import ids, topics
+from ariane.common import ids, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
 from ariane.store import settings as store_settings
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
+WORKERS_MAX = 64
+"""Most front-end worker processes one broker runs."""
 DEFAULT_CLUSTER = ids.ClusterName("DefaultCluster")
 DEFAULT_BROKER_NAME = ids.BrokerName("broker-a")
 """Dev default: loopback only; RocketMQ 5's proxy gRPC port is 8081. In a pod use 0.0.0.0."""
@@ -100,6 +103,13 @@ class BrokerSettings:
     advertised_endpoint: str = ""
     """``HOST:PORT`` clients are told to dial (routes); empty = the listen address."""
 
+    workers: int | None = None
+    """Front-end worker processes serving gRPC on ``listen`` (``broker.frontend``), a count;
+    0 = the store-owning process serves gRPC itself; ``None`` = the CPU count the process may
+    use (affinity and cgroup quota, ``process.available_cpus``), except that one CPU means 0
+    (a relay hop on one core only adds cost). RocketMQ 5 scales its gRPC front end with
+    Proxy threads; a Python process needs processes for that."""
+
     namesrv_addrs: tuple[str, ...] = ("127.0.0.1:9876",)
     """Name servers to register with, each ``HOST:PORT`` (``namesrvAddr``)."""
 
@@ -145,8 +155,19 @@ class BrokerSettings:
             raise ValueError("at most 64 name servers")
         topics.validate_group(self.broker_name)  # same character rules as groups
         _check("broker_id", self.broker_id, 0, 1_000)
+        if self.workers is not None:
+            if not isinstance(self.workers, int) or isinstance(self.workers, bool):
+                raise ValueError(f"workers must be a whole number, not {self.workers!r}")
+            _check("workers", self.workers, 0, WORKERS_MAX)
         _check("register_interval_ms", self.register_interval_ms, 1_000, 60_000)
         _check("offset_persist_interval_ms", self.offset_persist_interval_ms, 100, 60_000)
+
+    def effective_workers(self) -> int:
+        """How many front-end workers to run (``workers`` with ``None`` resolved)."""
+        if self.workers is not None:
+            return self.workers
+        cpus = min(process.available_cpus(), WORKERS_MAX)
+        return cpus if cpus >= 2 else 0
 
     def client_endpoint(self, bound_port: int) -> str:
         """The endpoint to advertise, given the port the server actually bound."""
@@ -206,6 +227,7 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
         "broker_name",
         "broker_id",
         "listen",
+        "workers",
         "advertised_endpoint",
         "register_interval_ms",
         "offset_persist_interval_ms",

@@ -1,7 +1,8 @@
 """``BrokerServer``: the composition root of a broker process.
 
 It opens the ``BrokerRuntime`` (store recovery happens here), builds the processors and the gRPC
-services (v2 MessagingService, ``ariane.admin.v1.Admin``), binds the port, and runs its
+services (v2 MessagingService, ``ariane.admin.v1.Admin``), serves them through its front end
+(``broker.frontend``: in this process, or N worker processes sharing the port), and runs its
 background services in one ``TaskGroup``: registration with the name servers, consumer-offset
 persistence, client-session expiry and retention (RocketMQ ``CleanCommitLogService``). ``serve``
 returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
@@ -20,6 +21,7 @@ from ariane.broker import (
     clients,
     config,
     consume,
+    frontend,
     messaging,
     registration,
     routes,
@@ -29,7 +31,6 @@ from ariane.broker import runtime as runtime_mod
 from ariane.common import clock as clock_mod
 from ariane.common import errors, ids
 from ariane.remoting import pb, rpc
-from ariane.remoting import server as grpc_server
 from ariane.store import retention
 
 _log = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ class BrokerServer:
         self.started = asyncio.Event()
         """Set once the port is bound and the broker serves (``port`` is then valid)."""
         self.runtime: runtime_mod.BrokerRuntime | None = None
+        self.front_end: frontend.FrontEnd | None = None
+        """How gRPC is served (in this process, or by front-end workers); set by ``serve``."""
         self._port: int | None = None
 
     @property
@@ -77,30 +80,32 @@ class BrokerServer:
         service = messaging.MessagingService(
             runtime, send.SendProcessor(runtime), consumer, lookup, client_registry
         )
-        handlers = [
-            rpc.service_handler(pb.MESSAGING_SERVICE, service),
-            rpc.service_handler(pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
+        implementations = [
+            (pb.MESSAGING_SERVICE, service),
+            (pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
         ]
-        server = grpc_server.build(self.settings.server, handlers)
+        assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
+        front = frontend.build(self.settings, implementations)
+        self.front_end = front
         registrar = registration.RegistrationService(runtime, channels)
         try:
-            self._port = grpc_server.bind(server, self.settings.listen)
+            self._port = await front.start()
             runtime.client_endpoint = self.settings.client_endpoint(self._port)
-            await server.start()
             _log.info(
-                "broker %s/%d serving on %s (advertised %s)",
+                "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
                 self.settings.broker_name,
                 self.settings.broker_id,
                 self.settings.listen,
                 runtime.client_endpoint,
+                self.settings.effective_workers(),
             )
             self.started.set()
-            await self._run_services(stop, runtime, registrar, client_registry, consumer)
+            await self._run_services(stop, runtime, registrar, client_registry, consumer, front)
         finally:
             _log.info("broker stopping")
             with contextlib.suppress(Exception):
                 await registrar.unregister_all()
-            await server.stop(self.settings.server.shutdown_grace_ms / 1000)
+            await front.stop()
             await channels.close()
             runtime.close()
             _log.info("broker stopped")
@@ -112,9 +117,11 @@ class BrokerServer:
         registrar: registration.RegistrationService,
         client_registry: clients.ClientRegistry,
         consumer: consume.ConsumeProcessor,
+        front: frontend.FrontEnd,
     ) -> None:
         async with asyncio.TaskGroup() as tasks:
             loops = [
+                tasks.create_task(front.run(), name="front-end"),
                 tasks.create_task(registrar.run(), name="registration"),
                 tasks.create_task(self._persist_offsets(runtime), name="offset-persist"),
                 tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),

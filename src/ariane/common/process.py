@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
+import pathlib
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -20,6 +23,29 @@ from typing import TypeVar
 S = TypeVar("S")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+CGROUP_CPU_MAX = pathlib.Path("/sys/fs/cgroup/cpu.max")
+"""cgroup v2 CPU quota of this process's cgroup (a container's own under Kubernetes)."""
+
+
+def available_cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> int:
+    """CPUs this process may use: its affinity mask, capped by a cgroup v2 CPU quota.
+
+    Mirrors the JVM's container support (``Runtime.availableProcessors()``): a quota of
+    ``"150000 100000"`` in ``cpu.max`` allows ceil(1.5) = 2 CPUs; ``"max 100000"`` (no quota)
+    or no cgroup file leaves the affinity count. Always at least 1.
+    """
+    count = len(os.sched_getaffinity(0))
+    try:
+        fields = cpu_max.read_text().split()
+    except OSError:
+        return max(1, count)
+    if len(fields) == 2 and fields[0] != "max" and fields[0].isdigit() and fields[1].isdigit():
+        quota, period = int(fields[0]), int(fields[1])
+        if period > 0:
+            count = min(count, math.ceil(quota / period))
+    return max(1, count)
+
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

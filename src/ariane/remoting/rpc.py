@@ -1,9 +1,11 @@
 """Serve and call gRPC services from their protobuf descriptors, typed and without crashes.
 
 Serving: ``service_handler(service, implementation)`` builds the ``grpc.GenericRpcHandler`` of
-one service for a ``grpc.aio`` server. RPC ``QueryRoute`` is served by the coroutine
-``implementation.query_route(request, context)``; a server-streaming RPC by an async generator
-of the same name; a client-streaming one receives the request iterator. Every RPC whose response
+one service for a ``grpc.aio`` server; ``guarded_methods`` gives the same guarded calls to the
+relay of a broker with front-end workers (``remoting.relay``), so both paths answer alike.
+RPC ``QueryRoute`` is served by the coroutine ``implementation.query_route(request, context)``;
+a server-streaming RPC by an async generator of the same name; a client-streaming one receives
+the request iterator. Every RPC whose response
 has a ``status`` field (all of ``MessagingService``, ``Registry`` and ``ariane.admin.v1.Admin``)
 is guarded so that a client always gets a status, never a gRPC error:
 
@@ -24,10 +26,11 @@ plaintext channels to other servers (an access point forwarding to brokers).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 from google.protobuf import descriptor, message, message_factory
@@ -38,6 +41,10 @@ from ariane.remoting import codes, pb
 _log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=message.Message)
+
+ServiceDescriptor = descriptor.ServiceDescriptor
+"""A protobuf service descriptor (``pb.MESSAGING_SERVICE``), for packages that may not import
+protobuf themselves."""
 
 STATUS_FIELD = "status"
 _CAMEL_BOUNDARY = re.compile(r"(?<!^)(?=[A-Z])")
@@ -62,6 +69,67 @@ def message_class(message_descriptor: descriptor.Descriptor) -> type[message.Mes
     return message_factory.GetMessageClass(message_descriptor)
 
 
+class CallContext(Protocol):
+    """What handlers may use of a call's context: a ``grpc.aio.ServicerContext`` when the
+    broker's own gRPC server runs them, a ``relay.RelayContext`` when a front-end worker
+    forwarded the call to the store-owning process."""
+
+    def invocation_metadata(self) -> Iterable[tuple[str, str | bytes]] | None:
+        """The request headers as ``(key, value)`` pairs."""
+        ...
+
+    def peer(self) -> str:
+        """The client's address, ``ipv4:127.0.0.1:53312``."""
+        ...
+
+    def time_remaining(self) -> float | None:
+        """Seconds until the client's deadline, or ``None`` without one."""
+        ...
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        """End the call with a gRPC status (raises ``grpc.aio.AbortError``)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GuardedMethod:
+    """One RPC of a service with its implementation wrapped by the status guard.
+
+    Attributes:
+        path: the HTTP/2 path, ``/apache.rocketmq.v2.MessagingService/SendMessage``.
+        client_streaming: the client sends a stream of requests (``call`` gets an async
+            iterator of requests).
+        server_streaming: the server answers with a stream (``call`` is an async generator).
+        deserialize: request bytes → request message (raises ``DecodeError``).
+        serialize: response message → bytes.
+        call: ``call(request_or_requests, context)``: a coroutine returning the response, or
+            an async generator of responses when ``server_streaming``.
+    """
+
+    path: str
+    client_streaming: bool
+    server_streaming: bool
+    deserialize: Callable[[bytes], Any]
+    serialize: Callable[[Any], bytes]
+    call: Callable[[Any, Any], Any]
+
+
+def guarded_methods(
+    service: descriptor.ServiceDescriptor, implementation: object
+) -> list[GuardedMethod]:
+    """Every RPC of ``service`` served from ``implementation``, behind the status guard.
+
+    Args:
+        service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
+        implementation: an object with a snake-case coroutine (or async generator, for
+            server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
+    """
+    return [
+        _guarded(method, getattr(implementation, snake_case(method.name), None))
+        for method in service.methods
+    ]
+
+
 def service_handler(
     service: descriptor.ServiceDescriptor, implementation: object
 ) -> grpc.GenericRpcHandler:
@@ -69,14 +137,26 @@ def service_handler(
 
     Args:
         service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
-        implementation: an object with a snake-case coroutine (or async generator, for
-            server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
+        implementation: as for ``guarded_methods``.
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-    for method in service.methods:
-        behavior = getattr(implementation, snake_case(method.name), None)
-        handlers[method.name] = _method_handler(method, behavior)
+    for method in guarded_methods(service, implementation):
+        factory = HANDLER_FACTORIES[(method.client_streaming, method.server_streaming)]
+        handlers[method.path.rpartition("/")[2]] = factory(
+            method.call,
+            request_deserializer=method.deserialize,
+            response_serializer=method.serialize,
+        )
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+HANDLER_FACTORIES: dict[tuple[bool, bool], Any] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+"""``(client_streaming, server_streaming)`` → the grpc handler factory of that shape."""
 
 
 def _failure(response_class: type[message.Message], status: pb.v2.Status) -> message.Message:
@@ -92,42 +172,26 @@ def _status_for(exc: Exception, rpc: str) -> pb.v2.Status:
     return codes.internal_error(f"{rpc} failed: {type(exc).__name__}")
 
 
-def _method_handler(
-    method: descriptor.MethodDescriptor, behavior: Any
-) -> grpc.RpcMethodHandler[Any, Any]:
+def _guarded(method: descriptor.MethodDescriptor, behavior: Any) -> GuardedMethod:
     request_class = message_class(method.input_type)
     response_class = message_class(method.output_type)
     rpc = method.full_name
-    deserialize = request_class.FromString
-    serialize = response_class.SerializeToString
+    has_status = STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name
 
-    if not method.server_streaming:
+    async def unary_response(request: Any, context: CallContext) -> Any:
+        if behavior is None:
+            return _failure(response_class, codes.not_implemented(method.name))
+        try:
+            response = await behavior(request, context)
+            if has_status:
+                assert response.status.code != 0, f"{rpc} answered without a status code"
+            return response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # a client must get a status, never a crash
+            return _failure(response_class, _status_for(exc, rpc))
 
-        async def unary_response(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            if behavior is None:
-                return _failure(response_class, codes.not_implemented(method.name))
-            try:
-                response = await behavior(request, context)
-                if STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name:
-                    assert response.status.code != 0, f"{rpc} answered without a status code"
-                return response
-            except grpc.aio.AbortError:
-                raise
-            except Exception as exc:  # a client must get a status, never a crash
-                return _failure(response_class, _status_for(exc, rpc))
-
-        factory = (
-            grpc.stream_unary_rpc_method_handler
-            if method.client_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
-        return factory(
-            unary_response, request_deserializer=deserialize, response_serializer=serialize
-        )
-
-    async def stream_response(
-        request: Any, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[Any]:
+    async def stream_response(request: Any, context: CallContext) -> AsyncIterator[Any]:
         if behavior is None:
             yield _failure(response_class, codes.not_implemented(method.name))
             return
@@ -139,12 +203,14 @@ def _method_handler(
         except Exception as exc:  # a client must get a status, never a crash
             yield _failure(response_class, _status_for(exc, rpc))
 
-    factory = (
-        grpc.stream_stream_rpc_method_handler
-        if method.client_streaming
-        else grpc.unary_stream_rpc_method_handler
+    return GuardedMethod(
+        path=f"/{method.containing_service.full_name}/{method.name}",
+        client_streaming=method.client_streaming,
+        server_streaming=method.server_streaming,
+        deserialize=request_class.FromString,
+        serialize=response_class.SerializeToString,
+        call=stream_response if method.server_streaming else unary_response,
     )
-    return factory(stream_response, request_deserializer=deserialize, response_serializer=serialize)
 
 
 def _serialize(request: message.Message) -> bytes:

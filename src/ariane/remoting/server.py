@@ -6,13 +6,16 @@
   pinging every 30 s are never sent GOAWAY ``too_many_pings`` (§7.14).
 * Bounded concurrency: at most ``concurrent_rpcs_max`` calls at once (later ones fail fast with
   RESOURCE_EXHAUSTED) and ``streams_per_connection_max`` streams per connection.
-* No ``SO_REUSEPORT``: starting a second server on a port in use fails instead of sharing it.
+* No ``SO_REUSEPORT``: starting a second server on a port in use fails instead of sharing it,
+  except for a broker's front-end workers, which share the port its owner reserved
+  (``reserve_port``: checked free without ``SO_REUSEPORT`` first, then held with it).
 * Plaintext; TLS on a second port is the broker's business when it lands.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import socket
 from collections.abc import Sequence
 
 import grpc
@@ -59,8 +62,8 @@ class ServerSettings:
             raise ValueError("shutdown_grace_ms must be 0..600000")
 
 
-def grpc_options(settings: ServerSettings) -> list[tuple[str, int]]:
-    """The grpc channel arguments of ``settings``."""
+def grpc_options(settings: ServerSettings, *, reuse_port: bool = False) -> list[tuple[str, int]]:
+    """The grpc channel arguments of ``settings``; ``reuse_port`` joins a reserved port."""
     return [
         ("grpc.max_receive_message_length", settings.receive_message_bytes_max),
         ("grpc.max_send_message_length", settings.send_message_bytes_max),
@@ -68,14 +71,21 @@ def grpc_options(settings: ServerSettings) -> list[tuple[str, int]]:
         ("grpc.http2.min_ping_interval_without_data_ms", settings.client_ping_interval_ms_min),
         ("grpc.http2.max_ping_strikes", 0),
         ("grpc.max_concurrent_streams", settings.streams_per_connection_max),
-        ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
+        # a second server on a taken port must fail, not share it (front-end workers excepted)
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
     ]
 
 
-def build(settings: ServerSettings, handlers: Sequence[grpc.GenericRpcHandler]) -> grpc.aio.Server:
-    """A ``grpc.aio`` server with ``handlers`` and the options of ``settings`` (not started)."""
+def build(
+    settings: ServerSettings,
+    handlers: Sequence[grpc.GenericRpcHandler],
+    *,
+    reuse_port: bool = False,
+) -> grpc.aio.Server:
+    """A ``grpc.aio`` server with ``handlers`` and the options of ``settings`` (not started);
+    ``reuse_port`` lets it share a port held by ``reserve_port`` (front-end workers)."""
     server = grpc.aio.server(
-        options=grpc_options(settings),
+        options=grpc_options(settings, reuse_port=reuse_port),
         maximum_concurrent_rpcs=settings.concurrent_rpcs_max,
     )
     server.add_generic_rpc_handlers(tuple(handlers))
@@ -109,3 +119,40 @@ def bind(server: grpc.aio.Server, listen: str) -> int:
     if bound == 0:
         raise OSError(f"cannot listen on {listen}")
     return bound
+
+
+def reserve_port(listen: str) -> tuple[socket.socket, int]:
+    """Check that ``HOST:PORT`` is free and hold it for ``SO_REUSEPORT`` servers to share.
+
+    The address is first bound without ``SO_REUSEPORT``, which fails if anything holds it (so
+    two brokers never share a port by accident); then a socket with ``SO_REUSEPORT`` is bound to
+    the same port and kept, not listening, until the caller closes it. Servers built with
+    ``reuse_port=True`` then listen on that port and the kernel spreads new connections over
+    them (nginx/Envoy workers do the same). Port 0 picks a free port.
+
+    Returns:
+        ``(holder socket, port)``; close the socket when the servers have stopped.
+
+    Raises:
+        ValueError: for a malformed address.
+        OSError: if the address is in use or not local.
+    """
+    host, port = parse_listen(listen)
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise OSError(f"cannot listen on {listen}: {exc.strerror}") from exc
+        port = probe.getsockname()[1]
+    holder = socket.socket(family, kind, proto)
+    try:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind((address[0], port, *address[2:]))
+    except OSError as exc:
+        holder.close()
+        raise OSError(f"cannot hold {listen} for the front-end workers: {exc.strerror}") from exc
+    return holder, port

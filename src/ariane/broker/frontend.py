@@ -1,0 +1,332 @@
+"""How a broker serves gRPC: in its own process, or through N front-end worker processes.
+
+A gRPC-Python call costs ~0.5 ms of CPU whatever it carries, and one process holds one core
+(the GIL), so a broker that serves the official clients (one message per SendMessage) in one
+process is capped near 2k calls/s (specs/perf.md §3c). With ``workers`` = N > 0 the broker
+process keeps the store and the handlers, and starts N worker processes
+(``python -m ariane.broker.frontend``) that listen on the same port with ``SO_REUSEPORT`` (the
+kernel spreads client connections over them) and forward every call over a Unix socket
+(``remoting.relay``). RocketMQ 5 splits the same way: stateless gRPC Proxies in front of the
+broker that owns the CommitLog.
+
+* ``InProcessFrontEnd``: the broker's own ``grpc.aio`` server (``workers = 0``).
+* ``WorkerFrontEnd``: reserves the port (refusing one in use), starts the relay and the
+  workers, waits until each says it is serving, restarts a worker that dies (1 s backoff
+  doubling to 30 s, like a process supervisor), and on ``stop`` sends SIGTERM to each worker by
+  PID, waits for their calls to drain, then SIGKILLs leftovers.
+* ``main``: the worker process. It forwards raw bytes (it never parses a message), ignores
+  SIGINT (the owner stops it), stops on SIGTERM, and exits by itself when the owner's socket
+  closes, so a SIGKILLed broker leaves no serving workers behind.
+
+Invariants: the port is held (by the owner's reservation socket or a worker) from ``start`` to
+``stop``; the owner never serves a call before every worker has said hello; a worker serves
+only while its relay connection is open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from ariane.broker import config
+from ariane.remoting import pb, relay, rpc
+from ariane.remoting import server as grpc_server
+
+_log = logging.getLogger(__name__)
+
+SERVED_SERVICES = (pb.MESSAGING_SERVICE, pb.ADMIN_SERVICE)
+"""The gRPC services a broker serves (both front ends serve exactly these)."""
+
+WORKER_START_TIMEOUT_S = 60.0
+"""Longest wait for every worker to say it is serving before the broker gives up."""
+WORKER_STOP_MARGIN_S = 5.0
+"""How long past the shutdown grace a worker may take to exit before it is SIGKILLed."""
+RESTART_BACKOFF_S_INITIAL = 1.0
+RESTART_BACKOFF_S_MAX = 30.0
+"""Pause before restarting a dead worker: 1 s, doubling to 30 s while it keeps dying."""
+STABLE_RUN_S = 60.0
+"""A worker that served this long before dying restarts after the initial backoff again."""
+RELAY_DIR_PREFIX = "ariane-relay-"
+"""Name prefix of the private temporary directory holding the relay socket."""
+RELAY_CALLS_MAX = 8192
+"""Most forwarded calls open at once per worker connection (above the gRPC server's own
+``concurrent_rpcs_max`` default, so the worker's limit applies first)."""
+
+
+class InProcessFrontEnd:
+    """``workers = 0``: the broker process serves gRPC itself.
+
+    Args:
+        settings: the broker's settings (listen address, gRPC options).
+        implementations: ``(service descriptor, implementation)`` pairs.
+    """
+
+    def __init__(
+        self,
+        settings: config.BrokerSettings,
+        implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+    ) -> None:
+        handlers = [rpc.service_handler(s, impl) for s, impl in implementations]
+        self._settings = settings
+        self._server = grpc_server.build(settings.server, handlers)
+
+    async def start(self) -> int:
+        """Bind and start; returns the bound port.
+
+        Raises:
+            OSError: if the listen address cannot be bound.
+        """
+        port = grpc_server.bind(self._server, self._settings.listen)
+        await self._server.start()
+        return port
+
+    async def run(self) -> None:
+        """Nothing to supervise: wait until cancelled."""
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        """Stop serving, letting calls in flight finish within the grace period."""
+        await self._server.stop(self._settings.server.shutdown_grace_ms / 1000)
+
+
+@dataclasses.dataclass(slots=True)
+class _Worker:
+    """One worker slot: its index and current process."""
+
+    index: int
+    process: asyncio.subprocess.Process | None = None
+
+
+class WorkerFrontEnd:
+    """``workers`` = N > 0: N worker processes share the port and forward to this process.
+
+    Args:
+        settings: the broker's settings (listen address, gRPC options, ``workers``).
+        implementations: ``(service descriptor, implementation)`` pairs served on the owner.
+        workers: how many worker processes to run (1..``config.WORKERS_MAX``).
+    """
+
+    def __init__(
+        self,
+        settings: config.BrokerSettings,
+        implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+        workers: int,
+    ) -> None:
+        assert 1 <= workers <= config.WORKERS_MAX, f"bad worker count {workers}"
+        methods = [m for s, impl in implementations for m in rpc.guarded_methods(s, impl)]
+        self._settings = settings
+        self._relay = relay.RelayServer(methods, calls_max=RELAY_CALLS_MAX)
+        self._workers = [_Worker(index) for index in range(workers)]
+        self._holder: socket.socket | None = None
+        self._socket_dir: pathlib.Path | None = None
+        self._port = 0
+        self._stopping = False
+
+    @property
+    def socket_path(self) -> str:
+        """The relay's Unix socket (in a private temporary directory)."""
+        assert self._socket_dir is not None, "not started"
+        return str(self._socket_dir / "relay.sock")
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of the worker processes currently running."""
+        return [w.process.pid for w in self._workers if w.process is not None]
+
+    async def start(self) -> int:
+        """Reserve the port, start the relay and every worker; returns the port.
+
+        Raises:
+            OSError: the port is in use or not local, or a worker did not come up.
+        """
+        self._holder, self._port = grpc_server.reserve_port(self._settings.listen)
+        self._socket_dir = pathlib.Path(tempfile.mkdtemp(prefix=RELAY_DIR_PREFIX))
+        await self._relay.start(self.socket_path)
+        for worker in self._workers:
+            await self._spawn(worker)
+        await self._wait_serving()
+        _log.info("%d front-end workers serve port %d", len(self._workers), self._port)
+        return self._port
+
+    async def _spawn(self, worker: _Worker) -> None:
+        host, _ = grpc_server.parse_listen(self._settings.listen)
+        listen = f"[{host}]:{self._port}" if ":" in host else f"{host}:{self._port}"
+        worker.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "ariane.broker.frontend",
+            "--relay",
+            self.socket_path,
+            "--listen",
+            listen,
+            "--index",
+            str(worker.index),
+            "--server-settings",
+            json.dumps(dataclasses.asdict(self._settings.server)),
+            "--log-level",
+            logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+
+    async def _wait_serving(self) -> None:
+        async with asyncio.timeout(WORKER_START_TIMEOUT_S):
+            while True:
+                pids = set(self.worker_pids())
+                if pids <= self._relay.serving_pids():
+                    return
+                for worker in self._workers:
+                    if worker.process is not None and worker.process.returncode is not None:
+                        raise OSError(
+                            f"front-end worker {worker.index} exited with status "
+                            f"{worker.process.returncode} before serving (its log is above)"
+                        )
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.2):
+                        await self._relay.wait_changed()
+
+    async def run(self) -> None:
+        """Supervise the workers until cancelled: restart any that dies."""
+        async with asyncio.TaskGroup() as tasks:
+            for worker in self._workers:
+                tasks.create_task(self._keep(worker), name=f"frontend-worker-{worker.index}")
+
+    async def _keep(self, worker: _Worker) -> None:
+        backoff_s = RESTART_BACKOFF_S_INITIAL
+        loop = asyncio.get_running_loop()
+        while True:
+            assert worker.process is not None
+            started_s = loop.time()
+            status = await worker.process.wait()
+            if self._stopping:
+                return
+            if loop.time() - started_s >= STABLE_RUN_S:
+                backoff_s = RESTART_BACKOFF_S_INITIAL
+            _log.error(
+                "front-end worker %d (pid %d) exited with status %d; restarting in %.0f s",
+                worker.index,
+                worker.process.pid,
+                status,
+                backoff_s,
+            )
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, RESTART_BACKOFF_S_MAX)
+            if self.stopping():  # stop() may have begun during the pause
+                return
+            await self._spawn(worker)
+
+    def stopping(self) -> bool:
+        """Whether ``stop`` has begun."""
+        return self._stopping
+
+    async def stop(self) -> None:
+        """Stop the workers (SIGTERM, then SIGKILL after the grace), the relay and the port."""
+        self._stopping = True
+        grace_s = self._settings.server.shutdown_grace_ms / 1000 + WORKER_STOP_MARGIN_S
+        running = [w.process for w in self._workers if w.process is not None]
+        for proc in running:
+            if proc.returncode is None:
+                proc.terminate()
+        for proc in running:
+            try:
+                async with asyncio.timeout(grace_s):
+                    await proc.wait()
+            except TimeoutError:
+                _log.warning("front-end worker pid %d did not stop; killing it", proc.pid)
+                proc.kill()
+                await proc.wait()
+        await self._relay.close()
+        if self._holder is not None:
+            self._holder.close()
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+FrontEnd = InProcessFrontEnd | WorkerFrontEnd
+"""Either way of serving gRPC; both have ``start``/``run``/``stop``."""
+
+
+def build(
+    settings: config.BrokerSettings,
+    implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+) -> FrontEnd:
+    """The front end ``settings.workers`` asks for."""
+    workers = settings.effective_workers()
+    if workers == 0:
+        return InProcessFrontEnd(settings, implementations)
+    return WorkerFrontEnd(settings, implementations, workers)
+
+
+# -- the worker process -------------------------------------------------------------------------
+
+
+async def serve_worker(
+    relay_socket: str, listen: str, index: int, settings: grpc_server.ServerSettings
+) -> None:
+    """Serve as front-end worker ``index`` until SIGTERM or until the owner goes away.
+
+    Raises:
+        OSError: if the relay socket or the port cannot be reached/bound.
+    """
+    forwarder = await relay.RelayForwarder.connect(relay_socket)
+    server = grpc_server.build(settings, forwarder.handlers(SERVED_SERVICES), reuse_port=True)
+    grpc_server.bind(server, listen)
+    await server.start()
+    forwarder.hello(os.getpid(), index)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    lost = loop.create_task(forwarder.lost.wait())
+    stopped = loop.create_task(stop.wait())
+    await asyncio.wait({lost, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if forwarder.lost.is_set():
+        _log.warning("worker %d: the broker's store process went away; stopping", index)
+        _remove_relay_dir(relay_socket)  # the owner died without cleaning up
+    await server.stop(0 if forwarder.lost.is_set() else settings.shutdown_grace_ms / 1000)
+    for task in (lost, stopped):
+        task.cancel()
+    forwarder.close()
+
+
+def _remove_relay_dir(relay_socket: str) -> None:
+    directory = pathlib.Path(relay_socket).parent
+    if directory.name.startswith(RELAY_DIR_PREFIX):
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ariane.broker.frontend``: one worker process (started by the broker)."""
+    parser = argparse.ArgumentParser(prog="python -m ariane.broker.frontend", description=__doc__)
+    parser.add_argument("--relay", required=True, help="the owner's relay Unix socket")
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--server-settings", required=True, help="ServerSettings as JSON")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the owner
+    logging.basicConfig(
+        level=args.log_level,
+        format=f"%(asctime)s %(levelname)s worker-{args.index} %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = grpc_server.ServerSettings(**json.loads(args.server_settings))
+    try:
+        asyncio.run(serve_worker(args.relay, args.listen, args.index, settings))
+    except OSError as exc:
+        _log.error("front-end worker %d: %s", args.index, exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
