@@ -7,24 +7,72 @@ Both systems are driven by the official ``rocketmq-python-client`` 5.1.2
   message per SendMessage call); msgs/s over the span all N share (they start together on a
   "go" line), p50/p99 of the per-send latency of all N;
 * ``simple drain``: one process, 8 threads of ``SimpleConsumer.receive(32)`` + one ack per
-  message, reading what the send rows wrote (a fresh group, from the first offset);
+  message, reading the topic the send rows wrote (a fresh group, from the first offset);
 * ``push drain``: one ``PushConsumer`` process (8 consumption threads), clock from the first
   listener call to the last;
 * before the timed rows, ``--warmup-messages`` untimed sends (8 threads) warm the JVM's JIT
   and both systems' routes, channels and files;
 * ``cold start``: from launching the name server to the topic being routable (``ready``), and
   to the first send acknowledged by a fresh official-client process (``first ack``);
-* ``RSS``: resident memory (``VmRSS`` of ``/proc/<pid>/status``) of the broker process (for
-  RocketMQ the JVM holding broker + LOCAL-mode proxy) and of broker + name server, idle (after
-  start and the first-ack probe) and the maximum sampled every 0.2 s during the load rows.
+* ``RSS``: resident memory (``VmRSS`` of ``/proc/<pid>/status``) of the broker process and its
+  descendants (for RocketMQ the JVM holding broker + LOCAL-mode proxy; for Ariane the broker
+  and any front-end workers it started) and of broker + name server, idle (after start and the
+  first-ack probe) and the maximum sampled every 0.2 s during the send, drain and e2e rows.
+* ``drain`` rows read ``--drain-messages`` (default 100k): before them the topic is topped up
+  untimed to that count + ``DRAIN_SLACK_MESSAGES`` by N official producer processes.
+* ``e2e <rate>/s``: send -> receive latency at a fixed rate on a fresh 8-queue topic. A paced
+  producer process (``official_client_driver.py paced``: 4 threads share one schedule, slot k
+  at start + k / rate, so a slow call does not shift it; the body starts with the slot number
+  and ``time.time_ns()`` taken just before the send) sends ``--e2e-rate`` msgs/s (default 500)
+  for ``E2E_WARMUP_S`` (2 s, not counted) + ``--e2e-duration-s`` (default 10 s); a consumer
+  process (``e2e``) started before it notes wall-clock receive time - send time per measured
+  message (same machine, one clock). ``--e2e-consumer simple`` (default): a SimpleConsumer, 4
+  threads of ``receive(32)`` with 5-s long polling, time taken when ``receive`` returns;
+  ``push``: a PushConsumer with 4 consumption threads, time taken in the listener. The same
+  kind runs on both systems; simple is the default because it gave the lower latency on
+  RocketMQ (smoke runs on the shared VM: p50 34 ms simple vs 520 ms push). Rows: p50 and p99
+  ms over the unique measured messages, and the achieved send rate (measured messages acked /
+  seconds from the first measured slot to the last ack).
+* ``ariane.client send_batch 64, 1|8 in flight`` (Ariane only, no RocketMQ column):
+  ``client_bench.produce_ours`` (``ariane.client.Producer.send_batch``, 64 x 1 KiB per call,
+  1 call or 8 pipelined calls under way), ``--own-messages`` (default 200k) messages, shown
+  with the perf.md §2.4 limits SendBatch c1 72k / SendBatch c8 128k msg/s and the ratio to
+  them. ``OWN_CLIENT_ROWS`` holds a reserved, not yet built, client-streaming row.
+* ``recovery <n> GiB``: N official producer processes fill the commit log with
+  ``--recovery-fill-mib`` (default 1024) of ``--recovery-body-kib`` (default 256) bodies; the
+  messages stored (sum of the topic's queue max offsets: RocketMQ ``mqadmin topicStatus``,
+  Ariane ``GetConsumerLag``) are counted; the broker is SIGKILLed (RocketMQ: the broker+proxy
+  JVM; Ariane: the broker PID, then every process it had started is waited for) and started
+  again with the same command line on the same store, the name server still running. Rows,
+  from that restart: ``port s`` (the gRPC port accepts: RocketMQ's proxy, Ariane's broker),
+  ``routable s`` (gRPC ``QueryRoute`` of the topic answers OK with queues, asked where the
+  official client asks), ``first ack s`` (fresh official-client processes send one message
+  until one is acked), and ``messages missing`` (stored before + the acked probe - stored
+  after; the check ``ok`` is in the notes and the JSON).
+* ``workers=<n>: send xN`` / ``simple drain`` (Ariane only, section "msgs/s against front-end
+  workers"): per ``--workers`` count (default 0,1,2) a fresh ASYNC_FLUSH cluster with
+  ``dev.dev_cluster(workers=n)``, warm-up, ``send xN`` and a simple drain of what it wrote. Runs
+  only when this build's ``dev_cluster`` takes ``workers``; otherwise the rows say "not
+  available in this build".
 
 Order (specs/perf.md §2.1): for each flush mode (ASYNC_FLUSH, then SYNC_FLUSH with the send rows
 only), ``--rounds`` rounds, each starting a fresh Ariane cluster (``ariane.dev.dev_cluster``)
-and then a fresh RocketMQ peer (``bench.peers.rocketmq.peer``): A/B/A/B. Before each timed run
-the quiet-machine gate waits up to ``--quiet-wait-s`` for < 0.25 busy cores; each run records
-``ext_cores`` (busy cores minus this process tree: bench, brokers, drivers). The table gives the
-median [min-max] over rounds and the ratio Ariane/RocketMQ of the medians. Results:
-``bench/results/compare-<UTC stamp>.json``, ``.md`` (table + command) and ``.png`` (ratios).
+and then a fresh RocketMQ peer (``bench.peers.rocketmq.peer``): A/B/A/B; in ASYNC_FLUSH the
+recovery rows come last (they kill the broker), and the workers sweep follows each round.
+``--rows`` picks row groups (send, drain, e2e, own, recovery, workers; cold start and RSS always
+run). Before each timed run the quiet-machine gate waits up to ``--quiet-wait-s`` for < 0.25
+busy cores; each run records ``ext_cores`` (busy cores minus this process tree: bench, brokers,
+drivers). The table gives the median [min-max] over rounds and the ratio Ariane/RocketMQ of the
+medians. Results: ``bench/results/compare-<UTC stamp>.json``, ``.md`` (tables + command) and
+``.png`` (ratios).
+
+Run time of ``make bench`` (defaults: 2 rounds, both flush modes, 100k drains, 1 GiB recovery,
+workers 0,1,2 when available), estimated on this 2-core VM from the component times: about
+25-30 min on a quiet machine, up to ~40 min when the quiet gate has to wait (the 9.5-min run of
+2026-11-22 with 20k drains, plus per A/B round: 100k drains +5.5 min, e2e +0.7, own client
++0.3, recovery +1.3, workers sweep +1.5). ``--drain-messages 20000 --recovery-fill-mib 256
+--rounds 1`` cuts it to about 8-10 min; ``--rows e2e --flush async --rounds 1`` (one row group)
+to about 2 min.
 """
 
 from __future__ import annotations
@@ -34,6 +82,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import inspect
 import json
 import os
 import pathlib
@@ -44,11 +93,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ariane import dev
-from bench import client_bench, machine, measure, process_cpu, report
+from bench import client_bench, machine, measure, process_cpu, recovery, report
 from bench.peers.rocketmq import peer
 
 SYSTEMS = ("ariane", "rocketmq")
@@ -64,6 +113,23 @@ DRAIN_THREADS = 8
 BODY_BYTES = 1024
 """Message body size, bytes."""
 RESULTS_NAME = "compare"
+ROW_GROUPS = ("send", "drain", "e2e", "own", "recovery", "workers")
+"""What ``--rows`` selects from (cold start and RSS rows always run)."""
+DRAIN_SLACK_MESSAGES = 1024
+"""Messages left in a topic beyond what a simple drain reads: a SimpleConsumer thread that
+finds the topic empty long-polls 5 s, which would otherwise end up on the drain's clock."""
+E2E_WARMUP_S = 2.0
+"""Seconds of paced sends before the measured ones (excluded from the latencies)."""
+E2E_PRODUCER_THREADS = 4
+"""Threads of the paced producer sharing its schedule."""
+E2E_CONSUMER_THREADS = 4
+"""Threads of the e2e SimpleConsumer (or consumption threads of its PushConsumer)."""
+RECOVERY_FILL_PROCESSES = 4
+"""Producer processes filling the commit log before the SIGKILL."""
+RECOVERY_WAIT_S = 180.0
+"""Longest wait for a restarted broker to serve again (port, route, first ack)."""
+Row = tuple[str, float, dict[str, Any]]
+"""One figure of one run: metric, value, details."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,10 +141,18 @@ class Options:
         send1_messages: messages of the one-producer send row.
         producers: producer processes of the many-producer send row.
         send_n_messages_per_process: messages each of those producers sends.
-        drain_messages: messages each drain row reads (at most what the send rows wrote).
+        drain_messages: messages each drain row reads (the topic is topped up untimed to this).
         warmup_messages: messages sent untimed before the timed rows (after idle RSS).
         flush_modes: which flush modes run (SYNC_FLUSH runs only the send rows).
         quiet_wait_s: longest wait for a quiet machine before each run, seconds.
+        rows: the row groups that run (``ROW_GROUPS``).
+        e2e_rate_per_s: send rate of the end-to-end latency row, messages per second.
+        e2e_duration_s: measured seconds of that row (after ``E2E_WARMUP_S``).
+        e2e_consumer: ``simple`` (SimpleConsumer, long polling) or ``push`` (PushConsumer).
+        recovery_fill_bytes: bytes of bodies put in the commit log before the SIGKILL.
+        recovery_body_bytes: body size of those messages, bytes.
+        own_messages: messages per run of the rows of Ariane's own batching client.
+        workers: front-end worker counts of the workers sweep.
         record: write the results files.
         results_dir: where they go.
         command: the command line, as recorded.
@@ -92,6 +166,14 @@ class Options:
     warmup_messages: int
     flush_modes: tuple[str, ...]
     quiet_wait_s: float
+    rows: tuple[str, ...]
+    e2e_rate_per_s: float
+    e2e_duration_s: float
+    e2e_consumer: str
+    recovery_fill_bytes: int
+    recovery_body_bytes: int
+    own_messages: int
+    workers: tuple[int, ...]
     record: bool
     results_dir: pathlib.Path
     command: str
@@ -99,7 +181,19 @@ class Options:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Cluster:
-    """One running system: where the official client connects and which processes to watch."""
+    """One running system: where the official client connects and which processes to watch.
+
+    Attributes:
+        system: ``ariane`` or ``rocketmq``.
+        endpoints: what the official client takes (Ariane's name server, RocketMQ's proxy).
+        topic: the 8-queue topic of the send and drain rows.
+        launched: ``time.monotonic()`` when the start began.
+        ready_s: seconds from launch to the topic being routable.
+        broker_pid: the broker process (RocketMQ: the JVM holding broker + proxy).
+        namesrv_pid: the name server process.
+        work_dir: Ariane's data dir, or the RocketMQ peer's temp dir.
+        running: the RocketMQ peer (to restart its broker), None for Ariane.
+    """
 
     system: str
     endpoints: str
@@ -108,17 +202,23 @@ class Cluster:
     ready_s: float
     broker_pid: int
     namesrv_pid: int
+    work_dir: pathlib.Path
+    running: peer.RunningPeer | None
 
 
 # -- the two systems -------------------------------------------------------------------------
 
 
 def _child_with(words: Sequence[str]) -> int:
-    """The pid of the one descendant whose command line holds every word of ``words``."""
+    """The pid of our direct child whose command line holds every word of ``words`` (direct,
+    so that a broker's own worker processes, which may share its command line, never match)."""
     for pid in process_cpu.descendants(os.getpid()):
         try:
             cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = pathlib.Path(f"/proc/{pid}/stat").read_text(errors="replace")
         except OSError:
+            continue
+        if int(stat[stat.rfind(")") + 2 :].split()[1]) != os.getpid():
             continue
         text = [part.decode(errors="replace") for part in cmdline]
         if all(any(word in part for part in text) for word in words):
@@ -126,13 +226,25 @@ def _child_with(words: Sequence[str]) -> int:
     raise RuntimeError(f"no child process with {words} in its command line")
 
 
+def workers_supported() -> bool:
+    """Whether this build's ``ariane.dev.dev_cluster`` takes ``workers`` (front-end workers)."""
+    return "workers" in inspect.signature(dev.dev_cluster).parameters
+
+
 @contextlib.contextmanager
-def ariane_cluster(base: pathlib.Path, flush: str, tag: str) -> Iterator[Cluster]:
-    """A fresh ``ariane dev`` cluster with an 8-queue topic; its data is removed afterwards."""
+def ariane_cluster(
+    base: pathlib.Path, flush: str, tag: str, workers: int | None = None
+) -> Iterator[Cluster]:
+    """A fresh ``ariane dev`` cluster with an 8-queue topic; its data is removed afterwards.
+
+    ``workers`` (front-end worker processes) is passed on only when not None, so it needs a
+    build where ``workers_supported()``.
+    """
     data_dir = base / f"ariane-{tag}"
     launched = time.monotonic()
+    extra: dict[str, Any] = {} if workers is None else {"workers": workers}
     try:
-        with dev.dev_cluster(data_dir, namesrv_port=0, flush_disk_type=flush) as endpoints:
+        with dev.dev_cluster(data_dir, namesrv_port=0, flush_disk_type=flush, **extra) as endpoints:
             topic = f"compare-{tag}"
             asyncio.run(client_bench.create_topic(endpoints.namesrv, topic))
             ready = time.monotonic() - launched
@@ -144,6 +256,8 @@ def ariane_cluster(base: pathlib.Path, flush: str, tag: str) -> Iterator[Cluster
                 ready,
                 _child_with(["ariane", "broker", "--store-dir"]),
                 _child_with(["ariane", "namesrv"]),
+                data_dir,
+                None,
             )
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -153,7 +267,8 @@ def ariane_cluster(base: pathlib.Path, flush: str, tag: str) -> Iterator[Cluster
 def rocketmq_cluster(flush: str, tag: str) -> Iterator[Cluster]:
     """A fresh RocketMQ 5.3.3 name server + broker/proxy with its 8-queue ``BenchTopic``."""
     launched = time.monotonic()
-    with peer.rocketmq_peer(peer.FlushMode(flush)) as endpoints:
+    with peer.running_peer(peer.FlushMode(flush)) as running:
+        endpoints = running.endpoints
         ready = time.monotonic() - launched
         yield Cluster(
             "rocketmq",
@@ -161,8 +276,10 @@ def rocketmq_cluster(flush: str, tag: str) -> Iterator[Cluster]:
             endpoints.topic,
             launched,
             ready,
-            _child_with([peer.PROXY_MAIN]),
+            running.broker_pid,
             _child_with([peer.NAMESRV_MAIN]),
+            endpoints.work_dir,
+            running,
         )
 
 
@@ -176,6 +293,11 @@ def start(
 
 
 # -- resident memory -------------------------------------------------------------------------
+
+
+def rss_tree_bytes(pid: int) -> int:
+    """``VmRSS`` of a process plus its descendants (a broker's front-end workers), bytes."""
+    return sum(rss_bytes(p) for p in (pid, *process_cpu.descendants(pid)))
 
 
 def rss_bytes(pid: int) -> int:
@@ -205,7 +327,7 @@ class RssSampler:
 
     def _sample(self) -> None:
         while True:
-            broker, namesrv = (rss_bytes(pid) for pid in self._pids)
+            broker, namesrv = rss_tree_bytes(self._pids[0]), rss_bytes(self._pids[1])
             self.broker_max = max(self.broker_max, broker)
             self.total_max = max(self.total_max, broker + namesrv)
             if self._stop.wait(RSS_SAMPLE_INTERVAL_S):
@@ -252,6 +374,27 @@ def _read_event(proc: subprocess.Popen[str], wanted: str, log: pathlib.Path) -> 
     raise RuntimeError(f"the official client's driver exited before {wanted!r}; see {log}")
 
 
+@contextlib.contextmanager
+def _guarded(procs: list[subprocess.Popen[str]]) -> Iterator[None]:
+    """Kill ``procs`` (our own children, by their handles) if the block outlasts
+    ``RUN_TIMEOUT_S``, and any still running when it ends."""
+
+    def kill_all() -> None:
+        for proc in procs:
+            proc.kill()
+
+    killer = threading.Timer(RUN_TIMEOUT_S, kill_all)
+    killer.start()
+    try:
+        yield
+    finally:
+        killer.cancel()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverResult:
     """Start one driver per command, let them go together, and combine their reports.
 
@@ -263,14 +406,7 @@ def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverRe
     log = pathlib.Path(tempfile.gettempdir()) / "ariane-bench-compare-driver.log"
     procs = [_spawn_driver(c, log) for c in commands]
     meter = process_cpu.TreeLoadMeter(disk)
-
-    def kill_all() -> None:
-        for proc in procs:
-            proc.kill()  # our own children, by their handles
-
-    killer = threading.Timer(RUN_TIMEOUT_S, kill_all)
-    killer.start()
-    try:
+    with _guarded(procs):
         for proc in procs:
             _read_event(proc, "ready", log)
         meter.start()
@@ -285,12 +421,6 @@ def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverRe
             proc.stdin.close()
         for proc in procs:
             proc.wait(timeout=60)
-    finally:
-        killer.cancel()
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()  # our own child, by its handle
-                proc.wait()
     latencies = [us * 1000 for event in done for us in event["latencies_us"]]
     messages = sum(int(event["messages"]) for event in done)
     seconds = max(float(event["seconds"]) for event in done)
@@ -298,16 +428,19 @@ def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverRe
     return DriverResult(timing, load, sum(int(event["errors"]) for event in done))
 
 
-def driver_args(kind: str, cluster: Cluster, count: int, threads: int, group: str) -> list[str]:
+def driver_args(
+    kind: str, cluster: Cluster, count: int, threads: int, group: str, body_bytes: int = BODY_BYTES
+) -> list[str]:
     """One driver's command line (``kind`` is produce, consume or push)."""
     args = [kind, "--endpoints", cluster.endpoints, "--topic", cluster.topic]
     args += ["--count", str(count), "--threads", str(threads), "--wait-go"]
-    args += ["--deadline-s", str(RUN_TIMEOUT_S - 30), "--body-bytes", str(BODY_BYTES)]
+    args += ["--deadline-s", str(RUN_TIMEOUT_S - 30), "--body-bytes", str(body_bytes)]
     return args if kind == "produce" else [*args, "--group", group]
 
 
-def first_ack_s(cluster: Cluster) -> float:
-    """Seconds from the cluster's launch to one send acknowledged by a fresh driver process."""
+def probe_send(cluster: Cluster) -> float | None:
+    """One send by a fresh official-client process: ``time.monotonic()`` when it was
+    acknowledged, or None when it failed."""
     proc = _spawn_driver(
         driver_args("produce", cluster, 1, 1, ""),
         pathlib.Path(tempfile.gettempdir()) / "ariane-bench-compare-driver.log",
@@ -324,7 +457,13 @@ def first_ack_s(cluster: Cluster) -> float:
         if proc.poll() is None:
             proc.kill()  # our own child, by its handle
             proc.wait()
-    if event["messages"] != 1:
+    return acked if event["messages"] == 1 else None
+
+
+def first_ack_s(cluster: Cluster) -> float:
+    """Seconds from the cluster's launch to one send acknowledged by a fresh driver process."""
+    acked = probe_send(cluster)
+    if acked is None:
         raise RuntimeError(f"{cluster.system}: the first send was not acknowledged")
     return acked - cluster.launched
 
@@ -353,13 +492,20 @@ class Sample:
     details: dict[str, Any]
 
 
-def _details(gate: machine.GateResult, result: DriverResult) -> dict[str, Any]:
+def _load_details(gate: machine.GateResult, load: machine.RunLoad) -> dict[str, Any]:
+    """The quiet gate's outcome and the outside load of one run (perf.md §2.1)."""
     return {
         "quiet": gate.quiet,
         "gate_busy_cores": round(gate.busy_cores, 2),
-        "ext_cores": round(result.load.ext_cores, 2),
-        "own_cores": round(result.load.own_cores, 2),
-        "load_1m": round(result.load.load_1m, 2),
+        "ext_cores": round(load.ext_cores, 2),
+        "own_cores": round(load.own_cores, 2),
+        "load_1m": round(load.load_1m, 2),
+    }
+
+
+def _details(gate: machine.GateResult, result: DriverResult) -> dict[str, Any]:
+    return {
+        **_load_details(gate, result.load),
         "errors": result.errors,
         "messages": result.timing.messages,
         "seconds": round(result.timing.seconds, 3),
@@ -368,7 +514,7 @@ def _details(gate: machine.GateResult, result: DriverResult) -> dict[str, Any]:
 
 def _timed_rows(
     name: str, commands: Sequence[Sequence[str]], latencies: bool, opts: Options, disk: str | None
-) -> list[tuple[str, float, dict[str, Any]]]:
+) -> list[Row]:
     gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
     result = run_drivers(commands, disk)
     details = _details(gate, result)
@@ -379,46 +525,393 @@ def _timed_rows(
     return rows
 
 
-def workloads(
-    cluster: Cluster, flush: str, opts: Options, disk: str | None, token: str
-) -> list[tuple[str, float, dict[str, Any]]]:
-    """Every row on one running cluster: cold start, RSS, sends, and (ASYNC) the drains."""
-    rows: list[tuple[str, float, dict[str, Any]]] = [
-        ("cold start: ready s", cluster.ready_s, {}),
-        ("cold start: first ack s", first_ack_s(cluster), {}),
-    ]
-    rows.append(("RSS idle broker MiB", rss_bytes(cluster.broker_pid) / 2**20, {}))
-    idle_total = rss_bytes(cluster.broker_pid) + rss_bytes(cluster.namesrv_pid)
-    rows.append(("RSS idle broker+namesrv MiB", idle_total / 2**20, {}))
+def _send_rows(cluster: Cluster, opts: Options, disk: str | None) -> tuple[list[Row], int]:
+    """Warm-up (untimed), ``send x1`` and ``send xN``; also returns the messages written."""
+    written = 0
     if opts.warmup_messages:  # untimed: warms the JVM's JIT and both systems' routes and files
         warmup = driver_args("produce", cluster, opts.warmup_messages, opts.producers, "")
-        run_drivers([warmup], disk)
+        written += run_drivers([warmup], disk).timing.messages
+    rows: list[Row] = []
+    if "send" not in opts.rows:
+        return rows, written
     one = [driver_args("produce", cluster, opts.send1_messages, 1, "")]
     rows += _timed_rows("send x1", one, True, opts, disk)
     many = [
         driver_args("produce", cluster, opts.send_n_messages_per_process, 1, "")
         for _ in range(opts.producers)
     ]
-    with RssSampler(cluster) as sampler:
-        rows += _timed_rows(f"send x{opts.producers}", many, True, opts, disk)
-        if flush == "ASYNC_FLUSH":
-            written = opts.warmup_messages + opts.send1_messages
-            written += opts.producers * opts.send_n_messages_per_process
-            count = min(opts.drain_messages, written)
-            for kind, name in (("consume", "simple drain"), ("push", "push drain")):
-                group = f"compare-{kind}-{token}"
-                command = [driver_args(kind, cluster, count, DRAIN_THREADS, group)]
-                rows += _timed_rows(name, command, False, opts, disk)
-    rows.append(("RSS under load broker MiB", sampler.broker_max / 2**20, {}))
-    rows.append(("RSS under load broker+namesrv MiB", sampler.total_max / 2**20, {}))
+    rows += _timed_rows(f"send x{opts.producers}", many, True, opts, disk)
+    written += opts.send1_messages + opts.producers * opts.send_n_messages_per_process
+    return rows, written
+
+
+def _drain_rows(
+    cluster: Cluster,
+    opts: Options,
+    disk: str | None,
+    token: str,
+    written: int,
+    kinds: Sequence[str],
+) -> list[Row]:
+    """Top the topic up to ``drain_messages`` + ``DRAIN_SLACK_MESSAGES`` (untimed, N producer
+    processes), then read ``drain_messages`` of it with a fresh group per row (``consume``:
+    simple drain; ``push``: push drain)."""
+    missing = opts.drain_messages + DRAIN_SLACK_MESSAGES - written
+    if missing > 0:
+        share = -(-missing // opts.producers)
+        fill = [driver_args("produce", cluster, share, 1, "") for _ in range(opts.producers)]
+        run_drivers(fill, disk)
+    rows: list[Row] = []
+    for kind in kinds:
+        name = {"consume": "simple drain", "push": "push drain"}[kind]
+        group = f"compare-{kind}-{token}"
+        command = [driver_args(kind, cluster, opts.drain_messages, DRAIN_THREADS, group)]
+        rows += _timed_rows(name, command, False, opts, disk)
     return rows
 
 
+def workloads(
+    cluster: Cluster, flush: str, opts: Options, disk: str | None, token: str
+) -> list[Row]:
+    """Every row on one running cluster: cold start, RSS, sends, and (ASYNC) the drains, the
+    end-to-end latency, Ariane's own client and, last, the recovery after SIGKILL."""
+    rows: list[Row] = [
+        ("cold start: ready s", cluster.ready_s, {}),
+        ("cold start: first ack s", first_ack_s(cluster), {}),
+    ]
+    rows.append(("RSS idle broker MiB", rss_tree_bytes(cluster.broker_pid) / 2**20, {}))
+    idle_total = rss_tree_bytes(cluster.broker_pid) + rss_bytes(cluster.namesrv_pid)
+    rows.append(("RSS idle broker+namesrv MiB", idle_total / 2**20, {}))
+    asynchronous = flush == "ASYNC_FLUSH"
+    with RssSampler(cluster) as sampler:
+        send, written = _send_rows(cluster, opts, disk)
+        rows += send
+        if asynchronous and "drain" in opts.rows:
+            rows += _drain_rows(cluster, opts, disk, token, written, ("consume", "push"))
+        if asynchronous and "e2e" in opts.rows:
+            rows += e2e_rows(cluster, opts, disk, token)
+    rows.append(("RSS under load broker MiB", sampler.broker_max / 2**20, {}))
+    rows.append(("RSS under load broker+namesrv MiB", sampler.total_max / 2**20, {}))
+    if asynchronous and "own" in opts.rows and cluster.system == "ariane":
+        rows += own_client_rows(cluster, flush, opts, disk)
+    if asynchronous and "recovery" in opts.rows:
+        rows += recovery_rows(cluster, opts, disk, token)
+    return rows
+
+
+# -- send -> receive latency at a fixed rate ---------------------------------------------------
+
+
+def _e2e_topic(cluster: Cluster, token: str) -> str:
+    """A fresh 8-queue topic for the latency row (so the consumer never meets older messages)."""
+    topic = f"e2e-{token}"
+    if cluster.running is None:
+        asyncio.run(client_bench.create_topic(cluster.endpoints, topic))
+    else:
+        endpoints = cluster.running.endpoints
+        peer.create_topic(endpoints, topic, peer.PeerSettings().queue_count)
+        peer.wait_routed(endpoints, topic, time.monotonic() + RECOVERY_WAIT_S)
+    return topic
+
+
+def run_e2e(
+    consumer_args: Sequence[str], producer_args: Sequence[str], disk: str | None
+) -> tuple[dict[str, Any], dict[str, Any], machine.RunLoad]:
+    """Start the e2e consumer, then the paced producer; tell the consumer how many measured
+    messages were acked; return both ``done`` events and the load over the paced run.
+
+    Raises:
+        RuntimeError: a driver exited before it finished (its stderr is in the log named).
+    """
+    log = pathlib.Path(tempfile.gettempdir()) / "ariane-bench-compare-driver.log"
+    procs = [_spawn_driver(consumer_args, log)]
+    with _guarded(procs):
+        _read_event(procs[0], "ready", log)
+        procs.append(_spawn_driver(producer_args, log))
+        consumer, producer = procs
+        _read_event(producer, "ready", log)
+        meter = process_cpu.TreeLoadMeter(disk)
+        meter.start()
+        assert producer.stdin is not None and consumer.stdin is not None
+        producer.stdin.write("go\n")
+        producer.stdin.flush()
+        sent = _read_event(producer, "done", log)
+        consumer.stdin.write(f"expect {sent['messages']}\n")
+        consumer.stdin.flush()
+        received = _read_event(consumer, "done", log)
+        load = meter.stop()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(timeout=60)
+    return sent, received, load
+
+
+def e2e_rows(cluster: Cluster, opts: Options, disk: str | None, token: str) -> list[Row]:
+    """``e2e <rate>/s``: paced official-client sends, receive - send wall-clock latency."""
+    topic = _e2e_topic(cluster, token)
+    rate = opts.e2e_rate_per_s
+    where = ["--endpoints", cluster.endpoints, "--topic", topic]
+    consumer_args = ["e2e", *where, "--group", f"compare-e2e-{token}", "--mode", opts.e2e_consumer]
+    consumer_args += ["--threads", str(E2E_CONSUMER_THREADS)]
+    consumer_args += ["--skip", str(round(rate * E2E_WARMUP_S))]
+    producer_args = ["paced", *where, "--rate", str(rate), "--duration-s", str(opts.e2e_duration_s)]
+    producer_args += ["--warmup-s", str(E2E_WARMUP_S), "--threads", str(E2E_PRODUCER_THREADS)]
+    producer_args += ["--wait-go"]
+    gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
+    sent, received, load = run_e2e(consumer_args, producer_args, disk)
+    latencies = sorted(float(us) for us in received["latencies_us"])
+    late = sorted(float(us) for us in sent["latencies_us"])
+    details = {
+        **_load_details(gate, load),
+        "errors": int(sent["errors"]) + int(received["errors"]),
+        "messages": sent["messages"],
+        "received": received["messages"],
+        "duplicates": received["duplicates"],
+        "seconds": round(float(sent["seconds"]), 3),
+        "send_late_p99_ms": round(measure.percentile(late, 99) / 1e3, 3),
+        "consumer": opts.e2e_consumer,
+    }
+    name = f"e2e {rate:g}/s"
+    return [
+        (f"{name} achieved msgs/s", sent["messages"] / float(sent["seconds"]), details),
+        (f"{name} p50 ms", measure.percentile(latencies, 50) / 1e3, details),
+        (f"{name} p99 ms", measure.percentile(latencies, 99) / 1e3, details),
+    ]
+
+
+# -- Ariane's own batching client next to perf.md §2.4 ----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnClientRow:
+    """One row of Ariane's own client (``ariane.client.Producer``), no RocketMQ column.
+
+    Attributes:
+        metric: the row's name (``msgs/s`` rows).
+        batch: messages per call.
+        in_flight: calls under way at once (pipelined when above 1).
+        limit_label: the transport-only limit of perf.md §2.4 it is set against.
+        limit_msgs_per_s: that limit, msgs/s.
+        built: False for a row whose client method does not exist yet (shown as not measured).
+    """
+
+    metric: str
+    batch: int
+    in_flight: int
+    limit_label: str
+    limit_msgs_per_s: float
+    built: bool = True
+
+
+OWN_CLIENT_ROWS = (
+    OwnClientRow("ariane.client send_batch 64, 1 in flight msgs/s", 64, 1, "SendBatch c1", 72e3),
+    OwnClientRow("ariane.client send_batch 64, 8 in flight msgs/s", 64, 8, "SendBatch c8", 128e3),
+    # STREAMING ROW: the client-streaming send that is being added to ariane.client.Producer goes
+    # here. Set built=True and give own_client_rows a branch that drives the new method (64 per
+    # stream message); perf.md §2.4's limit for it is StreamBatches, 304k msg/s.
+    OwnClientRow(
+        "ariane.client streaming, 64 per stream message msgs/s",
+        64,
+        1,
+        "StreamBatches",
+        304e3,
+        built=False,
+    ),
+)
+"""The rows of Ariane's own client, in table order."""
+
+
+def own_client_rows(cluster: Cluster, flush: str, opts: Options, disk: str | None) -> list[Row]:
+    """Each built ``OWN_CLIENT_ROWS`` entry once (``client_bench.produce_ours``), 1 KiB bodies."""
+    rows: list[Row] = []
+    for spec in (r for r in OWN_CLIENT_ROWS if r.built):
+        options = client_bench.Options(
+            kind="produce",
+            endpoints=cluster.endpoints,
+            messages=opts.own_messages,
+            single_messages=opts.own_messages,
+            official_messages=opts.own_messages,
+            batch=spec.batch,
+            in_flight=spec.in_flight,
+            threads=1,
+            rounds=1,
+            body_bytes=BODY_BYTES,
+            scenarios=("ours-batch",),
+            quiet_wait_s=opts.quiet_wait_s,
+            flush_disk_type=flush,
+            json_output=False,
+            record=False,
+            results_dir=opts.results_dir,
+            command=opts.command,
+        )
+        target = client_bench.Target(cluster.endpoints, cluster.topic, "")
+        gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
+        meter = process_cpu.TreeLoadMeter(disk)
+        timing, load, errors, _ = asyncio.run(
+            client_bench.produce_ours(target, options, "ours-batch", lambda n: None, meter)
+        )
+        result = DriverResult(timing, load, errors)
+        details = _details(gate, result)
+        details["p99_ms_per_call"] = round(timing.latency_us(99) / 1e3, 3)
+        rows.append((spec.metric, timing.messages_per_s, details))
+    return rows
+
+
+# -- recovery after SIGKILL ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Restart:
+    """How to kill and restart one system's broker (see ``bench.recovery``)."""
+
+    kill: Callable[[], None]
+    restart: Callable[[], None]
+    exited: Callable[[], bool]
+    stop: Callable[[], None]
+    port: int
+
+
+def _restart_of(cluster: Cluster) -> _Restart:
+    if cluster.running is not None:
+        running = cluster.running
+        return _Restart(
+            running.kill_broker,
+            running.restart_broker,
+            running.broker_exited,
+            lambda: None,  # running_peer stops the restarted JVM
+            running.grpc_port,
+        )
+    broker = recovery.ArianeBroker(cluster.broker_pid, cluster.work_dir / "broker-restart.log")
+    return _Restart(broker.kill, broker.restart, broker.exited, broker.stop, broker.port)
+
+
+def _stored_messages(cluster: Cluster, token: str) -> int:
+    """Messages stored in the cluster's topic: the sum of its queues' max offsets."""
+    if cluster.running is not None:
+        return peer.topic_max_offset_total(cluster.running.endpoints, cluster.topic)
+    group = f"compare-offsets-{token}"
+    return asyncio.run(recovery.ariane_max_offset_total(cluster.endpoints, cluster.topic, group))
+
+
+def _fill_commit_log(cluster: Cluster, opts: Options, disk: str | None) -> DriverResult:
+    """Put ``recovery_fill_bytes`` of large bodies in the commit log (official client)."""
+    count = -(-opts.recovery_fill_bytes // opts.recovery_body_bytes)
+    share = -(-count // RECOVERY_FILL_PROCESSES)
+    body = opts.recovery_body_bytes
+    fill = [
+        driver_args("produce", cluster, share, 1, "", body) for _ in range(RECOVERY_FILL_PROCESSES)
+    ]
+    return run_drivers(fill, disk)
+
+
+def _serve_again(cluster: Cluster, restart: _Restart) -> tuple[float, float, float, int]:
+    """Restart the killed broker; seconds until its port accepts, the topic routes and a fresh
+    client's send is acked (NaN for what did not happen within ``RECOVERY_WAIT_S``), and the
+    probe sends made."""
+    nan = float("nan")
+    started = time.monotonic()
+    deadline = started + RECOVERY_WAIT_S
+    restart.restart()
+    if not recovery.wait_port(restart.port, restart.exited, deadline):
+        return nan, nan, nan, 0
+    port_s = time.monotonic() - started
+    if not recovery.wait_routed(cluster.endpoints, cluster.topic, deadline):
+        return port_s, nan, nan, 0
+    routed_s = time.monotonic() - started
+    probes = 0
+    while time.monotonic() < deadline and not restart.exited():
+        probes += 1
+        acked = probe_send(cluster)
+        if acked is not None:
+            return port_s, routed_s, acked - started, probes
+    return port_s, routed_s, nan, probes
+
+
+def recovery_rows(cluster: Cluster, opts: Options, disk: str | None, token: str) -> list[Row]:
+    """Fill the commit log, SIGKILL the broker, restart it on the same store: time to port,
+    route and first ack, and a check that every stored message is still there."""
+    filled = _fill_commit_log(cluster, opts, disk)
+    before = _stored_messages(cluster, token)
+    restart = _restart_of(cluster)
+    restart.kill()
+    gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
+    meter = process_cpu.TreeLoadMeter(disk)
+    try:
+        meter.start()
+        port_s, routed_s, ack_s, probes = _serve_again(cluster, restart)
+        load = meter.stop()
+        after = _stored_messages(cluster, token) if probes else -1
+    finally:
+        restart.stop()
+    acked = 0 if ack_s != ack_s else 1  # NaN: no probe was acked
+    missing = max(before + acked - after, 0) if after >= 0 else before
+    details = {
+        **_load_details(gate, load),
+        "errors": filled.errors,
+        "fill_messages": filled.timing.messages,
+        "fill_mb_per_s": round(
+            filled.timing.messages * opts.recovery_body_bytes / 1e6 / filled.timing.seconds, 1
+        ),
+        "stored_before_kill": before,
+        "stored_after_restart": after,
+        "probe_sends": probes,
+        "check": "ok" if missing == 0 and acked else "FAILED",
+    }
+    name = f"recovery {opts.recovery_fill_bytes / 2**30:g} GiB"
+    rows = [
+        (f"{name}: port s", port_s, details),
+        (f"{name}: routable s", routed_s, details),
+        (f"{name}: first ack s", ack_s, details),
+        (f"{name}: messages missing", float(missing), details),
+    ]
+    return [row for row in rows if row[1] == row[1]]  # a NaN time is not a sample
+
+
+# -- msgs/s against front-end workers (Ariane only) --------------------------------------------
+
+
+def workers_rows(
+    opts: Options, base: pathlib.Path, disk: str | None, round_index: int, log: Any
+) -> list[Sample]:
+    """For each ``--workers`` count: a fresh Ariane cluster (ASYNC_FLUSH), warm-up, ``send xN``
+    and a simple drain of what it wrote less ``DRAIN_SLACK_MESSAGES``."""
+    flush = FLUSH_MODES[0]
+    samples: list[Sample] = []
+    for workers in opts.workers:
+        token = f"w{workers}r{round_index}-{secrets.token_hex(3)}"
+        log(f"workers sweep round {round_index + 1}/{opts.rounds}: workers={workers} starting")
+        with ariane_cluster(base, flush, token, workers=workers) as cluster:
+            sweep = dataclasses.replace(opts, rows=("send",), warmup_messages=0)
+            first = driver_args("produce", cluster, opts.warmup_messages, opts.producers, "")
+            written = run_drivers([first], disk).timing.messages if opts.warmup_messages else 0
+            many = [
+                driver_args("produce", cluster, opts.send_n_messages_per_process, 1, "")
+                for _ in range(opts.producers)
+            ]
+            rows = _timed_rows(f"send x{opts.producers}", many, False, sweep, disk)
+            written += opts.producers * opts.send_n_messages_per_process
+            count = (
+                written - DRAIN_SLACK_MESSAGES if written > 2 * DRAIN_SLACK_MESSAGES else written
+            )
+            drain = dataclasses.replace(opts, drain_messages=count)
+            rows += _drain_rows(cluster, drain, disk, token, written, ("consume",))
+        for metric, value, details in rows:
+            sample = Sample(
+                f"workers={workers}: {metric}", flush, "ariane", round_index, value, details
+            )
+            samples.append(sample)
+            log(f"  ariane workers={workers} {metric}: {value:,.2f} {details}")
+    return samples
+
+
 def run_all(opts: Options, base: pathlib.Path, log: Any) -> list[Sample]:
-    """Every flush mode, every round, Ariane then RocketMQ (A/B/A/B)."""
+    """Every flush mode, every round, Ariane then RocketMQ (A/B/A/B), then (ASYNC_FLUSH) the
+    workers sweep of that round."""
     disk = machine.disk_of(base)
     samples: list[Sample] = []
-    for flush in opts.flush_modes:
+    modes = [f for f in opts.flush_modes if f == FLUSH_MODES[0] or "send" in opts.rows]
+    for flush in modes:
         for round_index in range(opts.rounds):
             for system in SYSTEMS:
                 token = f"{flush[:1].lower()}{round_index}-{secrets.token_hex(3)}"
@@ -428,6 +921,9 @@ def run_all(opts: Options, base: pathlib.Path, log: Any) -> list[Sample]:
                 for metric, value, details in rows:
                     samples.append(Sample(metric, flush, system, round_index, value, details))
                     log(f"  {system} {flush} {metric}: {value:,.2f} {details}")
+            sweep = flush == FLUSH_MODES[0] and "workers" in opts.rows and workers_supported()
+            if sweep:
+                samples += workers_rows(opts, base, disk, round_index, log)
     return samples
 
 
@@ -455,8 +951,32 @@ def summary(samples: Sequence[Sample]) -> list[dict[str, Any]]:
         ariane, rocketmq = row["ariane"], row["rocketmq"]
         comparable = ariane is not None and rocketmq is not None and rocketmq["median"] > 0
         row["ratio"] = ariane["median"] / rocketmq["median"] if comparable else None
+        row["section"] = section_of(metric)
+        own = {r.metric: r for r in OWN_CLIENT_ROWS}.get(metric)
+        if own is not None and ariane is not None:
+            row["limit"] = own.limit_label
+            row["limit_msgs_per_s"] = own.limit_msgs_per_s
+            row["limit_ratio"] = ariane["median"] / own.limit_msgs_per_s
+        checks = [
+            str(s.details["check"]) for m in by_system.values() for s in m if "check" in s.details
+        ]
+        if checks:
+            row["checks"] = checks
         rows.append(row)
     return rows
+
+
+SECTIONS = ("compare", "own client", "workers")
+"""Table sections: both systems; Ariane's own client vs perf.md §2.4; the workers sweep."""
+
+
+def section_of(metric: str) -> str:
+    """The table section a metric belongs to."""
+    if metric.startswith("workers="):
+        return "workers"
+    if metric.startswith("ariane.client"):
+        return "own client"
+    return "compare"
 
 
 def _cell(spread: dict[str, float] | None, metric: str) -> str:
@@ -466,18 +986,56 @@ def _cell(spread: dict[str, float] | None, metric: str) -> str:
     return measure.Spread(spread["median"], spread["min"], spread["max"]).format(digits)
 
 
+def _notes(row: dict[str, Any]) -> str:
+    notes = []
+    for system in SYSTEMS:
+        ext, unquiet = row[f"{system}_ext_cores_max"], row[f"{system}_unquiet_runs"]
+        if ext > QUIET_BUSY_CORES_MAX or unquiet:
+            notes.append(f"{system}: ext cores max {ext:.2f}, {unquiet} run(s) not quiet")
+        if row[f"{system}_errors"]:
+            notes.append(f"{system}: {row[f'{system}_errors']} failed calls")
+    if row.get("checks"):
+        notes.append("restart check: " + ", ".join(row["checks"]))
+    return "; ".join(notes)
+
+
+def own_client_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Ariane's own client next to the perf.md §2.4 limits (one line per ``OWN_CLIENT_ROWS``)."""
+    headers = ["flush", "row", "Ariane", "perf.md §2.4 limit", "Ariane/limit", "notes"]
+    cells = []
+    for spec in OWN_CLIENT_ROWS:
+        limit = f"{spec.limit_label} {spec.limit_msgs_per_s:,.0f}"
+        mine = [r for r in rows if r["metric"] == spec.metric]
+        if not mine:
+            why = "not measured" if spec.built else "not built yet (see OWN_CLIENT_ROWS)"
+            cells.append(["ASYNC_FLUSH", spec.metric, why, limit, "-", ""])
+        for row in mine:
+            ratio = f"{row['limit_ratio']:.2f}" if "limit_ratio" in row else "-"
+            value = _cell(row["ariane"], spec.metric)
+            cells.append([row["flush"], spec.metric, value, limit, ratio, _notes(row)])
+    return report.markdown_table(headers, cells)
+
+
+def workers_table(rows: Sequence[dict[str, Any]], recorded: dict[str, Any]) -> str:
+    """The workers sweep (Ariane only), or why it is missing."""
+    headers = ["flush", "row", "Ariane", "notes"]
+    mine = [r for r in rows if r.get("section") == "workers"]
+    cells = [[r["flush"], r["metric"], _cell(r["ariane"], r["metric"]), _notes(r)] for r in mine]
+    if not mine:
+        why = "not available in this build" if not recorded["workers_available"] else "not run"
+        for workers in recorded["settings"]["workers"]:
+            for name in (f"send x{recorded['settings']['producers']}", "simple drain"):
+                cells.append(["ASYNC_FLUSH", f"workers={workers}: {name} msgs/s", why, ""])
+    return report.markdown_table(headers, cells)
+
+
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The Markdown table of ``summary`` rows."""
+    """The Markdown table of the ``summary`` rows that have both systems (section compare)."""
     headers = ["flush", "row", "Ariane", "RocketMQ 5.3.3", "Ariane/RocketMQ", "notes"]
     cells = []
     for row in rows:
-        notes = []
-        for system in SYSTEMS:
-            ext, unquiet = row[f"{system}_ext_cores_max"], row[f"{system}_unquiet_runs"]
-            if ext > QUIET_BUSY_CORES_MAX or unquiet:
-                notes.append(f"{system}: ext cores max {ext:.2f}, {unquiet} run(s) not quiet")
-            if row[f"{system}_errors"]:
-                notes.append(f"{system}: {row[f'{system}_errors']} failed calls")
+        if row.get("section", "compare") != "compare":
+            continue
         ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
         metric = row["metric"]
         cells.append(
@@ -487,7 +1045,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
                 _cell(row["ariane"], metric),
                 _cell(row["rocketmq"], metric),
                 ratio,
-                "; ".join(notes),
+                _notes(row),
             ]
         )
     return report.markdown_table(headers, cells)
@@ -549,6 +1107,20 @@ def markdown(recorded: dict[str, Any]) -> str:
             "",
             table(recorded["summary"]),
             "",
+            "## Ariane's own batching client next to the machine limits (no RocketMQ column)",
+            "",
+            "`ariane.client.Producer.send_batch`, 64 x 1 KiB per call, against the",
+            "transport-only limits of specs/perf.md §2.4 (measured there, not here).",
+            "",
+            own_client_table(recorded["summary"]),
+            "",
+            "## msgs/s against front-end workers",
+            "",
+            "Ariane only, official client, a fresh ASYNC_FLUSH cluster per worker count",
+            "(`workers = N` broker setting; 0 = gRPC served by the store-owning process).",
+            "",
+            workers_table(recorded["summary"], recorded),
+            "",
             "Not measured by this benchmark (issue 4 item 2): " + recorded["not_measured"],
             "",
         ]
@@ -556,12 +1128,14 @@ def markdown(recorded: dict[str, Any]) -> str:
 
 
 NOT_MEASURED = (
-    "send → receive end-to-end latency at a fixed rate (needs a paced producer and timestamps "
-    "carried in the body; not built yet); recovery time after SIGKILL with 1 GiB in the commit "
-    "log (filling 1 GiB at these rates takes minutes per run and per system); Ariane's batching "
-    "client rows next to the perf.md limits (see `ariane bench produce`, "
-    "bench/results/client-*.md, which measures them without a RocketMQ column)."
+    "Ariane's client-streaming send (the row is reserved in OWN_CLIENT_ROWS; the method is not "
+    "in ariane.client yet); the PushConsumer end-to-end latency unless `--e2e-consumer push` "
+    "was given (one consumer kind per run, the same for both systems)."
 )
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
 
 
 def parse(argv: Sequence[str] | None) -> Options:
@@ -575,10 +1149,18 @@ def parse(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--send1-messages", type=int, default=4000)
     parser.add_argument("--producers", type=int, default=8, choices=range(1, 17))
     parser.add_argument("--send-n-messages-per-process", type=int, default=2000)
-    parser.add_argument("--drain-messages", type=int, default=20000)
+    parser.add_argument("--drain-messages", type=int, default=100_000)
     parser.add_argument("--warmup-messages", type=int, default=2000)
     parser.add_argument("--flush", choices=["async", "sync", "both"], default="both")
     parser.add_argument("--quiet-wait-s", type=float, default=30.0)
+    parser.add_argument("--rows", default=",".join(ROW_GROUPS), help="comma list of row groups")
+    parser.add_argument("--e2e-rate", type=float, default=500.0)
+    parser.add_argument("--e2e-duration-s", type=float, default=10.0)
+    parser.add_argument("--e2e-consumer", choices=("simple", "push"), default="simple")
+    parser.add_argument("--recovery-fill-mib", type=int, default=1024)
+    parser.add_argument("--recovery-body-kib", type=int, default=256)
+    parser.add_argument("--own-messages", type=int, default=200_000)
+    parser.add_argument("--workers", type=_int_list, default=(0, 1, 2))
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--results-dir", type=pathlib.Path, default=report.RESULTS_DIR)
     args = parser.parse_args(argv)
@@ -586,6 +1168,17 @@ def parse(argv: Sequence[str] | None) -> Options:
     for name in ("send1_messages", "send_n_messages_per_process", "drain_messages"):
         if not 1 <= getattr(args, name) <= 200_000:
             parser.error(f"--{name.replace('_', '-')} must be 1..200000")
+    rows = tuple(r for r in args.rows.split(",") if r)
+    if not set(rows) <= set(ROW_GROUPS):
+        parser.error(f"--rows takes a comma list of {', '.join(ROW_GROUPS)}")
+    if not (1 <= args.e2e_rate <= 5000 and 1 <= args.e2e_duration_s <= 60):
+        parser.error("--e2e-rate must be 1..5000 and --e2e-duration-s 1..60")
+    if not (1 <= args.recovery_fill_mib <= 4096 and 1 <= args.recovery_body_kib <= 4000):
+        parser.error("--recovery-fill-mib must be 1..4096 and --recovery-body-kib 1..4000")
+    if not 64 <= args.own_messages <= 1_000_000:
+        parser.error("--own-messages must be 64..1000000")
+    if not args.workers or not all(0 <= w <= 64 for w in args.workers):
+        parser.error("--workers takes a comma list of counts 0..64")
     return Options(
         rounds=args.rounds,
         send1_messages=args.send1_messages,
@@ -595,6 +1188,14 @@ def parse(argv: Sequence[str] | None) -> Options:
         warmup_messages=max(args.warmup_messages, 0),
         flush_modes=modes[args.flush],
         quiet_wait_s=min(max(args.quiet_wait_s, 1.0), 120.0),
+        rows=rows,
+        e2e_rate_per_s=args.e2e_rate,
+        e2e_duration_s=args.e2e_duration_s,
+        e2e_consumer=args.e2e_consumer,
+        recovery_fill_bytes=args.recovery_fill_mib * 2**20,
+        recovery_body_bytes=args.recovery_body_kib * 1024,
+        own_messages=args.own_messages,
+        workers=args.workers,
         record=not args.no_record,
         results_dir=args.results_dir,
         command=report.command_line("bench.compare"),
@@ -636,6 +1237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "samples": [dataclasses.asdict(s) for s in samples],
         "summary": summary(samples),
         "not_measured": NOT_MEASURED,
+        "workers_available": workers_supported(),
     }
     page = markdown(recorded)
     print(page)

@@ -8,6 +8,8 @@ Commands::
     produce --endpoints E --topic T --count N --threads T [--body-bytes B] [--wait-go]
     consume --endpoints E --topic T --group G --count N --threads T [--batch B] [--invisible-s S]
     push    --endpoints E --topic T --group G --count N --threads T
+    paced   --endpoints E --topic T --rate R --duration-s D --warmup-s W --threads T [--wait-go]
+    e2e     --endpoints E --topic T --group G --mode simple|push --threads T --skip N
 
 ``produce``: T threads each call the synchronous ``Producer.send`` (one message per SendMessage
 call, as the official clients always do) for their share of N bodies of B random bytes.
@@ -16,6 +18,18 @@ every message (one AckMessage per message: the official API has no batch ack) un
 were acked in all. ``push``: a ``PushConsumer`` with T consumption threads whose listener
 returns SUCCESS; its clock runs from the first listener call to the N-th (the client fetches on
 its own from ``startup``), so ``messages`` is N - 1 over that span and there are no latencies.
+``paced``: ``(W + D) x R`` sends on a fixed schedule (slot k at start + k / R; the T threads
+take the next slot, sleep until its time and send, so one slow call does not shift the
+schedule); the body starts with ``<k>:<wall-clock ns just before the send>:``; the first
+``W x R`` slots are warm-up. Its ``done`` has ``messages`` = measured slots acked, ``seconds``
+= from the first measured slot to the last measured ack, and ``late_us`` (how late each
+measured send started against its slot). ``e2e``: a SimpleConsumer (T threads of
+``receive(32)`` with long polling, then one ack per message) or a PushConsumer (T consumption
+threads) that notes, per message with sequence >= N, wall-clock receive time - send time (for
+``simple`` when ``receive`` returned, for ``push`` when the listener was called); it reads
+``expect <n>`` from stdin and stops once n measured messages arrived or ``E2E_GRACE_S`` after
+that line; ``done`` then carries ``latencies_us`` (one per unique measured message) and
+``duplicates``.
 With ``--wait-go`` the driver reads one line from stdin after ``ready`` and only then starts
 its clock and its threads, so that a parent can start several driver processes together.
 
@@ -51,6 +65,8 @@ from rocketmq import (  # type: ignore[import-untyped]
 )
 
 PROGRESS_INTERVAL_S = 0.25
+E2E_GRACE_S = 10.0
+"""How long ``e2e`` waits for the rest of the expected messages after ``expect <n>``."""
 
 
 class Tally:
@@ -114,6 +130,17 @@ def _finish(tally: Tally, seconds: float, shutdown: Callable[[], None]) -> int:
     return 0
 
 
+def _send_counted(producer: Any, msg: Any, tally: Tally) -> bool:
+    """``producer.send(msg)``; a failure is counted in ``tally.errors`` and gives False."""
+    try:
+        producer.send(msg)
+    except Exception:  # counted and reported; the benchmark goes on
+        with tally.lock:
+            tally.errors += 1
+        return False
+    return True
+
+
 def produce(args: argparse.Namespace) -> int:
     """Send ``count`` messages from ``threads`` threads, one per call."""
     producer = Producer(_config(args.endpoints), (args.topic,))
@@ -131,11 +158,7 @@ def produce(args: argparse.Namespace) -> int:
             msg.topic = args.topic
             msg.body = body
             t0 = time.perf_counter_ns()
-            try:
-                producer.send(msg)
-            except Exception:  # counted and reported; the benchmark goes on
-                with tally.lock:
-                    tally.errors += 1
+            if not _send_counted(producer, msg, tally):
                 continue
             elapsed_us = (time.perf_counter_ns() - t0) // 1000
             with tally.lock:
@@ -231,6 +254,155 @@ def push(args: argparse.Namespace) -> int:
     return _finish(tally, seconds, consumer.shutdown)
 
 
+def _paced_body(sequence: int, size: int) -> bytes:
+    head = f"{sequence}:{time.time_ns()}:".encode()
+    return head + b"x" * max(size - len(head), 0)
+
+
+def paced(args: argparse.Namespace) -> int:
+    """Send on a fixed schedule (``--rate`` per second); see the module docstring."""
+    producer = Producer(_config(args.endpoints), (args.topic,))
+    producer.startup()
+    warmup = round(args.rate * args.warmup_s)
+    total = warmup + round(args.rate * args.duration_s)
+    tally = Tally()
+    slots = iter(range(total))
+    ends: list[float] = []
+    emit({"event": "ready"})
+    if args.wait_go:
+        sys.stdin.readline()
+    start = time.perf_counter() + 0.05
+
+    def work(index: int) -> None:
+        while True:
+            with tally.lock:
+                slot = next(slots, None)
+            if slot is None:
+                return
+            due = start + slot / args.rate
+            time.sleep(max(due - time.perf_counter(), 0.0))
+            late_us = int((time.perf_counter() - due) * 1e6)
+            msg = Message()
+            msg.topic = args.topic
+            msg.body = _paced_body(slot, args.body_bytes)
+            if not _send_counted(producer, msg, tally):
+                continue
+            with tally.lock:
+                if slot >= warmup:
+                    tally.done += 1
+                    tally.bytes += len(msg.body)
+                    tally.latencies_us.append(late_us)
+                    ends.append(time.perf_counter())
+
+    workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(args.threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=args.warmup_s + args.duration_s + args.deadline_s)
+    seconds = max(max(ends, default=0.0) - (start + warmup / args.rate), 1e-9)
+    return _finish(tally, seconds, producer.shutdown)
+
+
+class _E2eTally(Tally):
+    """Receive - send latencies of the measured messages, one per sequence number."""
+
+    def __init__(self, skip: int) -> None:
+        super().__init__()
+        self.skip = skip
+        self.seen: set[int] = set()
+        self.duplicates = 0
+        self.expected: int | None = None
+        self.complete = threading.Event()
+
+    def note(self, body: bytes, received_ns: int) -> None:
+        """Record one delivered message (body ``<seq>:<send ns>:...``)."""
+        sequence, sent_ns = (int(part) for part in body.split(b":", 2)[:2])
+        if sequence < self.skip:
+            return
+        with self.lock:
+            if sequence in self.seen:
+                self.duplicates += 1
+                return
+            self.seen.add(sequence)
+            self.done += 1
+            self.bytes += len(body)
+            self.latencies_us.append((received_ns - sent_ns) // 1000)
+            if self.expected is not None and self.done >= self.expected:
+                self.complete.set()
+
+
+class _E2eListener(MessageListener):  # type: ignore[misc]
+    def __init__(self, tally: _E2eTally) -> None:
+        self.tally = tally
+
+    def consume(self, message: Any) -> Any:
+        self.tally.note(message.body, time.time_ns())
+        return ConsumeResult.SUCCESS
+
+
+def _e2e_start(args: argparse.Namespace, tally: _E2eTally, stop: threading.Event) -> Any:
+    """Start the consumer of ``e2e``; returns it (its ``shutdown`` ends it)."""
+    subscription = {args.topic: FilterExpression()}
+    if args.mode == "push":
+        consumer = PushConsumer(
+            _config(args.endpoints),
+            args.group,
+            _E2eListener(tally),
+            subscription,
+            consumption_thread_count=args.threads,
+        )
+        consumer.startup()
+        return consumer
+    consumer = SimpleConsumer(_config(args.endpoints), args.group, subscription, await_duration=5)
+    consumer.startup()
+
+    def work(index: int) -> None:
+        while not stop.is_set():
+            try:
+                received = consumer.receive(args.batch, args.invisible_s)
+                now = time.time_ns()
+                for message in received:
+                    tally.note(message.body, now)
+                for message in received:
+                    consumer.ack(message)
+            except Exception:  # counted and reported; the benchmark goes on
+                with tally.lock:
+                    tally.errors += 1
+
+    for index in range(args.threads):
+        threading.Thread(target=work, args=(index,), daemon=True).start()
+    return consumer
+
+
+def e2e(args: argparse.Namespace) -> int:
+    """Note receive - send latency per message until told how many to expect; see above."""
+    tally = _E2eTally(args.skip)
+    stop = threading.Event()
+    consumer = _e2e_start(args, tally, stop)
+    emit({"event": "ready"})
+    line = sys.stdin.readline().split()  # "expect <n>"
+    with tally.lock:
+        tally.expected = int(line[1]) if len(line) == 2 else 0
+        if tally.done >= tally.expected:
+            tally.complete.set()
+    tally.complete.wait(E2E_GRACE_S)
+    stop.set()
+    with tally.lock:
+        emit(
+            {
+                "event": "done",
+                "messages": tally.done,
+                "bytes": tally.bytes,
+                "seconds": 0.0,
+                "latencies_us": list(tally.latencies_us),
+                "errors": tally.errors,
+                "duplicates": tally.duplicates,
+            }
+        )
+    consumer.shutdown()
+    return 0
+
+
 def main() -> int:
     """Parse the command line and run one command."""
     parser = argparse.ArgumentParser(
@@ -250,8 +422,26 @@ def main() -> int:
             p.add_argument("--group", required=True)
             p.add_argument("--batch", type=int, default=32)
             p.add_argument("--invisible-s", type=int, default=30)
+    paced_parser = sub.add_parser("paced")
+    e2e_parser = sub.add_parser("e2e")
+    for p in (paced_parser, e2e_parser):
+        p.add_argument("--endpoints", required=True)
+        p.add_argument("--topic", required=True)
+        p.add_argument("--threads", type=int, default=4)
+        p.add_argument("--deadline-s", type=float, default=60)
+    paced_parser.add_argument("--rate", type=float, required=True)
+    paced_parser.add_argument("--duration-s", type=float, required=True)
+    paced_parser.add_argument("--warmup-s", type=float, default=2.0)
+    paced_parser.add_argument("--body-bytes", type=int, default=1024)
+    paced_parser.add_argument("--wait-go", action="store_true")
+    e2e_parser.add_argument("--group", required=True)
+    e2e_parser.add_argument("--mode", choices=("simple", "push"), default="simple")
+    e2e_parser.add_argument("--skip", type=int, default=0)
+    e2e_parser.add_argument("--batch", type=int, default=32)
+    e2e_parser.add_argument("--invisible-s", type=int, default=30)
     args = parser.parse_args()
-    return {"produce": produce, "consume": consume, "push": push}[args.cmd](args)
+    commands = {"produce": produce, "consume": consume, "push": push, "paced": paced, "e2e": e2e}
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ Invariants:
 - Every JVM is started here and stopped here by its PID (``ariane.dev.stop_process``: SIGTERM,
   then SIGKILL after ``stop_grace_s``); the temp dir (configs, store, logs) is removed afterwards.
 - Heaps are fixed and modest (``-Xms`` = ``-Xmx``) with G1, since the machine has 2 shared cores.
+- ``running_peer`` yields a ``RunningPeer`` whose broker+proxy JVM can be SIGKILLed and started
+  again with the same command line on the same store (``kill_broker``, ``restart_broker``); the
+  name server keeps running, and whatever JVMs run at the end are the ones stopped.
 
 Script mode (not a test; not part of ``make test``)::
 
@@ -155,6 +158,7 @@ class _Jvm:
     name: str
     proc: subprocess.Popen[bytes]
     log_path: Path
+    cmd: list[str]
 
 
 def _port_is_free(port: int) -> bool:
@@ -273,7 +277,7 @@ def _spawn(name: str, cmd: list[str], work: Path) -> _Jvm:
             start_new_session=True,  # a terminal's Ctrl-C reaches us; we stop the JVM by PID
         )
     log.info("started %s pid=%d", name, proc.pid)
-    return _Jvm(name=name, proc=proc, log_path=log_path)
+    return _Jvm(name=name, proc=proc, log_path=log_path, cmd=cmd)
 
 
 def _tail(path: Path) -> str:
@@ -353,7 +357,15 @@ def create_topic(
         raise PeerError(f"updateTopic {topic} failed:\n{out[-LOG_TAIL_BYTES:]}")
 
 
-async def _query_route(grpc_endpoint: str, topic: str) -> tuple[str, int]:
+async def query_route(grpc_endpoint: str, topic: str) -> tuple[str, int]:
+    """One gRPC ``QueryRoute`` (as the official 5.x clients send first) to any v2 endpoint.
+
+    Returns:
+        The status code's name and the number of message queues routed.
+
+    Raises:
+        grpc.aio.AioRpcError: The endpoint did not answer within ``ROUTE_PROBE_TIMEOUT_S``.
+    """
     host, port = grpc_endpoint.rsplit(":", 1)
     address = pb.v2.Address(host=host, port=int(port))
     request = pb.v2_service.QueryRouteRequest(
@@ -373,6 +385,25 @@ async def _query_route(grpc_endpoint: str, topic: str) -> tuple[str, int]:
     return pb.v2.Code.Name(response.status.code), len(response.message_queues)
 
 
+def topic_max_offset_total(peer: Endpoints, topic: str) -> int:
+    """Sum over the topic's queues of the max offset (``mqadmin topicStatus``): messages stored.
+
+    Raises:
+        PeerError: The output held no queue line.
+    """
+    out = admin(peer, ["topicStatus", "-n", peer.namesrv, "-t", topic])
+    total, lines = 0, 0
+    for line in out.splitlines():
+        fields = line.split()
+        # "#Broker Name  #QID  #Min Offset  #Max Offset  #Last Updated"
+        if len(fields) >= 4 and fields[0] == BROKER_NAME and fields[1].isdigit():
+            total += int(fields[3])
+            lines += 1
+    if not lines:
+        raise PeerError(f"topicStatus {topic} gave no queues:\n{out[-LOG_TAIL_BYTES:]}")
+    return total
+
+
 def _wait_namesrv_routes(peer: Endpoints, topic: str, deadline: float) -> None:
     """Poll ``mqadmin topicRoute`` until the name server routes the topic to our broker.
 
@@ -388,7 +419,7 @@ def _wait_namesrv_routes(peer: Endpoints, topic: str, deadline: float) -> None:
         time.sleep(0.2)
 
 
-def _wait_routed(peer: Endpoints, topic: str, deadline: float) -> None:
+def wait_routed(peer: Endpoints, topic: str, deadline: float) -> None:
     """Poll the proxy's gRPC ``QueryRoute`` (as the official clients do) until the topic routes.
 
     Asks the name server first (``_wait_namesrv_routes``). This proves the gRPC endpoint serves
@@ -401,7 +432,7 @@ def _wait_routed(peer: Endpoints, topic: str, deadline: float) -> None:
     last = "no answer"
     while True:
         try:
-            code, queues = asyncio.run(_query_route(peer.grpc, topic))
+            code, queues = asyncio.run(query_route(peer.grpc, topic))
         except grpc.aio.AioRpcError as exc:
             last = f"gRPC {exc.code().name}"
         else:
@@ -460,17 +491,69 @@ def _start(
     )
     create_topic(peer, settings.topic, settings.queue_count)
     log.info("topic %s created after %.1f s", settings.topic, time.monotonic() - started)
-    _wait_routed(peer, settings.topic, deadline)
+    wait_routed(peer, settings.topic, deadline)
     log.info(
         "topic %s routed by the proxy after %.1f s", settings.topic, time.monotonic() - started
     )
     return dataclasses.replace(peer, startup_s=time.monotonic() - started)
 
 
+@dataclasses.dataclass(slots=True)
+class RunningPeer:
+    """A started peer and its JVMs, so that the broker+proxy JVM can be killed and restarted on
+    the same store (the recovery benchmark); ``running_peer`` stops whatever runs at the end.
+
+    Attributes:
+        endpoints: where it serves.
+        jvms: the name server and the broker+proxy JVM (replaced by ``restart_broker``).
+    """
+
+    endpoints: Endpoints
+    jvms: list[_Jvm]
+
+    @property
+    def broker_pid(self) -> int:
+        """PID of the JVM holding broker + LOCAL-mode proxy."""
+        return self.jvms[-1].proc.pid
+
+    def kill_broker(self) -> None:
+        """SIGKILL the broker+proxy JVM (by its handle) and reap it; the store dir stays."""
+        proc = self.jvms[-1].proc
+        proc.kill()
+        proc.wait(timeout=ADMIN_TIMEOUT_S)
+        log.info("broker-proxy (pid %d) killed", proc.pid)
+
+    def restart_broker(self) -> None:
+        """Start the broker+proxy JVM again with the same command line, configs and store
+        (RocketMQ recovers abnormally: the ``abort`` file is still there). Returns at once."""
+        old = self.jvms[-1]
+        assert old.proc.poll() is not None, "kill_broker first"
+        work = self.endpoints.work_dir
+        self.jvms[-1] = _spawn("broker-proxy-restart", old.cmd, work)
+
+    @property
+    def grpc_port(self) -> int:
+        """The proxy's gRPC port."""
+        return int(self.endpoints.grpc.rsplit(":", 1)[1])
+
+    def broker_exited(self) -> bool:
+        """Whether the current broker+proxy JVM has exited."""
+        return self.jvms[-1].proc.poll() is not None
+
+
 @contextlib.contextmanager
 def rocketmq_peer(
     flush: FlushMode = FlushMode.ASYNC, settings: PeerSettings | None = None
 ) -> Iterator[Endpoints]:
+    """``running_peer`` yielding only the endpoints (see there)."""
+    with running_peer(flush, settings) as running:
+        yield running.endpoints
+
+
+@contextlib.contextmanager
+def running_peer(
+    flush: FlushMode = FlushMode.ASYNC, settings: PeerSettings | None = None
+) -> Iterator[RunningPeer]:
     """Fetch (cached), start and prepare a RocketMQ name server + broker + LOCAL-mode proxy.
 
     Mirrors ``mqnamesrv`` and ``mqbroker --enable-proxy`` of the RocketMQ distribution, on
@@ -481,7 +564,7 @@ def rocketmq_peer(
         settings: Topic, heaps and time bounds; defaults when None.
 
     Yields:
-        The endpoints; the topic exists and is routable.
+        The running peer; its topic exists and is routable.
 
     Raises:
         PeerError: Java is missing, or fetching or starting failed (with the JVM's log tail).
@@ -499,7 +582,7 @@ def rocketmq_peer(
         except PeerError:
             keep = True  # the logs under work/home/logs tell why
             raise
-        yield peer
+        yield RunningPeer(peer, jvms)
     finally:
         for jvm in reversed(jvms):
             stopping = time.monotonic()
