@@ -1,15 +1,17 @@
 """``ariane dev``: a local cluster of processes (one name server, one broker) for newcomers.
 
 It starts ``ariane namesrv`` and ``ariane broker`` as child processes with their data under
-``--data-dir``, waits until both accept connections, prints the endpoints (human-readable on
-stderr, one JSON line on stdout for scripts), and on Ctrl-C / SIGTERM stops exactly the children
-it started, by PID: SIGTERM first, SIGKILL after ``stop_grace_s``.
+``--data-dir``, waits until both accept connections and the broker has registered, prints the
+endpoints (human-readable on stderr, one JSON line on stdout for scripts), and on Ctrl-C /
+SIGTERM stops exactly the children it started, by PID: SIGTERM first, SIGKILL after
+``stop_grace_s``.
 
 Invariant: no child outlives ``run_dev_cluster``; every wait is bounded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -23,6 +25,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+
+import grpc
+
+from ariane.remoting import rpc
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +90,34 @@ def wait_until_listening(
             return
         time.sleep(0.05)
     raise RuntimeError(f"{host}:{port} did not accept connections within {timeout_s} s")
+
+
+async def _registered(namesrv: str, broker_name: str) -> bool:
+    async with grpc.aio.insecure_channel(namesrv) as channel:
+        info = await rpc.RegistryClient(channel, timeout_s=2.0).get_cluster_info()
+    return any(g.broker_name == broker_name and g.members for g in info.broker_groups)
+
+
+def wait_until_registered(
+    namesrv: str, broker_name: str, *, process: subprocess.Popen[bytes], timeout_s: float
+) -> None:
+    """Poll the name server until ``broker_name`` is registered with it.
+
+    A broker accepts connections (its front-end workers listen) a moment before it registers;
+    clients that start from the name server need the registration.
+
+    Raises:
+        RuntimeError: if ``process`` exits first or ``timeout_s`` passes.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode} while starting")
+        with contextlib.suppress(grpc.RpcError):
+            if asyncio.run(_registered(namesrv, broker_name)):
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"broker {broker_name} did not register with {namesrv} in {timeout_s} s")
 
 
 def stop_process(process: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S) -> int:
@@ -170,6 +204,7 @@ def dev_cluster(
         )
         children.append(broker)
         wait_until_listening("127.0.0.1", broker_port, process=broker, timeout_s=READY_TIMEOUT_S)
+        wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
         yield DevEndpoints(namesrv=namesrv_addr, broker=broker_addr, data_dir=str(data_dir))
     finally:
         for child in reversed(children):
