@@ -80,6 +80,7 @@ class BrokerServer:
         handlers = [
             rpc.service_handler(pb.MESSAGING_SERVICE, service),
             rpc.service_handler(pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
+            rpc.service_handler(pb.INGEST_SERVICE, messaging.IngestService(service)),
         ]
         server = grpc_server.build(self.settings.server, handlers)
         registrar = registration.RegistrationService(runtime, channels)
