@@ -7,13 +7,13 @@ request order, processing the requests of a stream one after another (the proto'
 
 One pump task per stream owns the gRPC call: it opens the call when the first request arrives,
 writes requests in the order ``send`` was called, and a reader task matches each response to
-the oldest unanswered request. When the stream fails (a gRPC error, the broker ending the call,
-or the oldest request unanswered for ``timeout_s``), every unanswered request is written again,
-in its original order, on a new stream opened after a backoff, ahead of requests never written:
-delivery is at least once (a batch the broker stored just before the failure is stored twice),
-and batches written on one stream keep their order through retries, so a message group (always
-sent to the same broker) keeps its order. A request written ``attempts`` times without an answer
-fails with the stream's error.
+the oldest unanswered request. When the stream fails (a gRPC error, the broker ending the
+call, a write or the oldest request's answer taking over ``timeout_s``), every unanswered
+request is written again, in its original order, on a new stream opened after a backoff, ahead
+of requests never written: delivery is at least once (a batch the broker stored just before the
+failure is stored twice), and batches written on one stream keep their order through retries,
+so a message group (always sent to the same broker) keeps its order. A request written
+``attempts`` times without an answer fails with the stream's error.
 
 Invariants: at most ``window_max`` requests are pending per stream (written and unanswered, or
 waiting to be written; more callers wait); one gRPC call at a time; responses are matched by
@@ -229,7 +229,13 @@ class StreamSender:
             item.writes += 1
             item.written_at_s = time.monotonic()
             self._unanswered.append(item)
-            await call.write(item.request)
+            try:
+                async with asyncio.timeout(self._timeout_s):  # a broker that stopped reading
+                    await call.write(item.request)
+            except TimeoutError:
+                raise errors.RequestTimeoutError(
+                    f"{self.endpoint} did not take a SendStream request within {self._timeout_s} s"
+                ) from None
 
     async def _read(self, call: transport_mod.SendStreamCall) -> None:
         """Match each response to the oldest unanswered request; wake the pump on failure."""
