@@ -454,9 +454,6 @@ class Producer:
         if stream is not None:
             self._streams.move_to_end(endpoint)
             return stream
-        while len(self._streams) >= self._settings.connection.channels_max:
-            _, oldest = self._streams.popitem(last=False)
-            await oldest.close()
         stream = send_stream.StreamSender(
             self._session.transport,
             endpoint,
@@ -465,7 +462,10 @@ class Producer:
             timeout_s=self._settings.connection.request_timeout_s,
             backoff_s=_backoff_s,
         )
-        self._streams[endpoint] = stream
+        self._streams[endpoint] = stream  # before any await: one stream per endpoint
+        while len(self._streams) > self._settings.connection.channels_max:
+            _, oldest = self._streams.popitem(last=False)
+            await oldest.close()
         return stream
 
 
