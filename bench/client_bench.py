@@ -6,6 +6,9 @@ Scenarios (each one run per round, rounds interleaved as specs/perf.md §2.1 ask
 * ``ours-batch``: ``ariane.client`` with ``--batch`` messages per call and ``--in-flight``
   calls under way (produce: ``send_batch``; consume: ``receive(batch)`` + one batched ``ack``;
   Ariane's brokers return at most 32 messages per receive);
+* ``ours-stream`` (produce only): ``ariane.client`` in streaming mode, ``--batch`` messages per
+  request on one ``ariane.ingest.v1.Ingest/SendStream`` per broker, ``--in-flight`` requests
+  under way (the stream's window too);
 * ``ours-single``: ``ariane.client`` with one message per call and ``--in-flight`` calls under
   way (produce: ``send``; consume: ``receive(1)`` + ``ack`` of that message);
 * ``official``: ``rocketmq-python-client`` 5.1.2 in its own process
@@ -55,7 +58,9 @@ from ariane.common import errors
 from bench import client_results, machine, measure, process_cpu
 
 KINDS = ("produce", "consume")
-SCENARIOS = ("ours-batch", "ours-single", "official")
+SCENARIOS = ("ours-batch", "ours-stream", "ours-single", "official")
+PRODUCE_ONLY = ("ours-stream",)
+"""Scenarios with no consume side (streaming is a send path)."""
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DRIVER = pathlib.Path(__file__).resolve().parent / "official_client_driver.py"
 RESULTS_NAME = "client"
@@ -89,10 +94,10 @@ class Options:
     Attributes:
         kind: ``produce`` or ``consume``.
         endpoints: name servers of an existing cluster, or ``None`` to start one per round.
-        messages: messages per ``ours-batch`` run.
+        messages: messages per ``ours-batch`` and ``ours-stream`` run.
         single_messages: messages per ``ours-single`` run.
         official_messages: messages per ``official`` run.
-        batch: messages per call of ``ours-batch``.
+        batch: messages per call of ``ours-batch`` (per request of ``ours-stream``).
         in_flight: calls under way at once for ``ours-*``.
         threads: threads of the official client.
         rounds: interleaved rounds.
@@ -128,13 +133,14 @@ class Options:
         """Messages one run of ``scenario`` moves."""
         return {
             "ours-batch": self.messages,
+            "ours-stream": self.messages,
             "ours-single": self.single_messages,
             "official": self.official_messages,
         }[scenario]
 
     def shape(self, scenario: str) -> tuple[int, int]:
         """``(messages per call, calls or threads at once)`` of ``scenario``."""
-        if scenario == "ours-batch":
+        if scenario in ("ours-batch", "ours-stream"):
             per_call = self.batch if self.kind == "produce" else min(self.batch, 32)
             return per_call, self.in_flight
         if scenario == "ours-single":
@@ -195,11 +201,16 @@ async def produce_ours(
     advance: Advance,
     meter: process_cpu.TreeLoadMeter,
 ) -> Measured:
-    """Send ``count`` bodies with ``ariane.client.Producer``, ``per_call`` per call."""
+    """Send ``count`` bodies with ``ariane.client.Producer``, ``per_call`` per call (streaming
+    for ``ours-stream``, with ``in_flight`` as the stream's window too)."""
     count = options.count(scenario)
     per_call, in_flight = options.shape(scenario)
     body = os.urandom(options.body_bytes)
-    settings = client.ProducerSettings(in_flight_max=in_flight)
+    settings = client.ProducerSettings(
+        in_flight_max=in_flight,
+        streaming=scenario == "ours-stream",
+        stream_window_max=min(in_flight, 1024),
+    )
     async with client.Producer(target.namesrv, settings=settings) as producer:
         await producer.send_batch(target.topic, [body] * per_call)  # warm-up: route, channel
         sizes = iter([min(per_call, count - start) for start in range(0, count, per_call)])
@@ -340,6 +351,7 @@ async def _follow_driver(
 
 DRIVERS = {
     ("produce", "ours-batch"): produce_ours,
+    ("produce", "ours-stream"): produce_ours,
     ("produce", "ours-single"): produce_ours,
     ("produce", "official"): run_official,
     ("consume", "ours-batch"): consume_ours,
@@ -355,6 +367,10 @@ def reference(options: Options, scenario: str) -> tuple[str, float]:
     """The transport-only limit of specs/perf.md §2.4 matching ``scenario``: (label, msgs/s)."""
     _, at_once = options.shape(scenario)
     if options.kind == "produce":
+        if scenario == "ours-stream":
+            # Our stream answers every request (bidi); StreamBatches (one answer per stream,
+            # 304k msg/s) is the transport's bound without per-batch answers.
+            return "BidiBatches (StreamBatches 304k)", 174_000.0
         if scenario == "ours-batch":
             return ("SendBatch c1", 72_000.0) if at_once == 1 else ("SendBatch c8", 128_000.0)
         return ("Echo c1", 1_321.0) if at_once == 1 else ("Send->Ack c32", 2_266.0)
@@ -408,6 +424,7 @@ def summary(options: Options, runs: Sequence[Run]) -> list[dict[str, Any]]:
 
 CLIENT_NAMES = {
     "ours-batch": "ariane.client",
+    "ours-stream": "ariane.client (SendStream)",
     "ours-single": "ariane.client",
     "official": "rocketmq-python-client 5.1.2",
 }

@@ -48,7 +48,13 @@ def _entry(command: str, kind: str) -> dict[str, Any]:
 def test_unknown_scenario_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """A scenario name the benchmark does not have exits 2 with the valid names."""
     assert cli.main(["bench", "produce", "--scenarios", "ours-batch,fast"]) == 2
-    assert "ours-batch, ours-single, official" in capsys.readouterr().err
+    assert "ours-batch, ours-stream, ours-single, official" in capsys.readouterr().err
+
+
+def test_streaming_scenario_is_produce_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """``ours-stream`` is refused for consume (no streaming receive), with the valid names."""
+    assert cli.main(["bench", "consume", "--scenarios", "ours-stream"]) == 2
+    assert "takes ours-batch, ours-single, official" in capsys.readouterr().err
 
 
 def test_results_of_one_date_accumulate_with_their_commands(tmp_path: pathlib.Path) -> None:

@@ -5,17 +5,15 @@ their order per message group."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from ariane import client, dev
 from ariane.common import errors, message
+from live_testing import drain, eventually, make_topic
 
 pytestmark = pytest.mark.slow
-
-DEADLINE_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -23,45 +21,6 @@ def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A name server and a broker as child processes; yields the name server's endpoint."""
     with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as endpoints:
         yield endpoints.namesrv
-
-
-async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
-    """Poll ``check`` until it is true; fail after ``DEADLINE_S``."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not await check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
-async def make_topic(
-    admin: client.AdminClient, name: str, kind: message.MessageType, *, fifo_group: str = ""
-) -> None:
-    """Create a 4-queue topic (and a FIFO group if named); wait until the name server routes it."""
-    await admin.create_topic(name, write_queue_nums=4, message_type=kind)
-    if fifo_group:
-        await admin.create_group(fifo_group, consume_orderly=True)
-
-    async def routed() -> bool:
-        try:
-            return bool(await admin.topic_masters(name))
-        except errors.TopicNotFoundError:
-            return False
-
-    await eventually(routed)
-
-
-async def drain(
-    consumer: client.SimpleConsumer, count: int, *, batch: int = 32
-) -> list[client.ReceivedMessage]:
-    """Receive and ack until ``count`` messages arrived (each receive's batch acked at once)."""
-    got: list[client.ReceivedMessage] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"received {len(got)} of {count} in time"
-        received = await consumer.receive(batch, invisible_duration_s=30)
-        await consumer.ack(received)
-        got += received
-    return got
 
 
 def test_send_and_send_batch_round_trip_exactly_once(namesrv: str) -> None:

@@ -311,3 +311,16 @@ def test_arianes_own_services_answer_a_status_from_every_rpc(
         assert (status.number, status.message_type.full_name) == (1, "apache.rocketmq.v2.Status")
     assert pb.REGISTRY_SERVICE.full_name == "ariane.namesrv.v1.Registry"
     assert pb.ADMIN_SERVICE.full_name == "ariane.admin.v1.Admin"
+
+
+def test_ingest_service_streams_v2_send_messages_both_ways() -> None:
+    """ariane.ingest.v1.Ingest/SendStream is bidi over the v2 SendMessage request and response."""
+    service = pb.INGEST_SERVICE
+    assert service.full_name == "ariane.ingest.v1.Ingest"
+    assert [(m.name, m.client_streaming, m.server_streaming) for m in service.methods] == [
+        ("SendStream", True, True)
+    ]
+    method = service.methods_by_name["SendStream"]
+    assert method.input_type.full_name == "apache.rocketmq.v2.SendMessageRequest"
+    assert method.output_type.full_name == "apache.rocketmq.v2.SendMessageResponse"
+    assert rpc.method_path(service, "SendStream") == "/ariane.ingest.v1.Ingest/SendStream"

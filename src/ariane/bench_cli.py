@@ -7,7 +7,8 @@ editable mode) and runs ``bench.client_bench.run``. See that module for what is 
 
     ariane bench produce [--endpoints HOST:PORT] [--messages 50000] [--batch 64]
                          [--in-flight 8] [--official-messages 10000] [--threads 8] [--json]
-    ariane bench consume …  (same options)
+                         [--scenarios ours-batch,ours-stream,ours-single,official]
+    ariane bench consume …  (same options; no ours-stream)
 
 Exit status: 0 done; 1 some calls failed during the runs; 2 a usage error or no ``bench/``.
 """
@@ -24,7 +25,9 @@ from types import ModuleType
 EXIT_USAGE = 2
 
 KINDS = ("produce", "consume")
-SCENARIOS = ("ours-batch", "ours-single", "official")
+SCENARIOS = ("ours-batch", "ours-stream", "ours-single", "official")
+PRODUCE_ONLY = ("ours-stream",)
+"""Scenarios ``consume`` does not have (streaming is a send path)."""
 
 
 def _positive(text: str) -> int:
@@ -54,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--body-bytes", type=_positive, default=1024, help="body size")
     parser.add_argument(
         "--scenarios",
-        default=",".join(SCENARIOS),
-        help=f"comma-separated subset of {','.join(SCENARIOS)}",
+        help=f"comma-separated subset of {','.join(SCENARIOS)} (default: all; "
+        f"{','.join(PRODUCE_ONLY)} only for produce)",
     )
     parser.add_argument(
         "--quiet-wait-s", type=float, default=5.0, help="longest wait for a quiet machine per run"
@@ -93,10 +96,16 @@ def find_bench() -> ModuleType:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by ``args``; returns the exit status."""
-    scenarios = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
-    unknown = [s for s in scenarios if s not in SCENARIOS]
+    valid = (
+        SCENARIOS
+        if args.kind == "produce"
+        else tuple(s for s in SCENARIOS if s not in PRODUCE_ONLY)
+    )
+    chosen = ",".join(valid) if args.scenarios is None else args.scenarios
+    scenarios = tuple(s.strip() for s in chosen.split(",") if s.strip())
+    unknown = [s for s in scenarios if s not in valid]
     if not scenarios or unknown:
-        print(f"ariane bench: --scenarios takes {', '.join(SCENARIOS)}", file=sys.stderr)
+        print(f"ariane bench {args.kind}: --scenarios takes {', '.join(valid)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         bench = find_bench()

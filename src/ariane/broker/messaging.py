@@ -6,6 +6,9 @@ RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
 status on every answer: an ``ArianeError`` raised here becomes its code, anything else
 INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction, RecallMessage and the
 pull RPCs answer NOT_IMPLEMENTED until their services land.
+
+``IngestService`` serves ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own producer streams
+batches) from the same ``answer_send`` as SendMessage, so both answer a request identically.
 """
 
 from __future__ import annotations
@@ -170,11 +173,31 @@ class MessagingService:
         self, request: pb.v2_service.SendMessageRequest, context: Context
     ) -> pb.v2_service.SendMessageResponse:
         """SendMessage (§6.3): one entry per message; MULTIPLE_RESULTS when codes differ."""
-        self._client(context)
-        if not request.messages:
-            raise errors.BadRequestError("SendMessage carries no message")
-        incoming = [messages.incoming(m) for m in request.messages]
-        outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
+        return await self.answer_send(request, context)
+
+    async def answer_send(
+        self, request: pb.v2_service.SendMessageRequest, context: Context
+    ) -> pb.v2_service.SendMessageResponse:
+        """The answer to one SendMessageRequest, for unary SendMessage and each request of
+        ``ariane.ingest.v1.Ingest/SendStream`` alike; never raises.
+
+        A refusal of the whole request (no client id, no message, too many clients) is the
+        answer's status with no entries, as ``ariane.remoting.rpc`` makes of an ``ArianeError``;
+        an unexpected exception is logged and answers INTERNAL_ERROR.
+        """
+        try:
+            self._client(context)
+            if not request.messages:
+                raise errors.BadRequestError("SendMessage carries no message")
+            incoming = [messages.incoming(m) for m in request.messages]
+            outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
+        except errors.ArianeError as exc:
+            return pb.v2_service.SendMessageResponse(status=codes.from_error(exc))
+        except Exception as exc:  # a producer must get a status, never a crash
+            _log.exception("SendMessage failed with an unexpected error")
+            return pb.v2_service.SendMessageResponse(
+                status=codes.internal_error(f"SendMessage failed: {type(exc).__name__}")
+            )
         entries = [
             pb.v2_service.SendResultEntry(
                 status=codes.status(o.code, o.text),
@@ -333,6 +356,30 @@ class MessagingService:
         if not assignments:
             raise errors.ForbiddenError(f"topic {topic!r} has no readable queue")
         return pb.v2_service.QueryAssignmentResponse(status=codes.ok(), assignments=assignments)
+
+
+class IngestService:
+    """Serves ``ariane.ingest.v1.Ingest`` (Ariane's own producer) from the SendMessage path.
+
+    ``SendStream`` answers each request with exactly what ``SendMessage`` would answer
+    (``MessagingService.answer_send``), in request order, one request after another: a stream
+    never has more than one request being stored, and the next request is read only once the
+    previous one is answered (HTTP/2 flow control bounds what waits unread). A request's failure
+    is a status in its own response; the stream stays usable.
+
+    Args:
+        messaging: the broker's MessagingService, whose send path this shares.
+    """
+
+    def __init__(self, messaging: MessagingService) -> None:
+        self._messaging = messaging
+
+    async def send_stream(
+        self, requests: AsyncIterator[pb.v2_service.SendMessageRequest], context: Context
+    ) -> AsyncIterator[pb.v2_service.SendMessageResponse]:
+        """SendStream: a SendMessage answer per request, in order, until the client half-closes."""
+        async for request in requests:
+            yield await self._messaging.answer_send(request, context)
 
 
 def _peer_ip(context: Context) -> str:

@@ -83,6 +83,7 @@ class BrokerServer:
         implementations = [
             (pb.MESSAGING_SERVICE, service),
             (pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
+            (pb.INGEST_SERVICE, messaging.IngestService(service)),
         ]
         assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
         front = frontend.build(self.settings, implementations)

@@ -1,14 +1,16 @@
 """Ariane's Python client (asyncio): ``Producer``, ``SimpleConsumer`` and ``AdminClient``.
 
 It speaks to name servers and brokers over gRPC through ``ariane.remoting`` and never imports
-the broker or the store (DESIGN §2). ``Producer`` batches and pipelines SendMessage calls;
-``SimpleConsumer`` receives and acks in batches; ``AdminClient`` manages topics and groups.
+the broker or the store (DESIGN §2). ``Producer`` batches and pipelines SendMessage calls (or
+streams them); ``SimpleConsumer`` receives and acks in batches; ``AdminClient`` manages topics
+and groups.
 Errors are the classes of ``ariane.common.errors`` (one per RocketMQ status code), plus
 ``NameServerUnreachableError``/``BrokerUnreachableError`` for servers that did not answer and
 ``PartialSendError``/``PartialAckError`` when only some entries of a batch were refused.
 
 Modules: ``producer``, ``consumer``, ``admin`` (+ ``admin_types``), and below them
-``session``, ``route_cache``, ``transport`` and ``message_id``.
+``session``, ``route_cache``, ``transport``, ``send_stream`` (the producer's streaming mode)
+and ``message_id``.
 """
 
 from ariane.client import (
@@ -18,6 +20,7 @@ from ariane.client import (
     message_id,
     producer,
     route_cache,
+    send_stream,
     session,
     transport,
 )
@@ -85,6 +88,7 @@ __all__ = [
     "message_id",
     "producer",
     "route_cache",
+    "send_stream",
     "session",
     "transport",
 ]

@@ -16,24 +16,36 @@ How a batch travels (grpc-v2.md §5.1, §5.3, §6.3):
 4. each broker gets one SendMessage with its messages, in batch order; the answer has one entry
    per message.
 
+Streaming mode (``ProducerSettings.streaming``): step 4 writes the same SendMessageRequest on
+Ariane's own ``ariane.ingest.v1.Ingest/SendStream`` instead, one long-lived bidi stream per
+broker (``send_stream.StreamSender``: opened on first use, reopened after a failure), which
+saves the broker the cost of a call per batch. Answers, errors and receipts are the same as in
+unary mode; only Ariane's brokers serve that stream.
+
 Errors: a refused batch raises the status code's class from ``ariane.common.errors`` (through
 ``codes.raise_for_status``), e.g. ``TopicNotFoundError``; when only some messages were refused,
 ``PartialSendError`` carries the receipts of the stored ones and the error of each other one.
 Calls that fail at the gRPC level, or that the broker refuses whole with a retriable code, are
 tried again up to ``send_attempts`` times (at least once delivery, as the official clients),
-message-group-free batches on the next broker.
+message-group-free batches on the next broker. In streaming mode a stream failure is retried by
+the stream itself, on the same broker: its unanswered batches are written again, in their order,
+on a new stream (up to ``send_attempts`` writes each).
 
 Order: messages of one message group keep their order within a batch and across batches sent
-one after another; batches sent concurrently have no order between them.
+one after another; batches sent concurrently have no order between them in unary mode, and in
+streaming mode are stored in the order they were written on their broker's stream, retries
+included.
 
-Invariants: at most ``in_flight_max`` SendMessage calls are under way per producer (further
-callers wait); a batch holds at most ``batch_messages_max`` messages and ``batch_bytes_max``
-body bytes.
+Invariants: at most ``in_flight_max`` SendMessage calls (or stream requests) are under way per
+producer (further callers wait), and at most ``stream_window_max`` per stream; at most
+``connection.channels_max`` streams are open; a batch holds at most ``batch_messages_max``
+messages and ``batch_bytes_max`` body bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import hashlib
 import itertools
@@ -41,7 +53,7 @@ import logging
 import socket
 from collections.abc import Mapping, Sequence
 
-from ariane.client import message_id, route_cache, session
+from ariane.client import message_id, route_cache, send_stream, session
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids
 from ariane.remoting import codes, pb
@@ -135,11 +147,20 @@ class ProducerSettings:
     batch_bytes_max: int = 16 * 1024 * 1024
     """Most body bytes in one ``send_batch`` (1 .. 128 MiB)."""
 
+    streaming: bool = False
+    """Send over ``ariane.ingest.v1.Ingest/SendStream`` (one bidi stream per broker; Ariane's
+    brokers only) instead of one unary SendMessage call per batch and broker."""
+
+    stream_window_max: int = 8
+    """Most requests awaiting their answer on one stream (1 .. 1024); more callers wait. Eight
+    batches keep a broker busy while answers travel back (perf.md §2.4)."""
+
     def __post_init__(self) -> None:
         _check_range("in_flight_max", self.in_flight_max, 1, 1024)
         _check_range("send_attempts", self.send_attempts, 1, 16)
         _check_range("batch_messages_max", self.batch_messages_max, 1, BATCH_MESSAGES_MAX_LIMIT)
         _check_range("batch_bytes_max", self.batch_bytes_max, 1, BATCH_BYTES_MAX_LIMIT)
+        _check_range("stream_window_max", self.stream_window_max, 1, send_stream.WINDOW_MAX_LIMIT)
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -188,6 +209,9 @@ class Producer:
         self._in_flight = asyncio.Semaphore(self._settings.in_flight_max)
         self._round_robin = itertools.count()
         self._host = socket.gethostname() or "localhost"
+        self._streams: collections.OrderedDict[str, send_stream.StreamSender] = (
+            collections.OrderedDict()
+        )
 
     @property
     def client_id(self) -> ids.ClientId:
@@ -199,6 +223,11 @@ class Producer:
         """The producer's settings."""
         return self._settings
 
+    def stream_counts(self) -> dict[str, int]:
+        """Per broker endpoint, how many SendStream calls this producer opened (streaming mode;
+        1 each unless a stream failed and was reopened)."""
+        return {endpoint: s.streams_opened for endpoint, s in self._streams.items()}
+
     async def __aenter__(self) -> Producer:
         return self
 
@@ -206,7 +235,11 @@ class Producer:
         await self.close()
 
     async def close(self) -> None:
-        """Tell the brokers this producer is gone and close its channels (idempotent)."""
+        """Let open streams finish, tell the brokers this producer is gone and close its
+        channels (idempotent)."""
+        while self._streams:
+            _, stream = self._streams.popitem(last=False)
+            await stream.close()
         await self._session.close()
 
     async def send(
@@ -387,7 +420,7 @@ class Producer:
                 response = await self._call(target.endpoint, request)
             except (transport_mod.BrokerUnreachableError, errors.RequestTimeoutError) as exc:
                 self._session.routes.invalidate(found.topic)
-                if attempt + 1 == attempts:
+                if attempt + 1 == attempts or self._settings.streaming:  # streams retried
                     return [exc] * len(part.indexes)
                 _log.warning("send to %s failed, trying again: %s", target.endpoint, exc.message)
             else:
@@ -407,9 +440,33 @@ class Producer:
     ) -> pb.v2_service.SendMessageResponse:
         async with self._in_flight:
             self._session.used(endpoint)
+            if self._settings.streaming:
+                return await (await self._stream(endpoint)).send(request)
             return await self._session.transport.unary(
                 endpoint, "SendMessage", request, pb.v2_service.SendMessageResponse
             )
+
+    async def _stream(self, endpoint: str) -> send_stream.StreamSender:
+        """The stream to ``endpoint``, made on first use; the least recently used one is closed
+        when more than ``channels_max`` would be open."""
+        self._session.check_open()
+        stream = self._streams.get(endpoint)
+        if stream is not None:
+            self._streams.move_to_end(endpoint)
+            return stream
+        stream = send_stream.StreamSender(
+            self._session.transport,
+            endpoint,
+            window_max=self._settings.stream_window_max,
+            attempts=self._settings.send_attempts,
+            timeout_s=self._settings.connection.request_timeout_s,
+            backoff_s=_backoff_s,
+        )
+        self._streams[endpoint] = stream  # before any await: one stream per endpoint
+        while len(self._streams) > self._settings.connection.channels_max:
+            _, oldest = self._streams.popitem(last=False)
+            await oldest.close()
+        return stream
 
 
 def _group_slot(group: str, count: int) -> int:

@@ -15,12 +15,17 @@ the default deadline, and the mapping of gRPC-level failures to Ariane's error t
 Status codes inside answers are not looked at here: producer and consumer turn them into the
 same classes with ``ariane.remoting.codes.raise_for_status``.
 
-Invariants: at most ``channels_max`` channels are open; every call has a deadline; a streamed
-answer is read up to a bound.
+``SendStreamCall`` is one open ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own streaming
+send): it has no deadline of its own, since it lives as long as its producer; the producer's
+``send_stream.StreamSender`` puts a deadline on every request it writes.
+
+Invariants: at most ``channels_max`` channels are open; every unary or server-streaming call has
+a deadline; a streamed answer is read up to a bound.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import socket
@@ -217,9 +222,90 @@ class Transport:
         except ValueError as exc:
             raise errors.ArianeError(f"{endpoint} broke the protocol: {exc}") from None
 
+    async def open_send_stream(self, endpoint: str) -> SendStreamCall:
+        """Open ``ariane.ingest.v1.Ingest/SendStream`` to the broker at ``endpoint``.
+
+        The call is made lazily by gRPC: an unreachable broker shows as the first ``write`` or
+        ``read`` failing with ``BrokerUnreachableError``.
+        """
+        channel = await self._channels.get(endpoint)
+        multicallable = channel.stream_stream(
+            rpc.method_path(pb.INGEST_SERVICE, SEND_STREAM_RPC),
+            request_serializer=_serialize,
+            response_deserializer=pb.v2_service.SendMessageResponse.FromString,
+        )
+        return SendStreamCall(endpoint, multicallable(metadata=self._headers))
+
     async def close(self) -> None:
         """Close every channel."""
         await self._channels.close()
+
+
+SEND_STREAM_RPC = "SendStream"
+"""The RPC of ``ariane.ingest.v1.Ingest`` that streams SendMessage requests."""
+
+
+def _serialize(request: Any) -> bytes:
+    return bytes(request.SerializeToString())
+
+
+class SendStreamCall:
+    """One open ``Ingest/SendStream`` call: typed writes and reads, gRPC failures mapped.
+
+    Use it from one task for writes and one for reads (gRPC's rule for a bidi call).
+
+    Args:
+        endpoint: the broker's ``host:port`` (for messages).
+        call: the ``grpc.aio`` bidi call.
+    """
+
+    def __init__(self, endpoint: str, call: grpc.aio.StreamStreamCall[Any, Any]) -> None:
+        self._endpoint = endpoint
+        self._call = call
+
+    async def write(self, request: pb.v2_service.SendMessageRequest) -> None:
+        """Write one request.
+
+        Raises:
+            BrokerUnreachableError: the call has failed or ended.
+        """
+        try:
+            await self._call.write(request)
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+            raise self._broken(exc) from None
+
+    async def read(self) -> pb.v2_service.SendMessageResponse:
+        """The next response, in request order.
+
+        Raises:
+            BrokerUnreachableError: the call failed, or the broker ended it.
+        """
+        try:
+            response = await self._call.read()
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+            raise self._broken(exc) from None
+        if response is grpc.aio.EOF:
+            raise BrokerUnreachableError(f"{self._endpoint} ended {SEND_STREAM_RPC}")
+        assert isinstance(response, pb.v2_service.SendMessageResponse)
+        return response
+
+    async def done_writing(self) -> None:
+        """Half-close: the broker answers what it has and then ends the call."""
+        try:
+            await self._call.done_writing()
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+            raise self._broken(exc) from None
+
+    def cancel(self) -> None:
+        """Abandon the call (idempotent)."""
+        self._call.cancel()
+
+    def _broken(self, exc: BaseException) -> errors.ArianeError:
+        if isinstance(exc, grpc.aio.AioRpcError):
+            return _call_error(self._endpoint, SEND_STREAM_RPC, exc)
+        return BrokerUnreachableError(
+            f"{self._endpoint} {SEND_STREAM_RPC} is no longer usable: {exc or type(exc).__name__}"
+        )
 
 
 def entry_errors(

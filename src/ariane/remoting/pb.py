@@ -13,6 +13,8 @@ Modules:
     topic: ``ariane.common.v1`` topic values shared by the registry and admin protos.
     registry: ``ariane.namesrv.v1.Registry`` (broker registration, route lookups).
     admin: ``ariane.admin.v1.Admin`` (Ariane's admin API served by brokers).
+    ingest: ``ariane.ingest.v1.Ingest`` (streaming send for Ariane's own producer; its
+        messages are the v2 ``SendMessageRequest``/``SendMessageResponse``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ariane.remoting.gen.apache.rocketmq.v2 import service_pb2_grpc as v2_servic
 from ariane.remoting.gen.ariane.admin.v1 import admin_pb2 as admin
 from ariane.remoting.gen.ariane.admin.v1 import admin_pb2_grpc as admin_grpc
 from ariane.remoting.gen.ariane.common.v1 import topic_pb2 as topic
+from ariane.remoting.gen.ariane.ingest.v1 import ingest_pb2 as ingest
 from ariane.remoting.gen.ariane.namesrv.v1 import registry_pb2 as registry
 from ariane.remoting.gen.ariane.namesrv.v1 import registry_pb2_grpc as registry_grpc
 
@@ -44,13 +47,18 @@ REGISTRY_SERVICE: descriptor.ServiceDescriptor = registry.DESCRIPTOR.services_by
 ADMIN_SERVICE: descriptor.ServiceDescriptor = admin.DESCRIPTOR.services_by_name["Admin"]
 """``ariane.admin.v1.Admin``: what the operator and ``ariane admin`` call on brokers."""
 
+INGEST_SERVICE: descriptor.ServiceDescriptor = ingest.DESCRIPTOR.services_by_name["Ingest"]
+"""``ariane.ingest.v1.Ingest``: Ariane's producer streams batches to brokers (SendStream)."""
+
 __all__ = [
     "ADMIN_SERVICE",
+    "INGEST_SERVICE",
     "MESSAGING_SERVICE",
     "REGISTRY_SERVICE",
     "V2_ADMIN_SERVICE",
     "admin",
     "admin_grpc",
+    "ingest",
     "registry",
     "registry_grpc",
     "topic",

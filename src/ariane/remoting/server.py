@@ -124,7 +124,7 @@ def bind(server: grpc.aio.Server, listen: str) -> int:
 def reserve_port(listen: str) -> tuple[socket.socket, int]:
     """Check that ``HOST:PORT`` is free and hold it for ``SO_REUSEPORT`` servers to share.
 
-    The address is first bound without ``SO_REUSEPORT``, which fails if anything holds it (so
+    The address is first bound without ``SO_REUSEPORT``, which fails if a socket holds it (so
     two brokers never share a port by accident); then a socket with ``SO_REUSEPORT`` is bound to
     the same port and kept, not listening, until the caller closes it. Servers built with
     ``reuse_port=True`` then listen on that port and the kernel spreads new connections over
@@ -142,6 +142,9 @@ def reserve_port(listen: str) -> tuple[socket.socket, int]:
         host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     with socket.socket(family, kind, proto) as probe:
+        # SO_REUSEADDR as gRPC's own listeners: TIME_WAIT connections of a previous run of the
+        # same broker do not block the port, a socket bound or listening there does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:

@@ -1,0 +1,70 @@
+"""Helpers for client tests against a live cluster: poll with a deadline, create a routed topic,
+receive and ack a known number of messages."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from ariane import client
+from ariane.common import errors, message
+
+DEADLINE_S = 60.0
+"""Longest wait for any condition."""
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
+    """Poll ``check`` until it is true; fail after ``DEADLINE_S``."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def make_topic(
+    admin: client.AdminClient, name: str, kind: message.MessageType, *, fifo_group: str = ""
+) -> None:
+    """Create a 4-queue topic (and a FIFO group if named); wait until the name server routes it."""
+    await admin.create_topic(name, write_queue_nums=4, message_type=kind)
+    if fifo_group:
+        await admin.create_group(fifo_group, consume_orderly=True)
+    await wait_routed(admin, name)
+
+
+async def wait_routed(admin: client.AdminClient, name: str) -> None:
+    """Wait until the name server routes ``name`` to a master (fail after ``DEADLINE_S``)."""
+
+    async def routed() -> bool:
+        try:
+            return bool(await admin.topic_masters(name))
+        except errors.TopicNotFoundError:
+            return False
+
+    await eventually(routed)
+
+
+async def wait_registered(admin: client.AdminClient) -> None:
+    """Wait until a broker master is registered with the name servers."""
+
+    async def registered() -> bool:
+        try:
+            return bool(await admin.masters())
+        except errors.NotFoundError:
+            return False
+
+    await eventually(registered)
+
+
+async def drain(
+    consumer: client.SimpleConsumer, count: int, *, batch: int = 32
+) -> list[client.ReceivedMessage]:
+    """Receive and ack until ``count`` messages arrived (each receive's batch acked at once)."""
+    got: list[client.ReceivedMessage] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"received {len(got)} of {count} in time"
+        received = await consumer.receive(batch, invisible_duration_s=30)
+        await consumer.ack(received)
+        got += received
+    return got
