@@ -37,7 +37,8 @@ Both systems are driven by the official ``rocketmq-python-client`` 5.1.2
   ``client_bench.produce_ours`` (``ariane.client.Producer.send_batch``, 64 x 1 KiB per call,
   1 call or 8 pipelined calls under way), ``--own-messages`` (default 200k) messages, shown
   with the perf.md §2.4 limits SendBatch c1 72k / SendBatch c8 128k msg/s and the ratio to
-  them. ``OWN_CLIENT_ROWS`` holds a reserved, not yet built, client-streaming row.
+  them; and the ``ariane.ingest.v1.Ingest/SendStream`` bidi stream (``Producer`` with
+  ``streaming=True``, 64 per stream message, window 8) against BidiBatches 174k msg/s.
 * ``recovery <n> GiB``: N official producer processes fill the commit log with
   ``--recovery-fill-mib`` (default 1024) of ``--recovery-body-kib`` (default 256) bodies; the
   messages stored (sum of the topic's queue max offsets: RocketMQ ``mqadmin topicStatus``,
@@ -693,6 +694,8 @@ class OwnClientRow:
         in_flight: calls under way at once (pipelined when above 1).
         limit_label: the transport-only limit of perf.md §2.4 it is set against.
         limit_msgs_per_s: that limit, msgs/s.
+        scenario: the ``client_bench`` scenario that drives it (``ours-batch`` unary
+            ``send_batch``, ``ours-stream`` the ``Ingest/SendStream`` bidi stream).
         built: False for a row whose client method does not exist yet (shown as not measured).
     """
 
@@ -701,22 +704,21 @@ class OwnClientRow:
     in_flight: int
     limit_label: str
     limit_msgs_per_s: float
+    scenario: str = "ours-batch"
     built: bool = True
 
 
 OWN_CLIENT_ROWS = (
     OwnClientRow("ariane.client send_batch 64, 1 in flight msgs/s", 64, 1, "SendBatch c1", 72e3),
     OwnClientRow("ariane.client send_batch 64, 8 in flight msgs/s", 64, 8, "SendBatch c8", 128e3),
-    # STREAMING ROW: the client-streaming send that is being added to ariane.client.Producer goes
-    # here. Set built=True and give own_client_rows a branch that drives the new method (64 per
-    # stream message); perf.md §2.4's limit for it is StreamBatches, 304k msg/s.
+    # the bidi stream answers each 64-message request: perf.md's BidiBatches (one ack per batch)
     OwnClientRow(
-        "ariane.client streaming, 64 per stream message msgs/s",
+        "ariane.client streaming (SendStream), 64 per message, window 8 msgs/s",
         64,
-        1,
-        "StreamBatches",
-        304e3,
-        built=False,
+        8,
+        "BidiBatches",
+        174e3,
+        scenario="ours-stream",
     ),
 )
 """The rows of Ariane's own client, in table order."""
@@ -737,7 +739,7 @@ def own_client_rows(cluster: Cluster, flush: str, opts: Options, disk: str | Non
             threads=1,
             rounds=1,
             body_bytes=BODY_BYTES,
-            scenarios=("ours-batch",),
+            scenarios=(spec.scenario,),
             quiet_wait_s=opts.quiet_wait_s,
             flush_disk_type=flush,
             json_output=False,
@@ -749,7 +751,7 @@ def own_client_rows(cluster: Cluster, flush: str, opts: Options, disk: str | Non
         gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
         meter = process_cpu.TreeLoadMeter(disk)
         timing, load, errors, _ = asyncio.run(
-            client_bench.produce_ours(target, options, "ours-batch", lambda n: None, meter)
+            client_bench.produce_ours(target, options, spec.scenario, lambda n: None, meter)
         )
         result = DriverResult(timing, load, errors)
         details = _details(gate, result)
@@ -1109,8 +1111,9 @@ def markdown(recorded: dict[str, Any]) -> str:
             "",
             "## Ariane's own batching client next to the machine limits (no RocketMQ column)",
             "",
-            "`ariane.client.Producer.send_batch`, 64 x 1 KiB per call, against the",
-            "transport-only limits of specs/perf.md §2.4 (measured there, not here).",
+            "`ariane.client.Producer`, 64 x 1 KiB per unary `send_batch` call or per",
+            "`Ingest/SendStream` stream message, against the transport-only limits of",
+            "specs/perf.md §2.4 (measured there, not here).",
             "",
             own_client_table(recorded["summary"]),
             "",
@@ -1128,9 +1131,9 @@ def markdown(recorded: dict[str, Any]) -> str:
 
 
 NOT_MEASURED = (
-    "Ariane's client-streaming send (the row is reserved in OWN_CLIENT_ROWS; the method is not "
-    "in ariane.client yet); the PushConsumer end-to-end latency unless `--e2e-consumer push` "
-    "was given (one consumer kind per run, the same for both systems)."
+    "the PushConsumer end-to-end latency unless `--e2e-consumer push` was given (one consumer "
+    "kind per run, the same for both systems); RocketMQ's own batch send (the official Python "
+    "client has none), so Ariane's own-client rows have no RocketMQ column."
 )
 
 
