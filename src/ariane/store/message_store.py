@@ -365,6 +365,8 @@ class MessageStore:
         FLUSH_DISK_TIMEOUT.
         """
         results, future = self._submit(requests)
+        if future.done():  # ASYNC_FLUSH: no thread handoff, no wake-up of the event loop
+            return future.result()
         try:
             return await asyncio.wait_for(
                 asyncio.wrap_future(future), self.settings.sync_flush_timeout_ms / 1000
