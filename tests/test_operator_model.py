@@ -273,3 +273,27 @@ def test_model_is_deterministic_and_names_are_dns_labels(name: str, spec: Any) -
             last_pod = f"{object_name}-{replicas - 1}"
             assert DNS_LABEL.match(last_pod) and len(last_pod) <= 52, last_pod
     assert len(model.keys(first)) == len(set(model.keys(first)))
+
+
+@pytest.mark.parametrize(
+    ("container_resources", "workers"),
+    [
+        ({"limits": {"cpu": "4"}, "requests": {"cpu": "1"}}, 4),
+        ({"requests": {"cpu": "1500m"}}, 2),
+        ({"limits": {"cpu": 1}}, 0),
+        ({"requests": {"cpu": "500m"}}, 0),
+        ({"requests": {"memory": "1Gi"}}, None),
+    ],
+)
+def test_front_end_workers_follow_the_pods_cpus(
+    container_resources: dict[str, dict[str, object]], workers: int | None
+) -> None:
+    """broker.toml's workers: ceil(limit, else request) CPUs, 0 for one CPU, absent if unset."""
+    parsed = tomllib.loads(
+        model.config_map(OWNER, {"resources": container_resources})["data"]["broker.toml"]
+    )
+    assert parsed.get("workers") == workers
+    explicit = {"resources": container_resources, "config": {"workers": 3}}
+    assert tomllib.loads(model.config_map(OWNER, explicit)["data"]["broker.toml"])["workers"] == 3
+    with pytest.raises(model.SpecError, match="CPU quantity"):
+        model.cpu_count("two")

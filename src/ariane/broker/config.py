@@ -36,6 +36,9 @@ from ariane.store import settings as store_settings
 DEFAULT_LISTEN = "127.0.0.1:8081"
 WORKERS_MAX = 64
 """Most front-end worker processes one broker runs."""
+WORKERS_AUTO_MAX = 8
+"""Most workers the default picks (a pod without a CPU limit sees every core of its node;
+the operator sets ``workers`` from the pod's CPU limit or request instead)."""
 DEFAULT_CLUSTER = ids.ClusterName("DefaultCluster")
 DEFAULT_BROKER_NAME = ids.BrokerName("broker-a")
 """Dev default: loopback only; RocketMQ 5's proxy gRPC port is 8081. In a pod use 0.0.0.0."""
@@ -106,9 +109,9 @@ class BrokerSettings:
     workers: int | None = None
     """Front-end worker processes serving gRPC on ``listen`` (``broker.frontend``), a count;
     0 = the store-owning process serves gRPC itself; ``None`` = the CPU count the process may
-    use (affinity and cgroup quota, ``process.available_cpus``), except that one CPU means 0
-    (a relay hop on one core only adds cost). RocketMQ 5 scales its gRPC front end with
-    Proxy threads; a Python process needs processes for that."""
+    use (affinity and cgroup quota, ``process.available_cpus``) up to ``WORKERS_AUTO_MAX``,
+    except that one CPU means 0 (a relay hop on one core only adds cost). RocketMQ 5 scales
+    its gRPC front end with Proxy threads; a Python process needs processes for that."""
 
     namesrv_addrs: tuple[str, ...] = ("127.0.0.1:9876",)
     """Name servers to register with, each ``HOST:PORT`` (``namesrvAddr``)."""
@@ -166,7 +169,7 @@ class BrokerSettings:
         """How many front-end workers to run (``workers`` with ``None`` resolved)."""
         if self.workers is not None:
             return self.workers
-        cpus = min(process.available_cpus(), WORKERS_MAX)
+        cpus = min(process.available_cpus(), WORKERS_AUTO_MAX)
         return cpus if cpus >= 2 else 0
 
     def client_endpoint(self, bound_port: int) -> str:

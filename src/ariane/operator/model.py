@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -177,14 +178,45 @@ def broker_settings(owner: Owner, spec: resources.BrokerSpec) -> dict[str, Any]:
     store.setdefault(
         "flush_disk_type", spec.get("flushDiskType", resources.DEFAULT_FLUSH_DISK_TYPE)
     )
+    workers = front_end_workers(spec.get("resources", {}))
     return {
         "cluster": owner.name,
         "listen": f"0.0.0.0:{BROKER_PORT}",
         "namesrv": [namesrv_address(owner)],
         "store_dir": STORE_DIR,
+        **({} if workers is None else {"workers": workers}),
         **extra,
         "store": store,
     }
+
+
+def cpu_count(quantity: str | int | float) -> float:
+    """CPUs of a Kubernetes CPU quantity: ``"2"`` → 2, ``"1500m"`` → 1.5, ``0.5`` → 0.5.
+
+    Raises:
+        SpecError: if the quantity is not a number or millicores.
+    """
+    text = str(quantity).strip()
+    try:
+        return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError as exc:
+        raise SpecError(f"CPU quantity {quantity!r} is not a number or millicores") from exc
+
+
+def front_end_workers(container_resources: Mapping[str, Any]) -> int | None:
+    """The broker's ``workers`` for a pod with these resources: the pod's CPU count.
+
+    The limit wins over the request (it is what the container may use); ceil of the CPUs,
+    and one CPU or less means no workers (a relay hop on one core only adds cost). ``None``
+    when neither is set: the broker then counts the CPUs it sees (``spec.config.workers``
+    overrides either way).
+    """
+    for kind in ("limits", "requests"):
+        quantity = container_resources.get(kind, {}).get("cpu")
+        if quantity is not None:
+            cpus = min(math.ceil(cpu_count(quantity)), 64)
+            return cpus if cpus >= 2 else 0
+    return None
 
 
 def config_hash(toml_text: str) -> str:
