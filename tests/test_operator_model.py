@@ -293,7 +293,7 @@ def test_front_end_workers_follow_the_pods_cpus(
         model.config_map(OWNER, {"resources": container_resources})["data"]["broker.toml"]
     )
     assert parsed.get("workers") == workers
-    explicit = {"resources": container_resources, "config": {"workers": 3}}
+    explicit: resources.BrokerSpec = {"resources": container_resources, "config": {"workers": 3}}
     assert tomllib.loads(model.config_map(OWNER, explicit)["data"]["broker.toml"])["workers"] == 3
     with pytest.raises(model.SpecError, match="CPU quantity"):
         model.cpu_count("two")
