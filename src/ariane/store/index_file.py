@@ -101,6 +101,10 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{name}={value} is outside [{low}, {high}]")
 
 
+_INDEX_COUNT = 5
+"""Position of ``index_count`` in ``IndexFile._fields`` (``IndexHeader`` field order)."""
+
+
 class IndexFile:
     """One memory-mapped index file (RocketMQ ``IndexFile``); not thread-safe on its own.
 
@@ -113,7 +117,8 @@ class IndexFile:
         self._map = mapping
         self._slots = settings.hash_slot_count
         self._capacity = settings.index_count_max
-        self._header = self._load_header()
+        self._fields: list[int] = list(dataclasses.astuple(self._load_header()))
+        """The header's fields in layout order (``IndexHeader``), updated in place by ``put``."""
         self._dirty = False
         self._repair_uncounted_entry()
 
@@ -184,17 +189,21 @@ class IndexFile:
     @property
     def header(self) -> index_codec.IndexHeader:
         """The current header (as written to the mapping)."""
-        return self._header
+        return index_codec.IndexHeader(*self._fields)
+
+    @property
+    def _header(self) -> index_codec.IndexHeader:
+        return index_codec.IndexHeader(*self._fields)
 
     @property
     def is_empty(self) -> bool:
         """Whether no entry has been written."""
-        return self._header.index_count <= 1
+        return self._fields[_INDEX_COUNT] <= 1
 
     @property
     def is_full(self) -> bool:
         """Whether the file has no room for another entry (RocketMQ ``isWriteFull``)."""
-        return self._header.index_count >= self._capacity
+        return self._fields[_INDEX_COUNT] >= self._capacity
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
         """Whether ``[begin_ms, end_ms]`` overlaps the file's store-time range."""
@@ -208,37 +217,38 @@ class IndexFile:
         Unlike RocketMQ, the first entry sets the begin timestamp before its time diff is
         computed, so its diff is 0 rather than relative to the previous file's end.
         """
-        header = self._header
-        index = header.index_count
+        fields = self._fields
+        begin_ms, end_ms, begin_phy, _, slot_count, index = fields
         if index >= self._capacity:
             return False
         slot = key_hash % self._slots
         prev = self._chain_head(slot)
-        first = index <= 1
-        begin_ms = store_timestamp_ms if first else header.begin_timestamp_ms
-        entry = index_codec.IndexEntry(
-            key_hash=key_hash,
-            commit_log_offset=commit_log_offset,
-            time_diff_s=index_codec.time_diff_s(store_timestamp_ms, begin_ms),
-            prev_index=prev,
+        if index <= 1:  # the first entry
+            begin_ms = end_ms = store_timestamp_ms
+            begin_phy = commit_log_offset
+        elif store_timestamp_ms > end_ms:
+            end_ms = store_timestamp_ms
+        # Entry, slot, header: the order ``_repair_uncounted_entry`` relies on after a crash.
+        # Plain ints, no IndexEntry/IndexHeader objects: this runs for every key of every message.
+        index_codec.write_entry_fields(
+            self._map,
+            index_codec.entry_position(self._slots, index),
+            key_hash,
+            commit_log_offset,
+            index_codec.time_diff_s(store_timestamp_ms, begin_ms),
+            prev,
         )
-        position = index_codec.entry_position(self._slots, index)
-        index_codec.write_entry(self._map, position, entry)
         index_codec.write_slot(self._map, slot, index)
-        self._set_header(
-            index_codec.IndexHeader(
-                begin_timestamp_ms=begin_ms,
-                end_timestamp_ms=(
-                    store_timestamp_ms
-                    if first
-                    else max(header.end_timestamp_ms, store_timestamp_ms)
-                ),
-                begin_phy_offset=commit_log_offset if first else header.begin_phy_offset,
-                end_phy_offset=commit_log_offset,
-                hash_slot_count=header.hash_slot_count + (prev == index_codec.NO_ENTRY),
-                index_count=index + 1,
-            )
+        fields[:] = (
+            begin_ms,
+            end_ms,
+            begin_phy,
+            commit_log_offset,
+            slot_count + (prev == index_codec.NO_ENTRY),
+            index + 1,
         )
+        index_codec.write_header_fields(self._map, *fields)
+        self._dirty = True
         return True
 
     def select(
@@ -350,7 +360,7 @@ class IndexFile:
 
     def _set_header(self, header: index_codec.IndexHeader) -> None:
         index_codec.write_header(self._map, header)
-        self._header = header
+        self._fields = list(dataclasses.astuple(header))
         self._dirty = True
 
     def _entry(self, index: int) -> index_codec.IndexEntry:
@@ -359,7 +369,7 @@ class IndexFile:
     def _chain_head(self, slot: int) -> int:
         """The newest counted entry of ``slot``'s chain, or ``NO_ENTRY``."""
         value = index_codec.read_slot(self._map, slot)
-        if index_codec.NO_ENTRY < value < self._header.index_count:
+        if index_codec.NO_ENTRY < value < self._fields[_INDEX_COUNT]:
             return value
         return index_codec.NO_ENTRY
 
