@@ -480,6 +480,8 @@ class _BatchWriter:
         self._segment: mapped_file.MappedFile | None = None
         self._pending: list[tuple[int, DispatchRequest]] = []  # (result index, request)
         self._failed: PutMessageStatus | None = None
+        self._queue_offsets = commit_log._queue_offsets
+        self._id_prefix = message_codec.offset_message_id_prefix(commit_log.settings.store_host)
 
     def reject(self, status: PutMessageStatus) -> None:
         self.results.append(PutMessageResult(status))
@@ -495,35 +497,46 @@ class _BatchWriter:
         segment = self._segment
         assert segment is not None
         offset = segment.start_offset + segment.wrote_position + self._used
-        to_cq = (item.fields.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in (
-            _NOT_IN_CONSUME_QUEUE
-        )
-        queue_offset = self.next_offsets.get(key, self.log._queue_offsets.get(key, 0))
+        sys_flag = record.sys_flag
+        to_cq = (sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in _NOT_IN_CONSUME_QUEUE
+        next_offsets = self.next_offsets
+        queue_offset = next_offsets.get(key)
+        if queue_offset is None:
+            queue_offset = self._queue_offsets.get(key, 0)
+        if not to_cq:
+            queue_offset = 0
+        now = self.now
         self._used = message_codec.encode_into(
             self._buffer,
             self._used,
             record,
             item.fields,
-            queue_offset=queue_offset if to_cq else 0,
+            queue_offset=queue_offset,
             commit_log_offset=offset,
-            store_timestamp_ms=self.now,
+            store_timestamp_ms=now,
         )
         if to_cq:
-            self.next_offsets[key] = queue_offset + 1
+            next_offsets[key] = queue_offset + 1
         msg = item.request.message
-        request = DispatchRequest(
-            topic=msg.topic,
-            queue_id=item.request.queue_id,
-            commit_log_offset=ids.CommitLogOffset(offset),
-            size_bytes=record.total_size,
-            tags_code=tags_code_of(msg, self.now),
-            store_timestamp_ms=self.now,
-            queue_offset=ids.QueueOffset(queue_offset if to_cq else 0),
-            keys=msg.keys,
-            uniq_key=msg.uniq_key,
-            sys_flag=record.sys_flag,
+        properties = msg.properties
+        keys = properties.get(message_mod.Property.KEYS)
+        self._pending.append(
+            (
+                len(self.results),
+                DispatchRequest(
+                    msg.topic,
+                    key[1],
+                    ids.CommitLogOffset(offset),
+                    record.total_size,
+                    tags_code_of(msg, now),
+                    now,
+                    ids.QueueOffset(queue_offset),
+                    msg.keys if keys else (),
+                    msg.uniq_key,
+                    sys_flag,
+                ),
+            )
         )
-        self._pending.append((len(self.results), request))
         self.results.append(None)
 
     def _make_room(self, size: int) -> bool:
@@ -564,11 +577,12 @@ class _BatchWriter:
             segment.wrote_position = segment.size_bytes  # the rest of the BLANK is zeros
         self._used = 0
         updates: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
+        results, prefix = self.results, self._id_prefix
         for index, request in self._pending:
-            self.results[index] = _ok_result(request, self.log.settings.store_host)
-            self.dispatches.append(request)
+            results[index] = _ok_result(request, prefix)
             if request.to_consume_queue:
                 updates[(request.topic, request.queue_id)] = request.queue_offset + 1
+        self.dispatches.extend(request for _, request in self._pending)
         self.log._commit_queue_offsets(updates)
         self._pending.clear()
         return True
@@ -593,13 +607,15 @@ class _BatchWriter:
 _UNKNOWN = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
 
-def _ok_result(request: DispatchRequest, store_host: message_mod.HostAddress) -> PutMessageResult:
+def _ok_result(request: DispatchRequest, message_id_prefix: str) -> PutMessageResult:
+    # message_id_prefix: ``message_codec.offset_message_id_prefix`` of the store host, looked
+    # up once per append call.
+    offset = request.commit_log_offset
     return PutMessageResult(
-        status=PutMessageStatus.PUT_OK,
-        commit_log_offset=request.commit_log_offset,
-        queue_offset=request.queue_offset,
-        wrote_bytes=request.size_bytes,
-        store_timestamp_ms=request.store_timestamp_ms,
-        message_id=f"{message_codec.offset_message_id_prefix(store_host)}"
-        f"{request.commit_log_offset:016X}",
+        PutMessageStatus.PUT_OK,
+        offset,
+        request.queue_offset,
+        request.size_bytes,
+        request.store_timestamp_ms,
+        message_id_prefix + format(offset, "016X"),
     )

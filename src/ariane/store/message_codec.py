@@ -80,7 +80,6 @@ _SIZE_MAGIC = struct.Struct(">ii")
 _SYSFLAG = struct.Struct(">i")
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
-_BYTE = struct.Struct(">b")
 
 
 def _fixed_struct(born_ip_bytes: int, store_ip_bytes: int) -> struct.Struct:
@@ -345,47 +344,64 @@ def encode_into(
     Returns:
         the position just past the record.
     """
-    end = position + record.total_size
+    # One unpacking of each tuple instead of a NamedTuple attribute lookup per field: this
+    # runs for every appended message.
+    (
+        total,
+        body,
+        crc_of_body,
+        topic_bytes,
+        properties_bytes,
+        fixed,
+        magic,
+        sys_flag,
+        born_ip,
+        (store_ip),
+    ) = record
+    queue_id, flag, _, born_ms, born_host, store_host, reconsume, prepared_offset = fields
+    end = position + total
     assert end <= len(buffer), "caller must check the record fits the buffer"
-    record.fixed.pack_into(
+    body_length = len(body)
+    fixed.pack_into(
         buffer,
         position,
-        record.total_size,
-        record.magic,
-        record.body_crc,
-        fields.queue_id,
-        fields.flag,
+        total,
+        magic,
+        crc_of_body,
+        queue_id,
+        flag,
         queue_offset,
         commit_log_offset,
-        record.sys_flag,
-        fields.born_timestamp_ms,
-        record.born_ip,
-        fields.born_host.port,
+        sys_flag,
+        born_ms,
+        born_ip,
+        born_host.port,
         store_timestamp_ms,
-        record.store_ip,
-        fields.store_host.port,
-        fields.reconsume_times,
-        fields.prepared_transaction_offset,
-        len(record.body),
+        store_ip,
+        store_host.port,
+        reconsume,
+        prepared_offset,
+        body_length,
     )
-    p = position + record.fixed.size
-    buffer[p : p + len(record.body)] = record.body
-    p += len(record.body)
-    topic_length = len(record.topic_bytes)
-    if record.magic == MAGIC_CODE_V2:
+    p = position + fixed.size
+    buffer[p : p + body_length] = body
+    p += body_length
+    topic_length = len(topic_bytes)
+    if magic == MAGIC_CODE_V2:
         _SHORT.pack_into(buffer, p, topic_length)
         p += 2
     else:
-        _BYTE.pack_into(buffer, p, topic_length)
+        buffer[p] = topic_length  # V1: one byte, at most 127
         p += 1
-    buffer[p : p + topic_length] = record.topic_bytes
+    buffer[p : p + topic_length] = topic_bytes
     p += topic_length
-    _SHORT.pack_into(buffer, p, len(record.properties_bytes) + CRC_PROPERTY_BYTES)
+    properties_length = len(properties_bytes)
+    _SHORT.pack_into(buffer, p, properties_length + CRC_PROPERTY_BYTES)
     p += 2
-    buffer[p : p + len(record.properties_bytes)] = record.properties_bytes
-    p += len(record.properties_bytes)
+    buffer[p : p + properties_length] = properties_bytes
+    p += properties_length
     crc = zlib.crc32(memoryview(buffer)[position:p]) & _CRC_MASK
-    buffer[p : p + CRC_PROPERTY_BYTES] = b"%b%010d%b" % (_CRC_PREFIX, crc, _CRC_SUFFIX)
+    buffer[p:end] = b"%b%010d%b" % (_CRC_PREFIX, crc, _CRC_SUFFIX)
     return end
 
 
