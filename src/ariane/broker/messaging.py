@@ -199,9 +199,9 @@ class MessagingService:
         code = errors.Code.OK if received else errors.Code.MESSAGE_NOT_FOUND
         yield pb.v2_service.ReceiveMessageResponse(status=codes.status(code, text))
         for item in received:
-            yield pb.v2_service.ReceiveMessageResponse(
-                message=messages.outgoing(item.stored, item.delivery, namespace)
-            )
+            response = pb.v2_service.ReceiveMessageResponse()
+            messages.outgoing_into(response.message, item.stored, item.delivery, namespace)
+            yield response
         now_ms = self._runtime.clock.now_ms()
         yield pb.v2_service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms))
 

@@ -346,18 +346,7 @@ def encode_into(
     """
     # One unpacking of each tuple instead of a NamedTuple attribute lookup per field: this
     # runs for every appended message.
-    (
-        total,
-        body,
-        crc_of_body,
-        topic_bytes,
-        properties_bytes,
-        fixed,
-        magic,
-        sys_flag,
-        born_ip,
-        (store_ip),
-    ) = record
+    total, body, crc_of_body, topic_bytes, props_bytes, fixed, magic, sys_flag, born_ip, ip = record
     queue_id, flag, _, born_ms, born_host, store_host, reconsume, prepared_offset = fields
     end = position + total
     assert end <= len(buffer), "caller must check the record fits the buffer"
@@ -377,7 +366,7 @@ def encode_into(
         born_ip,
         born_host.port,
         store_timestamp_ms,
-        store_ip,
+        ip,
         store_host.port,
         reconsume,
         prepared_offset,
@@ -395,10 +384,10 @@ def encode_into(
         p += 1
     buffer[p : p + topic_length] = topic_bytes
     p += topic_length
-    properties_length = len(properties_bytes)
+    properties_length = len(props_bytes)
     _SHORT.pack_into(buffer, p, properties_length + CRC_PROPERTY_BYTES)
     p += 2
-    buffer[p : p + properties_length] = properties_bytes
+    buffer[p : p + properties_length] = props_bytes
     p += properties_length
     crc = zlib.crc32(memoryview(buffer)[position:p]) & _CRC_MASK
     buffer[p:end] = b"%b%010d%b" % (_CRC_PREFIX, crc, _CRC_SUFFIX)
@@ -552,16 +541,28 @@ def _assemble(
         queue_offset=ids.QueueOffset(h.queue_offset),
         commit_log_offset=ids.CommitLogOffset(h.commit_log_offset),
         store_size_bytes=h.total_size,
-        sys_flag=message_mod.SysFlag(h.sys_flag & 0xFFFFFFFF),
+        sys_flag=_sys_flag(h.sys_flag & 0xFFFFFFFF),
         born_timestamp_ms=ids.TimestampMs(h.born_timestamp_ms),
-        born_host=message_mod.HostAddress(_unpack_ip(h.born_ip), h.born_port),
+        born_host=_host_address(h.born_ip, h.born_port),
         store_timestamp_ms=ids.TimestampMs(h.store_timestamp_ms),
-        store_host=message_mod.HostAddress(_unpack_ip(h.store_ip), h.store_port),
+        store_host=_host_address(h.store_ip, h.store_port),
         reconsume_times=h.reconsume_times,
         prepared_transaction_offset=ids.CommitLogOffset(h.prepared_transaction_offset),
         body_crc=h.body_crc,
     )
     return DecodeResult(DecodeStatus.OK, size=h.total_size, message=stored)
+
+
+@functools.lru_cache(maxsize=256)
+def _sys_flag(value: int) -> message_mod.SysFlag:
+    # Building an IntFlag member costs more than the rest of a header; few values ever occur.
+    return message_mod.SysFlag(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_address(packed_ip: bytes, port: int) -> message_mod.HostAddress:
+    # A store sees few distinct born/store hosts; HostAddress is an immutable value.
+    return message_mod.HostAddress(_unpack_ip(packed_ip), port)
 
 
 def _unpack_ip(packed: bytes) -> str:
