@@ -175,16 +175,23 @@ class MessagingService:
             raise errors.BadRequestError("SendMessage carries no message")
         incoming = [messages.incoming(m) for m in request.messages]
         outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
-        entries = [
-            pb.v2_service.SendResultEntry(
-                status=codes.status(o.code, o.text),
-                message_id=o.message_id,
-                offset=max(o.queue_offset, 0),
+        # One Status per distinct (code, text), not per message (each entry copies it); the
+        # distinct statuses in first-seen order combine exactly as every entry's would.
+        statuses: dict[tuple[errors.Code, str], pb.v2.Status] = {}
+        response = pb.v2_service.SendMessageResponse()
+        add_entry = response.entries.add
+        for outcome in outcomes:
+            key = (outcome.code, outcome.text)
+            entry_status = statuses.get(key)
+            if entry_status is None:
+                entry_status = statuses[key] = codes.status(outcome.code, outcome.text)
+            add_entry(
+                status=entry_status,
+                message_id=outcome.message_id,
+                offset=max(outcome.queue_offset, 0),
             )
-            for o in outcomes
-        ]
-        status = codes.combine(e.status for e in entries)
-        return pb.v2_service.SendMessageResponse(status=status, entries=entries)
+        response.status.CopyFrom(codes.combine(statuses.values()))
+        return response
 
     # -- consume -------------------------------------------------------------------------------
 

@@ -100,9 +100,11 @@ class SendProcessor:
         """
         outcomes: list[SendOutcome | None] = []
         requests: list[commit_log.AppendRequest] = []
+        born_host = message.HostAddress(born_ip, 0)
+        writable: dict[str, topic_config.TopicConfig] = {}  # topics already checked
         for incoming in batch:
             try:
-                requests.append(self._append_request(incoming, born_ip))
+                requests.append(self._append_request(incoming, born_host, writable))
                 outcomes.append(None)
             except errors.ArianeError as exc:
                 outcomes.append(SendOutcome(exc.code, exc.message, incoming.message_id))
@@ -131,9 +133,16 @@ class SendProcessor:
         return SendOutcome(code, text, incoming.message_id, result.queue_offset)
 
     def _append_request(
-        self, incoming: messages.IncomingMessage, born_ip: str
+        self,
+        incoming: messages.IncomingMessage,
+        born_host: message.HostAddress,
+        writable: dict[str, topic_config.TopicConfig],
     ) -> commit_log.AppendRequest:
-        topic = self._writable_topic(incoming.topic)
+        # ``writable``: topics of this request that passed ``_writable_topic`` (name check,
+        # lookup or auto-creation, write permission), so each is checked once per request.
+        topic = writable.get(incoming.topic)
+        if topic is None:
+            topic = writable[incoming.topic] = self._writable_topic(incoming.topic)
         kind = _message_type(incoming)
         if not topic.message_type.accepts(kind):
             raise errors.MessageTypeConflictError(
@@ -152,7 +161,7 @@ class SendProcessor:
             queue_id=queue_id,
             sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
             born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
-            born_host=message.HostAddress(born_ip, 0),
+            born_host=born_host,
         )
 
     def _writable_topic(self, name: str) -> topic_config.TopicConfig:

@@ -96,15 +96,22 @@ def timestamp(ms: int) -> timestamp_pb2.Timestamp:
 
 
 def incoming(msg: pb.v2.Message) -> IncomingMessage:
-    """Decode one message of a SendMessageRequest."""
+    """Decode one message of a SendMessageRequest.
+
+    Runs for every message sent: protobuf enum values are module constants (an attribute of
+    an ``EnumTypeWrapper`` is a Python-level ``__getattr__``) and empty repeated/map fields are
+    not converted.
+    """
     props = msg.system_properties
+    user = msg.user_properties
+    keys = props.keys
     return IncomingMessage(
         topic=msg.topic.name,
         body=msg.body,
-        gzip=props.body_encoding == pb.v2.Encoding.GZIP,
-        user_properties=dict(msg.user_properties),
+        gzip=props.body_encoding == _GZIP,
+        user_properties=dict(user) if user else {},
         tag=props.tag if props.HasField("tag") else None,
-        keys=tuple(props.keys),
+        keys=tuple(keys) if keys else (),
         message_id=props.message_id,
         message_type=MESSAGE_TYPE_NAMES.get(props.message_type, "UNSPECIFIED"),
         message_group=props.message_group if props.HasField("message_group") else None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import pathlib
 import re
@@ -38,6 +39,12 @@ _NO_QUEUE_OFFSET = ids.QueueOffset(-1)
 _NOT_IN_CONSUME_QUEUE = frozenset(
     {int(message_mod.SysFlag.TRANSACTION_PREPARED), int(message_mod.SysFlag.TRANSACTION_ROLLBACK)}
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def _legal_topic(topic: str) -> bool:
+    # Once per topic rather than a regex match per appended message.
+    return _TOPIC_PATTERN.match(topic) is not None
 
 
 class PutMessageStatus(enum.Enum):
@@ -299,7 +306,7 @@ class CommitLog:
             reconsume_times=request.reconsume_times,
             prepared_transaction_offset=request.prepared_transaction_offset,
         )
-        if not _TOPIC_PATTERN.match(msg.topic) or not 0 <= request.queue_id < 2**31:
+        if not _legal_topic(msg.topic) or not 0 <= request.queue_id < 2**31:
             return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
         record = message_codec.prepare(
             msg.topic,

@@ -39,6 +39,15 @@ class KeyIndexSink(Protocol):
 
 
 @runtime_checkable
+class BatchKeyIndexSink(KeyIndexSink, Protocol):
+    """A key index that takes a whole dispatched batch at once (the IndexFile does)."""
+
+    def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
+        """``put`` for each ``(keys, commit_log_offset, store_timestamp_ms)``, in order."""
+        ...
+
+
+@runtime_checkable
 class FlushableKeyIndexSink(KeyIndexSink, Protocol):
     """A key index with its own durability: the store syncs it before each checkpoint."""
 
@@ -86,6 +95,7 @@ class Dispatcher:
             return
         runs: dict[tuple[ids.TopicName, ids.QueueId], tuple[int, list[consume_queue.NewUnit]]] = {}
         key_index = self.key_index
+        indexed: list[tuple[Sequence[str], ids.CommitLogOffset, int]] = []
         for request in requests:
             assert request.commit_log_offset >= self.dispatched_offset, "dispatch out of order"
             if request.to_consume_queue:
@@ -103,12 +113,23 @@ class Dispatcher:
             if key_index is not None:
                 keys = index_keys_of(request)
                 if keys:
-                    key_index.put(keys, request.commit_log_offset, request.store_timestamp_ms)
+                    indexed.append((keys, request.commit_log_offset, request.store_timestamp_ms))
         for key, run in runs.items():
             self._write_run(key, run)
+        if indexed:
+            self._index(indexed)
         last = requests[-1]
         self.dispatched_offset = ids.CommitLogOffset(last.end_offset)
         self.last_store_timestamp_ms = last.store_timestamp_ms
+
+    def _index(self, indexed: list[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
+        key_index = self.key_index
+        if isinstance(key_index, BatchKeyIndexSink):
+            key_index.put_many(indexed)
+            return
+        assert key_index is not None
+        for keys, offset, store_timestamp_ms in indexed:
+            key_index.put(keys, offset, ids.TimestampMs(store_timestamp_ms))
 
     def _write_run(
         self,

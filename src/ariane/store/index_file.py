@@ -519,18 +519,39 @@ class IndexService:
         Raises:
             OSError: if a new file cannot be created.
         """
-        hashes = list(dict.fromkeys(index_codec.key_hash(key) for key in keys if key))
+        self.put_many([(keys, commit_log_offset, store_timestamp_ms)])
+
+    def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
+        """``put`` for several messages in CommitLog order, under one lock hold.
+
+        Args:
+            messages: ``(keys, commit_log_offset, store_timestamp_ms)`` per message, as ``put``.
+
+        Raises:
+            OSError: if a new file cannot be created.
+        """
+        key_hash = index_codec.key_hash
         with self._lock:
             assert not self._closed, "IndexService used after close()"
-            last = self._max_offset
-            if not hashes or (last is not None and commit_log_offset < last):
-                return
-            if commit_log_offset == last:
-                hashes = [h for h in hashes if not self._contains(h, commit_log_offset)]
-            for key_hash in hashes:
-                written = self._writable_file().put(key_hash, commit_log_offset, store_timestamp_ms)
-                assert written, "a writable index file refused an entry"
-            self._max_offset = commit_log_offset
+            for keys, commit_log_offset, store_timestamp_ms in messages:
+                if len(keys) == 1:  # the common case: the UNIQ_KEY alone
+                    hashes = [key_hash(keys[0])] if keys[0] else []
+                else:
+                    hashes = list(dict.fromkeys(key_hash(key) for key in keys if key))
+                self._put_locked(hashes, commit_log_offset, store_timestamp_ms)
+
+    def _put_locked(
+        self, hashes: list[int], commit_log_offset: ids.CommitLogOffset, store_timestamp_ms: int
+    ) -> None:
+        last = self._max_offset
+        if not hashes or (last is not None and commit_log_offset < last):
+            return
+        if commit_log_offset == last:
+            hashes = [h for h in hashes if not self._contains(h, commit_log_offset)]
+        for key_hash in hashes:
+            written = self._writable_file().put(key_hash, commit_log_offset, store_timestamp_ms)
+            assert written, "a writable index file refused an entry"
+        self._max_offset = commit_log_offset
 
     def query(
         self, key: str, *, max_count: int, begin_ms: int, end_ms: int

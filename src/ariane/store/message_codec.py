@@ -244,6 +244,12 @@ def bytes_to_properties(data: bytes | memoryview) -> dict[str, str] | None:
     return result
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_bytes(topic: str) -> bytes:
+    # Encoded once per topic, not once per appended message.
+    return topic.encode("utf-8", "surrogatepass")
+
+
 @functools.lru_cache(maxsize=1024)
 def pack_ip(ip: str) -> bytes | None:
     """The 4 or 16 address bytes of a literal IP, or ``None`` if it is not one."""
@@ -280,7 +286,7 @@ def prepare(
         return PrepareProblem.BODY_EMPTY
     if len(body) > body_bytes_max:
         return PrepareProblem.BODY_TOO_LARGE
-    topic_bytes = topic.encode("utf-8", "surrogatepass")
+    topic_bytes = _topic_bytes(topic)
     if not topic_bytes or len(topic_bytes) > TOPIC_BYTES_MAX:
         return PrepareProblem.TOPIC_ILLEGAL
     properties_bytes = properties_to_bytes(properties)
