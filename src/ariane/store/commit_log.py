@@ -36,9 +36,11 @@ _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
 _NO_QUEUE_OFFSET = ids.QueueOffset(-1)
-_NOT_IN_CONSUME_QUEUE = frozenset(
+NOT_IN_CONSUME_QUEUE = frozenset(
     {int(message_mod.SysFlag.TRANSACTION_PREPARED), int(message_mod.SysFlag.TRANSACTION_ROLLBACK)}
 )
+"""SYSFLAG transaction types (``& TRANSACTION_TYPE_MASK``) whose records get no ConsumeQueue unit:
+prepared and rolled-back halves (RocketMQ ``CommitLogDispatcherBuildConsumeQueue``)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -148,7 +150,7 @@ class DispatchRequest(NamedTuple):
     @property
     def to_consume_queue(self) -> bool:
         """Whether the record gets a ConsumeQueue unit (not prepared or rolled-back halves)."""
-        return (self.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in _NOT_IN_CONSUME_QUEUE
+        return (self.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in NOT_IN_CONSUME_QUEUE
 
     @property
     def end_offset(self) -> int:
@@ -296,15 +298,15 @@ class CommitLog:
     def prepare(self, request: AppendRequest) -> PreparedAppend:
         """Validate and pre-encode one request; pure, needs no lock."""
         msg = request.message
-        fields = message_codec.RecordFields(
-            queue_id=request.queue_id,
-            flag=msg.flag,
-            sys_flag=request.sys_flag,
-            born_timestamp_ms=request.born_timestamp_ms,
-            born_host=request.born_host,
-            store_host=self.settings.store_host,
-            reconsume_times=request.reconsume_times,
-            prepared_transaction_offset=request.prepared_transaction_offset,
+        fields = message_codec.RecordFields(  # positional, in field order (once per message)
+            request.queue_id,
+            msg.flag,
+            request.sys_flag,
+            request.born_timestamp_ms,
+            request.born_host,
+            self.settings.store_host,
+            request.reconsume_times,
+            request.prepared_transaction_offset,
         )
         if not _legal_topic(msg.topic) or not 0 <= request.queue_id < 2**31:
             return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
@@ -505,7 +507,7 @@ class _BatchWriter:
         assert segment is not None
         offset = segment.start_offset + segment.wrote_position + self._used
         sys_flag = record.sys_flag
-        to_cq = (sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in _NOT_IN_CONSUME_QUEUE
+        to_cq = (sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in NOT_IN_CONSUME_QUEUE
         next_offsets = self.next_offsets
         queue_offset = next_offsets.get(key)
         if queue_offset is None:

@@ -294,14 +294,10 @@ def prepare(
         return PrepareProblem.PROPERTY_ILLEGAL
     if len(properties_bytes) > properties_bytes_max:
         return PrepareProblem.PROPERTIES_TOO_LARGE
-    born_ip = pack_ip(fields.born_host.ip)
-    store_ip = pack_ip(fields.store_host.ip)
-    if born_ip is None or store_ip is None:
+    hosts = _host_parts(fields.born_host.ip, fields.store_host.ip)
+    if hosts is None:
         return PrepareProblem.HOST_ILLEGAL
-    born_v6, store_v6 = len(born_ip) == 16, len(store_ip) == 16
-    sys_flag = int(fields.sys_flag) & ~_HOST_V6_BITS
-    sys_flag |= (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
-    fixed = _FIXED[(born_v6, store_v6)]
+    born_ip, store_ip, v6_bits, fixed = hosts
     v2 = len(topic_bytes) > _V1_TOPIC_BYTES_MAX
     total = (
         fixed.size
@@ -312,18 +308,32 @@ def prepare(
         + len(properties_bytes)
         + CRC_PROPERTY_BYTES
     )
-    return PreparedRecord(
-        total_size=total,
-        body=body,
-        body_crc=body_crc(body),
-        topic_bytes=topic_bytes,
-        properties_bytes=properties_bytes,
-        fixed=fixed,
-        magic=MAGIC_CODE_V2 if v2 else MAGIC_CODE_V1,
-        sys_flag=sys_flag,
-        born_ip=born_ip,
-        store_ip=store_ip,
+    return PreparedRecord(  # positional, in field order: this runs for every appended message
+        total,
+        body,
+        body_crc(body),
+        topic_bytes,
+        properties_bytes,
+        fixed,
+        MAGIC_CODE_V2 if v2 else MAGIC_CODE_V1,
+        (int(fields.sys_flag) & ~_HOST_V6_BITS) | v6_bits,
+        born_ip,
+        store_ip,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_parts(born_ip: str, store_ip: str) -> tuple[bytes, bytes, int, struct.Struct] | None:
+    """Packed born/store IPs, their SYSFLAG host bits and the fixed-part struct; once per pair.
+
+    Returns ``None`` if either is not a literal IP address.
+    """
+    born, store = pack_ip(born_ip), pack_ip(store_ip)
+    if born is None or store is None:
+        return None
+    born_v6, store_v6 = len(born) == 16, len(store) == 16
+    v6_bits = (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
+    return born, store, v6_bits, _FIXED[(born_v6, store_v6)]
 
 
 def encode_into(
