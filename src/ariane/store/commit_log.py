@@ -490,7 +490,6 @@ class _BatchWriter:
         self._pending: list[tuple[int, DispatchRequest]] = []  # (result index, request)
         self._failed: PutMessageStatus | None = None
         self._queue_offsets = commit_log._queue_offsets
-        self._id_prefix = message_codec.offset_message_id_prefix(commit_log.settings.store_host)
 
     def reject(self, status: PutMessageStatus) -> None:
         self.results.append(PutMessageResult(status))
@@ -586,7 +585,11 @@ class _BatchWriter:
             segment.wrote_position = segment.size_bytes  # the rest of the BLANK is zeros
         self._used = 0
         updates: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
-        results, prefix = self.results, self._id_prefix
+        results = self.results
+        # Looked up once per write and only for stored messages (a store host that is not a
+        # literal IP makes every message illegal in ``prepare``, so none is pending then).
+        host = self.log.settings.store_host
+        prefix = message_codec.offset_message_id_prefix(host) if self._pending else ""
         for index, request in self._pending:
             results[index] = _ok_result(request, prefix)
             if request.to_consume_queue:
@@ -618,7 +621,7 @@ _UNKNOWN = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
 def _ok_result(request: DispatchRequest, message_id_prefix: str) -> PutMessageResult:
     # message_id_prefix: ``message_codec.offset_message_id_prefix`` of the store host, looked
-    # up once per append call.
+    # up once per segment write.
     offset = request.commit_log_offset
     return PutMessageResult(
         PutMessageStatus.PUT_OK,

@@ -192,10 +192,6 @@ class IndexFile:
         return index_codec.IndexHeader(*self._fields)
 
     @property
-    def _header(self) -> index_codec.IndexHeader:
-        return index_codec.IndexHeader(*self._fields)
-
-    @property
     def is_empty(self) -> bool:
         """Whether no entry has been written."""
         return self._fields[_INDEX_COUNT] <= 1
@@ -207,8 +203,8 @@ class IndexFile:
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
         """Whether ``[begin_ms, end_ms]`` overlaps the file's store-time range."""
-        return self._header.begin_timestamp_ms <= end_ms and begin_ms <= (
-            self._header.end_timestamp_ms
+        return self.header.begin_timestamp_ms <= end_ms and begin_ms <= (
+            self.header.end_timestamp_ms
         )
 
     def put(self, key_hash: int, commit_log_offset: int, store_timestamp_ms: int) -> bool:
@@ -267,7 +263,7 @@ class IndexFile:
         ``[t, t + 999]`` overlaps ``[begin_ms, end_ms]`` (RocketMQ tests ``t`` alone, which can
         miss a message stored late in the first second of the range).
         """
-        base_ms = self._header.begin_timestamp_ms
+        base_ms = self.header.begin_timestamp_ms
         for entry in self._walk(key_hash):
             if len(into) >= max_count:
                 return
@@ -297,7 +293,7 @@ class IndexFile:
         slot back at the older entry. If the removed entries do not match the slots (a crash
         left garbage), every slot is scanned and those pointing at removed entries cleared.
         """
-        header = self._header
+        header = self.header
         keep = self._first_index_at_or_after(commit_log_end)
         if keep >= header.index_count:
             return
@@ -342,7 +338,7 @@ class IndexFile:
             self._map.close()
 
     def __repr__(self) -> str:
-        return f"IndexFile({self._path.name}, index_count={self._header.index_count})"
+        return f"IndexFile({self._path.name}, index_count={self.header.index_count})"
 
     def _load_header(self) -> index_codec.IndexHeader:
         header = index_codec.decode_header(self._map)
@@ -380,7 +376,7 @@ class IndexFile:
         ``index_count``. Pointing the slot back at the entry's predecessor restores the chain
         before the next ``put`` reuses that entry number for another key.
         """
-        count = self._header.index_count
+        count = self.header.index_count
         if count >= self._capacity:
             return
         entry = self._entry(count)
@@ -398,7 +394,7 @@ class IndexFile:
 
     def _walk(self, key_hash: int) -> Iterator[index_codec.IndexEntry]:
         """The plausible entries of ``key_hash``'s slot chain, newest first; bounded."""
-        header = self._header
+        header = self.header
         index = self._chain_head(key_hash % self._slots)
         while index != index_codec.NO_ENTRY:
             entry = self._entry(index)
@@ -419,7 +415,7 @@ class IndexFile:
 
     def _first_index_at_or_after(self, commit_log_offset: int) -> int:
         """The first entry number whose offset is ``>= commit_log_offset`` (binary search)."""
-        low, high = 1, self._header.index_count
+        low, high = 1, self.header.index_count
         while low < high:
             middle = (low + high) // 2
             if self._entry(middle).commit_log_offset < commit_log_offset:
