@@ -228,6 +228,8 @@ def _properties(incoming: messages.IncomingMessage, kind: message.MessageType) -
 
 
 def _user_properties(raw: dict[str, str]) -> dict[str, str]:
+    if not raw:  # most messages carry none
+        return {}
     if len(raw) > limits.USER_PROPERTIES_COUNT_MAX:
         raise errors.MessagePropertiesTooLargeError(
             f"{len(raw)} user properties; the limit is {limits.USER_PROPERTIES_COUNT_MAX}"
