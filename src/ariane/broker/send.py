@@ -111,15 +111,19 @@ class SendProcessor:
         results = iter(await self._runtime.store.put_messages(requests) if requests else [])
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
+        stored = stored_bytes = 0  # counted once per request, not per message
         for incoming, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:
                 result = next(results)
                 outcome = self._outcome(incoming, result)
                 if result.status.is_stored:
                     stored_topics.add(incoming.topic)
-                    self._runtime.counters.messages_in += 1
-                    self._runtime.counters.bytes_in += len(incoming.body)
+                    stored += 1
+                    stored_bytes += len(incoming.body)
             answered.append(outcome)
+        counters = self._runtime.counters
+        counters.messages_in += stored
+        counters.bytes_in += stored_bytes
         self._runtime.polling.notify_many(stored_topics)
         return answered
 
