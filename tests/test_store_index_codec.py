@@ -124,3 +124,45 @@ def test_short_buffers_are_refused() -> None:
         index_codec.decode_header(b"\x00" * 39)
     with pytest.raises(struct.error):
         index_codec.decode_entry(b"\x00" * 30, 11)
+
+
+def _reference_java_hash(text: str) -> int:
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) % 2**32
+    return h - 2**32 if h >= 2**31 else h
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=60),
+        st.text(alphabet=st.characters(max_codepoint=127), max_size=60),
+        st.text(min_size=hashing.FAST_HASH_UNITS_MAX - 2, max_size=hashing.FAST_HASH_UNITS_MAX + 2),
+    )
+)
+def test_java_string_hash_matches_the_per_unit_loop(text: str) -> None:
+    """The summed-powers hash equals Java's per-UTF-16-unit loop, for ASCII, BMP+ and long text."""
+    assert hashing.java_string_hash(text) == _reference_java_hash(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(0, index_codec.INT32_MAX),
+    st.integers(0, 2**63 - 1),
+    st.integers(0, index_codec.INT32_MAX),
+    st.integers(0, index_codec.INT32_MAX),
+    st.tuples(*[st.integers(0, 2**62)] * 4),
+)
+def test_field_writers_match_the_object_encoders(
+    key_hash: int, offset: int, diff_s: int, prev: int, longs: tuple[int, int, int, int]
+) -> None:
+    """``write_entry_fields``/``write_header_fields`` write what ``encode_entry``/``_header`` do."""
+    entry = index_codec.IndexEntry(key_hash, offset, diff_s, prev)
+    buffer = bytearray(64)
+    index_codec.write_entry_fields(buffer, 7, key_hash, offset, diff_s, prev)
+    assert bytes(buffer[7 : 7 + index_codec.ENTRY_SIZE_BYTES]) == index_codec.encode_entry(entry)
+    header = index_codec.IndexHeader(*longs, diff_s, prev)
+    index_codec.write_header_fields(buffer, *longs, diff_s, prev)
+    assert bytes(buffer[: index_codec.HEADER_SIZE_BYTES]) == index_codec.encode_header(header)

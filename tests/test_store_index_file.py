@@ -390,3 +390,36 @@ def test_index_matches_a_model_through_reopens_and_truncations(
             for key in KEYS:
                 assert service.query(key, max_count=1000, **WIDE) == model.query(key)
         service.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["", "t#a", "t#b", "t#c", "t#k1", "t#k2"]), max_size=3),
+            st.integers(0, 3),  # offset step (0: the same message re-fed)
+            st.integers(0, 5_000),  # ms after the previous message
+        ),
+        max_size=40,
+    )
+)
+def test_put_many_writes_the_same_files_as_put_one_by_one(
+    messages: list[tuple[list[str], int, int]],
+) -> None:
+    """One ``put_many`` leaves byte-identical index files to a ``put`` per message."""
+    batch: list[tuple[list[str], ids.CommitLogOffset, int]] = []
+    offset, now_ms = 0, BASE_MS
+    for keys, step, later_ms in messages:
+        offset, now_ms = offset + step * 100, now_ms + later_ms
+        batch.append((keys, _off(offset), now_ms))
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as many:
+        single, batched = _service(pathlib.Path(one)), _service(pathlib.Path(many))
+        for keys, at, stamp in batch:
+            single.put(keys, at, stamp)
+        batched.put_many(batch)
+        single_files, batched_files = single.file_paths, batched.file_paths
+        single.close()
+        batched.close()
+        assert len(single_files) == len(batched_files)
+        for a, b in zip(single_files, batched_files, strict=True):
+            assert a.read_bytes() == b.read_bytes()

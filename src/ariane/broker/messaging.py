@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 
@@ -23,11 +22,12 @@ from ariane.broker import clients, consume, routes, send, subscriptions
 from ariane.broker import filter as filters
 from ariane.broker import runtime as runtime_mod
 from ariane.common import errors, ids, limits, topics
-from ariane.remoting import codes, convert, messages, metadata, pb
+from ariane.remoting import codes, convert, messages, metadata, pb, rpc
 
 _log = logging.getLogger(__name__)
 
-Context = grpc.aio.ServicerContext[Any, Any]
+Context = rpc.CallContext
+"""A call's context: the gRPC servicer context, or a front-end relay's (``rpc.CallContext``)."""
 
 PRODUCER_BACKOFF = pb.v2.RetryPolicy(
     max_attempts=3,
@@ -198,16 +198,23 @@ class MessagingService:
             return pb.v2_service.SendMessageResponse(
                 status=codes.internal_error(f"SendMessage failed: {type(exc).__name__}")
             )
-        entries = [
-            pb.v2_service.SendResultEntry(
-                status=codes.status(o.code, o.text),
-                message_id=o.message_id,
-                offset=max(o.queue_offset, 0),
+        # One Status per distinct (code, text), not per message (each entry copies it); the
+        # distinct statuses in first-seen order combine exactly as every entry's would.
+        statuses: dict[tuple[errors.Code, str], pb.v2.Status] = {}
+        response = pb.v2_service.SendMessageResponse()
+        add_entry = response.entries.add
+        for outcome in outcomes:
+            key = (outcome.code, outcome.text)
+            entry_status = statuses.get(key)
+            if entry_status is None:
+                entry_status = statuses[key] = codes.status(outcome.code, outcome.text)
+            add_entry(
+                status=entry_status,
+                message_id=outcome.message_id,
+                offset=max(outcome.queue_offset, 0),
             )
-            for o in outcomes
-        ]
-        status = codes.combine(e.status for e in entries)
-        return pb.v2_service.SendMessageResponse(status=status, entries=entries)
+        response.status.CopyFrom(codes.combine(statuses.values()))
+        return response
 
     # -- consume -------------------------------------------------------------------------------
 
@@ -222,9 +229,9 @@ class MessagingService:
         code = errors.Code.OK if received else errors.Code.MESSAGE_NOT_FOUND
         yield pb.v2_service.ReceiveMessageResponse(status=codes.status(code, text))
         for item in received:
-            yield pb.v2_service.ReceiveMessageResponse(
-                message=messages.outgoing(item.stored, item.delivery, namespace)
-            )
+            response = pb.v2_service.ReceiveMessageResponse()
+            messages.outgoing_into(response.message, item.stored, item.delivery, namespace)
+            yield response
         now_ms = self._runtime.clock.now_ms()
         yield pb.v2_service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms))
 

@@ -100,6 +100,30 @@ def encode(handle: ReceiptHandle) -> str:
     for label, raw in (("broker name", broker), ("topic", topic)):
         if not 1 <= len(raw) <= NAME_BYTES_MAX:
             raise ValueError(f"{label} must be 1..{NAME_BYTES_MAX} UTF-8 bytes, got {len(raw)}")
+    try:
+        # The struct's unsigned fields have exactly the ranges below: one pack checks them all
+        # (this runs for every message delivered).
+        tail = _TAIL.pack(
+            handle.queue_id,
+            handle.queue_offset,
+            handle.commit_log_offset,
+            handle.popped_at_ms,
+            handle.invisible_ms,
+            handle.delivery_attempt,
+            handle.handle_version,
+        )
+    except struct.error:
+        _check_ranges(handle)
+        raise
+    body = b"".join(
+        (bytes((FORMAT_VERSION, len(broker))), broker, bytes((len(topic),)), topic, tail)
+    )
+    raw = body + _CRC.pack(zlib.crc32(body))
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _check_ranges(handle: ReceiptHandle) -> None:
+    """Raise ``ValueError`` naming the first number of ``handle`` that does not fit its field."""
     for label, value, high in (
         ("queue_id", handle.queue_id, _U32_MAX),
         ("queue_offset", handle.queue_offset, _U64_MAX),
@@ -111,25 +135,6 @@ def encode(handle: ReceiptHandle) -> str:
     ):
         if not 0 <= value <= high:
             raise ValueError(f"{label}={value} does not fit 0..{high}")
-    body = b"".join(
-        (
-            bytes((FORMAT_VERSION, len(broker))),
-            broker,
-            bytes((len(topic),)),
-            topic,
-            _TAIL.pack(
-                handle.queue_id,
-                handle.queue_offset,
-                handle.commit_log_offset,
-                handle.popped_at_ms,
-                handle.invisible_ms,
-                handle.delivery_attempt,
-                handle.handle_version,
-            ),
-        )
-    )
-    raw = body + _CRC.pack(zlib.crc32(body))
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def decode(text: str) -> ReceiptHandle:

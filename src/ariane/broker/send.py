@@ -100,24 +100,30 @@ class SendProcessor:
         """
         outcomes: list[SendOutcome | None] = []
         requests: list[commit_log.AppendRequest] = []
+        born_host = message.HostAddress(born_ip, 0)
+        writable: dict[str, topic_config.TopicConfig] = {}  # topics already checked
         for incoming in batch:
             try:
-                requests.append(self._append_request(incoming, born_ip))
+                requests.append(self._append_request(incoming, born_host, writable))
                 outcomes.append(None)
             except errors.ArianeError as exc:
                 outcomes.append(SendOutcome(exc.code, exc.message, incoming.message_id))
         results = iter(await self._runtime.store.put_messages(requests) if requests else [])
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
+        stored = stored_bytes = 0  # counted once per request, not per message
         for incoming, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:
                 result = next(results)
                 outcome = self._outcome(incoming, result)
                 if result.status.is_stored:
                     stored_topics.add(incoming.topic)
-                    self._runtime.counters.messages_in += 1
-                    self._runtime.counters.bytes_in += len(incoming.body)
+                    stored += 1
+                    stored_bytes += len(incoming.body)
             answered.append(outcome)
+        counters = self._runtime.counters
+        counters.messages_in += stored
+        counters.bytes_in += stored_bytes
         self._runtime.polling.notify_many(stored_topics)
         return answered
 
@@ -131,9 +137,16 @@ class SendProcessor:
         return SendOutcome(code, text, incoming.message_id, result.queue_offset)
 
     def _append_request(
-        self, incoming: messages.IncomingMessage, born_ip: str
+        self,
+        incoming: messages.IncomingMessage,
+        born_host: message.HostAddress,
+        writable: dict[str, topic_config.TopicConfig],
     ) -> commit_log.AppendRequest:
-        topic = self._writable_topic(incoming.topic)
+        # ``writable``: topics of this request that passed ``_writable_topic`` (name check,
+        # lookup or auto-creation, write permission), so each is checked once per request.
+        topic = writable.get(incoming.topic)
+        if topic is None:
+            topic = writable[incoming.topic] = self._writable_topic(incoming.topic)
         kind = _message_type(incoming)
         if not topic.message_type.accepts(kind):
             raise errors.MessageTypeConflictError(
@@ -152,7 +165,7 @@ class SendProcessor:
             queue_id=queue_id,
             sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
             born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
-            born_host=message.HostAddress(born_ip, 0),
+            born_host=born_host,
         )
 
     def _writable_topic(self, name: str) -> topic_config.TopicConfig:
@@ -219,6 +232,8 @@ def _properties(incoming: messages.IncomingMessage, kind: message.MessageType) -
 
 
 def _user_properties(raw: dict[str, str]) -> dict[str, str]:
+    if not raw:  # most messages carry none
+        return {}
     if len(raw) > limits.USER_PROPERTIES_COUNT_MAX:
         raise errors.MessagePropertiesTooLargeError(
             f"{len(raw)} user properties; the limit is {limits.USER_PROPERTIES_COUNT_MAX}"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import typing
+from collections.abc import Mapping
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
@@ -39,6 +41,13 @@ MESSAGE_TYPE_NAMES: dict[int, str] = {
 """Wire message types by their stored name (``__MESSAGE_TYPE`` property)."""
 
 _TYPE_NAMES = frozenset(MESSAGE_TYPE_NAMES.values())
+_TYPE_VALUES: dict[str, pb.v2.MessageType] = {
+    name: typing.cast(pb.v2.MessageType, value) for value, name in MESSAGE_TYPE_NAMES.items()
+}
+_NORMAL = pb.v2.MessageType.NORMAL
+_MD5 = pb.v2.DigestType.MD5
+_GZIP = pb.v2.Encoding.GZIP
+_IDENTITY = pb.v2.Encoding.IDENTITY
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,15 +96,22 @@ def timestamp(ms: int) -> timestamp_pb2.Timestamp:
 
 
 def incoming(msg: pb.v2.Message) -> IncomingMessage:
-    """Decode one message of a SendMessageRequest."""
+    """Decode one message of a SendMessageRequest.
+
+    Runs for every message sent: protobuf enum values are module constants (an attribute of
+    an ``EnumTypeWrapper`` is a Python-level ``__getattr__``) and empty repeated/map fields are
+    not converted.
+    """
     props = msg.system_properties
+    user = msg.user_properties
+    keys = props.keys
     return IncomingMessage(
         topic=msg.topic.name,
         body=msg.body,
-        gzip=props.body_encoding == pb.v2.Encoding.GZIP,
-        user_properties=dict(msg.user_properties),
+        gzip=props.body_encoding == _GZIP,
+        user_properties=dict(user) if user else {},
         tag=props.tag if props.HasField("tag") else None,
-        keys=tuple(props.keys),
+        keys=tuple(keys) if keys else (),
         message_id=props.message_id,
         message_type=MESSAGE_TYPE_NAMES.get(props.message_type, "UNSPECIFIED"),
         message_group=props.message_group if props.HasField("message_group") else None,
@@ -128,54 +144,78 @@ class Delivery:
 def outgoing(
     stored: message.StoredMessage, delivery: Delivery, namespace: str = ""
 ) -> pb.v2.Message:
-    """The v2 ``Message`` a consumer receives (grpc-v2.md §6.4 table)."""
+    """The v2 ``Message`` a consumer receives (grpc-v2.md §6.4 table); see ``outgoing_into``."""
+    result = pb.v2.Message()
+    outgoing_into(result, stored, delivery, namespace)
+    return result
+
+
+def outgoing_into(
+    target: pb.v2.Message, stored: message.StoredMessage, delivery: Delivery, namespace: str = ""
+) -> None:
+    """Fill the empty ``target`` with the v2 ``Message`` a consumer receives (§6.4 table).
+
+    Fields are set in place on ``target`` and its sub-messages: no intermediate ``Timestamp``,
+    ``Digest`` or ``SystemProperties`` is built and then copied (upb copies every message
+    passed as a constructor argument), and a caller can fill the ``message`` field of its
+    response directly. Setting a field of a sub-message marks it present, so a zero
+    timestamp is still sent, as the official clients require.
+    """
     props = stored.properties
-    system = pb.v2.SystemProperties(
-        keys=[k for k in props.get(P.KEYS, "").split(message.KEY_SEPARATOR) if k],
-        message_id=props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-        body_digest=pb.v2.Digest(
-            type=pb.v2.DigestType.MD5, checksum=hashlib.md5(stored.body).hexdigest().upper()
-        ),
-        body_encoding=(
-            pb.v2.Encoding.GZIP
-            if stored.sys_flag & message.SysFlag.COMPRESSED
-            else pb.v2.Encoding.IDENTITY
-        ),
-        message_type=_type_name(props.get(P.MESSAGE_TYPE, "NORMAL")),
-        born_timestamp=timestamp(stored.born_timestamp_ms),
-        born_host=props.get(P.BORN_HOST_NAME, stored.born_host.ip),
-        store_timestamp=timestamp(stored.store_timestamp_ms),
-        store_host=str(stored.store_host),
-        receipt_handle=delivery.receipt_handle,
-        queue_id=stored.queue_id,
-        queue_offset=stored.queue_offset,
-        invisible_duration=duration(delivery.invisible_ms),
-        delivery_attempt=delivery.attempt,
-    )
+    target.topic.name = stored.topic
+    if namespace:
+        target.topic.resource_namespace = namespace
+    user = {k: v for k, v in props.items() if k not in RESERVED_PROPERTY_KEYS}
+    if user:
+        target.user_properties.update(user)
+    system = target.system_properties
+    _system_properties(system, stored, props)
+    system.receipt_handle = delivery.receipt_handle
+    _set_duration(system.invisible_duration, delivery.invisible_ms)
+    system.delivery_attempt = delivery.attempt
+    if delivery.dead_letter_origin is not None:
+        dead_letter = system.dead_letter_queue
+        dead_letter.topic, dead_letter.message_id = delivery.dead_letter_origin
+    target.body = stored.body
+
+
+def _system_properties(
+    system: pb.v2.SystemProperties, stored: message.StoredMessage, props: Mapping[str, str]
+) -> None:
+    # Field numbers order, as the constructor of the previous version set them.
     if P.TAGS in props:
         system.tag = props[P.TAGS]
+    keys = props.get(P.KEYS)
+    if keys:
+        system.keys.extend([k for k in keys.split(message.KEY_SEPARATOR) if k])
+    system.message_id = props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+    digest = system.body_digest
+    digest.type = _MD5
+    digest.checksum = hashlib.md5(stored.body).hexdigest().upper()
+    system.body_encoding = _GZIP if stored.sys_flag & message.SysFlag.COMPRESSED else _IDENTITY
+    system.message_type = _TYPE_VALUES.get(props.get(P.MESSAGE_TYPE, ""), _NORMAL)
+    _set_timestamp(system.born_timestamp, stored.born_timestamp_ms)
+    system.born_host = props.get(P.BORN_HOST_NAME, stored.born_host.ip)
+    _set_timestamp(system.store_timestamp, stored.store_timestamp_ms)
+    system.store_host = str(stored.store_host)
+    system.queue_id = stored.queue_id
+    system.queue_offset = stored.queue_offset
     if P.SHARDING_KEY in props:
         system.message_group = props[P.SHARDING_KEY]
     if P.TIMER_DELIVER_MS in props:
-        system.delivery_timestamp.CopyFrom(timestamp(int(props[P.TIMER_DELIVER_MS])))
+        _set_timestamp(system.delivery_timestamp, int(props[P.TIMER_DELIVER_MS]))
     if P.TRACE_CONTEXT in props:
         system.trace_context = props[P.TRACE_CONTEXT]
-    if delivery.dead_letter_origin is not None:
-        system.dead_letter_queue.CopyFrom(
-            pb.v2.DeadLetterQueue(
-                topic=delivery.dead_letter_origin[0], message_id=delivery.dead_letter_origin[1]
-            )
-        )
-    return pb.v2.Message(
-        topic=pb.v2.Resource(name=stored.topic, resource_namespace=namespace),
-        user_properties={k: v for k, v in props.items() if k not in RESERVED_PROPERTY_KEYS},
-        system_properties=system,
-        body=stored.body,
-    )
 
 
-def _type_name(stored: str) -> str:
-    return stored if stored in _TYPE_NAMES else "NORMAL"
+def _set_timestamp(target: timestamp_pb2.Timestamp, ms: int) -> None:
+    target.seconds = ms // 1000
+    target.nanos = (ms % 1000) * 1_000_000
+
+
+def _set_duration(target: duration_pb2.Duration, ms: int) -> None:
+    target.seconds = ms // 1000
+    target.nanos = (ms % 1000) * 1_000_000
 
 
 def duration(ms: int) -> duration_pb2.Duration:

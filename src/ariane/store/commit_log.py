@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import pathlib
 import re
@@ -35,9 +36,17 @@ _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
 _NO_QUEUE_OFFSET = ids.QueueOffset(-1)
-_NOT_IN_CONSUME_QUEUE = frozenset(
+NOT_IN_CONSUME_QUEUE = frozenset(
     {int(message_mod.SysFlag.TRANSACTION_PREPARED), int(message_mod.SysFlag.TRANSACTION_ROLLBACK)}
 )
+"""SYSFLAG transaction types (``& TRANSACTION_TYPE_MASK``) whose records get no ConsumeQueue unit:
+prepared and rolled-back halves (RocketMQ ``CommitLogDispatcherBuildConsumeQueue``)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _legal_topic(topic: str) -> bool:
+    # Once per topic rather than a regex match per appended message.
+    return _TOPIC_PATTERN.match(topic) is not None
 
 
 class PutMessageStatus(enum.Enum):
@@ -141,7 +150,7 @@ class DispatchRequest(NamedTuple):
     @property
     def to_consume_queue(self) -> bool:
         """Whether the record gets a ConsumeQueue unit (not prepared or rolled-back halves)."""
-        return (self.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in _NOT_IN_CONSUME_QUEUE
+        return (self.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in NOT_IN_CONSUME_QUEUE
 
     @property
     def end_offset(self) -> int:
@@ -289,17 +298,17 @@ class CommitLog:
     def prepare(self, request: AppendRequest) -> PreparedAppend:
         """Validate and pre-encode one request; pure, needs no lock."""
         msg = request.message
-        fields = message_codec.RecordFields(
-            queue_id=request.queue_id,
-            flag=msg.flag,
-            sys_flag=request.sys_flag,
-            born_timestamp_ms=request.born_timestamp_ms,
-            born_host=request.born_host,
-            store_host=self.settings.store_host,
-            reconsume_times=request.reconsume_times,
-            prepared_transaction_offset=request.prepared_transaction_offset,
+        fields = message_codec.RecordFields(  # positional, in field order (once per message)
+            request.queue_id,
+            msg.flag,
+            request.sys_flag,
+            request.born_timestamp_ms,
+            request.born_host,
+            self.settings.store_host,
+            request.reconsume_times,
+            request.prepared_transaction_offset,
         )
-        if not _TOPIC_PATTERN.match(msg.topic) or not 0 <= request.queue_id < 2**31:
+        if not _legal_topic(msg.topic) or not 0 <= request.queue_id < 2**31:
             return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
         record = message_codec.prepare(
             msg.topic,
@@ -480,6 +489,7 @@ class _BatchWriter:
         self._segment: mapped_file.MappedFile | None = None
         self._pending: list[tuple[int, DispatchRequest]] = []  # (result index, request)
         self._failed: PutMessageStatus | None = None
+        self._queue_offsets = commit_log._queue_offsets
 
     def reject(self, status: PutMessageStatus) -> None:
         self.results.append(PutMessageResult(status))
@@ -495,35 +505,46 @@ class _BatchWriter:
         segment = self._segment
         assert segment is not None
         offset = segment.start_offset + segment.wrote_position + self._used
-        to_cq = (item.fields.sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in (
-            _NOT_IN_CONSUME_QUEUE
-        )
-        queue_offset = self.next_offsets.get(key, self.log._queue_offsets.get(key, 0))
+        sys_flag = record.sys_flag
+        to_cq = (sys_flag & message_mod.TRANSACTION_TYPE_MASK) not in NOT_IN_CONSUME_QUEUE
+        next_offsets = self.next_offsets
+        queue_offset = next_offsets.get(key)
+        if queue_offset is None:
+            queue_offset = self._queue_offsets.get(key, 0)
+        if not to_cq:
+            queue_offset = 0
+        now = self.now
         self._used = message_codec.encode_into(
             self._buffer,
             self._used,
             record,
             item.fields,
-            queue_offset=queue_offset if to_cq else 0,
+            queue_offset=queue_offset,
             commit_log_offset=offset,
-            store_timestamp_ms=self.now,
+            store_timestamp_ms=now,
         )
         if to_cq:
-            self.next_offsets[key] = queue_offset + 1
+            next_offsets[key] = queue_offset + 1
         msg = item.request.message
-        request = DispatchRequest(
-            topic=msg.topic,
-            queue_id=item.request.queue_id,
-            commit_log_offset=ids.CommitLogOffset(offset),
-            size_bytes=record.total_size,
-            tags_code=tags_code_of(msg, self.now),
-            store_timestamp_ms=self.now,
-            queue_offset=ids.QueueOffset(queue_offset if to_cq else 0),
-            keys=msg.keys,
-            uniq_key=msg.uniq_key,
-            sys_flag=record.sys_flag,
+        properties = msg.properties
+        keys = properties.get(message_mod.Property.KEYS)
+        self._pending.append(
+            (
+                len(self.results),
+                DispatchRequest(
+                    msg.topic,
+                    key[1],
+                    ids.CommitLogOffset(offset),
+                    record.total_size,
+                    tags_code_of(msg, now),
+                    now,
+                    ids.QueueOffset(queue_offset),
+                    msg.keys if keys else (),
+                    msg.uniq_key,
+                    sys_flag,
+                ),
+            )
         )
-        self._pending.append((len(self.results), request))
         self.results.append(None)
 
     def _make_room(self, size: int) -> bool:
@@ -564,11 +585,16 @@ class _BatchWriter:
             segment.wrote_position = segment.size_bytes  # the rest of the BLANK is zeros
         self._used = 0
         updates: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
+        results = self.results
+        # Looked up once per write and only for stored messages (a store host that is not a
+        # literal IP makes every message illegal in ``prepare``, so none is pending then).
+        host = self.log.settings.store_host
+        prefix = message_codec.offset_message_id_prefix(host) if self._pending else ""
         for index, request in self._pending:
-            self.results[index] = _ok_result(request, self.log.settings.store_host)
-            self.dispatches.append(request)
+            results[index] = _ok_result(request, prefix)
             if request.to_consume_queue:
                 updates[(request.topic, request.queue_id)] = request.queue_offset + 1
+        self.dispatches.extend(request for _, request in self._pending)
         self.log._commit_queue_offsets(updates)
         self._pending.clear()
         return True
@@ -593,13 +619,15 @@ class _BatchWriter:
 _UNKNOWN = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR)
 
 
-def _ok_result(request: DispatchRequest, store_host: message_mod.HostAddress) -> PutMessageResult:
+def _ok_result(request: DispatchRequest, message_id_prefix: str) -> PutMessageResult:
+    # message_id_prefix: ``message_codec.offset_message_id_prefix`` of the store host, looked
+    # up once per segment write.
+    offset = request.commit_log_offset
     return PutMessageResult(
-        status=PutMessageStatus.PUT_OK,
-        commit_log_offset=request.commit_log_offset,
-        queue_offset=request.queue_offset,
-        wrote_bytes=request.size_bytes,
-        store_timestamp_ms=request.store_timestamp_ms,
-        message_id=f"{message_codec.offset_message_id_prefix(store_host)}"
-        f"{request.commit_log_offset:016X}",
+        PutMessageStatus.PUT_OK,
+        offset,
+        request.queue_offset,
+        request.size_bytes,
+        request.store_timestamp_ms,
+        message_id_prefix + format(offset, "016X"),
     )

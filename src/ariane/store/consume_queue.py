@@ -22,6 +22,7 @@ import pathlib
 import re
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 from ariane.common import ids
 from ariane.store import file_layer, mapped_file_queue
@@ -54,9 +55,12 @@ class CqUnit:
         return self.size_bytes == FILLER_SIZE
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NewUnit:
-    """A unit to write: where its record is and its tag hash."""
+class NewUnit(NamedTuple):
+    """A unit to write: where its record is and its tag hash, in unit layout order.
+
+    A NamedTuple rather than a dataclass: one is built per appended message, and the units
+    of a batch are packed with one ``struct`` call each straight from the tuple.
+    """
 
     commit_log_offset: ids.CommitLogOffset
     size_bytes: int
@@ -215,9 +219,8 @@ class ConsumeQueue:
             )
         if start > self.max_queue_offset:
             self._append_raw(_FILLER * (start - self.max_queue_offset))
-        data = b"".join(
-            _UNIT.pack(u.commit_log_offset, u.size_bytes, u.tag_hash) for u in units[skip:]
-        )
+        pack = _UNIT.pack
+        data = b"".join([pack(*unit) for unit in units[skip:]])
         self._append_raw(data)
 
     def _verify(self, queue_offset: ids.QueueOffset, unit: NewUnit) -> None:

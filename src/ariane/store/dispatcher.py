@@ -18,11 +18,14 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ariane.common import ids
+from ariane.common import message as message_mod
 from ariane.store import commit_log, consume_queue, message_codec
 
 _log = logging.getLogger(__name__)
 
 KEY_SEPARATOR = "#"
+
+_TRANSACTION_TYPE_MASK = message_mod.TRANSACTION_TYPE_MASK
 
 
 class KeyIndexSink(Protocol):
@@ -35,6 +38,15 @@ class KeyIndexSink(Protocol):
         store_timestamp_ms: ids.TimestampMs,
     ) -> None:
         """Index ``keys`` (each ``topic#key``) to the record at ``commit_log_offset``."""
+        ...
+
+
+@runtime_checkable
+class BatchKeyIndexSink(KeyIndexSink, Protocol):
+    """A key index that takes a whole dispatched batch at once (the IndexFile does)."""
+
+    def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
+        """``put`` for each ``(keys, commit_log_offset, store_timestamp_ms)``, in order."""
         ...
 
 
@@ -85,30 +97,42 @@ class Dispatcher:
         if not requests:
             return
         runs: dict[tuple[ids.TopicName, ids.QueueId], tuple[int, list[consume_queue.NewUnit]]] = {}
-        key_index = self.key_index
+        indexing = self.key_index is not None
+        indexed: list[tuple[Sequence[str], ids.CommitLogOffset, int]] = []
+        new_unit = consume_queue.NewUnit
         for request in requests:
-            assert request.commit_log_offset >= self.dispatched_offset, "dispatch out of order"
-            if request.to_consume_queue:
-                unit = consume_queue.NewUnit(
-                    request.commit_log_offset, request.size_bytes, request.tags_code
-                )
-                key = (request.topic, request.queue_id)
+            # One unpacking per request: this loop runs for every appended message.
+            topic, queue_id, offset, size, tags_code, stamp, queue_offset, keys, uniq, sys_flag = (
+                request
+            )
+            assert offset >= self.dispatched_offset, "dispatch out of order"
+            if (sys_flag & _TRANSACTION_TYPE_MASK) not in commit_log.NOT_IN_CONSUME_QUEUE:
+                key = (topic, queue_id)
                 run = runs.get(key)
-                if run is not None and run[0] + len(run[1]) == request.queue_offset:
-                    run[1].append(unit)
+                if run is not None and run[0] + len(run[1]) == queue_offset:
+                    run[1].append(new_unit(offset, size, tags_code))
                 else:
                     if run is not None:
                         self._write_run(key, run)
-                    runs[key] = (request.queue_offset, [unit])
-            if key_index is not None:
-                keys = index_keys_of(request)
-                if keys:
-                    key_index.put(keys, request.commit_log_offset, request.store_timestamp_ms)
+                    runs[key] = (queue_offset, [new_unit(offset, size, tags_code)])
+            if indexing and (keys or uniq):
+                indexed.append((index_keys_of(request), offset, stamp))
         for key, run in runs.items():
             self._write_run(key, run)
+        if indexed:
+            self._index(indexed)
         last = requests[-1]
         self.dispatched_offset = ids.CommitLogOffset(last.end_offset)
         self.last_store_timestamp_ms = last.store_timestamp_ms
+
+    def _index(self, indexed: list[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
+        key_index = self.key_index
+        if isinstance(key_index, BatchKeyIndexSink):
+            key_index.put_many(indexed)
+            return
+        assert key_index is not None
+        for keys, offset, store_timestamp_ms in indexed:
+            key_index.put(keys, offset, ids.TimestampMs(store_timestamp_ms))
 
     def _write_run(
         self,

@@ -192,6 +192,48 @@ def write_entry(buffer: WritableBuffer, position: int, entry: IndexEntry) -> Non
     buffer[position : position + ENTRY_SIZE_BYTES] = encode_entry(entry)
 
 
+def write_entry_fields(
+    buffer: WritableBuffer,
+    position: int,
+    key_hash: int,
+    commit_log_offset: int,
+    time_diff_s: int,
+    prev_index: int,
+) -> None:
+    """``write_entry`` from the fields themselves (the per-key append path builds no object).
+
+    Raises:
+        struct.error: if a field does not fit its width.
+    """
+    _ENTRY.pack_into(buffer, position, key_hash, commit_log_offset, time_diff_s, prev_index)
+
+
+def write_header_fields(
+    buffer: WritableBuffer,
+    begin_timestamp_ms: int,
+    end_timestamp_ms: int,
+    begin_phy_offset: int,
+    end_phy_offset: int,
+    hash_slot_count: int,
+    index_count: int,
+) -> None:
+    """``write_header`` from the fields themselves, in ``IndexHeader`` order.
+
+    Raises:
+        struct.error: if a field does not fit its width.
+    """
+    _HEADER.pack_into(
+        buffer,
+        0,
+        begin_timestamp_ms,
+        end_timestamp_ms,
+        begin_phy_offset,
+        end_phy_offset,
+        hash_slot_count,
+        index_count,
+    )
+
+
 def read_slot(buffer: Buffer, slot: int) -> int:
     """The entry number stored in slot number ``slot`` (not validated)."""
     value: int = _SLOT.unpack_from(buffer, slot_position(slot))[0]

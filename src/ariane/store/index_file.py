@@ -101,6 +101,10 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{name}={value} is outside [{low}, {high}]")
 
 
+_INDEX_COUNT = 5
+"""Position of ``index_count`` in ``IndexFile._fields`` (``IndexHeader`` field order)."""
+
+
 class IndexFile:
     """One memory-mapped index file (RocketMQ ``IndexFile``); not thread-safe on its own.
 
@@ -113,7 +117,8 @@ class IndexFile:
         self._map = mapping
         self._slots = settings.hash_slot_count
         self._capacity = settings.index_count_max
-        self._header = self._load_header()
+        self._fields: list[int] = list(dataclasses.astuple(self._load_header()))
+        """The header's fields in layout order (``IndexHeader``), updated in place by ``put``."""
         self._dirty = False
         self._repair_uncounted_entry()
 
@@ -184,22 +189,22 @@ class IndexFile:
     @property
     def header(self) -> index_codec.IndexHeader:
         """The current header (as written to the mapping)."""
-        return self._header
+        return index_codec.IndexHeader(*self._fields)
 
     @property
     def is_empty(self) -> bool:
         """Whether no entry has been written."""
-        return self._header.index_count <= 1
+        return self._fields[_INDEX_COUNT] <= 1
 
     @property
     def is_full(self) -> bool:
         """Whether the file has no room for another entry (RocketMQ ``isWriteFull``)."""
-        return self._header.index_count >= self._capacity
+        return self._fields[_INDEX_COUNT] >= self._capacity
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
         """Whether ``[begin_ms, end_ms]`` overlaps the file's store-time range."""
-        return self._header.begin_timestamp_ms <= end_ms and begin_ms <= (
-            self._header.end_timestamp_ms
+        return self.header.begin_timestamp_ms <= end_ms and begin_ms <= (
+            self.header.end_timestamp_ms
         )
 
     def put(self, key_hash: int, commit_log_offset: int, store_timestamp_ms: int) -> bool:
@@ -208,37 +213,38 @@ class IndexFile:
         Unlike RocketMQ, the first entry sets the begin timestamp before its time diff is
         computed, so its diff is 0 rather than relative to the previous file's end.
         """
-        header = self._header
-        index = header.index_count
+        fields = self._fields
+        begin_ms, end_ms, begin_phy, _, slot_count, index = fields
         if index >= self._capacity:
             return False
         slot = key_hash % self._slots
         prev = self._chain_head(slot)
-        first = index <= 1
-        begin_ms = store_timestamp_ms if first else header.begin_timestamp_ms
-        entry = index_codec.IndexEntry(
-            key_hash=key_hash,
-            commit_log_offset=commit_log_offset,
-            time_diff_s=index_codec.time_diff_s(store_timestamp_ms, begin_ms),
-            prev_index=prev,
+        if index <= 1:  # the first entry
+            begin_ms = end_ms = store_timestamp_ms
+            begin_phy = commit_log_offset
+        elif store_timestamp_ms > end_ms:
+            end_ms = store_timestamp_ms
+        # Entry, slot, header: the order ``_repair_uncounted_entry`` relies on after a crash.
+        # Plain ints, no IndexEntry/IndexHeader objects: this runs for every key of every message.
+        index_codec.write_entry_fields(
+            self._map,
+            index_codec.entry_position(self._slots, index),
+            key_hash,
+            commit_log_offset,
+            index_codec.time_diff_s(store_timestamp_ms, begin_ms),
+            prev,
         )
-        position = index_codec.entry_position(self._slots, index)
-        index_codec.write_entry(self._map, position, entry)
         index_codec.write_slot(self._map, slot, index)
-        self._set_header(
-            index_codec.IndexHeader(
-                begin_timestamp_ms=begin_ms,
-                end_timestamp_ms=(
-                    store_timestamp_ms
-                    if first
-                    else max(header.end_timestamp_ms, store_timestamp_ms)
-                ),
-                begin_phy_offset=commit_log_offset if first else header.begin_phy_offset,
-                end_phy_offset=commit_log_offset,
-                hash_slot_count=header.hash_slot_count + (prev == index_codec.NO_ENTRY),
-                index_count=index + 1,
-            )
+        fields[:] = (
+            begin_ms,
+            end_ms,
+            begin_phy,
+            commit_log_offset,
+            slot_count + (prev == index_codec.NO_ENTRY),
+            index + 1,
         )
+        index_codec.write_header_fields(self._map, *fields)
+        self._dirty = True
         return True
 
     def select(
@@ -257,7 +263,7 @@ class IndexFile:
         ``[t, t + 999]`` overlaps ``[begin_ms, end_ms]`` (RocketMQ tests ``t`` alone, which can
         miss a message stored late in the first second of the range).
         """
-        base_ms = self._header.begin_timestamp_ms
+        base_ms = self.header.begin_timestamp_ms
         for entry in self._walk(key_hash):
             if len(into) >= max_count:
                 return
@@ -287,7 +293,7 @@ class IndexFile:
         slot back at the older entry. If the removed entries do not match the slots (a crash
         left garbage), every slot is scanned and those pointing at removed entries cleared.
         """
-        header = self._header
+        header = self.header
         keep = self._first_index_at_or_after(commit_log_end)
         if keep >= header.index_count:
             return
@@ -332,7 +338,7 @@ class IndexFile:
             self._map.close()
 
     def __repr__(self) -> str:
-        return f"IndexFile({self._path.name}, index_count={self._header.index_count})"
+        return f"IndexFile({self._path.name}, index_count={self.header.index_count})"
 
     def _load_header(self) -> index_codec.IndexHeader:
         header = index_codec.decode_header(self._map)
@@ -350,7 +356,7 @@ class IndexFile:
 
     def _set_header(self, header: index_codec.IndexHeader) -> None:
         index_codec.write_header(self._map, header)
-        self._header = header
+        self._fields = list(dataclasses.astuple(header))
         self._dirty = True
 
     def _entry(self, index: int) -> index_codec.IndexEntry:
@@ -359,7 +365,7 @@ class IndexFile:
     def _chain_head(self, slot: int) -> int:
         """The newest counted entry of ``slot``'s chain, or ``NO_ENTRY``."""
         value = index_codec.read_slot(self._map, slot)
-        if index_codec.NO_ENTRY < value < self._header.index_count:
+        if index_codec.NO_ENTRY < value < self._fields[_INDEX_COUNT]:
             return value
         return index_codec.NO_ENTRY
 
@@ -370,7 +376,7 @@ class IndexFile:
         ``index_count``. Pointing the slot back at the entry's predecessor restores the chain
         before the next ``put`` reuses that entry number for another key.
         """
-        count = self._header.index_count
+        count = self.header.index_count
         if count >= self._capacity:
             return
         entry = self._entry(count)
@@ -388,7 +394,7 @@ class IndexFile:
 
     def _walk(self, key_hash: int) -> Iterator[index_codec.IndexEntry]:
         """The plausible entries of ``key_hash``'s slot chain, newest first; bounded."""
-        header = self._header
+        header = self.header
         index = self._chain_head(key_hash % self._slots)
         while index != index_codec.NO_ENTRY:
             entry = self._entry(index)
@@ -409,7 +415,7 @@ class IndexFile:
 
     def _first_index_at_or_after(self, commit_log_offset: int) -> int:
         """The first entry number whose offset is ``>= commit_log_offset`` (binary search)."""
-        low, high = 1, self._header.index_count
+        low, high = 1, self.header.index_count
         while low < high:
             middle = (low + high) // 2
             if self._entry(middle).commit_log_offset < commit_log_offset:
@@ -509,18 +515,39 @@ class IndexService:
         Raises:
             OSError: if a new file cannot be created.
         """
-        hashes = list(dict.fromkeys(index_codec.key_hash(key) for key in keys if key))
+        self.put_many([(keys, commit_log_offset, store_timestamp_ms)])
+
+    def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
+        """``put`` for several messages in CommitLog order, under one lock hold.
+
+        Args:
+            messages: ``(keys, commit_log_offset, store_timestamp_ms)`` per message, as ``put``.
+
+        Raises:
+            OSError: if a new file cannot be created.
+        """
+        key_hash = index_codec.key_hash
         with self._lock:
             assert not self._closed, "IndexService used after close()"
-            last = self._max_offset
-            if not hashes or (last is not None and commit_log_offset < last):
-                return
-            if commit_log_offset == last:
-                hashes = [h for h in hashes if not self._contains(h, commit_log_offset)]
-            for key_hash in hashes:
-                written = self._writable_file().put(key_hash, commit_log_offset, store_timestamp_ms)
-                assert written, "a writable index file refused an entry"
-            self._max_offset = commit_log_offset
+            for keys, commit_log_offset, store_timestamp_ms in messages:
+                if len(keys) == 1:  # the common case: the UNIQ_KEY alone
+                    hashes = [key_hash(keys[0])] if keys[0] else []
+                else:
+                    hashes = list(dict.fromkeys(key_hash(key) for key in keys if key))
+                self._put_locked(hashes, commit_log_offset, store_timestamp_ms)
+
+    def _put_locked(
+        self, hashes: list[int], commit_log_offset: ids.CommitLogOffset, store_timestamp_ms: int
+    ) -> None:
+        last = self._max_offset
+        if not hashes or (last is not None and commit_log_offset < last):
+            return
+        if commit_log_offset == last:
+            hashes = [h for h in hashes if not self._contains(h, commit_log_offset)]
+        for key_hash in hashes:
+            written = self._writable_file().put(key_hash, commit_log_offset, store_timestamp_ms)
+            assert written, "a writable index file refused an entry"
+        self._max_offset = commit_log_offset
 
     def query(
         self, key: str, *, max_count: int, begin_ms: int, end_ms: int

@@ -80,7 +80,6 @@ _SIZE_MAGIC = struct.Struct(">ii")
 _SYSFLAG = struct.Struct(">i")
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
-_BYTE = struct.Struct(">b")
 
 
 def _fixed_struct(born_ip_bytes: int, store_ip_bytes: int) -> struct.Struct:
@@ -245,6 +244,12 @@ def bytes_to_properties(data: bytes | memoryview) -> dict[str, str] | None:
     return result
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_bytes(topic: str) -> bytes:
+    # Encoded once per topic, not once per appended message.
+    return topic.encode("utf-8", "surrogatepass")
+
+
 @functools.lru_cache(maxsize=1024)
 def pack_ip(ip: str) -> bytes | None:
     """The 4 or 16 address bytes of a literal IP, or ``None`` if it is not one."""
@@ -281,7 +286,7 @@ def prepare(
         return PrepareProblem.BODY_EMPTY
     if len(body) > body_bytes_max:
         return PrepareProblem.BODY_TOO_LARGE
-    topic_bytes = topic.encode("utf-8", "surrogatepass")
+    topic_bytes = _topic_bytes(topic)
     if not topic_bytes or len(topic_bytes) > TOPIC_BYTES_MAX:
         return PrepareProblem.TOPIC_ILLEGAL
     properties_bytes = properties_to_bytes(properties)
@@ -289,14 +294,10 @@ def prepare(
         return PrepareProblem.PROPERTY_ILLEGAL
     if len(properties_bytes) > properties_bytes_max:
         return PrepareProblem.PROPERTIES_TOO_LARGE
-    born_ip = pack_ip(fields.born_host.ip)
-    store_ip = pack_ip(fields.store_host.ip)
-    if born_ip is None or store_ip is None:
+    hosts = _host_parts(fields.born_host.ip, fields.store_host.ip)
+    if hosts is None:
         return PrepareProblem.HOST_ILLEGAL
-    born_v6, store_v6 = len(born_ip) == 16, len(store_ip) == 16
-    sys_flag = int(fields.sys_flag) & ~_HOST_V6_BITS
-    sys_flag |= (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
-    fixed = _FIXED[(born_v6, store_v6)]
+    born_ip, store_ip, v6_bits, fixed = hosts
     v2 = len(topic_bytes) > _V1_TOPIC_BYTES_MAX
     total = (
         fixed.size
@@ -307,18 +308,32 @@ def prepare(
         + len(properties_bytes)
         + CRC_PROPERTY_BYTES
     )
-    return PreparedRecord(
-        total_size=total,
-        body=body,
-        body_crc=body_crc(body),
-        topic_bytes=topic_bytes,
-        properties_bytes=properties_bytes,
-        fixed=fixed,
-        magic=MAGIC_CODE_V2 if v2 else MAGIC_CODE_V1,
-        sys_flag=sys_flag,
-        born_ip=born_ip,
-        store_ip=store_ip,
+    return PreparedRecord(  # positional, in field order: this runs for every appended message
+        total,
+        body,
+        body_crc(body),
+        topic_bytes,
+        properties_bytes,
+        fixed,
+        MAGIC_CODE_V2 if v2 else MAGIC_CODE_V1,
+        (int(fields.sys_flag) & ~_HOST_V6_BITS) | v6_bits,
+        born_ip,
+        store_ip,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_parts(born_ip: str, store_ip: str) -> tuple[bytes, bytes, int, struct.Struct] | None:
+    """Packed born/store IPs, their SYSFLAG host bits and the fixed-part struct; once per pair.
+
+    Returns ``None`` if either is not a literal IP address.
+    """
+    born, store = pack_ip(born_ip), pack_ip(store_ip)
+    if born is None or store is None:
+        return None
+    born_v6, store_v6 = len(born) == 16, len(store) == 16
+    v6_bits = (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
+    return born, store, v6_bits, _FIXED[(born_v6, store_v6)]
 
 
 def encode_into(
@@ -345,47 +360,53 @@ def encode_into(
     Returns:
         the position just past the record.
     """
-    end = position + record.total_size
+    # One unpacking of each tuple instead of a NamedTuple attribute lookup per field: this
+    # runs for every appended message.
+    total, body, crc_of_body, topic_bytes, props_bytes, fixed, magic, sys_flag, born_ip, ip = record
+    queue_id, flag, _, born_ms, born_host, store_host, reconsume, prepared_offset = fields
+    end = position + total
     assert end <= len(buffer), "caller must check the record fits the buffer"
-    record.fixed.pack_into(
+    body_length = len(body)
+    fixed.pack_into(
         buffer,
         position,
-        record.total_size,
-        record.magic,
-        record.body_crc,
-        fields.queue_id,
-        fields.flag,
+        total,
+        magic,
+        crc_of_body,
+        queue_id,
+        flag,
         queue_offset,
         commit_log_offset,
-        record.sys_flag,
-        fields.born_timestamp_ms,
-        record.born_ip,
-        fields.born_host.port,
+        sys_flag,
+        born_ms,
+        born_ip,
+        born_host.port,
         store_timestamp_ms,
-        record.store_ip,
-        fields.store_host.port,
-        fields.reconsume_times,
-        fields.prepared_transaction_offset,
-        len(record.body),
+        ip,
+        store_host.port,
+        reconsume,
+        prepared_offset,
+        body_length,
     )
-    p = position + record.fixed.size
-    buffer[p : p + len(record.body)] = record.body
-    p += len(record.body)
-    topic_length = len(record.topic_bytes)
-    if record.magic == MAGIC_CODE_V2:
+    p = position + fixed.size
+    buffer[p : p + body_length] = body
+    p += body_length
+    topic_length = len(topic_bytes)
+    if magic == MAGIC_CODE_V2:
         _SHORT.pack_into(buffer, p, topic_length)
         p += 2
     else:
-        _BYTE.pack_into(buffer, p, topic_length)
+        buffer[p] = topic_length  # V1: one byte, at most 127
         p += 1
-    buffer[p : p + topic_length] = record.topic_bytes
+    buffer[p : p + topic_length] = topic_bytes
     p += topic_length
-    _SHORT.pack_into(buffer, p, len(record.properties_bytes) + CRC_PROPERTY_BYTES)
+    properties_length = len(props_bytes)
+    _SHORT.pack_into(buffer, p, properties_length + CRC_PROPERTY_BYTES)
     p += 2
-    buffer[p : p + len(record.properties_bytes)] = record.properties_bytes
-    p += len(record.properties_bytes)
+    buffer[p : p + properties_length] = props_bytes
+    p += properties_length
     crc = zlib.crc32(memoryview(buffer)[position:p]) & _CRC_MASK
-    buffer[p : p + CRC_PROPERTY_BYTES] = b"%b%010d%b" % (_CRC_PREFIX, crc, _CRC_SUFFIX)
+    buffer[p:end] = b"%b%010d%b" % (_CRC_PREFIX, crc, _CRC_SUFFIX)
     return end
 
 
@@ -536,16 +557,28 @@ def _assemble(
         queue_offset=ids.QueueOffset(h.queue_offset),
         commit_log_offset=ids.CommitLogOffset(h.commit_log_offset),
         store_size_bytes=h.total_size,
-        sys_flag=message_mod.SysFlag(h.sys_flag & 0xFFFFFFFF),
+        sys_flag=_sys_flag(h.sys_flag & 0xFFFFFFFF),
         born_timestamp_ms=ids.TimestampMs(h.born_timestamp_ms),
-        born_host=message_mod.HostAddress(_unpack_ip(h.born_ip), h.born_port),
+        born_host=_host_address(h.born_ip, h.born_port),
         store_timestamp_ms=ids.TimestampMs(h.store_timestamp_ms),
-        store_host=message_mod.HostAddress(_unpack_ip(h.store_ip), h.store_port),
+        store_host=_host_address(h.store_ip, h.store_port),
         reconsume_times=h.reconsume_times,
         prepared_transaction_offset=ids.CommitLogOffset(h.prepared_transaction_offset),
         body_crc=h.body_crc,
     )
     return DecodeResult(DecodeStatus.OK, size=h.total_size, message=stored)
+
+
+@functools.lru_cache(maxsize=256)
+def _sys_flag(value: int) -> message_mod.SysFlag:
+    # Building an IntFlag member costs more than the rest of a header; few values ever occur.
+    return message_mod.SysFlag(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_address(packed_ip: bytes, port: int) -> message_mod.HostAddress:
+    # A store sees few distinct born/store hosts; HostAddress is an immutable value.
+    return message_mod.HostAddress(_unpack_ip(packed_ip), port)
 
 
 def _unpack_ip(packed: bytes) -> str:
