@@ -154,6 +154,8 @@ class Options:
         recovery_body_bytes: body size of those messages, bytes.
         own_messages: messages per run of the rows of Ariane's own batching client.
         workers: front-end worker counts of the workers sweep.
+        ariane_workers: the Ariane broker's ``workers`` in every other row (``None``: the
+            broker's default, the CPU count).
         record: write the results files.
         results_dir: where they go.
         command: the command line, as recorded.
@@ -178,6 +180,7 @@ class Options:
     record: bool
     results_dir: pathlib.Path
     command: str
+    ariane_workers: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,11 +288,11 @@ def rocketmq_cluster(flush: str, tag: str) -> Iterator[Cluster]:
 
 
 def start(
-    system: str, base: pathlib.Path, flush: str, tag: str
+    system: str, base: pathlib.Path, flush: str, tag: str, ariane_workers: int | None = None
 ) -> contextlib.AbstractContextManager[Cluster]:
-    """The context manager that runs ``system``."""
+    """The context manager that runs ``system`` (Ariane with ``ariane_workers`` if given)."""
     if system == "ariane":
-        return ariane_cluster(base, flush, tag)
+        return ariane_cluster(base, flush, tag, workers=ariane_workers)
     return rocketmq_cluster(flush, tag)
 
 
@@ -918,7 +921,7 @@ def run_all(opts: Options, base: pathlib.Path, log: Any) -> list[Sample]:
             for system in SYSTEMS:
                 token = f"{flush[:1].lower()}{round_index}-{secrets.token_hex(3)}"
                 log(f"{flush} round {round_index + 1}/{opts.rounds}: {system} starting")
-                with start(system, base, flush, token) as cluster:
+                with start(system, base, flush, token, opts.ariane_workers) as cluster:
                     rows = workloads(cluster, flush, opts, disk, token)
                 for metric, value, details in rows:
                     samples.append(Sample(metric, flush, system, round_index, value, details))
@@ -1164,6 +1167,12 @@ def parse(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--recovery-body-kib", type=int, default=256)
     parser.add_argument("--own-messages", type=int, default=200_000)
     parser.add_argument("--workers", type=_int_list, default=(0, 1, 2))
+    parser.add_argument(
+        "--ariane-workers",
+        type=int,
+        default=None,
+        help="the Ariane broker's front-end workers in the side-by-side rows (default: its own)",
+    )
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--results-dir", type=pathlib.Path, default=report.RESULTS_DIR)
     args = parser.parse_args(argv)
@@ -1199,6 +1208,7 @@ def parse(argv: Sequence[str] | None) -> Options:
         recovery_body_bytes=args.recovery_body_kib * 1024,
         own_messages=args.own_messages,
         workers=args.workers,
+        ariane_workers=args.ariane_workers,
         record=not args.no_record,
         results_dir=args.results_dir,
         command=report.command_line("bench.compare"),
