@@ -54,7 +54,7 @@ protos: $(STAMP)
 	$(BIN)/python -m ariane.remoting.protogen
 
 # Ariane vs Apache RocketMQ 5.3.3 (bench/peers/rocketmq: Java 17 + Maven Central on first use),
-# official Python client, A/B/A/B; about 25-30 min (bench/README.md); results in bench/results/compare-<stamp>.*
+# official Python client, A/B/A/B; about 20 min when quiet (bench/README.md); results in bench/results/compare-<stamp>.*
 bench: $(STAMP)
 	$(BIN)/python -m bench.compare
 

@@ -68,12 +68,10 @@ medians. Results: ``bench/results/compare-<UTC stamp>.json``, ``.md`` (tables + 
 ``.png`` (ratios).
 
 Run time of ``make bench`` (defaults: 2 rounds, both flush modes, 100k drains, 1 GiB recovery,
-workers 0,1,2 when available), estimated on this 2-core VM from the component times: about
-25-30 min on a quiet machine, up to ~40 min when the quiet gate has to wait (the 9.5-min run of
-2026-11-22 with 20k drains, plus per A/B round: 100k drains +5.5 min, e2e +0.7, own client
-+0.3, recovery +1.3, workers sweep +1.5). ``--drain-messages 20000 --recovery-fill-mib 256
---rounds 1`` cuts it to about 8-10 min; ``--rows e2e --flush async --rounds 1`` (one row group)
-to about 2 min.
+workers 0,1,2 when available): 20 min measured on this 2-core VM when quiet (2026-11-22
+23:27-23:47), up to ~40 min when the quiet gate has to wait. ``--drain-messages 20000
+--recovery-fill-mib 256 --rounds 1`` cuts it to about 8-10 min; ``--rows e2e --flush async
+--rounds 1`` (one row group) to about 2 min.
 """
 
 from __future__ import annotations
