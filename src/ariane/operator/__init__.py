@@ -7,6 +7,15 @@ brokers and name servers, so it never imports ``ariane.broker``, ``ariane.namesr
 ``ariane.store``; it talks to them through ``ariane.client`` only.
 """
 
-from ariane.operator import kube, metadata, model, reconcile, resources, roller, status
+import importlib
+import types
 
 __all__ = ["kube", "metadata", "model", "reconcile", "resources", "roller", "status"]
+
+
+def __getattr__(name: str) -> types.ModuleType:
+    """The submodules, imported on first use (PEP 562): ``ariane operator``'s parser is built by
+    every ``ariane`` command, and the Kubernetes client should load only when needed."""
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

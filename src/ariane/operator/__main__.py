@@ -1,16 +1,14 @@
 """``ariane operator``: runs the kopf operator (``handlers``) until SIGTERM/SIGINT.
 
 One replica only (kopf has no leader election); ``--standalone`` skips kopf peering, as the
-chart does. The watched scope is ``--namespace`` (repeatable, kopf globs) or every namespace.
+chart does. kopf and the Kubernetes client are imported only when the operator runs. The
+watched scope is ``--namespace`` (repeatable, kopf globs) or every namespace.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-
-import kopf
-import prometheus_client
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -41,6 +39,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    # imported here, not at the top: every `ariane` command builds this sub-command's parser,
+    # and a broker or name server should not load kopf and the Kubernetes client (~50 MB)
+    import kopf
+    import prometheus_client
+
     from ariane.operator import handlers  # registers the handlers with kopf
 
     logging.getLogger(__name__).info("operator starting (resync every %.0f s)", handlers.RESYNC_S)
