@@ -164,7 +164,9 @@ def test_headers_peer_and_deadline_reach_the_owner() -> None:
     asyncio.run(main())
     assert recorder.seen["headers"]["x-mq-client-id"] == "relay-test@1"
     assert recorder.seen["peer"].startswith(("ipv4:127.0.0.1:", "ipv6:[::ffff:127.0.0.1]:"))
-    assert 0 < recorder.seen["remaining_s"] <= 7
+    # the client's 7 s deadline, less the time to get there; gRPC may round the grpc-timeout
+    # header up a little on the way, so allow 0.1 s above it
+    assert 5 < recorder.seen["remaining_s"] <= 7.1
     assert recorder.seen["topic"] == "orders"
 
 
