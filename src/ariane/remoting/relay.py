@@ -87,18 +87,67 @@ class _CorkedWriter:
             self._transport.write(b"".join(pending))
 
 
-class _Writable:
-    """Flow control: writers wait while the transport's buffer is above its high mark."""
+class _FramedConnection(asyncio.Protocol):
+    """What both ends of the relay share: frame decoding, corked writes, flow control.
+
+    ``data_received`` hands each whole frame to ``frame_received``; a malformed stream is
+    logged and the connection aborted (it cannot be resynchronised). Writers that may produce
+    a lot await ``wait_writable`` (the transport's buffer is below its high mark again).
+    """
 
     def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.event.set()
+        self._decoder = relay_codec.FrameDecoder()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._writer: _CorkedWriter | None = None
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._writer = _CorkedWriter(transport)
 
     def pause_writing(self) -> None:
-        self.event.clear()
+        self._writable.clear()
 
     def resume_writing(self) -> None:
-        self.event.set()
+        self._writable.set()
+
+    async def wait_writable(self) -> None:
+        """Return once the transport accepts writes without growing its buffer further."""
+        if not self._writable.is_set():
+            await self._writable.wait()
+
+    def other_end(self) -> str:
+        """How log lines name the process at the other end of the socket."""
+        raise NotImplementedError
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for frame in self._decoder.feed(data):
+                self.frame_received(frame)
+        except relay_codec.FrameError as exc:
+            _log.error("dropping the relay connection to %s: %s", self.other_end(), exc)
+            assert self._transport is not None
+            self._transport.abort()
+
+    def frame_received(self, frame: relay_codec.Frame) -> None:
+        """Handle one frame (raises ``FrameError`` for one this end never accepts)."""
+        raise NotImplementedError
+
+    def send(self, frame: bytes) -> None:
+        """Queue one encoded frame (dropped once the connection was closed here)."""
+        if self._writer is not None:
+            self._writer.write(frame)
+
+    def close(self) -> None:
+        """Close the connection; the other end sees it end."""
+        self._writer = None
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._writable.set()  # nobody may stay parked on a dead connection
 
 
 # -- owner side ---------------------------------------------------------------------------------
@@ -151,53 +200,27 @@ class _OwnerCall:
         self.task: asyncio.Task[None] | None = None
 
 
-class _OwnerConnection(asyncio.Protocol):
+class _OwnerConnection(_FramedConnection):
     """One worker's connection on the owner."""
 
     def __init__(self, server: RelayServer) -> None:
+        super().__init__()
         self._server = server
-        self._decoder = relay_codec.FrameDecoder()
         self._calls: dict[int, _OwnerCall] = {}
-        self._writable = _Writable()
-        self._writer: _CorkedWriter | None = None
-        self._transport: asyncio.Transport | None = None
         self.worker_pid = 0
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._writer = _CorkedWriter(transport)
-
-    def pause_writing(self) -> None:
-        self._writable.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._writable.resume_writing()
-
-    def close(self) -> None:
-        """Close the connection: the worker sees it end; calls in flight here are cancelled."""
-        if self._transport is not None:
-            self._transport.close()
+    def other_end(self) -> str:
+        return f"worker pid {self.worker_pid}"
 
     def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
         for call in list(self._calls.values()):
             if call.task is not None:
                 call.task.cancel()
         self._calls.clear()
-        self._writable.resume_writing()
         self._server.connection_closed(self)
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            frames = self._decoder.feed(data)
-            for frame in frames:
-                self._frame(frame)
-        except relay_codec.FrameError as exc:
-            _log.error("dropping the relay connection of worker %d: %s", self.worker_pid, exc)
-            assert self._transport is not None
-            self._transport.abort()
-
-    def _frame(self, frame: relay_codec.Frame) -> None:
+    def frame_received(self, frame: relay_codec.Frame) -> None:
         kind = frame.kind
         if kind is relay_codec.FrameKind.OPEN:
             self._open(frame.call_id, relay_codec.decode_open(frame.payload))
@@ -216,8 +239,7 @@ class _OwnerConnection(asyncio.Protocol):
             raise relay_codec.FrameError(f"a worker sent a {kind.name} frame")
 
     def _end(self, call_id: int, code: grpc.StatusCode, details: str) -> None:
-        assert self._writer is not None
-        self._writer.write(relay_codec.encode_end(call_id, code.value[0], details))
+        self.send(relay_codec.encode_end(call_id, code.value[0], details))
 
     def _open(self, call_id: int, opened: relay_codec.OpenCall) -> None:
         method = self._server.method(opened.path)
@@ -267,8 +289,6 @@ class _OwnerConnection(asyncio.Protocol):
     async def _run(
         self, call_id: int, call: _OwnerCall, method: rpc.GuardedMethod, context: RelayContext
     ) -> None:
-        assert self._writer is not None
-        writer = self._writer
         try:
             if call.requests is not None:
                 request: Any = self._requests(call, method)
@@ -277,11 +297,11 @@ class _OwnerConnection(asyncio.Protocol):
                 request = method.deserialize(context.call.message)
             if method.server_streaming:
                 async for response in method.call(request, context):
-                    await self._writable.event.wait()
-                    writer.write(relay_codec.encode_message(call_id, method.serialize(response)))
+                    await self.wait_writable()
+                    self.send(relay_codec.encode_message(call_id, method.serialize(response)))
             else:
                 response = await method.call(request, context)
-                writer.write(relay_codec.encode_message(call_id, method.serialize(response)))
+                self.send(relay_codec.encode_message(call_id, method.serialize(response)))
             self._end(call_id, grpc.StatusCode.OK, "")
         except RelayAbort as abort:
             self._end(call_id, abort.code, abort.details)
@@ -373,38 +393,18 @@ class _WorkerCall:
         self.frames: asyncio.Queue[relay_codec.Frame] = asyncio.Queue(CALL_FRAMES_MAX)
 
 
-class _WorkerConnection(asyncio.Protocol):
+class _WorkerConnection(_FramedConnection):
     """A worker's connection to the owner."""
 
     def __init__(self, lost: asyncio.Event) -> None:
-        self._decoder = relay_codec.FrameDecoder()
+        super().__init__()
         self.calls: dict[int, _WorkerCall] = {}
-        self.writable = _Writable()
-        self.writer: _CorkedWriter | None = None
-        self.transport: asyncio.Transport | None = None
         self._lost = lost
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.writer = _CorkedWriter(transport)
+    def other_end(self) -> str:
+        return "the store owner"
 
-    def pause_writing(self) -> None:
-        self.writable.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.writable.resume_writing()
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            for frame in self._decoder.feed(data):
-                self._deliver(frame)
-        except relay_codec.FrameError as exc:
-            _log.error("dropping the relay connection to the store owner: %s", exc)
-            assert self.transport is not None
-            self.transport.abort()
-
-    def _deliver(self, frame: relay_codec.Frame) -> None:
+    def frame_received(self, frame: relay_codec.Frame) -> None:
         if frame.kind not in (relay_codec.FrameKind.MESSAGE, relay_codec.FrameKind.END):
             raise relay_codec.FrameError(f"the owner sent a {frame.kind.name} frame")
         call = self.calls.get(frame.call_id)
@@ -420,18 +420,14 @@ class _WorkerConnection(asyncio.Protocol):
             call.frames.put_nowait(_end_frame(frame.call_id, grpc.StatusCode.RESOURCE_EXHAUSTED))
             self.send(relay_codec.encode_cancel(frame.call_id))
 
-    def send(self, frame: bytes) -> None:
-        if self.writer is not None:
-            self.writer.write(frame)
-
     def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
         for call_id, call in list(self.calls.items()):
             with contextlib.suppress(asyncio.QueueEmpty):
                 if call.frames.full():
                     call.frames.get_nowait()
             call.frames.put_nowait(_end_frame(call_id, grpc.StatusCode.UNAVAILABLE, OWNER_GONE))
         self.calls.clear()
-        self.writable.resume_writing()
         self._lost.set()
 
 
@@ -467,9 +463,7 @@ class RelayForwarder:
 
     def close(self) -> None:
         """Close the connection (calls still open are answered UNAVAILABLE)."""
-        self._connection.writer = None
-        if self._connection.transport is not None:
-            self._connection.transport.close()
+        self._connection.close()
 
     def handlers(
         self, services: Sequence[descriptor.ServiceDescriptor]
@@ -516,8 +510,7 @@ class RelayForwarder:
         connection = self._connection
         if self.lost.is_set():
             await context.abort(grpc.StatusCode.UNAVAILABLE, OWNER_GONE)
-        if not connection.writable.event.is_set():
-            await connection.writable.event.wait()
+        await connection.wait_writable()
         call_id = next(self._ids)
         call = _WorkerCall()
         connection.calls[call_id] = call
@@ -573,8 +566,7 @@ class RelayForwarder:
         async for request in requests:
             if call_id not in connection.calls:
                 return
-            if not connection.writable.event.is_set():
-                await connection.writable.event.wait()
+            await connection.wait_writable()
             connection.send(relay_codec.encode_message(call_id, bytes(request)))
         if call_id in connection.calls:
             connection.send(relay_codec.encode_half_close(call_id))
