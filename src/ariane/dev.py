@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import grpc
 
@@ -82,14 +82,34 @@ def wait_until_listening(
     Raises:
         RuntimeError: if ``process`` exits first or ``timeout_s`` passes.
     """
+
+    def accepts() -> bool:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return True
+        return False
+
+    _wait_for(accepts, process, timeout_s, f"{host}:{port} did not accept connections")
+
+
+def _wait_for(
+    ready: Callable[[], bool],
+    process: subprocess.Popen[bytes],
+    timeout_s: float,
+    failure: str,
+) -> None:
+    """Poll ``ready`` every 50 ms until it is true.
+
+    Raises:
+        RuntimeError: if ``process`` exits first, or with ``failure`` after ``timeout_s``.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{process.args!r} exited with {process.returncode} while starting")
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        if ready():
             return
         time.sleep(0.05)
-    raise RuntimeError(f"{host}:{port} did not accept connections within {timeout_s} s")
+    raise RuntimeError(f"{failure} within {timeout_s} s")
 
 
 async def _registered(namesrv: str, broker_name: str) -> bool:
@@ -109,15 +129,15 @@ def wait_until_registered(
     Raises:
         RuntimeError: if ``process`` exits first or ``timeout_s`` passes.
     """
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with {process.returncode} while starting")
+
+    def registered() -> bool:
         with contextlib.suppress(grpc.RpcError):
-            if asyncio.run(_registered(namesrv, broker_name)):
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"broker {broker_name} did not register with {namesrv} in {timeout_s} s")
+            return asyncio.run(_registered(namesrv, broker_name))
+        return False
+
+    _wait_for(
+        registered, process, timeout_s, f"broker {broker_name} did not register with {namesrv}"
+    )
 
 
 def stop_process(process: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S) -> int:
