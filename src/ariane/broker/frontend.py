@@ -82,6 +82,11 @@ class InProcessFrontEnd:
         self._settings = settings
         self._server = grpc_server.build(settings.server, handlers)
 
+    @property
+    def workers(self) -> int:
+        """Front-end worker processes: none."""
+        return 0
+
     async def start(self) -> int:
         """Bind and start; returns the bound port.
 
@@ -139,6 +144,11 @@ class WorkerFrontEnd:
         """The relay's Unix socket (in a private temporary directory)."""
         assert self._socket_dir is not None, "not started"
         return str(self._socket_dir / "relay.sock")
+
+    @property
+    def workers(self) -> int:
+        """Front-end worker processes run."""
+        return len(self._workers)
 
     def worker_pids(self) -> list[int]:
         """PIDs of the worker processes currently running."""
@@ -253,7 +263,7 @@ class WorkerFrontEnd:
 
 
 FrontEnd = InProcessFrontEnd | WorkerFrontEnd
-"""Either way of serving gRPC; both have ``start``/``run``/``stop``."""
+"""Either way of serving gRPC; both have ``workers`` and ``start``/``run``/``stop``."""
 
 
 def build(

@@ -98,7 +98,7 @@ class BrokerServer:
                 self.settings.broker_id,
                 self.settings.listen,
                 runtime.client_endpoint,
-                self.settings.effective_workers(),
+                front.workers,
             )
             self.started.set()
             await self._run_services(stop, runtime, registrar, client_registry, consumer, front)
