@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
@@ -25,3 +27,13 @@ def test_all_is_sorted_and_resolvable(name: str) -> None:
     assert list(exported) == sorted(exported)
     for attr in exported:
         assert hasattr(module, attr), f"{name}.__all__ names missing {attr!r}"
+
+
+def test_the_command_line_does_not_load_the_operators_libraries() -> None:
+    """``ariane broker``/``namesrv`` (and so every broker process) start without kopf or the
+    Kubernetes client: those load only when ``ariane operator`` runs."""
+    probe = "import sys, ariane.cli; print(sorted({'kopf', 'kubernetes'} & set(sys.modules)))"
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert found.stdout.strip() == "[]"
