@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ariane.broker import filter as flt
+from ariane.broker import filters as flt
 from ariane.broker import settings as broker_settings
 from ariane.common import errors, hashing
 

@@ -3,14 +3,14 @@
 Pure, I/O-free core (this package so far): ``topic_config`` (topic table), ``subscriptions``
 (consumer-group configs and retry policies), ``offsets`` (committed consumer offsets),
 ``receipt`` (receipt-handle codec), ``pop`` (invisible-time bookkeeping), ``fifo`` (FIFO
-delivery order), ``filter`` (tag and SQL92 filters), ``long_polling`` (parking of receive
+delivery order), ``filters`` (tag and SQL92 filters), ``long_polling`` (parking of receive
 requests), ``persistence`` (atomic JSON metadata files) and ``settings``. Import the modules,
 not their names.
 """
 
 from ariane.broker import (
     fifo,
-    filter,
+    filters,
     long_polling,
     offsets,
     persistence,
@@ -23,7 +23,7 @@ from ariane.broker import (
 
 __all__ = [
     "fifo",
-    "filter",
+    "filters",
     "long_polling",
     "offsets",
     "persistence",

@@ -24,8 +24,7 @@ import dataclasses
 import logging
 import time as time_mod
 
-from ariane.broker import filter as filters
-from ariane.broker import pop, receipt, subscriptions, topic_config
+from ariane.broker import filters, pop, receipt, subscriptions, topic_config
 from ariane.broker import runtime as runtime_mod
 from ariane.common import errors, ids, limits, message, topics
 from ariane.remoting import messages

@@ -18,8 +18,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from ariane.broker import clients, consume, routes, send, subscriptions
-from ariane.broker import filter as filters
+from ariane.broker import clients, consume, filters, routes, send, subscriptions
 from ariane.broker import runtime as runtime_mod
 from ariane.common import errors, ids, limits, topics
 from ariane.remoting import codes, convert, messages, metadata, pb, rpc
