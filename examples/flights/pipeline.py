@@ -87,7 +87,11 @@ def _pump(
 def produce_all(
     namesrv: str, flights: list[dataset.Flight], shards: int, limit: int
 ) -> tuple[set[int], Phase]:
-    """Send every flight from ``shards`` producer processes; returns the acked ids."""
+    """Send the first ``limit`` flights (all when 0) from ``shards`` producer processes.
+
+    Each worker loads the data set itself and sends its shard of those flights; returns the
+    acked flight ids and the phase's figures.
+    """
     acked: set[int] = set()
     lock = threading.Lock()
 
@@ -109,6 +113,8 @@ def produce_all(
                 str(i),
                 "--shards",
                 str(shards),
+                "--limit",
+                str(limit),
             ]
             for i in range(shards)
         ],
