@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import logging
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import admin_testing
+import live_testing
 import store_testing
+from ariane import client, dev
 from ariane.broker import runtime, server
-from ariane.common import clock, ids
+from ariane.common import clock, errors, ids, message
 from ariane.store import commit_log, retention
 from ariane.store import settings as store_settings
 
@@ -468,3 +477,113 @@ def test_no_room_for_a_segment_answers_the_disk_full_code_without_tracebacks(
     assert not any(r.exc_info for r in caplog.records)
     mem.layer.create_hook = None
     assert mem.store.put_message(store_testing.request()).status.is_stored
+
+
+VOLUME_BYTES = 64 * MIB
+BROKER_TOML = """\
+workers = 0
+[store]
+consume_queue_file_entries = 1000
+[index]
+hash_slot_count = 1000
+index_count_max = 4000
+[retention]
+clean_resource_interval_ms = 200
+"""
+"""A broker on a small volume: the CommitLog segment size is left at its 1 GiB default."""
+
+
+@contextlib.contextmanager
+def _tmpfs(where: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A real 64 MiB file system (tmpfs; the tests run as root), unmounted afterwards."""
+    where.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={VOLUME_BYTES}", "tmpfs", str(where)], check=True
+    )
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+@contextlib.contextmanager
+def _child(args: list[str], log: pathlib.Path, port: int) -> Iterator[None]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=30)
+        yield
+    finally:
+        assert dev.stop_process(proc) == 0
+
+
+def _segment_count(store: pathlib.Path) -> int:
+    return sum(1 for p in (store / "commitlog").iterdir() if p.name.isdigit())
+
+
+def _ballast(volume: pathlib.Path, ratio: float) -> pathlib.Path:
+    """Fill ``volume`` up to ``ratio`` used with a file; returns it."""
+    usage = shutil.disk_usage(volume)
+    path = volume / "ballast"
+    with path.open("wb") as out:
+        out.write(bytes(max(0, int((usage.used + usage.free) * ratio) - usage.used)))
+    return path
+
+
+@pytest.mark.slow
+def test_broker_on_a_small_volume_stores_and_never_drops_unconsumed_messages(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A real broker on a 64 MiB volume with default settings stores messages; when the disk
+    fills it answers the disk-full code and deletes no segment a group still needs; once space
+    frees writes resume and the group receives every message."""
+    with _tmpfs(tmp_path / "volume") as volume, contextlib.ExitStack() as stack:
+        (tmp_path / "broker.toml").write_text(BROKER_TOML)
+        namesrv_port, broker_port = dev.free_port(), dev.free_port()
+        namesrv = f"127.0.0.1:{namesrv_port}"
+        stack.enter_context(
+            _child(["namesrv", "--listen", namesrv], tmp_path / "namesrv.log", namesrv_port)
+        )
+        broker_args = ["broker", "--config", str(tmp_path / "broker.toml"), "--listen"]
+        broker_args += [f"127.0.0.1:{broker_port}", "--namesrv", namesrv]
+        broker_args += ["--store-dir", str(volume / "store")]
+        stack.enter_context(_child(broker_args, tmp_path / "broker.log", broker_port))
+        asyncio.run(_fill_and_drain(namesrv, volume))
+    log = (tmp_path / "broker.log").read_text()
+    assert "Traceback" not in log and "CommitLog segments of 6291456 bytes" in log
+
+
+async def _fill_and_drain(namesrv: str, volume: pathlib.Path) -> None:
+    bodies = [os.urandom(64 * 1024) for _ in range(200)]
+    async with client.AdminClient(namesrv) as admin, client.Producer(namesrv) as producer:
+        await live_testing.make_topic(admin, "small", message.MessageType.NORMAL)
+        await admin.reset_offset("G", "small", client.ResetTarget.EARLIEST)
+        sent = [await producer.send("small", body) for body in bodies]
+        segments = _segment_count(volume / "store")
+        assert segments >= 3
+        ballast = _ballast(volume, 0.95)
+
+        async def refused() -> bool:
+            try:
+                await producer.send("small", b"more")
+            except errors.ArianeError as exc:
+                assert exc.code is errors.Code.INTERNAL_SERVER_ERROR, exc
+                return True
+            return False
+
+        await live_testing.eventually(refused)
+        assert _segment_count(volume / "store") == segments
+        ballast.unlink()
+
+        async def accepted() -> bool:
+            try:
+                await producer.send("small", b"again")
+            except errors.ArianeError:
+                return False
+            return True
+
+        await live_testing.eventually(accepted)
+    async with client.SimpleConsumer(namesrv, "G", "small") as consumer:
+        got = await live_testing.drain(consumer, len(sent))
+    received = {m.message_id for m in got}
+    assert {r.message_id for r in sent} <= received
