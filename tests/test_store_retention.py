@@ -314,60 +314,27 @@ MIB = 1024 * 1024
 G, T, Q = ids.GroupName, ids.TopicName, ids.QueueId
 
 
+def _fit(volume_mib: int, existing_mib: int | None = None) -> int:
+    """The segment size, in MiB, for a 1 GiB setting and a 5 MiB largest record."""
+    size = retention.segment_size_for_volume(
+        configured_bytes=1024 * MIB,
+        smallest_bytes=5 * MIB,
+        volume_bytes=volume_mib * MIB,
+        existing_bytes=None if existing_mib is None else existing_mib * MIB,
+    )
+    return size // MIB
+
+
 def test_segments_are_sized_to_the_volume() -> None:
     """The configured size is kept where it fits in 10 % of the volume, shrunk (1 MiB aligned,
     never below the largest record) where it does not, and existing segments keep their size."""
-    fit = retention.segment_size_for_volume
-    assert (
-        fit(
-            configured_bytes=1024 * MIB,
-            smallest_bytes=5 * MIB,
-            volume_bytes=20_000 * MIB,
-            existing_bytes=None,
-        )
-        == 1024 * MIB
-    )
-    assert (
-        fit(
-            configured_bytes=1024 * MIB,
-            smallest_bytes=5 * MIB,
-            volume_bytes=1000 * MIB,
-            existing_bytes=None,
-        )
-        == 100 * MIB
-    )
-    assert (
-        fit(
-            configured_bytes=1024 * MIB,
-            smallest_bytes=5 * MIB,
-            volume_bytes=64 * MIB,
-            existing_bytes=None,
-        )
-        == 6 * MIB
-    )
-    assert (
-        fit(
-            configured_bytes=1024 * MIB,
-            smallest_bytes=5 * MIB,
-            volume_bytes=30 * MIB,
-            existing_bytes=None,
-        )
-        == 5 * MIB
-    )
-    grown = fit(
-        configured_bytes=1024 * MIB,
-        smallest_bytes=5 * MIB,
-        volume_bytes=99_000 * MIB,
-        existing_bytes=6 * MIB,
-    )
-    assert grown == 6 * MIB
+    assert _fit(20_000) == 1024
+    assert _fit(1000) == 100
+    assert _fit(64) == 6
+    assert _fit(30) == 5
+    assert _fit(99_000, existing_mib=6) == 6
     with pytest.raises(retention.VolumeTooSmallError, match="message_size_bytes_max"):
-        fit(
-            configured_bytes=1024 * MIB,
-            smallest_bytes=5 * MIB,
-            volume_bytes=19 * MIB,
-            existing_bytes=None,
-        )
+        _fit(19)
 
 
 def test_store_settings_follow_the_volume_and_its_segments(tmp_path: pathlib.Path) -> None:
