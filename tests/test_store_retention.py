@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
+import logging
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ariane.common import ids
-from ariane.store import retention
+import admin_testing
+import live_testing
+import store_testing
+from ariane import client, dev
+from ariane.broker import runtime, server
+from ariane.common import clock, errors, ids, message
+from ariane.store import commit_log, retention
+from ariane.store import settings as store_settings
 
 NOW_MS = 1_700_000_000_000
 DAY_MS = 24 * retention.HOUR_MS
@@ -228,3 +243,314 @@ def test_plan_never_deletes_the_newest_nor_skips_an_older_segment(
     if not result.forced:
         assert all(NOW_MS - s.last_modified_ms >= config.file_reserved_ms for s in result.delete)
     assert result.reject_writes == (ratio >= config.disk_space_warning_level_ratio)
+
+
+def test_forced_cleaning_keeps_segments_a_subscribed_group_has_not_consumed() -> None:
+    """Above the warning level, forced deletion stops before the segment holding the lowest
+    unconsumed message and writes are refused instead; with force_delete_unconsumed it goes on."""
+    segments = _segments(1, 0.5, 0.1, 0)
+    kept = _plan_unconsumed(segments, unconsumed_from=150, config=DEFAULTS)
+    assert _deleted(kept) == [0]
+    assert kept.stop_reason is retention.StopReason.UNCONSUMED
+    assert kept.forced and kept.reject_writes
+    assert kept.deletes_unconsumed == ()
+    forcing = retention.RetentionSettings(force_delete_unconsumed=True)
+    forced = _plan_unconsumed(segments, unconsumed_from=150, config=forcing)
+    assert _deleted(forced) == [0, 100, 200]
+    assert [s.start_offset for s in forced.deletes_unconsumed] == [100, 200]
+    everything_consumed = _plan_unconsumed(segments, unconsumed_from=None, config=DEFAULTS)
+    assert _deleted(everything_consumed) == [0, 100, 200]
+
+
+def test_expired_segments_go_by_age_even_if_unconsumed() -> None:
+    """Deletion by age ignores consumers, as RocketMQ's file_reserved_hours does."""
+    result = _plan(_segments(5, 4, 0), hour=DELETE_HOUR, ratio=0.5)
+    with_group = retention.plan(
+        NOW_MS,
+        DELETE_HOUR,
+        _segments(5, 4, 0),
+        0.5,
+        DEFAULTS,
+        unconsumed_from=ids.CommitLogOffset(0),
+    )
+    assert _deleted(with_group) == _deleted(result) == [0, 100]
+    assert len(with_group.deletes_unconsumed) == 2
+
+
+def _plan_unconsumed(
+    segments: list[retention.SegmentInfo],
+    *,
+    unconsumed_from: int | None,
+    config: retention.RetentionSettings,
+) -> retention.RetentionPlan:
+    offset = None if unconsumed_from is None else ids.CommitLogOffset(unconsumed_from)
+    return retention.plan(NOW_MS, OTHER_HOUR, segments, 0.92, config, unconsumed_from=offset)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ages=SEGMENT_AGES,
+    ratio=st.floats(min_value=0.0, max_value=1.0),
+    unconsumed_from=st.none() | st.integers(0, 1600),
+    force=st.booleans(),
+)
+def test_forced_deletion_never_takes_unconsumed_data_unless_told(
+    ages: list[float], ratio: float, unconsumed_from: int | None, force: bool
+) -> None:
+    """Every deleted segment holding unconsumed data has expired, unless the flag is set."""
+    config = retention.RetentionSettings(force_delete_unconsumed=force)
+    offset = None if unconsumed_from is None else ids.CommitLogOffset(unconsumed_from)
+    result = retention.plan(
+        NOW_MS, OTHER_HOUR, _segments(*ages), ratio, config, unconsumed_from=offset
+    )
+    if not force:
+        assert all(
+            NOW_MS - s.last_modified_ms >= config.file_reserved_ms
+            for s in result.deletes_unconsumed
+        )
+
+
+MIB = 1024 * 1024
+G, T, Q = ids.GroupName, ids.TopicName, ids.QueueId
+
+
+def _fit(volume_mib: int, existing_mib: int | None = None) -> int:
+    """The segment size, in MiB, for a 1 GiB setting and a 5 MiB largest record."""
+    size = retention.segment_size_for_volume(
+        configured_bytes=1024 * MIB,
+        smallest_bytes=5 * MIB,
+        volume_bytes=volume_mib * MIB,
+        existing_bytes=None if existing_mib is None else existing_mib * MIB,
+    )
+    return size // MIB
+
+
+def test_segments_are_sized_to_the_volume() -> None:
+    """The configured size is kept where it fits in 10 % of the volume, shrunk (1 MiB aligned,
+    never below the largest record) where it does not, and existing segments keep their size."""
+    assert _fit(20_000) == 1024
+    assert _fit(1000) == 100
+    assert _fit(64) == 6
+    assert _fit(30) == 5
+    assert _fit(99_000, existing_mib=6) == 6
+    with pytest.raises(retention.VolumeTooSmallError, match="message_size_bytes_max"):
+        _fit(19)
+
+
+def test_store_settings_follow_the_volume_and_its_segments(tmp_path: pathlib.Path) -> None:
+    """The store settings get the fitted size; a segment already on disk fixes it."""
+    config = store_settings.StoreSettings()
+    small = retention.store_settings_for_volume(
+        tmp_path, config, usage=lambda _p: (0, 0, 1000 * MIB)
+    )
+    assert small.commit_log_file_size_bytes == 100 * MIB
+    big = retention.store_settings_for_volume(
+        tmp_path, config, usage=lambda _p: (0, 0, 20_000 * MIB)
+    )
+    assert big is config
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / ("0" * 20)).write_bytes(bytes(64 * 1024))
+    kept = retention.store_settings_for_volume(
+        tmp_path, config, usage=lambda _p: (0, 0, 20_000 * MIB)
+    )
+    assert kept.commit_log_file_size_bytes == 64 * 1024
+
+
+def _runtime_with_messages(tmp_path: pathlib.Path, count: int) -> runtime.BrokerRuntime:
+    """A broker runtime (64 KiB segments) holding ``count`` 8 KB messages in queue T-0."""
+    broker = runtime.BrokerRuntime(admin_testing.tiny_settings(tmp_path), time=clock.SystemClock())
+    requests = [
+        admin_testing.append_request("T", body=bytes([n % 251]) * 8000) for n in range(count)
+    ]
+    assert all(r.status.is_stored for r in broker.store.put_messages_sync(requests))
+    return broker
+
+
+FULL_DISK = (100, 95, 5)
+
+
+def test_broker_keeps_unconsumed_segments_on_a_full_disk(tmp_path: pathlib.Path) -> None:
+    """A full disk rejects writes but deletes nothing a group still needs; with the flag it
+    deletes, and the store's stats count the segments, bytes and unconsumed messages lost."""
+    broker = _runtime_with_messages(tmp_path, 40)
+    try:
+        broker.offsets.commit(G("G"), T("T"), Q(0), ids.QueueOffset(2))
+        before = len(broker.store.commit_log_segments())
+        plan = server.run_retention_once(
+            broker, DEFAULTS, clock=clock.SystemClock(), disk_usage=lambda _p: FULL_DISK
+        )
+        assert plan.stop_reason is retention.StopReason.UNCONSUMED and plan.delete == ()
+        assert len(broker.store.commit_log_segments()) == before > 2
+        assert broker.store.disk_full
+        read = broker.store.get_messages("T", 0, 2, max_count=100, max_bytes=1 << 30)
+        assert len(read.messages) == 38
+        forcing = retention.RetentionSettings(force_delete_unconsumed=True)
+        server.run_retention_once(
+            broker, forcing, clock=clock.SystemClock(), disk_usage=lambda _p: FULL_DISK
+        )
+        stats = broker.store.stats()
+        assert stats.commit_log_segment_count == 1
+        assert stats.forced_deleted_segment_count == before - 1
+        assert stats.forced_deleted_bytes == (before - 1) * 64 * 1024
+        lost = broker.store.min_queue_offset("T", 0) - 2
+        assert stats.unconsumed_deleted_message_count == lost > 20
+    finally:
+        broker.close()
+
+
+def test_broker_deletes_topics_nobody_consumes_and_accepts_writes_once_space_frees(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Without a consuming group the full disk is cleaned as RocketMQ does (nothing counted as
+    unconsumed), and writes resume as soon as usage drops below the warning level."""
+    broker = _runtime_with_messages(tmp_path, 40)
+    try:
+        server.run_retention_once(
+            broker, DEFAULTS, clock=clock.SystemClock(), disk_usage=lambda _p: FULL_DISK
+        )
+        stats = broker.store.stats()
+        assert stats.commit_log_segment_count == 1 and stats.disk_full
+        assert stats.unconsumed_deleted_message_count == 0
+        server.run_retention_once(
+            broker, DEFAULTS, clock=clock.SystemClock(), disk_usage=lambda _p: (100, 50, 50)
+        )
+        assert not broker.store.disk_full
+        put = broker.store.put_message(admin_testing.append_request("T"))
+        assert put.status is commit_log.PutMessageStatus.PUT_OK
+    finally:
+        broker.close()
+
+
+def test_no_room_for_a_segment_answers_the_disk_full_code_without_tracebacks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ENOSPC while creating a segment fails each request once with SERVICE_NOT_AVAILABLE and
+    logs one warning without a traceback, however many requests fail."""
+    mem = store_testing.MemoryStore.open(store_testing.tiny_settings())
+
+    def no_space(path: pathlib.Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    mem.layer.create_hook = no_space
+    with caplog.at_level(logging.WARNING):
+        for _ in range(20):
+            results = mem.store.put_messages_sync(
+                [store_testing.request(), store_testing.request()]
+            )
+            statuses = {r.status for r in results}
+            assert statuses == {commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE}
+    warnings = [r for r in caplog.records if "cannot allocate segment" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].exc_info is None
+    assert not any(r.exc_info for r in caplog.records)
+    mem.layer.create_hook = None
+    assert mem.store.put_message(store_testing.request()).status.is_stored
+
+
+VOLUME_BYTES = 64 * MIB
+BROKER_TOML = """\
+workers = 0
+[store]
+consume_queue_file_entries = 1000
+[index]
+hash_slot_count = 1000
+index_count_max = 4000
+[retention]
+clean_resource_interval_ms = 200
+"""
+"""A broker on a small volume: the CommitLog segment size is left at its 1 GiB default."""
+
+
+@contextlib.contextmanager
+def _tmpfs(where: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A real 64 MiB file system (tmpfs; the tests run as root), unmounted afterwards."""
+    where.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={VOLUME_BYTES}", "tmpfs", str(where)], check=True
+    )
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+@contextlib.contextmanager
+def _child(args: list[str], log: pathlib.Path, port: int) -> Iterator[None]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=30)
+        yield
+    finally:
+        assert dev.stop_process(proc) == 0
+
+
+def _segment_count(store: pathlib.Path) -> int:
+    return sum(1 for p in (store / "commitlog").iterdir() if p.name.isdigit())
+
+
+def _ballast(volume: pathlib.Path, ratio: float) -> pathlib.Path:
+    """Fill ``volume`` up to ``ratio`` used with a file; returns it."""
+    usage = shutil.disk_usage(volume)
+    path = volume / "ballast"
+    with path.open("wb") as out:
+        out.write(bytes(max(0, int((usage.used + usage.free) * ratio) - usage.used)))
+    return path
+
+
+@pytest.mark.slow
+def test_broker_on_a_small_volume_stores_and_never_drops_unconsumed_messages(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A real broker on a 64 MiB volume with default settings stores messages; when the disk
+    fills it answers the disk-full code and deletes no segment a group still needs; once space
+    frees writes resume and the group receives every message."""
+    with _tmpfs(tmp_path / "volume") as volume, contextlib.ExitStack() as stack:
+        (tmp_path / "broker.toml").write_text(BROKER_TOML)
+        namesrv_port, broker_port = dev.free_port(), dev.free_port()
+        namesrv = f"127.0.0.1:{namesrv_port}"
+        stack.enter_context(
+            _child(["namesrv", "--listen", namesrv], tmp_path / "namesrv.log", namesrv_port)
+        )
+        broker_args = ["broker", "--config", str(tmp_path / "broker.toml"), "--listen"]
+        broker_args += [f"127.0.0.1:{broker_port}", "--namesrv", namesrv]
+        broker_args += ["--store-dir", str(volume / "store")]
+        stack.enter_context(_child(broker_args, tmp_path / "broker.log", broker_port))
+        asyncio.run(_fill_and_drain(namesrv, volume))
+    log = (tmp_path / "broker.log").read_text()
+    assert "Traceback" not in log and "CommitLog segments of 6291456 bytes" in log
+
+
+async def _fill_and_drain(namesrv: str, volume: pathlib.Path) -> None:
+    bodies = [os.urandom(64 * 1024) for _ in range(200)]
+    async with client.AdminClient(namesrv) as admin, client.Producer(namesrv) as producer:
+        await live_testing.make_topic(admin, "small", message.MessageType.NORMAL)
+        await admin.reset_offset("G", "small", client.ResetTarget.EARLIEST)
+        sent = [await producer.send("small", body) for body in bodies]
+        segments = _segment_count(volume / "store")
+        assert segments >= 3
+        ballast = _ballast(volume, 0.95)
+
+        async def refused() -> bool:
+            try:
+                await producer.send("small", b"more")
+            except errors.ArianeError as exc:
+                assert exc.code is errors.Code.INTERNAL_SERVER_ERROR, exc
+                return True
+            return False
+
+        await live_testing.eventually(refused)
+        assert _segment_count(volume / "store") == segments
+        ballast.unlink()
+
+        async def accepted() -> bool:
+            try:
+                await producer.send("small", b"again")
+            except errors.ArianeError:
+                return False
+            return True
+
+        await live_testing.eventually(accepted)
+    async with client.SimpleConsumer(namesrv, "G", "small") as consumer:
+        got = await live_testing.drain(consumer, len(sent))
+    received = {m.message_id for m in got}
+    assert {r.message_id for r in sent} <= received

@@ -26,7 +26,7 @@ from ariane.broker import (
     topic_config,
 )
 from ariane.common import clock, errors, ids, route
-from ariane.store import index_file, message_store
+from ariane.store import index_file, message_store, retention
 
 _log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ class BrokerRuntime:
         time: the clock (store timestamps, invisible-time deadlines).
 
     Raises:
-        OSError: if the store cannot be opened.
+        OSError: if the store cannot be opened (``retention.VolumeTooSmallError`` when its
+            volume cannot hold CommitLog segments; segments are sized to the volume).
         CorruptMetadataError: if a config file exists but does not parse.
     """
 
@@ -63,7 +64,10 @@ class BrokerRuntime:
             root / index_file.INDEX_DIR_NAME, settings.index, clock=time
         )
         self.store = message_store.MessageStore.open(
-            root, settings.store, clock=time, key_index=self.index
+            root,
+            retention.store_settings_for_volume(root, settings.store),
+            clock=time,
+            key_index=self.index,
         )
         core = settings.core
         self.topics = topic_config.TopicConfigManager(
@@ -159,6 +163,29 @@ class BrokerRuntime:
             return ids.QueueOffset(max(stored, low))
         first = self.settings.receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
         return low if first else self.store.max_queue_offset(topic, queue_id)
+
+    def unconsumed_positions(self) -> dict[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset]:
+        """Per queue of a topic some group consumes: the lowest offset not every one of those
+        groups has consumed (what retention must not delete under disk pressure).
+
+        A group consumes a topic when it has a committed offset on one of its queues (it has
+        received and acked there; the table is persisted, so the rule survives restarts and a
+        consumer that is briefly away). On a queue where such a group never committed, it
+        counts from where it would start (``start_offset``: the min offset under the default
+        FIRST_OFFSET). Topics no group consumes are absent: nobody waits for their messages,
+        so they are deleted by age or under disk pressure as RocketMQ does.
+        """
+        positions: dict[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset] = {}
+        groups_of: dict[ids.TopicName, tuple[ids.GroupName, ...]] = {}
+        for topic, queue_id in self.store.topic_queues():
+            if topic not in groups_of:
+                groups_of[topic] = self.offsets.groups_of_topic(topic)
+            groups = groups_of[topic]
+            if groups:
+                positions[(topic, queue_id)] = min(
+                    self.start_offset(group, topic, queue_id) for group in groups
+                )
+        return positions
 
     def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
         """Mirror the group's committed offset of one queue into the offset table."""

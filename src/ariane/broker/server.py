@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import time
 
 from ariane.broker import (
@@ -166,11 +167,24 @@ def run_retention_once(
     policy: retention.RetentionSettings,
     *,
     clock: clock_mod.Clock,
+    disk_usage: retention.DiskUsageFn = shutil.disk_usage,
 ) -> retention.RetentionPlan:
     """One retention run: plan, delete CommitLog/ConsumeQueue/index files, set disk-full.
 
     Mirrors RocketMQ ``CleanCommitLogService`` + ``CleanConsumeQueueService``; the decisions
-    are ``store.retention.plan``'s.
+    are ``store.retention.plan``'s, given the lowest CommitLog offset a subscribed group has
+    not consumed (``BrokerRuntime.unconsumed_positions``), so forced deletion keeps those
+    messages unless ``force_delete_unconsumed``. What forced deletion removed is logged and
+    counted in the store's stats.
+
+    Args:
+        runtime: the broker.
+        policy: the retention settings.
+        clock: the wall clock.
+        disk_usage: the ``shutil.disk_usage`` seam of the disk probe.
+
+    Raises:
+        OSError: the disk cannot be probed or a file cannot be deleted.
     """
     store = runtime.store
     now_ms = clock.now_ms()
@@ -178,17 +192,20 @@ def run_retention_once(
         retention.SegmentInfo(ids.CommitLogOffset(s.start_offset), s.size_bytes, s.modified_ms)
         for s in store.commit_log_segments()
     ]
-    ratio = retention.disk_used_ratio(runtime.settings.store_dir)
-    decided = retention.plan(now_ms, time.localtime(now_ms / 1000).tm_hour, segments, ratio, policy)
+    ratio = retention.disk_used_ratio(runtime.settings.store_dir, usage=disk_usage)
+    consumed = runtime.unconsumed_positions()
+    decided = retention.plan(
+        now_ms,
+        time.localtime(now_ms / 1000).tm_hour,
+        segments,
+        ratio,
+        policy,
+        unconsumed_from=store.unconsumed_from(consumed),
+    )
     if decided.delete:
-        deleted = store.delete_expired_commit_log(
-            now_ms,
-            0 if decided.forced else policy.file_reserved_ms,
-            clean_immediately=decided.forced,
-            batch_max=len(decided.delete),
-        )
-        runtime.index.delete_files_before(store.min_commit_log_offset)
-        _log.info("retention: %s; deleted %d CommitLog segments", decided.describe(), deleted)
+        _carry_out(runtime, decided, consumed)
+    elif decided.stop_reason is retention.StopReason.UNCONSUMED:
+        _log.warning("retention: %s; unconsumed messages kept", decided.describe())
     if store.disk_full != decided.reject_writes:
         _log.warning(
             "disk %.0f%% used: writes %s",
@@ -197,3 +214,33 @@ def run_retention_once(
         )
         store.disk_full = decided.reject_writes
     return decided
+
+
+def _carry_out(
+    runtime: runtime_mod.BrokerRuntime,
+    decided: retention.RetentionPlan,
+    consumed: dict[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset],
+) -> None:
+    """Delete what ``decided`` lists; log and count what went unconsumed."""
+    store = runtime.store
+    lows_before = {key: store.min_queue_offset(*key) for key in consumed}
+    deleted = store.delete_commit_log_segments([s.start_offset for s in decided.delete])
+    runtime.index.delete_files_before(store.min_commit_log_offset)
+    unconsumed = sum(
+        max(0, store.min_queue_offset(*key) - max(offset, lows_before[key]))
+        for key, offset in consumed.items()
+    )
+    forced = decided.delete[:deleted] if decided.forced else ()
+    store.count_retention(
+        forced_segments=len(forced),
+        forced_bytes=sum(s.size_bytes for s in forced),
+        unconsumed_messages=unconsumed,
+    )
+    log = _log.warning if unconsumed else _log.info
+    log(
+        "retention: %s; deleted %d CommitLog segments, %d messages subscribed groups had not "
+        "consumed",
+        decided.describe(),
+        deleted,
+        unconsumed,
+    )

@@ -565,6 +565,9 @@ class _BatchWriter:
     def _open_segment(self) -> bool:
         try:
             self._segment = self.log.log.segment_for_append()
+        except mapped_file_queue.DiskFullError:  # logged (rate-limited) where it is raised
+            self._fail_rest(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return False
         except OSError:
             _log.exception("cannot create a CommitLog segment")
             self._fail_rest(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)

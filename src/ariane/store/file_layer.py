@@ -104,7 +104,11 @@ class OsFileLayer:
     """The real file system."""
 
     def create_file(self, path: pathlib.Path, size_bytes: int) -> RandomAccessFile:
-        """Preallocate under a temporary name, fsync, rename into place, fsync the directory."""
+        """Preallocate under a temporary name, fsync, rename into place, fsync the directory.
+
+        On failure (``ENOSPC`` from ``posix_fallocate`` on a full volume) the temporary file is
+        removed, so a failed attempt leaves no partly allocated blocks behind.
+        """
         tmp = path.with_name(f".{path.name}.tmp")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -119,6 +123,7 @@ class OsFileLayer:
             metadata.fsync_directory(path.parent)
         except BaseException:
             os.close(fd)
+            tmp.unlink(missing_ok=True)  # a failed preallocation must not keep its blocks
             raise
         return _OsFile(fd)
 

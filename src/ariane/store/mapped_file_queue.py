@@ -10,9 +10,11 @@ replaced under ``_lock`` when segments are created or deleted.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import pathlib
 import threading
+import time
 from collections.abc import Callable
 
 from ariane.store import file_layer, mapped_file
@@ -20,8 +22,19 @@ from ariane.store import file_layer, mapped_file
 _log = logging.getLogger(__name__)
 
 
+DISK_FULL_WARNING_INTERVAL_S = 10.0
+"""Least time between two warnings that a segment could not be allocated (a full disk fails
+every append until space frees; one line per interval, not one traceback per request)."""
+
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 class StoreLayoutError(Exception):
     """Files on disk do not form a valid log (wrong size, gap); refusing to guess."""
+
+
+class DiskFullError(OSError):
+    """A new segment could not be allocated because the volume (or quota) is full."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,6 +77,7 @@ class MappedFileQueue:
         self._files: tuple[mapped_file.MappedFile, ...] = ()
         self._lock = threading.Lock()
         self._empty_start_offset = 0
+        self._disk_full_warned_s = -DISK_FULL_WARNING_INTERVAL_S
 
     @property
     def files(self) -> tuple[mapped_file.MappedFile, ...]:
@@ -153,7 +167,9 @@ class MappedFileQueue:
         """The last segment, or a new one if there is none or it is full.
 
         Raises:
-            OSError: if the new file cannot be created (disk full, permissions).
+            DiskFullError: the volume has no room for the segment (a warning is logged at
+                most every ``DISK_FULL_WARNING_INTERVAL_S``, without a traceback).
+            OSError: if the new file cannot be created for another reason (permissions).
         """
         files = self._files
         if files and not files[-1].is_full:
@@ -161,11 +177,29 @@ class MappedFileQueue:
         start = files[-1].end_offset if files else self._empty_start_offset
         path = self.directory / mapped_file.file_name_of(start)
         self._layer.make_dirs(self.directory)
-        segment = self._wrap(path, start, self._layer.create_file(path, self.file_size_bytes))
+        try:
+            handle = self._layer.create_file(path, self.file_size_bytes)
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL_ERRNOS:
+                raise
+            self._warn_disk_full(path, exc)
+            raise DiskFullError(exc.errno, f"no room for {path}: {exc.strerror}") from exc
+        segment = self._wrap(path, start, handle)
         with self._lock:
             self._files = (*self._files, segment)
         _log.debug("created segment %s", path)
         return segment
+
+    def _warn_disk_full(self, path: pathlib.Path, exc: OSError) -> None:
+        now_s = time.monotonic()
+        if now_s - self._disk_full_warned_s >= DISK_FULL_WARNING_INTERVAL_S:
+            self._disk_full_warned_s = now_s
+            _log.warning(
+                "cannot allocate segment %s of %d bytes: %s; appends fail until space frees",
+                path,
+                self.file_size_bytes,
+                exc.strerror,
+            )
 
     def set_max_offset(self, offset: int) -> None:
         """Declare ``offset`` the end of valid data (trusted start, no zeroing).

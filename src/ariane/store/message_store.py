@@ -25,7 +25,7 @@ import enum
 import logging
 import pathlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ariane.common import clock as clock_mod
 from ariane.common import ids
@@ -111,6 +111,14 @@ class StoreStats:
     recovery_clean: bool
     recovery_scanned_records: int
     disk_full: bool
+    forced_deleted_segment_count: int = 0
+    """CommitLog segments deleted by retention runs that were forced (disk above the
+    clean-forcibly watermark), since start."""
+    forced_deleted_bytes: int = 0
+    """Bytes of those segments."""
+    unconsumed_deleted_message_count: int = 0
+    """Messages a subscribed consumer group had not consumed, deleted by retention since start
+    (by age, or forced with ``force_delete_unconsumed``)."""
 
 
 TagFilter = Callable[[int], bool]
@@ -157,6 +165,7 @@ class MessageStore:
         self._closed = True
         self.recovery_report = recovery.RecoveryReport(True, 0, 0, -1, 0, "")
         self._counts = {"put": 0, "put_failed": 0, "put_bytes": 0, "get": 0, "corrupt": 0}
+        self._retention_counts = {"forced_segments": 0, "forced_bytes": 0, "unconsumed": 0}
 
     @classmethod
     def open(
@@ -519,6 +528,67 @@ class MessageStore:
         self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=batch_max)
         return deleted
 
+    def delete_commit_log_segments(self, start_offsets: Collection[int]) -> int:
+        """Delete the oldest CommitLog segments while their start offset is in
+        ``start_offsets`` (a retention plan's prefix), then ConsumeQueue files wholly below
+        the new min offset (RocketMQ ``CleanConsumeQueueService``).
+
+        Returns:
+            how many CommitLog segments were deleted.
+        """
+        wanted = frozenset(start_offsets)
+        if not wanted:
+            return 0
+        deleted = self.commit_log.log.delete_oldest(
+            lambda info: info.start_offset in wanted, batch_max=len(wanted)
+        )
+        self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=len(wanted))
+        return deleted
+
+    def unconsumed_from(
+        self, consumed: Mapping[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset]
+    ) -> ids.CommitLogOffset | None:
+        """The lowest CommitLog offset of a message not consumed yet, ``None`` if none.
+
+        Args:
+            consumed: per queue, the lowest queue offset some consumer has not consumed
+                (queues not named count as consumed; offsets below a queue's min count as
+                its min).
+
+        Returns:
+            the smallest CommitLog offset of a stored message at or above its queue's
+            ``consumed`` offset; a queue whose next ``get_message_scan_units_max`` units are
+            only fillers counts from the CommitLog's min offset (kept whole, never guessed).
+        """
+        lowest: int | None = None
+        for (topic, queue_id), queue_offset in consumed.items():
+            queue = self.consume_queues.get(topic, queue_id)
+            if queue is None:
+                continue
+            found = self._first_record_from(queue, max(queue_offset, queue.min_queue_offset))
+            if found is not None and (lowest is None or found < lowest):
+                lowest = found
+        return None if lowest is None else ids.CommitLogOffset(lowest)
+
+    def _first_record_from(self, queue: consume_queue.ConsumeQueue, start: int) -> int | None:
+        if start >= queue.max_queue_offset:
+            return None
+        for unit in queue.iter_units(
+            ids.QueueOffset(start), self.settings.get_message_scan_units_max
+        ):
+            if not unit.is_filler:
+                return unit.commit_log_offset
+        return self.commit_log.min_offset
+
+    def count_retention(
+        self, *, forced_segments: int, forced_bytes: int, unconsumed_messages: int
+    ) -> None:
+        """Add what one retention run deleted to the counters of ``stats``."""
+        counts = self._retention_counts
+        counts["forced_segments"] += forced_segments
+        counts["forced_bytes"] += forced_bytes
+        counts["unconsumed"] += unconsumed_messages
+
     def stats(self) -> StoreStats:
         """A consistent-enough snapshot of offsets and counters (no locks taken)."""
         log = self.commit_log
@@ -542,6 +612,9 @@ class MessageStore:
             recovery_clean=self.recovery_report.clean,
             recovery_scanned_records=self.recovery_report.scanned_records,
             disk_full=log.disk_full,
+            forced_deleted_segment_count=self._retention_counts["forced_segments"],
+            forced_deleted_bytes=self._retention_counts["forced_bytes"],
+            unconsumed_deleted_message_count=self._retention_counts["unconsumed"],
         )
 
 

@@ -20,6 +20,17 @@ Invariants of every plan:
 - without force, only expired segments are deleted (last modified at least
   ``file_reserved_hours`` ago), and only when triggered (a ``delete_when`` hour, the disk above
   ``disk_max_used_space_ratio``, or a manual request);
+- forced deletion (of an unexpired segment) never takes a segment that still holds a message a
+  subscribed consumer group has not consumed, unless ``force_delete_unconsumed`` is set: the
+  caller passes ``unconsumed_from``, the lowest commit-log offset of such a message, and the
+  plan stops before the segment holding it (``StopReason.UNCONSUMED``). RocketMQ deletes them
+  (it lost 63,845 of 81,734 acknowledged, unconsumed messages on a full disk); Ariane rejects
+  writes with the disk-full code instead until consumers catch up, segments expire or space
+  frees. Which messages count as unconsumed is the caller's rule (the broker's: every group
+  with a committed offset on the topic; a topic no group consumes protects nothing). Deletion
+  by age is RocketMQ's: ``file_reserved_hours`` is the operator's retention contract, so a
+  group that lags by more than that loses the expired messages, as in RocketMQ, and a stale
+  group can never keep a broker read-only for longer than the retention period;
 - ``reject_writes`` depends on the current usage alone, so writes resume as soon as usage falls
   below the warning level. RocketMQ keeps a sticky disk-full flag that could leave a broker
   read-only after space was freed (apache/rocketmq#2398).
@@ -29,15 +40,39 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import math
 import pathlib
 import shutil
 from collections.abc import Callable, Sequence
 
 from ariane.common import ids
+from ariane.store import mapped_file, message_codec
+from ariane.store import settings as store_settings
+
+_log = logging.getLogger(__name__)
 
 HOUR_MS = 3_600_000
 """One hour, in milliseconds."""
+
+SEGMENT_SHARE_OF_VOLUME_MAX = 0.10
+"""Largest share of the store's volume one new CommitLog segment may take. Segments are
+preallocated whole, so usage grows in steps of one segment; steps of at most 10 % let the
+usage land between the clean-forcibly (85 %) and warning (90 %) watermarks, where retention can
+still free space, instead of jumping from below 75 % straight to an allocation failure."""
+
+SEGMENTS_PER_VOLUME_MIN = 4
+"""A volume must hold this many of the smallest usable segments, or the broker refuses to start:
+one being written, one to delete, and room for the watermarks in between."""
+
+SEGMENT_SIZE_ALIGN_BYTES = 1024 * 1024
+"""A segment sized to the volume is a multiple of this (1 MiB)."""
+
+
+class VolumeTooSmallError(OSError):
+    """The store's volume cannot hold enough CommitLog segments of the smallest usable size
+    (an ``OSError``: the store cannot be opened there; the broker exits with the message)."""
+
 
 DiskUsageFn = Callable[[pathlib.Path], tuple[int, int, int]]
 """``shutil.disk_usage``'s shape: ``(total, used, free)`` bytes of the file system at a path."""
@@ -95,6 +130,11 @@ class RetentionSettings:
     delete_file_batch_max: int = 10
     """Most segments deleted by one plan (RocketMQ ``deleteFileBatchMax``), 1 .. 1,000; bounds
     the I/O burst of one run."""
+
+    force_delete_unconsumed: bool = False
+    """Whether forced deletion may take segments holding messages a subscribed consumer group
+    has not consumed yet (RocketMQ always does). Off by default: the broker keeps them and
+    rejects writes with the disk-full code while the disk is above the warning level."""
 
     clean_resource_interval_ms: int = 10_000
     """Period of the retention service, in ms (RocketMQ ``cleanResourceInterval``),
@@ -184,6 +224,9 @@ class StopReason(enum.Enum):
     """The oldest kept segment has not expired and deletion is not forced."""
     BATCH_MAX = "batch_max"
     """``delete_file_batch_max`` segments are deleted; the next run continues."""
+    UNCONSUMED = "unconsumed"
+    """The oldest kept segment is unexpired and holds messages a subscribed group has not
+    consumed; forced deletion may not take it (``force_delete_unconsumed`` is off)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -199,6 +242,8 @@ class RetentionPlan:
         disk_used_ratio: the usage the plan was made for.
         triggers: why deletion runs (empty if it does not).
         stop_reason: why no further segment is deleted.
+        unconsumed_from: the lowest commit-log offset a subscribed group has not consumed,
+            as given to ``plan`` (``None``: nothing is needed).
     """
 
     delete: tuple[SegmentInfo, ...]
@@ -209,6 +254,7 @@ class RetentionPlan:
     disk_used_ratio: float
     triggers: frozenset[Trigger]
     stop_reason: StopReason
+    unconsumed_from: ids.CommitLogOffset | None = None
 
     @property
     def delete_bytes(self) -> int:
@@ -222,6 +268,11 @@ class RetentionPlan:
         Consume-queue and index files wholly below it can be deleted afterwards.
         """
         return self.kept[0].start_offset if self.kept else None
+
+    @property
+    def deletes_unconsumed(self) -> tuple[SegmentInfo, ...]:
+        """The segments of ``delete`` that hold messages a subscribed group has not consumed."""
+        return tuple(s for s in self.delete if _holds_unconsumed(s, self.unconsumed_from))
 
     def describe(self) -> str:
         """One line for the log: usage, state, triggers, what is deleted and why it stops."""
@@ -242,6 +293,7 @@ def plan(
     settings: RetentionSettings,
     *,
     manual: bool = False,
+    unconsumed_from: ids.CommitLogOffset | None = None,
 ) -> RetentionPlan:
     """Decide one retention run (RocketMQ ``CleanCommitLogService.deleteExpiredFiles``).
 
@@ -252,9 +304,13 @@ def plan(
         disk_used_ratio: used fraction of the commit log's file system, 0.0 .. 1.0.
         settings: the retention settings.
         manual: whether an operator asked for a deletion run now.
+        unconsumed_from: the lowest commit-log offset of a message some subscribed consumer
+            group has not consumed, ``None`` if there is none; unless
+            ``force_delete_unconsumed``, forced deletion stops before the segment holding it.
 
     Returns:
-        The plan; it never lists the newest segment nor a segment newer than a kept one.
+        The plan; it never lists the newest segment nor a segment newer than a kept one, nor
+        (by default) an unexpired segment at or above ``unconsumed_from``.
     """
     assert 0 <= local_hour <= 23, f"local_hour={local_hour}"
     assert math.isfinite(disk_used_ratio) and 0.0 <= disk_used_ratio <= 1.0, disk_used_ratio
@@ -266,7 +322,8 @@ def plan(
         DiskState.FULL,
     )
     triggers = _triggers(local_hour, disk_used_ratio, forced, manual, settings)
-    count, stop = _deletable_prefix(now_ms, ordered, forced, bool(triggers), settings)
+    protect = None if settings.force_delete_unconsumed else unconsumed_from
+    count, stop = _deletable_prefix(now_ms, ordered, forced, bool(triggers), settings, protect)
     return RetentionPlan(
         delete=tuple(ordered[:count]),
         kept=tuple(ordered[count:]),
@@ -276,6 +333,7 @@ def plan(
         disk_used_ratio=disk_used_ratio,
         triggers=triggers,
         stop_reason=stop,
+        unconsumed_from=unconsumed_from,
     )
 
 
@@ -311,6 +369,7 @@ def _deletable_prefix(
     forced: bool,
     triggered: bool,
     settings: RetentionSettings,
+    protect_from: ids.CommitLogOffset | None,
 ) -> tuple[int, StopReason]:
     """How many of the oldest segments to delete, and why not more."""
     if not triggered:
@@ -320,9 +379,20 @@ def _deletable_prefix(
         if count >= settings.delete_file_batch_max:
             return count, StopReason.BATCH_MAX
         expired = now_ms - segment.last_modified_ms >= settings.file_reserved_ms
-        if not (forced or expired):
+        if expired:
+            continue
+        if not forced:
             return count, StopReason.NEXT_NOT_EXPIRED
+        if _holds_unconsumed(segment, protect_from):
+            return count, StopReason.UNCONSUMED
     return len(candidates), StopReason.ONLY_NEWEST_LEFT
+
+
+def _holds_unconsumed(segment: SegmentInfo, unconsumed_from: ids.CommitLogOffset | None) -> bool:
+    """Whether ``segment`` ends past the lowest unconsumed offset (so it may hold such data)."""
+    return (
+        unconsumed_from is not None and segment.start_offset + segment.size_bytes > unconsumed_from
+    )
 
 
 def disk_used_ratio(path: pathlib.Path, *, usage: DiskUsageFn = shutil.disk_usage) -> float:
@@ -346,3 +416,110 @@ def disk_used_ratio(path: pathlib.Path, *, usage: DiskUsageFn = shutil.disk_usag
     if capacity <= 0:
         raise OSError(f"{path}: the file system reports no capacity")
     return min(max(used / capacity, 0.0), 1.0)
+
+
+def segment_size_for_volume(
+    *,
+    configured_bytes: int,
+    smallest_bytes: int,
+    volume_bytes: int,
+    existing_bytes: int | None,
+) -> int:
+    """The CommitLog segment size to use on a volume (pure; see ``store_settings_for_volume``).
+
+    Rule: segments already on disk keep their size when it is at most the configured one (the
+    size is part of the on-disk layout, so a resized volume never turns into a layout error);
+    otherwise the configured size (RocketMQ ``mappedFileSizeCommitLog``, 1 GiB) when it is at
+    most ``SEGMENT_SHARE_OF_VOLUME_MAX`` of the volume, else that share rounded down to
+    ``SEGMENT_SIZE_ALIGN_BYTES`` but never below ``smallest_bytes``.
+
+    Args:
+        configured_bytes: ``commit_log_file_size_bytes``.
+        smallest_bytes: the smallest segment that holds the largest record, bytes.
+        volume_bytes: usable capacity of the file system holding the store, bytes.
+        existing_bytes: the size of the segment files already there, ``None`` if none.
+
+    Raises:
+        VolumeTooSmallError: if ``SEGMENTS_PER_VOLUME_MIN`` segments of the chosen size do not
+            fit on the volume.
+    """
+    if existing_bytes is not None and existing_bytes <= configured_bytes:
+        size = existing_bytes
+    else:
+        share = int(volume_bytes * SEGMENT_SHARE_OF_VOLUME_MAX)
+        fitted = share - share % SEGMENT_SIZE_ALIGN_BYTES
+        size = min(configured_bytes, max(fitted, smallest_bytes))
+    if size * SEGMENTS_PER_VOLUME_MIN > volume_bytes:
+        raise VolumeTooSmallError(
+            f"the store's volume holds {volume_bytes} bytes, fewer than "
+            f"{SEGMENTS_PER_VOLUME_MIN} CommitLog segments of {size} bytes (the smallest that "
+            "holds the largest message); give the store a volume of at least "
+            f"{size * SEGMENTS_PER_VOLUME_MIN} bytes, or lower store.message_size_bytes_max"
+        )
+    return size
+
+
+def store_settings_for_volume(
+    root: pathlib.Path,
+    config: store_settings.StoreSettings,
+    *,
+    usage: DiskUsageFn = shutil.disk_usage,
+) -> store_settings.StoreSettings:
+    """``config`` with ``commit_log_file_size_bytes`` fitted to the volume holding ``root``.
+
+    RocketMQ writes sparse segments and fills a small disk until writes fail; Ariane
+    preallocates every segment, so a 1 GiB segment on a 500 MiB volume could never be created
+    (every send failed). A user gets the configured size wherever it fits
+    (``segment_size_for_volume`` states the rule), and a warning naming the setting otherwise.
+
+    Args:
+        root: the store root (it exists); segments live in ``root / "commitlog"``.
+        config: the configured store settings.
+        usage: the ``shutil.disk_usage`` seam.
+
+    Raises:
+        VolumeTooSmallError: the volume is too small for any usable segment size.
+        OSError: the volume cannot be probed.
+    """
+    _total, used, free = usage(root)
+    smallest = min(
+        config.commit_log_file_size_bytes,
+        _round_up(
+            config.record_size_bytes_max + message_codec.END_FILE_MIN_BLANK_BYTES,
+            SEGMENT_SIZE_ALIGN_BYTES,
+        ),
+    )
+    size = segment_size_for_volume(
+        configured_bytes=config.commit_log_file_size_bytes,
+        smallest_bytes=smallest,
+        volume_bytes=used + free,
+        existing_bytes=_existing_segment_bytes(root / "commitlog"),
+    )
+    if size == config.commit_log_file_size_bytes:
+        return config
+    _log.warning(
+        "CommitLog segments of %d bytes instead of store.commit_log_file_size_bytes=%d: the "
+        "volume holding %s has %d bytes and a new segment takes at most %d%% of it; give the "
+        "store a larger volume or set store.commit_log_file_size_bytes to silence this",
+        size,
+        config.commit_log_file_size_bytes,
+        root,
+        used + free,
+        round(SEGMENT_SHARE_OF_VOLUME_MAX * 100),
+    )
+    return dataclasses.replace(config, commit_log_file_size_bytes=size)
+
+
+def _existing_segment_bytes(directory: pathlib.Path) -> int | None:
+    """The size of the oldest segment file in ``directory`` (``None`` if there is none)."""
+    try:
+        names = sorted(
+            n for n in directory.iterdir() if mapped_file.start_offset_of(n.name) is not None
+        )
+    except FileNotFoundError:
+        return None
+    return names[0].stat().st_size if names else None
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step
