@@ -45,7 +45,7 @@ def _metadata(client: str) -> tuple[tuple[str, str], ...]:
 @pytest.fixture(scope="module")
 def topics_ready(cluster: Cluster) -> Iterator[Cluster]:
     """One-queue NORMAL topics, so a queue offset shows whether anything was stored."""
-    for name in ("atomic", "poison", "fields"):
+    for name in ("atomic", "poison", "fields", "zipped"):
         cluster.admin("topic", "create", name, "--queues", "1", "--type", "NORMAL")
     cluster.admin("topic", "create", "later", "--queues", "1", "--type", "DELAY")
     yield cluster
@@ -209,11 +209,38 @@ def test_valid_gzip_and_zlib_bodies_are_accepted(topics_ready: Cluster) -> None:
         zlib.compress(b"four"),
     ]
     batch = [
-        _message("poison", body, message_id=f"Z{i}", body_encoding=pb.v2.Encoding.GZIP)
+        _message("zipped", body, message_id=f"Z{i}", body_encoding=pb.v2.Encoding.GZIP)
         for i, body in enumerate(bodies)
     ]
     response = _send(topics_ready, *batch)
     assert codes.code_of(response.status) == errors.Code.OK, response.status.message
+
+
+def test_a_poison_gzip_body_is_refused_and_the_official_consumer_gets_the_rest(
+    topics_ready: Cluster,
+) -> None:
+    """A body flagged GZIP that is not gzip is refused (MESSAGE_CORRUPTED), so the official
+    SimpleConsumer (subprocess) receives every other message of the queue."""
+    before = _send(topics_ready, _message("poison", b"before", message_id="BEFORE"))
+    assert codes.code_of(before.status) == errors.Code.OK, before.status.message
+    poison = _message("poison", b"not gzip at all", message_id="POISON", body_encoding=2)
+    refused = _send(topics_ready, poison)
+    assert codes.code_of(refused.status) == errors.Code.MESSAGE_CORRUPTED, refused.status.message
+    _, sent = topics_ready.run_driver("produce", "--topic", "poison", "--count", "3")
+    assert len([e for e in sent if e["event"] == "sent"]) == 3, sent
+    code, got = topics_ready.run_driver(
+        "simple-consume",
+        "--topic",
+        "poison",
+        "--group",
+        "poison-reader",
+        "--count",
+        "4",
+        "--deadline-s",
+        "30",
+    )
+    received = [e for e in got if e["event"] == "received"]
+    assert code == 0 and len(received) == 4, got
 
 
 def _malformed_bodies(request_class: type[pb_message.Message], count: int) -> list[bytes]:
