@@ -258,7 +258,7 @@ def _malformed_bodies(request_class: type[pb_message.Message], count: int) -> li
 async def _fuzz(address: str, rpc_path: str, bodies: list[bytes], streaming: bool) -> set[Any]:
     async with grpc.aio.insecure_channel(address) as channel:
         if streaming:
-            stream = channel.unary_stream(rpc_path)
+            stream: Any = channel.unary_stream(rpc_path)
 
             async def one(body: bytes) -> grpc.StatusCode:
                 call = stream(body, timeout=30, metadata=_metadata("fuzz@1"))
@@ -270,7 +270,7 @@ async def _fuzz(address: str, rpc_path: str, bodies: list[bytes], streaming: boo
                 return grpc.StatusCode.OK
 
         else:
-            unary = channel.unary_unary(rpc_path)
+            unary: Any = channel.unary_unary(rpc_path)
 
             async def one(body: bytes) -> grpc.StatusCode:
                 try:
