@@ -24,6 +24,7 @@ import grpc
 import pytest
 
 from ariane import dev
+from ariane.broker import registration
 from ariane.common import errors
 from ariane.remoting import codes, messages, pb, rpc
 
@@ -286,8 +287,6 @@ def test_a_restarted_name_server_routes_the_broker_again_within_seconds(
 
 def test_registration_retries_back_off_to_at_most_3_s() -> None:
     """Failed registrations are retried after 0.5, 1, 2, then at most 3 s, never longer."""
-    from ariane.broker import registration
-
     waits = [registration.retry_backoff_s(n) for n in range(1, 200)]
     assert waits[:5] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert max(waits) == 3.0
