@@ -24,6 +24,7 @@ import grpc
 import pytest
 
 from ariane import dev
+from ariane.broker import registration
 from ariane.common import errors
 from ariane.remoting import codes, messages, pb, rpc
 
@@ -243,3 +244,49 @@ def test_admin_round_trip_sends_and_receives_one_message(tmp_path: pathlib.Path)
         )
         assert missing.returncode == 1
         assert "TOPIC_NOT_FOUND" in missing.stderr
+
+
+def _routed(namesrv: str, topic: str) -> bool:
+    try:
+        answer = asyncio.run(_query_route(namesrv, topic))
+    except grpc.aio.AioRpcError:
+        return False
+    return codes.code_of(answer.status) == errors.Code.OK
+
+
+def test_a_restarted_name_server_routes_the_broker_again_within_seconds(
+    tmp_path: pathlib.Path,
+) -> None:
+    """After the name server is SIGKILLed and restarted on the same port, a route query for the
+    broker's topic succeeds within 8 s, far less than the 30 s registration period."""
+    port = dev.free_port()
+    addr = f"127.0.0.1:{port}"
+    namesrv_args = ["namesrv", "--listen", addr]
+    namesrv = _spawn(namesrv_args, tmp_path / "namesrv.log")
+    broker: subprocess.Popen[bytes] | None = None
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=namesrv, timeout_s=DEADLINE_S)
+        broker_port = dev.free_port()
+        broker = _broker(tmp_path, [addr], broker_port)
+        _poll(lambda: _registered(addr), "the first registration")
+        asyncio.run(_admin_create_topic(f"127.0.0.1:{broker_port}", "comes-back"))
+        _poll(lambda: _routed(addr, "comes-back"), "the topic's route")
+        namesrv.kill()  # SIGKILL by PID: the name server forgets every broker
+        namesrv.wait(timeout=DEADLINE_S)
+        namesrv = _spawn(namesrv_args, tmp_path / "namesrv.log")
+        dev.wait_until_listening("127.0.0.1", port, process=namesrv, timeout_s=DEADLINE_S)
+        restarted = time.monotonic()
+        while not _routed(addr, "comes-back"):
+            assert time.monotonic() - restarted < 8.0, "no route 8 s after the restart"
+            time.sleep(0.1)  # polling the route with a deadline
+    finally:
+        if broker is not None:
+            dev.stop_process(broker)
+        dev.stop_process(namesrv)
+
+
+def test_registration_retries_back_off_to_at_most_3_s() -> None:
+    """Failed registrations are retried after 0.5, 1, 2, then at most 3 s, never longer."""
+    waits = [registration.retry_backoff_s(n) for n in range(1, 200)]
+    assert waits[:5] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    assert max(waits) == 3.0

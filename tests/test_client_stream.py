@@ -150,10 +150,10 @@ def test_streamed_batches_are_stored_and_received_in_group_order(cluster: Cluste
 
 
 def test_stream_answers_exactly_what_send_message_answers(cluster: Cluster) -> None:
-    """On one stream: a batch with a bad message gets that message's own error status while the
-    others are stored (as unary SendMessage answers the same batch), an unknown topic answers
-    TOPIC_NOT_FOUND, and the stream still stores the next batch; the producer raises
-    PartialSendError with the stored messages' receipts."""
+    """On one stream: a batch with a bad message is refused whole with that message's code and
+    no entries (as unary SendMessage answers the same batch: a request is all-or-nothing), an
+    unknown topic answers TOPIC_NOT_FOUND, and the stream still answers the next batch; the
+    producer raises the bad message's error class."""
 
     async def main() -> None:
         async with client.AdminClient(cluster.namesrv) as admin:
@@ -183,25 +183,16 @@ def test_stream_answers_exactly_what_send_message_answers(cluster: Cluster) -> N
             await stream.done_writing()
         finally:
             await caller.close()
-        multiple, ok, illegal_tag = (
-            errors.Code.MULTIPLE_RESULTS,
-            errors.Code.OK,
-            errors.Code.ILLEGAL_MESSAGE_TAG,
-        )
-        assert shape(unary) == (multiple, [ok, illegal_tag, ok])
+        illegal_tag = errors.Code.ILLEGAL_MESSAGE_TAG
+        assert shape(unary) == (illegal_tag, [])
         assert shape(answers[0]) == shape(unary) == shape(answers[2])
         assert shape(answers[1]) == shape(unary_missing)
         assert codes.code_of(answers[1].status) == errors.Code.TOPIC_NOT_FOUND
-        assert [e.message_id for e in answers[2].entries][::2] == [f"CC{i:030X}" for i in range(2)]
         async with client.Producer(cluster.namesrv, settings=STREAMING) as producer:
-            with pytest.raises(client.PartialSendError) as caught:
+            with pytest.raises(errors.IllegalMessageTagError):
                 await producer.send_batch(
                     "s-plain", [b"one", client.OutgoingMessage(b"two", tag="x|y"), b"three"]
                 )
-        assert [r is not None for r in caught.value.receipts] == [True, False, True]
-        assert [(i, type(e)) for i, e in caught.value.failures] == [
-            (1, errors.IllegalMessageTagError)
-        ]
 
     asyncio.run(main())
 

@@ -180,15 +180,16 @@ class MessagingService:
         """The answer to one SendMessageRequest, for unary SendMessage and each request of
         ``ariane.ingest.v1.Ingest/SendStream`` alike; never raises.
 
-        A refusal of the whole request (no client id, no message, too many clients) is the
-        answer's status with no entries, as ``ariane.remoting.rpc`` makes of an ``ArianeError``;
+        A refusal of the whole request (no client id, no message, too many clients, any
+        invalid message: a request is all-or-nothing) is the answer's status with no entries,
+        as ``ariane.remoting.rpc`` makes of an ``ArianeError``;
         an unexpected exception is logged and answers INTERNAL_ERROR.
         """
         try:
             self._client(context)
             if not request.messages:
                 raise errors.BadRequestError("SendMessage carries no message")
-            incoming = [messages.incoming(m) for m in request.messages]
+            incoming = _decode_messages(request)
             outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
         except errors.ArianeError as exc:
             return pb.v2_service.SendMessageResponse(status=codes.from_error(exc))
@@ -397,3 +398,17 @@ def _peer_ip(context: Context) -> str:
     if kind == "ipv6":
         return rest.rpartition(":")[0].strip("[]") or "::1"
     return "127.0.0.1"
+
+
+def _decode_messages(
+    request: pb.v2_service.SendMessageRequest,
+) -> list[messages.IncomingMessage]:
+    """The request's messages decoded; the first that does not convert refuses the request."""
+    decoded: list[messages.IncomingMessage] = []
+    count = len(request.messages)
+    for position, raw in enumerate(request.messages):
+        try:
+            decoded.append(messages.incoming(raw))
+        except errors.ArianeError as exc:
+            raise send.refuse_request(exc, position, count) from None
+    return decoded

@@ -3,8 +3,19 @@
 Every ``register_interval_ms`` (30 s) and at once when ``runtime.route_changed`` is set (topic
 created/updated/deleted, write permission changed), the broker sends ``RegisterBroker`` with its
 full topic config to each name server, independently: one unreachable name server never delays
-the others. On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it
-before the 120 s expiry.
+the others.
+
+A name server that restarted has forgotten the broker, and new clients get no route from it
+until the broker registers again; 30 s is too long to wait. So between registrations the broker
+sends the lightweight ``BrokerHeartbeat`` every ``HEARTBEAT_INTERVAL_S`` (RocketMQ 5's
+``brokerHeartbeatInterval``, 1 s): a name server that answers NOT_FOUND (it restarted) or asks
+for the registration (another data version), or cannot be reached, triggers a registration at
+once. A failed registration is retried after ``RETRY_BACKOFF_S_FIRST``, doubling up to
+``RETRY_BACKOFF_S_MAX`` (3 s), so a name server that comes back is registered with within about
+3 s; once all accept, the 30 s period is the steady state again.
+
+On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
+120 s expiry.
 """
 
 from __future__ import annotations
@@ -24,6 +35,23 @@ _log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
 """Deadline of one registration call (RocketMQ allows 24 s; a dead name server should not stall
 shutdown that long)."""
+
+
+HEARTBEAT_INTERVAL_S = 1.0
+"""Period of the BrokerHeartbeat probe between registrations, s (``brokerHeartbeatInterval``)."""
+
+RETRY_BACKOFF_S_FIRST = 0.5
+"""Wait before retrying a failed registration the first time, s (doubles per failure)."""
+
+RETRY_BACKOFF_S_MAX = 3.0
+"""Longest wait between retries of a failed registration, s."""
+
+
+def retry_backoff_s(failures: int) -> float:
+    """Wait before the next registration after ``failures`` (≥ 1) failed rounds in a row, s."""
+    assert failures >= 1, "a backoff follows a failure"
+    doublings = min(failures - 1, 16)
+    return min(RETRY_BACKOFF_S_MAX, RETRY_BACKOFF_S_FIRST * float(1 << doublings))
 
 
 class RegistrationService:
@@ -82,14 +110,62 @@ class RegistrationService:
         return True
 
     async def run(self) -> None:
-        """Register now, then every interval and whenever the route changes, until cancelled."""
+        """Register now, then every interval, whenever the route changes and whenever a name
+        server lost the registration (heartbeat probe), retrying failures with backoff; runs
+        until cancelled."""
         interval_s = self._runtime.settings.register_interval_ms / 1000
         changed = self._runtime.route_changed
+        loop = asyncio.get_running_loop()
+        failures = 0
         while True:
             changed.clear()
-            await self.register_all()
+            accepted = await self.register_all()
+            failures = 0 if accepted == len(self._runtime.settings.namesrv_addrs) else failures + 1
+            if failures:
+                wait_s = retry_backoff_s(failures)
+                _log.info("registration retried in %.1f s (%d failed rounds)", wait_s, failures)
+            else:
+                wait_s = interval_s
+            await self._watch(loop.time() + wait_s, probe=failures == 0)
+
+    async def _watch(self, deadline_s: float, *, probe: bool) -> None:
+        """Return at ``deadline_s`` (loop time), when the route changes, or (``probe``) when a
+        name server's heartbeat answer says the broker must register again."""
+        changed = self._runtime.route_changed
+        loop = asyncio.get_running_loop()
+        while (remaining_s := deadline_s - loop.time()) > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=interval_s)
+                await asyncio.wait_for(
+                    changed.wait(), timeout=min(remaining_s, HEARTBEAT_INTERVAL_S)
+                )
+                return
+            if probe and not await self.heartbeat_all():
+                return
+
+    async def heartbeat_all(self) -> bool:
+        """Send BrokerHeartbeat to every name server; ``False`` if any needs a registration
+        (unreachable, NOT_FOUND after a restart, or ``registration_required``)."""
+        settings = self._runtime.settings
+        request = pb.registry.BrokerHeartbeatRequest(
+            cluster_name=settings.cluster,
+            broker_name=settings.broker_name,
+            broker_id=settings.broker_id,
+            data_version=self._runtime.topics.data_version.counter,
+        )
+        results = await asyncio.gather(
+            *(self._heartbeat_one(addr, request) for addr in settings.namesrv_addrs)
+        )
+        return all(results)
+
+    async def _heartbeat_one(self, addr: str, request: pb.registry.BrokerHeartbeatRequest) -> bool:
+        try:
+            client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=CALL_TIMEOUT_S)
+            answer = await client.broker_heartbeat(request)
+            codes.raise_for_status(answer.status)
+        except (grpc.aio.AioRpcError, errors.ArianeError) as exc:
+            _log.info("name server %s needs a registration (heartbeat: %s)", addr, exc)
+            return False
+        return not answer.registration_required
 
     async def unregister_all(self) -> None:
         """Tell every name server this broker is leaving (best effort, bounded)."""

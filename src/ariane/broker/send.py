@@ -3,14 +3,24 @@
 Mirrors the RocketMQ 5 proxy's ``SendMessageActivity`` plus the broker's
 ``SendMessageProcessor`` checks (grpc-v2.md §6.3): the topic must exist and be writable; the
 message type must be one the topic accepts; the body is 1 byte .. ``message_size_bytes_max``;
+a body flagged GZIP must be a complete gzip (or zlib) stream that inflates to at most
+``message_size_bytes_max`` (the official clients inflate it on receive and stop at a poison
+body, so it is refused at send: MESSAGE_CORRUPTED when it does not inflate, MESSAGE_BODY_TOO_LARGE
+when it inflates beyond the limit; inflation is bounded and never allocates more than the limit);
 the client's message id is required and stored as ``UNIQ_KEY``; tags may not contain ``|``; user
 property keys may not be reserved names and stay within the proxy's 128 keys / 16 KiB; a FIFO
-message group is 1..64 characters. The request carries no queue id: normal messages go
-round-robin over the topic's write queues, FIFO messages to ``crc32(group) % write queues`` so a
-group always lands in one queue. All valid messages of a request are appended as one batch
-(one await; group commit under SYNC_FLUSH); invalid ones get their own status and are not
-stored. Delay and transactional messages are refused with UNSUPPORTED until the timer and the
-transaction service land, rather than delivered early or half-committed.
+message group is 1..64 characters; no text stored as a property may hold the store's property
+separators (``\x01``, ``\x02``) and all properties together fit ``properties_size_bytes_max``.
+The request carries no queue id: normal messages go round-robin over the topic's write queues,
+FIFO messages to ``crc32(group) % write queues`` so a group always lands in one queue.
+
+Invariant: a request is all-or-nothing. Every message is validated before anything reaches the
+store; the first invalid one refuses the whole request with its code (as the Java proxy, whose
+``buildMessage`` throws for the request) and nothing of it is stored, and the store appends the
+batch atomically (``MessageStore.put_messages(..., atomic=True)``: a message its codec refuses
+fails the batch before a byte is written). Delay and transactional messages are refused with
+UNSUPPORTED until the timer and the transaction service land, rather than delivered early or
+half-committed.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker import topic_config
 from ariane.common import errors, ids, limits, message, topics
 from ariane.remoting import messages
-from ariane.store import commit_log
+from ariane.store import commit_log, message_codec
 
 P = message.Property
 
@@ -89,7 +99,7 @@ class SendProcessor:
     async def send(
         self, batch: Sequence[messages.IncomingMessage], *, born_ip: str
     ) -> list[SendOutcome]:
-        """Validate every message, append the valid ones as one batch, answer each.
+        """Validate every message, then append all of them as one atomic batch, answer each.
 
         Args:
             batch: the decoded messages of one request.
@@ -97,30 +107,29 @@ class SendProcessor:
 
         Returns:
             one outcome per message, in request order.
+
+        Raises:
+            ArianeError: the error of the first invalid message (its class and code, the
+                message's position in the text); nothing of the request was stored.
         """
-        outcomes: list[SendOutcome | None] = []
         requests: list[commit_log.AppendRequest] = []
         born_host = message.HostAddress(born_ip, 0)
         writable: dict[str, topic_config.TopicConfig] = {}  # topics already checked
-        for incoming in batch:
+        for position, incoming in enumerate(batch):
             try:
                 requests.append(self._append_request(incoming, born_host, writable))
-                outcomes.append(None)
             except errors.ArianeError as exc:
-                outcomes.append(SendOutcome(exc.code, exc.message, incoming.message_id))
-        results = iter(await self._runtime.store.put_messages(requests) if requests else [])
+                raise refuse_request(exc, position, len(batch)) from None
+        results = await self._runtime.store.put_messages(requests, atomic=True)
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
         stored = stored_bytes = 0  # counted once per request, not per message
-        for incoming, outcome in zip(batch, outcomes, strict=True):
-            if outcome is None:
-                result = next(results)
-                outcome = self._outcome(incoming, result)
-                if result.status.is_stored:
-                    stored_topics.add(incoming.topic)
-                    stored += 1
-                    stored_bytes += len(incoming.body)
-            answered.append(outcome)
+        for incoming, result in zip(batch, results, strict=True):
+            answered.append(self._outcome(incoming, result))
+            if result.status.is_stored:
+                stored_topics.add(incoming.topic)
+                stored += 1
+                stored_bytes += len(incoming.body)
         counters = self._runtime.counters
         counters.messages_in += stored
         counters.bytes_in += stored_bytes
@@ -158,7 +167,10 @@ class SendProcessor:
                 f"{kind.value} messages are not supported by this broker yet"
             )
         self._check_body(incoming.body)
+        if incoming.gzip:
+            check_gzip_body(incoming.body, self._runtime.settings.store.message_size_bytes_max)
         properties = _properties(incoming, kind)
+        self._check_properties(properties)
         queue_id = self._choose_queue(topic, incoming.message_group)
         return commit_log.AppendRequest(
             message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
@@ -184,6 +196,22 @@ class SendProcessor:
                 f"message body is {len(body)} bytes; the limit is {limit}"
             )
 
+    def _check_properties(self, properties: dict[str, str]) -> None:
+        # The store refuses these too, but only message by message inside its batch: checked
+        # here, one bad message refuses its request before anything is appended.
+        encoded = message_codec.properties_to_bytes(properties)
+        if encoded is None:
+            raise errors.BadRequestError(
+                "a property name or value holds a control character \\x01 or \\x02 "
+                "(the store's property separators)"
+            )
+        limit = self._runtime.settings.store.properties_size_bytes_max
+        if len(encoded) > limit:
+            raise errors.MessagePropertiesTooLargeError(
+                f"the message's properties (keys, tag, ids, user properties) take "
+                f"{len(encoded)} bytes; the limit is {limit}"
+            )
+
     def _choose_queue(
         self, topic: topic_config.TopicConfig, message_group: str | None
     ) -> ids.QueueId:
@@ -191,6 +219,69 @@ class SendProcessor:
         if message_group is not None:
             return ids.QueueId(zlib.crc32(message_group.encode()) % count)
         return ids.QueueId(next(self._round_robin) % count)
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of a gzip member; a GZIP-flagged body without them must be zlib, as the
+official Python client's ``Misc.uncompress_bytes_gzip`` reads it."""
+
+GZIP_MEMBERS_MAX = 64
+"""Most concatenated gzip members one body may hold (each costs a decompressor)."""
+
+
+def refuse_request(error: errors.ArianeError, position: int, count: int) -> errors.ArianeError:
+    """The error refusing a whole request because its message at ``position`` is invalid.
+
+    Same class and code as ``error``; the text names the message and says nothing was stored.
+    """
+    return type(error)(
+        f"message {position + 1} of {count}: {error.message}; no message of this request was stored"
+    )
+
+
+def check_gzip_body(body: bytes, inflated_bytes_max: int) -> None:
+    """Refuse a GZIP-flagged body that a consumer could not inflate within the size limit.
+
+    Reads ``body`` as the official Python client does: concatenated gzip members when it starts
+    with ``1f 8b``, else one zlib stream. Inflation stops ``inflated_bytes_max + 1`` bytes in,
+    so a compression bomb costs at most that much memory.
+
+    Args:
+        body: the body as sent (compressed).
+        inflated_bytes_max: the largest inflated body accepted, bytes
+            (``message_size_bytes_max``).
+
+    Raises:
+        MessageCorruptedError: (MESSAGE_CORRUPTED, 40016) the body is not a complete gzip or
+            zlib stream, or has trailing bytes after its gzip members.
+        MessageBodyTooLargeError: (MESSAGE_BODY_TOO_LARGE, 41301) it inflates beyond
+            ``inflated_bytes_max``.
+    """
+    gzip_members = body[:2] == GZIP_MAGIC
+    remaining, budget, members = body, inflated_bytes_max + 1, 0
+    try:
+        while remaining:
+            members += 1
+            if members > GZIP_MEMBERS_MAX:
+                raise errors.MessageCorruptedError(
+                    f"body flagged GZIP holds more than {GZIP_MEMBERS_MAX} gzip members"
+                )
+            inflater = zlib.decompressobj(wbits=31 if gzip_members else 15)
+            budget -= len(inflater.decompress(remaining, budget))
+            if budget <= 0 or inflater.unconsumed_tail:
+                raise errors.MessageBodyTooLargeError(
+                    f"body flagged GZIP inflates beyond {inflated_bytes_max} bytes, the limit"
+                )
+            if not inflater.eof:
+                raise errors.MessageCorruptedError("body flagged GZIP is a truncated stream")
+            remaining = inflater.unused_data if gzip_members else b""
+            if remaining and remaining[:2] != GZIP_MAGIC:
+                raise errors.MessageCorruptedError("body flagged GZIP has trailing garbage")
+    except zlib.error as exc:
+        raise errors.MessageCorruptedError(
+            f"body flagged GZIP does not inflate ({exc}); send it with IDENTITY encoding or "
+            "compress it with gzip"
+        ) from None
 
 
 def _message_type(incoming: messages.IncomingMessage) -> message.MessageType:

@@ -1,10 +1,16 @@
 """v2 ``Message`` ↔ Ariane message values (grpc-v2.md §3, §6.3, §6.4).
 
-``incoming`` turns a ``SendMessage`` message into a neutral ``IncomingMessage`` (no checks
-beyond decoding: the broker's send path validates); ``outgoing`` builds the v2 ``Message`` a
-consumer receives from a ``StoredMessage`` with the system properties the official clients
-require: ``body_encoding`` set, an upper-case MD5 ``body_digest``, ``delivery_attempt >= 1``,
-the receipt handle, and only non-reserved keys in ``user_properties``.
+``incoming`` turns a ``SendMessage`` message into a neutral ``IncomingMessage``. It checks only
+what its conversions need: every enum is a value this build knows (``message_type`` 99 and
+``body_encoding`` 7 are BAD_REQUEST, not silently NORMAL/IDENTITY) and every timestamp lies in
+protobuf's ``Timestamp`` range (years 1..9999, nanos 0..999,999,999), so a converted value always
+fits the store's signed 64-bit fields; a seconds value of -2^62 is refused here instead of
+failing inside ``struct`` mid-batch. The broker's send path validates the rest.
+
+``outgoing`` builds the v2 ``Message`` a consumer receives from a ``StoredMessage`` with the
+system properties the official clients require: ``body_encoding`` set, an upper-case MD5
+``body_digest``, ``delivery_attempt >= 1``, the receipt handle, and only non-reserved keys in
+``user_properties``.
 
 Stored properties use RocketMQ's names (``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``__SHARDINGKEY`` …,
 ``ariane.common.message.Property``); everything else in a stored message's properties is a user
@@ -20,7 +26,7 @@ from collections.abc import Mapping
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from ariane.common import ids, message
+from ariane.common import errors, ids, message
 from ariane.remoting import pb
 
 P = message.Property
@@ -44,6 +50,15 @@ _TYPE_NAMES = frozenset(MESSAGE_TYPE_NAMES.values())
 _TYPE_VALUES: dict[str, pb.v2.MessageType] = {
     name: typing.cast(pb.v2.MessageType, value) for value, name in MESSAGE_TYPE_NAMES.items()
 }
+TIMESTAMP_SECONDS_MIN = -62_135_596_800
+"""Earliest ``Timestamp.seconds`` protobuf allows (0001-01-01T00:00:00Z), s."""
+
+TIMESTAMP_SECONDS_MAX = 253_402_300_799
+"""Latest ``Timestamp.seconds`` protobuf allows (9999-12-31T23:59:59Z), s."""
+
+_NANOS_MAX = 999_999_999
+_KNOWN_MESSAGE_TYPES = frozenset(pb.v2.MessageType.values())
+_KNOWN_ENCODINGS = frozenset(pb.v2.Encoding.values())
 _NORMAL = pb.v2.MessageType.NORMAL
 _MD5 = pb.v2.DigestType.MD5
 _GZIP = pb.v2.Encoding.GZIP
@@ -90,6 +105,36 @@ def timestamp_ms(value: timestamp_pb2.Timestamp) -> int:
     return value.seconds * 1000 + value.nanos // 1_000_000
 
 
+def checked_timestamp_ms(
+    value: timestamp_pb2.Timestamp, field: str, error: type[errors.BadRequestError]
+) -> int:
+    """A client's ``Timestamp`` in ms since the epoch, refused when outside protobuf's range.
+
+    Args:
+        value: the timestamp as sent.
+        field: its field name, for the message.
+        error: the BAD_REQUEST-family error to raise (``IllegalDeliveryTimeError`` for
+            ``delivery_timestamp``, ``BadRequestError`` for ``born_timestamp``).
+
+    Returns:
+        ms since the epoch, within ±2^53 (fits every signed 64-bit field of the store).
+
+    Raises:
+        BadRequestError: (``error``) when seconds are outside TIMESTAMP_SECONDS_MIN ..
+            TIMESTAMP_SECONDS_MAX or nanos outside 0 .. 999,999,999.
+    """
+    seconds, nanos = value.seconds, value.nanos
+    if (
+        not TIMESTAMP_SECONDS_MIN <= seconds <= TIMESTAMP_SECONDS_MAX
+        or not 0 <= nanos <= _NANOS_MAX
+    ):
+        raise error(
+            f"{field} (seconds={seconds}, nanos={nanos}) is not a valid timestamp: seconds must "
+            f"be {TIMESTAMP_SECONDS_MIN}..{TIMESTAMP_SECONDS_MAX} and nanos 0..{_NANOS_MAX}"
+        )
+    return seconds * 1000 + nanos // 1_000_000
+
+
 def timestamp(ms: int) -> timestamp_pb2.Timestamp:
     """ms since the epoch as a protobuf ``Timestamp``."""
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
@@ -101,10 +146,19 @@ def incoming(msg: pb.v2.Message) -> IncomingMessage:
     Runs for every message sent: protobuf enum values are module constants (an attribute of
     an ``EnumTypeWrapper`` is a Python-level ``__getattr__``) and empty repeated/map fields are
     not converted.
+
+    Raises:
+        BadRequestError: ``message_type`` or ``body_encoding`` is a number this build does not
+            know, or ``born_timestamp`` is outside protobuf's ``Timestamp`` range.
+        IllegalDeliveryTimeError: ``delivery_timestamp`` is outside that range.
     """
     props = msg.system_properties
     user = msg.user_properties
     keys = props.keys
+    if props.message_type not in _KNOWN_MESSAGE_TYPES:
+        raise errors.BadRequestError(f"message_type {props.message_type} is not a MessageType")
+    if props.body_encoding not in _KNOWN_ENCODINGS:
+        raise errors.BadRequestError(f"body_encoding {props.body_encoding} is not an Encoding")
     return IncomingMessage(
         topic=msg.topic.name,
         body=msg.body,
@@ -116,9 +170,15 @@ def incoming(msg: pb.v2.Message) -> IncomingMessage:
         message_type=MESSAGE_TYPE_NAMES.get(props.message_type, "UNSPECIFIED"),
         message_group=props.message_group if props.HasField("message_group") else None,
         delivery_timestamp_ms=(
-            timestamp_ms(props.delivery_timestamp) if props.HasField("delivery_timestamp") else None
+            checked_timestamp_ms(
+                props.delivery_timestamp, "delivery_timestamp", errors.IllegalDeliveryTimeError
+            )
+            if props.HasField("delivery_timestamp")
+            else None
         ),
-        born_timestamp_ms=timestamp_ms(props.born_timestamp),
+        born_timestamp_ms=checked_timestamp_ms(
+            props.born_timestamp, "born_timestamp", errors.BadRequestError
+        ),
         born_host=props.born_host,
         trace_context=props.trace_context if props.HasField("trace_context") else None,
     )

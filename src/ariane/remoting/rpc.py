@@ -12,7 +12,17 @@ is guarded so that a client always gets a status, never a gRPC error:
 * an RPC the implementation lacks answers NOT_IMPLEMENTED (50100);
 * an ``ArianeError`` raised by the implementation answers its own code and message;
 * any other exception is logged and answers INTERNAL_ERROR (50000);
-* a unary response whose status was left unset (code 0) is a bug: it answers INTERNAL_ERROR.
+* a unary response whose status was left unset (code 0) is a bug: it answers INTERNAL_ERROR;
+* a request body that does not parse as the RPC's message ends the call with gRPC
+  INVALID_ARGUMENT and a one-line warning (at most one per RPC per
+  ``MALFORMED_LOG_INTERVAL_S``), never grpc's ERROR traceback and INTERNAL/UNKNOWN: the
+  deserializer returns a ``MalformedRequest`` instead of raising, and the guard aborts;
+* a refusal (NOT_IMPLEMENTED, UNSUPPORTED …, ``REFUSAL_CODES``) is logged once per RPC, code
+  and client (``x-mq-client-id``, else the peer), with a bounded table and a cap on lines per
+  minute (``common.log_limits``).
+
+Both limits hold per process: the broker's own gRPC server, the store owner behind front-end
+workers (``remoting.relay`` calls the same guard) and the name server all use this guard.
 
 ``context.abort`` still ends a call with a gRPC status when an implementation wants that (the
 Java proxy uses gRPC INVALID_ARGUMENT for malformed telemetry settings).
@@ -35,8 +45,8 @@ from typing import Any, NoReturn, Protocol, TypeVar
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
-from ariane.common import errors
-from ariane.remoting import codes, pb
+from ariane.common import errors, log_limits
+from ariane.remoting import codes, metadata, pb
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +57,50 @@ ServiceDescriptor = descriptor.ServiceDescriptor
 protobuf themselves."""
 
 STATUS_FIELD = "status"
+
+MALFORMED_LOG_INTERVAL_S = 60.0
+"""Least time between two warnings about malformed requests to the same RPC, s."""
+
+REFUSAL_CODES: frozenset[int] = frozenset(
+    {
+        errors.Code.NOT_IMPLEMENTED,
+        errors.Code.UNSUPPORTED,
+        errors.Code.VERSION_UNSUPPORTED,
+        errors.Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED,
+    }
+)
+"""Status codes that mean "this server does not do that": logged once per RPC and client."""
+
+CLIENT_CHARS_LOGGED_MAX = 128
+"""Longest client id written to a refusal line (and kept in the table), characters."""
+
+REFUSAL_LOG_INTERVAL_S = 24 * 3600.0
+"""Least time between two lines about the same refusal (RPC, code, client), s."""
+
+
+class _GuardLogs:
+    """The log-line limits of one service's guarded RPCs (made by ``guarded_methods``)."""
+
+    __slots__ = ("malformed", "refusals")
+
+    def __init__(self) -> None:
+        self.malformed = log_limits.LineLimiter(key_interval_s=MALFORMED_LOG_INTERVAL_S)
+        self.refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MalformedRequest:
+    """What a guarded deserializer returns for bytes that do not parse (instead of raising).
+
+    Attributes:
+        reason: protobuf's error text.
+        size_bytes: the length of the body.
+    """
+
+    reason: str
+    size_bytes: int
+
+
 _CAMEL_BOUNDARY = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -124,8 +178,9 @@ def guarded_methods(
         implementation: an object with a snake-case coroutine (or async generator, for
             server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
     """
+    logs = _GuardLogs()
     return [
-        _guarded(method, getattr(implementation, snake_case(method.name), None))
+        _guarded(method, getattr(implementation, snake_case(method.name), None), logs)
         for method in service.methods
     ]
 
@@ -172,28 +227,32 @@ def _status_for(exc: Exception, rpc: str) -> pb.v2.Status:
     return codes.internal_error(f"{rpc} failed: {type(exc).__name__}")
 
 
-def _guarded(method: descriptor.MethodDescriptor, behavior: Any) -> GuardedMethod:
+def _guarded(method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLogs) -> GuardedMethod:
     request_class = message_class(method.input_type)
     response_class = message_class(method.output_type)
     rpc = method.full_name
     has_status = STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name
+    client_streaming = method.client_streaming
 
     async def unary_response(request: Any, context: CallContext) -> Any:
+        request = await _checked_request(request, client_streaming, context, rpc, logs)
         if behavior is None:
-            return _failure(response_class, codes.not_implemented(method.name))
+            return _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
         try:
             response = await behavior(request, context)
             if has_status:
                 assert response.status.code != 0, f"{rpc} answered without a status code"
+                _note_refusal(response.status, rpc, context, logs)
             return response
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # a client must get a status, never a crash
-            return _failure(response_class, _status_for(exc, rpc))
+            return _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
 
     async def stream_response(request: Any, context: CallContext) -> AsyncIterator[Any]:
+        request = await _checked_request(request, client_streaming, context, rpc, logs)
         if behavior is None:
-            yield _failure(response_class, codes.not_implemented(method.name))
+            yield _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
             return
         try:
             async for response in behavior(request, context):
@@ -201,16 +260,97 @@ def _guarded(method: descriptor.MethodDescriptor, behavior: Any) -> GuardedMetho
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # a client must get a status, never a crash
-            yield _failure(response_class, _status_for(exc, rpc))
+            yield _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return request_class.FromString(data)
+        except message.DecodeError as exc:  # answered INVALID_ARGUMENT by the guard
+            return MalformedRequest(str(exc), len(data))
 
     return GuardedMethod(
         path=f"/{method.containing_service.full_name}/{method.name}",
-        client_streaming=method.client_streaming,
+        client_streaming=client_streaming,
         server_streaming=method.server_streaming,
-        deserialize=request_class.FromString,
+        deserialize=deserialize,
         serialize=response_class.SerializeToString,
         call=stream_response if method.server_streaming else unary_response,
     )
+
+
+async def _checked_request(
+    request: Any, client_streaming: bool, context: CallContext, rpc: str, logs: _GuardLogs
+) -> Any:
+    """The request, or for a client stream an iterator that checks each; aborts on a malformed
+    one with INVALID_ARGUMENT."""
+    if client_streaming:
+        return _checked_stream(request, context, rpc, logs)
+    if isinstance(request, MalformedRequest):
+        await _abort_malformed(request, context, rpc, logs)
+    return request
+
+
+async def _checked_stream(
+    requests: AsyncIterator[Any], context: CallContext, rpc: str, logs: _GuardLogs
+) -> AsyncIterator[Any]:
+    async for request in requests:
+        if isinstance(request, MalformedRequest):
+            await _abort_malformed(request, context, rpc, logs)
+        yield request
+
+
+async def _abort_malformed(
+    request: MalformedRequest, context: CallContext, rpc: str, logs: _GuardLogs
+) -> NoReturn:
+    if logs.malformed.allow(rpc):
+        _log.warning(
+            "%s: refused a malformed request of %d bytes from %s (%s); INVALID_ARGUMENT "
+            "(one line per RPC per %.0f s; %d such lines suppressed so far)",
+            rpc,
+            request.size_bytes,
+            context.peer(),
+            request.reason,
+            MALFORMED_LOG_INTERVAL_S,
+            logs.malformed.suppressed,
+        )
+    await context.abort(
+        grpc.StatusCode.INVALID_ARGUMENT, f"request body is not a valid {rpc} request"
+    )
+
+
+def _refused(
+    response_class: type[message.Message],
+    status: pb.v2.Status,
+    rpc: str,
+    context: CallContext,
+    logs: _GuardLogs,
+) -> message.Message:
+    _note_refusal(status, rpc, context, logs)
+    return _failure(response_class, status)
+
+
+def _client_of(context: CallContext) -> str:
+    """The caller's ``x-mq-client-id`` (at most CLIENT_CHARS_LOGGED_MAX chars), else its peer."""
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == metadata.CLIENT_ID and isinstance(value, str) and value:
+            return value[:CLIENT_CHARS_LOGGED_MAX]
+    return context.peer()
+
+
+def _note_refusal(status: pb.v2.Status, rpc: str, context: CallContext, logs: _GuardLogs) -> None:
+    """Log a NOT_IMPLEMENTED/UNSUPPORTED answer once per (RPC, code, client)."""
+    code = int(status.code)
+    if code not in REFUSAL_CODES:
+        return
+    client = _client_of(context)
+    if logs.refusals.allow((rpc, code, client)):
+        _log.warning(
+            "%s refused for client %r: %s %s (logged once per RPC, code and client)",
+            rpc,
+            client,
+            errors.Code(code).name,
+            status.message,
+        )
 
 
 def _serialize(request: message.Message) -> bytes:

@@ -120,6 +120,7 @@ class PrepareProblem(enum.Enum):
     PROPERTY_ILLEGAL = "PROPERTY_ILLEGAL"
     TOPIC_ILLEGAL = "TOPIC_ILLEGAL"
     HOST_ILLEGAL = "HOST_ILLEGAL"
+    FIELD_OUT_OF_RANGE = "FIELD_OUT_OF_RANGE"
 
 
 class PreparedRecord(NamedTuple):
@@ -294,6 +295,8 @@ def prepare(
         return PrepareProblem.PROPERTY_ILLEGAL
     if len(properties_bytes) > properties_bytes_max:
         return PrepareProblem.PROPERTIES_TOO_LARGE
+    if not _fields_in_range(fields):
+        return PrepareProblem.FIELD_OUT_OF_RANGE
     hosts = _host_parts(fields.born_host.ip, fields.store_host.ip)
     if hosts is None:
         return PrepareProblem.HOST_ILLEGAL
@@ -319,6 +322,26 @@ def prepare(
         (int(fields.sys_flag) & ~_HOST_V6_BITS) | v6_bits,
         born_ip,
         store_ip,
+    )
+
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _fields_in_range(fields: RecordFields) -> bool:
+    # Every header field fits its signed slot (``_fixed_struct``), so ``encode_into`` cannot
+    # raise ``struct.error`` half-way through a batch.
+    queue_id, flag, sys_flag, born_ms, born_host, store_host, reconsume, prepared_offset = fields
+    return (
+        _INT_MIN <= queue_id <= _INT_MAX
+        and _INT_MIN <= flag <= _INT_MAX
+        and _INT_MIN <= sys_flag <= _INT_MAX
+        and _LONG_MIN <= born_ms <= _LONG_MAX
+        and _INT_MIN <= born_host.port <= _INT_MAX
+        and _INT_MIN <= store_host.port <= _INT_MAX
+        and _INT_MIN <= reconsume <= _INT_MAX
+        and _LONG_MIN <= prepared_offset <= _LONG_MAX
     )
 
 

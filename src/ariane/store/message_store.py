@@ -300,12 +300,20 @@ class MessageStore:
         return self._submit(requests)[1]
 
     def _submit(
-        self, requests: Sequence[commit_log.AppendRequest]
+        self, requests: Sequence[commit_log.AppendRequest], atomic: bool = False
     ) -> tuple[
         list[commit_log.PutMessageResult],
         concurrent.futures.Future[list[commit_log.PutMessageResult]],
     ]:
         prepared = [self.commit_log.prepare(r) for r in requests]
+        refused = next((p.status for p in prepared if p.record is None), None) if atomic else None
+        if refused is not None:  # nothing written: the batch fails as a whole, for that reason
+            failed = [commit_log.PutMessageResult(refused) for _ in prepared]
+            done: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
+                concurrent.futures.Future()
+            )
+            done.set_result(failed)
+            return failed, done
         results, durable = self._append(prepared)
         outcome: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
             concurrent.futures.Future()
@@ -347,10 +355,13 @@ class MessageStore:
         return results, durable or flush.completed_future(False)
 
     def put_messages_sync(
-        self, requests: Sequence[commit_log.AppendRequest]
+        self, requests: Sequence[commit_log.AppendRequest], *, atomic: bool = False
     ) -> list[commit_log.PutMessageResult]:
-        """Append a batch and wait (at most ``sync_flush_timeout_ms``) for its flush condition."""
-        results, future = self._submit(requests)
+        """Append a batch and wait (at most ``sync_flush_timeout_ms``) for its flush condition.
+
+        ``atomic``: as for ``put_messages``.
+        """
+        results, future = self._submit(requests, atomic)
         try:
             return future.result(timeout=self.settings.sync_flush_timeout_ms / 1000)
         except concurrent.futures.TimeoutError:
@@ -365,15 +376,19 @@ class MessageStore:
         return self.put_messages_sync([request])[0]
 
     async def put_messages(
-        self, requests: Sequence[commit_log.AppendRequest]
+        self, requests: Sequence[commit_log.AppendRequest], *, atomic: bool = False
     ) -> list[commit_log.PutMessageResult]:
         """Append a batch; one await for the whole batch (group commit under SYNC_FLUSH).
 
         The append itself runs in the calling thread (it only hands bytes to the OS); the
         await covers the flush. After ``sync_flush_timeout_ms`` stored messages come back as
         FLUSH_DISK_TIMEOUT.
+
+        With ``atomic`` (a v2 SendMessage request, which is all-or-nothing), a message that
+        ``CommitLog.prepare`` refuses fails the whole batch before any byte is written: every
+        result carries that message's status. Without it each message is answered on its own.
         """
-        results, future = self._submit(requests)
+        results, future = self._submit(requests, atomic)
         if future.done():  # ASYNC_FLUSH: no thread handoff, no wake-up of the event loop
             return future.result()
         try:
