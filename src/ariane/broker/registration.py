@@ -27,7 +27,7 @@ import logging
 import grpc
 
 from ariane.broker import runtime as runtime_mod
-from ariane.common import errors
+from ariane.common import errors, log_limits
 from ariane.remoting import codes, convert, pb, rpc
 
 _log = logging.getLogger(__name__)
@@ -45,6 +45,10 @@ RETRY_BACKOFF_S_FIRST = 0.5
 
 RETRY_BACKOFF_S_MAX = 3.0
 """Longest wait between retries of a failed registration, s."""
+
+FAILURE_LOG_INTERVAL_S = 30.0
+"""Least time between two "registration failed" warnings for one name server, s (retries come
+every <= 3 s during an outage; the warning keeps RocketMQ's 30 s pace)."""
 
 
 def retry_backoff_s(failures: int) -> float:
@@ -67,6 +71,7 @@ class RegistrationService:
         self._channels = channels
         self.registrations_ok = 0
         """Successful RegisterBroker calls since start (for tests and stats)."""
+        self._failure_lines = log_limits.LineLimiter(key_interval_s=FAILURE_LOG_INTERVAL_S)
 
     def _request(self) -> pb.registry.RegisterBrokerRequest:
         runtime = self._runtime
@@ -104,7 +109,8 @@ class RegistrationService:
             answer = await client.register_broker(request)
             codes.raise_for_status(answer.status)
         except (grpc.aio.AioRpcError, errors.ArianeError) as exc:
-            _log.warning("registration with name server %s failed: %s", addr, exc)
+            if self._failure_lines.allow(addr):  # retries come every <= 3 s during an outage
+                _log.warning("registration with name server %s failed: %s", addr, exc)
             return False
         self.registrations_ok += 1
         return True
