@@ -8,9 +8,9 @@ import pathlib
 from typing import Any
 
 import pytest
-from bench import client_results
 
 from ariane import cli
+from ariane.benchmark import client_results
 
 
 def _entry(command: str, kind: str) -> dict[str, Any]:
