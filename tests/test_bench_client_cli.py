@@ -179,3 +179,27 @@ def test_installed_cli_runs_a_benchmark_outside_the_checkout(tmp_path: pathlib.P
     (entry,) = json.loads(recorded.read_text())["runs"]
     assert [(r["scenario"], r["messages"]) for r in entry["runs"]] == [("ours-batch", 200.0)]
     assert sorted(p.name for p in work.iterdir()) == [recorded.name, recorded.stem + ".md"]
+
+
+def test_official_driver_runs_by_path_without_loading_ariane(tmp_path: pathlib.Path) -> None:
+    """The official client's driver ships inside the package and, started the way ``ariane
+    bench`` and ``bench.compare`` start it, loads no module of Ariane and none of its
+    neighbours (``machine``, ``report``, …) as top-level modules."""
+    assert client_bench.DRIVER.parent == pathlib.Path(client_bench.__file__).parent
+    exe, *flags = client_bench.driver_command()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    shown = subprocess.run(
+        [exe, "-X", "importtime", *flags, "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "produce" in shown.stdout and "consume" in shown.stdout
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in shown.stderr.splitlines() if "|" in line}
+    assert "rocketmq" in loaded
+    neighbours = {p.stem for p in client_bench.DRIVER.parent.glob("*.py")}
+    assert {m for m in loaded if m == "ariane" or m.startswith("ariane.")} == set()
+    assert loaded & neighbours == set()
