@@ -141,6 +141,15 @@ def test_results_go_to_bench_results_in_a_checkout_else_the_current_directory(
     assert [o.data_dir for o in ran] == [checkout, elsewhere, checkout]
 
 
+def _run(
+    argv: list[str], cwd: pathlib.Path, env: dict[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` as a process in ``cwd`` with exactly ``env``; its exit status and output."""
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
 def _installed_copy(root: pathlib.Path) -> dict[str, str]:
     """A copy of the ``ariane`` package alone under ``root/site`` (as a wheel installs it, with
     no checkout around it) and the environment that imports it first."""
@@ -159,20 +168,11 @@ def test_installed_cli_runs_a_benchmark_outside_the_checkout(tmp_path: pathlib.P
     work = tmp_path / "work"
     work.mkdir()
     command = [sys.executable, "-m", "ariane", "bench", "produce"]
-    shown = subprocess.run(
-        [*command, "--help"], cwd=work, env=env, capture_output=True, text=True, timeout=60
-    )
+    shown = _run([*command, "--help"], work, env, 60)
     assert shown.returncode == 0, shown.stderr
     assert "--results-dir" in shown.stdout and "ariane[clients]" in shown.stdout
     tiny = ["--messages", "200", "--scenarios", "ours-batch", "--rounds", "1"]
-    done = subprocess.run(
-        [*command, *tiny, "--quiet-wait-s", "0"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _run([*command, *tiny, "--quiet-wait-s", "0"], work, env, 120)
     assert done.returncode == 0, done.stderr
     assert "ours-batch" in done.stdout
     (recorded,) = work.glob("client-*.json")
@@ -188,14 +188,7 @@ def test_official_driver_runs_by_path_without_loading_ariane(tmp_path: pathlib.P
     assert client_bench.DRIVER.parent == pathlib.Path(client_bench.__file__).parent
     exe, *flags = client_bench.driver_command()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    shown = subprocess.run(
-        [exe, "-X", "importtime", *flags, "--help"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = _run([exe, "-X", "importtime", *flags, "--help"], tmp_path, env, 60)
     assert shown.returncode == 0, shown.stderr
     assert "produce" in shown.stdout and "consume" in shown.stdout
     loaded = {line.rsplit("|", 1)[-1].strip() for line in shown.stderr.splitlines() if "|" in line}
