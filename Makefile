@@ -65,8 +65,9 @@ bench-store: $(STAMP)
 clean:
 	rm -rf $(VENV) .ariane
 
-# The client benchmark: ariane.client (batched, one per call) vs the official Python client,
-# 1 KiB messages, against a fresh `ariane dev` cluster; results in bench/results/client-<date>.*
+# The client benchmark (shipped in the package, ariane.benchmark): ariane.client (batched, one
+# per call) vs the official Python client, 1 KiB messages, against a fresh `ariane dev` cluster;
+# run from the repository root, so results go to bench/results/client-<date>.*
 .PHONY: bench-client
 bench-client: $(STAMP)
 	$(BIN)/ariane bench produce

@@ -1,7 +1,8 @@
 """``python -m bench.compare``: the same workloads against Ariane and Apache RocketMQ 5.3.3.
 
 Both systems are driven by the official ``rocketmq-python-client`` 5.1.2
-(``bench/official_client_driver.py``, one process per producer or consumer), 1 KiB bodies:
+(``ariane/benchmark/official_client_driver.py``, one process per producer or consumer),
+1 KiB bodies:
 
 * ``send xN``: N producer processes, one thread each, synchronous ``Producer.send`` (one
   message per SendMessage call); msgs/s over the span all N share (they start together on a
@@ -95,8 +96,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import bench
 from ariane import dev
-from bench import client_bench, machine, measure, process_cpu, recovery, report
+from ariane.benchmark import client_bench, machine, measure, process_cpu, report
+from bench import recovery
 from bench.peers.rocketmq import peer
 
 SYSTEMS = ("ariane", "rocketmq")
@@ -359,7 +362,7 @@ class DriverResult:
 def _spawn_driver(args: Sequence[str], log: pathlib.Path) -> subprocess.Popen[str]:
     with log.open("ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, str(client_bench.DRIVER), *args],
+            [*client_bench.driver_command(), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log_file,
@@ -746,6 +749,7 @@ def own_client_rows(cluster: Cluster, flush: str, opts: Options, disk: str | Non
             json_output=False,
             record=False,
             results_dir=opts.results_dir,
+            data_dir=bench.REPO,
             command=opts.command,
         )
         target = client_bench.Target(cluster.endpoints, cluster.topic, "")
@@ -1172,7 +1176,7 @@ def parse(argv: Sequence[str] | None) -> Options:
         help="the Ariane broker's front-end workers in the side-by-side rows (default: its own)",
     )
     parser.add_argument("--no-record", action="store_true")
-    parser.add_argument("--results-dir", type=pathlib.Path, default=report.RESULTS_DIR)
+    parser.add_argument("--results-dir", type=pathlib.Path, default=bench.RESULTS_DIR)
     args = parser.parse_args(argv)
     modes = {"async": FLUSH_MODES[:1], "sync": FLUSH_MODES[1:], "both": FLUSH_MODES}
     for name in ("send1_messages", "send_n_messages_per_process", "drain_messages"):
@@ -1225,13 +1229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     opts = parse(argv)
     started = datetime.datetime.now(datetime.UTC)
-    base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-compare-", dir=client_bench.REPO))
+    base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-compare-", dir=bench.REPO))
 
     def log(text: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
 
     try:
-        info = machine.machine_info(base, client_bench.REPO)
+        info = machine.machine_info(base, bench.REPO)
         samples = run_all(opts, base, log)
     finally:
         shutil.rmtree(base, ignore_errors=True)

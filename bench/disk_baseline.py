@@ -22,7 +22,7 @@ import os
 import pathlib
 import time
 
-from bench import measure
+from ariane.benchmark import measure
 
 _PAGE_BYTES = 4096
 

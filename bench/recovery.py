@@ -28,7 +28,7 @@ from collections.abc import Callable
 import grpc
 
 from ariane import client, dev
-from bench import process_cpu
+from ariane.benchmark import process_cpu
 from bench.peers.rocketmq import peer
 
 POLL_INTERVAL_S = 0.05

@@ -47,11 +47,13 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 from rich.table import Table
 
+import bench
+from ariane.benchmark import machine, measure, report
 from ariane.common import clock as clock_mod
 from ariane.common import ids
 from ariane.common import message as message_mod
 from ariane.store import commit_log, message_store, settings
-from bench import disk_baseline, machine, measure, report
+from bench import disk_baseline
 
 TOPIC = ids.TopicName("BenchTopic")
 QUEUE = ids.QueueId(0)
@@ -800,7 +802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.datetime.now().astimezone()
     command = report.command_line("bench.store_append")
     disk = machine.disk_of(config.base_dir)
-    info = machine.machine_info(config.base_dir, pathlib.Path(__file__).resolve().parents[1])
+    info = machine.machine_info(config.base_dir, bench.REPO)
     console.print(f"{command}\n{info['cpu_count']} CPUs, load {info['load_average_at_start']}")
     try:
         samples = run_rounds(config, console, disk)
@@ -815,6 +817,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{started:%Y-%m-%dT%H%M}",
             payload(rows, samples, config, info, command, started),
             markdown(rows, samples, config, info, command, started),
+            bench.RESULTS_DIR,
         )
         console.print("recorded " + ", ".join(str(p) for p in paths))
     return 0

@@ -11,7 +11,8 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from ariane import admin_cli, bench_cli
+from ariane import admin_cli
+from ariane.benchmark import cli as bench_cli
 from ariane.broker import __main__ as broker_main
 from ariane.namesrv import __main__ as namesrv_main
 from ariane.operator import __main__ as operator_main

@@ -1,7 +1,9 @@
 """The official ``rocketmq-python-client`` (5.1.2) as a benchmark load, in its own process.
 
-Run by ``bench/client_bench.py`` (``ariane bench``); the official client's generated protobuf
-modules clash with Ariane's in one interpreter, so this script imports nothing of Ariane.
+Run by path (``python -P <this file>``, ``ariane.benchmark.client_bench.driver_command``) by
+``ariane bench`` and by the repository's ``bench.compare``; the official client's generated
+protobuf modules clash with Ariane's in one interpreter, so this script imports nothing of
+Ariane (an import-linter contract says so) and is never imported as a module.
 
 Commands::
 

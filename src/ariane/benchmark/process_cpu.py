@@ -18,7 +18,7 @@ import pathlib
 import resource
 import time
 
-from bench import machine
+from ariane.benchmark import machine
 
 _CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 

@@ -12,25 +12,29 @@ Scenarios (each one run per round, rounds interleaved as specs/perf.md §2.1 ask
 * ``ours-single``: ``ariane.client`` with one message per call and ``--in-flight`` calls under
   way (produce: ``send``; consume: ``receive(1)`` + ``ack`` of that message);
 * ``official``: ``rocketmq-python-client`` 5.1.2 in its own process
-  (``bench/official_client_driver.py``), ``--threads`` threads calling the synchronous
-  ``Producer.send`` (one message per call, as the official clients always send), or
-  ``SimpleConsumer.receive(32)`` + ``ack`` per message.
+  (``official_client_driver.py`` next to this module, run by path: ``driver_command``),
+  ``--threads`` threads calling the synchronous ``Producer.send`` (one message per call, as the
+  official clients always send), or ``SimpleConsumer.receive(32)`` + ``ack`` per message. It is
+  an optional dependency (``pip install 'ariane[clients]'``): without it the scenario is
+  skipped, with a line saying so (``official_client_installed``).
 
 Latency is per call: one ``send_batch``/``send`` (produce) or one ``receive`` (consume); the
 official client's calls include its own retries. Unless ``--endpoints`` names a cluster, each
 round starts a fresh ``ariane dev`` cluster (name server + broker as child processes,
-ASYNC_FLUSH unless ``--flush-disk-type``) with its data under ``<repo>/.bench-client-*``, and
-removes it afterwards. Consume rounds first fill their topic with the batch producer (untimed);
-each consume scenario reads it with a fresh group (so with ``--endpoints`` the brokers must
-start new groups at the first offset, Ariane's default ``consume_from_where``).
+ASYNC_FLUSH unless ``--flush-disk-type``) with its data under ``<data dir>/.bench-client-*``
+(``Options.data_dir``: the current directory unless ``--data-dir``), and removes it
+afterwards. Consume rounds first fill their topic with the batch producer (untimed); each
+consume scenario reads it with a fresh group (so with ``--endpoints`` the brokers must start
+new groups at the first offset, Ariane's default ``consume_from_where``).
 
 Before each run the quiet-machine gate waits up to ``--quiet-wait-s`` for < 0.25 busy cores;
 each run records ``ext_cores`` (the machine's busy cores minus those of this process tree:
 bench, name server, broker, official driver), the 1-min load average and the disk bytes
-written. Results are appended to ``bench/results/client-<UTC date>.json`` and the ``.md`` next
-to it is rewritten with every run of that date, each with its exact command line. Every figure
-is shown next to the transport-only limit of specs/perf.md §2.4 (measured there, not re-measured
-here) and the ratio between the two.
+written. Results are appended to ``<results dir>/client-<UTC date>.json``
+(``default_results_dir``: ``./bench/results`` in a source checkout, else the current
+directory) and the ``.md`` next to it is rewritten with every run of that date, each with its
+exact command line. Every figure is shown next to the transport-only limit of specs/perf.md
+§2.4 (measured there, not re-measured here) and the ratio between the two.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -53,16 +58,29 @@ from typing import Any
 from rich import console as rich_console
 from rich import progress as rich_progress
 
+import ariane
 from ariane import client, dev
+from ariane.benchmark import client_results, machine, measure, process_cpu
 from ariane.common import errors
-from bench import client_results, machine, measure, process_cpu
 
 KINDS = ("produce", "consume")
 SCENARIOS = ("ours-batch", "ours-stream", "ours-single", "official")
 PRODUCE_ONLY = ("ours-stream",)
 """Scenarios with no consume side (streaming is a send path)."""
-REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def scenarios_of(kind: str) -> tuple[str, ...]:
+    """Every scenario of ``kind`` (``produce`` or ``consume``), in their order."""
+    return SCENARIOS if kind == "produce" else tuple(s for s in SCENARIOS if s not in PRODUCE_ONLY)
+
+
+PACKAGE_DIR = pathlib.Path(ariane.__file__).resolve().parent
+"""The installed ``ariane`` package; its git commit (if it is a checkout) goes with each result."""
 DRIVER = pathlib.Path(__file__).resolve().parent / "official_client_driver.py"
+"""The official client's driver, shipped in the package and run by path (``driver_command``)."""
+OFFICIAL_DISTRIBUTION = "rocketmq-python-client"
+"""The optional dependency of the ``official`` scenario (the ``clients`` extra)."""
+INSTALL_HINT = "pip install 'ariane[clients]'"
 RESULTS_NAME = "client"
 
 QUIET_BUSY_CORES_MAX = 0.25
@@ -107,7 +125,9 @@ class Options:
         flush_disk_type: ``ASYNC_FLUSH`` or ``SYNC_FLUSH`` for started clusters.
         json_output: print the result as JSON on stdout instead of a table.
         record: write the results files.
-        results_dir: where the results files go.
+        results_dir: where the results files go (``default_results_dir``).
+        data_dir: under which the started clusters keep their data, in a temporary directory
+            removed afterwards (on the disk being measured).
         command: the command line, as recorded.
     """
 
@@ -127,6 +147,7 @@ class Options:
     json_output: bool
     record: bool
     results_dir: pathlib.Path
+    data_dir: pathlib.Path
     command: str
 
     def count(self, scenario: str) -> int:
@@ -178,6 +199,29 @@ class Run:
 Measured = tuple[measure.Timing, machine.RunLoad, int, float]
 """What a driver returns: timing, load, failed calls, the client process's cores."""
 Advance = Callable[[int], None]
+
+
+def default_results_dir(cwd: pathlib.Path) -> pathlib.Path:
+    """Where results go without ``--results-dir``: ``<cwd>/bench/results`` when ``cwd`` is the
+    root of a source checkout (that directory exists), else ``cwd`` itself."""
+    checkout_results = cwd / "bench" / "results"
+    return checkout_results if checkout_results.is_dir() else cwd
+
+
+def official_client_installed() -> bool:
+    """Whether ``rocketmq-python-client`` is installed for this interpreter (the one that runs
+    the driver)."""
+    try:
+        importlib.metadata.version(OFFICIAL_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def driver_command() -> list[str]:
+    """The command that starts the official client's driver: this interpreter with ``-P`` (the
+    driver's directory, this package's, is not put on ``sys.path``) and the script's path."""
+    return [sys.executable, "-P", str(DRIVER)]
 
 
 # -- our client ------------------------------------------------------------------------------
@@ -304,8 +348,7 @@ async def run_official(
     log_path = pathlib.Path(tempfile.gettempdir()) / "ariane-bench-official-driver.log"
     with log_path.open("ab") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(DRIVER),
+            *driver_command(),
             *official_arguments(target, options),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -439,7 +482,7 @@ def entry(
 ) -> dict[str, Any]:
     """Everything recorded about one invocation."""
     settings = dataclasses.asdict(options)
-    for key in ("command", "results_dir", "json_output", "record"):
+    for key in ("command", "results_dir", "data_dir", "json_output", "record"):
         settings.pop(key)
     return {
         "kind": options.kind,
@@ -570,9 +613,10 @@ def run(options: Options) -> int:
     """Run every round, print the summary, record the results; returns the exit status."""
     console = rich_console.Console(stderr=True)
     started = datetime.datetime.now(datetime.UTC)
-    base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-client-", dir=REPO))
+    base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-client-", dir=options.data_dir))
     try:
-        info = machine.machine_info(base, REPO)
+        info = machine.machine_info(base, PACKAGE_DIR)
+        info["ariane_version"] = ariane.__version__
         disk = machine.disk_of(base)
         runs: list[Run] = []
         with _progress(console) as progress:

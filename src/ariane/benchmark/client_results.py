@@ -1,6 +1,6 @@
 """Showing and recording client benchmark results: the summary table, the dated results files.
 
-``bench/results/client-<UTC date>.json`` holds every invocation of that date (``runs``: each
+``<results dir>/client-<UTC date>.json`` holds every invocation of that date (``runs``: each
 with its command line, settings, machine facts, per-run figures and loads, and summary rows);
 ``client-<date>.md`` is rewritten from it on every invocation, so the Markdown always shows
 every run of the day with the exact command that produced it. Files are written whole
@@ -16,7 +16,7 @@ from typing import Any
 
 from rich import table as rich_table
 
-from bench import measure, report
+from ariane.benchmark import measure, report
 
 HEADERS = (
     "scenario",
@@ -108,12 +108,12 @@ def _entry_markdown(entry: Mapping[str, Any]) -> str:
 PREAMBLE = """\
 # Client benchmark: `ariane.client` vs the official Python client
 
-Written by `ariane bench produce|consume` (`bench/client_bench.py`); every section below is one
-invocation, with the exact command that produced it. 1 KiB bodies; MB = 10^6 body bytes.
+Written by `ariane bench produce|consume` (`ariane.benchmark.client_bench`); every section below
+is one invocation, with the exact command that produced it. 1 KiB bodies; MB = 10^6 body bytes.
 Latency is per call (one send or send_batch; for consume, one receive). `limit` is the
 transport-only figure of specs/perf.md §2.4 for the same call pattern (measured there on this
-machine type, not re-measured by this run), and `ratio` = median msgs/s / limit. The machine is
-a shared 2-core VM: read `ext cores` and the load before comparing numbers across sections.
+machine type, not re-measured by this run), and `ratio` = median msgs/s / limit. On a shared
+machine, read `ext cores` and the load before comparing numbers across sections.
 """
 
 

@@ -1,4 +1,4 @@
-"""Recording a benchmark's result: ``bench/results/<name>-<stamp>.json`` and ``.md``.
+"""Recording a benchmark's result: ``<results dir>/<name>-<stamp>.json`` and ``.md``.
 
 The JSON holds every number (for later comparison by a program); the Markdown holds the table
 and the exact command line (for a person). Both are written whole or not at all (temporary
@@ -13,9 +13,6 @@ import pathlib
 import shlex
 import sys
 from collections.abc import Sequence
-
-RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
-"""Where results are recorded by default (committed with the code they measured)."""
 
 
 def command_line(module: str) -> str:
@@ -44,7 +41,7 @@ def write_results(
     stamp: str,
     payload: dict[str, object],
     markdown: str,
-    results_dir: pathlib.Path = RESULTS_DIR,
+    results_dir: pathlib.Path,
 ) -> tuple[pathlib.Path, pathlib.Path]:
     """Write ``<name>-<stamp>.json`` (``payload``) and ``<name>-<stamp>.md`` (``markdown``).
 

@@ -1,6 +1,7 @@
 """The machine a benchmark runs on: the quiet-machine gate, outside load, and machine facts.
 
-Implements the measurement discipline of specs/perf.md §2.1 for every benchmark in ``bench/``:
+Implements the measurement discipline of specs/perf.md §2.1 for every benchmark (``ariane bench``
+and the repository's ``bench/``):
 
 - ``wait_for_quiet`` reads the aggregate ``cpu`` line of ``/proc/stat`` twice, ``window_s``
   apart, until a window shows fewer than ``busy_cores_max`` busy cores, or ``wait_max_s`` has
