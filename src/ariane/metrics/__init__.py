@@ -6,7 +6,7 @@ Prometheus scrapes; ``exposition.MetricsServer`` serves ``/metrics``. See DESIGN
 ``specs/rocketmq-reference.md`` §c for the names.
 """
 
-from ariane.metrics import collectors, exposition, operator, snapshots
+from ariane.metrics import alerts, collectors, exposition, operator, snapshots
 from ariane.metrics.collectors import BrokerCollector, NameServerCollector
 from ariane.metrics.exposition import MetricsServer, loop_source
 from ariane.metrics.operator import OperatorMetrics
@@ -34,6 +34,7 @@ __all__ = [
     "NameServerSnapshot",
     "OperatorMetrics",
     "QueueLag",
+    "alerts",
     "collectors",
     "exposition",
     "loop_source",
