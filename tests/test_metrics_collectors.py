@@ -3,6 +3,7 @@ into RocketMQ-named series with the common labels."""
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,7 +19,7 @@ from metrics_testing import parse, value
 def test_per_queue_lag_stops_at_the_group_topic_cap(tmp_path: pathlib.Path) -> None:
     """With one pair more than ``GROUP_TOPIC_QUEUE_SERIES_MAX``, every pair keeps its summed
     lag but the last one has no per-queue series, and the truncation is counted."""
-    cap = metrics.GROUP_TOPIC_QUEUE_SERIES_MAX
+    cap = metrics.snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX
     broker = runtime.BrokerRuntime(tiny_settings(tmp_path), time=clock.SystemClock())
     try:
         for i in range(cap + 1):
@@ -27,8 +28,7 @@ def test_per_queue_lag_stops_at_the_group_topic_cap(tmp_path: pathlib.Path) -> N
                 topic_config.TopicConfig(topic, read_queue_nums=2, write_queue_nums=2)
             )
             broker.offsets.commit(ids.GroupName("g"), topic, ids.QueueId(0), ids.QueueOffset(0))
-        front = frontend.InProcessFrontEnd(broker.settings, [])
-        snap = metrics_view.snapshot(broker, clients_mod.ClientRegistry(time=broker.clock), front)
+        snap = asyncio.run(_snapshot(broker))
     finally:
         broker.close()
     assert len(snap.lags) == cap + 1
@@ -37,6 +37,11 @@ def test_per_queue_lag_stops_at_the_group_topic_cap(tmp_path: pathlib.Path) -> N
     rendered = _render(metrics.BrokerCollector(lambda: snap))
     assert rendered.count("ariane_consumer_queue_lag_messages{") == 2 * cap
     assert rendered.count("rocketmq_consumer_lag_messages{") == cap + 1
+
+
+async def _snapshot(broker: runtime.BrokerRuntime) -> metrics.BrokerSnapshot:
+    front = frontend.InProcessFrontEnd(broker.settings, [])  # a grpc.aio server needs a loop
+    return metrics_view.snapshot(broker, clients_mod.ClientRegistry(time=broker.clock), front)
 
 
 def test_name_server_series_say_which_groups_lack_a_master() -> None:

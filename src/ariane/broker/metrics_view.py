@@ -5,8 +5,8 @@ offset tables, the client sessions and the front end's per-worker call counts, a
 ``metrics.BrokerSnapshot``; the hot paths are not touched. It runs on the broker's event loop
 (``metrics.loop_source``), like every other reader of the runtime.
 
-Invariants: at most ``metrics.GROUP_TOPIC_QUEUE_SERIES_MAX`` group x topic pairs get per-queue
-detail and a lag latency (each of which reads one message per lagging queue); the rest are
+Invariants: at most ``snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX`` group x topic pairs get
+per-queue detail and a lag latency (each of which reads one message per lagging queue); the rest are
 summed per pair only and counted as truncated.
 """
 
@@ -50,7 +50,7 @@ def snapshot(
         producer_connections=sum(1 for s in sessions if s.client_type == "PRODUCER"),
         consumer_connections=sum(1 for s in sessions if s.group is not None),
         lags=tuple(lags),
-        lag_pairs_truncated=max(0, len(lags) - metrics.GROUP_TOPIC_QUEUE_SERIES_MAX),
+        lag_pairs_truncated=max(0, len(lags) - metrics.snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX),
         storage_size_bytes=sum(s.size_bytes for s in runtime.store.commit_log_segments()),
         flush_behind_bytes=stats.flush_behind_bytes,
         dispatch_behind_bytes=stats.dispatch_behind_bytes,
@@ -85,7 +85,7 @@ def _lags(runtime: runtime_mod.BrokerRuntime) -> list[metrics.GroupTopicLag]:
         config = runtime.topics.get(topic)
         if config is None:
             continue  # offsets of a deleted topic, not yet removed
-        detailed = len(found) < metrics.GROUP_TOPIC_QUEUE_SERIES_MAX
+        detailed = len(found) < metrics.snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX
         queues: list[metrics.QueueLag] = []
         consumer_offset = oldest_ms = 0
         for queue_id in map(ids.QueueId, range(config.read_queue_nums)):

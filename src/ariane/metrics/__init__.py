@@ -11,7 +11,6 @@ from ariane.metrics.collectors import BrokerCollector, NameServerCollector
 from ariane.metrics.exposition import MetricsServer, loop_source
 from ariane.metrics.operator import OperatorMetrics
 from ariane.metrics.snapshots import (
-    GROUP_TOPIC_QUEUE_SERIES_MAX,
     BrokerMemberView,
     BrokerSnapshot,
     DiskUsage,
@@ -22,7 +21,6 @@ from ariane.metrics.snapshots import (
 )
 
 __all__ = [
-    "GROUP_TOPIC_QUEUE_SERIES_MAX",
     "BrokerCollector",
     "BrokerMemberView",
     "BrokerSnapshot",
