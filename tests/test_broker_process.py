@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -191,7 +192,8 @@ def _listening(port: int) -> bool:
 
 
 def test_ariane_dev_prints_endpoints_and_stops_its_children(tmp_path: pathlib.Path) -> None:
-    """``ariane dev`` serves a name server and a broker, prints both, and SIGTERM stops both."""
+    """``ariane dev`` serves a name server and a broker, prints both and their ``/metrics``
+    URLs (which answer), and SIGTERM stops both."""
     with subprocess.Popen(
         [sys.executable, "-m", "ariane", "dev", "--data-dir", str(tmp_path), "--namesrv-port", "0"],
         stdout=subprocess.PIPE,
@@ -203,6 +205,12 @@ def test_ariane_dev_prints_endpoints_and_stops_its_children(tmp_path: pathlib.Pa
             ends = json.loads(proc.stdout.readline())
             ports = [int(ends[k].rpartition(":")[2]) for k in ("namesrv", "broker")]
             assert all(_listening(p) for p in ports)
+            for key, series in [
+                ("namesrv_metrics", "ariane_namesrv_topics"),
+                ("broker_metrics", "rocketmq_messages_in_total"),
+            ]:
+                with urllib.request.urlopen(ends[key], timeout=DEADLINE_S) as answer:
+                    assert series in answer.read().decode()
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=DEADLINE_S) == 0
             assert not any(_listening(p) for p in ports)

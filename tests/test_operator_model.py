@@ -83,6 +83,8 @@ def test_statefulset_runs_one_broker_per_ordinal() -> None:
         "$(ARIANE_BROKER_ID)",
         "--advertise",
         "$(POD_NAME).demo-b.mq.svc:8081",
+        "--metrics-listen",
+        "0.0.0.0:5557",
     ]
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert env["ARIANE_BROKER_ID"] == "metadata.labels['apps.kubernetes.io/pod-index']"
@@ -190,6 +192,36 @@ def test_monitoring_objects_only_when_asked() -> None:
     assert monitored[-2]["spec"]["endpoints"][0]["port"] == "metrics"
 
 
+def test_service_monitor_selects_the_port_every_pod_serves_metrics_on() -> None:
+    """The ServiceMonitor selects the broker and name-server Services, each has a ``metrics``
+    port, and the pods behind it run with ``--metrics-listen`` on that very port."""
+    spec: resources.BrokerSpec = {"metrics": {"serviceMonitor": True, "port": 6000}}
+    objects = model.desired_objects(OWNER, spec)
+    (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    endpoint_port = monitor["spec"]["endpoints"][0]["port"]
+    services = [
+        o
+        for o in objects
+        if o["kind"] == "Service" and wanted.items() <= o["metadata"]["labels"].items()
+    ]
+    components = {s["metadata"]["labels"]["app.kubernetes.io/component"] for s in services}
+    assert components == {"broker", "namesrv"}
+    for service in services:
+        (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint_port]
+        assert port["port"] == 6000
+    pods = [
+        o["spec"]["template"]["spec"]["containers"][0]
+        for o in objects
+        if o["kind"] in ("StatefulSet", "Deployment")
+    ]
+    for container in pods:
+        named = {p["name"]: p["containerPort"] for p in container["ports"]}
+        args = container["args"]
+        listen = args[args.index("--metrics-listen") + 1]
+        assert named["metrics"] == 6000 and listen == "0.0.0.0:6000"
+
+
 def test_namesrv_deployment_and_service() -> None:
     """The name server listens on 9876 in the pod, and its Service selects only its pods."""
     objects = _by_key(model.desired_objects(OWNER, {"nameServer": {"replicas": 3}}))
@@ -201,9 +233,14 @@ def test_namesrv_deployment_and_service() -> None:
         "namesrv",
         "--listen",
         "0.0.0.0:9876",
+        "--metrics-listen",
+        "0.0.0.0:5557",
     ]
     assert service["selector"]["app.kubernetes.io/component"] == "namesrv"
-    assert service["ports"] == [{"name": "grpc", "port": 9876, "targetPort": "grpc"}]
+    assert service["ports"] == [
+        {"name": "grpc", "port": 9876, "targetPort": "grpc"},
+        {"name": "metrics", "port": 5557, "targetPort": "metrics"},
+    ]
 
 
 def test_bad_group_counts_and_names_are_spec_errors() -> None:

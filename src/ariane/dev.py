@@ -60,11 +60,15 @@ class DevEndpoints:
         namesrv: ``host:port`` of the name server: the access point clients use.
         broker: ``host:port`` of the broker's gRPC endpoint.
         data_dir: the root of the broker's store.
+        namesrv_metrics: URL of the name server's Prometheus ``/metrics``.
+        broker_metrics: URL of the broker's Prometheus ``/metrics``.
     """
 
     namesrv: str
     broker: str
     data_dir: str
+    namesrv_metrics: str = ""
+    broker_metrics: str = ""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -198,9 +202,14 @@ def dev_cluster(
     broker_port = broker_port or free_port()
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
     broker_addr = f"127.0.0.1:{broker_port}"
+    # free ports, not RocketMQ's 5557: both processes share this host
+    namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))
     children: list[subprocess.Popen[bytes]] = []
     try:
-        namesrv = _ariane(["namesrv", "--listen", namesrv_addr], data_dir / "namesrv.log")
+        namesrv = _ariane(
+            ["namesrv", "--listen", namesrv_addr, "--metrics-listen", namesrv_metrics],
+            data_dir / "namesrv.log",
+        )
         children.append(namesrv)
         wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
         config_path = data_dir / "broker.toml"
@@ -214,6 +223,8 @@ def dev_cluster(
                 namesrv_addr,
                 "--listen",
                 broker_addr,
+                "--metrics-listen",
+                broker_metrics,
                 "--store-dir",
                 str(data_dir / "store"),
                 "--broker-name",
@@ -225,7 +236,13 @@ def dev_cluster(
         children.append(broker)
         wait_until_listening("127.0.0.1", broker_port, process=broker, timeout_s=READY_TIMEOUT_S)
         wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
-        yield DevEndpoints(namesrv=namesrv_addr, broker=broker_addr, data_dir=str(data_dir))
+        yield DevEndpoints(
+            namesrv=namesrv_addr,
+            broker=broker_addr,
+            data_dir=str(data_dir),
+            namesrv_metrics=f"http://{namesrv_metrics}/metrics",
+            broker_metrics=f"http://{broker_metrics}/metrics",
+        )
     finally:
         for child in reversed(children):
             stop_process(child)
@@ -244,7 +261,8 @@ def run_dev_cluster(
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
                 f"ariane dev: name server {ends.namesrv} (clients use this), broker {ends.broker},"
-                f" data in {ends.data_dir}; Ctrl-C stops both",
+                f" data in {ends.data_dir}; metrics at {ends.namesrv_metrics} and"
+                f" {ends.broker_metrics}; Ctrl-C stops both",
                 file=sys.stderr,
                 flush=True,
             )

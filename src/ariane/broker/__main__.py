@@ -39,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="endpoint clients are told to dial (default: the listen address)",
     )
+    parser.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics there (off by default; pods use 0.0.0.0:5557)",
+    )
     parser.add_argument("--store-dir", type=pathlib.Path, help="store root directory")
     parser.add_argument(
         "--workers",
@@ -71,6 +76,7 @@ def settings_from_args(args: argparse.Namespace) -> config.BrokerSettings:
         "listen": args.listen,
         "workers": args.workers,
         "advertised_endpoint": args.advertise,
+        "metrics_listen": args.metrics_listen,
         "store_dir": args.store_dir,
         "broker_name": ids.BrokerName(args.broker_name) if args.broker_name else None,
         "broker_id": args.broker_id,

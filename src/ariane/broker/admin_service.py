@@ -267,22 +267,15 @@ class AdminService:
     def _queue_lag(
         self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
     ) -> pb.admin.QueueLag:
-        state = self._rt.existing_pop_state(group)
-        tracked = state is not None and state.is_open(topic, queue_id)
-        if state is not None and tracked:
-            consumer = state.committed_offset(topic, queue_id)
-            inflight = state.in_flight_count(topic, queue_id)
-        else:
-            consumer, inflight = self._rt.start_offset(group, topic, queue_id), 0
-        top = self._rt.store.max_queue_offset(topic, queue_id)
+        progress = self._rt.queue_progress(group, topic, queue_id)
         return pb.admin.QueueLag(
             topic=topic,
             broker_name=self._rt.broker_name,
             queue_id=queue_id,
-            broker_offset=top,
-            consumer_offset=consumer,
-            lag=max(0, top - consumer),
-            inflight=inflight,
+            broker_offset=progress.broker_offset,
+            consumer_offset=progress.consumer_offset,
+            lag=progress.lag,
+            inflight=progress.inflight,
         )
 
     async def get_consumer_lag(

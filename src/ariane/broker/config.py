@@ -106,6 +106,10 @@ class BrokerSettings:
     advertised_endpoint: str = ""
     """``HOST:PORT`` clients are told to dial (routes); empty = the listen address."""
 
+    metrics_listen: str = ""
+    """``HOST:PORT`` serving Prometheus ``/metrics`` (RocketMQ's port is 5557); empty = none.
+    Served by the store-owning process, whatever ``workers`` is."""
+
     workers: int | None = None
     """Front-end worker processes serving gRPC on ``listen`` (``broker.frontend``), a count;
     0 = the store-owning process serves gRPC itself; ``None`` = the CPU count the process may
@@ -150,6 +154,8 @@ class BrokerSettings:
         grpc_server.parse_listen(self.listen)
         if self.advertised_endpoint:
             grpc_server.parse_listen(self.advertised_endpoint)
+        if self.metrics_listen:
+            grpc_server.parse_listen(self.metrics_listen)
         for addr in self.namesrv_addrs:
             grpc_server.parse_listen(addr)
         if not self.namesrv_addrs:
@@ -232,6 +238,7 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
         "listen",
         "workers",
         "advertised_endpoint",
+        "metrics_listen",
         "register_interval_ms",
         "offset_persist_interval_ms",
     }

@@ -97,6 +97,10 @@ class InProcessFrontEnd:
         await self._server.start()
         return port
 
+    def calls_by_worker(self) -> dict[int, int]:
+        """No workers, so no forwarded calls."""
+        return {}
+
     async def run(self) -> None:
         """Nothing to supervise: wait until cancelled."""
         await asyncio.Event().wait()
@@ -149,6 +153,10 @@ class WorkerFrontEnd:
     def workers(self) -> int:
         """Front-end worker processes run."""
         return len(self._workers)
+
+    def calls_by_worker(self) -> dict[int, int]:
+        """Worker index -> calls it forwarded since it (re)started."""
+        return self._relay.calls_by_worker()
 
     def worker_pids(self) -> list[int]:
         """PIDs of the worker processes currently running."""

@@ -147,6 +147,10 @@ class ConsumerOffsetManager:
         """Forget every group's offsets on ``topic`` (the topic was deleted)."""
         return self._remove(lambda t, group: t == topic)
 
+    def pairs(self) -> list[tuple[ids.TopicName, ids.GroupName]]:
+        """Every ``(topic, group)`` with committed offsets."""
+        return list(self._table)
+
     def groups_of_topic(self, topic: ids.TopicName) -> tuple[ids.GroupName, ...]:
         """Groups with committed offsets on ``topic``, sorted."""
         return tuple(sorted(g for (t, g) in self._table if t == topic))

@@ -42,6 +42,26 @@ class Counters:
     sent_to_dlq: int = 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """A group's progress on one queue.
+
+    Attributes:
+        broker_offset: the queue's max offset (next offset to be written).
+        consumer_offset: the group's committed (or resume) offset.
+        inflight: messages received and not yet acked or expired.
+    """
+
+    broker_offset: ids.QueueOffset
+    consumer_offset: ids.QueueOffset
+    inflight: int
+
+    @property
+    def lag(self) -> int:
+        """Messages not yet consumed (never negative)."""
+        return max(0, self.broker_offset - self.consumer_offset)
+
+
 class BrokerRuntime:
     """Open the store and tables of one broker under ``settings.store_dir``.
 
@@ -186,6 +206,21 @@ class BrokerRuntime:
                     self.start_offset(group, topic, queue_id) for group in groups
                 )
         return positions
+
+    def queue_progress(
+        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
+    ) -> QueueProgress:
+        """Where ``group`` stands on one queue (RocketMQ ``OffsetWrapper`` of
+        ``GET_CONSUME_STATS``): its POP state's committed offset and in-flight count when it
+        tracks the queue, else where it would resume with nothing in flight."""
+        state = self._pop_states.get(group)
+        if state is not None and state.is_open(topic, queue_id):
+            consumer = state.committed_offset(topic, queue_id)
+            inflight = state.in_flight_count(topic, queue_id)
+        else:
+            consumer, inflight = self.start_offset(group, topic, queue_id), 0
+        top = self.store.max_queue_offset(topic, queue_id)
+        return QueueProgress(top, consumer, inflight)
 
     def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
         """Mirror the group's committed offset of one queue into the offset table."""

@@ -17,6 +17,7 @@ import logging
 import shutil
 import time
 
+from ariane import metrics
 from ariane.broker import (
     admin_service,
     clients,
@@ -24,6 +25,7 @@ from ariane.broker import (
     consume,
     frontend,
     messaging,
+    metrics_view,
     registration,
     routes,
     send,
@@ -59,6 +61,8 @@ class BrokerServer:
         self.front_end: frontend.FrontEnd | None = None
         """How gRPC is served (in this process, or by front-end workers); set by ``serve``."""
         self._port: int | None = None
+        self.metrics_port: int | None = None
+        """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
 
     @property
     def port(self) -> int:
@@ -90,8 +94,19 @@ class BrokerServer:
         front = frontend.build(self.settings, implementations)
         self.front_end = front
         registrar = registration.RegistrationService(runtime, channels)
+        exposition = metrics.MetricsServer(
+            metrics.BrokerCollector(
+                metrics.loop_source(
+                    asyncio.get_running_loop(),
+                    lambda: metrics_view.snapshot(runtime, client_registry, front),
+                )
+            )
+        )
         try:
             self._port = await front.start()
+            if self.settings.metrics_listen:
+                self.metrics_port = exposition.start(self.settings.metrics_listen)
+                _log.info("metrics on http://%s/metrics", self.settings.metrics_listen)
             runtime.client_endpoint = self.settings.client_endpoint(self._port)
             _log.info(
                 "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
@@ -105,6 +120,7 @@ class BrokerServer:
             await self._run_services(stop, runtime, registrar, client_registry, consumer, front)
         finally:
             _log.info("broker stopping")
+            exposition.close()
             with contextlib.suppress(Exception):
                 await registrar.unregister_all()
             await front.stop()

@@ -24,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"gRPC listen address (default {server.DEFAULT_LISTEN}; use 0.0.0.0:9876 in a pod)",
     )
     parser.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics there (off by default; pods use 0.0.0.0:5557)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -35,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     """Run a name server from parsed arguments; returns the exit status."""
     return process.run_server(
         "ariane namesrv",
-        make_settings=lambda: server.NameServerSettings(listen=args.listen),
+        make_settings=lambda: server.NameServerSettings(
+            listen=args.listen, metrics_listen=args.metrics_listen
+        ),
         serve=lambda settings, stop: server.NameServer(settings).serve(stop),
         log_level=args.log_level,
     )

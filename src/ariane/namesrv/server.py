@@ -15,6 +15,7 @@ import logging
 
 import grpc
 
+from ariane import metrics
 from ariane.common import clock as clock_module
 from ariane.namesrv import route_info_manager as rim
 from ariane.namesrv import service
@@ -33,6 +34,9 @@ class NameServerSettings:
 
     listen: str = DEFAULT_LISTEN
     """``HOST:PORT`` to serve gRPC on; port 0 picks a free port."""
+
+    metrics_listen: str = ""
+    """``HOST:PORT`` serving Prometheus ``/metrics`` (RocketMQ's port is 5557); empty = none."""
 
     scan_interval_ms: int = 5_000
     """Interval of the scan for silent brokers (RocketMQ ``scanNotActiveBrokerInterval``)."""
@@ -53,6 +57,8 @@ class NameServerSettings:
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
+        if self.metrics_listen:
+            grpc_server.parse_listen(self.metrics_listen)
         if not 100 <= self.scan_interval_ms <= 60_000:
             raise ValueError("scan_interval_ms must be 100..60000")
         if not 100 <= self.forward_timeout_ms <= 60_000:
@@ -80,6 +86,8 @@ class NameServer:
         self.manager = rim.RouteInfoManager(settings=settings.route, clock=self._clock)
         self._channels = rpc.ChannelPool(channels_max=settings.broker_channels_max)
         self._port: int | None = None
+        self.metrics_port: int | None = None
+        """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
         self.started = asyncio.Event()
         """Set once the gRPC server is listening (``port`` is then known)."""
 
@@ -110,17 +118,40 @@ class NameServer:
         self._port = grpc_server.bind(server, self._settings.listen)
         await server.start()
         _log.info("name server listening on %s (port %d)", self._settings.listen, self._port)
-        self.started.set()
+        exposition = metrics.MetricsServer(
+            metrics.NameServerCollector(
+                metrics.loop_source(asyncio.get_running_loop(), self.metrics_snapshot)
+            )
+        )
         try:
+            if self._settings.metrics_listen:
+                self.metrics_port = exposition.start(self._settings.metrics_listen)
+                _log.info("metrics on http://%s/metrics", self._settings.metrics_listen)
+            self.started.set()
             async with asyncio.TaskGroup() as tasks:
                 scan = tasks.create_task(self._scan_loop(), name="scan-not-active-brokers")
                 await stop.wait()
                 scan.cancel()
         finally:
             _log.info("name server stopping")
+            exposition.close()
             await server.stop(self._settings.server.shutdown_grace_ms / 1000)
             await self._channels.close()
             _log.info("name server stopped")
+
+    def metrics_snapshot(self) -> metrics.NameServerSnapshot:
+        """What ``/metrics`` shows: live brokers, masters per group, routed topics."""
+        groups = self.manager.cluster_info()
+        return metrics.NameServerSnapshot(
+            identity=metrics.Identity("", "nameserver", self._settings.listen),
+            brokers=tuple(
+                metrics.BrokerMemberView(g.cluster, g.broker_name, m.broker_id)
+                for g in groups
+                for m in g.members
+            ),
+            broker_groups={g.broker_name: g.master() is not None for g in groups},
+            topic_count=len(self.manager.topic_names()),
+        )
 
     async def _scan_loop(self) -> None:
         interval_s = self._settings.scan_interval_ms / 1000

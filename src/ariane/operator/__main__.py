@@ -42,13 +42,12 @@ def run(args: argparse.Namespace) -> int:
     # imported here, not at the top: every `ariane` command builds this sub-command's parser,
     # and a broker or name server should not load kopf and the Kubernetes client (~50 MB)
     import kopf
-    import prometheus_client
 
     from ariane.operator import handlers  # registers the handlers with kopf
 
     logging.getLogger(__name__).info("operator starting (resync every %.0f s)", handlers.RESYNC_S)
     if args.metrics_port:
-        prometheus_client.start_http_server(args.metrics_port)
+        handlers.METRICS.serve(args.metrics_port)
     kopf.run(
         standalone=args.standalone,
         namespaces=args.namespace,

@@ -24,8 +24,8 @@ from typing import Any, Final
 
 import kopf
 import kubernetes  # type: ignore[import-untyped]
-import prometheus_client
 
+from ariane import metrics
 from ariane.client import admin
 from ariane.common import errors
 from ariane.operator import kube, metadata, reconcile, resources, status
@@ -43,15 +43,11 @@ RESYNC_DEFAULT_S: Final = 60.0
 RETRY_DELAY_S: Final = 10.0
 """Delay before a failed handler runs again, in seconds."""
 
-RECONCILES = prometheus_client.Counter(
-    "ariane_operator_reconciliations", "Reconciliations run", ["kind"]
-)
-FAILURES = prometheus_client.Counter(
-    "ariane_operator_reconciliations_failed", "Reconciliations that failed", ["kind"]
-)
-DURATION = prometheus_client.Histogram(
-    "ariane_operator_reconciliation_duration_seconds", "Reconciliation duration", ["kind"]
-)
+METRICS = metrics.OperatorMetrics()
+"""The operator's reconcile counters and durations (served by ``ariane operator``)."""
+RECONCILES = METRICS.reconciles
+FAILURES = METRICS.failures
+DURATION = METRICS.duration
 _last_success = {"monotonic_s": time.monotonic()}
 
 

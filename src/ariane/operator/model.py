@@ -24,6 +24,7 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ariane.metrics import alerts
 from ariane.operator import resources
 
 BROKER_PORT: Final = 8081
@@ -290,15 +291,24 @@ def _spread_by_host(match_labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def namesrv_service(owner: Owner) -> resources.Manifest:
-    """The ClusterIP Service clients and brokers use to reach the name servers."""
+def metrics_port(spec: resources.BrokerSpec) -> int:
+    """The port every broker and name-server pod serves ``/metrics`` on (RocketMQ's 5557)."""
+    return int(spec.get("metrics", {}).get("port", resources.DEFAULT_METRICS_PORT))
+
+
+def namesrv_service(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
+    """The ClusterIP Service clients and brokers use to reach the name servers (and
+    Prometheus their ``metrics`` port)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(owner, namesrv_name(owner.name), "namesrv"),
         "spec": {
             "selector": selector_labels(owner, "namesrv"),
-            "ports": [{"name": "grpc", "port": NAMESRV_PORT, "targetPort": "grpc"}],
+            "ports": [
+                {"name": "grpc", "port": NAMESRV_PORT, "targetPort": "grpc"},
+                {"name": "metrics", "port": metrics_port(spec), "targetPort": "metrics"},
+            ],
         },
     }
 
@@ -311,8 +321,17 @@ def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Ma
         "name": "namesrv",
         "image": spec.get("image", resources.DEFAULT_IMAGE),
         "imagePullPolicy": spec.get("imagePullPolicy", resources.DEFAULT_PULL_POLICY),
-        "args": ["namesrv", "--listen", f"0.0.0.0:{NAMESRV_PORT}"],
-        "ports": [{"name": "grpc", "containerPort": NAMESRV_PORT}],
+        "args": [
+            "namesrv",
+            "--listen",
+            f"0.0.0.0:{NAMESRV_PORT}",
+            "--metrics-listen",
+            f"0.0.0.0:{metrics_port(spec)}",
+        ],
+        "ports": [
+            {"name": "grpc", "containerPort": NAMESRV_PORT},
+            {"name": "metrics", "containerPort": metrics_port(spec)},
+        ],
         "securityContext": _security_context(),
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         **_tcp_probes("grpc", startup_failures=12),
@@ -342,7 +361,6 @@ def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Ma
 
 def group_service(owner: Owner, group: str, spec: resources.BrokerSpec) -> resources.Manifest:
     """The headless Service giving each pod of ``group`` a stable DNS name."""
-    metrics_port = spec.get("metrics", {}).get("port", resources.DEFAULT_METRICS_PORT)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -353,7 +371,7 @@ def group_service(owner: Owner, group: str, spec: resources.BrokerSpec) -> resou
             "selector": selector_labels(owner, "broker", group),
             "ports": [
                 {"name": "grpc", "port": BROKER_PORT, "targetPort": "grpc"},
-                {"name": "metrics", "port": metrics_port, "targetPort": "metrics"},
+                {"name": "metrics", "port": metrics_port(spec), "targetPort": "metrics"},
             ],
         },
     }
@@ -371,7 +389,7 @@ def _broker_env() -> list[dict[str, Any]]:
 
 def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> dict[str, Any]:
     """The broker container of ``group``'s pods; its broker id is the pod ordinal."""
-    metrics_port = spec.get("metrics", {}).get("port", resources.DEFAULT_METRICS_PORT)
+    port = metrics_port(spec)
     advertise = f"$(POD_NAME).{group}.{owner.namespace}.svc:{BROKER_PORT}"
     container: dict[str, Any] = {
         "name": "broker",
@@ -387,11 +405,13 @@ def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> di
             "$(ARIANE_BROKER_ID)",
             "--advertise",
             advertise,
+            "--metrics-listen",
+            f"0.0.0.0:{port}",
         ],
         "env": _broker_env(),
         "ports": [
             {"name": "grpc", "containerPort": BROKER_PORT},
-            {"name": "metrics", "containerPort": metrics_port},
+            {"name": "metrics", "containerPort": port},
         ],
         "securityContext": _security_context(),
         "volumeMounts": [
@@ -467,52 +487,47 @@ def group_pdb(owner: Owner, group: str) -> resources.Manifest:
     }
 
 
+TARGET_LABELS = [
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+]
+"""Service labels the ServiceMonitor copies onto every target (the alert rules select on them,
+as ``app_kubernetes_io_*``)."""
+
+
 def service_monitor(owner: Owner) -> resources.Manifest:
-    """A prometheus-operator ServiceMonitor scraping every broker pod's ``metrics`` port."""
+    """A prometheus-operator ServiceMonitor scraping the ``metrics`` port of every broker and
+    name-server pod of this Broker (both serve ``/metrics`` there)."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
         "metadata": _metadata(owner, owner.name, "broker"),
         "spec": {
-            "selector": {"matchLabels": selector_labels(owner, "broker")},
+            "selector": {
+                "matchLabels": {
+                    "app.kubernetes.io/name": "ariane",
+                    "app.kubernetes.io/instance": owner.name,
+                }
+            },
+            "targetLabels": TARGET_LABELS,
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
         },
     }
 
 
 def prometheus_rule(owner: Owner) -> resources.Manifest:
-    """Alert rules for this Broker: a broker down, consumer lag growing, DLQ growing."""
-    where = f'namespace="{owner.namespace}",job=~"{owner.name}-.*"'
-    rules = [
-        _alert("ArianeBrokerDown", f"up{{{where}}} == 0", "5m", "a broker pod is not scraped"),
-        _alert(
-            "ArianeConsumerLagGrowing",
-            f"deriv(rocketmq_consumer_lag_messages{{{where}}}[15m]) > 0",
-            "30m",
-            "consumer lag has grown for 30 minutes",
-        ),
-        _alert(
-            "ArianeDlqGrowing",
-            f"increase(rocketmq_send_to_dlq_messages_total{{{where}}}[10m]) > 0",
-            "10m",
-            "messages are going to a dead-letter queue",
-        ),
-    ]
+    """The alert rules of ``metrics.alerts`` (the chart ships the same), scoped to this
+    Broker's targets."""
+    where = (
+        f'app_kubernetes_io_name="ariane",namespace="{owner.namespace}",'
+        f'app_kubernetes_io_instance="{owner.name}"'
+    )
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": _metadata(owner, owner.name, "broker"),
-        "spec": {"groups": [{"name": f"ariane-{owner.name}", "rules": rules}]},
-    }
-
-
-def _alert(name: str, expr: str, duration: str, summary: str) -> dict[str, Any]:
-    return {
-        "alert": name,
-        "expr": expr,
-        "for": duration,
-        "labels": {"severity": "warning"},
-        "annotations": {"summary": summary},
+        "spec": {"groups": [{"name": f"ariane-{owner.name}", "rules": alerts.rules(where)}]},
     }
 
 
@@ -524,7 +539,11 @@ def desired_objects(owner: Owner, spec: resources.BrokerSpec) -> list[resources.
     """
     if not 1 <= len(owner.name) <= resources.BROKER_NAME_LENGTH_MAX:
         raise SpecError(f"Broker name {owner.name!r} must have 1..40 characters")
-    objects = [config_map(owner, spec), namesrv_service(owner), namesrv_deployment(owner, spec)]
+    objects = [
+        config_map(owner, spec),
+        namesrv_service(owner, spec),
+        namesrv_deployment(owner, spec),
+    ]
     for group in group_names(owner.name, spec.get("groups", resources.DEFAULT_GROUPS)):
         objects.append(group_service(owner, group, spec))
         objects.append(group_statefulset(owner, group, spec))

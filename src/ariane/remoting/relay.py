@@ -208,6 +208,9 @@ class _OwnerConnection(_FramedConnection):
         self._server = server
         self._calls: dict[int, _OwnerCall] = {}
         self.worker_pid = 0
+        self.worker_index = -1
+        self.calls_opened = 0
+        """Calls this worker connection opened (for the broker's metrics)."""
 
     def other_end(self) -> str:
         return f"worker pid {self.worker_pid}"
@@ -233,8 +236,8 @@ class _OwnerConnection(_FramedConnection):
             if call is not None and call.task is not None:
                 call.task.cancel()
         elif kind is relay_codec.FrameKind.HELLO:
-            self.worker_pid, index = relay_codec.decode_hello(frame.payload)
-            self._server.hello(self.worker_pid, index)
+            self.worker_pid, self.worker_index = relay_codec.decode_hello(frame.payload)
+            self._server.hello(self.worker_pid, self.worker_index)
         else:
             raise relay_codec.FrameError(f"a worker sent a {kind.name} frame")
 
@@ -242,6 +245,7 @@ class _OwnerConnection(_FramedConnection):
         self.send(relay_codec.encode_end(call_id, code.value[0], details))
 
     def _open(self, call_id: int, opened: relay_codec.OpenCall) -> None:
+        self.calls_opened += 1
         method = self._server.method(opened.path)
         if method is None:
             self._end(call_id, grpc.StatusCode.UNIMPLEMENTED, f"unknown method {opened.path}")
@@ -362,6 +366,10 @@ class RelayServer:
         self._connections.discard(connection)
         self._hello.pop(connection.worker_pid, None)
         self._changed.set()
+
+    def calls_by_worker(self) -> dict[int, int]:
+        """Worker index -> calls its current connection opened (restarts at 0 with it)."""
+        return {c.worker_index: c.calls_opened for c in self._connections if c.worker_index >= 0}
 
     def serving_pids(self) -> set[int]:
         """PIDs of the workers connected and serving."""

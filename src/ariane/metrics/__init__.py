@@ -1,0 +1,41 @@
+"""Prometheus metrics of Ariane's processes: RocketMQ 5's names, read at scrape time.
+
+The only package that imports prometheus_client (``.importlinter`` checks it). A process builds
+plain ``snapshots`` values from its own state; ``collectors`` turn them into series when
+Prometheus scrapes; ``exposition.MetricsServer`` serves ``/metrics``. See DESIGN.md §9 and
+``specs/rocketmq-reference.md`` §c for the names.
+"""
+
+from ariane.metrics import alerts, collectors, exposition, operator, snapshots
+from ariane.metrics.collectors import BrokerCollector, NameServerCollector
+from ariane.metrics.exposition import MetricsServer, loop_source
+from ariane.metrics.operator import OperatorMetrics
+from ariane.metrics.snapshots import (
+    BrokerMemberView,
+    BrokerSnapshot,
+    DiskUsage,
+    GroupTopicLag,
+    Identity,
+    NameServerSnapshot,
+    QueueLag,
+)
+
+__all__ = [
+    "BrokerCollector",
+    "BrokerMemberView",
+    "BrokerSnapshot",
+    "DiskUsage",
+    "GroupTopicLag",
+    "Identity",
+    "MetricsServer",
+    "NameServerCollector",
+    "NameServerSnapshot",
+    "OperatorMetrics",
+    "QueueLag",
+    "alerts",
+    "collectors",
+    "exposition",
+    "loop_source",
+    "operator",
+    "snapshots",
+]

@@ -1,0 +1,79 @@
+"""Ariane's Prometheus alert rules: one source for the chart's and the operator's PrometheusRule.
+
+``rules(selector)`` returns the rules as plain dicts (the ``rules:`` list of a rule group), with
+``selector`` (PromQL matchers such as ``app_kubernetes_io_name="ariane"``) added to every
+selector. The operator scopes them to one Broker; the chart is meant to ship
+``rules(CHART_SELECTOR)`` (not yet: issue 15). ``tests/test_prometheus_rules.py`` checks both
+renderings with ``promtool check rules`` and drives every alert with ``promtool test rules``.
+
+The ``app_kubernetes_io_*`` labels are the target labels the operator's ServiceMonitor copies
+from the Services (``targetLabels``). Alerts on series Ariane does not export yet (HA lag, CR
+readiness) are left out rather than shipped silent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+CHART_SELECTOR = 'app_kubernetes_io_name="ariane"'
+"""The chart's rules watch every Ariane target Prometheus scrapes."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Alert:
+    """One alert; ``expr`` has ``{sel}`` where the selector goes.
+
+    Attributes:
+        name: the alert name. expr: PromQL with ``{sel}`` placeholders. duration: ``for``.
+        severity: ``warning`` or ``critical``. summary: one line for people.
+    """
+
+    name: str
+    expr: str
+    duration: str
+    severity: str
+    summary: str
+
+
+ALERTS = (
+    Alert("ArianeBrokerDown", 'up{{{sel},app_kubernetes_io_component="broker"}} == 0', "5m",
+          "critical", "a broker is not scraped"),
+    Alert("ArianeNameServerDown", 'up{{{sel},app_kubernetes_io_component="namesrv"}} == 0',
+          "5m", "critical", "a name server is not scraped"),
+    Alert("ArianeConsumerLagGrowing",
+          "rocketmq_consumer_lag_messages{{{sel}}} > 0"
+          " and deriv(rocketmq_consumer_lag_messages{{{sel}}}[15m]) > 0",
+          "30m", "warning", "a consumer group's lag has grown for 30 minutes"),
+    Alert("ArianeDlqGrowing", "increase(rocketmq_send_to_dlq_messages_total{{{sel}}}[10m]) > 0",
+          "10m", "warning", "messages are going to a dead-letter queue"),
+    Alert("ArianeDiskAboveCleanWatermark",
+          "rocketmq_brokeruntime_commitlog_disk_ratio{{{sel}}}"
+          ' >= ignoring(level) ariane_storage_disk_watermark_ratio{{{sel},level="clean"}}',
+          "10m", "warning", "disk use is above the watermark where files are deleted early"),
+    Alert("ArianeDiskFull",
+          "rocketmq_brokeruntime_commitlog_disk_ratio{{{sel}}}"
+          ' >= ignoring(level) ariane_storage_disk_watermark_ratio{{{sel},level="reject_writes"}}',
+          "1m", "critical", "disk use is above the watermark where writes are refused"),
+    Alert("ArianeBrokerGroupWithoutMaster", "ariane_namesrv_broker_group_master{{{sel}}} == 0",
+          "2m", "critical", "a broker group has no live master"),
+)  # fmt: skip
+"""Every alert, in the order they are rendered."""
+
+
+def rules(selector: str) -> list[dict[str, Any]]:
+    """The rules of ``ALERTS`` with ``selector`` in every series selector.
+
+    Args:
+        selector: PromQL matchers, at least one of which cannot match the empty string.
+    """
+    return [
+        {
+            "alert": a.name,
+            "expr": a.expr.format(sel=selector),
+            "for": a.duration,
+            "labels": {"severity": a.severity},
+            "annotations": {"summary": a.summary},
+        }
+        for a in ALERTS
+    ]

@@ -1,0 +1,238 @@
+"""Collectors: turn a snapshot into Prometheus metric families, at scrape time.
+
+``BrokerCollector`` and ``NameServerCollector`` wrap a ``source`` callable that returns a fresh
+``snapshots.BrokerSnapshot`` / ``snapshots.NameServerSnapshot``; nothing is counted here, so
+the processes' hot paths keep their plain int counters and pay nothing per message for metrics.
+Names and labels are RocketMQ 5's where RocketMQ has one (``specs/rocketmq-reference.md`` §c:
+``BrokerMetricsConstant``, ``DefaultStoreMetricsConstant``; ``rocketmq-exporter`` for the
+offsets and the disk ratio); Ariane's own series start with ``ariane_``.
+
+Invariants: every series carries ``cluster``, ``node_type`` and ``node_id``; label values come
+only from bounded tables (topics, groups, queues capped by
+``snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX``, workers, broker groups).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client import registry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from ariane.metrics import snapshots
+
+BASE_LABELS = ("cluster", "node_type", "node_id")
+"""RocketMQ's common labels, on every series."""
+
+
+class _Families:
+    """Builds families that all carry the identity labels."""
+
+    def __init__(self, identity: snapshots.Identity) -> None:
+        self._base = [identity.cluster, identity.node_type, identity.node_id]
+
+    def counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, doc, labels=BASE_LABELS)
+        family.add_metric(self._base, value)
+        return family
+
+    def gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, labels=BASE_LABELS)
+        family.add_metric(self._base, value)
+        return family
+
+    def labelled(
+        self,
+        kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
+        name: str,
+        doc: str,
+        labels: Sequence[str],
+        rows: Sequence[tuple[Sequence[str], float]],
+    ) -> Metric:
+        family = kind(name, doc, labels=[*BASE_LABELS, *labels])
+        for values, value in rows:
+            family.add_metric([*self._base, *values], value)
+        return family
+
+
+class BrokerCollector(registry.Collector):
+    """The broker's series, read from ``source()`` at every scrape.
+
+    Args:
+        source: returns a fresh snapshot; called once per scrape.
+    """
+
+    def __init__(self, source: Callable[[], snapshots.BrokerSnapshot]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        """Every broker series of one snapshot."""
+        snap = self._source()
+        f = _Families(snap.identity)
+        yield from _traffic(f, snap)
+        yield from _consumers(f, snap)
+        yield from _storage(f, snap)
+        yield f.labelled(
+            GaugeMetricFamily,
+            "ariane_broker_role",
+            "1 for the broker's role",
+            ["role"],
+            [([snap.role], 1)],
+        )
+        yield f.gauge("ariane_broker_writable", "1 while the store accepts writes", snap.writable)
+        yield f.labelled(
+            CounterMetricFamily,
+            "ariane_frontend_calls_total",
+            "calls forwarded by each front-end worker process since the broker started",
+            ["worker"],
+            [([str(w)], n) for w, n in sorted(snap.frontend_calls.items())],
+        )
+
+
+def _traffic(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
+    yield f.counter(
+        "rocketmq_messages_in_total", "messages stored by sends", snap.messages_in_total
+    )
+    yield f.counter(
+        "rocketmq_messages_out_total", "messages delivered to consumers", snap.messages_out_total
+    )
+    yield f.counter(
+        "rocketmq_throughput_in_total", "message body bytes stored by sends", snap.bytes_in_total
+    )
+    yield f.counter(
+        "rocketmq_throughput_out_total", "message body bytes delivered", snap.bytes_out_total
+    )
+    yield f.counter(
+        "rocketmq_send_to_dlq_messages_total",
+        "messages moved to a dead-letter queue",
+        snap.send_to_dlq_total,
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_producer_offset",
+        "sum of the topic's max queue offsets (grows by one per stored message)",
+        ["topic"],
+        [([t], n) for t, n in sorted(snap.topic_max_offsets.items())],
+    )
+    yield f.gauge("rocketmq_topic_number", "topics on this broker", len(snap.topic_max_offsets))
+
+
+def _consumers(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
+    yield f.gauge("rocketmq_consumer_group_number", "consumer groups", snap.group_count)
+    yield f.gauge("rocketmq_producer_connections", "live producers", snap.producer_connections)
+    yield f.gauge("rocketmq_consumer_connections", "live consumers", snap.consumer_connections)
+    pair = ["topic", "consumer_group"]
+
+    def rows(value: Callable[[snapshots.GroupTopicLag], int]) -> list[tuple[list[str], float]]:
+        return [([lag.topic, lag.group], value(lag)) for lag in snap.lags]
+
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_consumer_lag_messages",
+        "messages stored but not yet acknowledged by the group",
+        pair,
+        rows(lambda lag: lag.lag_messages),
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_consumer_inflight_messages",
+        "messages received by the group and not yet acknowledged",
+        pair,
+        rows(lambda lag: lag.inflight_messages),
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_consumer_lag_latency",
+        "age in ms of the group's oldest unconsumed message (0 when caught up)",
+        pair,
+        rows(lambda lag: lag.lag_latency_ms),
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_consumer_offset",
+        "sum of the group's committed queue offsets on the topic",
+        pair,
+        rows(lambda lag: lag.consumer_offset),
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "ariane_consumer_queue_lag_messages",
+        "per-queue lag (the first GROUP_TOPIC_QUEUE_SERIES_MAX group x topic pairs only)",
+        [*pair, "queue_id"],
+        [
+            ([lag.topic, lag.group, str(q.queue_id)], q.lag_messages)
+            for lag in snap.lags
+            for q in lag.queues
+        ],
+    )
+    yield f.gauge(
+        "ariane_metrics_lag_pairs_truncated",
+        "group x topic pairs exported without per-queue lag (over the cap)",
+        snap.lag_pairs_truncated,
+    )
+
+
+def _storage(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
+    yield f.gauge("rocketmq_storage_size", "CommitLog bytes on disk", snap.storage_size_bytes)
+    yield f.gauge(
+        "rocketmq_storage_flush_behind_bytes",
+        "CommitLog bytes written but not yet flushed",
+        snap.flush_behind_bytes,
+    )
+    yield f.gauge(
+        "rocketmq_storage_dispatch_behind_bytes",
+        "CommitLog bytes not yet dispatched to ConsumeQueues",
+        snap.dispatch_behind_bytes,
+    )
+    if snap.disk is None:
+        return
+    yield f.gauge(
+        "rocketmq_brokeruntime_commitlog_disk_ratio",
+        "used / total of the store's file system",
+        snap.disk.used_ratio,
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "ariane_storage_disk_watermark_ratio",
+        "retention watermarks: clean expired files, clean forcibly, reject writes",
+        ["level"],
+        [
+            (["clean"], snap.disk.clean_ratio),
+            (["force_clean"], snap.disk.force_clean_ratio),
+            (["reject_writes"], snap.disk.reject_writes_ratio),
+        ],
+    )
+
+
+class NameServerCollector(registry.Collector):
+    """The name server's series, read from ``source()`` at every scrape.
+
+    Args:
+        source: returns a fresh snapshot; called once per scrape.
+    """
+
+    def __init__(self, source: Callable[[], snapshots.NameServerSnapshot]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        """Route-table counts and, per broker group, whether it has a live master."""
+        snap = self._source()
+        f = _Families(snap.identity)
+        per_cluster: dict[str, int] = {}
+        for member in snap.brokers:
+            per_cluster[member.cluster] = per_cluster.get(member.cluster, 0) + 1
+        yield f.labelled(
+            GaugeMetricFamily,
+            "ariane_namesrv_brokers",
+            "live registered brokers per broker cluster",
+            ["broker_cluster"],
+            [([c], n) for c, n in sorted(per_cluster.items())],
+        )
+        yield f.labelled(
+            GaugeMetricFamily,
+            "ariane_namesrv_broker_group_master",
+            "1 when the broker group has a live master, 0 when it has none",
+            ["broker_name"],
+            [([g], has) for g, has in sorted(snap.broker_groups.items())],
+        )
+        yield f.gauge("ariane_namesrv_topics", "topics with a route", snap.topic_count)
