@@ -298,6 +298,11 @@ class RestoredQueue:
         done = [(max(s, committed), e) for s, e in self.done if e > committed]
         return RestoredQueue(kept, done)
 
+    def settle(self, offset: int) -> None:
+        """Mark a restored delivery done (it was forwarded to the DLQ before being adopted)."""
+        self.checkpoints.pop(offset, None)
+        self.done = _merge([*self.done, (offset, offset + 1)])
+
     def __bool__(self) -> bool:
         return bool(self.checkpoints or self.done)
 

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import pathlib
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from ariane.broker import config, offsets, pop, pop_journal, pop_journal_file, settings
@@ -250,6 +250,37 @@ class PopService:
                 at += 1
         return {o: found[o] for o in wanted if o in found}
 
+    def restored_dead_letters(
+        self, max_attempts_of: Callable[[ids.GroupName], int | None]
+    ) -> list[pop_journal.Checkpoint]:
+        """Restored deliveries of queues no receive opened since the restart whose deadline
+        (wall clock) passed and whose next attempt would exceed the group's max attempts, in
+        (group, topic, queue, offset) order: RocketMQ's revive of its CK records.
+
+        Args:
+            max_attempts_of: the group's ``max_delivery_attempts``, ``None`` if it is gone.
+        """
+        now_ms = self._clock.now_ms()
+        due: list[pop_journal.Checkpoint] = []
+        for (group, _, _), restored in sorted(self._restored.items()):
+            limit = max_attempts_of(group)
+            if limit is not None:
+                due += [
+                    c
+                    for _, c in sorted(restored.checkpoints.items())
+                    if c.deadline_ms <= now_ms and c.attempt >= limit
+                ]
+        return due
+
+    def settle_restored(self, checkpoint: pop_journal.Checkpoint) -> None:
+        """Mark a restored delivery done after the caller forwarded it to the DLQ."""
+        key = (checkpoint.group, checkpoint.topic, checkpoint.queue_id)
+        restored = self._restored.get(key)
+        if restored is None or restored.checkpoints.get(checkpoint.queue_offset) != checkpoint:
+            return  # a receive opened the queue meanwhile: the state owns it now
+        restored.settle(checkpoint.queue_offset)
+        self.done(*key, checkpoint.queue_offset)
+
     # -- the journal ----------------------------------------------------------------------------
 
     def checkpoint(self, group: ids.GroupName, entry: pop.InFlight) -> None:
@@ -339,14 +370,21 @@ class PopReviveService:
 
     Args:
         pop_service: the POP state owner.
+        group_table: subscription group configs (max attempts of restored deliveries).
         dead_letter: forwards one message to ``%DLQ%<group>`` (raises ``ArianeError``).
         interval_ms: pause between runs, ms.
     """
 
     def __init__(
-        self, *, pop_service: PopService, dead_letter: DeadLetter, interval_ms: int
+        self,
+        *,
+        pop_service: PopService,
+        group_table: subs.SubscriptionGroupManager,
+        dead_letter: DeadLetter,
+        interval_ms: int,
     ) -> None:
         self._pop = pop_service
+        self._groups = group_table
         self._dead_letter = dead_letter
         self._interval_ms = interval_ms
 
@@ -376,8 +414,31 @@ class PopReviveService:
                         by_queue.setdefault((due.topic, due.queue_id), []).append(due)
                 for (topic, queue_id), dues in by_queue.items():
                     moved += await self._dead_letter_queue(state, topic, queue_id, dues)
+            moved += await self._dead_letter_restored()
         finally:
             self._pop.flush()
+        return moved
+
+    def _max_attempts(self, group: ids.GroupName) -> int | None:
+        config = self._groups.get(group)
+        return None if config is None else config.max_delivery_attempts
+
+    async def _dead_letter_restored(self) -> int:
+        """Restored deliveries past their max attempts, in queues no receive opened yet."""
+        by_queue: dict[pop_journal.QueueKey, list[pop_journal.Checkpoint]] = {}
+        for checkpoint in self._pop.restored_dead_letters(self._max_attempts):
+            key = (checkpoint.group, checkpoint.topic, checkpoint.queue_id)
+            by_queue.setdefault(key, []).append(checkpoint)
+        moved = 0
+        for (group, topic, queue_id), checkpoints in by_queue.items():
+            wanted = [c.queue_offset for c in checkpoints]
+            found = self._pop.read_messages(topic, queue_id, wanted)
+            for checkpoint in checkpoints:
+                stored = found.get(checkpoint.queue_offset)
+                if stored is not None:
+                    await self._dead_letter(group, stored, attempts=checkpoint.attempt)
+                    moved += 1
+                self._pop.settle_restored(checkpoint)
         return moved
 
     async def _dead_letter_queue(

@@ -162,6 +162,7 @@ class BrokerServer:
     ) -> pop_service.PopReviveService:
         return pop_service.PopReviveService(
             pop_service=runtime.pop_service,
+            group_table=runtime.groups,
             dead_letter=consumer.send_to_dlq,
             interval_ms=self.settings.receive.poll_slice_ms,
         )
