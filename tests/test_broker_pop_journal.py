@@ -84,7 +84,11 @@ def test_a_torn_tail_keeps_every_whole_record_before_it(
 
 def test_a_flipped_byte_fails_the_crc_and_ends_the_valid_prefix() -> None:
     """A record whose body changed is refused with everything after it; the CRC is zlib's."""
-    first, second, third = _cp(0, 1, 7, 100), _cp(1, 2, 8, 200), pop_journal.Ack(G, T, Q0, ids.QueueOffset(0))
+    first, second, third = (
+        _cp(0, 1, 7, 100),
+        _cp(1, 2, 8, 200),
+        pop_journal.Ack(G, T, Q0, ids.QueueOffset(0)),
+    )
     data = bytearray(pop_journal.encode_all([first, second, third]))
     header = pop_journal.HEADER.size
     length, crc = pop_journal.HEADER.unpack_from(data, 0)
