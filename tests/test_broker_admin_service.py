@@ -149,7 +149,7 @@ def test_group_crud_and_fifo_switch(tmp_path: pathlib.Path) -> None:
 
     async def body(caller: AdminCaller, broker: runtime.BrokerRuntime) -> None:
         auto = broker.groups.require("billing")  # first use by a consumer
-        state = broker.pop_state(auto)
+        state = broker.pop_service.state(auto)
         assert not state.orderly
         policy = pb.v2.RetryPolicy(
             exponential_backoff=pb.v2.ExponentialBackoff(multiplier=3),
@@ -165,7 +165,7 @@ def test_group_crud_and_fifo_switch(tmp_path: pathlib.Path) -> None:
         stored = broker.groups.get("billing")
         assert stored is not None and stored.consume_orderly and stored.max_delivery_attempts == 5
         assert stored.retry_policy is not None and stored.retry_policy.next_delay_ms(3) == 9_000
-        assert broker.existing_pop_state(ids.GroupName("billing")) is None  # kind changed
+        assert broker.pop_service.existing_state(ids.GroupName("billing")) is None  # kind changed
         await caller.call(
             "CreateSubscriptionGroup",
             A.CreateSubscriptionGroupRequest(group=A.SubscriptionGroup(name="audit")),
@@ -218,8 +218,8 @@ def test_lag_follows_appends_commits_and_in_flight_messages(tmp_path: pathlib.Pa
         ]
         assert (after.total_lag, after.queues[0].broker_name) == (5, "broker-a")
         broker.offsets.commit(group.group, ids.TopicName("orders"), Q0, ids.QueueOffset(2))
-        state = broker.pop_state(group)
-        broker.open_queue(state, ids.TopicName("orders"), ids.QueueId(1))
+        state = broker.pop_service.state(group)
+        broker.pop_service.open_queue(state, ids.TopicName("orders"), ids.QueueId(1))
         state.reserve(
             ids.TopicName("orders"), ids.QueueId(1), ids.QueueOffset(0), invisible_ms=60_000
         )
@@ -297,8 +297,8 @@ def test_reset_offset_by_timestamp_earliest_and_latest(tmp_path: pathlib.Path) -
         later = time.now_ms()
         await broker.store.put_messages([append_request("orders") for _ in range(3)])
         group = broker.groups.require("billing")
-        state = broker.pop_state(group)
-        broker.open_queue(state, ids.TopicName("orders"), ids.QueueId(0))
+        state = broker.pop_service.state(group)
+        broker.pop_service.open_queue(state, ids.TopicName("orders"), ids.QueueId(0))
         state.reserve(
             ids.TopicName("orders"), ids.QueueId(0), ids.QueueOffset(0), invisible_ms=1000
         )

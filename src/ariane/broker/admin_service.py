@@ -149,11 +149,7 @@ class AdminService:
         self._rt.topics.delete(current.name)
         removed = self._rt.offsets.remove_topic(current.name)
         queue_ids = range(max(current.read_queue_nums, current.write_queue_nums))
-        for group in self._rt.groups.list_all():
-            state = self._rt.existing_pop_state(group.group)
-            if state is not None:
-                for queue_id in queue_ids:
-                    state.close_queue(current.name, ids.QueueId(queue_id))
+        self._rt.pop_service.close_topic(current.name, queue_ids)
         self._rt.persist_offsets()
         self._changed_routes()
         _log.info("admin: topic %s deleted (%d consumer offsets dropped)", current.name, removed)
@@ -193,7 +189,7 @@ class AdminService:
         stored = self._rt.groups.create_or_update(admin_convert.group_config_of(value, current))
         if current is not None and current.consume_orderly != stored.consume_orderly:
             # the POP state of the other kind is stale: FIFO bookkeeping differs
-            self._rt.drop_pop_state(stored.group)
+            self._rt.pop_service.drop_state(stored.group)
         _log.info("admin: group %s set: %s", stored.group, stored)
         return stored
 
@@ -237,7 +233,7 @@ class AdminService:
         group = self._existing_group(request.name).group
         self._rt.groups.delete(group)
         removed = self._rt.offsets.remove_group(group)
-        self._rt.drop_pop_state(group)
+        self._rt.pop_service.drop_state(group)
         self._rt.persist_offsets()
         _log.info("admin: group %s deleted (%d consumer offsets dropped)", group, removed)
         return pb.admin.DeleteSubscriptionGroupResponse(
@@ -256,7 +252,7 @@ class AdminService:
     # -- consumer progress ----------------------------------------------------------------------
 
     def _consumed_topics(self, group: ids.GroupName) -> list[topic_config.TopicConfig]:
-        state = self._rt.existing_pop_state(group)
+        state = self._rt.pop_service.existing_state(group)
         tracked = {topic for topic, _ in state.open_queues()} if state is not None else set()
         return [
             t
@@ -341,10 +337,7 @@ class AdminService:
             for q in range(topic.read_queue_nums)
         }
         self._rt.offsets.reset(group, topic.name, new_offsets)
-        state = self._rt.existing_pop_state(group)
-        if state is not None:
-            for queue_id, offset in new_offsets.items():
-                state.reset_queue(topic.name, queue_id, offset)
+        self._rt.pop_service.reset_queues(group, topic.name, new_offsets)
         self._rt.persist_offsets()
         _log.info("admin: group %s reset on %s to %s", group, topic.name, new_offsets)
         return pb.admin.ResetOffsetResponse(

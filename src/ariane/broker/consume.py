@@ -3,7 +3,9 @@ invisible duration, forward to the dead-letter queue.
 
 Mirrors the proxy's ``ReceiveMessageActivity``/``AckMessageActivity``/
 ``ChangeInvisibleDurationActivity``/``ForwardMessageToDLQActivity`` over the broker's POP
-service (grpc-v2.md §6.4 and §6.5), with the bookkeeping of ``broker.pop.GroupPopState``:
+service (grpc-v2.md §6.4 and §6.5): ``broker.pop_service.PopService`` owns the group states
+(``broker.pop.GroupPopState``), queue opening, offsets and the POP journal; this processor
+reads messages and decides what to deliver. Its dependencies are passed in explicitly:
 
 * a receive looks at every readable queue of the topic on this broker (starting with the
   queue a FIFO consumer names), first redelivering messages whose invisible time ran out
@@ -15,18 +17,32 @@ service (grpc-v2.md §6.4 and §6.5), with the bookkeeping of ``broker.pop.Group
 * an ack / change must carry this broker's current handle of the message: anything else is
   INVALID_RECEIPT_HANDLE (so push consumers stop retrying it);
 * the group's committed offset (lowest offset not yet done) is mirrored into the offset table
-  after every ack, skip and dead-letter.
+  after every ack, skip and dead-letter;
+* the POP journal gets one write per receive pass and per ack batch (``PopService.flush``);
+  after a restart a restored delivery is taken back in flight as the scanner reaches it
+  (``GroupPopState.adopt_restored``) and redelivered with its next attempt when due;
+* time comes from the injected clock only (long-poll deadlines use its monotonic time).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
-import time as time_mod
+from typing import Protocol
 
-from ariane.broker import filters, pop, receipt, subscriptions, topic_config
-from ariane.broker import runtime as runtime_mod
-from ariane.common import errors, ids, limits, message, topics
+from ariane.broker import (
+    config,
+    filters,
+    long_polling,
+    pop,
+    receipt,
+    subscriptions,
+    topic_config,
+)
+from ariane.broker import pop_service as pop_service_mod
+from ariane.common import clock, errors, ids, limits, message, topics
 from ariane.remoting import messages
 from ariane.store import commit_log, message_store
 
@@ -80,11 +96,54 @@ def check_invisible_ms(invisible_ms: int, *, minimum_ms: int) -> int:
     return invisible_ms
 
 
-class ConsumeProcessor:
-    """Receive, ack, change-invisible and DLQ forwarding for every group of one broker."""
+class ConsumeCounters(Protocol):
+    """The totals the consume path adds to (``runtime.Counters``)."""
 
-    def __init__(self, runtime: runtime_mod.BrokerRuntime) -> None:
-        self._runtime = runtime
+    messages_out: int
+    bytes_out: int
+    sent_to_dlq: int
+
+
+class ConsumeProcessor:
+    """Receive, ack, change-invisible and DLQ forwarding for every group of one broker.
+
+    Args:
+        pop_service: group POP states, queue opening, offsets, the POP journal.
+        store: message reads and DLQ appends.
+        topic_table: topic configs (``require``, ``ensure_dlq_topic``).
+        group_table: subscription group configs.
+        polling: long polling (park receives, wake them on DLQ appends and FIFO acks).
+        counters: totals for the admin API (``messages_out``, ``bytes_out``, ``sent_to_dlq``).
+        route_changed: set when a DLQ topic is created (registration then re-registers).
+        receive: ``poll_slice_ms``, ``message_bytes_max``.
+        broker_name: this broker group's name (in receipt handles).
+        time: the clock (long-poll deadlines use its monotonic time).
+    """
+
+    def __init__(
+        self,
+        *,
+        pop_service: pop_service_mod.PopService,
+        store: message_store.MessageStore,
+        topic_table: topic_config.TopicConfigManager,
+        group_table: subscriptions.SubscriptionGroupManager,
+        polling: long_polling.LongPolling,
+        counters: ConsumeCounters,
+        route_changed: asyncio.Event,
+        receive: config.ReceiveSettings,
+        broker_name: ids.BrokerName,
+        time: clock.Clock,
+    ) -> None:
+        self._pop = pop_service
+        self._store = store
+        self._topics = topic_table
+        self._groups = group_table
+        self._polling = polling
+        self._counters = counters
+        self._route_changed = route_changed
+        self._receive = receive
+        self._broker_name = broker_name
+        self._clock = time
         self._next_queue = 0
 
     # -- receive ---------------------------------------------------------------------------
@@ -95,22 +154,22 @@ class ConsumeProcessor:
         Raises:
             TopicNotFoundError, ForbiddenError, TooManyRequestsError: as the checks say.
         """
-        runtime = self._runtime
-        group = runtime.groups.require(request.group)
+        group = self._groups.require(request.group)
         if not group.consume_enable:
             raise errors.ForbiddenError(f"consumer group {group.group!r} may not consume")
-        topic = runtime.topics.require(request.topic)
+        topic = self._topics.require(request.topic)
         if not topic.readable:
             raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
-        deadline = time_mod.monotonic() + request.poll_s
-        slice_s = runtime.settings.receive.poll_slice_ms / 1000
+        deadline_ms = self._clock.monotonic_ms() + round(request.poll_s * 1000)
+        slice_ms = self._receive.poll_slice_ms
         while True:
-            since = runtime.polling.snapshot()
+            since = self._polling.snapshot()
             found = await self._pop_once(request, group, topic)
-            remaining = deadline - time_mod.monotonic()
-            if found or remaining <= 0:
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if found or remaining_ms <= 0:
                 return found
-            await runtime.polling.hold(topic.name, min(slice_s, remaining), since=since)
+            hold_s = min(slice_ms, remaining_ms) / 1000
+            await self._polling.hold(topic.name, hold_s, since=since)
 
     async def _pop_once(
         self,
@@ -118,18 +177,23 @@ class ConsumeProcessor:
         group: subscriptions.SubscriptionGroupConfig,
         topic: topic_config.TopicConfig,
     ) -> list[Received]:
-        state = self._runtime.pop_state(group)
+        state = self._pop.state(group)
         out: list[Received] = []
-        for queue_id in self._queue_order(request, group, topic):
-            if len(out) >= request.batch_size:
-                break
-            self._runtime.open_queue(state, topic.name, queue_id)
-            await self._redeliver_due(state, request, queue_id, out)
-            self._deliver_fifo_ready(state, request, queue_id, out)
-            self._scan_new(state, request, queue_id, out)
-            self._runtime.commit(state, topic.name, queue_id)
-        self._runtime.counters.messages_out += len(out)
-        self._runtime.counters.bytes_out += sum(len(r.stored.body) for r in out)
+        try:
+            for queue_id in self._queue_order(request, group, topic):
+                if len(out) >= request.batch_size:
+                    break
+                self._pop.open_queue(state, topic.name, queue_id)
+                await self._redeliver_due(state, request, queue_id, out)
+                self._deliver_fifo_ready(state, request, queue_id, out)
+                if self._scan_new(state, request, queue_id, out):
+                    # restored deliveries whose deadline passed during the restart
+                    await self._redeliver_due(state, request, queue_id, out)
+                self._pop.commit(state, topic.name, queue_id)
+        finally:
+            self._pop.flush()
+        self._counters.messages_out += len(out)
+        self._counters.bytes_out += sum(len(r.stored.body) for r in out)
         return out
 
     def _queue_order(
@@ -162,8 +226,12 @@ class ConsumeProcessor:
         queue_id: ids.QueueId,
         out: list[Received],
     ) -> None:
-        for due in state.collect_due(request.topic, queue_id):
-            stored = self._read_one(request.topic, queue_id, due.queue_offset)
+        dues = state.collect_due(request.topic, queue_id)
+        if not dues:
+            return
+        found = self._pop.read_messages(request.topic, queue_id, [d.queue_offset for d in dues])
+        for due in dues:
+            stored = found.get(due.queue_offset)
             if stored is None:  # deleted by retention meanwhile: nothing left to deliver
                 state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
                 continue
@@ -187,10 +255,12 @@ class ConsumeProcessor:
         queue_id: ids.QueueId,
         out: list[Received],
     ) -> None:
-        for offset, group_name in state.fifo_ready(request.topic, queue_id):
-            if len(out) >= request.batch_size:
-                return
-            stored = self._read_one(request.topic, queue_id, offset)
+        ready = state.fifo_ready(request.topic, queue_id)[: request.batch_size - len(out)]
+        if not ready:
+            return
+        found = self._pop.read_messages(request.topic, queue_id, [o for o, _ in ready])
+        for offset, group_name in ready:
+            stored = found.get(offset)
             in_flight = state.reserve(
                 request.topic,
                 queue_id,
@@ -207,10 +277,12 @@ class ConsumeProcessor:
         request: ReceiveRequest,
         queue_id: ids.QueueId,
         out: list[Received],
-    ) -> None:
+    ) -> bool:
+        """Deliver new messages from the scan cursor; returns whether the journal restored
+        any of the scanned offsets (they may be due for redelivery now)."""
         budget = min(request.batch_size - len(out), state.scan_budget(request.topic, queue_id))
         if budget <= 0:
-            return
+            return False
         start = state.scan_offset(request.topic, queue_id)
         tag_filter = request.message_filter
         prefilter = (
@@ -218,17 +290,17 @@ class ConsumeProcessor:
             if isinstance(tag_filter, filters.TagFilter) and not tag_filter.matches_all
             else None
         )
-        result = self._runtime.store.get_messages(
+        result = self._store.get_messages(
             request.topic,
             queue_id,
             start,
             max_count=budget,
-            max_bytes=self._runtime.settings.receive.message_bytes_max,
+            max_bytes=self._receive.message_bytes_max,
             tag_filter=prefilter,
         )
         if result.status is GMS.OFFSET_TOO_SMALL or result.status is GMS.OFFSET_FOUND_NULL:
             state.skip_to(request.topic, queue_id, result.next_begin_offset)
-            return
+            return False
         if result.status is GMS.OFFSET_OVERFLOW_BADLY:
             _log.warning(
                 "%s/%d: offset %d beyond max %d; restarting the group there",
@@ -238,10 +310,14 @@ class ConsumeProcessor:
                 result.max_offset,
             )
             state.reset_queue(request.topic, queue_id, result.max_offset)
-            return
+            return False
         found = {m.queue_offset: m for m in result.messages}
+        restored = False
         for offset in range(start, result.next_begin_offset):
             queue_offset = ids.QueueOffset(offset)
+            if state.adopt_restored(request.topic, queue_id, queue_offset):
+                restored = True
+                continue
             stored = found.get(queue_offset)
             if stored is None or not tag_filter.matches(stored.message.tags, stored.properties):
                 state.skip(request.topic, queue_id, queue_offset)
@@ -255,18 +331,11 @@ class ConsumeProcessor:
             )
             if in_flight is not None:
                 out.append(self._received(stored, in_flight))
-
-    def _read_one(
-        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
-    ) -> message.StoredMessage | None:
-        result = self._runtime.store.get_messages(topic, queue_id, offset, max_count=1, max_bytes=1)
-        if result.messages and result.messages[0].queue_offset == offset:
-            return result.messages[0]
-        return None
+        return restored
 
     def _received(self, stored: message.StoredMessage, in_flight: pop.InFlight) -> Received:
         handle = in_flight.receipt_handle(
-            broker_name=self._runtime.broker_name, commit_log_offset=stored.commit_log_offset
+            broker_name=self._broker_name, commit_log_offset=stored.commit_log_offset
         )
         origin = None
         if topics.is_dlq_topic(stored.topic):
@@ -280,33 +349,13 @@ class ConsumeProcessor:
         )
         return Received(stored, delivery)
 
-    async def revive_once(self) -> int:
-        """Move every due message past its group's max attempts to the DLQ; returns how many.
-
-        RocketMQ's ``PopReviveService`` does this in the background, so a message whose
-        consumers all went away still reaches ``%DLQ%<group>``; redeliveries of messages with
-        attempts left wait for the next receive.
-        """
-        moved = 0
-        for state in self._runtime.pop_states():
-            for due in state.collect_due():
-                if not due.to_dlq:
-                    continue
-                stored = self._read_one(due.topic, due.queue_id, due.queue_offset)
-                if stored is not None:
-                    await self.send_to_dlq(state.group, stored, attempts=due.next_attempt - 1)
-                    moved += 1
-                state.settle_dead_letter(due.topic, due.queue_id, due.queue_offset)
-                self._runtime.commit(state, due.topic, due.queue_id)
-        return moved
-
     # -- acknowledgements ------------------------------------------------------------------
 
     def _handle(
         self, group: ids.GroupName, topic: str, text: str
     ) -> tuple[receipt.ReceiptHandle, pop.GroupPopState]:
         handle = receipt.decode(text)
-        if handle.broker_name != self._runtime.broker_name:
+        if handle.broker_name != self._broker_name:
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle was issued by broker {handle.broker_name!r}, not this one"
             )
@@ -314,7 +363,7 @@ class ConsumeProcessor:
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
             )
-        state = self._runtime.existing_pop_state(group)
+        state = self._pop.existing_state(group)
         if state is None:
             raise errors.InvalidReceiptHandleError(
                 f"group {group!r} has received nothing from this broker since it started"
@@ -328,14 +377,20 @@ class ConsumeProcessor:
             InvalidReceiptHandleError: the handle does not decode, is not this broker's, or is
                 not the message's current handle (stale, already acked, redelivered).
         """
-        handle, state = self._handle(group, topic, receipt_text)
-        outcome = state.ack(
-            handle.topic, handle.queue_id, handle.queue_offset, handle.handle_version
-        )
-        _raise_unless_ok(outcome)
-        self._runtime.commit(state, handle.topic, handle.queue_id)
+        with self._pop.batch():
+            handle, state = self._handle(group, topic, receipt_text)
+            outcome = state.ack(
+                handle.topic, handle.queue_id, handle.queue_offset, handle.handle_version
+            )
+            _raise_unless_ok(outcome)
+            self._pop.commit(state, handle.topic, handle.queue_id)
         if state.orderly:  # the group's next message may be free now: wake parked receives
-            self._runtime.polling.notify(handle.topic)
+            self._polling.notify(handle.topic)
+
+    def ack_batch(self) -> contextlib.AbstractContextManager[None]:
+        """Around several ``ack`` calls of one AckMessage: their journal records are written
+        with one write when the batch ends."""
+        return self._pop.batch()
 
     def change_invisible(
         self, group: ids.GroupName, topic: str, receipt_text: str, invisible_ms: int
@@ -345,18 +400,19 @@ class ConsumeProcessor:
         Raises:
             InvalidReceiptHandleError: as for ``ack``; the old handle becomes stale.
         """
-        handle, state = self._handle(group, topic, receipt_text)
-        changed = state.change_invisible(
-            handle.topic,
-            handle.queue_id,
-            handle.queue_offset,
-            handle.handle_version,
-            max(1, invisible_ms),
-        )
+        with self._pop.batch():
+            handle, state = self._handle(group, topic, receipt_text)
+            changed = state.change_invisible(
+                handle.topic,
+                handle.queue_id,
+                handle.queue_offset,
+                handle.handle_version,
+                max(1, invisible_ms),
+            )
         _raise_unless_ok(changed.outcome)
         assert changed.in_flight is not None
         renewed = changed.in_flight.receipt_handle(
-            broker_name=self._runtime.broker_name, commit_log_offset=handle.commit_log_offset
+            broker_name=self._broker_name, commit_log_offset=handle.commit_log_offset
         )
         return receipt.encode(renewed)
 
@@ -371,7 +427,8 @@ class ConsumeProcessor:
         current = state.in_flight(handle.topic, handle.queue_id, handle.queue_offset)
         if current is None or current.handle_version != handle.handle_version:
             raise errors.InvalidReceiptHandleError("receipt handle is stale or already acked")
-        stored = self._read_one(handle.topic, handle.queue_id, handle.queue_offset)
+        found = self._pop.read_messages(handle.topic, handle.queue_id, [handle.queue_offset])
+        stored = found.get(handle.queue_offset)
         if stored is not None:
             await self.send_to_dlq(group, stored, attempts=current.attempt)
         self.ack(group, topic, receipt_text)
@@ -384,7 +441,7 @@ class ConsumeProcessor:
         Raises:
             ServiceUnavailableError: the store refused the append.
         """
-        dlq = self._runtime.topics.ensure_dlq_topic(group)
+        dlq = self._topics.ensure_dlq_topic(group)
         props = dict(stored.properties)
         props.setdefault(P.DLQ_ORIGIN_TOPIC, stored.topic)
         props.setdefault(P.DLQ_ORIGIN_MESSAGE_ID, messages.message_id_of(stored))
@@ -396,14 +453,14 @@ class ConsumeProcessor:
             born_host=stored.born_host,
             reconsume_times=attempts,
         )
-        (result,) = await self._runtime.store.put_messages([request])
+        (result,) = await self._store.put_messages([request])
         if not result.status.is_stored:
             raise errors.ServiceUnavailableError(
                 f"could not store the message in {dlq.name}: {result.status.value}"
             )
-        self._runtime.counters.sent_to_dlq += 1
-        self._runtime.polling.notify(dlq.name)
-        self._runtime.route_changed.set()
+        self._counters.sent_to_dlq += 1
+        self._polling.notify(dlq.name)
+        self._route_changed.set()
         _log.info(
             "message %s of %s moved to %s after %d attempts",
             messages.message_id_of(stored),

@@ -73,7 +73,7 @@ def _topic_max_offsets(runtime: runtime_mod.BrokerRuntime) -> dict[str, int]:
 def _pairs(runtime: runtime_mod.BrokerRuntime) -> list[tuple[ids.TopicName, ids.GroupName]]:
     """Group x topic pairs with committed offsets or POP state here, sorted."""
     pairs = set(runtime.offsets.pairs())
-    for state in runtime.pop_states():
+    for state in runtime.pop_service.states():
         pairs.update((topic, state.group) for topic, _ in state.open_queues())
     return sorted(pairs)
 

@@ -30,8 +30,14 @@ held it back). Ack/ChangeInvisibleDuration decode the receipt handle and call ``
 Handle versions come from one counter per group that starts at a random 40-bit value, so a
 handle issued before a restart does not match a delivery made after it.
 
-Restart: only ``committed`` survives (through the offset file). Everything above it is
-delivered again, with ``delivery_attempt`` starting at 1 again — RocketMQ's at-least-once.
+Restart: every delivery, ack and forgotten queue is reported to the injected ``JournalSink``
+(``pop_service.PopService`` appends it to the POP journal). After a restart a queue is opened
+with what the journal restored above ``committed`` (``pop_journal.RestoredQueue``); the scanner
+calls ``adopt_restored`` at each offset first: a restored delivery is taken back in flight with
+its attempt, handle version and deadline (not delivered now: it is redelivered with attempt + 1
+once its deadline passes), a restored done offset is skipped. Handle versions are persisted, so
+the handle of the last delivery before a restart still acks; new versions start above every
+restored one.
 
 Bounds: in-flight + held entries per group ≤ ``inflight_messages_max`` and
 ``cursor - committed`` ≤ ``pop_span_max``; a new reservation beyond them raises
@@ -44,8 +50,9 @@ import dataclasses
 import enum
 import heapq
 import secrets
+from typing import Protocol
 
-from ariane.broker import fifo, receipt, settings
+from ariane.broker import fifo, pop_journal, receipt, settings
 from ariane.common import clock, errors, ids
 
 _VERSION_START_BITS = 40
@@ -54,6 +61,24 @@ _COMPACT_BYTES_MIN = 4096
 
 QueueKey = tuple[ids.TopicName, ids.QueueId]
 """(topic, queue id)."""
+
+
+class JournalSink(Protocol):
+    """Where a ``GroupPopState`` reports what must survive a restart (the POP journal)."""
+
+    def checkpoint(self, group: ids.GroupName, entry: InFlight) -> None:
+        """``entry`` was delivered (or its invisible time changed)."""
+        ...
+
+    def done(
+        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId, offset: int
+    ) -> None:
+        """A delivered message was acked or dead-lettered."""
+        ...
+
+    def forget(self, group: ids.GroupName, topic: ids.TopicName, queue_id: int) -> None:
+        """Everything recorded for the queue is void (reset, closed)."""
+        ...
 
 
 class AckOutcome(enum.Enum):
@@ -225,6 +250,7 @@ class _Queue:
     due: set[int] = dataclasses.field(default_factory=set)
     held: dict[int, str] = dataclasses.field(default_factory=dict)
     order: fifo.FifoOrder | None = None
+    restored: pop_journal.RestoredQueue | None = None
 
     def outstanding(self) -> int:
         return len(self.in_flight) + len(self.held)
@@ -241,6 +267,7 @@ class GroupPopState:
         orderly: FIFO group: hold back later messages of a message group (``broker.fifo``).
         first_handle_version: first handle version to issue; random when ``None`` (tests pin
             it).
+        journal: told of every delivery, ack and forgotten queue (``None``: not persisted).
     """
 
     def __init__(
@@ -252,6 +279,7 @@ class GroupPopState:
         max_delivery_attempts: int,
         orderly: bool = False,
         first_handle_version: int | None = None,
+        journal: JournalSink | None = None,
     ) -> None:
         assert max_delivery_attempts >= 1, "max_delivery_attempts must be >= 1"
         self.group = group
@@ -259,6 +287,7 @@ class GroupPopState:
         self.max_delivery_attempts = max_delivery_attempts
         self._clock = time
         self._settings = pop_settings
+        self._journal = journal
         self._queues: dict[QueueKey, _Queue] = {}
         self._outstanding = 0
         self._next_version = (
@@ -270,23 +299,35 @@ class GroupPopState:
     # -- queues ----------------------------------------------------------------------------
 
     def open_queue(
-        self, topic: ids.TopicName, queue_id: ids.QueueId, *, committed: ids.QueueOffset
+        self,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        *,
+        committed: ids.QueueOffset,
+        restored: pop_journal.RestoredQueue | None = None,
     ) -> None:
         """Start tracking a queue from its committed offset; a no-op if already tracked.
 
         Args:
             committed: the group's stored consumer offset, or the queue's initial offset for
                 a group that never consumed it (RocketMQ 5 starts new groups at the max).
+            restored: what the POP journal holds for the queue above ``committed`` (taken
+                over by ``adopt_restored`` as the scanner reaches each offset).
         """
         if (topic, queue_id) in self._queues:
             return
         assert committed >= 0, f"committed offset {committed} is negative"
+        if restored is not None:
+            restored = restored.above(committed)
+            top = max((c.handle_version for c in restored.checkpoints.values()), default=-1)
+            self._next_version = max(self._next_version, top + 1)
         self._queues[(topic, queue_id)] = _Queue(
             topic=topic,
             queue_id=queue_id,
             window=DoneWindow(committed),
             cursor=committed,
             order=fifo.FifoOrder() if self.orderly else None,
+            restored=restored or None,
         )
 
     def is_open(self, topic: ids.TopicName, queue_id: ids.QueueId) -> bool:
@@ -298,6 +339,8 @@ class GroupPopState:
         queue = self._queues.pop((topic, queue_id), None)
         if queue is not None:
             self._outstanding -= queue.outstanding()
+        if self._journal is not None:
+            self._journal.forget(self.group, topic, queue_id)
 
     def reset_queue(
         self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
@@ -318,6 +361,8 @@ class GroupPopState:
             self._outstanding -= 1
         if queue.order is not None:
             queue.order.drop_below(offset)
+        if queue.restored is not None:
+            queue.restored = queue.restored.above(offset) or None
         queue.window.advance_to(offset)
         queue.cursor = max(queue.cursor, offset)
 
@@ -420,6 +465,77 @@ class GroupPopState:
             queue.held[offset] = message_group
             return None
         return self._start(queue, offset, 1, message_group, invisible_ms)
+
+    def adopt_restored(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
+    ) -> bool:
+        """Take over what the journal restored for the offset at the cursor, if anything.
+
+        A restored delivery goes back in flight with its attempt, handle version, message
+        group and (wall-clock) deadline, without being delivered now; a restored done offset
+        is marked done. Call it before filtering the message at ``scan_offset()``.
+
+        Returns:
+            whether the offset was restored (the cursor then moved past it).
+
+        Raises:
+            TooManyRequestsError: as ``reserve`` for a restored delivery.
+        """
+        queue = self._queue(topic, queue_id)
+        restored = queue.restored
+        if restored is None:
+            return False
+        checkpoint = restored.checkpoints.pop(offset, None)
+        if checkpoint is None:
+            if not restored.is_done(offset):
+                return False
+            self._advance_cursor(queue, offset, needs_slot=False)
+            queue.window.mark(offset)
+            return True
+        self._advance_cursor(queue, offset, needs_slot=True)
+        self._outstanding += 1
+        group = checkpoint.message_group if queue.order is not None else None
+        if queue.order is not None and group is not None:
+            queue.order.add(offset, group, delivered=True)
+        left_ms = checkpoint.deadline_ms - self._clock.now_ms()
+        self._track(
+            queue,
+            InFlight(
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=offset,
+                attempt=checkpoint.attempt,
+                handle_version=checkpoint.handle_version,
+                popped_at_ms=ids.TimestampMs(checkpoint.deadline_ms - checkpoint.invisible_ms),
+                invisible_ms=checkpoint.invisible_ms,
+                deadline_ms=self._clock.monotonic_ms() + left_ms,
+                message_group=group,
+            ),
+        )
+        return True
+
+    def journal_records(self) -> list[pop_journal.Record]:
+        """The live state as journal records (compaction): per tracked queue, every delivery
+        in flight, the done offsets between committed and the cursor as ranges, and what is
+        restored and not yet adopted. FIFO-held messages are not recorded (scanned again)."""
+        records: list[pop_journal.Record] = []
+        for (topic, queue_id), queue in sorted(self._queues.items()):
+            records += [
+                checkpoint_of(self.group, entry) for _, entry in sorted(queue.in_flight.items())
+            ]
+            start = None
+            for offset in range(queue.window.committed, queue.cursor + 1):
+                done = offset < queue.cursor and queue.window.is_done(offset)
+                if done and start is None:
+                    start = offset
+                elif not done and start is not None:
+                    at = ids.QueueOffset(start)
+                    records.append(pop_journal.Ack(self.group, topic, queue_id, at, offset - start))
+                    start = None
+            if queue.restored is not None:
+                key = (self.group, topic, queue_id)
+                records += restored_records(key, queue.restored.above(queue.cursor))
+        return records
 
     def fifo_ready(
         self, topic: ids.TopicName, queue_id: ids.QueueId
@@ -574,7 +690,6 @@ class GroupPopState:
     ) -> InFlight:
         version = self._next_version
         self._next_version += 1
-        deadline = self._clock.monotonic_ms() + invisible_ms
         entry = InFlight(
             topic=queue.topic,
             queue_id=queue.queue_id,
@@ -583,11 +698,18 @@ class GroupPopState:
             handle_version=version,
             popped_at_ms=self._clock.now_ms(),
             invisible_ms=invisible_ms,
-            deadline_ms=deadline,
+            deadline_ms=self._clock.monotonic_ms() + invisible_ms,
             message_group=group,
         )
+        if self._journal is not None:
+            self._journal.checkpoint(self.group, entry)
+        self._track(queue, entry)
+        return entry
+
+    def _track(self, queue: _Queue, entry: InFlight) -> None:
+        offset = entry.queue_offset
         queue.in_flight[offset] = entry
-        heapq.heappush(queue.heap, (deadline, version, offset))
+        heapq.heappush(queue.heap, (entry.deadline_ms, entry.handle_version, offset))
         if len(queue.heap) > 2 * len(queue.in_flight) + _HEAP_SLACK:
             queue.heap = [
                 (e.deadline_ms, e.handle_version, o)
@@ -595,10 +717,11 @@ class GroupPopState:
                 if o not in queue.due
             ]
             heapq.heapify(queue.heap)
-        return entry
 
     def _finish(self, queue: _Queue, offset: int) -> None:
         entry = queue.in_flight.pop(offset)
+        if self._journal is not None:
+            self._journal.done(self.group, queue.topic, queue.queue_id, offset)
         queue.due.discard(offset)
         self._outstanding -= 1
         queue.window.mark(offset)
@@ -612,3 +735,29 @@ class GroupPopState:
             entry = queue.in_flight.get(offset)
             if entry is not None and entry.handle_version == version:
                 queue.due.add(offset)
+
+
+def checkpoint_of(group: ids.GroupName, entry: InFlight) -> pop_journal.Checkpoint:
+    """The journal record of one delivery (its deadline as wall-clock ms)."""
+    return pop_journal.Checkpoint(
+        group,
+        entry.topic,
+        entry.queue_id,
+        entry.queue_offset,
+        attempt=entry.attempt,
+        handle_version=entry.handle_version,
+        deadline_ms=entry.popped_at_ms + entry.invisible_ms,
+        invisible_ms=entry.invisible_ms,
+        message_group=entry.message_group,
+    )
+
+
+def restored_records(
+    key: pop_journal.QueueKey, restored: pop_journal.RestoredQueue
+) -> list[pop_journal.Record]:
+    """``restored`` of the queue ``key`` as journal records again (compaction)."""
+    group, topic, queue_id = key
+    records: list[pop_journal.Record] = list(restored.checkpoints.values())
+    for start, end in restored.done:
+        records.append(pop_journal.Ack(group, topic, queue_id, ids.QueueOffset(start), end - start))
+    return records

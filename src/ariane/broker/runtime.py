@@ -1,13 +1,12 @@
 """``BrokerRuntime``: the state one broker process serves from, shared by its gRPC services.
 
 It owns the store (CommitLog, ConsumeQueues, IndexFile), the topic / subscription-group /
-consumer-offset tables, the per-group POP state, long polling and the counters the admin API and
-metrics read. The ``…Service`` classes (messaging, admin) hold a reference and never keep state
-of their own that another service needs.
+consumer-offset tables, the POP service (per-group POP state and its journal), long polling and
+the counters the admin API and metrics read. The ``…Service`` classes (messaging, admin) hold a
+reference and never keep state of their own that another service needs.
 
 Invariants: everything here is used from the broker's one event loop (the store's own flusher
-threads excepted); a group's POP state exists only while the group has been seen since start,
-and its committed offsets are mirrored into the offset table after every ack.
+threads excepted); POP state and its invariants are ``pop_service``'s.
 """
 
 from __future__ import annotations
@@ -21,11 +20,11 @@ from ariane.broker import (
     long_polling,
     offsets,
     persistence,
-    pop,
+    pop_service,
     subscriptions,
     topic_config,
 )
-from ariane.common import clock, errors, ids, route
+from ariane.common import clock, ids, route
 from ariane.store import index_file, message_store, retention
 
 _log = logging.getLogger(__name__)
@@ -106,7 +105,15 @@ class BrokerRuntime:
         self.polling = long_polling.LongPolling(core.long_polling)
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
-        self._pop_states: dict[ids.GroupName, pop.GroupPopState] = {}
+        self.pop_service = pop_service.PopService.open(
+            root,
+            store=self.store,
+            offset_table=self.offsets,
+            core=core,
+            receive=settings.receive,
+            time=time,
+        )
+        """Every group's POP state and the POP journal (``broker.pop_service``)."""
         self.client_endpoint = settings.client_endpoint(0)
         """``HOST:PORT`` advertised to clients; the server sets it once the port is bound."""
         self.route_changed = asyncio.Event()
@@ -118,7 +125,9 @@ class BrokerRuntime:
         return self.settings.broker_name
 
     def close(self) -> None:
-        """Persist offsets and close the store cleanly (removes its ``abort`` marker)."""
+        """Persist offsets, close the POP journal and close the store cleanly (removes its
+        ``abort`` marker)."""
+        self.pop_service.close()
         self.persist_offsets()
         self.store.close()
         self.index.close()
@@ -129,60 +138,6 @@ class BrokerRuntime:
             _log.debug("consumer offsets persisted")
 
     # -- consumer groups ----------------------------------------------------------------------
-
-    def pop_state(self, group: subscriptions.SubscriptionGroupConfig) -> pop.GroupPopState:
-        """The POP state of ``group``, created on first use (and re-created when its kind or
-        max attempts changed through the admin API)."""
-        state = self._pop_states.get(group.group)
-        if (
-            state is None
-            or state.orderly != group.consume_orderly
-            or state.max_delivery_attempts != group.max_delivery_attempts
-        ):
-            if len(self._pop_states) >= self.settings.core.subscriptions.group_count_max:
-                raise errors.TooManyRequestsError("too many active consumer groups")
-            state = pop.GroupPopState(
-                group.group,
-                time=self.clock,
-                pop_settings=self.settings.core.pop,
-                max_delivery_attempts=group.max_delivery_attempts,
-                orderly=group.consume_orderly,
-            )
-            self._pop_states[group.group] = state
-        return state
-
-    def existing_pop_state(self, group: ids.GroupName) -> pop.GroupPopState | None:
-        """The POP state of ``group`` if it has received since start."""
-        return self._pop_states.get(group)
-
-    def pop_states(self) -> list[pop.GroupPopState]:
-        """Every group's POP state (groups that received since start)."""
-        return list(self._pop_states.values())
-
-    def drop_pop_state(self, group: ids.GroupName) -> None:
-        """Forget a group's POP state (group deleted or offsets reset)."""
-        self._pop_states.pop(group, None)
-
-    def open_queue(
-        self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId
-    ) -> None:
-        """Start tracking a queue for a group from its stored offset or its initial offset."""
-        if state.is_open(topic, queue_id):
-            return
-        state.open_queue(topic, queue_id, committed=self.start_offset(state.group, topic, queue_id))
-
-    def start_offset(
-        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
-    ) -> ids.QueueOffset:
-        """Where ``group`` resumes on a queue it does not track yet: its stored offset (raised
-        to the queue's min offset when retention deleted below it), or the initial offset of
-        ``consume_from_where`` when it never committed there."""
-        stored = self.offsets.query(group, topic, queue_id)
-        low = self.store.min_queue_offset(topic, queue_id)
-        if stored is not None:
-            return ids.QueueOffset(max(stored, low))
-        first = self.settings.receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
-        return low if first else self.store.max_queue_offset(topic, queue_id)
 
     def unconsumed_positions(self) -> dict[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset]:
         """Per queue of a topic some group consumes: the lowest offset not every one of those
@@ -203,7 +158,7 @@ class BrokerRuntime:
             groups = groups_of[topic]
             if groups:
                 positions[(topic, queue_id)] = min(
-                    self.start_offset(group, topic, queue_id) for group in groups
+                    self.pop_service.start_offset(group, topic, queue_id) for group in groups
                 )
         return positions
 
@@ -213,18 +168,14 @@ class BrokerRuntime:
         """Where ``group`` stands on one queue (RocketMQ ``OffsetWrapper`` of
         ``GET_CONSUME_STATS``): its POP state's committed offset and in-flight count when it
         tracks the queue, else where it would resume with nothing in flight."""
-        state = self._pop_states.get(group)
+        state = self.pop_service.existing_state(group)
         if state is not None and state.is_open(topic, queue_id):
             consumer = state.committed_offset(topic, queue_id)
             inflight = state.in_flight_count(topic, queue_id)
         else:
-            consumer, inflight = self.start_offset(group, topic, queue_id), 0
+            consumer, inflight = self.pop_service.start_offset(group, topic, queue_id), 0
         top = self.store.max_queue_offset(topic, queue_id)
         return QueueProgress(top, consumer, inflight)
-
-    def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
-        """Mirror the group's committed offset of one queue into the offset table."""
-        self.offsets.commit(state.group, topic, queue_id, state.committed_offset(topic, queue_id))
 
     # -- routes -------------------------------------------------------------------------------
 

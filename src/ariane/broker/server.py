@@ -26,13 +26,14 @@ from ariane.broker import (
     frontend,
     messaging,
     metrics_view,
+    pop_service,
     registration,
     routes,
     send,
 )
 from ariane.broker import runtime as runtime_mod
 from ariane.common import clock as clock_mod
-from ariane.common import errors, ids
+from ariane.common import ids
 from ariane.remoting import pb, rpc
 from ariane.store import retention
 
@@ -81,7 +82,18 @@ class BrokerServer:
         channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
         client_registry = clients.ClientRegistry(time=self.clock)
         lookup = routes.RouteLookup(runtime, channels)
-        consumer = consume.ConsumeProcessor(runtime)
+        consumer = consume.ConsumeProcessor(
+            pop_service=runtime.pop_service,
+            store=runtime.store,
+            topic_table=runtime.topics,
+            group_table=runtime.groups,
+            polling=runtime.polling,
+            counters=runtime.counters,
+            route_changed=runtime.route_changed,
+            receive=self.settings.receive,
+            broker_name=runtime.broker_name,
+            time=self.clock,
+        )
         service = messaging.MessagingService(
             runtime, send.SendProcessor(runtime), consumer, lookup, client_registry
         )
@@ -144,7 +156,7 @@ class BrokerServer:
                 tasks.create_task(self._persist_offsets(runtime), name="offset-persist"),
                 tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),
                 tasks.create_task(self._retention(runtime), name="retention"),
-                tasks.create_task(self._revive(consumer), name="pop-revive"),
+                tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
             ]
             await stop.wait()
             for loop in loops:
@@ -162,14 +174,15 @@ class BrokerServer:
             for client_id in client_registry.expire():
                 _log.info("client %s expired after silence", client_id)
 
-    async def _revive(self, consumer: consume.ConsumeProcessor) -> None:
-        interval_s = self.settings.receive.poll_slice_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await consumer.revive_once()
-            except errors.ArianeError as exc:
-                _log.warning("moving expired messages to the DLQ failed: %s", exc)
+    def _reviver(
+        self, runtime: runtime_mod.BrokerRuntime, consumer: consume.ConsumeProcessor
+    ) -> pop_service.PopReviveService:
+        return pop_service.PopReviveService(
+            pop_service=runtime.pop_service,
+            group_table=runtime.groups,
+            dead_letter=consumer.send_to_dlq,
+            interval_ms=self.settings.receive.poll_slice_ms,
+        )
 
     async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
         policy = self.settings.retention

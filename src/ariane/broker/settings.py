@@ -87,9 +87,16 @@ class PopSettings:
     (the analogue of ``consumeConcurrentlyMaxSpan`` = 2000 of the 4.x push consumer): one slow
     message may hold the committed offset back by at most this many messages."""
 
+    journal_bytes_max: int = 32 * 1024 * 1024
+    """Size of the POP journal (``<store>/pop/popJournal``) at which it is compacted inline,
+    bytes; the background revive loop compacts it at half this. The live state it is
+    rewritten to is bounded by ``inflight_messages_max`` records per group (RocketMQ bounds its
+    revive topic by retention instead)."""
+
     def __post_init__(self) -> None:
         _check_range("inflight_messages_max", self.inflight_messages_max, 1, 10_000_000)
         _check_range("pop_span_max", self.pop_span_max, 1, 100_000_000)
+        _check_range("journal_bytes_max", self.journal_bytes_max, 64 * 1024, 64 * 1024 * 1024)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,0 +1,464 @@
+"""The owner of RocketMQ 5 POP consumption state: ``PopService`` and ``PopReviveService``.
+
+``PopService`` (RocketMQ's ``PopBufferMergeService`` is the noun) owns every group's
+``pop.GroupPopState``, opens queues at their start offsets, mirrors committed offsets into the
+offset table and keeps the POP journal (``pop_journal_file``): deliveries (CK), acks and
+forgotten queues are buffered as records during one processor call and appended with one
+``write`` when the call ends (``flush``, or the end of the outermost ``batch``). At start-up it
+replays the journal above each group's committed offset, so delivery attempts and in-flight
+receipts survive a restart; the journal is compacted (live state rewritten atomically) when it
+passes half of ``journal_bytes_max`` in the background, or ``journal_bytes_max`` inline.
+
+``PopReviveService`` (RocketMQ ``PopReviveService``) is the background loop: it moves due
+messages past their group's ``max_delivery_attempts`` to ``%DLQ%<group>`` even when no
+consumer receives, and compacts the journal.
+
+Every dependency is passed in (store reads, offset table, settings, clock, the DLQ forwarder);
+nothing here reaches into ``BrokerRuntime``. Invariants: used from the broker's event loop
+only; a group's POP state exists only while the group has been seen since start; the offset
+table is persisted before a compaction drops the ack records below the committed offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import pathlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
+
+from ariane.broker import config, offsets, pop, pop_journal, pop_journal_file, settings
+from ariane.broker import subscriptions as subs
+from ariane.common import clock, errors, ids, message
+from ariane.store import message_store
+
+_log = logging.getLogger(__name__)
+GMS = message_store.GetMessageStatus
+
+READ_SPAN_MAX = 256
+"""Most queue offsets one batched read of redeliveries covers (one ``get_messages`` call)."""
+
+
+class DeadLetter(Protocol):
+    """Forwards a message to ``%DLQ%<group>`` (``ConsumeProcessor.send_to_dlq``)."""
+
+    def __call__(
+        self, group: ids.GroupName, stored: message.StoredMessage, *, attempts: int
+    ) -> Awaitable[None]:
+        """Append a copy to the DLQ; raises ``ArianeError`` when the store refuses it."""
+        ...
+
+
+class PopService:
+    """POP state of every group of one broker, persisted in the POP journal.
+
+    Use ``PopService.open`` (it replays the journal). Args of ``__init__`` as ``open``, plus
+    the opened ``journal`` (``None``: nothing is persisted) and what it ``restored``.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: message_store.MessageStore,
+        offset_table: offsets.ConsumerOffsetManager,
+        core: settings.CoreSettings,
+        receive: config.ReceiveSettings,
+        time: clock.Clock,
+        journal: pop_journal_file.PopJournal | None,
+        restored: dict[pop_journal.QueueKey, pop_journal.RestoredQueue],
+    ) -> None:
+        self._store = store
+        self._offsets = offset_table
+        self._pop_settings = core.pop
+        self._group_count_max = core.subscriptions.group_count_max
+        self._receive = receive
+        self._clock = time
+        self._journal = journal
+        self._restored = restored
+        self._states: dict[ids.GroupName, pop.GroupPopState] = {}
+        self._pending = bytearray()
+        self._depth = 0
+
+    @classmethod
+    def open(
+        cls,
+        root: pathlib.Path,
+        *,
+        store: message_store.MessageStore,
+        offset_table: offsets.ConsumerOffsetManager,
+        core: settings.CoreSettings,
+        receive: config.ReceiveSettings,
+        time: clock.Clock,
+    ) -> PopService:
+        """Open the journal under ``root`` and replay it above the committed offsets.
+
+        Args:
+            root: the store root (the journal is ``pop/popJournal`` under it).
+            store: where messages are read (redeliveries, start offsets).
+            offset_table: committed consumer offsets (read at replay, written by ``commit``).
+            core: ``pop`` bounds, ``subscriptions.group_count_max``.
+            receive: ``consume_from_where``.
+            time: the clock (deadlines: monotonic; journal deadlines: wall).
+
+        Raises:
+            OSError, ValueError: the journal cannot be read or is over 64 MiB.
+        """
+        journal, records = pop_journal_file.PopJournal.open(root)
+        restored: dict[pop_journal.QueueKey, pop_journal.RestoredQueue] = {}
+        for key, queue in pop_journal.replay(records).items():
+            committed = offset_table.query(*key)
+            kept = queue if committed is None else queue.above(committed)
+            if kept:
+                restored[key] = kept
+        service = cls(
+            store=store,
+            offset_table=offset_table,
+            core=core,
+            receive=receive,
+            time=time,
+            journal=journal,
+            restored=restored,
+        )
+        if restored:
+            _log.info("POP journal: restored %d group queues", len(restored))
+        return service
+
+    # -- group states -------------------------------------------------------------------------
+
+    def state(self, group: subs.SubscriptionGroupConfig) -> pop.GroupPopState:
+        """The POP state of ``group``, created on first use (and re-created, its queues
+        forgotten, when its kind or max attempts changed through the admin API).
+
+        Raises:
+            TooManyRequestsError: ``group_count_max`` groups are active already.
+        """
+        state = self._states.get(group.group)
+        if (
+            state is None
+            or state.orderly != group.consume_orderly
+            or state.max_delivery_attempts != group.max_delivery_attempts
+        ):
+            if state is None and len(self._states) >= self._group_count_max:
+                raise errors.TooManyRequestsError("too many active consumer groups")
+            if state is not None:
+                self.drop_state(group.group)
+            state = pop.GroupPopState(
+                group.group,
+                time=self._clock,
+                pop_settings=self._pop_settings,
+                max_delivery_attempts=group.max_delivery_attempts,
+                orderly=group.consume_orderly,
+                journal=self,
+            )
+            self._states[group.group] = state
+        return state
+
+    def existing_state(self, group: ids.GroupName) -> pop.GroupPopState | None:
+        """The POP state of ``group`` if it has received since start."""
+        return self._states.get(group)
+
+    def states(self) -> list[pop.GroupPopState]:
+        """Every group's POP state (groups that received since start)."""
+        return list(self._states.values())
+
+    def drop_state(self, group: ids.GroupName) -> None:
+        """Forget a group's POP state, in memory and in the journal (group deleted, its kind
+        changed)."""
+        self._states.pop(group, None)
+        for key in [k for k in self._restored if k[0] == group]:
+            del self._restored[key]
+        self.forget(group, ids.TopicName(""), pop_journal.ALL_QUEUES)
+        self.flush()
+
+    def close_topic(self, topic: ids.TopicName, queue_ids: range) -> None:
+        """Stop tracking every queue of a deleted topic for every group."""
+        for state in self._states.values():
+            for queue_id in queue_ids:
+                state.close_queue(topic, ids.QueueId(queue_id))
+        for key in [k for k in self._restored if k[1] == topic]:
+            del self._restored[key]
+            self.forget(key[0], topic, pop_journal.ALL_QUEUES)
+        self.flush()
+
+    def reset_queues(
+        self,
+        group: ids.GroupName,
+        topic: ids.TopicName,
+        new_offsets: dict[ids.QueueId, ids.QueueOffset],
+    ) -> None:
+        """Restart a group's queues at new offsets (admin reset; the caller stored them)."""
+        state = self._states.get(group)
+        for queue_id, offset in new_offsets.items():
+            if state is not None:
+                state.reset_queue(topic, queue_id, offset)
+            elif self._restored.pop((group, topic, queue_id), None) is not None:
+                self.forget(group, topic, queue_id)
+        self.flush()
+
+    # -- queues and offsets -------------------------------------------------------------------
+
+    def open_queue(
+        self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId
+    ) -> None:
+        """Start tracking a queue for a group from its start offset, with what the journal
+        restored for it."""
+        if state.is_open(topic, queue_id):
+            return
+        restored = self._restored.pop((state.group, topic, queue_id), None)
+        committed = self.start_offset(state.group, topic, queue_id)
+        state.open_queue(topic, queue_id, committed=committed, restored=restored)
+
+    def start_offset(
+        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
+    ) -> ids.QueueOffset:
+        """Where ``group`` resumes on a queue it does not track yet: its stored offset (raised
+        to the queue's min offset when retention deleted below it), or the initial offset of
+        ``consume_from_where`` when it never committed there."""
+        stored = self._offsets.query(group, topic, queue_id)
+        low = self._store.min_queue_offset(topic, queue_id)
+        if stored is not None:
+            return ids.QueueOffset(max(stored, low))
+        first = self._receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
+        return low if first else self._store.max_queue_offset(topic, queue_id)
+
+    def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
+        """Mirror the group's committed offset of one queue into the offset table."""
+        self._offsets.commit(state.group, topic, queue_id, state.committed_offset(topic, queue_id))
+
+    def read_messages(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, wanted: list[ids.QueueOffset]
+    ) -> dict[int, message.StoredMessage]:
+        """The messages at ``wanted`` (ascending offsets of one queue), read in ranges of at
+        most ``READ_SPAN_MAX`` offsets with one ``get_messages`` call each; offsets deleted
+        by retention or unreadable are absent from the result."""
+        found: dict[int, message.StoredMessage] = {}
+        at = 0
+        while at < len(wanted):
+            start = wanted[at]
+            span = min(wanted[-1] - start + 1, READ_SPAN_MAX)
+            result = self._store.get_messages(
+                topic,
+                queue_id,
+                start,
+                max_count=span,
+                max_bytes=self._receive.message_bytes_max,
+            )
+            found.update((m.queue_offset, m) for m in result.messages)
+            upto = max(result.next_begin_offset, start + 1)
+            while at < len(wanted) and wanted[at] < upto:
+                at += 1
+        return {o: found[o] for o in wanted if o in found}
+
+    def restored_dead_letters(
+        self, max_attempts_of: Callable[[ids.GroupName], int | None]
+    ) -> list[pop_journal.Checkpoint]:
+        """Restored deliveries of queues no receive opened since the restart whose deadline
+        (wall clock) passed and whose next attempt would exceed the group's max attempts, in
+        (group, topic, queue, offset) order: RocketMQ's revive of its CK records.
+
+        Args:
+            max_attempts_of: the group's ``max_delivery_attempts``, ``None`` if it is gone.
+        """
+        now_ms = self._clock.now_ms()
+        due: list[pop_journal.Checkpoint] = []
+        for (group, _, _), restored in sorted(self._restored.items()):
+            limit = max_attempts_of(group)
+            if limit is not None:
+                due += [
+                    c
+                    for _, c in sorted(restored.checkpoints.items())
+                    if c.deadline_ms <= now_ms and c.attempt >= limit
+                ]
+        return due
+
+    def settle_restored(self, checkpoint: pop_journal.Checkpoint) -> None:
+        """Mark a restored delivery done after the caller forwarded it to the DLQ."""
+        key = (checkpoint.group, checkpoint.topic, checkpoint.queue_id)
+        restored = self._restored.get(key)
+        if restored is None or restored.checkpoints.get(checkpoint.queue_offset) != checkpoint:
+            return  # a receive opened the queue meanwhile: the state owns it now
+        restored.settle(checkpoint.queue_offset)
+        self.done(*key, checkpoint.queue_offset)
+
+    # -- the journal ----------------------------------------------------------------------------
+
+    def checkpoint(self, group: ids.GroupName, entry: pop.InFlight) -> None:
+        """``pop.JournalSink``: buffer a CK record of ``entry``."""
+        if self._journal is not None:
+            self._pending += pop_journal.encode(pop.checkpoint_of(group, entry))
+
+    def done(
+        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId, offset: int
+    ) -> None:
+        """``pop.JournalSink``: buffer an ACK record of one offset."""
+        if self._journal is not None:
+            at = ids.QueueOffset(offset)
+            self._pending += pop_journal.encode(pop_journal.Ack(group, topic, queue_id, at))
+
+    def forget(self, group: ids.GroupName, topic: ids.TopicName, queue_id: int) -> None:
+        """``pop.JournalSink``: buffer a FORGET record."""
+        if self._journal is not None:
+            self._pending += pop_journal.encode(pop_journal.Forget(group, topic, queue_id))
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Collect the records of several synchronous calls into one write (an AckMessage
+        of many entries); nested batches write once, when the outermost ends."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            self.flush()
+
+    def flush(self) -> None:
+        """Append the buffered records with one write, unless inside a ``batch``; compact
+        inline when the journal reached ``journal_bytes_max``.
+
+        A failed write is logged, not raised: the POP state in memory stays right, only a
+        restart would lose it (as before the journal existed).
+        """
+        if self._depth or not self._pending or self._journal is None:
+            return
+        data, self._pending = bytes(self._pending), bytearray()
+        try:
+            self._journal.append(data)
+        except OSError as exc:
+            _log.warning("POP journal append of %d bytes failed: %s", len(data), exc)
+            return
+        if self._journal.size_bytes >= self._pop_settings.journal_bytes_max:
+            self.compact()
+
+    def maybe_compact(self) -> bool:
+        """Compact if the journal passed half of ``journal_bytes_max``; returns whether."""
+        journal = self._journal
+        if journal is None or journal.size_bytes < self._pop_settings.journal_bytes_max // 2:
+            return False
+        return self.compact()
+
+    def compact(self) -> bool:
+        """Rewrite the journal as the live state (persist offsets first); returns success."""
+        if self._journal is None:
+            return False
+        records: list[pop_journal.Record] = []
+        for state in self._states.values():
+            records += state.journal_records()
+        for key, restored in sorted(self._restored.items()):
+            records += pop.restored_records(key, restored)
+        data = pop_journal.encode_all(records)
+        before = self._journal.size_bytes
+        try:
+            self._offsets.persist()
+            self._journal.rewrite(data)
+        except (OSError, ValueError) as exc:
+            _log.warning("POP journal compaction failed (the old journal stays): %s", exc)
+            return False
+        self._pending = bytearray()
+        _log.info("POP journal compacted from %d to %d bytes", before, len(data))
+        return True
+
+    def close(self) -> None:
+        """Write what is buffered and close the journal."""
+        self.flush()
+        if self._journal is not None:
+            self._journal.close()
+
+
+class PopReviveService:
+    """Background loop: due messages past their max attempts go to the DLQ; compaction.
+
+    Args:
+        pop_service: the POP state owner.
+        group_table: subscription group configs (max attempts of restored deliveries).
+        dead_letter: forwards one message to ``%DLQ%<group>`` (raises ``ArianeError``).
+        interval_ms: pause between runs, ms.
+    """
+
+    def __init__(
+        self,
+        *,
+        pop_service: PopService,
+        group_table: subs.SubscriptionGroupManager,
+        dead_letter: DeadLetter,
+        interval_ms: int,
+    ) -> None:
+        self._pop = pop_service
+        self._groups = group_table
+        self._dead_letter = dead_letter
+        self._interval_ms = interval_ms
+
+    async def run(self) -> None:
+        """Revive and compact every ``interval_ms`` until cancelled."""
+        while True:
+            await asyncio.sleep(self._interval_ms / 1000)
+            try:
+                await self.revive_once()
+            except errors.ArianeError as exc:
+                _log.warning("moving expired messages to the DLQ failed: %s", exc)
+            self._pop.maybe_compact()
+
+    async def revive_once(self) -> int:
+        """Move every due message past its group's max attempts to the DLQ; returns how many.
+
+        Mirrors RocketMQ's ``PopReviveService``, so a message whose consumers all went away
+        still reaches ``%DLQ%<group>``; redeliveries with attempts left wait for a receive.
+        The messages of one queue are read in batches (``read_messages``).
+        """
+        moved = 0
+        try:
+            for state in self._pop.states():
+                by_queue: dict[pop.QueueKey, list[pop.Due]] = {}
+                for due in state.collect_due():
+                    if due.to_dlq:
+                        by_queue.setdefault((due.topic, due.queue_id), []).append(due)
+                for (topic, queue_id), dues in by_queue.items():
+                    moved += await self._dead_letter_queue(state, topic, queue_id, dues)
+            moved += await self._dead_letter_restored()
+        finally:
+            self._pop.flush()
+        return moved
+
+    def _max_attempts(self, group: ids.GroupName) -> int | None:
+        config = self._groups.get(group)
+        return None if config is None else config.max_delivery_attempts
+
+    async def _dead_letter_restored(self) -> int:
+        """Restored deliveries past their max attempts, in queues no receive opened yet."""
+        by_queue: dict[pop_journal.QueueKey, list[pop_journal.Checkpoint]] = {}
+        for checkpoint in self._pop.restored_dead_letters(self._max_attempts):
+            key = (checkpoint.group, checkpoint.topic, checkpoint.queue_id)
+            by_queue.setdefault(key, []).append(checkpoint)
+        moved = 0
+        for (group, topic, queue_id), checkpoints in by_queue.items():
+            wanted = [c.queue_offset for c in checkpoints]
+            found = self._pop.read_messages(topic, queue_id, wanted)
+            for checkpoint in checkpoints:
+                stored = found.get(checkpoint.queue_offset)
+                if stored is not None:
+                    await self._dead_letter(group, stored, attempts=checkpoint.attempt)
+                    moved += 1
+                self._pop.settle_restored(checkpoint)
+        return moved
+
+    async def _dead_letter_queue(
+        self,
+        state: pop.GroupPopState,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        dues: list[pop.Due],
+    ) -> int:
+        moved = 0
+        found = self._pop.read_messages(topic, queue_id, [d.queue_offset for d in dues])
+        for due in dues:
+            if not state.is_open(topic, queue_id):
+                break  # the topic was deleted or the group reset meanwhile
+            stored = found.get(due.queue_offset)
+            if stored is not None:
+                await self._dead_letter(state.group, stored, attempts=due.next_attempt - 1)
+                moved += 1
+            if state.in_flight(topic, queue_id, due.queue_offset) is not None:
+                state.settle_dead_letter(topic, queue_id, due.queue_offset)
+        if state.is_open(topic, queue_id):
+            self._pop.commit(state, topic, queue_id)
+        return moved
