@@ -14,7 +14,9 @@ import grpc
 from google.protobuf import message as pb_message
 
 import store_testing
-from ariane.broker import admin_service, config, runtime, topic_config
+from ariane.broker import config, runtime
+from ariane.broker.grpc import admin_service
+from ariane.broker.tables import topic_config
 from ariane.common import clock, ids, message
 from ariane.namesrv import server as namesrv_server
 from ariane.remoting import convert, pb, rpc

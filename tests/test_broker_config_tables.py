@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from ariane.broker import offsets, persistence, settings, subscriptions, topic_config
+from ariane.broker import settings
+from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, errors, ids, message, route
 
 T = ids.TopicName

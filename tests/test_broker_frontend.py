@@ -31,7 +31,7 @@ from ariane.remoting import pb, rpc
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 30.0
-WORKER_MODULE = "ariane.broker.frontend"
+WORKER_MODULE = "ariane.broker.grpc.frontend"
 
 
 def _poll(check: Callable[[], bool], what: str) -> None:

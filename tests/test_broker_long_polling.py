@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from ariane.broker import long_polling
 from ariane.broker import settings as broker_settings
+from ariane.broker.processors import long_polling
 from ariane.common import errors
 
 KEY = ("orders", 0)

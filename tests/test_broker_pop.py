@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from ariane.broker import fifo, pop, receipt
 from ariane.broker import settings as broker_settings
+from ariane.broker.pop import fifo, receipt
+from ariane.broker.pop import group_state as pop
 from ariane.common import clock, errors, ids
 
 T = ids.TopicName("orders")

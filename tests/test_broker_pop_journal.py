@@ -10,8 +10,10 @@ import zlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.broker import pop, pop_journal, pop_journal_file
 from ariane.broker import settings as broker_settings
+from ariane.broker.pop import group_state as pop
+from ariane.broker.pop import journal as pop_journal
+from ariane.broker.pop import journal_file as pop_journal_file
 from ariane.common import clock, ids
 
 G = ids.GroupName("g")

@@ -25,7 +25,7 @@ import grpc
 import pytest
 
 from ariane import dev
-from ariane.broker import registration
+from ariane.broker.services import registration
 from ariane.common import errors
 from ariane.remoting import codes, messages, pb, rpc
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ariane.broker import receipt
+from ariane.broker.pop import receipt
 from ariane.common import errors, ids
 
 _NAMES = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=60).filter(

@@ -10,8 +10,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from admin_testing import tiny_settings
 from ariane import metrics
-from ariane.broker import clients as clients_mod
-from ariane.broker import frontend, metrics_view, runtime, topic_config
+from ariane.broker import metrics_view, runtime
+from ariane.broker.grpc import frontend
+from ariane.broker.tables import clients as clients_mod
+from ariane.broker.tables import topic_config
 from ariane.common import clock, ids
 from metrics_testing import parse, value
 

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from ariane.broker import send
+from ariane.broker.processors import send
 from ariane.common import errors, log_limits, message
 from ariane.remoting import messages, pb
 from ariane.store import message_codec

@@ -1,35 +1,18 @@
 """The broker: serves the RocketMQ 5 gRPC protocol for its own queues (DESIGN.md §6).
 
-Pure, I/O-free core (this package so far): ``topic_config`` (topic table), ``subscriptions``
-(consumer-group configs and retry policies), ``offsets`` (committed consumer offsets),
-``receipt`` (receipt-handle codec), ``pop`` (invisible-time bookkeeping), ``fifo`` (FIFO
-delivery order), ``filters`` (tag and SQL92 filters), ``long_polling`` (parking of receive
-requests), ``persistence`` (atomic JSON metadata files) and ``settings``. Import the modules,
-not their names.
+Layout (its layers are contracts in ``.importlinter``), top to bottom:
+
+* ``server`` (``BrokerServer``, the composition root) and ``__main__``;
+* ``grpc`` (thin gRPC adapters), ``services`` (background loops), ``metrics_view``;
+* ``runtime`` (the store and tables one broker process serves from);
+* ``processors`` (protocol-neutral send, consume, routes, long polling);
+* ``pop`` (POP consumption state, its journal, ``PopService``);
+* ``tables`` (topics, groups, offsets, clients) and ``filters`` (tag and SQL92);
+* ``config`` and ``settings``.
+
+The pure packages are imported here; import modules, not their names.
 """
 
-from ariane.broker import (
-    fifo,
-    filters,
-    long_polling,
-    offsets,
-    persistence,
-    pop,
-    receipt,
-    settings,
-    subscriptions,
-    topic_config,
-)
+from ariane.broker import filters, pop, settings, tables
 
-__all__ = [
-    "fifo",
-    "filters",
-    "long_polling",
-    "offsets",
-    "persistence",
-    "pop",
-    "receipt",
-    "settings",
-    "subscriptions",
-    "topic_config",
-]
+__all__ = ["filters", "pop", "settings", "tables"]

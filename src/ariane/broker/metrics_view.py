@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 
 from ariane import metrics
-from ariane.broker import clients, frontend
 from ariane.broker import runtime as runtime_mod
+from ariane.broker.grpc import frontend
+from ariane.broker.tables import clients
 from ariane.common import ids
 from ariane.store import retention
 

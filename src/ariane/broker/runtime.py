@@ -15,15 +15,10 @@ import asyncio
 import dataclasses
 import logging
 
-from ariane.broker import (
-    config,
-    long_polling,
-    offsets,
-    persistence,
-    pop_service,
-    subscriptions,
-    topic_config,
-)
+from ariane.broker import config
+from ariane.broker.pop import service as pop_service
+from ariane.broker.processors import long_polling
+from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, ids, route
 from ariane.store import index_file, message_store, retention
 

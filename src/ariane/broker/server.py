@@ -18,20 +18,13 @@ import shutil
 import time
 
 from ariane import metrics
-from ariane.broker import (
-    admin_service,
-    clients,
-    config,
-    consume,
-    frontend,
-    messaging,
-    metrics_view,
-    pop_service,
-    registration,
-    routes,
-    send,
-)
+from ariane.broker import config, metrics_view
 from ariane.broker import runtime as runtime_mod
+from ariane.broker.grpc import admin_service, frontend, messaging
+from ariane.broker.pop import service as pop_service
+from ariane.broker.processors import consume, routes, send
+from ariane.broker.services import registration
+from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
 from ariane.common import ids
 from ariane.remoting import pb, rpc

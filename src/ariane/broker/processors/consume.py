@@ -32,16 +32,12 @@ import dataclasses
 import logging
 from typing import Protocol
 
-from ariane.broker import (
-    config,
-    filters,
-    long_polling,
-    pop,
-    receipt,
-    subscriptions,
-    topic_config,
-)
-from ariane.broker import pop_service as pop_service_mod
+from ariane.broker import config, filters
+from ariane.broker.pop import group_state as pop
+from ariane.broker.pop import receipt
+from ariane.broker.pop import service as pop_service_mod
+from ariane.broker.processors import long_polling
+from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, limits, message, topics
 from ariane.remoting import messages
 from ariane.store import commit_log, message_store

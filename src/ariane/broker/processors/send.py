@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Sequence
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker import topic_config
+from ariane.broker.tables import topic_config
 from ariane.common import errors, ids, limits, message, topics
 from ariane.remoting import messages
 from ariane.store import commit_log, message_codec

@@ -21,7 +21,7 @@ ILLEGAL_CONSUMER_GROUP); the table managers check the remaining rules.
 
 from __future__ import annotations
 
-from ariane.broker import subscriptions, topic_config
+from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, limits, message, route
 from ariane.remoting import convert, pb
 

@@ -28,8 +28,12 @@ import pathlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
-from ariane.broker import config, offsets, pop, pop_journal, pop_journal_file, settings
-from ariane.broker import subscriptions as subs
+from ariane.broker import config, settings
+from ariane.broker.pop import group_state as pop
+from ariane.broker.pop import journal as pop_journal
+from ariane.broker.pop import journal_file as pop_journal_file
+from ariane.broker.tables import offsets
+from ariane.broker.tables import subscriptions as subs
 from ariane.common import clock, errors, ids, message
 from ariane.store import message_store
 

@@ -52,7 +52,9 @@ import heapq
 import secrets
 from typing import Protocol
 
-from ariane.broker import fifo, pop_journal, receipt, settings
+from ariane.broker import settings
+from ariane.broker.pop import fifo, receipt
+from ariane.broker.pop import journal as pop_journal
 from ariane.common import clock, errors, ids
 
 _VERSION_START_BITS = 40

@@ -4,7 +4,7 @@ A gRPC-Python call costs ~0.5 ms of CPU whatever it carries, and one process hol
 (the GIL), so a broker that serves the official clients (one message per SendMessage) in one
 process is capped near 2k calls/s (specs/perf.md §3c). With ``workers`` = N > 0 the broker
 process keeps the store and the handlers, and starts N worker processes
-(``python -m ariane.broker.frontend``) that listen on the same port with ``SO_REUSEPORT`` (the
+(``python -m ariane.broker.grpc.frontend``) that listen on the same port with ``SO_REUSEPORT`` (the
 kernel spreads client connections over them) and forward every call over a Unix socket
 (``remoting.relay``). RocketMQ 5 splits the same way: stateless gRPC Proxies in front of the
 broker that owns the CommitLog.
@@ -183,7 +183,7 @@ class WorkerFrontEnd:
         worker.process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "ariane.broker.frontend",
+            "ariane.broker.grpc.frontend",
             "--relay",
             self.socket_path,
             "--listen",
@@ -323,8 +323,10 @@ def _remove_relay_dir(relay_socket: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ariane.broker.frontend``: one worker process (started by the broker)."""
-    parser = argparse.ArgumentParser(prog="python -m ariane.broker.frontend", description=__doc__)
+    """``python -m ariane.broker.grpc.frontend``: one worker process (started by the broker)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ariane.broker.grpc.frontend", description=__doc__
+    )
     parser.add_argument("--relay", required=True, help="the owner's relay Unix socket")
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--index", type=int, required=True)

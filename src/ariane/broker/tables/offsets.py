@@ -18,7 +18,8 @@ import logging
 import pathlib
 from collections.abc import Callable, Mapping
 
-from ariane.broker import persistence, settings
+from ariane.broker import settings
+from ariane.broker.tables import persistence
 from ariane.common import errors, ids
 
 _log = logging.getLogger(__name__)

@@ -18,8 +18,10 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from ariane.broker import clients, consume, filters, routes, send, subscriptions
+from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
+from ariane.broker.processors import consume, routes, send
+from ariane.broker.tables import clients, subscriptions
 from ariane.common import errors, ids, limits, topics
 from ariane.remoting import codes, convert, messages, metadata, pb, rpc
 

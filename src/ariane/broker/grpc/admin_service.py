@@ -43,7 +43,9 @@ from typing import Any
 
 import grpc
 
-from ariane.broker import admin_convert, runtime, subscriptions, topic_config
+from ariane.broker import runtime
+from ariane.broker.grpc import admin_convert
+from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
 from ariane.remoting import codes, pb, rpc
 from ariane.store import commit_log, dispatcher, message_codec, retention

@@ -20,7 +20,7 @@ import logging
 import os
 import pathlib
 
-from ariane.broker import pop_journal
+from ariane.broker.pop import journal as pop_journal
 from ariane.store import metadata
 
 _log = logging.getLogger(__name__)

@@ -28,7 +28,8 @@ import logging
 import pathlib
 from typing import Any
 
-from ariane.broker import persistence, settings
+from ariane.broker import settings
+from ariane.broker.tables import persistence
 from ariane.common import clock, delay, errors, ids, limits, topics
 
 _log = logging.getLogger(__name__)
