@@ -16,7 +16,7 @@ _texts = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), 
 
 
 def _reference(
-    stored: message.StoredMessage, delivery: messages.Delivery, namespace: str
+    stored: message.StoredMessage, delivery: message.Delivery, namespace: str
 ) -> pb.v2.Message:
     # The previous ``outgoing``: every sub-message built by its constructor, then copied in.
     props = stored.properties
@@ -60,9 +60,7 @@ def _reference(
         )
     return pb.v2.Message(
         topic=pb.v2.Resource(name=stored.topic, resource_namespace=namespace),
-        user_properties={
-            k: v for k, v in props.items() if k not in messages.RESERVED_PROPERTY_KEYS
-        },
+        user_properties={k: v for k, v in props.items() if k not in message.RESERVED_PROPERTY_KEYS},
         system_properties=system,
         body=stored.body,
     )
@@ -110,7 +108,7 @@ def _stored(draw: st.DrawFn) -> message.StoredMessage:
 @given(
     _stored(),
     st.builds(
-        messages.Delivery,
+        message.Delivery,
         receipt_handle=_texts,
         invisible_ms=st.integers(0, 2**31),
         attempt=st.integers(1, 20),
@@ -119,7 +117,7 @@ def _stored(draw: st.DrawFn) -> message.StoredMessage:
     st.sampled_from(["", "ns1"]),
 )
 def test_outgoing_equals_the_constructor_built_message(
-    stored: message.StoredMessage, delivery: messages.Delivery, namespace: str
+    stored: message.StoredMessage, delivery: message.Delivery, namespace: str
 ) -> None:
     """In-place ``outgoing`` gives the same message and bytes as building sub-messages first."""
     expected = _reference(stored, delivery, namespace)

@@ -20,9 +20,9 @@ import time
 from ariane import metrics
 from ariane.broker import config, metrics_view
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.grpc import admin_service, frontend, messaging
+from ariane.broker.grpc import admin_service, frontend, messaging, routes
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume, routes, send
+from ariane.broker.processors import consume, send
 from ariane.broker.services import registration
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
@@ -87,9 +87,14 @@ class BrokerServer:
             broker_name=runtime.broker_name,
             time=self.clock,
         )
-        service = messaging.MessagingService(
-            runtime, send.SendProcessor(runtime), consumer, lookup, client_registry
+        sender = send.SendProcessor(
+            store=runtime.store,
+            topics=runtime.topics,
+            polling=runtime.polling,
+            counters=runtime.counters,
+            store_settings=self.settings.store,
         )
+        service = messaging.MessagingService(runtime, sender, consumer, lookup, client_registry)
         implementations = [
             (pb.MESSAGING_SERVICE, service),
             (pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),

@@ -189,3 +189,68 @@ class StoredMessage:
     def properties(self) -> Mapping[str, str]:
         """The stored properties."""
         return self.message.properties
+
+
+RESERVED_PROPERTY_KEYS: frozenset[str] = frozenset(
+    value
+    for name, value in vars(Property).items()
+    if not name.startswith("_") and isinstance(value, str)
+)
+"""Property names that are system properties and may not be user property keys."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """A message of a SendMessage request, decoded but not validated.
+
+    Attributes:
+        topic: topic name as sent.
+        body: the body bytes (compressed when ``gzip``).
+        gzip: ``body_encoding`` was GZIP.
+        user_properties: the user properties.
+        tag: the tag, or ``None``.
+        keys: the keys.
+        message_id: the client's message id (stored as UNIQ_KEY).
+        message_type: the wire message type name (``NORMAL``, ``FIFO`` …) or ``UNSPECIFIED``.
+        message_group: the FIFO message group, or ``None``.
+        delivery_timestamp_ms: requested delivery time, or ``None``.
+        born_timestamp_ms: when the client made it (whole seconds from Python), ms.
+        born_host: the host name/IP the client reported.
+        trace_context: the trace context, or ``None``.
+    """
+
+    topic: str
+    body: bytes
+    gzip: bool
+    user_properties: dict[str, str]
+    tag: str | None
+    keys: tuple[str, ...]
+    message_id: str
+    message_type: str
+    message_group: str | None
+    delivery_timestamp_ms: int | None
+    born_timestamp_ms: int
+    born_host: str
+    trace_context: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    """What a receive adds to a stored message.
+
+    Attributes:
+        receipt_handle: the encoded handle the client acks with.
+        invisible_ms: how long the message stays invisible, ms.
+        attempt: the delivery attempt, ≥ 1.
+        dead_letter_origin: ``(topic, message id)`` when read from a DLQ, else ``None``.
+    """
+
+    receipt_handle: str
+    invisible_ms: int
+    attempt: int
+    dead_letter_origin: tuple[str, str] | None = None
+
+
+def message_id_of(stored: StoredMessage) -> ids.MessageId:
+    """The client message id (UNIQ_KEY) of a stored message, or "" when it has none."""
+    return ids.MessageId(stored.properties.get(Property.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""))

@@ -1,11 +1,12 @@
 """v2 ``Message`` ↔ Ariane message values (grpc-v2.md §3, §6.3, §6.4).
 
-``incoming`` turns a ``SendMessage`` message into a neutral ``IncomingMessage``. It checks only
-what its conversions need: every enum is a value this build knows (``message_type`` 99 and
-``body_encoding`` 7 are BAD_REQUEST, not silently NORMAL/IDENTITY) and every timestamp lies in
-protobuf's ``Timestamp`` range (years 1..9999, nanos 0..999,999,999), so a converted value always
-fits the store's signed 64-bit fields; a seconds value of -2^62 is refused here instead of
-failing inside ``struct`` mid-batch. The broker's send path validates the rest.
+``incoming`` turns a ``SendMessage`` message into a neutral ``common.message.IncomingMessage``.
+It checks only what its conversions need: every enum is a value this build knows
+(``message_type`` 99 and ``body_encoding`` 7 are BAD_REQUEST, not silently NORMAL/IDENTITY) and
+every timestamp lies in protobuf's ``Timestamp`` range (years 1..9999, nanos 0..999,999,999), so
+a converted value always fits the store's signed 64-bit fields; a seconds value of -2^62 is
+refused here instead of failing inside ``struct`` mid-batch. The broker's send path validates
+the rest.
 
 ``outgoing`` builds the v2 ``Message`` a consumer receives from a ``StoredMessage`` with the
 system properties the official clients require: ``body_encoding`` set, an upper-case MD5
@@ -19,22 +20,16 @@ property.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import typing
 from collections.abc import Mapping
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from ariane.common import errors, ids, message
+from ariane.common import errors, message
 from ariane.remoting import pb
 
 P = message.Property
-
-RESERVED_PROPERTY_KEYS: frozenset[str] = frozenset(
-    value for name, value in vars(P).items() if not name.startswith("_") and isinstance(value, str)
-)
-"""Property names that are system properties and may not be user property keys."""
 
 MESSAGE_TYPE_NAMES: dict[int, str] = {
     pb.v2.MessageType.NORMAL: "NORMAL",
@@ -63,41 +58,6 @@ _NORMAL = pb.v2.MessageType.NORMAL
 _MD5 = pb.v2.DigestType.MD5
 _GZIP = pb.v2.Encoding.GZIP
 _IDENTITY = pb.v2.Encoding.IDENTITY
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class IncomingMessage:
-    """A message of a SendMessage request, decoded but not validated.
-
-    Attributes:
-        topic: topic name as sent.
-        body: the body bytes (compressed when ``gzip``).
-        gzip: ``body_encoding`` was GZIP.
-        user_properties: the user properties.
-        tag: the tag, or ``None``.
-        keys: the keys.
-        message_id: the client's message id (stored as UNIQ_KEY).
-        message_type: the wire message type name (``NORMAL``, ``FIFO`` …) or ``UNSPECIFIED``.
-        message_group: the FIFO message group, or ``None``.
-        delivery_timestamp_ms: requested delivery time, or ``None``.
-        born_timestamp_ms: when the client made it (whole seconds from Python), ms.
-        born_host: the host name/IP the client reported.
-        trace_context: the trace context, or ``None``.
-    """
-
-    topic: str
-    body: bytes
-    gzip: bool
-    user_properties: dict[str, str]
-    tag: str | None
-    keys: tuple[str, ...]
-    message_id: str
-    message_type: str
-    message_group: str | None
-    delivery_timestamp_ms: int | None
-    born_timestamp_ms: int
-    born_host: str
-    trace_context: str | None
 
 
 def timestamp_ms(value: timestamp_pb2.Timestamp) -> int:
@@ -140,7 +100,7 @@ def timestamp(ms: int) -> timestamp_pb2.Timestamp:
     return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
-def incoming(msg: pb.v2.Message) -> IncomingMessage:
+def incoming(msg: pb.v2.Message) -> message.IncomingMessage:
     """Decode one message of a SendMessageRequest.
 
     Runs for every message sent: protobuf enum values are module constants (an attribute of
@@ -159,7 +119,7 @@ def incoming(msg: pb.v2.Message) -> IncomingMessage:
         raise errors.BadRequestError(f"message_type {props.message_type} is not a MessageType")
     if props.body_encoding not in _KNOWN_ENCODINGS:
         raise errors.BadRequestError(f"body_encoding {props.body_encoding} is not an Encoding")
-    return IncomingMessage(
+    return message.IncomingMessage(
         topic=msg.topic.name,
         body=msg.body,
         gzip=props.body_encoding == _GZIP,
@@ -184,25 +144,8 @@ def incoming(msg: pb.v2.Message) -> IncomingMessage:
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Delivery:
-    """What a receive adds to a stored message.
-
-    Attributes:
-        receipt_handle: the encoded handle the client acks with.
-        invisible_ms: how long the message stays invisible, ms.
-        attempt: the delivery attempt, ≥ 1.
-        dead_letter_origin: ``(topic, message id)`` when read from a DLQ, else ``None``.
-    """
-
-    receipt_handle: str
-    invisible_ms: int
-    attempt: int
-    dead_letter_origin: tuple[str, str] | None = None
-
-
 def outgoing(
-    stored: message.StoredMessage, delivery: Delivery, namespace: str = ""
+    stored: message.StoredMessage, delivery: message.Delivery, namespace: str = ""
 ) -> pb.v2.Message:
     """The v2 ``Message`` a consumer receives (grpc-v2.md §6.4 table); see ``outgoing_into``."""
     result = pb.v2.Message()
@@ -211,7 +154,10 @@ def outgoing(
 
 
 def outgoing_into(
-    target: pb.v2.Message, stored: message.StoredMessage, delivery: Delivery, namespace: str = ""
+    target: pb.v2.Message,
+    stored: message.StoredMessage,
+    delivery: message.Delivery,
+    namespace: str = "",
 ) -> None:
     """Fill the empty ``target`` with the v2 ``Message`` a consumer receives (§6.4 table).
 
@@ -225,7 +171,7 @@ def outgoing_into(
     target.topic.name = stored.topic
     if namespace:
         target.topic.resource_namespace = namespace
-    user = {k: v for k, v in props.items() if k not in RESERVED_PROPERTY_KEYS}
+    user = {k: v for k, v in props.items() if k not in message.RESERVED_PROPERTY_KEYS}
     if user:
         target.user_properties.update(user)
     system = target.system_properties
@@ -286,8 +232,3 @@ def duration(ms: int) -> duration_pb2.Duration:
 def duration_ms(value: duration_pb2.Duration) -> int:
     """A protobuf ``Duration`` in ms."""
     return value.seconds * 1000 + value.nanos // 1_000_000
-
-
-def message_id_of(stored: message.StoredMessage) -> ids.MessageId:
-    """The client message id (UNIQ_KEY) of a stored message, or "" when it has none."""
-    return ids.MessageId(stored.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""))

@@ -20,9 +20,10 @@ import grpc
 
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.processors import consume, routes, send
+from ariane.broker.grpc import routes
+from ariane.broker.processors import consume, send
 from ariane.broker.tables import clients, subscriptions
-from ariane.common import errors, ids, limits, topics
+from ariane.common import errors, ids, limits, message, topics
 from ariane.remoting import codes, convert, messages, metadata, pb, rpc
 
 _log = logging.getLogger(__name__)
@@ -407,9 +408,9 @@ def _peer_ip(context: Context) -> str:
 
 def _decode_messages(
     request: pb.v2_service.SendMessageRequest,
-) -> list[messages.IncomingMessage]:
+) -> list[message.IncomingMessage]:
     """The request's messages decoded; the first that does not convert refuses the request."""
-    decoded: list[messages.IncomingMessage] = []
+    decoded: list[message.IncomingMessage] = []
     count = len(request.messages)
     for position, raw in enumerate(request.messages):
         try:

@@ -39,7 +39,6 @@ from ariane.broker.pop import service as pop_service_mod
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, limits, message, topics
-from ariane.remoting import messages
 from ariane.store import commit_log, message_store
 
 _log = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ class Received:
     """One delivered message and what the delivery adds to it."""
 
     stored: message.StoredMessage
-    delivery: messages.Delivery
+    delivery: message.Delivery
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -337,7 +336,7 @@ class ConsumeProcessor:
         if topics.is_dlq_topic(stored.topic):
             props = stored.properties
             origin = (props.get(P.DLQ_ORIGIN_TOPIC, ""), props.get(P.DLQ_ORIGIN_MESSAGE_ID, ""))
-        delivery = messages.Delivery(
+        delivery = message.Delivery(
             receipt_handle=receipt.encode(handle),
             invisible_ms=in_flight.invisible_ms,
             attempt=in_flight.attempt,
@@ -440,7 +439,7 @@ class ConsumeProcessor:
         dlq = self._topics.ensure_dlq_topic(group)
         props = dict(stored.properties)
         props.setdefault(P.DLQ_ORIGIN_TOPIC, stored.topic)
-        props.setdefault(P.DLQ_ORIGIN_MESSAGE_ID, messages.message_id_of(stored))
+        props.setdefault(P.DLQ_ORIGIN_MESSAGE_ID, message.message_id_of(stored))
         request = commit_log.AppendRequest(
             message=message.Message(topic=dlq.name, body=stored.body, properties=props),
             queue_id=ids.QueueId(0),
@@ -459,7 +458,7 @@ class ConsumeProcessor:
         self._route_changed.set()
         _log.info(
             "message %s of %s moved to %s after %d attempts",
-            messages.message_id_of(stored),
+            message.message_id_of(stored),
             stored.topic,
             dlq.name,
             attempts,

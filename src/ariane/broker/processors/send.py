@@ -29,12 +29,13 @@ import dataclasses
 import itertools
 import zlib
 from collections.abc import Sequence
+from typing import Protocol
 
-from ariane.broker import runtime as runtime_mod
+from ariane.broker.processors import long_polling
 from ariane.broker.tables import topic_config
 from ariane.common import errors, ids, limits, message, topics
-from ariane.remoting import messages
-from ariane.store import commit_log, message_codec
+from ariane.store import commit_log, message_codec, message_store
+from ariane.store import settings as store_settings_mod
 
 P = message.Property
 
@@ -85,19 +86,43 @@ class SendOutcome:
     queue_offset: int = -1
 
 
+class SendCounters(Protocol):
+    """The totals the send path adds to (``runtime.Counters``)."""
+
+    messages_in: int
+    bytes_in: int
+
+
 class SendProcessor:
-    """Validates and appends the messages of SendMessage requests.
+    """Validates and appends the messages of SendMessage requests (RocketMQ
+    ``SendMessageProcessor``), whatever protocol they came in on.
 
     Args:
-        runtime: the broker's state (store, topics, counters, long polling).
+        store: the message store the batch is appended to.
+        topics: the topic table (``require`` with auto-create).
+        polling: long polling, notified of the topics that got messages.
+        counters: the broker's totals (messages and bytes in).
+        store_settings: the body and property size limits.
     """
 
-    def __init__(self, runtime: runtime_mod.BrokerRuntime) -> None:
-        self._runtime = runtime
+    def __init__(
+        self,
+        *,
+        store: message_store.MessageStore,
+        topics: topic_config.TopicConfigManager,
+        polling: long_polling.LongPolling,
+        counters: SendCounters,
+        store_settings: store_settings_mod.StoreSettings,
+    ) -> None:
+        self._store = store
+        self._topics = topics
+        self._polling = polling
+        self._counters = counters
+        self._limits = store_settings
         self._round_robin = itertools.count()
 
     async def send(
-        self, batch: Sequence[messages.IncomingMessage], *, born_ip: str
+        self, batch: Sequence[message.IncomingMessage], *, born_ip: str
     ) -> list[SendOutcome]:
         """Validate every message, then append all of them as one atomic batch, answer each.
 
@@ -120,7 +145,7 @@ class SendProcessor:
                 requests.append(self._append_request(incoming, born_host, writable))
             except errors.ArianeError as exc:
                 raise refuse_request(exc, position, len(batch)) from None
-        results = await self._runtime.store.put_messages(requests, atomic=True)
+        results = await self._store.put_messages(requests, atomic=True)
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
         stored = stored_bytes = 0  # counted once per request, not per message
@@ -130,14 +155,14 @@ class SendProcessor:
                 stored_topics.add(incoming.topic)
                 stored += 1
                 stored_bytes += len(incoming.body)
-        counters = self._runtime.counters
+        counters = self._counters
         counters.messages_in += stored
         counters.bytes_in += stored_bytes
-        self._runtime.polling.notify_many(stored_topics)
+        self._polling.notify_many(stored_topics)
         return answered
 
     def _outcome(
-        self, incoming: messages.IncomingMessage, result: commit_log.PutMessageResult
+        self, incoming: message.IncomingMessage, result: commit_log.PutMessageResult
     ) -> SendOutcome:
         if result.status is commit_log.PutMessageStatus.PUT_OK:
             return SendOutcome(errors.Code.OK, "OK", incoming.message_id, result.queue_offset)
@@ -147,7 +172,7 @@ class SendProcessor:
 
     def _append_request(
         self,
-        incoming: messages.IncomingMessage,
+        incoming: message.IncomingMessage,
         born_host: message.HostAddress,
         writable: dict[str, topic_config.TopicConfig],
     ) -> commit_log.AppendRequest:
@@ -168,7 +193,7 @@ class SendProcessor:
             )
         self._check_body(incoming.body)
         if incoming.gzip:
-            check_gzip_body(incoming.body, self._runtime.settings.store.message_size_bytes_max)
+            check_gzip_body(incoming.body, self._limits.message_size_bytes_max)
         properties = _properties(incoming, kind)
         self._check_properties(properties)
         queue_id = self._choose_queue(topic, incoming.message_group)
@@ -182,7 +207,7 @@ class SendProcessor:
 
     def _writable_topic(self, name: str) -> topic_config.TopicConfig:
         validated = topics.validate_topic(name)
-        topic = self._runtime.topics.require(validated, auto_create=True)
+        topic = self._topics.require(validated, auto_create=True)
         if not topic.writeable:
             raise errors.ForbiddenError(f"topic {name!r} is not writable on this broker")
         return topic
@@ -190,7 +215,7 @@ class SendProcessor:
     def _check_body(self, body: bytes) -> None:
         if not body:
             raise errors.MessageBodyEmptyError("message body is empty; send at least one byte")
-        limit = self._runtime.settings.store.message_size_bytes_max
+        limit = self._limits.message_size_bytes_max
         if len(body) > limit:
             raise errors.MessageBodyTooLargeError(
                 f"message body is {len(body)} bytes; the limit is {limit}"
@@ -205,7 +230,7 @@ class SendProcessor:
                 "a property name or value holds a control character \\x01 or \\x02 "
                 "(the store's property separators)"
             )
-        limit = self._runtime.settings.store.properties_size_bytes_max
+        limit = self._limits.properties_size_bytes_max
         if len(encoded) > limit:
             raise errors.MessagePropertiesTooLargeError(
                 f"the message's properties (keys, tag, ids, user properties) take "
@@ -284,7 +309,7 @@ def check_gzip_body(body: bytes, inflated_bytes_max: int) -> None:
         ) from None
 
 
-def _message_type(incoming: messages.IncomingMessage) -> message.MessageType:
+def _message_type(incoming: message.IncomingMessage) -> message.MessageType:
     kind = _ACCEPTED_WIRE_TYPES.get(incoming.message_type)
     if kind is None:
         if incoming.message_type != "UNSPECIFIED":
@@ -295,7 +320,7 @@ def _message_type(incoming: messages.IncomingMessage) -> message.MessageType:
     return kind
 
 
-def _properties(incoming: messages.IncomingMessage, kind: message.MessageType) -> dict[str, str]:
+def _properties(incoming: message.IncomingMessage, kind: message.MessageType) -> dict[str, str]:
     if not incoming.message_id:
         raise errors.IllegalMessageIdError("message id is empty; the client must set one")
     props = _user_properties(incoming.user_properties)
@@ -336,7 +361,7 @@ def _user_properties(raw: dict[str, str]) -> dict[str, str]:
             f"{limits.USER_PROPERTIES_SIZE_BYTES_MAX}"
         )
     for key in raw:
-        if not key or key in messages.RESERVED_PROPERTY_KEYS:
+        if not key or key in message.RESERVED_PROPERTY_KEYS:
             raise errors.IllegalPropertyKeyError(
                 f"user property key {key!r} is empty or a reserved system property name"
             )
