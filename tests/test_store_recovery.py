@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+import random
 
+from ariane.common import limits
 from ariane.store import (
     LookupStatus,
     PutMessageResult,
@@ -11,6 +13,7 @@ from ariane.store import (
     checkpoint,
     mapped_file,
     message_store,
+    settings,
 )
 from store_testing import ROOT, MemoryStore, abandon, request, tiny_settings
 
@@ -229,3 +232,40 @@ def test_reput_service_rebuilds_consume_queues_behind_the_checkpoint() -> None:
     assert [m.commit_log_offset for m in got.messages] == [r.commit_log_offset for r in results]
     store._reput.start()
     store._reput.stop()
+
+
+MIB = 1024 * 1024
+
+
+def _big_record_settings() -> settings.StoreSettings:
+    """Production record limits (4 MiB bodies, 8 MiB write buffer) on 16 MiB segments."""
+    return tiny_settings(
+        commit_log_file_size_bytes=16 * MIB,
+        message_size_bytes_max=limits.MESSAGE_SIZE_BYTES_MAX,
+        write_buffer_bytes=8 * MIB,
+        flush_disk_type=settings.FlushDiskType.SYNC_FLUSH,
+    )
+
+
+def test_records_longer_than_the_scan_window_survive_an_unclean_restart() -> None:
+    """Issue 9 item 1: 1 small, two 2 MiB, 100 small acknowledged messages all survive a kill.
+
+    The second 2 MiB record starts where the first one's read window ends, which made the
+    1 MiB scan window judge it truncated and cut the log (and every later message) there.
+    """
+    mem = MemoryStore.open(_big_record_settings())
+    rng = random.Random(9)
+    bodies = [b"first", rng.randbytes(2 * MIB), rng.randbytes(2 * MIB)]
+    bodies += [f"small-{i}".encode() for i in range(100)]
+    results = [mem.store.put_message(request(body=body)) for body in bodies]
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    end = results[-1].commit_log_offset + results[-1].wrote_bytes
+    assert mem.store.commit_log.flushed_offset == end
+    abandon(mem.store)  # SIGKILL: every acknowledged (synced) byte is on disk
+    store = mem.reopen()
+    assert not store.recovery_report.clean
+    assert store.recovery_report.stop_reason == ""
+    assert store.max_commit_log_offset == end
+    assert store.max_queue_offset("T", 0) == len(bodies)
+    got = store.get_messages("T", 0, 0, max_count=len(bodies), max_bytes=16 * MIB)
+    assert [m.body for m in got.messages] == bodies

@@ -32,6 +32,9 @@ _log = logging.getLogger(__name__)
 
 _TOPIC_PATTERN = re.compile(r"^[%a-zA-Z0-9_-]{1,255}$")
 _SCAN_WINDOW_BYTES = 1024 * 1024
+"""Bytes a scan reads at once; a record longer than this is read whole (``_read_whole``)."""
+_LOOKUP_READ_BYTES = 4096
+"""First read of a lookup by offset whose size is unknown; a longer record is read again."""
 _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
@@ -374,13 +377,8 @@ class CommitLog:
         segment = self.log.find(offset)
         if segment is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
-        position = offset - segment.start_offset
-        want = size_bytes if 0 < size_bytes <= self._record_bytes_max else 4096
-        data = segment.read(position, want)
-        if data is not None and size_bytes <= 0 and len(data) >= 4:
-            total = int.from_bytes(data[:4], "big", signed=True)
-            if len(data) < total <= self._record_bytes_max:
-                data = segment.read(position, total)
+        want = size_bytes if 0 < size_bytes <= self._record_bytes_max else _LOOKUP_READ_BYTES
+        data = self._read_whole(segment, offset - segment.start_offset, want)
         if data is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
         decoded = message_codec.decode(memoryview(data), record_bytes_max=self._record_bytes_max)
@@ -407,7 +405,8 @@ class CommitLog:
         Yields every OK record, then one final item whose status is END or CORRUPT (its
         ``offset`` is where valid data ends). BLANK records are followed to the next segment;
         a BLANK not reaching its segment's end, or a record whose PHYSICALOFFSET is not where
-        it sits, is CORRUPT. Reads in windows of 1 MiB.
+        it sits, is CORRUPT. Reads in windows of 1 MiB, and any longer record whole: only a
+        record that ends beyond the written data is a torn tail.
         """
         offset = start_offset
         while True:
@@ -452,19 +451,40 @@ class CommitLog:
     def _window_for(
         self, segment: mapped_file.MappedFile, offset: int, window_start: int, window: bytes
     ) -> tuple[int, bytes]:
-        # Keep the window if it holds the whole record at ``offset``; else read from there.
+        # Keep the window while it holds the whole record at ``offset`` (or its TOTALSIZE is
+        # unbelievable, for ``decode`` to reject); else read afresh from ``offset``, whole.
         position = offset - window_start
         have = len(window) - position
-        total = 0
-        if have >= 8:
+        if have >= message_codec.END_FILE_MIN_BLANK_BYTES:
             total = int.from_bytes(window[position : position + 4], "big", signed=True)
             if total <= have or total > self._record_bytes_max or total <= 0:
                 return window_start, window
         readable_end = segment.start_offset + segment.wrote_position
         if window and window_start + len(window) >= readable_end:
-            return window_start, window
-        want = max(_SCAN_WINDOW_BYTES, total)
-        return offset, segment.read(offset - segment.start_offset, want) or b""
+            return window_start, window  # nothing more was written: a short record is torn
+        data = self._read_whole(segment, offset - segment.start_offset, _SCAN_WINDOW_BYTES)
+        return offset, data or b""
+
+    def _read_whole(
+        self, segment: mapped_file.MappedFile, position: int, want_bytes: int
+    ) -> bytes | None:
+        """At least ``want_bytes`` from ``position``, and the whole record starting there.
+
+        A record's TOTALSIZE may exceed any fixed window (records reach ``record_bytes_max``,
+        over 4 MiB): when the header read says the record is longer than what was read and the
+        size is believable, the record is read again whole. Only a record that ends beyond the
+        segment's written data comes back short, and ``decode`` then calls it truncated.
+
+        Returns:
+            the bytes (capped at the written data), or ``None`` if the segment was destroyed.
+        """
+        data = segment.read(position, want_bytes)
+        if data is None or len(data) < 4:
+            return data
+        total = int.from_bytes(data[:4], "big", signed=True)
+        if len(data) < total <= self._record_bytes_max:
+            return segment.read(position, total)
+        return data
 
     def flush(self) -> int:
         """Sync everything written; returns the flushed offset.
