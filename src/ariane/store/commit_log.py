@@ -573,7 +573,11 @@ class _BatchWriter:
             return False
         segment = self._segment
         assert segment is not None
-        if segment.wrote_position + self._used + size + 8 > file_size:
+        blank_bytes = message_codec.END_FILE_MIN_BLANK_BYTES
+        if segment.wrote_position + self._used + size + blank_bytes > file_size:
+            # The BLANK header goes into the buffer too: write what fills it first.
+            if self._used + blank_bytes > len(self._buffer) and not self._write(end_segment=False):
+                return False
             remaining = file_size - segment.wrote_position - self._used
             self._used = message_codec.encode_blank(self._buffer, self._used, remaining)
             if not self._write(end_segment=True) or not self._open_segment():
