@@ -13,13 +13,11 @@ from ariane.store import (
     GetMessageStatus,
     LookupStatus,
     PutMessageStatus,
-    commit_log,
     file_layer,
     mapped_file,
     mapped_file_queue,
-    settings,
 )
-from store_testing import MemoryStore, request, tiny_settings
+from store_testing import MemoryStore, record_bytes, request, tiny_settings
 
 SIZE = 1024
 
@@ -182,7 +180,7 @@ def test_a_full_write_buffer_still_closes_the_segment_with_a_blank() -> None:
     config = tiny_settings(message_size_bytes_max=4096, write_buffer_bytes=70_144)
     buffer_bytes = config.write_buffer_bytes
     assert buffer_bytes == config.record_size_bytes_max  # the smallest buffer allowed
-    overhead = _record_bytes(config, 1) - 1
+    overhead = record_bytes(config, request(body=b"x")) - 1
     sizes = [4050] * 16
     sizes.append(buffer_bytes - sum(overhead + s for s in sizes) - overhead)
     assert 0 < sizes[-1] <= 4096  # 17 records fill the buffer to its last byte
@@ -194,13 +192,3 @@ def test_a_full_write_buffer_still_closes_the_segment_with_a_blank() -> None:
     assert results[-1].commit_log_offset == config.commit_log_file_size_bytes
     got = mem.store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
     assert [m.body for m in got.messages] == bodies
-
-
-def _record_bytes(config: settings.StoreSettings, body_bytes: int) -> int:
-    """Size of the record the CommitLog prepares for a test request with a ``body_bytes`` body."""
-    log = commit_log.CommitLog(
-        pathlib.Path("/unused"), config, file_layer.MemoryFileLayer(), clock.ManualClock()
-    )
-    prepared = log.prepare(request(body=b"x" * body_bytes))
-    assert prepared.record is not None
-    return prepared.record.total_size
