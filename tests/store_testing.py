@@ -50,6 +50,16 @@ def request(
     )
 
 
+def record_bytes(config: settings.StoreSettings, append: commit_log.AppendRequest) -> int:
+    """Size of the CommitLog record ``append`` becomes under ``config``, bytes."""
+    log = commit_log.CommitLog(
+        pathlib.Path("/unused"), config, file_layer.MemoryFileLayer(), clock.ManualClock()
+    )
+    prepared = log.prepare(append)
+    assert prepared.record is not None, prepared.status
+    return prepared.record.total_size
+
+
 @dataclasses.dataclass
 class MemoryStore:
     """A store on an in-memory file layer with a manual clock; reopen after a crash."""

@@ -1,4 +1,9 @@
-"""A SYNC_FLUSH writer killed with SIGKILL mid-stream loses no acknowledged message."""
+"""A SYNC_FLUSH writer killed with SIGKILL mid-stream loses no acknowledged message.
+
+The mixed test kills a writer of 1 KiB / 2 MiB / 4 MiB bodies ``ARIANE_KILL_ROUNDS`` times
+(default 10) on one store, each writer recovering what the previous one left; ``make chaos``
+can raise the rounds and ``ARIANE_KILL_ACKS`` (acknowledgements awaited per round).
+"""
 
 from __future__ import annotations
 
@@ -11,37 +16,51 @@ import time
 
 import pytest
 
+import store_crash_writer
 from ariane.common import clock
-from ariane.store import GetMessageStatus, LookupStatus, MessageStore, StoreSettings
+from ariane.store import GetMessageStatus, LookupStatus, MessageStore
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 ACKS_BEFORE_KILL = 300
 DEADLINE_S = 60
+KILL_ROUNDS = int(os.environ.get("ARIANE_KILL_ROUNDS", "10"))
+"""SIGKILLs of the mixed-body test (``make chaos`` raises it)."""
+MIXED_ACKS_PER_ROUND = int(os.environ.get("ARIANE_KILL_ACKS", "12"))
+"""Acknowledgements the mixed-body test waits for before each SIGKILL."""
+
+Acked = tuple[str, int, int, int, int]  # key, CommitLog offset, queue id, queue offset, body bytes
 
 
-@pytest.mark.slow
-def test_sigkill_mid_stream_keeps_every_acknowledged_message(tmp_path: pathlib.Path) -> None:
-    """Every key printed as acknowledged is readable by offset and via its ConsumeQueue."""
+def _parse(line: str) -> Acked | None:
+    parts = line.split()
+    if not line.endswith("\n") or len(parts) != 6 or parts[0] != "ACK":
+        return None  # a line cut by the kill
+    _, key, offset, queue_id, queue_offset, size = parts
+    return key, int(offset), int(queue_id), int(queue_offset), int(size)
+
+
+def _run_and_kill(root: pathlib.Path, acks_wanted: int, tag: str, mix: str) -> list[Acked]:
+    """Start a writer on ``root``, SIGKILL it (by PID) after ``acks_wanted`` ACK lines."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]),
     }
     writer = subprocess.Popen(
-        [sys.executable, "-m", "store_crash_writer", str(tmp_path), "100000"],
+        [sys.executable, "-m", "store_crash_writer", str(root), "100000", tag, mix],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
         text=True,
     )
     assert writer.stdout is not None
-    acked: list[tuple[str, int, int, int]] = []
+    acked: list[Acked] = []
     deadline = time.monotonic() + DEADLINE_S
     try:
         for line in writer.stdout:
-            if line.startswith("ACK ") and line.endswith("\n"):
-                _, key, offset, queue_id, queue_offset = line.split()
-                acked.append((key, int(offset), int(queue_id), int(queue_offset)))
-            if len(acked) >= ACKS_BEFORE_KILL or time.monotonic() > deadline:
+            ack = _parse(line)
+            if ack is not None:
+                acked.append(ack)
+            if len(acked) >= acks_wanted or time.monotonic() > deadline:
                 break
         os.kill(writer.pid, signal.SIGKILL)
         rest, errors = writer.communicate(timeout=DEADLINE_S)
@@ -49,29 +68,40 @@ def test_sigkill_mid_stream_keeps_every_acknowledged_message(tmp_path: pathlib.P
         if writer.poll() is None:
             os.kill(writer.pid, signal.SIGKILL)
             writer.wait(timeout=DEADLINE_S)
-    for line in rest.splitlines(keepends=True):
-        if line.startswith("ACK ") and line.endswith("\n") and len(line.split()) == 5:
-            _, key, offset, queue_id, queue_offset = line.split()
-            acked.append((key, int(offset), int(queue_id), int(queue_offset)))
+    acked += [ack for line in rest.splitlines(keepends=True) if (ack := _parse(line))]
     assert writer.returncode == -signal.SIGKILL, errors
-    assert len(acked) >= ACKS_BEFORE_KILL, errors
-    _check_store(tmp_path, acked)
+    assert len(acked) >= acks_wanted, errors
+    return acked
 
 
-def _check_store(root: pathlib.Path, acked: list[tuple[str, int, int, int]]) -> None:
-    config = StoreSettings(
-        commit_log_file_size_bytes=64 * 1024,
-        consume_queue_file_entries=64,
-        message_size_bytes_max=4096,
-        write_buffer_bytes=256 * 1024,
-    )
-    store = MessageStore.open(root, config, clock=clock.SystemClock())
+@pytest.mark.slow
+def test_sigkill_mid_stream_keeps_every_acknowledged_message(tmp_path: pathlib.Path) -> None:
+    """Every key printed as acknowledged is readable by offset and via its ConsumeQueue."""
+    acked = _run_and_kill(tmp_path, ACKS_BEFORE_KILL, "", "small")
+    _check_store(tmp_path, acked, "small")
+
+
+@pytest.mark.slow
+def test_repeated_sigkills_with_4_mib_bodies_keep_every_acknowledged_message(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Ten kills of a writer of 1 KiB, 2 MiB and 4 MiB bodies lose no acknowledged message."""
+    acked: list[Acked] = []
+    for round_number in range(KILL_ROUNDS):
+        acked += _run_and_kill(tmp_path, MIXED_ACKS_PER_ROUND, f"r{round_number}", "mixed")
+    assert {size for *_, size in acked} >= {1024, 2 * 1024 * 1024, 4 * 1024 * 1024}
+    _check_store(tmp_path, acked, "mixed")
+
+
+def _check_store(root: pathlib.Path, acked: list[Acked], mix: str) -> None:
+    store = MessageStore.open(root, store_crash_writer.settings_for(mix), clock=clock.SystemClock())
     try:
         assert not store.recovery_report.clean
-        for key, offset, queue_id, queue_offset in acked:
+        for key, offset, queue_id, queue_offset, size in acked:
             found = store.get_message(offset)
             assert found.status is LookupStatus.FOUND, key
             assert found.message is not None and found.message.message.keys == (key,)
+            assert len(found.message.body) == size, key
             got = store.get_messages("Crash", queue_id, queue_offset, max_count=1, max_bytes=1)
             assert got.status is GetMessageStatus.FOUND, key
             assert got.messages[0].commit_log_offset == offset

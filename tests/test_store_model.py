@@ -4,13 +4,20 @@ The store runs on tiny segments (1 KiB CommitLog files, 3-unit ConsumeQueue file
 in-memory file layer. A crash loses every unsynced byte except a random torn prefix, and may
 flip a byte in what survived unsynced. After each recovery: every flushed message is still
 there byte for byte, the surviving messages are exactly a prefix of the append order, queue
-offsets are dense and match the model, and no corrupt record is ever returned.
+offsets are dense and match the model, and no corrupt record is ever returned. A kill (the
+process dies, the page cache survives) keeps every appended message.
+
+A second machine runs the same rules with production record limits (4 MiB bodies, the smallest
+write buffer allowed) and adds records sized at and around every read window and buffer of the
+store: the 1 MiB scan window, the 4 KiB first read of a lookup, a ConsumeQueue read chunk, the
+write buffer, the largest body.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
+import random
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -22,14 +29,18 @@ from hypothesis.stateful import (
     rule,
 )
 
+from ariane.common import limits
 from ariane.store import (
     FlushDiskType,
     GetMessageStatus,
     LookupStatus,
     PutMessageStatus,
+    commit_log,
+    consume_queue,
     message_store,
 )
-from store_testing import MemoryStore, request, tiny_settings
+from ariane.store import settings as store_settings
+from store_testing import MemoryStore, record_bytes, request, tiny_settings
 
 QUEUES = [("A", 0), ("A", 1), ("B", 0)]
 
@@ -54,6 +65,9 @@ messages = st.tuples(
 
 class StoreMachine(RuleBasedStateMachine):
     """Store vs. an in-memory list of what was appended, in CommitLog order."""
+
+    read_bytes_max = 1 << 20
+    """``max_bytes`` of the queue reads: more than ``max_count`` of the largest records."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,6 +97,13 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(batch=st.lists(messages, min_size=1, max_size=6))
     def put(self, batch: list[tuple[tuple[str, int], bytes, str]]) -> None:
         requests = [request(t, body, queue_id=q, tags=tag) for (t, q), body, tag in batch]
+        self._append(batch, requests)
+
+    def _append(
+        self,
+        batch: list[tuple[tuple[str, int], bytes, str]],
+        requests: list[commit_log.AppendRequest],
+    ) -> None:
         results = self.store.put_messages_sync(requests)
         for ((topic, queue_id), body, tag), result in zip(batch, results, strict=True):
             assert result.status is PutMessageStatus.PUT_OK
@@ -127,7 +148,7 @@ class StoreMachine(RuleBasedStateMachine):
         expected = self._queue(topic, queue_id)
         offset = data.draw(st.integers(0, len(expected)))
         got = self.store.get_messages(
-            topic, queue_id, offset, max_count=max_count, max_bytes=1 << 20
+            topic, queue_id, offset, max_count=max_count, max_bytes=self.read_bytes_max
         )
         want = expected[offset : offset + max_count]
         assert [(m.commit_log_offset, m.body) for m in got.messages] == [
@@ -167,6 +188,16 @@ class StoreMachine(RuleBasedStateMachine):
             self.mem.layer.overwrite(path, position, bytes([old[0] ^ 0x5A]))
         self.mem.reopen()
         self._reconcile()
+
+    @rule()
+    def kill_and_recover(self) -> None:
+        """SIGKILL: the process dies, every byte it wrote is in the page cache."""
+        assert self.mem is not None
+        appended = list(self.sent)
+        self.mem.crash(lambda path, low, high: high - low)
+        self.mem.reopen()
+        self._reconcile()
+        assert self.sent == appended, "a written message was lost without a power loss"
 
     @rule()
     def close_and_reopen(self) -> None:
@@ -213,3 +244,75 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestStoreModel = StoreMachine.TestCase
+
+MIB = 1024 * 1024
+LARGE_SEGMENT_BYTES = 12 * MIB
+"""Room for two largest records and a smaller one per CommitLog segment."""
+
+
+def _window_edges() -> list[int]:
+    """Record sizes (bytes) at and around every window and buffer a record is read through."""
+    windows = [
+        commit_log._SCAN_WINDOW_BYTES,
+        commit_log._LOOKUP_READ_BYTES,
+        consume_queue.READ_CHUNK_UNITS_MAX * consume_queue.UNIT_BYTES,
+        2 * commit_log._SCAN_WINDOW_BYTES,
+    ]
+    return [w + d for w in windows for d in (-1, 0, 1)]
+
+
+class LargeRecordMachine(StoreMachine):
+    """The same model with records larger than every window and buffer of the store."""
+
+    read_bytes_max = 64 * MIB
+
+    @initialize(sync=st.booleans())
+    def open_store(self, sync: bool) -> None:
+        flush_type = FlushDiskType.SYNC_FLUSH if sync else FlushDiskType.ASYNC_FLUSH
+        body_max = limits.MESSAGE_SIZE_BYTES_MAX
+        config = tiny_settings(
+            commit_log_file_size_bytes=LARGE_SEGMENT_BYTES,
+            consume_queue_file_entries=3,
+            message_size_bytes_max=body_max,
+            # the smallest buffer allowed: a batch of large records takes several writes
+            write_buffer_bytes=body_max + store_settings.RECORD_OVERHEAD_BYTES_MAX,
+            flush_disk_type=flush_type,
+        )
+        self.mem = MemoryStore.open(config)
+        self.overhead = record_bytes(config, request("A", b"x", tags="x")) - 1
+
+    @rule(
+        data=st.data(),
+        queue=st.sampled_from(QUEUES),
+        count=st.integers(1, 3),
+        seed=st.integers(0, 2**32),
+    )
+    def put_large(self, data: st.DataObject, queue: tuple[str, int], count: int, seed: int) -> None:
+        config = self.store.settings
+        body_max = config.message_size_bytes_max
+        record_sizes = st.sampled_from(
+            [*_window_edges(), body_max + self.overhead, config.write_buffer_bytes]
+        )
+        sizes = [
+            min(body_max, data.draw(record_sizes, label="record bytes") - self.overhead)
+            for _ in range(count)
+        ]
+        rng = random.Random(seed)
+        batch = [(queue, rng.randbytes(size), "x") for size in sizes]
+        topic, queue_id = queue
+        self._append(
+            batch, [request(topic, body, queue_id=queue_id, tags="x") for _, body, _ in batch]
+        )
+
+
+LargeRecordMachine.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
+TestLargeRecordModel = LargeRecordMachine.TestCase

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import pathlib
+import random
 
+from ariane.common import clock, limits
 from ariane.store import (
     LookupStatus,
     PutMessageResult,
     PutMessageStatus,
     checkpoint,
+    commit_log,
+    file_layer,
     mapped_file,
     message_store,
+    settings,
 )
 from store_testing import ROOT, MemoryStore, abandon, request, tiny_settings
 
@@ -229,3 +234,113 @@ def test_reput_service_rebuilds_consume_queues_behind_the_checkpoint() -> None:
     assert [m.commit_log_offset for m in got.messages] == [r.commit_log_offset for r in results]
     store._reput.start()
     store._reput.stop()
+
+
+MIB = 1024 * 1024
+
+
+def _big_record_settings() -> settings.StoreSettings:
+    """Production record limits (4 MiB bodies, 8 MiB write buffer) on 16 MiB segments."""
+    return tiny_settings(
+        commit_log_file_size_bytes=16 * MIB,
+        message_size_bytes_max=limits.MESSAGE_SIZE_BYTES_MAX,
+        write_buffer_bytes=8 * MIB,
+        flush_disk_type=settings.FlushDiskType.SYNC_FLUSH,
+    )
+
+
+def test_records_longer_than_the_scan_window_survive_an_unclean_restart() -> None:
+    """Issue 9 item 1: 1 small, two 2 MiB, 100 small acknowledged messages all survive a kill.
+
+    The second 2 MiB record starts where the first one's read window ends, which made the
+    1 MiB scan window judge it truncated and cut the log (and every later message) there.
+    """
+    mem = MemoryStore.open(_big_record_settings())
+    rng = random.Random(9)
+    bodies = [b"first", rng.randbytes(2 * MIB), rng.randbytes(2 * MIB)]
+    bodies += [f"small-{i}".encode() for i in range(100)]
+    results = [mem.store.put_message(request(body=body)) for body in bodies]
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    end = results[-1].commit_log_offset + results[-1].wrote_bytes
+    assert mem.store.commit_log.flushed_offset == end
+    abandon(mem.store)  # SIGKILL: every acknowledged (synced) byte is on disk
+    store = mem.reopen()
+    assert not store.recovery_report.clean
+    assert store.recovery_report.stop_reason == ""
+    assert store.max_commit_log_offset == end
+    assert store.max_queue_offset("T", 0) == len(bodies)
+    got = store.get_messages("T", 0, 0, max_count=len(bodies), max_bytes=16 * MIB)
+    assert [m.body for m in got.messages] == bodies
+
+
+class _CountingHandle:
+    """A file handle that counts the bytes read through it."""
+
+    def __init__(self, handle: file_layer.RandomAccessFile, layer: _CountingLayer) -> None:
+        self._handle = handle
+        self._layer = layer
+
+    def pwrite(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        self._handle.pwrite(data, position)
+
+    def pread(self, size: int, position: int) -> bytes:
+        data = self._handle.pread(size, position)
+        self._layer.read_bytes += len(data)
+        return data
+
+    def sync(self) -> None:
+        self._handle.sync()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class _CountingLayer(file_layer.OsFileLayer):
+    """The real file layer, counting every byte read (the cost recovery pays)."""
+
+    def __init__(self) -> None:
+        self.read_bytes = 0
+
+    def open_file(self, path: pathlib.Path) -> file_layer.RandomAccessFile:
+        return _CountingHandle(super().open_file(path), self)
+
+    def create_file(self, path: pathlib.Path, size_bytes: int) -> file_layer.RandomAccessFile:
+        return _CountingHandle(super().create_file(path, size_bytes), self)
+
+
+def test_recovery_reads_in_proportion_to_the_data_not_the_1_gib_segment(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Issue 9 item 5: an unclean restart of a few MiB in a 1 GiB segment reads a few MiB.
+
+    The torn tail is zeroed only up to the CommitLog's high-water mark, not to the end of the
+    preallocated segment (which cost reading the whole 1 GiB).
+    """
+    config = settings.StoreSettings(flush_disk_type=settings.FlushDiskType.SYNC_FLUSH)
+    layer = _CountingLayer()
+    store = message_store.MessageStore.open(
+        tmp_path, config, clock=clock.SystemClock(), layer=layer
+    )
+    results = store.put_messages_sync([request(body=bytes([i]) * 100_000) for i in range(40)])
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    end = results[-1].commit_log_offset + results[-1].wrote_bytes
+    abandon(store)
+    store.commit_log.log.close()
+    _tear_last_record(tmp_path / "commitlog" / mapped_file.file_name_of(0), results[-1])
+    layer.read_bytes = 0
+    store = message_store.MessageStore.open(
+        tmp_path, config, clock=clock.SystemClock(), layer=layer
+    )
+    try:
+        assert store.max_commit_log_offset == results[-1].commit_log_offset < end
+        assert layer.read_bytes < end + commit_log.HIGH_WATER_STEP_BYTES + 2 * MIB
+        assert layer.read_bytes < config.commit_log_file_size_bytes // 16
+    finally:
+        store.close()
+
+
+def _tear_last_record(path: pathlib.Path, last: PutMessageResult) -> None:
+    """Zero the second half of the last record, as a write torn by the crash leaves it."""
+    with path.open("r+b") as file:
+        file.seek(last.commit_log_offset + last.wrote_bytes // 2)
+        file.write(bytes(last.wrote_bytes - last.wrote_bytes // 2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import threading
 
@@ -16,7 +17,7 @@ from ariane.store import (
     mapped_file,
     mapped_file_queue,
 )
-from store_testing import MemoryStore, request, tiny_settings
+from store_testing import MemoryStore, record_bytes, request, tiny_settings
 
 SIZE = 1024
 
@@ -168,3 +169,26 @@ def test_readers_writers_and_retention_run_together() -> None:
     assert problems == []
     assert store.stats().corrupt_read_count == 0
     store.close()
+
+
+def test_a_full_write_buffer_still_closes_the_segment_with_a_blank() -> None:
+    """A batch that fills the write buffer exactly, then meets the segment's end, gets its BLANK.
+
+    The BLANK header was encoded after the buffered records, past the buffer's end when they
+    filled it (``struct.error``, the whole batch answered nothing).
+    """
+    config = tiny_settings(message_size_bytes_max=4096, write_buffer_bytes=70_144)
+    buffer_bytes = config.write_buffer_bytes
+    assert buffer_bytes == config.record_size_bytes_max  # the smallest buffer allowed
+    overhead = record_bytes(config, request(body=b"x")) - 1
+    sizes = [4050] * 16
+    sizes.append(buffer_bytes - sum(overhead + s for s in sizes) - overhead)
+    assert 0 < sizes[-1] <= 4096  # 17 records fill the buffer to its last byte
+    config = dataclasses.replace(config, commit_log_file_size_bytes=buffer_bytes + 64)
+    mem = MemoryStore.open(config)
+    bodies = [bytes([i]) * size for i, size in enumerate(sizes, start=1)] + [b"next" * 30]
+    results = mem.store.put_messages_sync([request(body=body) for body in bodies])
+    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(bodies)
+    assert results[-1].commit_log_offset == config.commit_log_file_size_bytes
+    got = mem.store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert [m.body for m in got.messages] == bodies

@@ -6,6 +6,14 @@ here, as RocketMQ's ``topicQueueTable``. A batch is encoded into one reusable bu
 to the OS with one write per segment touched; a record never spans segments: when it does not
 fit, the segment is closed with a BLANK record and the next one starts.
 
+High-water mark: before any byte is written at or past the persisted ``high_water`` offset, the
+mark is raised ``HIGH_WATER_STEP_BYTES`` beyond the write and synced (one small fsync per 16 MiB
+written). So every CommitLog byte at or past the mark is zero, whatever a crash kept or lost, and
+recovery zeroes a cut tail only up to the mark: its cost follows the data written since the
+checkpoint, not the 1 GiB segment. Without the file (a store older than it) the whole tail is
+zeroed. Zeroing is needed at all because a torn or stale record beyond the cut must never be
+read as valid when later appends end exactly where it starts.
+
 Threading: ``prepare`` is pure and runs outside any lock; ``append`` must be called by one
 thread at a time (the store's put lock); ``read``/``scan`` run concurrently and never see bytes
 past ``max_offset``. Expected outcomes (bad message, disk full) are ``PutMessageStatus`` values
@@ -20,6 +28,8 @@ import functools
 import logging
 import pathlib
 import re
+import struct
+import zlib
 from collections.abc import Generator, Iterator, Sequence
 from typing import NamedTuple
 
@@ -32,6 +42,16 @@ _log = logging.getLogger(__name__)
 
 _TOPIC_PATTERN = re.compile(r"^[%a-zA-Z0-9_-]{1,255}$")
 _SCAN_WINDOW_BYTES = 1024 * 1024
+"""Bytes a scan reads at once; a record longer than this is read whole (``_read_whole``)."""
+_LOOKUP_READ_BYTES = 4096
+"""First read of a lookup by offset whose size is unknown; a longer record is read again."""
+HIGH_WATER_FILE_NAME = "high_water"
+"""The high-water mark's file in the ``commitlog`` directory (not a segment name)."""
+HIGH_WATER_STEP_BYTES = 16 * 1024 * 1024
+"""How far past a write the high-water mark is raised: an fsync per step, zeroing up to one."""
+_HIGH_WATER_SLOTS = (0, 512)
+_HIGH_WATER_HEAD = struct.Struct(">qq")  # sequence, offset; then the CRC32 of these 16 bytes
+_HIGH_WATER_SLOT_BYTES = _HIGH_WATER_HEAD.size + 4
 _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
@@ -224,6 +244,83 @@ class ScanItem:
     result: message_codec.DecodeResult
 
 
+class HighWaterMark:
+    """The persisted bound on written CommitLog bytes; see the module docstring.
+
+    Two 20-byte slots (at 0 and 512, written alternately, each with a sequence number and its
+    CRC32), so a torn write spoils only the slot being written, as the checkpoint does.
+
+    Args:
+        layer: the file layer.
+        path: the mark's file.
+    """
+
+    def __init__(self, layer: file_layer.FileLayer, path: pathlib.Path) -> None:
+        self._layer = layer
+        self._path = path
+        self._handle: file_layer.RandomAccessFile | None = None
+        self._sequence = 0
+        self._loaded = False
+        self.offset: int | None = None
+        """Every byte at or past it is zero; ``None`` until loaded or first raised."""
+
+    def load(self) -> int | None:
+        """Read the mark (``None`` if the file is missing or both slots are torn).
+
+        Raises:
+            OSError: if the file exists but cannot be read.
+        """
+        self._loaded = True
+        if self._layer.exists(self._path):
+            handle = self._open()
+            for position in _HIGH_WATER_SLOTS:
+                raw = handle.pread(_HIGH_WATER_SLOT_BYTES, position)
+                head = raw[: _HIGH_WATER_HEAD.size]
+                if len(raw) < _HIGH_WATER_SLOT_BYTES or zlib.crc32(head) != int.from_bytes(
+                    raw[_HIGH_WATER_HEAD.size :], "big"
+                ):
+                    continue
+                sequence, offset = _HIGH_WATER_HEAD.unpack(head)
+                if sequence > self._sequence:
+                    self._sequence, self.offset = sequence, offset
+        return self.offset
+
+    def cover(self, end_offset: int) -> None:
+        """Make sure the mark is past ``end_offset`` before bytes below it are written.
+
+        Raises:
+            OSError: if the mark cannot be written or synced (nothing may be written then).
+        """
+        if not self._loaded:
+            self.load()  # continue the sequence on disk, or an older slot would win
+        if self.offset is not None and end_offset <= self.offset:
+            return
+        offset = end_offset + HIGH_WATER_STEP_BYTES
+        self._sequence += 1
+        head = _HIGH_WATER_HEAD.pack(self._sequence, offset)
+        handle = self._open()
+        handle.pwrite(
+            head + zlib.crc32(head).to_bytes(4, "big"), _HIGH_WATER_SLOTS[self._sequence % 2]
+        )
+        handle.sync()
+        self.offset = offset
+
+    def _open(self) -> file_layer.RandomAccessFile:
+        if self._handle is None:
+            if self._layer.exists(self._path):
+                self._handle = self._layer.open_file(self._path)
+            else:
+                self._layer.make_dirs(self._path.parent)
+                self._handle = self._layer.create_file(self._path, 1024)
+        return self._handle
+
+    def close(self) -> None:
+        """Release the file handle."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
 _PROBLEM_STATUS = {
     message_codec.PrepareProblem.PROPERTIES_TOO_LARGE: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
 }
@@ -254,6 +351,7 @@ class CommitLog:
         """The switch a disk-watermark policy sets: appends answer SERVICE_NOT_AVAILABLE."""
         self.writable = True
         """False once closed or after a failed fsync; appends answer SERVICE_NOT_AVAILABLE."""
+        self.high_water = HighWaterMark(layer, directory / HIGH_WATER_FILE_NAME)
         self._clock = clock
         self._buffer = bytearray(config.write_buffer_bytes)
         self._queue_offsets: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
@@ -374,13 +472,8 @@ class CommitLog:
         segment = self.log.find(offset)
         if segment is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
-        position = offset - segment.start_offset
-        want = size_bytes if 0 < size_bytes <= self._record_bytes_max else 4096
-        data = segment.read(position, want)
-        if data is not None and size_bytes <= 0 and len(data) >= 4:
-            total = int.from_bytes(data[:4], "big", signed=True)
-            if len(data) < total <= self._record_bytes_max:
-                data = segment.read(position, total)
+        want = size_bytes if 0 < size_bytes <= self._record_bytes_max else _LOOKUP_READ_BYTES
+        data = self._read_whole(segment, offset - segment.start_offset, want)
         if data is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
         decoded = message_codec.decode(memoryview(data), record_bytes_max=self._record_bytes_max)
@@ -407,7 +500,8 @@ class CommitLog:
         Yields every OK record, then one final item whose status is END or CORRUPT (its
         ``offset`` is where valid data ends). BLANK records are followed to the next segment;
         a BLANK not reaching its segment's end, or a record whose PHYSICALOFFSET is not where
-        it sits, is CORRUPT. Reads in windows of 1 MiB.
+        it sits, is CORRUPT. Reads in windows of 1 MiB, and any longer record whole: only a
+        record that ends beyond the written data is a torn tail.
         """
         offset = start_offset
         while True:
@@ -452,19 +546,40 @@ class CommitLog:
     def _window_for(
         self, segment: mapped_file.MappedFile, offset: int, window_start: int, window: bytes
     ) -> tuple[int, bytes]:
-        # Keep the window if it holds the whole record at ``offset``; else read from there.
+        # Keep the window while it holds the whole record at ``offset`` (or its TOTALSIZE is
+        # unbelievable, for ``decode`` to reject); else read afresh from ``offset``, whole.
         position = offset - window_start
         have = len(window) - position
-        total = 0
-        if have >= 8:
+        if have >= message_codec.END_FILE_MIN_BLANK_BYTES:
             total = int.from_bytes(window[position : position + 4], "big", signed=True)
             if total <= have or total > self._record_bytes_max or total <= 0:
                 return window_start, window
         readable_end = segment.start_offset + segment.wrote_position
         if window and window_start + len(window) >= readable_end:
-            return window_start, window
-        want = max(_SCAN_WINDOW_BYTES, total)
-        return offset, segment.read(offset - segment.start_offset, want) or b""
+            return window_start, window  # nothing more was written: a short record is torn
+        data = self._read_whole(segment, offset - segment.start_offset, _SCAN_WINDOW_BYTES)
+        return offset, data or b""
+
+    def _read_whole(
+        self, segment: mapped_file.MappedFile, position: int, want_bytes: int
+    ) -> bytes | None:
+        """At least ``want_bytes`` from ``position``, and the whole record starting there.
+
+        A record's TOTALSIZE may exceed any fixed window (records reach ``record_bytes_max``,
+        over 4 MiB): when the header read says the record is longer than what was read and the
+        size is believable, the record is read again whole. Only a record that ends beyond the
+        segment's written data comes back short, and ``decode`` then calls it truncated.
+
+        Returns:
+            the bytes (capped at the written data), or ``None`` if the segment was destroyed.
+        """
+        data = segment.read(position, want_bytes)
+        if data is None or len(data) < 4:
+            return data
+        total = int.from_bytes(data[:4], "big", signed=True)
+        if len(data) < total <= self._record_bytes_max:
+            return segment.read(position, total)
+        return data
 
     def flush(self) -> int:
         """Sync everything written; returns the flushed offset.
@@ -553,7 +668,11 @@ class _BatchWriter:
             return False
         segment = self._segment
         assert segment is not None
-        if segment.wrote_position + self._used + size + 8 > file_size:
+        blank_bytes = message_codec.END_FILE_MIN_BLANK_BYTES
+        if segment.wrote_position + self._used + size + blank_bytes > file_size:
+            # The BLANK header goes into the buffer too: write what fills it first.
+            if self._used + blank_bytes > len(self._buffer) and not self._write(end_segment=False):
+                return False
             remaining = file_size - segment.wrote_position - self._used
             self._used = message_codec.encode_blank(self._buffer, self._used, remaining)
             if not self._write(end_segment=True) or not self._open_segment():
@@ -579,6 +698,8 @@ class _BatchWriter:
         assert segment is not None
         try:
             if self._used:
+                end = segment.start_offset + segment.wrote_position + self._used
+                self.log.high_water.cover(end)
                 segment.append(memoryview(self._buffer)[: self._used])
         except OSError:
             _log.exception("CommitLog write failed at %d", segment.start_offset)

@@ -140,17 +140,20 @@ class MappedFile:
         assert 0 <= position <= self.size_bytes
         self.wrote_position = self.flushed_position = position
 
-    def zero_from(self, position: int) -> None:
-        """Zero the file from ``position`` to its end, sync, and make ``position`` the end.
+    def zero_from(self, position: int, end_position: int | None = None) -> None:
+        """Zero the file from ``position`` to ``end_position``, sync, and make ``position`` the end.
 
-        Only chunks that hold a non-zero byte are rewritten, so a mostly empty tail is cheap.
+        Only chunks that hold a non-zero byte are rewritten. The caller bounds the work with
+        ``end_position`` when it knows nothing past it was ever written (the CommitLog's
+        high-water mark); ``None`` zeroes to the end of the file.
 
         Raises:
             OSError: if a read, write or sync fails.
         """
+        end = self.size_bytes if end_position is None else min(end_position, self.size_bytes)
         cursor = position
-        while cursor < self.size_bytes:
-            size = min(_ZERO_CHUNK_BYTES, self.size_bytes - cursor)
+        while cursor < end:
+            size = min(_ZERO_CHUNK_BYTES, end - cursor)
             if any(self._handle.pread(size, cursor)):
                 self._handle.pwrite(bytes(size), cursor)
             cursor += size

@@ -216,8 +216,13 @@ class MappedFileQueue:
         if not self._files:
             self._empty_start_offset = offset - offset % self.file_size_bytes
 
-    def truncate_to(self, offset: int) -> None:
+    def truncate_to(self, offset: int, *, zero_end_offset: int | None = None) -> None:
         """Cut the log at ``offset``: zero the rest of its segment, delete later segments.
+
+        Args:
+            offset: the new end of the log.
+            zero_end_offset: no byte at or past this log offset was ever written, so zeroing
+                stops there; ``None`` zeroes to the segment's end.
 
         Raises:
             OSError: if zeroing or deleting fails.
@@ -229,7 +234,8 @@ class MappedFileQueue:
                 continue
             keep.append(segment)
             if segment.end_offset > offset:
-                segment.zero_from(offset - segment.start_offset)
+                end = None if zero_end_offset is None else zero_end_offset - segment.start_offset
+                segment.zero_from(offset - segment.start_offset, end)
             else:
                 segment.set_positions(segment.size_bytes)
         with self._lock:

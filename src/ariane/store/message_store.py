@@ -240,6 +240,7 @@ class MessageStore:
         checkpoint.remove_abort_marker(self._layer, self._abort_path)
         self._checkpoint.close()
         self.commit_log.log.close()
+        self.commit_log.high_water.close()
         for queue in self.consume_queues.queues():
             queue.log.close()
         _log.info("store closed at CommitLog offset %d", end_offset)

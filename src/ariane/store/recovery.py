@@ -11,8 +11,8 @@ segments; rescan forward with CRC checks (``check_crc_on_recover``); the first t
 or misplaced record ends the valid data. Then: drop ConsumeQueue units at or past the
 re-dispatch start (the checkpoint's dispatched offset), re-dispatch every valid record from
 there (ConsumeQueue units and key index), cut the CommitLog at the valid end (zero the rest of
-its segment, delete later segments) and sync what was scanned, since after a process crash
-those bytes may still sit unsynced in the page cache.
+its segment up to the CommitLog's high-water mark, delete later segments) and sync what was
+scanned, since after a process crash those bytes may still sit unsynced in the page cache.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def recover(
     else:
         report = _recover_unclean(log, queues, feed, saved)
     log.set_queue_offset_table(queues.next_offset_table())
+    log.high_water.cover(log.max_offset)  # raised here, not on the first append's path
     return report
 
 
@@ -153,7 +154,10 @@ def _recover_unclean(
     for segment in log.log.files:
         if segment.end_offset > start:
             segment.force_sync()
-    log.log.truncate_to(end)
+    high_water = log.high_water.load()
+    if high_water is None:
+        _log.warning("no CommitLog high-water mark: zeroing the whole tail of the cut segment")
+    log.log.truncate_to(end, zero_end_offset=high_water)
     queues.truncate_from_commit_log_offset(end)
     feed.dispatched_offset = ids.CommitLogOffset(end)  # dispatched up to end, nothing past it
     queues.flush_all()
