@@ -14,11 +14,6 @@ import dataclasses
 from ariane.common import limits
 
 
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise ValueError(f"{name}={value} is outside {low}..{high}")
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicSettings:
     """Topic table limits and auto-create (RocketMQ ``BrokerConfig``/``TopicValidator``)."""
@@ -38,9 +33,9 @@ class TopicSettings:
     """Read and write queues of an auto-created topic (``defaultTopicQueueNums`` = 8)."""
 
     def __post_init__(self) -> None:
-        _check_range("queue_nums_max", self.queue_nums_max, 1, 65_536)
-        _check_range("topic_count_max", self.topic_count_max, 1, 1_000_000)
-        _check_range("default_queue_nums", self.default_queue_nums, 1, self.queue_nums_max)
+        limits.check_range("queue_nums_max", self.queue_nums_max, 1, 65_536)
+        limits.check_range("topic_count_max", self.topic_count_max, 1, 1_000_000)
+        limits.check_range("default_queue_nums", self.default_queue_nums, 1, self.queue_nums_max)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,7 +50,7 @@ class SubscriptionSettings:
     """Most subscription groups the table holds, a count."""
 
     def __post_init__(self) -> None:
-        _check_range("group_count_max", self.group_count_max, 1, 1_000_000)
+        limits.check_range("group_count_max", self.group_count_max, 1, 1_000_000)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -69,8 +64,8 @@ class OffsetSettings:
     """How often the server calls ``persist()``, in ms (``flushConsumerOffsetInterval`` = 5 s)."""
 
     def __post_init__(self) -> None:
-        _check_range("offset_entries_max", self.offset_entries_max, 1, 100_000_000)
-        _check_range("persist_interval_ms", self.persist_interval_ms, 100, 3_600_000)
+        limits.check_range("offset_entries_max", self.offset_entries_max, 1, 100_000_000)
+        limits.check_range("persist_interval_ms", self.persist_interval_ms, 100, 3_600_000)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,9 +89,9 @@ class PopSettings:
     revive topic by retention instead)."""
 
     def __post_init__(self) -> None:
-        _check_range("inflight_messages_max", self.inflight_messages_max, 1, 10_000_000)
-        _check_range("pop_span_max", self.pop_span_max, 1, 100_000_000)
-        _check_range("journal_bytes_max", self.journal_bytes_max, 64 * 1024, 64 * 1024 * 1024)
+        limits.check_range("inflight_messages_max", self.inflight_messages_max, 1, 10_000_000)
+        limits.check_range("pop_span_max", self.pop_span_max, 1, 100_000_000)
+        limits.check_range("journal_bytes_max", self.journal_bytes_max, 64 * 1024, 64 * 1024 * 1024)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,10 +111,10 @@ class FilterSettings:
     """Most tags in one ``a || b || c`` expression, a count."""
 
     def __post_init__(self) -> None:
-        _check_range("expression_chars_max", self.expression_chars_max, 1, 1_000_000)
-        _check_range("expression_depth_max", self.expression_depth_max, 1, 256)
-        _check_range("in_list_items_max", self.in_list_items_max, 1, 100_000)
-        _check_range("tags_max", self.tags_max, 1, 100_000)
+        limits.check_range("expression_chars_max", self.expression_chars_max, 1, 1_000_000)
+        limits.check_range("expression_depth_max", self.expression_depth_max, 1, 256)
+        limits.check_range("in_list_items_max", self.in_list_items_max, 1, 100_000)
+        limits.check_range("tags_max", self.tags_max, 1, 100_000)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,8 +130,8 @@ class LongPollingSettings:
     floor stamp, which can only cause a spurious wake-up, never a lost one."""
 
     def __post_init__(self) -> None:
-        _check_range("parked_requests_max", self.parked_requests_max, 1, 10_000_000)
-        _check_range("notify_keys_max", self.notify_keys_max, 1, 10_000_000)
+        limits.check_range("parked_requests_max", self.parked_requests_max, 1, 10_000_000)
+        limits.check_range("notify_keys_max", self.notify_keys_max, 1, 10_000_000)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

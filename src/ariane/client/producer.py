@@ -55,8 +55,10 @@ from collections.abc import Mapping, Sequence
 
 from ariane.client import message_id, route_cache, send_stream, session
 from ariane.client import transport as transport_mod
-from ariane.common import clock, errors, ids
+from ariane.common import clock, errors, ids, limits
 from ariane.remoting import codes, pb
+
+_check_range = limits.check_range  # the one range check, short at its many call sites
 
 _log = logging.getLogger(__name__)
 
@@ -161,11 +163,6 @@ class ProducerSettings:
         _check_range("batch_messages_max", self.batch_messages_max, 1, BATCH_MESSAGES_MAX_LIMIT)
         _check_range("batch_bytes_max", self.batch_bytes_max, 1, BATCH_BYTES_MAX_LIMIT)
         _check_range("stream_window_max", self.stream_window_max, 1, send_stream.WINDOW_MAX_LIMIT)
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be {low}..{high}, not {value}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -43,3 +43,19 @@ RECEIVE_BATCH_SIZE_MAX = 32
 
 DEFAULT_TOPIC_QUEUE_NUMS = 8
 """Queues of an auto-created topic (``defaultTopicQueueNums``)."""
+
+
+def check_range(name: str, value: int, low: int, high: int) -> None:
+    """Refuse a setting or argument outside ``low..high`` (inclusive), naming it.
+
+    Args:
+        name: the setting's or argument's name, as the user wrote it.
+        value: its value.
+        low: the smallest allowed value.
+        high: the largest allowed value.
+
+    Raises:
+        ValueError: ``value`` is outside ``low..high`` (the message says which bounds).
+    """
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value} is outside {low}..{high}")

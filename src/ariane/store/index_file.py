@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 
-from ariane.common import clock, ids
+from ariane.common import clock, ids, limits
 from ariane.store import index_codec, metadata
 
 _log = logging.getLogger(__name__)
@@ -82,9 +82,9 @@ class IndexSettings:
     requests are clamped to it."""
 
     def __post_init__(self) -> None:
-        _check_range("hash_slot_count", self.hash_slot_count, 1, 100_000_000)
-        _check_range("index_count_max", self.index_count_max, 2, 100_000_000)
-        _check_range("query_results_max", self.query_results_max, 1, 10_000)
+        limits.check_range("hash_slot_count", self.hash_slot_count, 1, 100_000_000)
+        limits.check_range("index_count_max", self.index_count_max, 2, 100_000_000)
+        limits.check_range("query_results_max", self.query_results_max, 1, 10_000)
         if self.file_size_bytes > FILE_SIZE_BYTES_MAX:
             raise ValueError(
                 f"an index file of {self.file_size_bytes} bytes exceeds {FILE_SIZE_BYTES_MAX}"
@@ -94,11 +94,6 @@ class IndexSettings:
     def file_size_bytes(self) -> int:
         """Size of one index file, in bytes (420,000,040 with the defaults)."""
         return index_codec.file_size_bytes(self.hash_slot_count, self.index_count_max)
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise ValueError(f"{name}={value} is outside [{low}, {high}]")
 
 
 _INDEX_COUNT = 5

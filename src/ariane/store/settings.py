@@ -13,6 +13,8 @@ import enum
 
 from ariane.common import limits, message
 
+_check_range = limits.check_range  # the one range check, short at its many call sites
+
 PAGE_SIZE_BYTES = 4096
 """OS page size used to express ``flush_least_pages`` in bytes (RocketMQ ``OS_PAGE_SIZE``)."""
 
@@ -34,11 +36,6 @@ class FlushDiskType(enum.Enum):
 
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise ValueError(f"{name}={value} is outside [{low}, {high}]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
