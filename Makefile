@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all run test lint typecheck imports unit e2e bench clean protos
+.PHONY: all run test lint typecheck imports unit e2e bench clean protos chart-metrics
 
 all: test
 
@@ -52,6 +52,11 @@ run: $(STAMP)
 # tests/test_protos.py fails while the committed code is stale).
 protos: $(STAMP)
 	$(BIN)/python -m ariane.remoting.protogen
+
+# Regenerate the chart's alert rules and Grafana dashboard (charts/ariane/files) from
+# ariane.metrics.alerts and ariane.metrics.dashboard (tests/test_chart_metrics.py fails while stale).
+chart-metrics: $(STAMP)
+	$(BIN)/python -m ariane.metrics.chartgen charts/ariane/files
 
 # Ariane vs Apache RocketMQ 5.3.3 (bench/peers/rocketmq: Java 17 + Maven Central on first use),
 # official Python client, A/B/A/B; about 20 min when quiet (bench/README.md); results in bench/results/compare-<stamp>.*

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import subprocess
 from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
@@ -10,12 +12,14 @@ import pytest
 import yaml
 
 from ariane import cli
+from ariane.metrics import alerts, dashboard
 from e2e import operator_support
 from e2e.testenv import cluster
 
 pytestmark = pytest.mark.k8s
 
 CHART = str(operator_support.CHART_DIR)
+ROOT = operator_support.CHART_DIR.parents[1]
 
 
 def _render(k8s: cluster.Cluster, namespace: str, *sets: str) -> list[dict[str, Any]]:
@@ -142,3 +146,40 @@ def test_helm_install_creates_the_operator_and_the_sample(
     assert deployment.spec.strategy.type == "Recreate"
     assert broker["spec"]["storage"]["deleteClaim"] is False  # defaulted by the CRD
     k8s.helm("uninstall", "rel", "--namespace", namespace)
+
+
+def test_metrics_toggles_render_the_rules_and_the_dashboard(
+    k8s: cluster.Cluster, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    """With both toggles on, helm renders a PrometheusRule that ``promtool check rules`` accepts
+    (the alerts of ``ariane.metrics.alerts``) and the dashboard ConfigMap the Grafana sidecar
+    loads; by default only the dashboard renders."""
+    plain = _kinds(_render(k8s, namespace))
+    both = _kinds(
+        _render(
+            k8s, namespace, "metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"
+        )
+    )
+    k8s.helm("lint", "--strict", CHART, "--set", "metrics.prometheusRule.enabled=true")
+
+    assert "PrometheusRule" not in plain and "ConfigMap" in plain
+    spec = both["PrometheusRule"]["spec"]
+    assert spec["groups"][0]["rules"] == alerts.rules(alerts.CHART_SELECTOR)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(spec))
+    done = subprocess.run(
+        [_promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    board = both["ConfigMap"]
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(board["data"]["ariane.json"]) == dashboard.dashboard()
+
+
+def _promtool() -> str:
+    """Debian's promtool, fetched by the unit tests' install script on first use."""
+    out = subprocess.run(
+        ["sh", str(ROOT / "tests" / "prometheus" / "install.sh")],
+        capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    return str(pathlib.Path(out.stdout.strip()) / "promtool")

@@ -5,7 +5,6 @@ every alert from quiet to firing on synthetic series (Debian's prometheus packag
 
 from __future__ import annotations
 
-import functools
 import json
 import pathlib
 import subprocess
@@ -14,40 +13,22 @@ import pytest
 
 from ariane.metrics import alerts
 from ariane.operator import model
+from prometheus_testing import check_rules, promtool
 
-INSTALL = pathlib.Path(__file__).parent / "prometheus" / "install.sh"
 SEL = alerts.CHART_SELECTOR
 BROKER = 'app_kubernetes_io_name="ariane",app_kubernetes_io_component="broker",node_id="b-0"'
 NAMESRV = 'app_kubernetes_io_name="ariane",app_kubernetes_io_component="namesrv"'
 
 
-@functools.cache
-def promtool() -> str:
-    """The promtool binary (installed on first use)."""
-    out = subprocess.run(
-        ["sh", str(INSTALL)], capture_output=True, text=True, check=True, timeout=600
-    )
-    return str(pathlib.Path(out.stdout.strip()) / "promtool")
-
-
-def _check(tmp_path: pathlib.Path, groups: list[dict[str, object]]) -> None:
-    path = tmp_path / "rules.yaml"
-    path.write_text(json.dumps({"groups": groups}))  # JSON is YAML
-    done = subprocess.run(
-        [promtool(), "check", "rules", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def test_operator_rendered_rules_pass_promtool_check(tmp_path: pathlib.Path) -> None:
     """The operator's PrometheusRule groups are valid rule files."""
     rule = model.prometheus_rule(model.Owner("demo", "mq", "uid-1"))
-    _check(tmp_path, rule["spec"]["groups"])
+    check_rules(tmp_path, rule["spec"]["groups"])
 
 
 def test_chart_selector_rules_pass_promtool_check(tmp_path: pathlib.Path) -> None:
     """The rules with the chart's selector are valid rule files."""
-    _check(tmp_path, [{"name": "ariane", "rules": alerts.rules(SEL)}])
+    check_rules(tmp_path, [{"name": "ariane", "rules": alerts.rules(SEL)}])
 
 
 # (alert, input series, minutes to evaluate at, labels of the firing alert)

@@ -10,6 +10,8 @@ through ``ariane.client.AdminClient``::
     ariane admin group list|delete|lag|reset-offset …
     ariane admin message get --topic orders --id ID | --key KEY
     ariane admin broker list | wipe-write-perm NAME… | add-write-perm NAME…
+    ariane admin cluster | brokers | topics | groups | lag     (one-word views for people)
+    ariane admin top [--interval-s 2] [--iterations N]       (live rates and lag)
 
 Output is a ``rich`` table, or JSON with ``--json`` (for scripts). Exit status: 0 done; 1 a
 broker or name server refused (the RocketMQ code name is printed with what to fix) or a broker
@@ -35,6 +37,7 @@ from typing import Any
 from rich import console as rich_console
 from rich import table as rich_table
 
+from ariane import admin_top
 from ariane.client import admin, admin_types, consumer, producer
 from ariane.common import errors, message
 
@@ -246,12 +249,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     trip.add_argument(
         "--wait-s", type=_positive, default=30, metavar="S", help="how long to wait for it"
     )
+    _overview_arguments(sub, common)
     broker = sub.add_parser("broker", help="brokers: list, drain (wipe/add write permission)")
     verbs = broker.add_subparsers(dest="verb", required=True, metavar="VERB")
     verbs.add_parser("list", help="masters and their runtime figures", parents=[common])
     for verb in ("wipe-write-perm", "add-write-perm"):
         p = verbs.add_parser(verb, help=f"{verb} on broker groups", parents=[common])
         p.add_argument("names", nargs="+", metavar="BROKER")
+
+
+def _overview_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The one-word views for people: ``cluster``, ``brokers``, ``topics``, ``groups``,
+    ``lag`` and the live ``top``."""
+    views = {
+        "cluster": "each cluster: broker groups, topics, groups, traffic, disk",
+        "brokers": "masters and their runtime figures (as `broker list`)",
+        "topics": "topics (as `topic list`)",
+        "groups": "consumer groups (as `group list`)",
+        "lag": "every group's lag, summed per topic",
+        "top": "live per-topic in/out rates and per-group lag, refreshing",
+    }
+    for noun, text in views.items():
+        view = sub.add_parser(noun, help=text, parents=[common])
+        view.set_defaults(verb="show")
+        if noun == "topics":
+            view.add_argument("--all", action="store_true", help="include system topics")
+    top = sub.choices["top"]
+    top.add_argument(
+        "--interval-s", type=float, default=admin_top.TOP_INTERVAL_S_DEFAULT, metavar="S",
+        help="seconds between refreshes",
+    )  # fmt: skip
+    top.add_argument(
+        "--iterations", type=_positive, default=admin_top.TOP_ITERATIONS_DEFAULT, metavar="N",
+        help="refreshes before exiting (default: an hour's worth)",
+    )  # fmt: skip
 
 
 # -- results -----------------------------------------------------------------------------------
@@ -600,7 +631,69 @@ async def _broker_write_perm(client: Client, args: argparse.Namespace) -> Result
     return Result(f"topics made {state}", columns, rows)
 
 
+async def _cluster(client: Client, args: argparse.Namespace) -> Result:
+    stats = await client.broker_stats()
+    topics = await client.list_topics()
+    groups = await client.list_groups()
+    rows = []
+    for name in sorted({s.cluster for s in stats}):
+        mine = [s for s in stats if s.cluster == name]
+        brokers = {s.broker_name for s in mine}
+        rows.append({
+            "cluster": name,
+            "broker_groups": len(brokers),
+            "topics": len({t.name for t in topics if t.broker_name in brokers}),
+            "groups": len({g.name for g in groups if g.broker_name in brokers}),
+            "messages_in_total": sum(s.messages_in_total for s in mine),
+            "messages_out_total": sum(s.messages_out_total for s in mine),
+            "writable": all(s.writable for s in mine),
+            "disk_used_max": f"{max(s.disk_used_ratio for s in mine):.0%}",
+        })  # fmt: skip
+    columns = (
+        ("cluster", "cluster"),
+        ("broker_groups", "broker groups"),
+        ("topics", "topics"),
+        ("groups", "groups"),
+        ("messages_in_total", "messages in"),
+        ("messages_out_total", "messages out"),
+        ("writable", "writable"),
+        ("disk_used_max", "fullest disk"),
+    )
+    return Result("clusters", columns, rows, note=f"name servers: {args.endpoints}")
+
+
+async def _lag(client: Client, args: argparse.Namespace) -> Result:
+    found = await admin_top.lag_summary(client)
+    columns = (
+        ("group", "group"),
+        ("topic", "topic"),
+        ("queues", "queues"),
+        ("broker_offset", "stored"),
+        ("consumer_offset", "consumed"),
+        ("lag", "lag"),
+        ("inflight", "in flight"),
+    )
+    note = f"total lag {sum(r.lag for r in found)} over {len(found)} group x topic pairs"
+    return Result("consumer lag", columns, admin_top.rows(found), note=note)
+
+
+async def _top(client: Client, args: argparse.Namespace, out: rich_console.Console) -> Result:
+    shown = await admin_top.top(
+        client,
+        rich_console.Console(quiet=True) if args.json else out,
+        interval_s=args.interval_s,
+        iterations=args.iterations,
+    )
+    columns = (("topic", "topic"), ("in_per_s", "in/s"), ("out_per_s", "out/s"))
+    return Result("topics (messages/s)", columns, admin_top.rows(shown))
+
+
 HANDLERS: dict[tuple[str, str], Handler] = {
+    ("cluster", "show"): _cluster,
+    ("brokers", "show"): _broker_list,
+    ("topics", "show"): _topic_list,
+    ("groups", "show"): _group_list,
+    ("lag", "show"): _lag,
     ("topic", "create"): _topic_create,
     ("topic", "update"): _topic_update,
     ("topic", "delete"): _topic_delete,
@@ -622,17 +715,18 @@ HANDLERS: dict[tuple[str, str], Handler] = {
 # -- running -----------------------------------------------------------------------------------
 
 
-async def execute(args: argparse.Namespace) -> Result:
-    """Run one parsed ``ariane admin`` command against the cluster.
+async def execute(args: argparse.Namespace, out: rich_console.Console | None = None) -> Result:
+    """Run one parsed ``ariane admin`` command against the cluster (``top`` draws on ``out``).
 
     Raises:
         UsageError: arguments that make no sense together.
         ValueError: malformed endpoints or timeout.
         ArianeError: a refusal, or an unreachable name server or broker.
     """
-    handler = HANDLERS[(args.noun, args.verb)]
     async with admin.AdminClient(args.endpoints, timeout_s=args.timeout) as client:
-        return await handler(client, args)
+        if args.noun == "top":
+            return await _top(client, args, out or rich_console.Console())
+        return await HANDLERS[(args.noun, args.verb)](client, args)
 
 
 def _fail(err: rich_console.Console, text: str, hint: str = "") -> None:
@@ -654,7 +748,7 @@ def run(
         _fail(err, "no name server given", f"pass --endpoints HOST:PORT or set {ENDPOINTS_ENV}")
         return EXIT_USAGE
     try:
-        result = asyncio.run(execute(args))
+        result = asyncio.run(execute(args, out))
     except (UsageError, ValueError) as exc:
         _fail(err, str(exc), "see `ariane admin --help`")
         return EXIT_USAGE
@@ -667,5 +761,6 @@ def run(
     except errors.ArianeError as exc:
         _fail(err, f"{exc.code.name}: {exc.message}", HINTS.get(exc.code, ""))
         return EXIT_REFUSED
-    render(result, as_json=args.json, out=out)
+    if args.noun != "top" or args.json:  # top has drawn its tables already
+        render(result, as_json=args.json, out=out)
     return 0

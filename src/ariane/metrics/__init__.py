@@ -2,11 +2,13 @@
 
 The only package that imports prometheus_client (``.importlinter`` checks it). A process builds
 plain ``snapshots`` values from its own state; ``collectors`` turn them into series when
-Prometheus scrapes; ``exposition.MetricsServer`` serves ``/metrics``. See DESIGN.md §9 and
+Prometheus scrapes; ``exposition.MetricsServer`` serves ``/metrics``. ``alerts`` and
+``dashboard`` are the one source of the rules and the Grafana dashboard the chart ships
+(``chartgen`` writes the chart's files). See DESIGN.md §9 and
 ``specs/rocketmq-reference.md`` §c for the names.
 """
 
-from ariane.metrics import alerts, collectors, exposition, operator, snapshots
+from ariane.metrics import alerts, collectors, dashboard, exposition, operator, snapshots
 from ariane.metrics.collectors import BrokerCollector, NameServerCollector
 from ariane.metrics.exposition import MetricsServer, loop_source
 from ariane.metrics.operator import OperatorMetrics
@@ -34,6 +36,7 @@ __all__ = [
     "QueueLag",
     "alerts",
     "collectors",
+    "dashboard",
     "exposition",
     "loop_source",
     "operator",

@@ -2,9 +2,10 @@
 
 ``rules(selector)`` returns the rules as plain dicts (the ``rules:`` list of a rule group), with
 ``selector`` (PromQL matchers such as ``app_kubernetes_io_name="ariane"``) added to every
-selector. The operator scopes them to one Broker; the chart is meant to ship
-``rules(CHART_SELECTOR)`` (not yet: issue 15). ``tests/test_prometheus_rules.py`` checks both
-renderings with ``promtool check rules`` and drives every alert with ``promtool test rules``.
+selector. The operator scopes them to one Broker; the chart ships ``rules(CHART_SELECTOR)``
+(``metrics.chartgen`` writes ``charts/ariane/files/prometheus-rules.json``).
+``tests/test_prometheus_rules.py`` checks both renderings with ``promtool check rules`` and
+drives every alert with ``promtool test rules``.
 
 The ``app_kubernetes_io_*`` labels are the target labels the operator's ServiceMonitor copies
 from the Services (``targetLabels``). Alerts on series Ariane does not export yet (HA lag, CR
