@@ -352,6 +352,9 @@ class CommitLog:
         self.writable = True
         """False once closed or after a failed fsync; appends answer SERVICE_NOT_AVAILABLE."""
         self.high_water = HighWaterMark(layer, directory / HIGH_WATER_FILE_NAME)
+        self.store_host = config.store_host
+        """STOREHOST of new records and the address of their offset message ids; the broker
+        sets its advertised address once its port is bound (``MessageStore.set_store_host``)."""
         self._clock = clock
         self._buffer = bytearray(config.write_buffer_bytes)
         self._queue_offsets: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
@@ -380,18 +383,9 @@ class CommitLog:
         """Largest record this CommitLog writes or believes when reading, bytes."""
         return self._record_bytes_max
 
-    def next_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
-        """The queue offset the next message to (topic, queue id) will get."""
-        key = (ids.TopicName(topic), ids.QueueId(queue_id))
-        return ids.QueueOffset(self._queue_offsets.get(key, 0))
-
     def set_queue_offset_table(self, table: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
         """Replace the next-queue-offset table (recovery rebuilds it from the ConsumeQueues)."""
         self._queue_offsets = dict(table)
-
-    def queue_keys(self) -> list[tuple[ids.TopicName, ids.QueueId]]:
-        """Every (topic, queue id) that has received a message."""
-        return sorted(self._queue_offsets)
 
     def prepare(self, request: AppendRequest) -> PreparedAppend:
         """Validate and pre-encode one request; pure, needs no lock."""
@@ -402,7 +396,7 @@ class CommitLog:
             request.sys_flag,
             request.born_timestamp_ms,
             request.born_host,
-            self.settings.store_host,
+            self.store_host,
             request.reconsume_times,
             request.prepared_transaction_offset,
         )
@@ -712,7 +706,7 @@ class _BatchWriter:
         results = self.results
         # Looked up once per write and only for stored messages (a store host that is not a
         # literal IP makes every message illegal in ``prepare``, so none is pending then).
-        host = self.log.settings.store_host
+        host = self.log.store_host
         prefix = message_codec.offset_message_id_prefix(host) if self._pending else ""
         for index, request in self._pending:
             results[index] = _ok_result(request, prefix)

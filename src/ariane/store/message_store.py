@@ -5,14 +5,17 @@ checkpoint and recovery under one root directory::
 
     <root>/commitlog/<20-digit offset>          CommitLog segments
     <root>/consumequeue/<topic>/<queueId>/<20>  ConsumeQueue segments
+    <root>/index/<yyyyMMddHHmmssSSS>            IndexFiles (query by key), see ``index_service``
     <root>/checkpoint                           see ``checkpoint``
     <root>/abort                                exists while the store is open
 
 Invariants: appends are serialized by one put lock, and each append is dispatched to its
 ConsumeQueues (and key index) before the lock is released, so a message is readable by queue
-offset as soon as ``put`` returns; queue offsets of a queue are dense; a SYNC_FLUSH append is
-answered PUT_OK only after a sync covered its bytes; reads never return a record that fails
-its CRC checks.
+offset (and by key) as soon as ``put`` returns; queue offsets of a queue are dense; a SYNC_FLUSH
+append is answered PUT_OK only after a sync covered its bytes; reads never return a record that
+fails its CRC checks. The store owns its key index: it is synced before each checkpoint, cut to
+the recovered CommitLog end by recovery (no key points past the end, and reused offsets are
+indexed again) and its files are deleted with the CommitLog segments they index.
 """
 
 from __future__ import annotations
@@ -37,7 +40,10 @@ from ariane.store import (
     dispatcher,
     file_layer,
     flush,
+    index_file,
+    index_service,
     mapped_file_queue,
+    message_codec,
     recovery,
     settings,
 )
@@ -134,7 +140,7 @@ class MessageStore:
         config: settings.StoreSettings,
         clock: clock_mod.Clock,
         layer: file_layer.FileLayer,
-        key_index: dispatcher.KeyIndexSink | None,
+        index: index_file.IndexSettings | None,
     ) -> None:
         self.root = root
         self.settings = config
@@ -148,7 +154,14 @@ class MessageStore:
             layer,
             config.consume_queue_count_max,
         )
-        self.dispatcher = dispatcher.Dispatcher(self.consume_queues, key_index, start_offset=0)
+        self._index = (
+            None
+            if index is None
+            else index_service.IndexService(
+                root / index_service.INDEX_DIR_NAME, index, clock=clock, layer=layer
+            )
+        )
+        self.dispatcher = dispatcher.Dispatcher(self.consume_queues, self._index, start_offset=0)
         self._checkpoint = checkpoint.CheckpointFile(layer, root / "checkpoint")
         self._abort_path = root / "abort"
         self._flusher: flush.AsyncFlushService | flush.GroupCommitService
@@ -174,7 +187,7 @@ class MessageStore:
         config: settings.StoreSettings,
         *,
         clock: clock_mod.Clock,
-        key_index: dispatcher.KeyIndexSink | None = None,
+        index: index_file.IndexSettings | None = None,
         layer: file_layer.FileLayer | None = None,
     ) -> MessageStore:
         """Open (creating if needed) and recover the store under ``root_dir``; start services.
@@ -183,14 +196,16 @@ class MessageStore:
             root_dir: the store root.
             config: store settings.
             clock: time source for store timestamps and flush intervals.
-            key_index: where index keys go (the IndexFile), or ``None``.
+            index: the geometry of the key index (RocketMQ ``IndexService``, files under
+                ``<root>/index``), or ``None`` for a store without query by key.
             layer: the file layer (default: the real file system).
 
         Raises:
             StoreLayoutError: if segment files are inconsistent (wrong size, gaps).
+            IndexFileError: if an index file does not match ``index``.
             OSError: if the files cannot be read, written or synced.
         """
-        store = cls(root_dir, config, clock, layer or file_layer.OsFileLayer(), key_index)
+        store = cls(root_dir, config, clock, layer or file_layer.OsFileLayer(), index)
         store._start()
         return store
 
@@ -202,7 +217,12 @@ class MessageStore:
         self.commit_log.log.load()
         self.consume_queues.load()
         self.recovery_report = recovery.recover(
-            self.commit_log, self.consume_queues, self.dispatcher, saved, unclean=unclean
+            self.commit_log,
+            self.consume_queues,
+            self.dispatcher,
+            saved,
+            unclean=unclean,
+            index=self._index,
         )
         self._reput = dispatcher.ReputMessageService(
             self.commit_log, self.dispatcher, self._put_lock
@@ -243,10 +263,12 @@ class MessageStore:
         self.commit_log.high_water.close()
         for queue in self.consume_queues.queues():
             queue.log.close()
+        if self._index is not None:
+            self._index.close()
         _log.info("store closed at CommitLog offset %d", end_offset)
 
     def checkpoint_now(self) -> None:
-        """Sync the ConsumeQueues (and a flushable key index), then write the checkpoint.
+        """Sync the ConsumeQueues and the key index, then write the checkpoint.
 
         This is what the ConsumeQueue flush service runs every ``flush_consume_queue_interval_ms``.
         The dispatched offset is read before the syncs, so the checkpoint never claims more
@@ -259,9 +281,8 @@ class MessageStore:
             dispatched = self.dispatcher.dispatched_offset
             logics_ms = self.dispatcher.last_store_timestamp_ms
             self.consume_queues.flush_all()
-            key_index = self.dispatcher.key_index
-            if isinstance(key_index, dispatcher.FlushableKeyIndexSink):
-                key_index.flush()
+            if self._index is not None:
+                self._index.flush()
             flushed = self.commit_log.flushed_offset
             self._checkpoint.write(
                 checkpoint.Checkpoint(
@@ -282,10 +303,31 @@ class MessageStore:
     def disk_full(self, value: bool) -> None:
         self.commit_log.disk_full = value
 
-    def set_key_index(self, key_index: dispatcher.KeyIndexSink | None) -> None:
-        """Plug in (or remove) the key index for records appended from now on."""
+    def set_store_host(self, address: message_mod.HostAddress) -> None:
+        """Write ``address`` as STOREHOST of the records appended from now on, and build their
+        offset message ids from it (RocketMQ ``brokerIP1:listenPort``).
+
+        The broker calls it with its advertised address once its port is bound, before it
+        serves clients, so offset message ids identify the broker that stored the message.
+
+        Raises:
+            ValueError: if ``address.ip`` is not a literal IP address or the port is not
+                0 .. 65535.
+        """
+        if message_codec.pack_ip(address.ip) is None or not 0 <= address.port <= 65_535:
+            raise ValueError(f"STOREHOST {address} is not a literal IP address and port")
         with self._put_lock:
-            self.dispatcher.key_index = key_index
+            self.commit_log.store_host = address
+
+    @property
+    def key_index(self) -> index_service.IndexService:
+        """The key index (RocketMQ ``IndexService``): ``query`` answers the CommitLog offsets
+        of the messages that may carry a ``topic#KEY`` or ``topic#UNIQ_KEY``.
+
+        The store must have been opened with ``index`` settings (an assertion).
+        """
+        assert self._index is not None, "the store was opened without a key index"
+        return self._index
 
     def submit(
         self, requests: Sequence[commit_log.AppendRequest]
@@ -542,6 +584,8 @@ class MessageStore:
             now_ms, reserved_ms, clean_immediately=clean_immediately, batch_max=batch_max
         )
         self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=batch_max)
+        if self._index is not None:
+            self._index.delete_files_before(self.commit_log.min_offset)
         return deleted
 
     def delete_commit_log_segments(self, start_offsets: Collection[int]) -> int:
@@ -559,6 +603,8 @@ class MessageStore:
             lambda info: info.start_offset in wanted, batch_max=len(wanted)
         )
         self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=len(wanted))
+        if self._index is not None:
+            self._index.delete_files_before(self.commit_log.min_offset)
         return deleted
 
     def unconsumed_from(
