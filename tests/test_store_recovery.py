@@ -331,3 +331,23 @@ def _tear_last_record(path: pathlib.Path, last: PutMessageResult) -> None:
     with path.open("r+b") as file:
         file.seek(last.commit_log_offset + last.wrote_bytes // 2)
         file.write(bytes(last.wrote_bytes - last.wrote_bytes // 2))
+
+
+def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
+    """After recovery cuts a corrupt tail, key queries answer exactly the live messages: the
+    keys of cut records find nothing, and messages written at the reused offsets are found."""
+    mem = MemoryStore.open()
+    old = mem.store.put_messages_sync([request(keys=f"old{i}") for i in range(10)])
+    abandon(mem.store)  # the process dies; the page cache (index entries included) survives
+    _corrupt_body(mem, old[5])
+    store = mem.reopen()
+    assert store.max_commit_log_offset == old[5].commit_log_offset
+    assert store.key_index.max_commit_log_offset == old[4].commit_log_offset
+    new = store.put_messages_sync([request(keys=f"new{i}") for i in range(3)])
+    assert new[0].commit_log_offset == old[5].commit_log_offset  # offsets are reused
+    for i in range(5):
+        assert mem.query_key(f"T#old{i}") == [old[i].commit_log_offset]
+    for i in range(5, 10):
+        assert store.key_index.query(f"T#old{i}", max_count=10, begin_ms=0, end_ms=2**62) == []
+    for i in range(3):
+        assert mem.query_key(f"T#new{i}") == [new[i].commit_log_offset]
