@@ -319,9 +319,9 @@ def test_read_of_a_non_record_offset_is_not_found_or_corrupt_never_a_message() -
     mem = MemoryStore.open()
     result = mem.store.put_message(request(body=b"q" * 64))
     for delta in range(1, result.wrote_bytes):
-        got = mem.store.get_message(result.commit_log_offset + delta)
+        got = mem.store.get_message(ids.CommitLogOffset(result.commit_log_offset + delta))
         assert got.status is not LookupStatus.FOUND
-    assert mem.store.get_message(10**9).status is LookupStatus.NOT_FOUND
+    assert mem.store.get_message(ids.CommitLogOffset(10**9)).status is LookupStatus.NOT_FOUND
 
 
 def test_settings_bounds_are_validated() -> None:

@@ -33,7 +33,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ariane.common import limits
+from ariane.common import ids, limits
 from ariane.store import (
     FlushDiskType,
     GetMessageStatus,
@@ -161,7 +161,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def read_by_offset(self, data: st.DataObject) -> None:
         sent = data.draw(st.sampled_from(self.sent))
-        found = self.store.get_message(sent.commit_log_offset)
+        found = self.store.get_message(ids.CommitLogOffset(sent.commit_log_offset))
         assert found.status is LookupStatus.FOUND and found.message is not None
         assert (found.message.body, found.message.queue_offset) == (sent.body, sent.queue_offset)
 
@@ -245,7 +245,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.sent = survivors
         self.durable_end = min(self.durable_end, end)
         for sent in survivors:
-            found = self.store.get_message(sent.commit_log_offset)
+            found = self.store.get_message(ids.CommitLogOffset(sent.commit_log_offset))
             assert found.status is LookupStatus.FOUND and found.message is not None
             assert found.message.body == sent.body
         self._check_key_index(lost)

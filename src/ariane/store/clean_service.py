@@ -91,7 +91,9 @@ class CleanCommitLogService:
         """Delete what ``decided`` lists; log and count what went unconsumed."""
         store = self._store
         lows_before = {key: store.min_queue_offset(*key) for key in consumed}
-        deleted = store.delete_commit_log_segments([s.start_offset for s in decided.delete])
+        deleted = store.delete_commit_log_segments(
+            [ids.CommitLogOffset(s.start_offset) for s in decided.delete]
+        )
         unconsumed = sum(
             max(0, store.min_queue_offset(*key) - max(offset, lows_before[key]))
             for key, offset in consumed.items()

@@ -449,7 +449,9 @@ class MessageStore:
         )
         return _flush_timed_out(results)
 
-    def get_message(self, commit_log_offset: int, size_bytes: int = 0) -> commit_log.LookupResult:
+    def get_message(
+        self, commit_log_offset: ids.CommitLogOffset, size_bytes: int = 0
+    ) -> commit_log.LookupResult:
         """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
         result = self.commit_log.read(commit_log_offset, size_bytes)
         if result.status is commit_log.LookupStatus.CORRUPT:
@@ -588,7 +590,7 @@ class MessageStore:
             self._index.delete_files_before(self.commit_log.min_offset)
         return deleted
 
-    def delete_commit_log_segments(self, start_offsets: Collection[int]) -> int:
+    def delete_commit_log_segments(self, start_offsets: Collection[ids.CommitLogOffset]) -> int:
         """Delete the oldest CommitLog segments while their start offset is in
         ``start_offsets`` (a retention plan's prefix), then ConsumeQueue files wholly below
         the new min offset (RocketMQ ``CleanConsumeQueueService``).
