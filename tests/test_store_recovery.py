@@ -11,8 +11,8 @@ from ariane.store import (
     PutMessageResult,
     PutMessageStatus,
     checkpoint,
-    commit_log,
     file_layer,
+    high_water,
     mapped_file,
     message_store,
     settings,
@@ -320,7 +320,7 @@ def test_recovery_reads_in_proportion_to_the_data_not_the_1_gib_segment(
     )
     try:
         assert store.max_commit_log_offset == results[-1].commit_log_offset < end
-        assert layer.read_bytes < end + commit_log.HIGH_WATER_STEP_BYTES + 2 * MIB
+        assert layer.read_bytes < end + high_water.HIGH_WATER_STEP_BYTES + 2 * MIB
         assert layer.read_bytes < config.commit_log_file_size_bytes // 16
     finally:
         store.close()

@@ -24,7 +24,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import enum
 import logging
 import pathlib
 import threading
@@ -45,6 +44,7 @@ from ariane.store import (
     mapped_file_queue,
     message_codec,
     recovery,
+    results,
     settings,
 )
 
@@ -53,78 +53,9 @@ _log = logging.getLogger(__name__)
 PutMessageStatus = commit_log.PutMessageStatus
 
 
-class GetMessageStatus(enum.Enum):
-    """Outcome of reading a queue (RocketMQ ``GetMessageStatus``)."""
-
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    """Units were scanned but the filter matched none."""
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    """Units point at CommitLog data already deleted (or unreadable)."""
-    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
-    """The offset is in range but its ConsumeQueue file is gone."""
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    """The offset is past the queue's max offset."""
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    """The offset equals the max offset: nothing new yet."""
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    """The offset is below the queue's min offset (deleted by retention)."""
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    """The (topic, queue id) has never been written."""
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-    """The queue exists but is empty."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GetMessageResult:
-    """Messages read from one queue (RocketMQ ``GetMessageResult``).
-
-    Attributes:
-        status: the outcome.
-        messages: the messages, in queue-offset order.
-        next_begin_offset: where the next read should start.
-        min_offset: the queue's min offset at read time.
-        max_offset: the queue's max offset (next to be written) at read time.
-        total_bytes: sum of the returned record sizes.
-    """
-
-    status: GetMessageStatus
-    messages: tuple[message_mod.StoredMessage, ...]
-    next_begin_offset: ids.QueueOffset
-    min_offset: ids.QueueOffset
-    max_offset: ids.QueueOffset
-    total_bytes: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoreStats:
-    """A snapshot for metrics (``rocketmq_storage_*``); offsets in CommitLog bytes."""
-
-    min_commit_log_offset: int
-    max_commit_log_offset: int
-    flushed_commit_log_offset: int
-    dispatched_commit_log_offset: int
-    flush_behind_bytes: int
-    dispatch_behind_bytes: int
-    commit_log_segment_count: int
-    consume_queue_count: int
-    put_message_count: int
-    put_message_failure_count: int
-    put_message_bytes: int
-    get_message_count: int
-    corrupt_read_count: int
-    flush_count: int
-    recovery_clean: bool
-    recovery_scanned_records: int
-    disk_full: bool
-    forced_deleted_segment_count: int = 0
-    """CommitLog segments deleted by retention runs that were forced (disk above the
-    clean-forcibly watermark), since start."""
-    forced_deleted_bytes: int = 0
-    """Bytes of those segments."""
-    unconsumed_deleted_message_count: int = 0
-    """Messages a subscribed consumer group had not consumed, deleted by retention since start
-    (by age, or forced with ``force_delete_unconsumed``)."""
+GetMessageStatus = results.GetMessageStatus
+GetMessageResult = results.GetMessageResult
+StoreStats = results.StoreStats
 
 
 TagFilter = Callable[[int], bool]
@@ -484,7 +415,7 @@ class MessageStore:
             zero = ids.QueueOffset(0)
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, (), zero, zero, zero)
         low, high = queue.min_queue_offset, queue.max_queue_offset
-        early = _out_of_range(queue_offset, low, high)
+        early = results.out_of_range(queue_offset, low, high)
         if early is not None:
             return GetMessageResult(early[0], (), early[1], low, high)
         return self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
@@ -680,21 +611,6 @@ class MessageStore:
             forced_deleted_bytes=self._retention_counts["forced_bytes"],
             unconsumed_deleted_message_count=self._retention_counts["unconsumed"],
         )
-
-
-def _out_of_range(
-    queue_offset: int, low: int, high: int
-) -> tuple[GetMessageStatus, ids.QueueOffset] | None:
-    # RocketMQ's status and next offset for reads that find nothing to scan.
-    if high == 0:
-        return GetMessageStatus.NO_MESSAGE_IN_QUEUE, ids.QueueOffset(0)
-    if queue_offset < low:
-        return GetMessageStatus.OFFSET_TOO_SMALL, ids.QueueOffset(low)
-    if queue_offset == high:
-        return GetMessageStatus.OFFSET_OVERFLOW_ONE, ids.QueueOffset(queue_offset)
-    if queue_offset > high:
-        return GetMessageStatus.OFFSET_OVERFLOW_BADLY, ids.QueueOffset(low if low == 0 else high)
-    return None
 
 
 def _flush_timed_out(
