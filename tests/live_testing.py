@@ -1,13 +1,18 @@
 """Helpers for client tests against a live cluster: poll with a deadline, create a routed topic,
-receive and ack a known number of messages."""
+receive and ack a known number of messages; start real name-server and broker processes and
+SIGKILL a broker by its PID."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import pathlib
+import subprocess
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
-from ariane import client
+from ariane import client, dev
 from ariane.common import errors, message
 
 DEADLINE_S = 60.0
@@ -68,3 +73,37 @@ async def drain(
         await consumer.ack(received)
         got += received
     return got
+
+
+def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """``python -m ariane ARGS`` with stdout and stderr appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+
+
+@contextlib.contextmanager
+def namesrv_process(tmp: pathlib.Path) -> Iterator[str]:
+    """A real ``ariane namesrv`` on a free port; yields its ``HOST:PORT``."""
+    port = dev.free_port()
+    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
+        yield f"127.0.0.1:{port}"
+    finally:
+        assert dev.stop_process(proc) == 0
+
+
+def start_broker(
+    tmp: pathlib.Path, namesrv: str, port: int, *, name: str = "broker-k"
+) -> subprocess.Popen[bytes]:
+    """A real ``ariane broker`` storing under ``tmp/<name>``, listening on ``port``."""
+    args = ["broker", "--listen", f"127.0.0.1:{port}", "--store-dir", str(tmp / name)]
+    proc = spawn([*args, "--broker-name", name, "--namesrv", namesrv], tmp / f"{name}.log")
+    dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
+    return proc
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process by its PID (no clean shutdown: nothing is flushed or persisted)."""
+    proc.kill()
+    proc.wait(timeout=DEADLINE_S)

@@ -8,9 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ariane.common import clock, ids, message
-from ariane.store import commit_log, file_layer, message_store, settings
+from ariane.store import commit_log, file_layer, index_file, message_store, settings
 
 ROOT = pathlib.Path("/store")
+
+TINY_INDEX = index_file.IndexSettings(hash_slot_count=16, index_count_max=64)
+"""A key index of ~1.7 KiB files (63 keys each), so tests roll over files."""
 
 
 def tiny_settings(**overrides: Any) -> settings.StoreSettings:
@@ -75,16 +78,28 @@ class MemoryStore:
         manual = clock.ManualClock()
         layer = file_layer.MemoryFileLayer(clock=manual)
         config = config or tiny_settings()
-        store = message_store.MessageStore.open(ROOT, config, clock=manual, layer=layer)
+        store = message_store.MessageStore.open(
+            ROOT, config, clock=manual, layer=layer, index=TINY_INDEX
+        )
         return cls(config, layer, manual, store)
 
     def reopen(self, config: settings.StoreSettings | None = None) -> message_store.MessageStore:
         """Open the same files again (after ``close`` or a simulated crash)."""
         self.config = config or self.config
         self.store = message_store.MessageStore.open(
-            ROOT, self.config, clock=self.clock, layer=self.layer
+            ROOT, self.config, clock=self.clock, layer=self.layer, index=TINY_INDEX
         )
         return self.store
+
+    def query_key(self, key: str) -> list[int]:
+        """CommitLog offsets of the stored messages carrying ``key`` (``topic#KEY``), newest
+        first: the index's candidates, each read and checked as the admin API does."""
+        found: list[int] = []
+        for offset in self.store.key_index.query(key, max_count=1_000, begin_ms=0, end_ms=2**62):
+            read = self.store.get_message(offset)
+            if read.message is not None and key in keys_of(read.message):
+                found.append(int(offset))
+        return found
 
     def crash(self, tear: file_layer.TearFunction | None = None) -> None:
         """Stop the store's threads without a clean close, then lose unsynced bytes."""
@@ -97,3 +112,10 @@ def abandon(store: message_store.MessageStore) -> None:
     store._queue_flusher.stop()
     store._flusher.stop()
     store._closed = True
+
+
+def keys_of(stored: message.StoredMessage) -> set[str]:
+    """``topic#KEY`` for each key and ``topic#UNIQ_KEY`` of a stored message."""
+    sent = stored.message
+    uniq = [sent.uniq_key] if sent.uniq_key else []
+    return {f"{stored.topic}#{key}" for key in [*sent.keys, *uniq]}

@@ -10,16 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pathlib
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from ariane import client, dev
 from ariane.common import errors
-from live_testing import wait_registered, wait_routed
+from live_testing import kill, namesrv_process, start_broker, wait_registered, wait_routed
 
 pytestmark = pytest.mark.slow
 
@@ -27,35 +24,6 @@ DEADLINE_S = 60.0
 TOPIC = "poison"
 GROUP = "poison-group"
 ATTEMPTS_MAX = 3
-
-
-def _spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
-
-
-@contextlib.contextmanager
-def _namesrv(tmp: pathlib.Path) -> Iterator[str]:
-    port = dev.free_port()
-    proc = _spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
-    try:
-        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
-        yield f"127.0.0.1:{port}"
-    finally:
-        assert dev.stop_process(proc) == 0
-
-
-def _start_broker(tmp: pathlib.Path, namesrv: str, port: int) -> subprocess.Popen[bytes]:
-    args = ["broker", "--listen", f"127.0.0.1:{port}", "--store-dir", str(tmp / "store")]
-    proc = _spawn([*args, "--broker-name", "broker-k", "--namesrv", namesrv], tmp / "broker.log")
-    dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
-    return proc
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the broker by its PID (no clean shutdown: nothing is flushed or persisted)."""
-    proc.kill()
-    proc.wait(timeout=DEADLINE_S)
 
 
 async def _setup(namesrv: str) -> str:
@@ -97,9 +65,9 @@ def test_delivery_attempts_survive_sigkill_and_the_dlq_follows_the_maximum(
 ) -> None:
     """A message received and never acked, with the broker SIGKILLed and restarted after each
     delivery, comes back with attempt 1, 2, 3 and then lands in ``%DLQ%<group>``."""
-    with _namesrv(tmp_path) as namesrv:
+    with namesrv_process(tmp_path) as namesrv:
         port = dev.free_port()
-        broker = _start_broker(tmp_path, namesrv, port)
+        broker = start_broker(tmp_path, namesrv, port)
         try:
             message_id = asyncio.run(_setup(namesrv))
             attempts = []
@@ -107,8 +75,8 @@ def test_delivery_attempts_survive_sigkill_and_the_dlq_follows_the_maximum(
                 received = asyncio.run(_receive_one(namesrv))
                 assert received.message_id == message_id
                 attempts.append(received.delivery_attempt)
-                _kill(broker)
-                broker = _start_broker(tmp_path, namesrv, port)
+                kill(broker)
+                broker = start_broker(tmp_path, namesrv, port)
             assert attempts == [1, 2, 3]
             (dead,) = asyncio.run(_dead_lettered(namesrv, message_id))
             assert dead.body == b"poison"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ariane.common import clock, ids
-from ariane.store import index_codec, index_file
+from ariane.store import index_codec, index_file, index_service
 
 BASE_MS = 1_700_000_000_000
 WIDE = {"begin_ms": 0, "end_ms": 2**62}
@@ -19,14 +19,16 @@ WIDE = {"begin_ms": 0, "end_ms": 2**62}
 
 def _service(
     directory: pathlib.Path, *, slots: int = 4, capacity: int = 16, results: int = 64
-) -> index_file.IndexService:
+) -> index_service.IndexService:
     geometry = index_file.IndexSettings(
         hash_slot_count=slots, index_count_max=capacity, query_results_max=results
     )
-    return index_file.IndexService(directory, geometry, clock=clock.ManualClock(start_ms=BASE_MS))
+    return index_service.IndexService(
+        directory, geometry, clock=clock.ManualClock(start_ms=BASE_MS)
+    )
 
 
-def _file_count(service: index_file.IndexService) -> int:
+def _file_count(service: index_service.IndexService) -> int:
     return len(service.file_paths)  # a call, so mypy does not narrow the length between asserts
 
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 import store_crash_writer
-from ariane.common import clock
+from ariane.common import clock, ids
 from ariane.store import GetMessageStatus, LookupStatus, MessageStore
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
@@ -98,7 +98,7 @@ def _check_store(root: pathlib.Path, acked: list[Acked], mix: str) -> None:
     try:
         assert not store.recovery_report.clean
         for key, offset, queue_id, queue_offset, size in acked:
-            found = store.get_message(offset)
+            found = store.get_message(ids.CommitLogOffset(offset))
             assert found.status is LookupStatus.FOUND, key
             assert found.message is not None and found.message.message.keys == (key,)
             assert len(found.message.body) == size, key

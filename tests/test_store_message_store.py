@@ -6,7 +6,6 @@ import asyncio
 import itertools
 import pathlib
 import threading
-from collections.abc import Sequence
 
 import pytest
 
@@ -196,40 +195,20 @@ def test_prepared_transaction_halves_take_no_queue_offset() -> None:
     assert [m.body for m in got.messages] == [b"n"]
 
 
-class RecordingIndex:
-    """A flushable KeyIndexSink that remembers what it was given."""
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[tuple[str, ...], int, int]] = []
-        self.flushes = 0
-
-    def flush(self) -> None:
-        self.flushes += 1
-
-    def put(
-        self,
-        keys: Sequence[str],
-        commit_log_offset: ids.CommitLogOffset,
-        store_timestamp_ms: ids.TimestampMs,
-    ) -> None:
-        self.entries.append((tuple(keys), commit_log_offset, store_timestamp_ms))
-
-
-def test_key_index_sink_gets_topic_keys_and_uniq_key() -> None:
-    """The dispatcher feeds topic#KEY for each key and topic#UNIQ_KEY to the key index."""
+def test_the_store_indexes_topic_keys_and_uniq_key_and_syncs_them_in_the_checkpoint() -> None:
+    """The store's own key index answers topic#KEY for each key and topic#UNIQ_KEY as soon as
+    put returns, and the checkpoint makes them durable (they survive a power loss)."""
     mem = MemoryStore.open()
-    sink = RecordingIndex()
-    mem.store.set_key_index(sink)
     result = mem.store.put_message(request(topic="Orders", keys="a b", UNIQ_KEY="ABC"))
-    assert sink.entries == [
-        (
-            ("Orders#a", "Orders#b", "Orders#ABC"),
-            result.commit_log_offset,
-            result.store_timestamp_ms,
-        )
-    ]
+    for key in ("Orders#a", "Orders#b", "Orders#ABC"):
+        assert mem.query_key(key) == [result.commit_log_offset]
+    assert mem.query_key("Orders#c") == []
+    mem.store.commit_log.flush()
     mem.store.checkpoint_now()
-    assert sink.flushes == 1
+    mem.crash()
+    mem.reopen()
+    assert mem.store.recovery_report.redispatched_records == 0  # nothing re-fed: synced
+    assert mem.query_key("Orders#ABC") == [result.commit_log_offset]
 
 
 def test_schedule_topic_units_carry_the_delivery_time() -> None:
@@ -340,9 +319,9 @@ def test_read_of_a_non_record_offset_is_not_found_or_corrupt_never_a_message() -
     mem = MemoryStore.open()
     result = mem.store.put_message(request(body=b"q" * 64))
     for delta in range(1, result.wrote_bytes):
-        got = mem.store.get_message(result.commit_log_offset + delta)
+        got = mem.store.get_message(ids.CommitLogOffset(result.commit_log_offset + delta))
         assert got.status is not LookupStatus.FOUND
-    assert mem.store.get_message(10**9).status is LookupStatus.NOT_FOUND
+    assert mem.store.get_message(ids.CommitLogOffset(10**9)).status is LookupStatus.NOT_FOUND
 
 
 def test_settings_bounds_are_validated() -> None:

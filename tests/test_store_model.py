@@ -4,8 +4,11 @@ The store runs on tiny segments (1 KiB CommitLog files, 3-unit ConsumeQueue file
 in-memory file layer. A crash loses every unsynced byte except a random torn prefix, and may
 flip a byte in what survived unsynced. After each recovery: every flushed message is still
 there byte for byte, the surviving messages are exactly a prefix of the append order, queue
-offsets are dense and match the model, and no corrupt record is ever returned. A kill (the
-process dies, the page cache survives) keeps every appended message.
+offsets are dense and match the model, no corrupt record is ever returned, and the key index
+answers exactly the survivors: each KEYS key (shared by many messages) and each message id
+(UNIQ_KEY) finds the surviving messages carrying it, newest first, and nothing else, so a cut
+record's key never points at a message written later at its offset. A kill (the process dies,
+the page cache survives) keeps every appended message.
 
 A second machine runs the same rules with production record limits (4 MiB bodies, the smallest
 write buffer allowed) and adds records sized at and around every read window and buffer of the
@@ -18,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import random
+from collections.abc import Sequence
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -29,7 +33,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from ariane.common import limits
+from ariane.common import ids, limits
 from ariane.store import (
     FlushDiskType,
     GetMessageStatus,
@@ -56,7 +60,13 @@ class Sent:
     size: int
     body: bytes
     tag: str
+    key: str = ""
+    """Its KEYS (one key from ``KEYS``), "" if none."""
+    uniq: str = ""
+    """Its message id (UNIQ_KEY), "" if none."""
 
+
+KEYS = [f"k{n}" for n in range(8)]
 
 messages = st.tuples(
     st.sampled_from(QUEUES), st.binary(min_size=1, max_size=120), st.sampled_from(["x", "y"])
@@ -74,6 +84,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.mem: MemoryStore | None = None
         self.sent: list[Sent] = []
         self.durable_end = 0
+        self.ids_made = 0
 
     @initialize(sync=st.booleans())
     def open_store(self, sync: bool) -> None:
@@ -94,9 +105,16 @@ class StoreMachine(RuleBasedStateMachine):
     def _queue(self, topic: str, queue_id: int) -> list[Sent]:
         return [s for s in self.sent if (s.topic, s.queue_id) == (topic, queue_id)]
 
-    @rule(batch=st.lists(messages, min_size=1, max_size=6))
-    def put(self, batch: list[tuple[tuple[str, int], bytes, str]]) -> None:
-        requests = [request(t, body, queue_id=q, tags=tag) for (t, q), body, tag in batch]
+    @rule(batch=st.lists(messages, min_size=1, max_size=6), data=st.data())
+    def put(self, batch: list[tuple[tuple[str, int], bytes, str]], data: st.DataObject) -> None:
+        requests = []
+        for (topic, queue_id), body, tag in batch:
+            key = data.draw(st.sampled_from(KEYS), label="key")
+            self.ids_made += 1
+            uniq = f"U{self.ids_made}"
+            requests.append(
+                request(topic, body, queue_id=queue_id, tags=tag, keys=key, UNIQ_KEY=uniq)
+            )
         self._append(batch, requests)
 
     def _append(
@@ -105,7 +123,10 @@ class StoreMachine(RuleBasedStateMachine):
         requests: list[commit_log.AppendRequest],
     ) -> None:
         results = self.store.put_messages_sync(requests)
-        for ((topic, queue_id), body, tag), result in zip(batch, results, strict=True):
+        for ((topic, queue_id), body, tag), sent, result in zip(
+            batch, requests, results, strict=True
+        ):
+            props = sent.message.properties
             assert result.status is PutMessageStatus.PUT_OK
             assert result.queue_offset == len(self._queue(topic, queue_id))
             assert not self.sent or result.commit_log_offset >= (
@@ -120,6 +141,8 @@ class StoreMachine(RuleBasedStateMachine):
                     result.wrote_bytes,
                     body,
                     tag,
+                    props.get("KEYS", ""),
+                    props.get("UNIQ_KEY", ""),
                 )
             )
         if self.store.settings.flush_disk_type is FlushDiskType.SYNC_FLUSH:
@@ -138,7 +161,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def read_by_offset(self, data: st.DataObject) -> None:
         sent = data.draw(st.sampled_from(self.sent))
-        found = self.store.get_message(sent.commit_log_offset)
+        found = self.store.get_message(ids.CommitLogOffset(sent.commit_log_offset))
         assert found.status is LookupStatus.FOUND and found.message is not None
         assert (found.message.body, found.message.queue_offset) == (sent.body, sent.queue_offset)
 
@@ -209,6 +232,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.store.recovery_report.scanned_records == 0
         assert self.store.max_commit_log_offset == before
         self.durable_end = before
+        self._check_key_index()
 
     def _reconcile(self) -> None:
         end = int(self.store.max_commit_log_offset)
@@ -217,12 +241,30 @@ class StoreMachine(RuleBasedStateMachine):
         last_end = survivors[-1].commit_log_offset + survivors[-1].size if survivors else 0
         segment = self.store.settings.commit_log_file_size_bytes
         assert end == last_end or (end % segment == 0 and end - last_end < segment)
+        lost = self.sent[len(survivors) :]
         self.sent = survivors
         self.durable_end = min(self.durable_end, end)
         for sent in survivors:
-            found = self.store.get_message(sent.commit_log_offset)
+            found = self.store.get_message(ids.CommitLogOffset(sent.commit_log_offset))
             assert found.status is LookupStatus.FOUND and found.message is not None
             assert found.message.body == sent.body
+        self._check_key_index(lost)
+
+    def _check_key_index(self, lost: Sequence[Sent] = ()) -> None:
+        """Query by key and by message id answer exactly the survivors carrying them."""
+        index = self.store.key_index
+
+        def query(key: str) -> list[int]:
+            return [int(o) for o in index.query(key, max_count=1_000, begin_ms=0, end_ms=2**62)]
+
+        for topic in {t for t, _ in QUEUES}:
+            for key in KEYS:
+                want = [s.commit_log_offset for s in self.sent if (s.topic, s.key) == (topic, key)]
+                assert query(f"{topic}#{key}") == want[::-1], f"{topic}#{key}"
+        for sent in [*self.sent, *lost]:
+            if sent.uniq:
+                want = [sent.commit_log_offset] if sent not in lost else []
+                assert query(f"{sent.topic}#{sent.uniq}") == want, sent.uniq
 
     @invariant()
     def queue_offsets_match_the_model(self) -> None:

@@ -11,8 +11,8 @@ from ariane.store import (
     PutMessageResult,
     PutMessageStatus,
     checkpoint,
-    commit_log,
     file_layer,
+    high_water,
     mapped_file,
     message_store,
     settings,
@@ -139,33 +139,20 @@ def test_power_loss_keeps_flushed_messages_and_cuts_a_torn_record() -> None:
     assert store.put_message(request()).queue_offset == 9
 
 
-class Keys:
-    """A KeyIndexSink collecting keys."""
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-
-    def put(self, keys: object, commit_log_offset: int, store_timestamp_ms: int) -> None:
-        assert isinstance(keys, list)
-        self.keys.extend(keys)
-
-
 def test_consume_queues_and_key_index_are_rebuilt_from_the_checkpoint() -> None:
-    """Units lost with unsynced ConsumeQueue files are re-dispatched from the CommitLog."""
+    """Units and index entries lost with unsynced ConsumeQueue and index files are re-dispatched
+    from the CommitLog: every key is found again, at its message."""
     mem = MemoryStore.open()
     first = _fill(mem, 5)
     mem.store.commit_log.flush()
     mem.store.checkpoint_now()
     second = _fill(mem, 20, start=5)
-    mem.store.commit_log.flush()  # CommitLog durable, ConsumeQueue and checkpoint not
+    mem.store.commit_log.flush()  # CommitLog durable; ConsumeQueue, index, checkpoint not
     mem.crash()
-    sink = Keys()
-    mem.store = message_store.MessageStore.open(
-        ROOT, mem.config, clock=mem.clock, layer=mem.layer, key_index=sink
-    )
-    store = mem.store
+    store = mem.reopen()
     assert store.recovery_report.redispatched_records == 15
-    assert sink.keys == [f"T#k{i}" for i in range(5, 20)]
+    for i, result in enumerate(first + second):
+        assert mem.query_key(f"T#k{i}") == [result.commit_log_offset]
     got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
     assert [m.commit_log_offset for m in got.messages] == [
         r.commit_log_offset for r in first + second
@@ -333,7 +320,7 @@ def test_recovery_reads_in_proportion_to_the_data_not_the_1_gib_segment(
     )
     try:
         assert store.max_commit_log_offset == results[-1].commit_log_offset < end
-        assert layer.read_bytes < end + commit_log.HIGH_WATER_STEP_BYTES + 2 * MIB
+        assert layer.read_bytes < end + high_water.HIGH_WATER_STEP_BYTES + 2 * MIB
         assert layer.read_bytes < config.commit_log_file_size_bytes // 16
     finally:
         store.close()
@@ -344,3 +331,23 @@ def _tear_last_record(path: pathlib.Path, last: PutMessageResult) -> None:
     with path.open("r+b") as file:
         file.seek(last.commit_log_offset + last.wrote_bytes // 2)
         file.write(bytes(last.wrote_bytes - last.wrote_bytes // 2))
+
+
+def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
+    """After recovery cuts a corrupt tail, key queries answer exactly the live messages: the
+    keys of cut records find nothing, and messages written at the reused offsets are found."""
+    mem = MemoryStore.open()
+    old = mem.store.put_messages_sync([request(keys=f"old{i}") for i in range(10)])
+    abandon(mem.store)  # the process dies; the page cache (index entries included) survives
+    _corrupt_body(mem, old[5])
+    store = mem.reopen()
+    assert store.max_commit_log_offset == old[5].commit_log_offset
+    assert store.key_index.max_commit_log_offset == old[4].commit_log_offset
+    new = store.put_messages_sync([request(keys=f"new{i}") for i in range(3)])
+    assert new[0].commit_log_offset == old[5].commit_log_offset  # offsets are reused
+    for i in range(5):
+        assert mem.query_key(f"T#old{i}") == [old[i].commit_log_offset]
+    for i in range(5, 10):
+        assert store.key_index.query(f"T#old{i}", max_count=10, begin_ms=0, end_ms=2**62) == []
+    for i in range(3):
+        assert mem.query_key(f"T#new{i}") == [new[i].commit_log_offset]

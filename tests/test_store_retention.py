@@ -21,9 +21,9 @@ import admin_testing
 import live_testing
 import store_testing
 from ariane import client, dev
-from ariane.broker import runtime, server
+from ariane.broker import runtime
 from ariane.common import clock, errors, ids, message
-from ariane.store import commit_log, retention
+from ariane.store import clean_service, commit_log, retention
 from ariane.store import settings as store_settings
 
 NOW_MS = 1_700_000_000_000
@@ -37,9 +37,10 @@ def _segments(*ages_days: float) -> list[retention.SegmentInfo]:
     """Segments oldest first, 100 bytes each, last written ``ages_days`` ago."""
     return [
         retention.SegmentInfo(
-            start_offset=ids.CommitLogOffset(n * 100),
+            start_offset=n * 100,
             size_bytes=100,
-            last_modified_ms=int(NOW_MS - age * DAY_MS),
+            modified_ms=int(NOW_MS - age * DAY_MS),
+            path=pathlib.Path(f"/commitlog/{n * 100:020d}"),
         )
         for n, age in enumerate(ages_days)
     ]
@@ -241,7 +242,7 @@ def test_plan_never_deletes_the_newest_nor_skips_an_older_segment(
     if not result.triggers:
         assert deleted == []
     if not result.forced:
-        assert all(NOW_MS - s.last_modified_ms >= config.file_reserved_ms for s in result.delete)
+        assert all(NOW_MS - s.modified_ms >= config.file_reserved_ms for s in result.delete)
     assert result.reject_writes == (ratio >= config.disk_space_warning_level_ratio)
 
 
@@ -305,8 +306,7 @@ def test_forced_deletion_never_takes_unconsumed_data_unless_told(
     )
     if not force:
         assert all(
-            NOW_MS - s.last_modified_ms >= config.file_reserved_ms
-            for s in result.deletes_unconsumed
+            NOW_MS - s.modified_ms >= config.file_reserved_ms for s in result.deletes_unconsumed
         )
 
 
@@ -369,6 +369,22 @@ def _runtime_with_messages(tmp_path: pathlib.Path, count: int) -> runtime.Broker
 FULL_DISK = (100, 95, 5)
 
 
+def _clean(
+    broker: runtime.BrokerRuntime,
+    policy: retention.RetentionSettings,
+    disk_usage: retention.DiskUsageFn,
+) -> retention.RetentionPlan:
+    """One run of the store's retention with what the broker knows of its consumers."""
+    cleaner = clean_service.CleanCommitLogService(
+        broker.store,
+        policy,
+        clock=clock.SystemClock(),
+        unconsumed=broker.unconsumed_positions,
+        disk_usage=disk_usage,
+    )
+    return cleaner.run_once()
+
+
 def test_broker_keeps_unconsumed_segments_on_a_full_disk(tmp_path: pathlib.Path) -> None:
     """A full disk rejects writes but deletes nothing a group still needs; with the flag it
     deletes, and the store's stats count the segments, bytes and unconsumed messages lost."""
@@ -376,18 +392,14 @@ def test_broker_keeps_unconsumed_segments_on_a_full_disk(tmp_path: pathlib.Path)
     try:
         broker.offsets.commit(G("G"), T("T"), Q(0), ids.QueueOffset(2))
         before = len(broker.store.commit_log_segments())
-        plan = server.run_retention_once(
-            broker, DEFAULTS, clock=clock.SystemClock(), disk_usage=lambda _p: FULL_DISK
-        )
+        plan = _clean(broker, DEFAULTS, lambda _p: FULL_DISK)
         assert plan.stop_reason is retention.StopReason.UNCONSUMED and plan.delete == ()
         assert len(broker.store.commit_log_segments()) == before > 2
         assert broker.store.disk_full
         read = broker.store.get_messages("T", 0, 2, max_count=100, max_bytes=1 << 30)
         assert len(read.messages) == 38
         forcing = retention.RetentionSettings(force_delete_unconsumed=True)
-        server.run_retention_once(
-            broker, forcing, clock=clock.SystemClock(), disk_usage=lambda _p: FULL_DISK
-        )
+        _clean(broker, forcing, lambda _p: FULL_DISK)
         stats = broker.store.stats()
         assert stats.commit_log_segment_count == 1
         assert stats.forced_deleted_segment_count == before - 1
@@ -405,15 +417,11 @@ def test_broker_deletes_topics_nobody_consumes_and_accepts_writes_once_space_fre
     unconsumed), and writes resume as soon as usage drops below the warning level."""
     broker = _runtime_with_messages(tmp_path, 40)
     try:
-        server.run_retention_once(
-            broker, DEFAULTS, clock=clock.SystemClock(), disk_usage=lambda _p: FULL_DISK
-        )
+        _clean(broker, DEFAULTS, lambda _p: FULL_DISK)
         stats = broker.store.stats()
         assert stats.commit_log_segment_count == 1 and stats.disk_full
         assert stats.unconsumed_deleted_message_count == 0
-        server.run_retention_once(
-            broker, DEFAULTS, clock=clock.SystemClock(), disk_usage=lambda _p: (100, 50, 50)
-        )
+        _clean(broker, DEFAULTS, lambda _p: (100, 50, 50))
         assert not broker.store.disk_full
         put = broker.store.put_message(admin_testing.append_request("T"))
         assert put.status is commit_log.PutMessageStatus.PUT_OK

@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 
 from ariane.broker import config
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
-from ariane.common import clock, ids, route
-from ariane.store import index_file, message_store, retention
+from ariane.common import clock, ids, message, route
+from ariane.remoting import server as grpc_server
+from ariane.store import message_store, retention
 
 _log = logging.getLogger(__name__)
 
@@ -74,15 +76,14 @@ class BrokerRuntime:
         self.clock = time
         root = settings.store_dir
         root.mkdir(parents=True, exist_ok=True)
-        self.index = index_file.IndexService(
-            root / index_file.INDEX_DIR_NAME, settings.index, clock=time
-        )
         self.store = message_store.MessageStore.open(
             root,
             retention.store_settings_for_volume(root, settings.store),
             clock=time,
-            key_index=self.index,
+            index=settings.index,
         )
+        self.index = self.store.key_index
+        """The store's key index (query by key and by client message id)."""
         core = settings.core
         self.topics = topic_config.TopicConfigManager(
             persistence.config_path(root, topic_config.FILE_NAME),
@@ -110,7 +111,7 @@ class BrokerRuntime:
         )
         """Every group's POP state and the POP journal (``broker.pop_service``)."""
         self.client_endpoint = settings.client_endpoint(0)
-        """``HOST:PORT`` advertised to clients; the server sets it once the port is bound."""
+        """``HOST:PORT`` advertised to clients; ``advertise`` sets it once the port is bound."""
         self.route_changed = asyncio.Event()
         """Set when topics or write permission change; registration then re-registers at once."""
 
@@ -125,7 +126,26 @@ class BrokerRuntime:
         self.pop_service.close()
         self.persist_offsets()
         self.store.close()
-        self.index.close()
+
+    def advertise(self, endpoint: str) -> None:
+        """Advertise ``endpoint`` (``HOST:PORT``, known once the port is bound) to clients and
+        write it as the STOREHOST of new records, so offset message ids name this broker.
+
+        A host name is resolved once; if it does not resolve, records keep the previous
+        STOREHOST and a warning says so.
+        """
+        self.client_endpoint = endpoint
+        host, port = grpc_server.parse_listen(endpoint)
+        try:
+            ip = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0]
+        except (OSError, IndexError):
+            _log.warning(
+                "STOREHOST: %s does not resolve; offset message ids keep %s",
+                host,
+                self.store.commit_log.store_host,
+            )
+            return
+        self.store.set_store_host(message.HostAddress(str(ip), port))
 
     def persist_offsets(self) -> None:
         """Write committed consumer offsets if they changed (atomic file replace)."""

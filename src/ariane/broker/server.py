@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import time
 
 from ariane import metrics
 from ariane.broker import config, metrics_view
@@ -26,9 +24,8 @@ from ariane.broker.processors import consume, send
 from ariane.broker.services import registration
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
-from ariane.common import ids
 from ariane.remoting import pb, rpc
-from ariane.store import retention
+from ariane.store import clean_service
 
 _log = logging.getLogger(__name__)
 
@@ -117,7 +114,7 @@ class BrokerServer:
             if self.settings.metrics_listen:
                 self.metrics_port = exposition.start(self.settings.metrics_listen)
                 _log.info("metrics on http://%s/metrics", self.settings.metrics_listen)
-            runtime.client_endpoint = self.settings.client_endpoint(self._port)
+            runtime.advertise(self.settings.client_endpoint(self._port))
             _log.info(
                 "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
                 self.settings.broker_name,
@@ -184,90 +181,9 @@ class BrokerServer:
 
     async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
         policy = self.settings.retention
+        cleaner = clean_service.CleanCommitLogService(
+            runtime.store, policy, clock=self.clock, unconsumed=runtime.unconsumed_positions
+        )
         while True:
             await asyncio.sleep(policy.clean_resource_interval_ms / 1000)
-            run_retention_once(runtime, policy, clock=self.clock)
-
-
-def run_retention_once(
-    runtime: runtime_mod.BrokerRuntime,
-    policy: retention.RetentionSettings,
-    *,
-    clock: clock_mod.Clock,
-    disk_usage: retention.DiskUsageFn = shutil.disk_usage,
-) -> retention.RetentionPlan:
-    """One retention run: plan, delete CommitLog/ConsumeQueue/index files, set disk-full.
-
-    Mirrors RocketMQ ``CleanCommitLogService`` + ``CleanConsumeQueueService``; the decisions
-    are ``store.retention.plan``'s, given the lowest CommitLog offset a subscribed group has
-    not consumed (``BrokerRuntime.unconsumed_positions``), so forced deletion keeps those
-    messages unless ``force_delete_unconsumed``. What forced deletion removed is logged and
-    counted in the store's stats.
-
-    Args:
-        runtime: the broker.
-        policy: the retention settings.
-        clock: the wall clock.
-        disk_usage: the ``shutil.disk_usage`` seam of the disk probe.
-
-    Raises:
-        OSError: the disk cannot be probed or a file cannot be deleted.
-    """
-    store = runtime.store
-    now_ms = clock.now_ms()
-    segments = [
-        retention.SegmentInfo(ids.CommitLogOffset(s.start_offset), s.size_bytes, s.modified_ms)
-        for s in store.commit_log_segments()
-    ]
-    ratio = retention.disk_used_ratio(runtime.settings.store_dir, usage=disk_usage)
-    consumed = runtime.unconsumed_positions()
-    decided = retention.plan(
-        now_ms,
-        time.localtime(now_ms / 1000).tm_hour,
-        segments,
-        ratio,
-        policy,
-        unconsumed_from=store.unconsumed_from(consumed),
-    )
-    if decided.delete:
-        _carry_out(runtime, decided, consumed)
-    elif decided.stop_reason is retention.StopReason.UNCONSUMED:
-        _log.warning("retention: %s; unconsumed messages kept", decided.describe())
-    if store.disk_full != decided.reject_writes:
-        _log.warning(
-            "disk %.0f%% used: writes %s",
-            ratio * 100,
-            "rejected" if decided.reject_writes else "accepted again",
-        )
-        store.disk_full = decided.reject_writes
-    return decided
-
-
-def _carry_out(
-    runtime: runtime_mod.BrokerRuntime,
-    decided: retention.RetentionPlan,
-    consumed: dict[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset],
-) -> None:
-    """Delete what ``decided`` lists; log and count what went unconsumed."""
-    store = runtime.store
-    lows_before = {key: store.min_queue_offset(*key) for key in consumed}
-    deleted = store.delete_commit_log_segments([s.start_offset for s in decided.delete])
-    runtime.index.delete_files_before(store.min_commit_log_offset)
-    unconsumed = sum(
-        max(0, store.min_queue_offset(*key) - max(offset, lows_before[key]))
-        for key, offset in consumed.items()
-    )
-    forced = decided.delete[:deleted] if decided.forced else ()
-    store.count_retention(
-        forced_segments=len(forced),
-        forced_bytes=sum(s.size_bytes for s in forced),
-        unconsumed_messages=unconsumed,
-    )
-    log = _log.warning if unconsumed else _log.info
-    log(
-        "retention: %s; deleted %d CommitLog segments, %d messages subscribed groups had not "
-        "consumed",
-        decided.describe(),
-        deleted,
-        unconsumed,
-    )
+            cleaner.run_once()

@@ -1,12 +1,14 @@
 """The storage engine: CommitLog, ConsumeQueue, dispatch, flush, checkpoint and recovery.
 
-Standard library only; no network code outside ``store.ha``. See DESIGN.md §5. The entry point
-is ``MessageStore.open``; the names below are the public surface (the IndexFile plugs in as a
-``KeyIndexSink``; a retention policy uses ``SegmentInfo`` and ``delete_expired_commit_log``).
+Standard library only, no network code. See DESIGN.md §5. The entry point is
+``MessageStore.open``; the names below are the public surface. The store owns its key index
+(``MessageStore.key_index``, ``index_service``) and its retention (``clean_service``: the
+broker only says which messages its consumers still need).
 """
 
 from ariane.store import (
     checkpoint,
+    clean_service,
     commit_log,
     consume_queue,
     dispatcher,
@@ -14,6 +16,7 @@ from ariane.store import (
     flush,
     index_codec,
     index_file,
+    index_service,
     mapped_file,
     mapped_file_queue,
     message_codec,
@@ -30,7 +33,6 @@ from ariane.store.commit_log import (
     PutMessageResult,
     PutMessageStatus,
 )
-from ariane.store.dispatcher import FlushableKeyIndexSink, KeyIndexSink
 from ariane.store.file_layer import FileLayer, MemoryFileLayer, OsFileLayer
 from ariane.store.mapped_file_queue import SegmentInfo, StoreLayoutError
 from ariane.store.message_store import (
@@ -45,10 +47,8 @@ __all__ = [
     "AppendRequest",
     "FileLayer",
     "FlushDiskType",
-    "FlushableKeyIndexSink",
     "GetMessageResult",
     "GetMessageStatus",
-    "KeyIndexSink",
     "LookupResult",
     "LookupStatus",
     "MemoryFileLayer",
@@ -61,6 +61,7 @@ __all__ = [
     "StoreSettings",
     "StoreStats",
     "checkpoint",
+    "clean_service",
     "commit_log",
     "consume_queue",
     "dispatcher",
@@ -68,6 +69,7 @@ __all__ = [
     "flush",
     "index_codec",
     "index_file",
+    "index_service",
     "mapped_file",
     "mapped_file_queue",
     "message_codec",

@@ -6,8 +6,8 @@ here, as RocketMQ's ``topicQueueTable``. A batch is encoded into one reusable bu
 to the OS with one write per segment touched; a record never spans segments: when it does not
 fit, the segment is closed with a BLANK record and the next one starts.
 
-High-water mark: before any byte is written at or past the persisted ``high_water`` offset, the
-mark is raised ``HIGH_WATER_STEP_BYTES`` beyond the write and synced (one small fsync per 16 MiB
+High-water mark (``high_water``): before any byte is written at or past the persisted mark, it
+is raised ``HIGH_WATER_STEP_BYTES`` beyond the write and synced (one small fsync per 16 MiB
 written). So every CommitLog byte at or past the mark is zero, whatever a crash kept or lost, and
 recovery zeroes a cut tail only up to the mark: its cost follows the data written since the
 checkpoint, not the 1 GiB segment. Without the file (a store older than it) the whole tail is
@@ -28,15 +28,20 @@ import functools
 import logging
 import pathlib
 import re
-import struct
-import zlib
 from collections.abc import Generator, Iterator, Sequence
 from typing import NamedTuple
 
 from ariane.common import clock as clock_mod
 from ariane.common import delay, ids, topics
 from ariane.common import message as message_mod
-from ariane.store import file_layer, mapped_file, mapped_file_queue, message_codec, settings
+from ariane.store import (
+    file_layer,
+    high_water,
+    mapped_file,
+    mapped_file_queue,
+    message_codec,
+    settings,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -45,13 +50,6 @@ _SCAN_WINDOW_BYTES = 1024 * 1024
 """Bytes a scan reads at once; a record longer than this is read whole (``_read_whole``)."""
 _LOOKUP_READ_BYTES = 4096
 """First read of a lookup by offset whose size is unknown; a longer record is read again."""
-HIGH_WATER_FILE_NAME = "high_water"
-"""The high-water mark's file in the ``commitlog`` directory (not a segment name)."""
-HIGH_WATER_STEP_BYTES = 16 * 1024 * 1024
-"""How far past a write the high-water mark is raised: an fsync per step, zeroing up to one."""
-_HIGH_WATER_SLOTS = (0, 512)
-_HIGH_WATER_HEAD = struct.Struct(">qq")  # sequence, offset; then the CRC32 of these 16 bytes
-_HIGH_WATER_SLOT_BYTES = _HIGH_WATER_HEAD.size + 4
 _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
@@ -244,83 +242,6 @@ class ScanItem:
     result: message_codec.DecodeResult
 
 
-class HighWaterMark:
-    """The persisted bound on written CommitLog bytes; see the module docstring.
-
-    Two 20-byte slots (at 0 and 512, written alternately, each with a sequence number and its
-    CRC32), so a torn write spoils only the slot being written, as the checkpoint does.
-
-    Args:
-        layer: the file layer.
-        path: the mark's file.
-    """
-
-    def __init__(self, layer: file_layer.FileLayer, path: pathlib.Path) -> None:
-        self._layer = layer
-        self._path = path
-        self._handle: file_layer.RandomAccessFile | None = None
-        self._sequence = 0
-        self._loaded = False
-        self.offset: int | None = None
-        """Every byte at or past it is zero; ``None`` until loaded or first raised."""
-
-    def load(self) -> int | None:
-        """Read the mark (``None`` if the file is missing or both slots are torn).
-
-        Raises:
-            OSError: if the file exists but cannot be read.
-        """
-        self._loaded = True
-        if self._layer.exists(self._path):
-            handle = self._open()
-            for position in _HIGH_WATER_SLOTS:
-                raw = handle.pread(_HIGH_WATER_SLOT_BYTES, position)
-                head = raw[: _HIGH_WATER_HEAD.size]
-                if len(raw) < _HIGH_WATER_SLOT_BYTES or zlib.crc32(head) != int.from_bytes(
-                    raw[_HIGH_WATER_HEAD.size :], "big"
-                ):
-                    continue
-                sequence, offset = _HIGH_WATER_HEAD.unpack(head)
-                if sequence > self._sequence:
-                    self._sequence, self.offset = sequence, offset
-        return self.offset
-
-    def cover(self, end_offset: int) -> None:
-        """Make sure the mark is past ``end_offset`` before bytes below it are written.
-
-        Raises:
-            OSError: if the mark cannot be written or synced (nothing may be written then).
-        """
-        if not self._loaded:
-            self.load()  # continue the sequence on disk, or an older slot would win
-        if self.offset is not None and end_offset <= self.offset:
-            return
-        offset = end_offset + HIGH_WATER_STEP_BYTES
-        self._sequence += 1
-        head = _HIGH_WATER_HEAD.pack(self._sequence, offset)
-        handle = self._open()
-        handle.pwrite(
-            head + zlib.crc32(head).to_bytes(4, "big"), _HIGH_WATER_SLOTS[self._sequence % 2]
-        )
-        handle.sync()
-        self.offset = offset
-
-    def _open(self) -> file_layer.RandomAccessFile:
-        if self._handle is None:
-            if self._layer.exists(self._path):
-                self._handle = self._layer.open_file(self._path)
-            else:
-                self._layer.make_dirs(self._path.parent)
-                self._handle = self._layer.create_file(self._path, 1024)
-        return self._handle
-
-    def close(self) -> None:
-        """Release the file handle."""
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-
 _PROBLEM_STATUS = {
     message_codec.PrepareProblem.PROPERTIES_TOO_LARGE: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
 }
@@ -351,7 +272,12 @@ class CommitLog:
         """The switch a disk-watermark policy sets: appends answer SERVICE_NOT_AVAILABLE."""
         self.writable = True
         """False once closed or after a failed fsync; appends answer SERVICE_NOT_AVAILABLE."""
-        self.high_water = HighWaterMark(layer, directory / HIGH_WATER_FILE_NAME)
+        self.high_water = high_water.HighWaterMark(
+            layer, directory / high_water.HIGH_WATER_FILE_NAME
+        )
+        self.store_host = config.store_host
+        """STOREHOST of new records and the address of their offset message ids; the broker
+        sets its advertised address once its port is bound (``MessageStore.set_store_host``)."""
         self._clock = clock
         self._buffer = bytearray(config.write_buffer_bytes)
         self._queue_offsets: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
@@ -380,18 +306,9 @@ class CommitLog:
         """Largest record this CommitLog writes or believes when reading, bytes."""
         return self._record_bytes_max
 
-    def next_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
-        """The queue offset the next message to (topic, queue id) will get."""
-        key = (ids.TopicName(topic), ids.QueueId(queue_id))
-        return ids.QueueOffset(self._queue_offsets.get(key, 0))
-
     def set_queue_offset_table(self, table: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
         """Replace the next-queue-offset table (recovery rebuilds it from the ConsumeQueues)."""
         self._queue_offsets = dict(table)
-
-    def queue_keys(self) -> list[tuple[ids.TopicName, ids.QueueId]]:
-        """Every (topic, queue id) that has received a message."""
-        return sorted(self._queue_offsets)
 
     def prepare(self, request: AppendRequest) -> PreparedAppend:
         """Validate and pre-encode one request; pure, needs no lock."""
@@ -402,7 +319,7 @@ class CommitLog:
             request.sys_flag,
             request.born_timestamp_ms,
             request.born_host,
-            self.settings.store_host,
+            self.store_host,
             request.reconsume_times,
             request.prepared_transaction_offset,
         )
@@ -712,7 +629,7 @@ class _BatchWriter:
         results = self.results
         # Looked up once per write and only for stored messages (a store host that is not a
         # literal IP makes every message illegal in ``prepare``, so none is pending then).
-        host = self.log.settings.store_host
+        host = self.log.store_host
         prefix = message_codec.offset_message_id_prefix(host) if self._pending else ""
         for index, request in self._pending:
             results[index] = _ok_result(request, prefix)

@@ -29,7 +29,7 @@ _TRANSACTION_TYPE_MASK = message_mod.TRANSACTION_TYPE_MASK
 
 
 class KeyIndexSink(Protocol):
-    """Where the dispatcher sends index keys (the IndexFile implements it)."""
+    """Where the dispatcher sends index keys (the store's ``IndexService`` implements it)."""
 
     def put(
         self,
@@ -47,15 +47,6 @@ class BatchKeyIndexSink(KeyIndexSink, Protocol):
 
     def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
         """``put`` for each ``(keys, commit_log_offset, store_timestamp_ms)``, in order."""
-        ...
-
-
-@runtime_checkable
-class FlushableKeyIndexSink(KeyIndexSink, Protocol):
-    """A key index with its own durability: the store syncs it before each checkpoint."""
-
-    def flush(self) -> None:
-        """Make every ``put`` so far durable; raises ``OSError`` on failure."""
         ...
 
 

@@ -5,14 +5,21 @@
 files are preallocated with ``posix_fallocate`` under a temporary name and renamed into place,
 so a segment file either does not exist or has its full size.
 
+Files written through a memory mapping (the IndexFile) are mapped with ``map_file``; a
+``MappedBuffer`` is written with ``struct.pack_into`` and made durable with ``flush`` (``msync``).
+Small whole files (metadata, checkpoints of the broker's tables) are replaced atomically with
+``replace_file``: a temporary file, fsync, rename, fsync of the directory.
+
 ``MemoryFileLayer`` keeps files in memory and models a machine crash: each file has the bytes
-the process sees and the bytes that are durable (copied on ``sync``). ``crash()`` throws the
-unsynced bytes away, optionally keeping a prefix of them (a torn write). Hooks let tests make
-``sync`` block or fail. Directory operations (create, remove, rename) count as durable at once.
+the process sees and the bytes that are durable (copied on ``sync`` or a mapping's ``flush``).
+``crash()`` throws the unsynced bytes away, optionally keeping a prefix of them (a torn write);
+a mapped file loses everything written since its last ``flush``. Hooks let tests make ``sync``
+block or fail. Directory operations (create, remove, rename, replace) count as durable at once.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import pathlib
 import threading
@@ -20,7 +27,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ariane.common import clock as clock_mod
-from ariane.store import metadata
+
+MappedBytes = bytearray | mmap.mmap
+"""The writable view of a mapped file: ``struct.pack_into``/``unpack_from`` work on both."""
 
 
 class RandomAccessFile(Protocol):
@@ -40,6 +49,23 @@ class RandomAccessFile(Protocol):
 
     def close(self) -> None:
         """Release the handle."""
+        ...
+
+
+class MappedBuffer(Protocol):
+    """A file mapped into memory (RocketMQ's ``MappedByteBuffer``); its size is fixed."""
+
+    @property
+    def data(self) -> MappedBytes:
+        """The file's bytes; writes change the file (durable only after ``flush``)."""
+        ...
+
+    def flush(self) -> None:
+        """Make every write so far durable (``msync``); raises ``OSError`` on failure."""
+        ...
+
+    def close(self) -> None:
+        """Unmap (without flushing); idempotent."""
         ...
 
 
@@ -78,6 +104,55 @@ class FileLayer(Protocol):
         """Delete a file (a missing file is not an error)."""
         ...
 
+    def map_file(self, path: pathlib.Path) -> MappedBuffer:
+        """Map an existing file read-write, whole; ``OSError`` if missing."""
+        ...
+
+    def replace_file(self, path: pathlib.Path, data: bytes) -> None:
+        """Replace a whole file so that a crash leaves the old or the new content; ``OSError``."""
+        ...
+
+    def read_file(self, path: pathlib.Path) -> bytes | None:
+        """A whole file's content, ``None`` if it does not exist; ``OSError`` on read errors."""
+        ...
+
+    def remove_temporaries(self, path: pathlib.Path) -> list[str]:
+        """Delete the temporary files interrupted creations left in a directory; their names."""
+        ...
+
+
+def fsync_directory(directory: pathlib.Path) -> None:
+    """Make the entries of ``directory`` (creations, renames, deletions) durable.
+
+    Raises:
+        OSError: if the directory cannot be opened or synced.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temporary_name(path: pathlib.Path) -> pathlib.Path:
+    return path.with_name(f".{path.name}.tmp")
+
+
+class _OsMapping:
+    def __init__(self, mapping: mmap.mmap) -> None:
+        self._map = mapping
+
+    @property
+    def data(self) -> MappedBytes:
+        return self._map
+
+    def flush(self) -> None:
+        self._map.flush()
+
+    def close(self) -> None:
+        if not self._map.closed:
+            self._map.close()
+
 
 class _OsFile:
     def __init__(self, fd: int) -> None:
@@ -109,7 +184,7 @@ class OsFileLayer:
         On failure (``ENOSPC`` from ``posix_fallocate`` on a full volume) the temporary file is
         removed, so a failed attempt leaves no partly allocated blocks behind.
         """
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = _temporary_name(path)
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             try:
@@ -120,7 +195,7 @@ class OsFileLayer:
                 os.ftruncate(fd, size_bytes)
             os.fsync(fd)
             os.replace(tmp, path)
-            metadata.fsync_directory(path.parent)
+            fsync_directory(path.parent)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)  # a failed preallocation must not keep its blocks
@@ -157,6 +232,45 @@ class OsFileLayer:
     def remove(self, path: pathlib.Path) -> None:
         """Unlink, ignoring a missing file."""
         path.unlink(missing_ok=True)
+
+    def map_file(self, path: pathlib.Path) -> MappedBuffer:
+        """``mmap`` the whole file (``MAP_SHARED``)."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            return _OsMapping(mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_WRITE))
+        finally:
+            os.close(fd)
+
+    def replace_file(self, path: pathlib.Path, data: bytes) -> None:
+        """Write a temporary file, fsync it, rename it over ``path``, fsync the directory
+        (RocketMQ ``MixAll.string2File`` made crash-safe); creates the directory if missing."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary_name(path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _OsFile(fd).pwrite(data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_directory(path.parent)
+
+    def read_file(self, path: pathlib.Path) -> bytes | None:
+        """``read_bytes``, ``None`` for a missing file."""
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def remove_temporaries(self, path: pathlib.Path) -> list[str]:
+        """Unlink ``.*.tmp`` entries (a crash during ``create_file`` or ``replace_file``)."""
+        try:
+            names = sorted(n for n in os.listdir(path) if n.startswith(".") and n.endswith(".tmp"))
+        except FileNotFoundError:
+            return []
+        for name in names:
+            (path / name).unlink(missing_ok=True)
+        return names
 
 
 class _MemoryFile:
@@ -197,6 +311,25 @@ class _MemoryHandle:
             if f.dirty_low < f.dirty_high:
                 f.durable[f.dirty_low : f.dirty_high] = f.data[f.dirty_low : f.dirty_high]
             f.dirty_low, f.dirty_high = len(f.data), 0
+            f.layer.sync_count += 1
+
+    def close(self) -> None:
+        pass
+
+
+class _MemoryMapping:
+    def __init__(self, file: _MemoryFile) -> None:
+        self._file = file
+
+    @property
+    def data(self) -> MappedBytes:
+        return self._file.data  # the same bytearray: a crash resets it in place
+
+    def flush(self) -> None:
+        f = self._file
+        f.layer.before_sync(f.path)
+        with f.layer.lock:
+            f.durable[:] = f.data
             f.layer.sync_count += 1
 
     def close(self) -> None:
@@ -294,6 +427,27 @@ class MemoryFileLayer:
         """Forget a file."""
         with self.lock:
             self.files.pop(path, None)
+
+    def map_file(self, path: pathlib.Path) -> MappedBuffer:
+        """The file's bytes themselves; ``flush`` copies them to the durable bytes whole."""
+        with self.lock:
+            if path not in self.files:
+                raise FileNotFoundError(2, "no such file", str(path))
+            return _MemoryMapping(self.files[path])
+
+    def replace_file(self, path: pathlib.Path, data: bytes) -> None:
+        """Durable at once, as the real layer's rename."""
+        self.write_small_file(path, data)
+
+    def read_file(self, path: pathlib.Path) -> bytes | None:
+        """The bytes the process sees, ``None`` for a missing file."""
+        with self.lock:
+            file = self.files.get(path)
+            return None if file is None else bytes(file.data)
+
+    def remove_temporaries(self, path: pathlib.Path) -> list[str]:
+        """Nothing: creations here are atomic."""
+        return []
 
     def write_small_file(self, path: pathlib.Path, data: bytes) -> None:
         """Replace a file's content durably (used by tests to plant files)."""

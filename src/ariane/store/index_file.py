@@ -1,18 +1,14 @@
-"""Query by key: RocketMQ's IndexFile and IndexService over memory-mapped hash files.
+"""Query by key: RocketMQ's IndexFile, one memory-mapped hash file (``index_service`` owns them).
 
-The dispatcher feeds every message's keys (``topic#KEY`` for each of its KEYS and
-``topic#UNIQ_KEY`` for its message id) with the message's commit-log offset and store time;
-``IndexService.query`` answers the commit-log offsets of the messages that may carry a key,
-newest first. Hash collisions are expected: callers read each message and check its keys. The
-byte layout lives in ``index_codec``.
+A file maps key hashes to the commit-log offsets of the messages carrying them (hash slots
+heading chains of entries); the byte layout lives in ``index_codec``. The file is created and
+mapped through the store's ``FileLayer``, never with ``os``/``mmap`` directly.
 
 Invariants:
 
-- Files live in one directory (``<store root>/index``), named by creation time in UTC as
-  ``yyyyMMddHHmmssSSS`` (RocketMQ's format; RocketMQ uses local time). Names strictly increase
-  in creation order, and each file indexes commit-log offsets after those of the file before.
-- A file appears under its final name only fully allocated and with a valid header: it is
-  created as a hidden temporary file, preallocated, synced, then renamed.
+- A file appears under its final name only fully allocated and with a valid header
+  (``FileLayer.create_file``: a hidden temporary file, preallocated, synced, renamed; the
+  header is written and synced before the file is mapped).
 - Entries are appended in non-decreasing commit-log offset order; a slot and every
   ``prev_index`` point to an older entry, so chains strictly decrease.
 - ``put`` writes the entry, then the slot, then the header. A process crash between those
@@ -27,20 +23,13 @@ Invariants:
 
 from __future__ import annotations
 
-import calendar
 import dataclasses
-import errno
 import logging
-import mmap
-import os
 import pathlib
-import re
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
-from ariane.common import clock, ids, limits
-from ariane.store import index_codec, metadata
+from ariane.common import ids, limits
+from ariane.store import file_layer, index_codec
 
 _log = logging.getLogger(__name__)
 
@@ -50,8 +39,6 @@ INDEX_DIR_NAME = "index"
 FILE_SIZE_BYTES_MAX = 2**31 - 1
 """Largest index file, in bytes: RocketMQ sizes index files with a Java ``int``."""
 
-_FILE_NAME = re.compile(r"^\d{17}$")
-_NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 _SECOND_MS = 1000
 
 
@@ -107,9 +94,13 @@ class IndexFile:
     serialises access to them.
     """
 
-    def __init__(self, path: pathlib.Path, mapping: mmap.mmap, settings: IndexSettings) -> None:
+    def __init__(
+        self, path: pathlib.Path, mapping: file_layer.MappedBuffer, settings: IndexSettings
+    ) -> None:
         self._path = path
-        self._map = mapping
+        self._mapping = mapping
+        self._map = mapping.data
+        self._closed = False
         self._slots = settings.hash_slot_count
         self._capacity = settings.index_count_max
         self._fields: list[int] = list(dataclasses.astuple(self._load_header()))
@@ -125,6 +116,7 @@ class IndexFile:
         *,
         carry_phy_offset: int,
         carry_timestamp_ms: int,
+        layer: file_layer.FileLayer,
     ) -> IndexFile:
         """Create and map a new, empty, fully preallocated file at ``path``.
 
@@ -142,20 +134,18 @@ class IndexFile:
             hash_slot_count=0,
             index_count=1,
         )
-        temporary = path.with_name(f".{path.name}.tmp")
-        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        handle = layer.create_file(path, settings.file_size_bytes)
         try:
-            _preallocate(fd, settings.file_size_bytes)
-            os.pwrite(fd, index_codec.encode_header(header), 0)
-            os.fsync(fd)
+            handle.pwrite(index_codec.encode_header(header), 0)
+            handle.sync()
         finally:
-            os.close(fd)
-        os.replace(temporary, path)
-        metadata.fsync_directory(path.parent)
-        return cls.open(path, settings)
+            handle.close()
+        return cls.open(path, settings, layer=layer)
 
     @classmethod
-    def open(cls, path: pathlib.Path, settings: IndexSettings) -> IndexFile:
+    def open(
+        cls, path: pathlib.Path, settings: IndexSettings, *, layer: file_layer.FileLayer
+    ) -> IndexFile:
         """Map the existing file at ``path``.
 
         Raises:
@@ -163,18 +153,13 @@ class IndexFile:
                 settings changed since it was written).
             OSError: if the file cannot be opened or mapped.
         """
-        fd = os.open(path, os.O_RDWR)
-        try:
-            size = os.fstat(fd).st_size
-            if size != settings.file_size_bytes:
-                raise IndexFileError(
-                    f"{path} is {size} bytes but the index settings give "
-                    f"{settings.file_size_bytes}; hash_slot_count or index_count_max changed"
-                )
-            mapping = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
-        return cls(path, mapping, settings)
+        size = layer.file_size(path)
+        if size != settings.file_size_bytes:
+            raise IndexFileError(
+                f"{path} is {size} bytes but the index settings give "
+                f"{settings.file_size_bytes}; hash_slot_count or index_count_max changed"
+            )
+        return cls(path, layer.map_file(path), settings)
 
     @property
     def path(self) -> pathlib.Path:
@@ -323,14 +308,17 @@ class IndexFile:
             OSError: if the sync fails.
         """
         if self._dirty:
-            self._map.flush()
+            self._mapping.flush()
             self._dirty = False
 
     def close(self) -> None:
         """Flush and unmap the file; idempotent."""
-        if not self._map.closed:
-            self.flush()
-            self._map.close()
+        if not self._closed:
+            self._closed = True
+            try:
+                self.flush()
+            finally:
+                self._mapping.close()
 
     def __repr__(self) -> str:
         return f"IndexFile({self._path.name}, index_count={self.header.index_count})"
@@ -445,310 +433,3 @@ class IndexFile:
                 index_codec.write_slot(self._map, slot, index_codec.NO_ENTRY)
                 cleared += 1
         return cleared
-
-
-class IndexService:
-    """All index files of a store, oldest first (RocketMQ ``IndexService``); thread-safe.
-
-    Args:
-        directory: the index directory, normally ``<store root>/INDEX_DIR_NAME``; created if
-            missing. Existing files are opened; leftover temporary files from a crash during
-            file creation are removed.
-        settings: file geometry and query limits.
-        clock: names new files by its wall time.
-
-    Raises:
-        IndexFileError: if an existing file does not match ``settings``.
-        OSError: if the directory or a file cannot be read.
-    """
-
-    def __init__(
-        self, directory: pathlib.Path, settings: IndexSettings, *, clock: clock.Clock
-    ) -> None:
-        self._directory = directory
-        self._settings = settings
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._closed = False
-        directory.mkdir(parents=True, exist_ok=True)
-        self._files = self._open_files()
-        self._max_offset = self._indexed_max_offset()
-
-    @property
-    def file_paths(self) -> tuple[pathlib.Path, ...]:
-        """The index files, oldest first."""
-        with self._lock:
-            return tuple(f.path for f in self._files)
-
-    @property
-    def max_commit_log_offset(self) -> ids.CommitLogOffset | None:
-        """The highest commit-log offset indexed, or ``None`` if nothing is indexed.
-
-        The dispatcher re-feeds messages from its checkpoint after recovery; ``put`` skips
-        those below this offset.
-        """
-        with self._lock:
-            return self._max_offset
-
-    def put(
-        self,
-        keys: Sequence[str],
-        commit_log_offset: ids.CommitLogOffset,
-        store_timestamp_ms: int,
-    ) -> None:
-        """Index one message's keys (RocketMQ ``IndexService.buildIndex``).
-
-        Empty keys are skipped and keys sharing a hash are indexed once. A message below the
-        highest indexed offset is ignored; at that offset only missing keys are added, so a
-        re-fed message is never indexed twice. Rolls to a new file when the current one is full.
-
-        Args:
-            keys: the index keys of one message, already ``topic#KEY`` / ``topic#UNIQ_KEY``.
-            commit_log_offset: where the message's record starts in the commit log.
-            store_timestamp_ms: the message's store time, ms since the epoch.
-
-        Raises:
-            OSError: if a new file cannot be created.
-        """
-        self.put_many([(keys, commit_log_offset, store_timestamp_ms)])
-
-    def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
-        """``put`` for several messages in CommitLog order, under one lock hold.
-
-        Args:
-            messages: ``(keys, commit_log_offset, store_timestamp_ms)`` per message, as ``put``.
-
-        Raises:
-            OSError: if a new file cannot be created.
-        """
-        key_hash = index_codec.key_hash
-        with self._lock:
-            assert not self._closed, "IndexService used after close()"
-            for keys, commit_log_offset, store_timestamp_ms in messages:
-                if len(keys) == 1:  # the common case: the UNIQ_KEY alone
-                    hashes = [key_hash(keys[0])] if keys[0] else []
-                else:
-                    hashes = list(dict.fromkeys(key_hash(key) for key in keys if key))
-                self._put_locked(hashes, commit_log_offset, store_timestamp_ms)
-
-    def _put_locked(
-        self, hashes: list[int], commit_log_offset: ids.CommitLogOffset, store_timestamp_ms: int
-    ) -> None:
-        last = self._max_offset
-        if not hashes or (last is not None and commit_log_offset < last):
-            return
-        if commit_log_offset == last:
-            hashes = [h for h in hashes if not self._contains(h, commit_log_offset)]
-        for key_hash in hashes:
-            written = self._writable_file().put(key_hash, commit_log_offset, store_timestamp_ms)
-            assert written, "a writable index file refused an entry"
-        self._max_offset = commit_log_offset
-
-    def query(
-        self, key: str, *, max_count: int, begin_ms: int, end_ms: int
-    ) -> list[ids.CommitLogOffset]:
-        """Commit-log offsets of messages that may carry ``key``, newest first.
-
-        Mirrors RocketMQ ``IndexService.queryOffset``: files are searched newest first and only
-        those whose time range overlaps the query. Offsets whose hash merely collides with the
-        key's may be returned; the caller must read each message and check its keys.
-
-        Args:
-            key: the index key, ``topic#KEY`` or ``topic#UNIQ_KEY``.
-            max_count: most offsets wanted; clamped to ``settings.query_results_max``.
-            begin_ms: earliest store time, ms since the epoch, inclusive.
-            end_ms: latest store time, ms since the epoch, inclusive.
-        """
-        limit = min(max_count, self._settings.query_results_max)
-        found: list[ids.CommitLogOffset] = []
-        if limit <= 0 or begin_ms > end_ms:
-            return found
-        key_hash = index_codec.key_hash(key)
-        with self._lock:
-            assert not self._closed, "IndexService used after close()"
-            for index_file in reversed(self._files):
-                if len(found) >= limit:
-                    break
-                if index_file.is_empty:
-                    continue
-                if index_file.time_overlaps(begin_ms, end_ms):
-                    index_file.select(
-                        key_hash, max_count=limit, begin_ms=begin_ms, end_ms=end_ms, into=found
-                    )
-                if index_file.header.begin_timestamp_ms < begin_ms:
-                    break
-        return found
-
-    def flush(self) -> ids.CommitLogOffset | None:
-        """Write every file's changes to disk; returns the highest offset now durable.
-
-        The returned offset (``None`` if nothing is indexed) is what a checkpoint may record.
-
-        Raises:
-            OSError: if a sync fails.
-        """
-        with self._lock:
-            durable = self._max_offset
-            for index_file in self._files:
-                index_file.flush()
-            return durable
-
-    def truncate_after(self, commit_log_end: ids.CommitLogOffset) -> None:
-        """Forget every entry at ``commit_log_end`` or beyond (recovery of a truncated log).
-
-        ``commit_log_end`` is the recovered end of the commit log, where the next record will
-        be written; records at or past it no longer exist. Files wholly beyond it are deleted
-        (RocketMQ deletes index files newer than the checkpoint after an abnormal stop); the
-        file straddling it is truncated in place.
-
-        Raises:
-            OSError: if a file cannot be synced or deleted.
-        """
-        with self._lock:
-            assert not self._closed, "IndexService used after close()"
-            while self._files:
-                newest = self._files[-1]
-                header = newest.header
-                if max(header.begin_phy_offset, header.end_phy_offset) < commit_log_end:
-                    break
-                if header.begin_phy_offset < commit_log_end and not newest.is_empty:
-                    newest.truncate(commit_log_end)
-                    if not newest.is_empty and newest.header.end_phy_offset < commit_log_end:
-                        break
-                _log.info(
-                    "deleting index file %s beyond commit-log end %d", newest.path, commit_log_end
-                )
-                self._delete(newest)
-                self._files.pop()
-            self._max_offset = self._indexed_max_offset()
-
-    def delete_files_before(self, commit_log_offset: ids.CommitLogOffset) -> int:
-        """Delete the oldest files whose entries all lie below ``commit_log_offset``.
-
-        Mirrors RocketMQ ``IndexService.deleteExpiredFile``: called after commit-log retention
-        with the new minimum commit-log offset; the newest file is never deleted.
-
-        Returns:
-            The number of files deleted.
-
-        Raises:
-            OSError: if a file cannot be deleted.
-        """
-        with self._lock:
-            assert not self._closed, "IndexService used after close()"
-            doomed = 0
-            for index_file in self._files[:-1]:
-                if index_file.header.end_phy_offset >= commit_log_offset:
-                    break
-                _log.info("deleting expired index file %s", index_file.path)
-                self._delete(index_file)
-                doomed += 1
-            del self._files[:doomed]
-            return doomed
-
-    def close(self) -> None:
-        """Flush and unmap every file; idempotent. The service cannot be used afterwards.
-
-        Raises:
-            OSError: if a sync fails (the files are unmapped all the same).
-        """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                for index_file in self._files:
-                    index_file.flush()
-            finally:
-                for index_file in self._files:
-                    index_file.close()
-
-    def _open_files(self) -> list[IndexFile]:
-        files: list[IndexFile] = []
-        try:
-            for path in sorted(self._directory.iterdir()):
-                if path.name.startswith(".") and path.name.endswith(".tmp"):
-                    _log.warning("removing %s left by a crash during file creation", path)
-                    path.unlink()
-                elif _FILE_NAME.match(path.name) and _name_to_ms(path.name) is not None:
-                    files.append(IndexFile.open(path, self._settings))
-                else:
-                    _log.warning("ignoring %s: not an index file name", path)
-        except BaseException:
-            for index_file in files:
-                index_file.close()
-            raise
-        return files
-
-    def _indexed_max_offset(self) -> ids.CommitLogOffset | None:
-        for index_file in reversed(self._files):
-            if not index_file.is_empty:
-                return ids.CommitLogOffset(index_file.header.end_phy_offset)
-        return None
-
-    def _contains(self, key_hash: int, commit_log_offset: int) -> bool:
-        for index_file in reversed(self._files):
-            if index_file.is_empty:
-                continue
-            if index_file.contains(key_hash, commit_log_offset):
-                return True
-            if index_file.header.begin_phy_offset < commit_log_offset:
-                return False
-        return False
-
-    def _writable_file(self) -> IndexFile:
-        if self._files and not self._files[-1].is_full:
-            return self._files[-1]
-        carry_phy, carry_ms = 0, 0
-        if self._files:
-            previous = self._files[-1]
-            previous.flush()
-            carry_phy = previous.header.end_phy_offset
-            carry_ms = previous.header.end_timestamp_ms
-        path = self._directory / self._next_file_name()
-        _log.info("creating index file %s", path)
-        created = IndexFile.create(
-            path, self._settings, carry_phy_offset=carry_phy, carry_timestamp_ms=carry_ms
-        )
-        self._files.append(created)
-        return created
-
-    def _next_file_name(self) -> str:
-        now_ms = int(self._clock.now_ms())
-        if self._files:
-            last_ms = _name_to_ms(self._files[-1].path.name)
-            if last_ms is not None:
-                now_ms = max(now_ms, last_ms + 1)
-        return _ms_to_name(now_ms)
-
-    @staticmethod
-    def _delete(index_file: IndexFile) -> None:
-        index_file.close()
-        index_file.path.unlink(missing_ok=True)
-
-
-def _ms_to_name(epoch_ms: int) -> str:
-    """``yyyyMMddHHmmssSSS`` in UTC for ``epoch_ms`` (RocketMQ ``timeMillisToHumanString``)."""
-    seconds, millis = divmod(epoch_ms, _SECOND_MS)
-    return time.strftime(_NAME_TIME_FORMAT, time.gmtime(seconds)) + f"{millis:03d}"
-
-
-def _name_to_ms(name: str) -> int | None:
-    """The UTC epoch ms a file name encodes, or ``None`` if it is not a valid time."""
-    try:
-        parsed = time.strptime(name[:14], _NAME_TIME_FORMAT)
-    except ValueError:
-        return None
-    return calendar.timegm(parsed) * _SECOND_MS + int(name[14:])
-
-
-def _preallocate(fd: int, size_bytes: int) -> None:
-    """Reserve ``size_bytes`` on disk for ``fd`` so writes through the mapping cannot hit ENOSPC
-    (which would kill the process with SIGBUS); falls back to a sparse file where the file
-    system cannot reserve space."""
-    try:
-        os.posix_fallocate(fd, 0, size_bytes)
-    except OSError as error:
-        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-            raise
-        os.ftruncate(fd, size_bytes)

@@ -5,14 +5,17 @@ checkpoint and recovery under one root directory::
 
     <root>/commitlog/<20-digit offset>          CommitLog segments
     <root>/consumequeue/<topic>/<queueId>/<20>  ConsumeQueue segments
+    <root>/index/<yyyyMMddHHmmssSSS>            IndexFiles (query by key), see ``index_service``
     <root>/checkpoint                           see ``checkpoint``
     <root>/abort                                exists while the store is open
 
 Invariants: appends are serialized by one put lock, and each append is dispatched to its
 ConsumeQueues (and key index) before the lock is released, so a message is readable by queue
-offset as soon as ``put`` returns; queue offsets of a queue are dense; a SYNC_FLUSH append is
-answered PUT_OK only after a sync covered its bytes; reads never return a record that fails
-its CRC checks.
+offset (and by key) as soon as ``put`` returns; queue offsets of a queue are dense; a SYNC_FLUSH
+append is answered PUT_OK only after a sync covered its bytes; reads never return a record that
+fails its CRC checks. The store owns its key index: it is synced before each checkpoint, cut to
+the recovered CommitLog end by recovery (no key points past the end, and reused offsets are
+indexed again) and its files are deleted with the CommitLog segments they index.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import enum
 import logging
 import pathlib
 import threading
@@ -37,8 +39,12 @@ from ariane.store import (
     dispatcher,
     file_layer,
     flush,
+    index_file,
+    index_service,
     mapped_file_queue,
+    message_codec,
     recovery,
+    results,
     settings,
 )
 
@@ -47,78 +53,9 @@ _log = logging.getLogger(__name__)
 PutMessageStatus = commit_log.PutMessageStatus
 
 
-class GetMessageStatus(enum.Enum):
-    """Outcome of reading a queue (RocketMQ ``GetMessageStatus``)."""
-
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    """Units were scanned but the filter matched none."""
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    """Units point at CommitLog data already deleted (or unreadable)."""
-    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
-    """The offset is in range but its ConsumeQueue file is gone."""
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    """The offset is past the queue's max offset."""
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    """The offset equals the max offset: nothing new yet."""
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    """The offset is below the queue's min offset (deleted by retention)."""
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    """The (topic, queue id) has never been written."""
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-    """The queue exists but is empty."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GetMessageResult:
-    """Messages read from one queue (RocketMQ ``GetMessageResult``).
-
-    Attributes:
-        status: the outcome.
-        messages: the messages, in queue-offset order.
-        next_begin_offset: where the next read should start.
-        min_offset: the queue's min offset at read time.
-        max_offset: the queue's max offset (next to be written) at read time.
-        total_bytes: sum of the returned record sizes.
-    """
-
-    status: GetMessageStatus
-    messages: tuple[message_mod.StoredMessage, ...]
-    next_begin_offset: ids.QueueOffset
-    min_offset: ids.QueueOffset
-    max_offset: ids.QueueOffset
-    total_bytes: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoreStats:
-    """A snapshot for metrics (``rocketmq_storage_*``); offsets in CommitLog bytes."""
-
-    min_commit_log_offset: int
-    max_commit_log_offset: int
-    flushed_commit_log_offset: int
-    dispatched_commit_log_offset: int
-    flush_behind_bytes: int
-    dispatch_behind_bytes: int
-    commit_log_segment_count: int
-    consume_queue_count: int
-    put_message_count: int
-    put_message_failure_count: int
-    put_message_bytes: int
-    get_message_count: int
-    corrupt_read_count: int
-    flush_count: int
-    recovery_clean: bool
-    recovery_scanned_records: int
-    disk_full: bool
-    forced_deleted_segment_count: int = 0
-    """CommitLog segments deleted by retention runs that were forced (disk above the
-    clean-forcibly watermark), since start."""
-    forced_deleted_bytes: int = 0
-    """Bytes of those segments."""
-    unconsumed_deleted_message_count: int = 0
-    """Messages a subscribed consumer group had not consumed, deleted by retention since start
-    (by age, or forced with ``force_delete_unconsumed``)."""
+GetMessageStatus = results.GetMessageStatus
+GetMessageResult = results.GetMessageResult
+StoreStats = results.StoreStats
 
 
 TagFilter = Callable[[int], bool]
@@ -134,7 +71,7 @@ class MessageStore:
         config: settings.StoreSettings,
         clock: clock_mod.Clock,
         layer: file_layer.FileLayer,
-        key_index: dispatcher.KeyIndexSink | None,
+        index: index_file.IndexSettings | None,
     ) -> None:
         self.root = root
         self.settings = config
@@ -148,7 +85,14 @@ class MessageStore:
             layer,
             config.consume_queue_count_max,
         )
-        self.dispatcher = dispatcher.Dispatcher(self.consume_queues, key_index, start_offset=0)
+        self._index = (
+            None
+            if index is None
+            else index_service.IndexService(
+                root / index_service.INDEX_DIR_NAME, index, clock=clock, layer=layer
+            )
+        )
+        self.dispatcher = dispatcher.Dispatcher(self.consume_queues, self._index, start_offset=0)
         self._checkpoint = checkpoint.CheckpointFile(layer, root / "checkpoint")
         self._abort_path = root / "abort"
         self._flusher: flush.AsyncFlushService | flush.GroupCommitService
@@ -174,7 +118,7 @@ class MessageStore:
         config: settings.StoreSettings,
         *,
         clock: clock_mod.Clock,
-        key_index: dispatcher.KeyIndexSink | None = None,
+        index: index_file.IndexSettings | None = None,
         layer: file_layer.FileLayer | None = None,
     ) -> MessageStore:
         """Open (creating if needed) and recover the store under ``root_dir``; start services.
@@ -183,14 +127,16 @@ class MessageStore:
             root_dir: the store root.
             config: store settings.
             clock: time source for store timestamps and flush intervals.
-            key_index: where index keys go (the IndexFile), or ``None``.
+            index: the geometry of the key index (RocketMQ ``IndexService``, files under
+                ``<root>/index``), or ``None`` for a store without query by key.
             layer: the file layer (default: the real file system).
 
         Raises:
             StoreLayoutError: if segment files are inconsistent (wrong size, gaps).
+            IndexFileError: if an index file does not match ``index``.
             OSError: if the files cannot be read, written or synced.
         """
-        store = cls(root_dir, config, clock, layer or file_layer.OsFileLayer(), key_index)
+        store = cls(root_dir, config, clock, layer or file_layer.OsFileLayer(), index)
         store._start()
         return store
 
@@ -202,7 +148,12 @@ class MessageStore:
         self.commit_log.log.load()
         self.consume_queues.load()
         self.recovery_report = recovery.recover(
-            self.commit_log, self.consume_queues, self.dispatcher, saved, unclean=unclean
+            self.commit_log,
+            self.consume_queues,
+            self.dispatcher,
+            saved,
+            unclean=unclean,
+            index=self._index,
         )
         self._reput = dispatcher.ReputMessageService(
             self.commit_log, self.dispatcher, self._put_lock
@@ -243,10 +194,12 @@ class MessageStore:
         self.commit_log.high_water.close()
         for queue in self.consume_queues.queues():
             queue.log.close()
+        if self._index is not None:
+            self._index.close()
         _log.info("store closed at CommitLog offset %d", end_offset)
 
     def checkpoint_now(self) -> None:
-        """Sync the ConsumeQueues (and a flushable key index), then write the checkpoint.
+        """Sync the ConsumeQueues and the key index, then write the checkpoint.
 
         This is what the ConsumeQueue flush service runs every ``flush_consume_queue_interval_ms``.
         The dispatched offset is read before the syncs, so the checkpoint never claims more
@@ -259,9 +212,8 @@ class MessageStore:
             dispatched = self.dispatcher.dispatched_offset
             logics_ms = self.dispatcher.last_store_timestamp_ms
             self.consume_queues.flush_all()
-            key_index = self.dispatcher.key_index
-            if isinstance(key_index, dispatcher.FlushableKeyIndexSink):
-                key_index.flush()
+            if self._index is not None:
+                self._index.flush()
             flushed = self.commit_log.flushed_offset
             self._checkpoint.write(
                 checkpoint.Checkpoint(
@@ -282,10 +234,31 @@ class MessageStore:
     def disk_full(self, value: bool) -> None:
         self.commit_log.disk_full = value
 
-    def set_key_index(self, key_index: dispatcher.KeyIndexSink | None) -> None:
-        """Plug in (or remove) the key index for records appended from now on."""
+    def set_store_host(self, address: message_mod.HostAddress) -> None:
+        """Write ``address`` as STOREHOST of the records appended from now on, and build their
+        offset message ids from it (RocketMQ ``brokerIP1:listenPort``).
+
+        The broker calls it with its advertised address once its port is bound, before it
+        serves clients, so offset message ids identify the broker that stored the message.
+
+        Raises:
+            ValueError: if ``address.ip`` is not a literal IP address or the port is not
+                0 .. 65535.
+        """
+        if message_codec.pack_ip(address.ip) is None or not 0 <= address.port <= 65_535:
+            raise ValueError(f"STOREHOST {address} is not a literal IP address and port")
         with self._put_lock:
-            self.dispatcher.key_index = key_index
+            self.commit_log.store_host = address
+
+    @property
+    def key_index(self) -> index_service.IndexService:
+        """The key index (RocketMQ ``IndexService``): ``query`` answers the CommitLog offsets
+        of the messages that may carry a ``topic#KEY`` or ``topic#UNIQ_KEY``.
+
+        The store must have been opened with ``index`` settings (an assertion).
+        """
+        assert self._index is not None, "the store was opened without a key index"
+        return self._index
 
     def submit(
         self, requests: Sequence[commit_log.AppendRequest]
@@ -407,7 +380,9 @@ class MessageStore:
         )
         return _flush_timed_out(results)
 
-    def get_message(self, commit_log_offset: int, size_bytes: int = 0) -> commit_log.LookupResult:
+    def get_message(
+        self, commit_log_offset: ids.CommitLogOffset, size_bytes: int = 0
+    ) -> commit_log.LookupResult:
         """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
         result = self.commit_log.read(commit_log_offset, size_bytes)
         if result.status is commit_log.LookupStatus.CORRUPT:
@@ -440,7 +415,7 @@ class MessageStore:
             zero = ids.QueueOffset(0)
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, (), zero, zero, zero)
         low, high = queue.min_queue_offset, queue.max_queue_offset
-        early = _out_of_range(queue_offset, low, high)
+        early = results.out_of_range(queue_offset, low, high)
         if early is not None:
             return GetMessageResult(early[0], (), early[1], low, high)
         return self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
@@ -542,9 +517,11 @@ class MessageStore:
             now_ms, reserved_ms, clean_immediately=clean_immediately, batch_max=batch_max
         )
         self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=batch_max)
+        if self._index is not None:
+            self._index.delete_files_before(self.commit_log.min_offset)
         return deleted
 
-    def delete_commit_log_segments(self, start_offsets: Collection[int]) -> int:
+    def delete_commit_log_segments(self, start_offsets: Collection[ids.CommitLogOffset]) -> int:
         """Delete the oldest CommitLog segments while their start offset is in
         ``start_offsets`` (a retention plan's prefix), then ConsumeQueue files wholly below
         the new min offset (RocketMQ ``CleanConsumeQueueService``).
@@ -559,6 +536,8 @@ class MessageStore:
             lambda info: info.start_offset in wanted, batch_max=len(wanted)
         )
         self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=len(wanted))
+        if self._index is not None:
+            self._index.delete_files_before(self.commit_log.min_offset)
         return deleted
 
     def unconsumed_from(
@@ -632,21 +611,6 @@ class MessageStore:
             forced_deleted_bytes=self._retention_counts["forced_bytes"],
             unconsumed_deleted_message_count=self._retention_counts["unconsumed"],
         )
-
-
-def _out_of_range(
-    queue_offset: int, low: int, high: int
-) -> tuple[GetMessageStatus, ids.QueueOffset] | None:
-    # RocketMQ's status and next offset for reads that find nothing to scan.
-    if high == 0:
-        return GetMessageStatus.NO_MESSAGE_IN_QUEUE, ids.QueueOffset(0)
-    if queue_offset < low:
-        return GetMessageStatus.OFFSET_TOO_SMALL, ids.QueueOffset(low)
-    if queue_offset == high:
-        return GetMessageStatus.OFFSET_OVERFLOW_ONE, ids.QueueOffset(queue_offset)
-    if queue_offset > high:
-        return GetMessageStatus.OFFSET_OVERFLOW_BADLY, ids.QueueOffset(low if low == 0 else high)
-    return None
 
 
 def _flush_timed_out(

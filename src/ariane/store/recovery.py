@@ -10,9 +10,15 @@ Unclean stop: walk back from the newest segment to the first one that starts at 
 segments; rescan forward with CRC checks (``check_crc_on_recover``); the first torn, corrupt
 or misplaced record ends the valid data. Then: drop ConsumeQueue units at or past the
 re-dispatch start (the checkpoint's dispatched offset), re-dispatch every valid record from
-there (ConsumeQueue units and key index), cut the CommitLog at the valid end (zero the rest of
+there (ConsumeQueue units and key index, whose entries from that start on are dropped first so
+that they are rebuilt from valid records only), cut the CommitLog at the valid end (zero the rest of
 its segment up to the CommitLog's high-water mark, delete later segments) and sync what was
 scanned, since after a process crash those bytes may still sit unsynced in the page cache.
+
+Either way the key index ends up with no entry at or past the recovered end (RocketMQ deletes
+index files newer than the checkpoint after an abnormal stop): otherwise a key of a cut record
+would point at whatever is written at its offset next, and the index, which only accepts
+offsets above its highest one, would never index the new records written there.
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ import dataclasses
 import logging
 
 from ariane.common import ids
-from ariane.store import checkpoint, commit_log, consume_queue, dispatcher, message_codec
+from ariane.store import (
+    checkpoint,
+    commit_log,
+    consume_queue,
+    dispatcher,
+    index_service,
+    message_codec,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -56,8 +69,9 @@ def recover(
     saved: checkpoint.Checkpoint | None,
     *,
     unclean: bool,
+    index: index_service.IndexService | None = None,
 ) -> RecoveryReport:
-    """Bring a freshly loaded CommitLog and its ConsumeQueues to a consistent state.
+    """Bring a freshly loaded CommitLog, its ConsumeQueues and key index to a consistent state.
 
     Args:
         log: the loaded CommitLog (all segments marked full by ``load``).
@@ -65,6 +79,7 @@ def recover(
         feed: the dispatcher to rebuild units with; its offset is set here.
         saved: the checkpoint, or ``None`` if missing or unreadable.
         unclean: the ``abort`` marker was found.
+        index: the key index fed by ``feed``, if any; cut to the recovered end.
 
     Returns:
         a report; the CommitLog's next-queue-offset table is rebuilt from the ConsumeQueues.
@@ -85,7 +100,9 @@ def recover(
         feed.dispatched_offset = ids.CommitLogOffset(start)
         report = RecoveryReport(True, 0, 0, -1, start, "")
     else:
-        report = _recover_unclean(log, queues, feed, saved)
+        report = _recover_unclean(log, queues, feed, saved, index)
+    if index is not None:
+        index.truncate_after(log.max_offset)
     log.set_queue_offset_table(queues.next_offset_table())
     log.high_water.cover(log.max_offset)  # raised here, not on the first append's path
     return report
@@ -122,6 +139,7 @@ def _recover_unclean(
     queues: consume_queue.ConsumeQueueStore,
     feed: dispatcher.Dispatcher,
     saved: checkpoint.Checkpoint | None,
+    index: index_service.IndexService | None,
 ) -> RecoveryReport:
     if saved is None:
         floor = log.log.min_offset
@@ -131,6 +149,8 @@ def _recover_unclean(
     redispatch_from = start if saved is None else max(start, saved.dispatched_commit_log_offset)
     _log.warning("unclean stop: rescanning the CommitLog from %d", start)
     queues.truncate_from_commit_log_offset(redispatch_from, zero_tail=True)
+    if index is not None:  # rebuilt from the re-dispatch: no entry of a cut record survives
+        index.truncate_after(ids.CommitLogOffset(redispatch_from))
     feed.dispatched_offset = ids.CommitLogOffset(redispatch_from)
     scanned = redispatched = 0
     pending: list[commit_log.DispatchRequest] = []

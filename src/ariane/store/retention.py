@@ -47,7 +47,7 @@ import shutil
 from collections.abc import Callable, Sequence
 
 from ariane.common import ids
-from ariane.store import mapped_file, message_codec
+from ariane.store import mapped_file, mapped_file_queue, message_codec
 from ariane.store import settings as store_settings
 
 _log = logging.getLogger(__name__)
@@ -171,19 +171,8 @@ def _check_int(name: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{name}={value} is outside [{low}, {high}]")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    """What retention needs to know of one commit-log segment file.
-
-    Attributes:
-        start_offset: the commit-log offset of its first byte (its file name).
-        size_bytes: its size on disk, in bytes.
-        last_modified_ms: when it was last written, ms since the epoch (its mtime).
-    """
-
-    start_offset: ids.CommitLogOffset
-    size_bytes: int
-    last_modified_ms: int
+SegmentInfo = mapped_file_queue.SegmentInfo
+"""One commit-log segment file as retention sees it (``mapped_file_queue.SegmentInfo``)."""
 
 
 class DiskState(enum.Enum):
@@ -267,7 +256,7 @@ class RetentionPlan:
 
         Consume-queue and index files wholly below it can be deleted afterwards.
         """
-        return self.kept[0].start_offset if self.kept else None
+        return ids.CommitLogOffset(self.kept[0].start_offset) if self.kept else None
 
     @property
     def deletes_unconsumed(self) -> tuple[SegmentInfo, ...]:
@@ -378,7 +367,7 @@ def _deletable_prefix(
     for count, segment in enumerate(candidates):
         if count >= settings.delete_file_batch_max:
             return count, StopReason.BATCH_MAX
-        expired = now_ms - segment.last_modified_ms >= settings.file_reserved_ms
+        expired = now_ms - segment.modified_ms >= settings.file_reserved_ms
         if expired:
             continue
         if not forced:

@@ -140,11 +140,6 @@ class StoreSettings:
         return self.message_size_bytes_max + RECORD_OVERHEAD_BYTES_MAX
 
     @property
-    def consume_queue_file_size_bytes(self) -> int:
-        """Size of one ConsumeQueue segment file, bytes (20 x entries)."""
-        return 20 * self.consume_queue_file_entries
-
-    @property
     def flush_least_bytes(self) -> int:
         """``flush_least_pages`` in bytes."""
         return self.flush_least_pages * PAGE_SIZE_BYTES

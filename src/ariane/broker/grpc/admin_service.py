@@ -355,7 +355,7 @@ class AdminService:
     def _read(self, offsets: Iterable[int]) -> list[message.StoredMessage]:
         found: list[message.StoredMessage] = []
         for offset in offsets:
-            result = self._rt.store.get_message(offset)
+            result = self._rt.store.get_message(ids.CommitLogOffset(offset))
             if result.status is commit_log.LookupStatus.FOUND and result.message is not None:
                 found.append(result.message)
         return found
