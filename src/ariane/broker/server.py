@@ -18,8 +18,9 @@ import shutil
 import time
 
 from ariane import metrics
-from ariane.broker import config, metrics_view
+from ariane.broker import metrics_view
 from ariane.broker import runtime as runtime_mod
+from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import admin_service, frontend, messaging, routes
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, send
@@ -45,7 +46,7 @@ class BrokerServer:
     """
 
     def __init__(
-        self, settings: config.BrokerSettings, *, clock: clock_mod.Clock | None = None
+        self, settings: broker_settings.BrokerSettings, *, clock: clock_mod.Clock | None = None
     ) -> None:
         self.settings = settings
         self.clock = clock or clock_mod.SystemClock()
@@ -161,7 +162,7 @@ class BrokerServer:
                 loop.cancel()
 
     async def _persist_offsets(self, runtime: runtime_mod.BrokerRuntime) -> None:
-        interval_s = self.settings.offset_persist_interval_ms / 1000
+        interval_s = self.settings.core.offsets.persist_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             runtime.persist_offsets()
