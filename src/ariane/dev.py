@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import pathlib
 import signal
 import socket
@@ -272,12 +271,3 @@ def run_dev_cluster(
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` exists (used by tests to prove children were stopped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -155,7 +155,7 @@ class MessagingService:
         merged.subscription.fifo = group.consume_orderly
         policy = group.effective_retry_policy()
         backoff = pb.v2.RetryPolicy(max_attempts=group.max_delivery_attempts)
-        if policy.kind is subscriptions.RetryPolicyKind.EXPONENTIAL:
+        if policy.kind is subscriptions.GroupRetryPolicyType.EXPONENTIAL:
             backoff.exponential_backoff.CopyFrom(
                 pb.v2.ExponentialBackoff(
                     initial=messages.duration(policy.initial_ms),
