@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from ariane.broker import runtime
+from ariane.broker import assembly, runtime
 from ariane.broker.grpc import admin_convert
 from ariane.broker.processors import admin
 from ariane.common import errors, ids
@@ -31,30 +31,6 @@ _RESET_TARGETS = {
 }
 
 
-def processor_for(broker: runtime.BrokerRuntime) -> admin.AdminProcessor:
-    """The admin processor over ``broker``'s tables, POP service and store."""
-    settings = broker.settings
-    return admin.AdminProcessor(
-        admin.AdminDependencies(
-            topic_table=broker.topics,
-            group_table=broker.groups,
-            offset_table=broker.offsets,
-            pop_service=broker.pop_service,
-            store=broker.store,
-            key_index=broker.index,
-            queue_progress=broker.queue_progress,
-            persist_offsets=broker.persist_offsets,
-            route_changed=broker.route_changed,
-            broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
-            default_queue_nums=settings.core.topics.default_queue_nums,
-            query_results_max=settings.index.query_results_max,
-            counters=broker.counters,
-            store_dir=settings.store_dir,
-        )
-    )
-
-
 def handler(broker: runtime.BrokerRuntime) -> grpc.GenericRpcHandler:
     """The gRPC handler serving ``ariane.admin.v1.Admin`` from ``broker``."""
     return rpc.service_handler(pb.ADMIN_SERVICE, AdminService(broker))
@@ -65,14 +41,14 @@ class AdminService:
 
     Args:
         broker: the runtime; the processor is built over it and the stats' identity read.
-        processor: the admin processor to call (default: ``processor_for(broker)``).
+        processor: the admin processor to call (default: ``assembly.admin_processor(broker)``).
     """
 
     def __init__(
         self, broker: runtime.BrokerRuntime, processor: admin.AdminProcessor | None = None
     ) -> None:
         self._rt = broker
-        self._admin = processor or processor_for(broker)
+        self._admin = processor or assembly.admin_processor(broker)
 
     def _done(self, text: str) -> pb.v2.Status:
         return codes.ok(f"{text} on {self._rt.broker_name}")
