@@ -9,14 +9,14 @@ import zlib
 from collections.abc import Iterator
 
 import pytest
-from tests import broker_harness
-from tests.broker_harness import incoming
 
+import broker_harness
 from ariane.broker.grpc import admin_service
 from ariane.broker.processors import admin
 from ariane.broker.tables import subscriptions
 from ariane.common import errors, ids, message, topics
 from ariane.remoting import pb
+from broker_harness import incoming
 
 T = ids.TopicName("orders")
 
@@ -143,6 +143,6 @@ def test_admin_adapter_runs_in_process_with_a_fake_context(
     context = broker_harness.FakeCallContext()
     request = pb.admin.CreateTopicRequest(topic=pb.admin.Topic(name="fresh"))
     answer = asyncio.run(service.create_topic(request, context))  # type: ignore[arg-type]
-    assert answer.status.code == errors.Code.OK
+    assert answer.status.code == errors.Code.OK.value
     assert (answer.topic.read_queue_nums, answer.topic.write_queue_nums) == (8, 8)
     assert "fresh" in harness.runtime.topics
