@@ -1,6 +1,7 @@
 """The storage engine: CommitLog, ConsumeQueue, dispatch, flush, checkpoint and recovery.
 
-Standard library only; no network code outside ``store.ha``. See DESIGN.md §5. The entry point
+Standard library only and no network code (replication, DESIGN.md §7, has not landed).
+See DESIGN.md §5. The entry point
 is ``MessageStore.open``; the names below are the public surface (the IndexFile plugs in as a
 ``KeyIndexSink``; a retention policy uses ``SegmentInfo`` and ``delete_expired_commit_log``).
 """
