@@ -14,7 +14,8 @@ import grpc
 from google.protobuf import message as pb_message
 
 import store_testing
-from ariane.broker import config, runtime
+from ariane.broker import runtime
+from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import admin_service
 from ariane.broker.tables import topic_config
 from ariane.common import clock, ids, message
@@ -25,9 +26,9 @@ from ariane.store import commit_log, index_file
 from ariane.store import settings as store_settings
 
 
-def tiny_settings(store_dir: pathlib.Path, **overrides: Any) -> config.BrokerSettings:
+def tiny_settings(store_dir: pathlib.Path, **overrides: Any) -> broker_settings.BrokerSettings:
     """Broker settings with 64 KiB CommitLog segments, 64-entry CQ files and a tiny index."""
-    base = config.BrokerSettings(
+    base = broker_settings.BrokerSettings(
         store_dir=store_dir,
         store=store_settings.StoreSettings(
             commit_log_file_size_bytes=64 * 1024,

@@ -185,8 +185,8 @@ def test_groups_auto_create_on_first_use_and_survive_reopen(tmp_path: pathlib.Pa
     created = manager.require("billing")
     assert created.max_delivery_attempts == 17 and created.retry_max_times == 16
     assert created.effective_retry_policy() == subscriptions.DEFAULT_RETRY_POLICY
-    policy = subscriptions.RetryPolicy(
-        kind=subscriptions.RetryPolicyKind.EXPONENTIAL, initial_ms=1000, max_ms=8000
+    policy = subscriptions.GroupRetryPolicy(
+        kind=subscriptions.GroupRetryPolicyType.EXPONENTIAL, initial_ms=1000, max_ms=8000
     )
     updated = subscriptions.SubscriptionGroupConfig(
         group=G("billing"), consume_orderly=True, max_delivery_attempts=4, retry_policy=policy
@@ -210,12 +210,12 @@ def test_group_rules_and_bounds(tmp_path: pathlib.Path) -> None:
     for bad in (
         subscriptions.SubscriptionGroupConfig(group=G("g1"), max_delivery_attempts=0),
         subscriptions.SubscriptionGroupConfig(
-            group=G("g1"), retry_policy=subscriptions.RetryPolicy(delays_ms=())
+            group=G("g1"), retry_policy=subscriptions.GroupRetryPolicy(delays_ms=())
         ),
         subscriptions.SubscriptionGroupConfig(
             group=G("g1"),
-            retry_policy=subscriptions.RetryPolicy(
-                kind=subscriptions.RetryPolicyKind.EXPONENTIAL, initial_ms=10, max_ms=5
+            retry_policy=subscriptions.GroupRetryPolicy(
+                kind=subscriptions.GroupRetryPolicyType.EXPONENTIAL, initial_ms=10, max_ms=5
             ),
         ),
     ):
@@ -229,7 +229,9 @@ def test_retry_policies_follow_rocketmq_defaults() -> None:
     default = subscriptions.DEFAULT_RETRY_POLICY
     assert [default.next_delay_ms(a) for a in (1, 2, 3)] == [1_000, 5_000, 10_000]
     assert default.next_delay_ms(18) == default.next_delay_ms(500) == 7_200_000
-    exponential = subscriptions.RetryPolicy(kind=subscriptions.RetryPolicyKind.EXPONENTIAL)
+    exponential = subscriptions.GroupRetryPolicy(
+        kind=subscriptions.GroupRetryPolicyType.EXPONENTIAL
+    )
     assert [exponential.next_delay_ms(a) for a in (1, 2, 3)] == [5_000, 10_000, 20_000]
     assert exponential.next_delay_ms(10_000) == 7_200_000
     fifo_group = subscriptions.SubscriptionGroupConfig(group=G("f"), consume_orderly=True)

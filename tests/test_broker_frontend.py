@@ -24,7 +24,7 @@ import grpc
 import pytest
 
 from ariane import dev
-from ariane.broker import config
+from ariane.broker import settings as broker_settings
 from ariane.common import process
 from ariane.remoting import pb, rpc
 
@@ -209,10 +209,10 @@ def test_zero_workers_serve_from_the_store_owning_process(tmp_path: pathlib.Path
 def test_the_workers_setting_is_bounded_and_defaults_to_the_cpu_count() -> None:
     """``workers`` takes 0..64 from TOML; absent, it is the CPU count (one CPU: none)."""
     store = {"store_dir": "/tmp/unused"}
-    assert config.from_mapping({**store, "workers": 3}).effective_workers() == 3
-    assert config.from_mapping({**store, "workers": 0}).effective_workers() == 0
-    cpus = min(process.available_cpus(), config.WORKERS_AUTO_MAX)
-    assert config.from_mapping(store).effective_workers() == (cpus if cpus >= 2 else 0)
+    assert broker_settings.from_mapping({**store, "workers": 3}).effective_workers() == 3
+    assert broker_settings.from_mapping({**store, "workers": 0}).effective_workers() == 0
+    cpus = min(process.available_cpus(), broker_settings.WORKERS_AUTO_MAX)
+    assert broker_settings.from_mapping(store).effective_workers() == (cpus if cpus >= 2 else 0)
     for bad in ("two", 65, -1, True):
         with pytest.raises(ValueError, match="workers"):
-            config.from_mapping({**store, "workers": bad})
+            broker_settings.from_mapping({**store, "workers": bad})

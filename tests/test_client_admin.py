@@ -106,7 +106,7 @@ def test_groups_lag_and_messages_across_brokers(tmp_path: pathlib.Path) -> None:
             ("broker-a", True, 3),
             ("broker-b", True, 3),
         }
-        policy = client.RetryPolicy(client.RetryKind.CUSTOMIZED, delays_ms=(1_000, 5_000))
+        policy = client.GroupRetryPolicy(client.RetryKind.CUSTOMIZED, delays_ms=(1_000, 5_000))
         await admin.create_group("audit", retry_policy=policy, broker_names=["broker-a"])
         groups = await admin.list_groups()
         assert [(g.name, g.broker_name) for g in groups] == [

@@ -18,13 +18,13 @@ def topic_config(
     write: int = 4,
     perm: int = RW,
     kind: message.MessageType = NORMAL,
-) -> rim.TopicConfig:
-    return rim.TopicConfig(ids.TopicName(name), read, write, perm, kind)
+) -> rim.RegisteredTopic:
+    return rim.RegisteredTopic(ids.TopicName(name), read, write, perm, kind)
 
 
 def registration(
     broker_name: str,
-    *configs: rim.TopicConfig,
+    *configs: rim.RegisteredTopic,
     broker_id: int = 0,
     address: str | None = None,
     cluster: str = "DefaultCluster",

@@ -2,7 +2,9 @@
 
 The distribution is one package with a subpackage per component (see DESIGN.md §3):
 ``common`` (values, errors, clock), ``store`` (the storage engine), ``remoting`` (protobuf and
-gRPC helpers), ``namesrv``, ``broker``, ``client``, ``metrics``, ``operator`` and ``connectors``.
+gRPC helpers), ``namesrv``, ``broker``, ``client``, ``metrics``, ``operator`` and ``benchmark``
+(``ariane bench``), plus the ``cli``, ``admin_cli`` and ``dev`` entry points. There are no
+connectors yet.
 """
 
 __version__ = "0.1.0"

@@ -362,7 +362,7 @@ def _iso(ms: int) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _describe_policy(policy: admin_types.RetryPolicy | None) -> str:
+def _describe_policy(policy: admin_types.GroupRetryPolicy | None) -> str:
     if policy is None:
         return "default"
     if policy.kind is admin_types.RetryKind.EXPONENTIAL:
@@ -479,7 +479,9 @@ async def _group_create(client: Client, args: argparse.Namespace) -> Result:
     policy = (
         None
         if args.retry_delays is None
-        else admin_types.RetryPolicy(admin_types.RetryKind.CUSTOMIZED, delays_ms=args.retry_delays)
+        else admin_types.GroupRetryPolicy(
+            admin_types.RetryKind.CUSTOMIZED, delays_ms=args.retry_delays
+        )
     )
     created = await client.create_group(
         args.name,

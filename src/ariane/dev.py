@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import pathlib
 import signal
 import socket
@@ -212,26 +211,14 @@ def dev_cluster(
         )
         children.append(namesrv)
         wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
-        config_path = data_dir / "broker.toml"
-        config_path.write_text(DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type))
-        broker = _ariane(
-            [
-                "broker",
-                "--config",
-                str(config_path),
-                "--namesrv",
-                namesrv_addr,
-                "--listen",
-                broker_addr,
-                "--metrics-listen",
-                broker_metrics,
-                "--store-dir",
-                str(data_dir / "store"),
-                "--broker-name",
-                broker_name,
+        broker = _start_broker(
+            data_dir,
+            flush_disk_type=flush_disk_type,
+            flags=[
+                *("--namesrv", namesrv_addr, "--listen", broker_addr),
+                *("--metrics-listen", broker_metrics, "--broker-name", broker_name),
                 *([] if workers is None else ["--workers", str(workers)]),
             ],
-            data_dir / "broker.log",
         )
         children.append(broker)
         wait_until_listening("127.0.0.1", broker_port, process=broker, timeout_s=READY_TIMEOUT_S)
@@ -246,6 +233,18 @@ def dev_cluster(
     finally:
         for child in reversed(children):
             stop_process(child)
+
+
+def _start_broker(
+    data_dir: pathlib.Path, *, flush_disk_type: str, flags: list[str]
+) -> subprocess.Popen[bytes]:
+    """Start ``ariane broker`` over ``data_dir/store`` with the dev TOML and ``flags``."""
+    config_path = data_dir / "broker.toml"
+    config_path.write_text(DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type))
+    return _ariane(
+        ["broker", "--config", str(config_path), "--store-dir", str(data_dir / "store"), *flags],
+        data_dir / "broker.log",
+    )
 
 
 def run_dev_cluster(
@@ -272,12 +271,3 @@ def run_dev_cluster(
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with ``pid`` exists (used by tests to prove children were stopped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

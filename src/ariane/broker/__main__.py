@@ -1,6 +1,6 @@
 """``python -m ariane.broker`` / ``ariane broker``: run one broker until SIGTERM/SIGINT.
 
-Settings come from ``--config FILE`` (TOML, see ``broker.config``) with flags overriding it.
+Settings come from ``--config FILE`` (TOML, see ``broker.settings``) with flags overriding it.
 Logging is configured here and nowhere else. Exits 0 after a clean shutdown, 2 for bad
 arguments or settings (the message says which and how to fix it), 1 when the store cannot be
 opened or the port cannot be bound.
@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ariane.broker import config, server
+from ariane.broker import server
+from ariane.broker import settings as broker_settings
 from ariane.common import ids, process
 from ariane.store import settings as store_settings
 
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        help=f"gRPC listen address (default {config.DEFAULT_LISTEN})",
+        help=f"gRPC listen address (default {broker_settings.DEFAULT_LISTEN})",
     )
     parser.add_argument(
         "--advertise",
@@ -64,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_args(args: argparse.Namespace) -> config.BrokerSettings:
+def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettings:
     """Build settings from the config file and flags.
 
     Raises:
@@ -83,9 +84,9 @@ def settings_from_args(args: argparse.Namespace) -> config.BrokerSettings:
         "cluster": args.cluster,
     }
     settings = (
-        config.load_toml(args.config, **overrides)
+        broker_settings.load_toml(args.config, **overrides)
         if args.config
-        else config.from_mapping({}, **overrides)
+        else broker_settings.from_mapping({}, **overrides)
     )
     if args.flush_disk_type:
         store = dataclasses.replace(

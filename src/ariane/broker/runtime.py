@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import socket
 
-from ariane.broker import config
+from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
@@ -71,7 +71,7 @@ class BrokerRuntime:
         CorruptMetadataError: if a config file exists but does not parse.
     """
 
-    def __init__(self, settings: config.BrokerSettings, *, time: clock.Clock) -> None:
+    def __init__(self, settings: broker_settings.BrokerSettings, *, time: clock.Clock) -> None:
         self.settings = settings
         self.clock = time
         root = settings.store_dir

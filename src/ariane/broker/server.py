@@ -16,11 +16,12 @@ import contextlib
 import logging
 
 from ariane import metrics
-from ariane.broker import config, metrics_view
+from ariane.broker import assembly, metrics_view
 from ariane.broker import runtime as runtime_mod
+from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import admin_service, frontend, messaging, routes
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume, send
+from ariane.broker.processors import consume
 from ariane.broker.services import registration
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
@@ -42,7 +43,7 @@ class BrokerServer:
     """
 
     def __init__(
-        self, settings: config.BrokerSettings, *, clock: clock_mod.Clock | None = None
+        self, settings: broker_settings.BrokerSettings, *, clock: clock_mod.Clock | None = None
     ) -> None:
         self.settings = settings
         self.clock = clock or clock_mod.SystemClock()
@@ -72,29 +73,13 @@ class BrokerServer:
         channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
         client_registry = clients.ClientRegistry(time=self.clock)
         lookup = routes.RouteLookup(runtime, channels)
-        consumer = consume.ConsumeProcessor(
-            pop_service=runtime.pop_service,
-            store=runtime.store,
-            topic_table=runtime.topics,
-            group_table=runtime.groups,
-            polling=runtime.polling,
-            counters=runtime.counters,
-            route_changed=runtime.route_changed,
-            receive=self.settings.receive,
-            broker_name=runtime.broker_name,
-            time=self.clock,
+        processors = assembly.build(runtime, time=self.clock)
+        service = messaging.MessagingService(
+            runtime, processors.sender, processors.consumer, lookup, client_registry
         )
-        sender = send.SendProcessor(
-            store=runtime.store,
-            topics=runtime.topics,
-            polling=runtime.polling,
-            counters=runtime.counters,
-            store_settings=self.settings.store,
-        )
-        service = messaging.MessagingService(runtime, sender, consumer, lookup, client_registry)
         implementations = [
             (pb.MESSAGING_SERVICE, service),
-            (pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
+            (pb.ADMIN_SERVICE, admin_service.AdminService(runtime, processors.admin)),
             (pb.INGEST_SERVICE, messaging.IngestService(service)),
         ]
         assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
@@ -124,7 +109,9 @@ class BrokerServer:
                 front.workers,
             )
             self.started.set()
-            await self._run_services(stop, runtime, registrar, client_registry, consumer, front)
+            await self._run_services(
+                stop, runtime, registrar, client_registry, processors.consumer, front
+            )
         finally:
             _log.info("broker stopping")
             exposition.close()
@@ -158,7 +145,7 @@ class BrokerServer:
                 loop.cancel()
 
     async def _persist_offsets(self, runtime: runtime_mod.BrokerRuntime) -> None:
-        interval_s = self.settings.offset_persist_interval_ms / 1000
+        interval_s = self.settings.core.offsets.persist_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             runtime.persist_offsets()

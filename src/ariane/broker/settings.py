@@ -1,17 +1,53 @@
-"""Settings of the broker's pure core: topics, groups, offsets, pop bookkeeping, filters, polling.
+"""The broker's one settings tree: identity, network, name servers, store, index and core.
 
-Each group is a frozen dataclass with a docstring per field giving its unit and the RocketMQ
-setting (and default) it mirrors; every count, size and interval has a bound. ``__post_init__``
-refuses values outside their bounds with ``ValueError`` so a bad configuration fails once, at
-load time, in the composition root. ``CoreSettings`` bundles the groups; the broker's full
-settings compose it.
+``BrokerSettings`` is the root; every group below it is a frozen slotted dataclass with a
+docstring per field giving its unit and the RocketMQ setting (and default) it mirrors; every
+count, size and interval has a bound, and ``__post_init__`` refuses values outside it with
+``ValueError``. The tree is loaded and validated once in the composition root (``__main__``)
+from a TOML file (``--config``) and/or command-line flags (``load_toml``/``from_mapping``), and
+passed down explicitly: the tables, filters and POP state take their own group
+(``CoreSettings``), nothing reads a global.
+
+TOML layout (every key optional; a table per nested group, keys are the field names)::
+
+    cluster = "DefaultCluster"
+    broker_name = "broker-a"
+    broker_id = 0
+    listen = "127.0.0.1:8081"
+    workers = 2        # front-end worker processes; absent = the CPU count (1 CPU: none)
+    advertised_endpoint = "broker-a-0.broker-a:8081"
+    metrics_listen = "0.0.0.0:5557"
+    namesrv = ["127.0.0.1:9876"]     # or one string
+    store_dir = ".ariane/store"
+    register_interval_ms = 30000
+    offset_persist_interval_ms = 5000   # same as [core.offsets] persist_interval_ms
+    [store]            # StoreSettings, e.g. flush_disk_type = "SYNC_FLUSH"
+    [index]            # IndexSettings
+    [retention]        # RetentionSettings
+    [receive]          # ReceiveSettings, e.g. consume_from_where = "LAST_OFFSET"
+    [server]           # gRPC ServerSettings
+    [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
+    [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
+
+Unknown keys, values of the wrong type and values out of bounds are refused with the key's
+dotted path in the message. Enum fields take their value's name (``"SYNC_FLUSH"``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import pathlib
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
 
-from ariane.common import limits
+from ariane.common import ids, limits, process, topics
+from ariane.remoting import server as grpc_server
+from ariane.store import index_file, retention
+from ariane.store import settings as store_settings
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -155,3 +191,254 @@ class CoreSettings:
 
     long_polling: LongPollingSettings = dataclasses.field(default_factory=LongPollingSettings)
     """Receive parking."""
+
+
+DEFAULT_LISTEN = "127.0.0.1:8081"
+WORKERS_MAX = 64
+"""Most front-end worker processes one broker runs."""
+WORKERS_AUTO_MAX = 8
+"""Most workers the default picks (a pod without a CPU limit sees every core of its node;
+the operator sets ``workers`` from the pod's CPU limit or request instead)."""
+DEFAULT_CLUSTER = ids.ClusterName("DefaultCluster")
+DEFAULT_BROKER_NAME = ids.BrokerName("broker-a")
+"""Dev default: loopback only; RocketMQ 5's proxy gRPC port is 8081. In a pod use 0.0.0.0."""
+
+
+class ConsumeFromWhere(enum.Enum):
+    """Where a group that never consumed a queue starts (RocketMQ ``ConsumeFromWhere``)."""
+
+    FIRST_OFFSET = "FIRST_OFFSET"
+    """From the queue's min offset: a new group sees what is still retained."""
+    LAST_OFFSET = "LAST_OFFSET"
+    """From the queue's max offset: a new group sees only what is sent from now on."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReceiveSettings:
+    """Receive (pop) behaviour of the v2 ``ReceiveMessage`` RPC."""
+
+    auto_renew_invisible_ms: int = 60_000
+    """Invisible duration of a push consumer's receive (``auto_renew``, no duration given);
+    the proxy's ``defaultInvisibleTimeMills`` is 60 s."""
+
+    long_polling_ms_default: int = 20_000
+    """Long-polling timeout announced in the consumer settings reply (proxy max 20 s)."""
+
+    poll_slice_ms: int = 1_000
+    """Longest single park while long polling, so invisible-time expiries are picked up."""
+
+    deadline_reserve_ms: int = 500
+    """How long before the client's gRPC deadline a receive answers anyway."""
+
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.FIRST_OFFSET
+    """Start of a new group on a queue (RocketMQ starts fresh queues at 0; see the enum)."""
+
+    message_bytes_max: int = 64 * 1024 * 1024
+    """Most body bytes one receive returns (at least one message is always returned)."""
+
+    def __post_init__(self) -> None:
+        limits.check_range(
+            "auto_renew_invisible_ms", self.auto_renew_invisible_ms, 1_000, 12 * 3600_000
+        )
+        limits.check_range("long_polling_ms_default", self.long_polling_ms_default, 1_000, 60_000)
+        limits.check_range("poll_slice_ms", self.poll_slice_ms, 10, 60_000)
+        limits.check_range("deadline_reserve_ms", self.deadline_reserve_ms, 0, 10_000)
+        limits.check_range("message_bytes_max", self.message_bytes_max, 1, 1 << 30)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """Everything one broker process needs to know."""
+
+    store_dir: pathlib.Path
+    """Root of the store (CommitLog, ConsumeQueues, index, config files)."""
+
+    cluster: ids.ClusterName = DEFAULT_CLUSTER
+    """Cluster name (RocketMQ ``brokerClusterName``)."""
+
+    broker_name: ids.BrokerName = DEFAULT_BROKER_NAME
+    """Broker group name (``brokerName``); receipt handles carry it."""
+
+    broker_id: ids.BrokerId = ids.MASTER_BROKER_ID
+    """0 for the master, above 0 for slaves (``brokerId``)."""
+
+    listen: str = DEFAULT_LISTEN
+    """``HOST:PORT`` the gRPC server binds; port 0 picks a free one."""
+
+    advertised_endpoint: str = ""
+    """``HOST:PORT`` clients are told to dial (routes); empty = the listen address."""
+
+    metrics_listen: str = ""
+    """``HOST:PORT`` serving Prometheus ``/metrics`` (RocketMQ's port is 5557); empty = none.
+    Served by the store-owning process, whatever ``workers`` is."""
+
+    workers: int | None = None
+    """Front-end worker processes serving gRPC on ``listen`` (``broker.frontend``), a count;
+    0 = the store-owning process serves gRPC itself; ``None`` = the CPU count the process may
+    use (affinity and cgroup quota, ``process.available_cpus``) up to ``WORKERS_AUTO_MAX``,
+    except that one CPU means 0 (a relay hop on one core only adds cost). RocketMQ 5 scales
+    its gRPC front end with Proxy threads; a Python process needs processes for that."""
+
+    namesrv_addrs: tuple[str, ...] = ("127.0.0.1:9876",)
+    """Name servers to register with, each ``HOST:PORT`` (``namesrvAddr``)."""
+
+    register_interval_ms: int = 30_000
+    """Registration period (``registerNameServerPeriod``, clamped 10-60 s there)."""
+
+    store: store_settings.StoreSettings = dataclasses.field(
+        default_factory=store_settings.StoreSettings
+    )
+    """CommitLog/ConsumeQueue/flush settings."""
+
+    index: index_file.IndexSettings = dataclasses.field(default_factory=index_file.IndexSettings)
+    """IndexFile geometry (query by key / id)."""
+
+    retention: retention.RetentionSettings = dataclasses.field(
+        default_factory=retention.RetentionSettings
+    )
+    """File retention and disk watermarks."""
+
+    core: CoreSettings = dataclasses.field(default_factory=CoreSettings)
+    """Topic/group/offset tables, pop, filters, long polling."""
+
+    receive: ReceiveSettings = dataclasses.field(default_factory=ReceiveSettings)
+    """ReceiveMessage behaviour."""
+
+    server: grpc_server.ServerSettings = dataclasses.field(
+        default_factory=grpc_server.ServerSettings
+    )
+    """gRPC server options."""
+
+    def __post_init__(self) -> None:
+        grpc_server.parse_listen(self.listen)
+        if self.advertised_endpoint:
+            grpc_server.parse_listen(self.advertised_endpoint)
+        if self.metrics_listen:
+            grpc_server.parse_listen(self.metrics_listen)
+        for addr in self.namesrv_addrs:
+            grpc_server.parse_listen(addr)
+        if not self.namesrv_addrs:
+            raise ValueError("at least one name server is needed (--namesrv HOST:PORT)")
+        if len(self.namesrv_addrs) > 64:
+            raise ValueError("at most 64 name servers")
+        topics.validate_group(self.broker_name)  # same character rules as groups
+        limits.check_range("broker_id", self.broker_id, 0, 1_000)
+        if self.workers is not None:
+            if not isinstance(self.workers, int) or isinstance(self.workers, bool):
+                raise ValueError(f"workers must be a whole number, not {self.workers!r}")
+            limits.check_range("workers", self.workers, 0, WORKERS_MAX)
+        limits.check_range("register_interval_ms", self.register_interval_ms, 1_000, 60_000)
+
+    def effective_workers(self) -> int:
+        """How many front-end workers to run (``workers`` with ``None`` resolved)."""
+        if self.workers is not None:
+            return self.workers
+        cpus = min(process.available_cpus(), WORKERS_AUTO_MAX)
+        return cpus if cpus >= 2 else 0
+
+    def client_endpoint(self, bound_port: int) -> str:
+        """The endpoint to advertise, given the port the server actually bound."""
+        if self.advertised_endpoint:
+            return self.advertised_endpoint
+        host, _ = grpc_server.parse_listen(self.listen)
+        if host in ("0.0.0.0", "", "::", "[::]"):
+            host = "127.0.0.1"
+        return f"{host}:{bound_port}"
+
+
+_TOP_LEVEL_ALIASES = {"namesrv": "namesrv_addrs"}
+"""TOML keys whose field has another name."""
+
+_SCALARS: tuple[type, ...] = (bool, int, float, str)
+
+
+def load_toml(path: pathlib.Path, **overrides: Any) -> BrokerSettings:
+    """Read a TOML config file and apply command-line overrides (non-``None`` values win).
+
+    Raises:
+        ValueError: unknown keys, wrong types or values out of bounds, with the key named.
+        OSError: if the file cannot be read.
+    """
+    raw = tomllib.loads(path.read_text()) if path else {}
+    return from_mapping(raw, **overrides)
+
+
+def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
+    """Build settings from a parsed TOML mapping plus overrides (see ``load_toml``).
+
+    ``overrides`` are top-level ``BrokerSettings`` fields (the flags); ``None`` means unset.
+
+    Raises:
+        ValueError: unknown keys, wrong types or values out of bounds (the key's path named).
+    """
+    values = dict(raw)
+    for alias, name in _TOP_LEVEL_ALIASES.items():
+        if alias in values:
+            values[name] = values.pop(alias)
+    if "namesrv_addrs" in values and isinstance(values["namesrv_addrs"], str):
+        values["namesrv_addrs"] = [values["namesrv_addrs"]]
+    legacy_persist = values.pop("offset_persist_interval_ms", None)
+    if legacy_persist is not None:
+        core = dict(values.get("core", {}))
+        offsets = dict(core.get("offsets", {}))
+        offsets.setdefault("persist_interval_ms", legacy_persist)
+        values["core"] = {**core, "offsets": offsets}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if "store_dir" not in values:
+        raise ValueError("store_dir is required (--store-dir DIR or store_dir in the config)")
+    settings = _build(BrokerSettings, values, "")
+    assert isinstance(settings, BrokerSettings)
+    return settings
+
+
+def _build(cls: type[Any], raw: object, path: str) -> Any:
+    """One dataclass of the tree from its mapping, recursing into nested groups."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"[{path}] must be a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"{path}.{key}" if path else key
+        if key not in known:
+            raise ValueError(f"unknown broker setting {where!r}; known here: {sorted(known)}")
+        values[key] = _convert(hints[key], value, where)
+    return cls(**values)
+
+
+def _convert(hint: Any, value: object, where: str) -> object:
+    """``value`` as the field type ``hint`` wants it (``ValueError`` naming ``where``)."""
+    target = getattr(hint, "__supertype__", hint)  # NewType -> its base
+    origin = typing.get_origin(target)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        target = next(a for a in typing.get_args(target) if a is not type(None))
+        origin = typing.get_origin(target)
+    if dataclasses.is_dataclass(target) and isinstance(target, type):
+        return _build(target, value, where)
+    if isinstance(target, type) and issubclass(target, enum.Enum):
+        try:
+            return target(value)
+        except ValueError:
+            names = [m.value for m in target]
+            raise ValueError(f"{where}={value!r} is not one of {names}") from None
+    if target is pathlib.Path:
+        if not isinstance(value, (str, pathlib.Path)):
+            raise ValueError(f"{where} must be a path string, not {value!r}")
+        return pathlib.Path(value)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where} must be a list, not {value!r}")
+        return tuple(value)
+    if target in _SCALARS and not _is_instance(value, target):
+        raise ValueError(f"{where} must be a {target.__name__}, not {value!r}")
+    return value
+
+
+def _is_instance(value: object, target: type) -> bool:
+    if target is bool or isinstance(value, bool):
+        return isinstance(value, bool) and target is bool
+    if target is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, target)

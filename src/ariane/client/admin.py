@@ -366,7 +366,7 @@ class AdminClient:
         consume_orderly: bool = False,
         max_delivery_attempts: int = 0,
         broadcast: bool = False,
-        retry_policy: types.RetryPolicy | None = None,
+        retry_policy: types.GroupRetryPolicy | None = None,
         broker_names: Sequence[str] = (),
     ) -> list[types.GroupInfo]:
         """Create (or replace) a consumer group's config on every master, or on the named
@@ -455,7 +455,7 @@ class AdminClient:
 
     async def reset_offset(
         self, group: str, topic: str, target: types.ResetTarget, *, timestamp_ms: int = 0
-    ) -> list[types.QueueOffset]:
+    ) -> list[types.ResetQueueOffset]:
         """Move a group on every queue of a topic (RocketMQ ``mqadmin resetOffsetByTime``).
 
         Args:
@@ -475,7 +475,7 @@ class AdminClient:
             await self.topic_masters(topic), "ResetOffset", request, pb.admin.ResetOffsetResponse
         )
         return [
-            types.QueueOffset(m.broker_name, o.topic, o.queue_id, o.offset)
+            types.ResetQueueOffset(m.broker_name, o.topic, o.queue_id, o.offset)
             for m, r in done
             for o in r.offsets
         ]

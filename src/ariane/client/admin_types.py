@@ -78,7 +78,7 @@ class RetryKind(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class GroupRetryPolicy:
     """A group's redelivery backoff (RocketMQ ``GroupRetryPolicy``).
 
     Attributes:
@@ -108,12 +108,12 @@ class RetryPolicy:
         return result
 
     @staticmethod
-    def from_message(value: pb.v2.RetryPolicy) -> RetryPolicy | None:
+    def from_message(value: pb.v2.RetryPolicy) -> GroupRetryPolicy | None:
         """The policy a v2 ``RetryPolicy`` describes, ``None`` when it names no strategy."""
         strategy = value.WhichOneof("strategy")
         if strategy == "exponential_backoff":
             backoff = value.exponential_backoff
-            return RetryPolicy(
+            return GroupRetryPolicy(
                 kind=RetryKind.EXPONENTIAL,
                 initial_ms=backoff.initial.ToMilliseconds(),
                 max_ms=backoff.max.ToMilliseconds(),
@@ -121,7 +121,7 @@ class RetryPolicy:
             )
         if strategy == "customized_backoff":
             delays = tuple(d.ToMilliseconds() for d in value.customized_backoff.next)
-            return RetryPolicy(kind=RetryKind.CUSTOMIZED, delays_ms=delays)
+            return GroupRetryPolicy(kind=RetryKind.CUSTOMIZED, delays_ms=delays)
         return None
 
 
@@ -143,13 +143,15 @@ class GroupInfo:
     consume_orderly: bool
     max_delivery_attempts: int
     broadcast: bool
-    retry_policy: RetryPolicy | None
+    retry_policy: GroupRetryPolicy | None
 
     @staticmethod
     def from_message(broker_name: str, value: pb.admin.SubscriptionGroup) -> GroupInfo:
         """The group an admin ``SubscriptionGroup`` describes."""
         policy = (
-            RetryPolicy.from_message(value.retry_policy) if value.HasField("retry_policy") else None
+            GroupRetryPolicy.from_message(value.retry_policy)
+            if value.HasField("retry_policy")
+            else None
         )
         return GroupInfo(
             broker_name=broker_name,
@@ -214,7 +216,7 @@ class ResetTarget(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class QueueOffset:
+class ResetQueueOffset:
     """A consumer offset set by ``reset_offset``.
 
     Attributes:

@@ -71,8 +71,9 @@ class RouteSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """A topic as one broker group registers it (RocketMQ ``TopicConfig``, the fields routes use).
+class RegisteredTopic:
+    """A topic as one broker group registers it: the fields of RocketMQ ``TopicConfig`` that
+    routes use (the broker's full config is ``broker.tables.topic_config.TopicConfig``).
 
     Attributes:
         topic: topic name.
@@ -109,7 +110,7 @@ class BrokerRegistration:
     client_address: str
     ha_address: str
     data_version: int
-    topic_configs: tuple[TopicConfig, ...]
+    topic_configs: tuple[RegisteredTopic, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -339,7 +340,7 @@ class RouteInfoManager:
         return BrokerGroup(group.cluster, broker_name, tuple(members))
 
     def _replace_topic_configs(
-        self, broker_name: ids.BrokerName, configs: tuple[TopicConfig, ...]
+        self, broker_name: ids.BrokerName, configs: tuple[RegisteredTopic, ...]
     ) -> None:
         wanted = {c.topic: c for c in configs}
         for topic in [t for t, by in self._topic_queue_table.items() if broker_name in by]:

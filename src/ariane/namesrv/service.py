@@ -42,7 +42,7 @@ def registration_of(request: pb.registry.RegisterBrokerRequest) -> rim.BrokerReg
     try:
         client_address = convert.address_text(request.client_endpoint)
         configs = tuple(
-            rim.TopicConfig(
+            rim.RegisteredTopic(
                 topic=ids.TopicName(c.topic),
                 read_queue_nums=c.read_queue_nums,
                 write_queue_nums=c.write_queue_nums,

@@ -149,14 +149,14 @@ async def reconcile_topic(
     }
 
 
-def _retry_policy(spec: resources.ConsumerGroupSpec) -> admin_types.RetryPolicy | None:
+def _retry_policy(spec: resources.ConsumerGroupSpec) -> admin_types.GroupRetryPolicy | None:
     policy = spec.get("retryPolicy")
     if not policy:
         return None
     if policy.get("type", "EXPONENTIAL") == "CUSTOMIZED":
         delays = tuple(policy.get("customizedBackoffMs", []))
-        return admin_types.RetryPolicy(kind=admin_types.RetryKind.CUSTOMIZED, delays_ms=delays)
-    return admin_types.RetryPolicy(
+        return admin_types.GroupRetryPolicy(kind=admin_types.RetryKind.CUSTOMIZED, delays_ms=delays)
+    return admin_types.GroupRetryPolicy(
         kind=admin_types.RetryKind.EXPONENTIAL,
         initial_ms=policy.get("initialBackoffMs", 1000),
         max_ms=policy.get("maxBackoffMs", 7_200_000),

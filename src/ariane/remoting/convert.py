@@ -156,11 +156,6 @@ def permission(*, readable: bool, writable: bool) -> pb.v2.Permission:
     return pb.v2.Permission.NONE
 
 
-def permission_of(perm: int) -> pb.v2.Permission:
-    """The v2 ``Permission`` of RocketMQ perm bits (READ 4, WRITE 2)."""
-    return permission(readable=route.is_readable(perm), writable=route.is_writeable(perm))
-
-
 def message_queues(
     *,
     topic: pb.v2.Resource,

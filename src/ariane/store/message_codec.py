@@ -1,9 +1,9 @@
 """The CommitLog record format: RocketMQ's stored-message layout, pure encode/decode, no I/O.
 
-Longer than the store's ~600-line bound on purpose: it is the one codec of the record (layout
-table, encode, the hot-path prepare, decode with every bounds check, offset message ids), and
-splitting the layout from the code that must match it byte for byte would separate the table
-from its only readers.
+Module length: longer than the store's ~600-line bound on purpose: it is the one codec of the
+record (layout table, encode, the hot-path prepare, decode with every bounds check, offset
+message ids), and splitting the layout from the code that must match it byte for byte would
+separate the table from its only readers.
 
 Every integer is big-endian (Java ``ByteBuffer``). One record::
 

@@ -118,11 +118,11 @@ def updated_topic_config(
 
 
 def retry_policy_message(
-    policy: subscriptions.RetryPolicy, *, max_attempts: int
+    policy: subscriptions.GroupRetryPolicy, *, max_attempts: int
 ) -> pb.v2.RetryPolicy:
     """The v2 ``RetryPolicy`` of a group's backoff, with ``max_attempts`` filled in."""
     result = pb.v2.RetryPolicy(max_attempts=max_attempts)
-    if policy.kind is subscriptions.RetryPolicyKind.EXPONENTIAL:
+    if policy.kind is subscriptions.GroupRetryPolicyType.EXPONENTIAL:
         backoff = result.exponential_backoff
         backoff.initial.FromMilliseconds(policy.initial_ms)
         backoff.max.FromMilliseconds(policy.max_ms)
@@ -133,7 +133,7 @@ def retry_policy_message(
     return result
 
 
-def retry_policy_of(value: pb.v2.RetryPolicy, group: str) -> subscriptions.RetryPolicy | None:
+def retry_policy_of(value: pb.v2.RetryPolicy, group: str) -> subscriptions.GroupRetryPolicy | None:
     """The backoff a v2 ``RetryPolicy`` describes; ``None`` when it names no strategy.
 
     Raises:
@@ -147,15 +147,15 @@ def retry_policy_of(value: pb.v2.RetryPolicy, group: str) -> subscriptions.Retry
                 f"group {group!r}: exponential multiplier {backoff.multiplier} must be a whole "
                 "number (e.g. 2)"
             )
-        return subscriptions.RetryPolicy(
-            kind=subscriptions.RetryPolicyKind.EXPONENTIAL,
+        return subscriptions.GroupRetryPolicy(
+            kind=subscriptions.GroupRetryPolicyType.EXPONENTIAL,
             initial_ms=backoff.initial.ToMilliseconds(),
             max_ms=backoff.max.ToMilliseconds(),
             multiplier=int(backoff.multiplier),
         )
     if strategy == "customized_backoff":
-        return subscriptions.RetryPolicy(
-            kind=subscriptions.RetryPolicyKind.CUSTOMIZED,
+        return subscriptions.GroupRetryPolicy(
+            kind=subscriptions.GroupRetryPolicyType.CUSTOMIZED,
             delays_ms=tuple(d.ToMilliseconds() for d in value.customized_backoff.next),
         )
     return None
@@ -167,7 +167,7 @@ def group_message(config: subscriptions.SubscriptionGroupConfig) -> pb.admin.Sub
         name=config.group,
         consume_orderly=config.consume_orderly,
         max_delivery_attempts=config.max_delivery_attempts,
-        broadcast=config.broadcast_enable,
+        broadcast=config.broadcast_consume_allowed,
     )
     if config.retry_policy is not None:
         result.retry_policy.CopyFrom(
@@ -195,7 +195,7 @@ def group_config_of(
         group=ids.GroupName(value.name),
         consume_enable=True if current is None else current.consume_enable,
         consume_orderly=value.consume_orderly,
-        broadcast_enable=value.broadcast,
+        broadcast_consume_allowed=value.broadcast,
         max_delivery_attempts=value.max_delivery_attempts or limits.MAX_DELIVERY_ATTEMPTS_DEFAULT,
         retry_policy=policy,
     )

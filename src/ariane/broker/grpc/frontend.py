@@ -40,7 +40,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from ariane.broker import config
+from ariane.broker import settings as broker_settings
 from ariane.remoting import pb, relay, rpc
 from ariane.remoting import server as grpc_server
 
@@ -75,7 +75,7 @@ class InProcessFrontEnd:
 
     def __init__(
         self,
-        settings: config.BrokerSettings,
+        settings: broker_settings.BrokerSettings,
         implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
     ) -> None:
         handlers = [rpc.service_handler(s, impl) for s, impl in implementations]
@@ -124,16 +124,16 @@ class WorkerFrontEnd:
     Args:
         settings: the broker's settings (listen address, gRPC options, ``workers``).
         implementations: ``(service descriptor, implementation)`` pairs served on the owner.
-        workers: how many worker processes to run (1..``config.WORKERS_MAX``).
+        workers: how many worker processes to run (1..``broker_settings.WORKERS_MAX``).
     """
 
     def __init__(
         self,
-        settings: config.BrokerSettings,
+        settings: broker_settings.BrokerSettings,
         implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
         workers: int,
     ) -> None:
-        assert 1 <= workers <= config.WORKERS_MAX, f"bad worker count {workers}"
+        assert 1 <= workers <= broker_settings.WORKERS_MAX, f"bad worker count {workers}"
         methods = [m for s, impl in implementations for m in rpc.guarded_methods(s, impl)]
         self._settings = settings
         self._relay = relay.RelayServer(methods, calls_max=RELAY_CALLS_MAX)
@@ -275,7 +275,7 @@ FrontEnd = InProcessFrontEnd | WorkerFrontEnd
 
 
 def build(
-    settings: config.BrokerSettings,
+    settings: broker_settings.BrokerSettings,
     implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
 ) -> FrontEnd:
     """The front end ``settings.workers`` asks for."""

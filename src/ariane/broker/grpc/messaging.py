@@ -21,7 +21,7 @@ import grpc
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import routes
-from ariane.broker.processors import consume, send
+from ariane.broker.processors import client_settings, consume, send
 from ariane.broker.tables import clients, subscriptions
 from ariane.common import errors, ids, limits, message, topics
 from ariane.remoting import codes, convert, messages, metadata, pb, rpc
@@ -31,16 +31,13 @@ _log = logging.getLogger(__name__)
 Context = rpc.CallContext
 """A call's context: the gRPC servicer context, or a front-end relay's (``rpc.CallContext``)."""
 
-PRODUCER_BACKOFF = pb.v2.RetryPolicy(
-    max_attempts=3,
-    exponential_backoff=pb.v2.ExponentialBackoff(
-        initial=messages.duration(10), max=messages.duration(1_000), multiplier=2.0
-    ),
-)
-"""Producer send retries announced in the settings reply (the Java proxy's defaults)."""
-
-RECEIVE_BATCH_SIZE = limits.RECEIVE_BATCH_SIZE_MAX
+RECEIVE_BATCH_SIZE = client_settings.RECEIVE_BATCH_SIZE
 """``receive_batch_size`` announced to consumers; also the most one receive returns."""
+
+_CONSUMER_KINDS = {
+    pb.v2.ClientType.PUSH_CONSUMER: client_settings.ClientKind.PUSH_CONSUMER,
+    pb.v2.ClientType.SIMPLE_CONSUMER: client_settings.ClientKind.SIMPLE_CONSUMER,
+}
 
 
 class MessagingService:
@@ -67,6 +64,12 @@ class MessagingService:
         self._consumer = consumer
         self._routes = route_lookup
         self._clients = client_registry
+        self._settings = client_settings.ClientSettingsProcessor(
+            group_table=runtime.groups,
+            client_registry=client_registry,
+            receive=runtime.settings.receive,
+            message_size_bytes_max=runtime.settings.store.message_size_bytes_max,
+        )
 
     def _client(self, context: Context) -> clients.ClientSession:
         return self._clients.touch(metadata.require_client_id(context))
@@ -113,29 +116,26 @@ class MessagingService:
     async def _merged_settings(
         self, client_id: ids.ClientId, reported: pb.v2.Settings, context: Context
     ) -> pb.v2.Settings:
-        session = self._clients.touch(client_id)
         merged = pb.v2.Settings()
         merged.CopyFrom(reported)
         merged.metric.CopyFrom(pb.v2.Metric(on=False))
         kind = reported.WhichOneof("pub_sub")
         if kind == "publishing" and reported.client_type == pb.v2.ClientType.PRODUCER:
-            session.client_type = "PRODUCER"
-            session.topics = frozenset(t.name for t in reported.publishing.topics)
-            merged.publishing.max_body_size = self._runtime.settings.store.message_size_bytes_max
-            merged.publishing.validate_message_type = True
-            merged.backoff_policy.CopyFrom(PRODUCER_BACKOFF)
+            published = (t.name for t in reported.publishing.topics)
+            producer = self._settings.producer(client_id, published)
+            merged.publishing.max_body_size = producer.max_body_size_bytes
+            merged.publishing.validate_message_type = producer.validate_message_type
+            merged.backoff_policy.CopyFrom(_exponential(producer.backoff))
             return merged
-        if kind == "subscription" and reported.client_type in (
-            pb.v2.ClientType.PUSH_CONSUMER,
-            pb.v2.ClientType.SIMPLE_CONSUMER,
-        ):
-            group = self._runtime.groups.require(
-                topics.validate_group(reported.subscription.group.name)
+        consumer_kind = _CONSUMER_KINDS.get(reported.client_type)
+        if kind == "subscription" and consumer_kind is not None:
+            policy = self._settings.consumer(
+                client_id,
+                consumer_kind,
+                reported.subscription.group.name,
+                (e.topic.name for e in reported.subscription.subscriptions),
             )
-            session.client_type = pb.v2.ClientType.Name(reported.client_type)
-            session.group = group.group
-            session.topics = frozenset(e.topic.name for e in reported.subscription.subscriptions)
-            self._consumer_settings(merged, group)
+            _consumer_settings(merged, policy)
             return merged
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
@@ -143,31 +143,6 @@ class MessagingService:
             "(push/simple consumer)",
         )
         raise AssertionError("unreachable: abort raises")
-
-    def _consumer_settings(
-        self, merged: pb.v2.Settings, group: subscriptions.SubscriptionGroupConfig
-    ) -> None:
-        receive = self._runtime.settings.receive
-        merged.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
-        merged.subscription.long_polling_timeout.CopyFrom(
-            messages.duration(receive.long_polling_ms_default)
-        )
-        merged.subscription.fifo = group.consume_orderly
-        policy = group.effective_retry_policy()
-        backoff = pb.v2.RetryPolicy(max_attempts=group.max_delivery_attempts)
-        if policy.kind is subscriptions.RetryPolicyKind.EXPONENTIAL:
-            backoff.exponential_backoff.CopyFrom(
-                pb.v2.ExponentialBackoff(
-                    initial=messages.duration(policy.initial_ms),
-                    max=messages.duration(policy.max_ms),
-                    multiplier=float(policy.multiplier),
-                )
-            )
-        else:
-            backoff.customized_backoff.CopyFrom(
-                pb.v2.CustomizedBackoff(next=[messages.duration(ms) for ms in policy.delays_ms])
-            )
-        merged.backoff_policy.CopyFrom(backoff)
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -358,14 +333,12 @@ class MessagingService:
             for queue in convert.query_route_queues(found, request.topic)
             if queue.permission in (pb.v2.Permission.READ, pb.v2.Permission.READ_WRITE)
         ]
+        assignments = client_settings.one_assignment_per_broker(
+            assignments, fifo=group.consume_orderly, broker_of=lambda a: a.message_queue.broker.name
+        )
         if not group.consume_orderly:
-            seen: dict[str, pb.v2.Assignment] = {}
             for assignment in assignments:
-                queue = assignment.message_queue
-                if queue.broker.name not in seen:
-                    queue.id = -1
-                    seen[queue.broker.name] = assignment
-            assignments = list(seen.values())
+                assignment.message_queue.id = -1  # POP reads any queue of the broker
         if not assignments:
             raise errors.ForbiddenError(f"topic {topic!r} has no readable queue")
         return pb.v2_service.QueryAssignmentResponse(status=codes.ok(), assignments=assignments)
@@ -418,3 +391,36 @@ def _decode_messages(
         except errors.ArianeError as exc:
             raise send.refuse_request(exc, position, count) from None
     return decoded
+
+
+def _exponential(backoff: client_settings.Backoff) -> pb.v2.RetryPolicy:
+    return pb.v2.RetryPolicy(
+        max_attempts=backoff.max_attempts,
+        exponential_backoff=pb.v2.ExponentialBackoff(
+            initial=messages.duration(backoff.initial_ms),
+            max=messages.duration(backoff.max_ms),
+            multiplier=backoff.multiplier,
+        ),
+    )
+
+
+def _consumer_settings(merged: pb.v2.Settings, policy: client_settings.ConsumerPolicy) -> None:
+    """Fill the subscription part of a consumer's settings reply from its policy."""
+    merged.subscription.receive_batch_size = policy.receive_batch_size
+    merged.subscription.long_polling_timeout.CopyFrom(messages.duration(policy.long_polling_ms))
+    merged.subscription.fifo = policy.fifo
+    retry = policy.retry_policy
+    backoff = pb.v2.RetryPolicy(max_attempts=policy.max_delivery_attempts)
+    if retry.kind is subscriptions.GroupRetryPolicyType.EXPONENTIAL:
+        backoff.exponential_backoff.CopyFrom(
+            pb.v2.ExponentialBackoff(
+                initial=messages.duration(retry.initial_ms),
+                max=messages.duration(retry.max_ms),
+                multiplier=float(retry.multiplier),
+            )
+        )
+    else:
+        backoff.customized_backoff.CopyFrom(
+            pb.v2.CustomizedBackoff(next=[messages.duration(ms) for ms in retry.delays_ms])
+        )
+    merged.backoff_policy.CopyFrom(backoff)

@@ -28,7 +28,7 @@ import pathlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
-from ariane.broker import config, settings
+from ariane.broker import settings
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import journal as pop_journal
 from ariane.broker.pop import journal_file as pop_journal_file
@@ -67,7 +67,7 @@ class PopService:
         store: message_store.MessageStore,
         offset_table: offsets.ConsumerOffsetManager,
         core: settings.CoreSettings,
-        receive: config.ReceiveSettings,
+        receive: settings.ReceiveSettings,
         time: clock.Clock,
         journal: pop_journal_file.PopJournal | None,
         restored: dict[pop_journal.QueueKey, pop_journal.RestoredQueue],
@@ -92,7 +92,7 @@ class PopService:
         store: message_store.MessageStore,
         offset_table: offsets.ConsumerOffsetManager,
         core: settings.CoreSettings,
-        receive: config.ReceiveSettings,
+        receive: settings.ReceiveSettings,
         time: clock.Clock,
     ) -> PopService:
         """Open the journal under ``root`` and replay it above the committed offsets.
@@ -223,7 +223,7 @@ class PopService:
         low = self._store.min_queue_offset(topic, queue_id)
         if stored is not None:
             return ids.QueueOffset(max(stored, low))
-        first = self._receive.consume_from_where is config.ConsumeFromWhere.FIRST_OFFSET
+        first = self._receive.consume_from_where is settings.ConsumeFromWhere.FIRST_OFFSET
         return low if first else self._store.max_queue_offset(topic, queue_id)
 
     def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:

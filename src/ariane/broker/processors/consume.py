@@ -32,7 +32,8 @@ import dataclasses
 import logging
 from typing import Protocol
 
-from ariane.broker import config, filters
+from ariane.broker import filters
+from ariane.broker import settings as broker_settings
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import receipt
 from ariane.broker.pop import service as pop_service_mod
@@ -125,7 +126,7 @@ class ConsumeProcessor:
         polling: long_polling.LongPolling,
         counters: ConsumeCounters,
         route_changed: asyncio.Event,
-        receive: config.ReceiveSettings,
+        receive: broker_settings.ReceiveSettings,
         broker_name: ids.BrokerName,
         time: clock.Clock,
     ) -> None:

@@ -1,9 +1,9 @@
 """Subscription groups (RocketMQ ``SubscriptionGroupManager``) in ``subscriptionGroup.json``.
 
 A ``SubscriptionGroupConfig`` holds what the broker needs to serve one consumer group: whether it
-may consume, whether it is FIFO (``consume_orderly``), whether broadcast is allowed, how many
-deliveries a message gets before it goes to ``%DLQ%<group>`` (``max_delivery_attempts``, default
-17 = the first delivery + RocketMQ's ``retryMaxTimes`` 16) and the retry backoff the broker
+may consume, whether it is FIFO (``consume_orderly``), whether broadcast consumption is allowed,
+how many deliveries a message gets before it goes to ``%DLQ%<group>`` (``max_delivery_attempts``,
+default 17 = the first delivery + RocketMQ's ``retryMaxTimes`` 16) and the retry backoff the broker
 announces to push consumers in the Telemetry settings reply.
 
 Retry policies mirror RocketMQ 5 ``GroupRetryPolicy``:
@@ -50,7 +50,7 @@ FIFO_RETRY_INTERVAL_MS = 3_000
 """Fixed retry interval of FIFO groups, in ms (RocketMQ 5 FIFO message docs)."""
 
 
-class RetryPolicyKind(enum.Enum):
+class GroupRetryPolicyType(enum.Enum):
     """RocketMQ ``GroupRetryPolicyType``."""
 
     CUSTOMIZED = "CUSTOMIZED"
@@ -58,7 +58,7 @@ class RetryPolicyKind(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class GroupRetryPolicy:
     """Backoff between delivery attempts of one group (RocketMQ ``GroupRetryPolicy``).
 
     Attributes:
@@ -70,7 +70,7 @@ class RetryPolicy:
         multiplier: EXPONENTIAL growth factor per attempt (an integer, as in RocketMQ).
     """
 
-    kind: RetryPolicyKind = RetryPolicyKind.CUSTOMIZED
+    kind: GroupRetryPolicyType = GroupRetryPolicyType.CUSTOMIZED
     delays_ms: tuple[int, ...] = delay.DELAY_LEVELS_MS
     initial_ms: int = 5_000
     max_ms: int = 7_200_000
@@ -82,7 +82,7 @@ class RetryPolicy:
         Attempts below 1 count as 1; the exponent is capped at 32 as in RocketMQ.
         """
         n = max(1, attempt)
-        if self.kind is RetryPolicyKind.CUSTOMIZED:
+        if self.kind is GroupRetryPolicyType.CUSTOMIZED:
             return self.delays_ms[min(n - 1, len(self.delays_ms) - 1)]
         return int(min(self.max_ms, self.initial_ms * self.multiplier ** min(n - 1, 32)))
 
@@ -93,7 +93,7 @@ class RetryPolicy:
             IllegalConsumerGroupError: empty or oversized delay list, delays outside
                 1..``RETRY_DELAY_MS_MAX``, or exponential numbers out of range.
         """
-        if self.kind is RetryPolicyKind.CUSTOMIZED:
+        if self.kind is GroupRetryPolicyType.CUSTOMIZED:
             if not 1 <= len(self.delays_ms) <= RETRY_DELAYS_MAX:
                 raise errors.IllegalConsumerGroupError(
                     f"a customized retry policy needs 1..{RETRY_DELAYS_MAX} delays, "
@@ -126,7 +126,7 @@ class RetryPolicy:
         }
 
     @staticmethod
-    def from_json(raw: object) -> RetryPolicy:
+    def from_json(raw: object) -> GroupRetryPolicy:
         """Parse ``to_json`` output.
 
         Raises:
@@ -134,13 +134,15 @@ class RetryPolicy:
         """
         obj = persistence.expect_object(raw, "retry_policy")
         try:
-            kind = RetryPolicyKind(persistence.expect_str(obj.get("kind"), "retry_policy.kind"))
+            kind = GroupRetryPolicyType(
+                persistence.expect_str(obj.get("kind"), "retry_policy.kind")
+            )
         except ValueError as exc:
             raise persistence.CorruptMetadataError(f"retry_policy.kind: {exc}") from exc
         delays = obj.get("delays_ms")
         if not isinstance(delays, list):
             raise persistence.CorruptMetadataError("retry_policy.delays_ms: expected a list")
-        return RetryPolicy(
+        return GroupRetryPolicy(
             kind=kind,
             delays_ms=tuple(persistence.expect_int(d, "retry_policy.delays_ms") for d in delays),
             initial_ms=persistence.expect_int(obj.get("initial_ms"), "retry_policy.initial_ms"),
@@ -149,10 +151,10 @@ class RetryPolicy:
         )
 
 
-DEFAULT_RETRY_POLICY = RetryPolicy()
+DEFAULT_RETRY_POLICY = GroupRetryPolicy()
 """CUSTOMIZED with the 18 delay levels (RocketMQ ``CustomizedRetryPolicy`` defaults)."""
 
-FIFO_RETRY_POLICY = RetryPolicy(delays_ms=(FIFO_RETRY_INTERVAL_MS,))
+FIFO_RETRY_POLICY = GroupRetryPolicy(delays_ms=(FIFO_RETRY_INTERVAL_MS,))
 """Fixed 3000 ms, the default of FIFO groups."""
 
 
@@ -165,8 +167,9 @@ class SubscriptionGroupConfig:
         consume_enable: whether the group may consume at all (``consumeEnable``).
         consume_orderly: FIFO delivery, one message per message group at a time
             (``consumeMessageOrderly``; the ``fifo`` flag of the settings reply).
-        broadcast_enable: whether broadcast consumption is allowed
-            (``consumeBroadcastEnable``).
+        broadcast_consume_allowed: whether the group may consume in broadcast mode
+            (RocketMQ ``consumeBroadcastEnable``); not whether it *is* broadcast (the admin
+            API's ``broadcast`` field sets this permission).
         max_delivery_attempts: deliveries before the message goes to ``%DLQ%<group>``;
             ``retryMaxTimes + 1`` (default 17).
         retry_policy: the backoff; ``None`` means the default for the group's kind
@@ -176,16 +179,16 @@ class SubscriptionGroupConfig:
     group: ids.GroupName
     consume_enable: bool = True
     consume_orderly: bool = False
-    broadcast_enable: bool = True
+    broadcast_consume_allowed: bool = True
     max_delivery_attempts: int = limits.MAX_DELIVERY_ATTEMPTS_DEFAULT
-    retry_policy: RetryPolicy | None = None
+    retry_policy: GroupRetryPolicy | None = None
 
     @property
     def retry_max_times(self) -> int:
         """RocketMQ's ``retryMaxTimes``: redeliveries after the first delivery."""
         return self.max_delivery_attempts - 1
 
-    def effective_retry_policy(self) -> RetryPolicy:
+    def effective_retry_policy(self) -> GroupRetryPolicy:
         """The configured policy, or the default for an orderly or a concurrent group."""
         if self.retry_policy is not None:
             return self.retry_policy
@@ -197,7 +200,7 @@ class SubscriptionGroupConfig:
             "group": self.group,
             "consume_enable": self.consume_enable,
             "consume_orderly": self.consume_orderly,
-            "broadcast_enable": self.broadcast_enable,
+            "broadcast_consume_allowed": self.broadcast_consume_allowed,
             "max_delivery_attempts": self.max_delivery_attempts,
             "retry_policy": None if self.retry_policy is None else self.retry_policy.to_json(),
         }
@@ -215,11 +218,15 @@ class SubscriptionGroupConfig:
             group=ids.GroupName(persistence.expect_str(obj.get("group"), "group.group")),
             consume_enable=persistence.expect_bool(obj.get("consume_enable"), "consume_enable"),
             consume_orderly=persistence.expect_bool(obj.get("consume_orderly"), "orderly"),
-            broadcast_enable=persistence.expect_bool(obj.get("broadcast_enable"), "broadcast"),
+            broadcast_consume_allowed=persistence.expect_bool(
+                # files written before the rename carry "broadcast_enable"
+                obj.get("broadcast_consume_allowed", obj.get("broadcast_enable")),
+                "broadcast_consume_allowed",
+            ),
             max_delivery_attempts=persistence.expect_int(
                 obj.get("max_delivery_attempts"), "max_delivery_attempts"
             ),
-            retry_policy=None if policy is None else RetryPolicy.from_json(policy),
+            retry_policy=None if policy is None else GroupRetryPolicy.from_json(policy),
         )
 
 

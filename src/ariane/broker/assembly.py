@@ -1,0 +1,82 @@
+"""Builds the protocol-neutral processors of one broker from its ``BrokerRuntime``.
+
+The composition root (``broker.server``) calls ``build`` once and hands the processors to the
+gRPC adapters; the classic Remoting adapter will take the same ones, and the processor unit
+tests (``tests/broker_harness.py``) build them over a store in a temporary directory with a
+fake clock. Invariant: this is the one place that knows which runtime attribute feeds which
+processor dependency; processors never see the runtime (import-linter).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ariane.broker import runtime as runtime_mod
+from ariane.broker.processors import admin, admin_deps, consume, send
+from ariane.common import clock
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Processors:
+    """The processors one broker serves requests with.
+
+    Attributes:
+        sender: SendMessage (RocketMQ ``SendMessageProcessor``).
+        consumer: receive/ack/change-invisible/DLQ (``PopMessageProcessor`` and friends).
+        admin: the admin API (``AdminBrokerProcessor``).
+    """
+
+    sender: send.SendProcessor
+    consumer: consume.ConsumeProcessor
+    admin: admin.AdminProcessor
+
+
+def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
+    """The processors over ``broker``'s store, tables, POP service and counters."""
+    settings = broker.settings
+    return Processors(
+        sender=send.SendProcessor(
+            store=broker.store,
+            topics=broker.topics,
+            polling=broker.polling,
+            counters=broker.counters,
+            store_settings=settings.store,
+        ),
+        consumer=consume.ConsumeProcessor(
+            pop_service=broker.pop_service,
+            store=broker.store,
+            topic_table=broker.topics,
+            group_table=broker.groups,
+            polling=broker.polling,
+            counters=broker.counters,
+            route_changed=broker.route_changed,
+            receive=settings.receive,
+            broker_name=broker.broker_name,
+            time=time,
+        ),
+        admin=admin_processor(broker),
+    )
+
+
+def admin_processor(broker: runtime_mod.BrokerRuntime) -> admin.AdminProcessor:
+    """The admin processor over ``broker``'s tables, POP service and store."""
+    settings = broker.settings
+    return admin.AdminProcessor(
+        admin_deps.AdminDependencies(
+            topic_table=broker.topics,
+            group_table=broker.groups,
+            offset_table=broker.offsets,
+            pop_service=broker.pop_service,
+            store=broker.store,
+            key_index=broker.index,
+            queue_progress=broker.queue_progress,
+            persist_offsets=broker.persist_offsets,
+            route_changed=broker.route_changed,
+            broker_name=settings.broker_name,
+            broker_id=settings.broker_id,
+            default_queue_nums=settings.core.topics.default_queue_nums,
+            query_results_max=settings.index.query_results_max,
+            counters=broker.counters,
+            store_dir=settings.store_dir,
+        )
+    )
