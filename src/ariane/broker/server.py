@@ -22,7 +22,7 @@ from ariane.broker import config, metrics_view
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import admin_service, frontend, messaging, routes
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume, send
+from ariane.broker.processors import consume, pull, send
 from ariane.broker.services import registration
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
@@ -94,7 +94,20 @@ class BrokerServer:
             counters=runtime.counters,
             store_settings=self.settings.store,
         )
-        service = messaging.MessagingService(runtime, sender, consumer, lookup, client_registry)
+        puller = pull.PullProcessor(
+            store=runtime.store,
+            topic_table=runtime.topics,
+            group_table=runtime.groups,
+            offset_table=runtime.offsets,
+            pop_service=runtime.pop_service,
+            polling=runtime.polling,
+            counters=runtime.counters,
+            receive=self.settings.receive,
+            time=self.clock,
+        )
+        service = messaging.MessagingService(
+            runtime, sender, consumer, lookup, client_registry, puller
+        )
         implementations = [
             (pb.MESSAGING_SERVICE, service),
             (pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
