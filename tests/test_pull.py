@@ -12,6 +12,7 @@ import pytest
 
 from ariane import client, dev
 from ariane.common import errors, message
+from ariane.remoting import pb
 from live_testing import make_topic, wait_routed
 
 pytestmark = pytest.mark.slow
@@ -226,3 +227,66 @@ def test_pull_consumer_reads_ten_thousand_messages_from_four_queues_exactly_once
             assert sum(r.lag for r in rows) == 0
 
     asyncio.run(main())
+
+
+def test_malformed_pull_family_requests_answer_their_codes(namesrv: str) -> None:
+    """Raw requests an Ariane client never sends get RocketMQ codes: a queue id the topic does
+    not have or a zero batch size BAD_REQUEST, a negative offset ILLEGAL_OFFSET, TIMESTAMP
+    without a time BAD_REQUEST, an unknown group on GetOffset OFFSET_NOT_FOUND."""
+
+    async def main() -> list[int]:
+        await _one_queue_topic(namesrv, "pull-raw")
+        transport = client.transport.Transport(timeout_s=10)
+        try:
+            found = await client.route_cache.query_route(transport, [namesrv], "pull-raw")
+            (route,) = found.readable
+            wrong_queue = pb.v2.MessageQueue()
+            wrong_queue.CopyFrom(route.message_queue)
+            wrong_queue.id = 7
+            pulls = [
+                pb.v2_service.PullMessageRequest(message_queue=wrong_queue, batch_size=1),
+                pb.v2_service.PullMessageRequest(message_queue=route.message_queue),
+                pb.v2_service.PullMessageRequest(
+                    message_queue=route.message_queue, batch_size=1, offset=-1
+                ),
+            ]
+            got = []
+            for request in pulls:
+                (answer,) = await transport.stream(
+                    route.endpoint,
+                    "PullMessage",
+                    request,
+                    pb.v2_service.PullMessageResponse,
+                    timeout_s=10,
+                    responses_max=4,
+                )
+                got.append(answer.status.code)
+            query = await transport.unary(
+                route.endpoint,
+                "QueryOffset",
+                pb.v2_service.QueryOffsetRequest(
+                    message_queue=route.message_queue,
+                    query_offset_policy=pb.v2.QueryOffsetPolicy.TIMESTAMP,
+                ),
+                pb.v2_service.QueryOffsetResponse,
+            )
+            offset = await transport.unary(
+                route.endpoint,
+                "GetOffset",
+                pb.v2_service.GetOffsetRequest(
+                    group=pb.v2.Resource(name="never-committed"),
+                    message_queue=route.message_queue,
+                ),
+                pb.v2_service.GetOffsetResponse,
+            )
+            return [*got, query.status.code, offset.status.code]
+        finally:
+            await transport.close()
+
+    assert asyncio.run(main()) == [
+        errors.Code.BAD_REQUEST,
+        errors.Code.BAD_REQUEST,
+        errors.Code.ILLEGAL_OFFSET,
+        errors.Code.BAD_REQUEST,
+        errors.Code.OFFSET_NOT_FOUND,
+    ]

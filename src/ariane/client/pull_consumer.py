@@ -454,8 +454,10 @@ class PullConsumer:
         """Read the given assigned queues (all when none) from their positions and advance
         them (aiokafka ``getmany``).
 
-        Returns as soon as one queue has messages (the others' reads are cancelled: reads
-        change nothing on the broker), or empty after the long-polling time.
+        First every queue is read at once without waiting; when none has messages, each is
+        read with long polling and the call returns as soon as one has messages (the other
+        reads are cancelled: reads change nothing on the broker), or empty after the
+        long-polling time.
 
         Raises:
             OffsetOutOfRangeError: a position is outside its queue's [min, max]; ``seek``.
@@ -463,26 +465,46 @@ class PullConsumer:
         """
         chosen = queues or tuple(sorted(self._positions))
         starts = {q: await self.position(q) for q in chosen}
+        out: dict[MessageQueue, list[consumer_mod.ReceivedMessage]] = {}
+        reads = [
+            self.fetch(q, o, max_messages=max_messages, long_polling_timeout_s=0)
+            for q, o in starts.items()
+        ]
+        for queue, batch in zip(starts, await asyncio.gather(*reads), strict=True):
+            self._advance(queue, starts[queue], batch, out)
+        if out or self._settings.long_polling_timeout_s == 0:
+            return out
+        for queue, start in list(starts.items()):  # past what the first pass skipped
+            moved = self._positions.get(queue)
+            starts[queue] = start if moved is None else moved
         pending = {
             asyncio.ensure_future(self.fetch(q, o, max_messages=max_messages)): q
             for q, o in starts.items()
         }
-        out: dict[MessageQueue, list[consumer_mod.ReceivedMessage]] = {}
         try:
             while pending and not out:
                 done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     queue = pending.pop(task)
-                    batch = task.result()
-                    if self._positions.get(queue) == starts[queue]:
-                        self._positions[queue] = batch.next_offset
-                    if batch.messages:
-                        out[queue] = list(batch.messages)
+                    self._advance(queue, starts[queue], task.result(), out)
         finally:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         return out
+
+    def _advance(
+        self,
+        queue: MessageQueue,
+        start: int,
+        batch: PullBatch,
+        out: dict[MessageQueue, list[consumer_mod.ReceivedMessage]],
+    ) -> None:
+        """Move ``queue`` past ``batch`` unless it was moved (``seek``) meanwhile."""
+        if self._positions.get(queue) == start:
+            self._positions[queue] = batch.next_offset
+        if batch.messages:
+            out[queue] = list(batch.messages)
 
     async def _route(self, queue: MessageQueue) -> route_cache.QueueRoute:
         self._session.check_open()
