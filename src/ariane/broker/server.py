@@ -94,17 +94,7 @@ class BrokerServer:
             counters=runtime.counters,
             store_settings=self.settings.store,
         )
-        puller = pull.PullProcessor(
-            store=runtime.store,
-            topic_table=runtime.topics,
-            group_table=runtime.groups,
-            offset_table=runtime.offsets,
-            pop_service=runtime.pop_service,
-            polling=runtime.polling,
-            counters=runtime.counters,
-            receive=self.settings.receive,
-            time=self.clock,
-        )
+        puller = _pull_processor(runtime, self.clock)
         service = messaging.MessagingService(
             runtime, sender, consumer, lookup, client_registry, puller
         )
@@ -283,4 +273,21 @@ def _carry_out(
         decided.describe(),
         deleted,
         unconsumed,
+    )
+
+
+def _pull_processor(
+    runtime: runtime_mod.BrokerRuntime, clock: clock_mod.Clock
+) -> pull.PullProcessor:
+    """The pull-by-offset path over the runtime's store, tables and long polling."""
+    return pull.PullProcessor(
+        store=runtime.store,
+        topic_table=runtime.topics,
+        group_table=runtime.groups,
+        offset_table=runtime.offsets,
+        pop_service=runtime.pop_service,
+        polling=runtime.polling,
+        counters=runtime.counters,
+        receive=runtime.settings.receive,
+        time=clock,
     )
