@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.processors import admin, admin_deps, consume, send
+from ariane.broker.processors import admin, admin_deps, consume, pull, send
 from ariane.common import clock
 
 
@@ -24,11 +24,14 @@ class Processors:
         sender: SendMessage (RocketMQ ``SendMessageProcessor``).
         consumer: receive/ack/change-invisible/DLQ (``PopMessageProcessor`` and friends).
         admin: the admin API (``AdminBrokerProcessor``).
+        puller: pull by offset, offsets and offset queries (``PullMessageProcessor``,
+            ``ConsumerManageProcessor``).
     """
 
     sender: send.SendProcessor
     consumer: consume.ConsumeProcessor
     admin: admin.AdminProcessor
+    puller: pull.PullProcessor
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -55,6 +58,17 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             time=time,
         ),
         admin=admin_processor(broker),
+        puller=pull.PullProcessor(
+            store=broker.store,
+            topic_table=broker.topics,
+            group_table=broker.groups,
+            offset_table=broker.offsets,
+            pop_service=broker.pop_service,
+            polling=broker.polling,
+            counters=broker.counters,
+            receive=settings.receive,
+            time=time,
+        ),
     )
 
 

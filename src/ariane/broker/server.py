@@ -75,7 +75,12 @@ class BrokerServer:
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
         service = messaging.MessagingService(
-            runtime, processors.sender, processors.consumer, lookup, client_registry
+            runtime,
+            processors.sender,
+            processors.consumer,
+            lookup,
+            client_registry,
+            processors.puller,
         )
         implementations = [
             (pb.MESSAGING_SERVICE, service),

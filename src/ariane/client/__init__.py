@@ -1,16 +1,17 @@
-"""Ariane's Python client (asyncio): ``Producer``, ``SimpleConsumer`` and ``AdminClient``.
+"""Ariane's Python client (asyncio): ``Producer``, ``SimpleConsumer``, ``PullConsumer`` and
+``AdminClient``.
 
 It speaks to name servers and brokers over gRPC through ``ariane.remoting`` and never imports
 the broker or the store (DESIGN §2). ``Producer`` batches and pipelines SendMessage calls (or
-streams them); ``SimpleConsumer`` receives and acks in batches; ``AdminClient`` manages topics
-and groups.
+streams them); ``SimpleConsumer`` receives and acks in batches; ``PullConsumer`` reads queues
+by offset and commits offsets to a group; ``AdminClient`` manages topics and groups.
 Errors are the classes of ``ariane.common.errors`` (one per RocketMQ status code), plus
 ``NameServerUnreachableError``/``BrokerUnreachableError`` for servers that did not answer and
 ``PartialSendError``/``PartialAckError`` when only some entries of a batch were refused.
 
-Modules: ``producer``, ``consumer``, ``admin`` (+ ``admin_types``), and below them
-``session``, ``route_cache``, ``transport``, ``send_stream`` (the producer's streaming mode)
-and ``message_id``.
+Modules: ``producer``, ``consumer``, ``pull_consumer``, ``admin`` (+ ``admin_types``), and
+below them ``session``, ``route_cache``, ``transport``, ``send_stream`` (the producer's
+streaming mode) and ``message_id``.
 """
 
 from ariane.client import (
@@ -19,6 +20,7 @@ from ariane.client import (
     consumer,
     message_id,
     producer,
+    pull_consumer,
     route_cache,
     send_stream,
     session,
@@ -50,6 +52,13 @@ from ariane.client.producer import (
     ProducerSettings,
     SendReceipt,
 )
+from ariane.client.pull_consumer import (
+    MessageQueue,
+    OffsetOutOfRangeError,
+    PullBatch,
+    PullConsumer,
+    PullSettings,
+)
 from ariane.client.session import ConnectionSettings
 from ariane.client.transport import (
     BrokerUnreachableError,
@@ -66,14 +75,19 @@ __all__ = [
     "ConsumerSettings",
     "GroupInfo",
     "GroupRetryPolicy",
+    "MessageQueue",
     "MessageRecord",
     "NameServerUnreachableError",
+    "OffsetOutOfRangeError",
     "OutgoingMessage",
     "PartialAckError",
     "PartialFailureError",
     "PartialSendError",
     "Producer",
     "ProducerSettings",
+    "PullBatch",
+    "PullConsumer",
+    "PullSettings",
     "QueueLag",
     "ReceivedMessage",
     "ResetQueueOffset",
@@ -87,6 +101,7 @@ __all__ = [
     "consumer",
     "message_id",
     "producer",
+    "pull_consumer",
     "route_cache",
     "send_stream",
     "session",

@@ -330,7 +330,7 @@ def _received(
         if kind == "status" and status is None:
             status = response.status
         elif kind == "message":
-            out.append(_message_view(queue, response.message))
+            out.append(message_view(queue, response.message))
     if status is None:
         if out:
             _log.warning("%s answered a receive without a status", queue.endpoint)
@@ -342,7 +342,9 @@ def _received(
     return out
 
 
-def _message_view(queue: route_cache.QueueRoute, message: pb.v2.Message) -> ReceivedMessage:
+def message_view(queue: route_cache.QueueRoute, message: pb.v2.Message) -> ReceivedMessage:
+    """The ``ReceivedMessage`` of a delivered v2 ``Message`` of ``queue`` (digest checked,
+    GZIP bodies inflated); also what ``PullConsumer`` returns."""
     system = message.system_properties
     body = message.body
     intact = _digest_matches(body, system.body_digest)

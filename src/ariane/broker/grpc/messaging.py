@@ -4,8 +4,9 @@ Each handler checks the request's shape (client id, names, ranges) and answers w
 RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
 ``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.remoting.rpc`` guarantees a
 status on every answer: an ``ArianeError`` raised here becomes its code, anything else
-INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction, RecallMessage and the
-pull RPCs answer NOT_IMPLEMENTED until their services land.
+INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction and RecallMessage answer
+NOT_IMPLEMENTED until their services land. The pull RPCs (PullMessage, GetOffset, UpdateOffset,
+QueryOffset) are served by ``pull.PullProcessor``.
 
 ``IngestService`` serves ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own producer streams
 batches) from the same ``answer_send`` as SendMessage, so both answer a request identically.
@@ -21,7 +22,7 @@ import grpc
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import routes
-from ariane.broker.processors import client_settings, consume, send
+from ariane.broker.processors import client_settings, consume, pull, send
 from ariane.broker.tables import clients, subscriptions
 from ariane.common import errors, ids, limits, message, topics
 from ariane.remoting import codes, convert, messages, metadata, pb, rpc
@@ -37,6 +38,7 @@ RECEIVE_BATCH_SIZE = client_settings.RECEIVE_BATCH_SIZE
 _CONSUMER_KINDS = {
     pb.v2.ClientType.PUSH_CONSUMER: client_settings.ClientKind.PUSH_CONSUMER,
     pb.v2.ClientType.SIMPLE_CONSUMER: client_settings.ClientKind.SIMPLE_CONSUMER,
+    pb.v2.ClientType.PULL_CONSUMER: client_settings.ClientKind.PULL_CONSUMER,
 }
 
 
@@ -49,6 +51,7 @@ class MessagingService:
         consumer: the consume path.
         route_lookup: QueryRoute/QueryAssignment routes.
         client_registry: live client sessions.
+        puller: the pull-by-offset path.
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class MessagingService:
         consumer: consume.ConsumeProcessor,
         route_lookup: routes.RouteLookup,
         client_registry: clients.ClientRegistry,
+        puller: pull.PullProcessor,
     ) -> None:
         self._runtime = runtime
         self._sender = sender
@@ -70,6 +74,7 @@ class MessagingService:
             receive=runtime.settings.receive,
             message_size_bytes_max=runtime.settings.store.message_size_bytes_max,
         )
+        self._puller = puller
 
     def _client(self, context: Context) -> clients.ClientSession:
         return self._clients.touch(metadata.require_client_id(context))
@@ -140,7 +145,7 @@ class MessagingService:
         await context.abort(
             grpc.StatusCode.INVALID_ARGUMENT,
             "settings need a known client_type with publishing (producer) or subscription "
-            "(push/simple consumer)",
+            "(push/simple/pull consumer)",
         )
         raise AssertionError("unreachable: abort raises")
 
@@ -218,15 +223,7 @@ class MessagingService:
     ) -> consume.ReceiveRequest:
         group = topics.validate_group(request.group.name)
         topic = topics.validate_topic(request.message_queue.topic.name, allow_system=False)
-        expression = request.filter_expression
-        kind = (
-            filters.FilterKind.SQL92
-            if expression.type == pb.v2.FilterType.SQL
-            else (filters.FilterKind.TAG)
-        )
-        message_filter = filters.compile_filter(
-            kind, expression.expression, limits=self._runtime.settings.core.filters
-        )
+        message_filter = self._message_filter(request.filter_expression)
         if request.batch_size <= 0:
             raise errors.BadRequestError(f"batch_size must be >= 1, not {request.batch_size}")
         if request.HasField("invisible_duration"):
@@ -248,6 +245,17 @@ class MessagingService:
             batch_size=min(request.batch_size, RECEIVE_BATCH_SIZE),
             invisible_ms=invisible_ms,
             poll_s=self._polling_s(request, context),
+        )
+
+    def _message_filter(self, expression: pb.v2.FilterExpression) -> filters.MessageFilter:
+        """The compiled tag (``*``, ``a||b``) or SQL92 filter of a request."""
+        kind = (
+            filters.FilterKind.SQL92
+            if expression.type == pb.v2.FilterType.SQL
+            else (filters.FilterKind.TAG)
+        )
+        return filters.compile_filter(
+            kind, expression.expression, limits=self._runtime.settings.core.filters
         )
 
     def _polling_s(self, request: pb.v2_service.ReceiveMessageRequest, context: Context) -> float:
@@ -342,6 +350,121 @@ class MessagingService:
         if not assignments:
             raise errors.ForbiddenError(f"topic {topic!r} has no readable queue")
         return pb.v2_service.QueryAssignmentResponse(status=codes.ok(), assignments=assignments)
+
+    # -- pull by offset ------------------------------------------------------------------------
+
+    async def pull_message(
+        self, request: pb.v2_service.PullMessageRequest, context: Context
+    ) -> AsyncIterator[pb.v2_service.PullMessageResponse]:
+        """PullMessage: one status, the messages of ``[offset, next_offset)``, then the next
+        offset (RocketMQ ``PullMessageProcessor``).
+
+        The status is OK with messages, MESSAGE_NOT_FOUND when nothing matched before the
+        long-polling time ended, ILLEGAL_OFFSET when the offset is outside the queue's
+        [min, max] (the next offset is then the corrected one). A refusal (unknown topic or
+        queue, bad filter, bad batch size) is a status alone.
+        """
+        self._client(context)
+        found = await self._puller.pull(self._pull_request(request, context))
+        if found.status is pull.PullStatus.OFFSET_ILLEGAL:
+            text = (
+                f"offset {request.offset} is outside {found.min_offset}..{found.max_offset}; "
+                f"next offset {found.next_offset}"
+            )
+            status = codes.status(errors.Code.ILLEGAL_OFFSET, text)
+        elif found.messages:
+            status = codes.ok()
+        else:
+            status = codes.status(errors.Code.MESSAGE_NOT_FOUND, "no new message")
+        yield pb.v2_service.PullMessageResponse(status=status)
+        namespace = request.group.resource_namespace
+        for stored in found.messages:
+            response = pb.v2_service.PullMessageResponse()
+            delivery = message.Delivery("", 0, stored.reconsume_times + 1)
+            messages.outgoing_into(response.message, stored, delivery, namespace)
+            yield response
+        yield pb.v2_service.PullMessageResponse(next_offset=found.next_offset)
+
+    def _pull_request(
+        self, request: pb.v2_service.PullMessageRequest, context: Context
+    ) -> pull.PullRequest:
+        group = topics.validate_group(request.group.name) if request.group.name else None
+        topic = topics.validate_topic(request.message_queue.topic.name)
+        if request.offset < 0:
+            raise errors.IllegalOffsetError(f"offset must be >= 0, not {request.offset}")
+        if request.batch_size <= 0:
+            raise errors.BadRequestError(f"batch_size must be >= 1, not {request.batch_size}")
+        polling_ms = 0
+        if request.HasField("long_polling_timeout"):
+            requested_ms = messages.duration_ms(request.long_polling_timeout)
+            polling_ms = min(max(requested_ms, 0), limits.LONG_POLLING_MS_MAX)
+        remaining_s = context.time_remaining()
+        if remaining_s is not None:
+            usable_ms = remaining_s * 1000 - self._runtime.settings.receive.deadline_reserve_ms
+            polling_ms = max(0, min(polling_ms, int(usable_ms)))
+        return pull.PullRequest(
+            group=group,
+            topic=topic,
+            queue_id=ids.QueueId(request.message_queue.id),
+            offset=ids.QueueOffset(request.offset),
+            message_filter=self._message_filter(request.filter_expression),
+            batch_size=min(request.batch_size, pull.PULL_BATCH_SIZE_MAX),
+            poll_s=polling_ms / 1000,
+        )
+
+    async def get_offset(
+        self, request: pb.v2_service.GetOffsetRequest, context: Context
+    ) -> pb.v2_service.GetOffsetResponse:
+        """GetOffset: the group's committed offset on one queue; OFFSET_NOT_FOUND when it
+        never committed there (RocketMQ ``QUERY_CONSUMER_OFFSET``)."""
+        self._client(context)
+        group = topics.validate_group(request.group.name)
+        queue = request.message_queue
+        topic = topics.validate_topic(queue.topic.name)
+        offset = self._puller.get_offset(group, topic, ids.QueueId(queue.id))
+        return pb.v2_service.GetOffsetResponse(status=codes.ok(), offset=offset)
+
+    async def update_offset(
+        self, request: pb.v2_service.UpdateOffsetRequest, context: Context
+    ) -> pb.v2_service.UpdateOffsetResponse:
+        """UpdateOffset: commit the group's offset on one queue; ILLEGAL_OFFSET outside the
+        queue's [min, max] (RocketMQ ``UPDATE_CONSUMER_OFFSET``)."""
+        self._client(context)
+        group = topics.validate_group(request.group.name)
+        queue = request.message_queue
+        topic = topics.validate_topic(queue.topic.name)
+        self._puller.update_offset(
+            group, topic, ids.QueueId(queue.id), ids.QueueOffset(request.offset)
+        )
+        return pb.v2_service.UpdateOffsetResponse(status=codes.ok())
+
+    async def query_offset(
+        self, request: pb.v2_service.QueryOffsetRequest, context: Context
+    ) -> pb.v2_service.QueryOffsetResponse:
+        """QueryOffset: BEGINNING (min offset), END (max offset) or TIMESTAMP (first offset
+        stored at or after the time; RocketMQ ``getOffsetInQueueByTime``)."""
+        self._client(context)
+        queue = request.message_queue
+        topic = topics.validate_topic(queue.topic.name)
+        policy = _OFFSET_POLICIES.get(request.query_offset_policy)
+        if policy is None:
+            raise errors.BadRequestError(
+                f"query_offset_policy {int(request.query_offset_policy)} is not one of "
+                "BEGINNING, END, TIMESTAMP"
+            )
+        stamp_ms = (
+            messages.timestamp_ms(request.timestamp) if request.HasField("timestamp") else None
+        )
+        offset = self._puller.query_offset(topic, ids.QueueId(queue.id), policy, stamp_ms)
+        return pb.v2_service.QueryOffsetResponse(status=codes.ok(), offset=offset)
+
+
+_OFFSET_POLICIES = {
+    pb.v2.QueryOffsetPolicy.BEGINNING: pull.OffsetPolicy.BEGINNING,
+    pb.v2.QueryOffsetPolicy.END: pull.OffsetPolicy.END,
+    pb.v2.QueryOffsetPolicy.TIMESTAMP: pull.OffsetPolicy.TIMESTAMP,
+}
+"""v2 ``QueryOffsetPolicy`` → the processor's ``OffsetPolicy``."""
 
 
 class IngestService:

@@ -39,6 +39,7 @@ class ClientKind(enum.Enum):
     PRODUCER = "PRODUCER"
     PUSH_CONSUMER = "PUSH_CONSUMER"
     SIMPLE_CONSUMER = "SIMPLE_CONSUMER"
+    PULL_CONSUMER = "PULL_CONSUMER"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
