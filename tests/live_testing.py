@@ -49,12 +49,12 @@ async def wait_routed(admin: client.AdminClient, name: str) -> None:
     await eventually(routed)
 
 
-async def wait_registered(admin: client.AdminClient) -> None:
-    """Wait until a broker master is registered with the name servers."""
+async def wait_registered(admin: client.AdminClient, *, masters: int = 1) -> None:
+    """Wait until ``masters`` broker masters are registered with the name servers."""
 
     async def registered() -> bool:
         try:
-            return bool(await admin.masters())
+            return len(await admin.masters()) >= masters
         except errors.NotFoundError:
             return False
 
@@ -104,6 +104,27 @@ def start_broker(
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a process by its PID (no clean shutdown: nothing is flushed or persisted)."""
+    """SIGKILL a process by its PID (no clean shutdown: nothing is flushed or persisted), then
+    wait until the processes it had started (a broker's front-end workers) are gone too.
+
+    The workers share the broker's port (SO_REUSEPORT): while an orphaned one still accepts, a
+    broker restarted on that port looks listening before it is, and the next call is refused.
+    """
+    children = _children(proc.pid)
     proc.kill()
     proc.wait(timeout=DEADLINE_S)
+    deadline = time.monotonic() + DEADLINE_S
+    while (alive := [pid for pid in children if pathlib.Path(f"/proc/{pid}").exists()]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert not alive, f"children {alive} of killed process {proc.pid} outlived it by {DEADLINE_S} s"
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found

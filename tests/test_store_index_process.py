@@ -28,10 +28,10 @@ FIRST_BODY_BYTE = 88
 """Offset of a record's first body byte from its start (IPv4 hosts; ``message_codec`` layout)."""
 
 
-async def _send_keyed(namesrv: str, keys: list[str], *, create: bool) -> None:
+async def _send_keyed(namesrv: str, keys: list[str], *, create: bool, brokers: int = 1) -> None:
     if create:
         async with client.AdminClient(namesrv) as admin:
-            await wait_registered(admin)
+            await wait_registered(admin, masters=brokers)
             await admin.create_topic(TOPIC, write_queue_nums=1)
             await wait_routed(admin, TOPIC)
     async with client.Producer(namesrv) as producer:
@@ -104,7 +104,7 @@ def test_offset_message_ids_name_the_broker_that_stored_them(tmp_path: pathlib.P
         ports = {f"broker-{n}": dev.free_port() for n in range(2)}
         brokers = [start_broker(tmp_path, namesrv, port, name=name) for name, port in ports.items()]
         try:
-            asyncio.run(_send_keyed(namesrv, [f"id{i}" for i in range(8)], create=True))
+            asyncio.run(_send_keyed(namesrv, [f"id{i}" for i in range(8)], create=True, brokers=2))
             seen: set[object] = set()
             for i in range(8):
                 found = _stored(namesrv, f"id{i}")
