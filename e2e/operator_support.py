@@ -1,9 +1,18 @@
-"""Helpers shared by the operator's e2e tests: apply the CRDs and wait until they are served."""
+"""Helpers shared by the operator's e2e tests: apply the CRDs and wait until they are served.
+
+``apply_monitoring_crds`` installs prometheus-operator's ServiceMonitor and PrometheusRule CRDs,
+pinned to ``PROMETHEUS_OPERATOR_VERSION`` and fetched from the Go module proxy (the published
+module carries them under ``example/prometheus-operator-crd/``) into the module cache that
+``testenv/build.sh`` uses (``~/.cache/ariane/gomod``), so a second run reads them offline.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
+import tempfile
 
 import yaml
 
@@ -13,6 +22,59 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CRD_DIR = ROOT / "crds"
 CHART_DIR = ROOT / "charts" / "ariane"
 ESTABLISHED_TIMEOUT_S = 60.0
+
+
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+PROMETHEUS_OPERATOR_VERSION = "v0.85.0"
+"""The pinned prometheus-operator release whose CRDs the e2e apiserver serves."""
+MONITORING_CRDS = ("servicemonitors", "prometheusrules")
+"""The prometheus-operator CRDs the Ariane operator renders objects of."""
+GO_MODULE_CACHE = (
+    pathlib.Path(os.environ.get("TESTENV_CACHE", pathlib.Path.home() / ".cache" / "ariane"))
+    / "gomod"
+)
+DOWNLOAD_TIMEOUT_S = 300.0
+
+
+def monitoring_crd_files() -> list[pathlib.Path]:
+    """The pinned ServiceMonitor and PrometheusRule CRD files (downloaded on first use).
+
+    Raises:
+        subprocess.CalledProcessError: ``go mod download`` failed (no Go, proxy unreachable).
+        FileNotFoundError: the module holds no such CRD file.
+    """
+    env = {**os.environ, "GOMODCACHE": str(GO_MODULE_CACHE), "GOFLAGS": "-modcacherw"}
+    with tempfile.TemporaryDirectory() as outside_any_module:
+        answer = subprocess.run(
+            ["go", "mod", "download", "-json",
+             f"{PROMETHEUS_OPERATOR_MODULE}@{PROMETHEUS_OPERATOR_VERSION}"],
+            cwd=outside_any_module, env=env, capture_output=True, text=True, check=True,
+            timeout=DOWNLOAD_TIMEOUT_S,
+        )  # fmt: skip
+    crd_dir = pathlib.Path(json.loads(answer.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+    files = [crd_dir / f"monitoring.coreos.com_{plural}.yaml" for plural in MONITORING_CRDS]
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(path)
+    return files
+
+
+def apply_monitoring_crds(k8s: cluster.Cluster) -> None:
+    """Applies the pinned ServiceMonitor and PrometheusRule CRDs, waits until Established.
+
+    Raises:
+        AssertionError: the apiserver refused one.
+        TimeoutError: one was not Established within ``ESTABLISHED_TIMEOUT_S``.
+    """
+    for path in monitoring_crd_files():
+        applied = k8s.kubectl("apply", "--server-side", "-f", str(path), check=False)
+        assert applied.returncode == 0, applied.stderr
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        processes.wait_until(
+            lambda name=name: _established(k8s, name),  # type: ignore[misc]
+            timeout_s=ESTABLISHED_TIMEOUT_S,
+            what=f"CRD {name} Established",
+        )
 
 
 def _established(k8s: cluster.Cluster, name: str) -> bool:

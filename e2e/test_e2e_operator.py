@@ -95,6 +95,7 @@ def operator(
 ) -> Iterator[Running]:
     """One operator for the module, watching the per-test namespaces (``t-*``)."""
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    operator_support.apply_monitoring_crds(k8s)  # before the operator reads the API groups
     with _run_operator(k8s, loopback, log_path, "t-*") as running:
         _warm_up(k8s)
         yield running
@@ -218,6 +219,100 @@ def test_operator_applies_broker_and_reports_ready(
         lambda: "Applied" in _reasons(k8s, namespace, "Broker"),
         timeout_s=WAIT_S,
         what="Applied event on the Broker",
+    )
+
+
+METRICS_PORT = 5599
+"""A non-default metrics port, so the test sees it carried from the spec to every place."""
+
+
+def test_service_monitor_selects_the_ports_that_serve_metrics(
+    k8s: cluster.Cluster, namespace: str, operator: Running
+) -> None:
+    """With ``metrics.serviceMonitor`` the operator creates a ServiceMonitor (and with
+    ``prometheusRule`` a PrometheusRule) on the real apiserver, whose selector picks the
+    Broker's name-server and broker Services and whose endpoint port is, in each Service and in
+    its EndpointSlices, the pods' container port that ``--metrics-listen`` binds."""
+    body = _broker(namespace)
+    body["spec"]["metrics"] = {
+        "port": METRICS_PORT,
+        "serviceMonitor": True,
+        "prometheusRule": True,
+    }
+    _apply(k8s, namespace, body)
+    custom = _custom(k8s)
+
+    def monitoring(plural: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = custom.get_namespaced_custom_object(
+                "monitoring.coreos.com", "v1", namespace, plural, "demo"
+            )
+        except kubernetes.client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    processes.wait_until(
+        lambda: monitoring("servicemonitors") is not None,
+        timeout_s=WAIT_S,
+        what="ServiceMonitor demo",
+    )
+    monitor = monitoring("servicemonitors")
+    assert monitor is not None
+    assert monitoring("prometheusrules") is not None
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    services = core.list_namespaced_service(
+        namespace, label_selector=",".join(f"{k}={v}" for k, v in selector.items())
+    ).items
+    assert sorted(s.metadata.name for s in services) == ["demo-a", "demo-namesrv"]
+    for service in services:
+        [port] = [p for p in service.spec.ports if p.name == endpoint["port"]]
+        assert port.port == METRICS_PORT
+        _assert_pods_serve_metrics_on(core, namespace, service, port.target_port)
+        _wait_endpoint_slice_port(k8s, namespace, service.metadata.name, endpoint["port"])
+
+
+def _assert_pods_serve_metrics_on(
+    core: Any, namespace: str, service: Any, target_port: str
+) -> None:
+    """Every pod the Service selects names ``target_port`` and binds it with --metrics-listen."""
+    selector = ",".join(f"{k}={v}" for k, v in service.spec.selector.items())
+
+    def pods() -> list[Any]:
+        return list(core.list_namespaced_pod(namespace, label_selector=selector).items)
+
+    processes.wait_until(
+        lambda: bool(pods()), timeout_s=WAIT_S, what=f"pods of Service {service.metadata.name}"
+    )
+    for pod in pods():
+        [container] = pod.spec.containers
+        [named] = [p for p in container.ports if p.name == target_port]
+        assert named.container_port == METRICS_PORT
+        listen = container.args[container.args.index("--metrics-listen") + 1]
+        assert listen == f"0.0.0.0:{METRICS_PORT}", pod.metadata.name
+
+
+def _wait_endpoint_slice_port(
+    k8s: cluster.Cluster, namespace: str, service: str, name: str
+) -> None:
+    """The Service's EndpointSlices (what Prometheus discovers) carry port ``name`` with the
+    metrics port number."""
+    discovery = kubernetes.client.DiscoveryV1Api(k8s.api_client)
+
+    def ports() -> list[tuple[str, int]]:
+        slices = discovery.list_namespaced_endpoint_slice(
+            namespace, label_selector=f"kubernetes.io/service-name={service}"
+        ).items
+        return [(p.name, p.port) for s in slices if s.endpoints for p in s.ports or ()]
+
+    processes.wait_until(
+        lambda: (name, METRICS_PORT) in ports(),
+        timeout_s=WAIT_S,
+        what=f"port {name}={METRICS_PORT} in the EndpointSlices of {service} (got {ports()})",
     )
 
 

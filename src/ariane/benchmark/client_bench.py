@@ -583,9 +583,10 @@ async def run_round(
     runs: list[Run] = []
     for scenario in options.scenarios:
         target = Target(namesrv, topic, f"bench-{scenario}-r{round_index}-{token}")
-        gate = await asyncio.to_thread(
-            machine.wait_for_quiet, QUIET_BUSY_CORES_MAX, options.quiet_wait_s
-        )
+        with phase(progress, f"{label} {scenario}: wait for a quiet machine"):
+            gate = await asyncio.to_thread(
+                machine.wait_for_quiet, QUIET_BUSY_CORES_MAX, options.quiet_wait_s
+            )
         task = progress.add_task(f"{label} {scenario}", total=options.count(scenario))
         timing, load, failed, client_cores = await DRIVERS[(options.kind, scenario)](
             target,
@@ -596,6 +597,16 @@ async def run_round(
         )
         runs.append(Run(scenario, round_index, timing, load, gate, failed, client_cores))
     return runs
+
+
+@contextlib.contextmanager
+def phase(progress: rich_progress.Progress, description: str) -> Iterator[None]:
+    """A bar for a step of unknown length (pulsing while it runs, full once it is done)."""
+    task = progress.add_task(description, total=None)
+    try:
+        yield
+    finally:
+        progress.update(task, total=1, completed=1)
 
 
 def _progress(console: rich_console.Console) -> rich_progress.Progress:
@@ -621,7 +632,11 @@ def run(options: Options) -> int:
         runs: list[Run] = []
         with _progress(console) as progress:
             for round_index in range(options.rounds):
-                with cluster(options, base, round_index) as namesrv:
+                with contextlib.ExitStack() as round_cluster:
+                    with phase(
+                        progress, f"round {round_index + 1}/{options.rounds}: start cluster"
+                    ):
+                        namesrv = round_cluster.enter_context(cluster(options, base, round_index))
                     runs += asyncio.run(run_round(options, namesrv, round_index, disk, progress))
     finally:
         shutil.rmtree(base, ignore_errors=True)

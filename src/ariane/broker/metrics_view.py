@@ -6,8 +6,8 @@ offset tables, the client sessions and the front end's per-worker call counts, a
 (``metrics.loop_source``), like every other reader of the runtime.
 
 Invariants: at most ``snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX`` group x topic pairs get
-per-queue detail and a lag latency (each of which reads one message per lagging queue); the rest are
-summed per pair only and counted as truncated.
+per-queue detail, a lag latency and a queueing latency (each latency reads one message per
+lagging queue); the rest are summed per pair only and counted as truncated.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import frontend
 from ariane.broker.tables import clients
 from ariane.common import ids
+from ariane.remoting import rpc
 from ariane.store import retention
 
 _log = logging.getLogger(__name__)
@@ -28,8 +29,10 @@ def snapshot(
     runtime: runtime_mod.BrokerRuntime,
     client_registry: clients.ClientRegistry,
     front: frontend.FrontEnd,
+    latency: rpc.RpcLatency | None = None,
 ) -> metrics.BrokerSnapshot:
-    """Everything the broker's ``/metrics`` shows, now."""
+    """Everything the broker's ``/metrics`` shows, now (``latency``: the calls its gRPC guard
+    timed, none when ``None``)."""
     settings = runtime.settings
     stats = runtime.store.stats()
     counters = runtime.counters
@@ -57,6 +60,10 @@ def snapshot(
         dispatch_behind_bytes=stats.dispatch_behind_bytes,
         disk=_disk(runtime),
         frontend_calls=front.calls_by_worker(),
+        rpc_latency_ms=metrics.copy_histograms(latency.histograms() if latency else {}),
+        message_size_bytes=metrics.copy_histograms(
+            {kind.value.lower(): h for kind, h in counters.message_size_bytes.items()}
+        ),
     )
 
 
@@ -80,34 +87,50 @@ def _pairs(runtime: runtime_mod.BrokerRuntime) -> list[tuple[ids.TopicName, ids.
 
 
 def _lags(runtime: runtime_mod.BrokerRuntime) -> list[metrics.GroupTopicLag]:
-    now_ms = runtime.clock.now_ms()
     found: list[metrics.GroupTopicLag] = []
     for topic, group in _pairs(runtime):
         config = runtime.topics.get(topic)
         if config is None:
             continue  # offsets of a deleted topic, not yet removed
         detailed = len(found) < metrics.snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX
-        queues: list[metrics.QueueLag] = []
-        consumer_offset = oldest_ms = 0
-        for queue_id in map(ids.QueueId, range(config.read_queue_nums)):
-            progress = runtime.queue_progress(group, topic, queue_id)
-            consumer_offset += progress.consumer_offset
-            queues.append(metrics.QueueLag(queue_id, progress.lag, progress.inflight))
-            if detailed and progress.lag:
-                stored_ms = _store_time_ms(runtime, topic, queue_id, progress.consumer_offset)
-                oldest_ms = min(oldest_ms or stored_ms, stored_ms)
+        progress = [
+            (queue_id, runtime.queue_progress(group, topic, queue_id))
+            for queue_id in map(ids.QueueId, range(config.read_queue_nums))
+        ]
+        queues = tuple(metrics.QueueLag(q, p.lag, p.inflight) for q, p in progress)
         found.append(
             metrics.GroupTopicLag(
                 group=group,
                 topic=topic,
                 lag_messages=sum(q.lag_messages for q in queues),
                 inflight_messages=sum(q.inflight_messages for q in queues),
-                lag_latency_ms=max(0, now_ms - oldest_ms) if oldest_ms else 0,
-                consumer_offset=consumer_offset,
-                queues=tuple(queues) if detailed else (),
+                lag_latency_ms=_age_ms(
+                    runtime, topic, [(q, p.consumer_offset) for q, p in progress if p.lag]
+                )
+                if detailed
+                else 0,
+                consumer_offset=sum(p.consumer_offset for _, p in progress),
+                queues=queues if detailed else (),
+                ready_messages=sum(p.ready for _, p in progress),
+                queueing_latency_ms=_age_ms(
+                    runtime, topic, [(q, p.scan_offset) for q, p in progress if p.ready]
+                )
+                if detailed
+                else 0,
             )
         )
     return found
+
+
+def _age_ms(
+    runtime: runtime_mod.BrokerRuntime, topic: str, positions: list[tuple[int, int]]
+) -> int:
+    """Age (now - store time) of the oldest message at ``(queue_id, offset)`` positions, ms;
+    0 when there are none (RocketMQ ``ConsumerLagCalculator``: lag latency from the consumer
+    offsets, queueing latency from the first offsets never pulled)."""
+    stored = [_store_time_ms(runtime, topic, q, offset) for q, offset in positions]
+    oldest_ms = min((t for t in stored if t), default=0)
+    return max(0, runtime.clock.now_ms() - oldest_ms) if oldest_ms else 0
 
 
 def _store_time_ms(

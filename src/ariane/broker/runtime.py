@@ -20,22 +20,35 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
-from ariane.common import clock, ids, message, route
+from ariane.common import clock, histogram, ids, message, route
 from ariane.remoting import server as grpc_server
 from ariane.store import message_store, retention
 
 _log = logging.getLogger(__name__)
 
 
+def _size_histograms() -> dict[message.MessageType, histogram.Histogram]:
+    return {
+        kind: histogram.Histogram(histogram.MESSAGE_SIZE_BOUNDS_BYTES)
+        for kind in message.MessageType
+        if kind is not message.MessageType.MIXED
+    }
+
+
 @dataclasses.dataclass(slots=True)
 class Counters:
-    """Totals since start, read by the admin API (``rocketmq_messages_in/out_total``)."""
+    """Totals since start, read by the admin API (``rocketmq_messages_in/out_total``) and the
+    metrics (``message_size_bytes``: body sizes of stored messages per message type,
+    ``rocketmq_message_size``)."""
 
     messages_in: int = 0
     bytes_in: int = 0
     messages_out: int = 0
     bytes_out: int = 0
     sent_to_dlq: int = 0
+    message_size_bytes: dict[message.MessageType, histogram.Histogram] = dataclasses.field(
+        default_factory=_size_histograms
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,16 +59,24 @@ class QueueProgress:
         broker_offset: the queue's max offset (next offset to be written).
         consumer_offset: the group's committed (or resume) offset.
         inflight: messages received and not yet acked or expired.
+        scan_offset: the first offset never delivered to the group (its POP scan offset;
+            the consumer offset when the group does not track the queue).
     """
 
     broker_offset: ids.QueueOffset
     consumer_offset: ids.QueueOffset
     inflight: int
+    scan_offset: ids.QueueOffset
 
     @property
     def lag(self) -> int:
         """Messages not yet consumed (never negative)."""
         return max(0, self.broker_offset - self.consumer_offset)
+
+    @property
+    def ready(self) -> int:
+        """Messages stored but never delivered (RocketMQ's "ready"/unpulled; never negative)."""
+        return max(0, self.broker_offset - self.scan_offset)
 
 
 class BrokerRuntime:
@@ -187,10 +208,12 @@ class BrokerRuntime:
         if state is not None and state.is_open(topic, queue_id):
             consumer = state.committed_offset(topic, queue_id)
             inflight = state.in_flight_count(topic, queue_id)
+            scan = state.scan_offset(topic, queue_id)
         else:
             consumer, inflight = self.pop_service.start_offset(group, topic, queue_id), 0
+            scan = consumer
         top = self.store.max_queue_offset(topic, queue_id)
-        return QueueProgress(top, consumer, inflight)
+        return QueueProgress(top, consumer, inflight, scan)
 
     # -- routes -------------------------------------------------------------------------------
 

@@ -88,14 +88,15 @@ class BrokerServer:
             (pb.INGEST_SERVICE, messaging.IngestService(service)),
         ]
         assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
-        front = frontend.build(self.settings, implementations)
+        latency = rpc.RpcLatency()
+        front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
         registrar = registration.RegistrationService(runtime, channels)
         exposition = metrics.MetricsServer(
             metrics.BrokerCollector(
                 metrics.loop_source(
                     asyncio.get_running_loop(),
-                    lambda: metrics_view.snapshot(runtime, client_registry, front),
+                    lambda: metrics_view.snapshot(runtime, client_registry, front, latency),
                 )
             )
         )

@@ -3,10 +3,32 @@
 Modules: ``ids`` (NewTypes for ids and offsets), ``message`` (message values, property names),
 ``route`` (MessageQueue and route values, perm bits), ``topics`` (name rules, retry/DLQ names),
 ``delay`` (delay levels), ``errors`` (RocketMQ ``Code`` and the error tree), ``clock`` (the time
-seam), ``limits`` (protocol limits), ``log_limits`` (rate-limited log lines). Import the
-modules, not their names.
+seam), ``limits`` (protocol limits), ``log_limits`` (rate-limited log lines), ``histogram``
+(fixed-bucket counts for metrics). Import the modules, not their names.
 """
 
-from ariane.common import clock, delay, errors, ids, limits, log_limits, message, route, topics
+from ariane.common import (
+    clock,
+    delay,
+    errors,
+    histogram,
+    ids,
+    limits,
+    log_limits,
+    message,
+    route,
+    topics,
+)
 
-__all__ = ["clock", "delay", "errors", "ids", "limits", "log_limits", "message", "route", "topics"]
+__all__ = [
+    "clock",
+    "delay",
+    "errors",
+    "histogram",
+    "ids",
+    "limits",
+    "log_limits",
+    "message",
+    "route",
+    "topics",
+]

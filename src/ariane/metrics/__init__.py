@@ -17,9 +17,11 @@ from ariane.metrics.snapshots import (
     BrokerSnapshot,
     DiskUsage,
     GroupTopicLag,
+    HistogramCounts,
     Identity,
     NameServerSnapshot,
     QueueLag,
+    copy_histograms,
 )
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "BrokerSnapshot",
     "DiskUsage",
     "GroupTopicLag",
+    "HistogramCounts",
     "Identity",
     "MetricsServer",
     "NameServerCollector",
@@ -36,6 +39,7 @@ __all__ = [
     "QueueLag",
     "alerts",
     "collectors",
+    "copy_histograms",
     "dashboard",
     "exposition",
     "loop_source",

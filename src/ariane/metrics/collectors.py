@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import registry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
 from ariane.metrics import snapshots
 
@@ -54,6 +59,42 @@ class _Families:
             family.add_metric([*self._base, *values], value)
         return family
 
+    def histogram(
+        self,
+        name: str,
+        doc: str,
+        labels: Sequence[str],
+        rows: Sequence[tuple[Sequence[str], snapshots.HistogramCounts]],
+    ) -> HistogramMetricFamily:
+        """Cumulative ``le`` buckets, ``_count`` and ``_sum`` per labelled histogram."""
+        family = HistogramMetricFamily(name, doc, labels=[*BASE_LABELS, *labels])
+        for values, counts in rows:
+            buckets: list[tuple[str, float]] = []
+            total = 0
+            for bound, n in zip((*counts.bounds, float("inf")), counts.bucket_counts, strict=True):
+                total += n
+                buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), total))
+            family.add_metric([*self._base, *values], buckets, counts.sum)
+        return family
+
+
+RPC_LATENCY_LABELS = ("protocol_type", "request_code", "response_code")
+"""``rocketmq_rpc_latency``'s labels (RocketMQ also has ``is_long_polling`` and ``result``,
+which Ariane's gRPC guard does not distinguish)."""
+PROTOCOL_TYPE = "grpc"
+"""``protocol_type`` of every Ariane call (RocketMQ's remoting server says ``remoting``)."""
+
+
+def _rpc_latency(
+    f: _Families, histograms: dict[tuple[str, str], snapshots.HistogramCounts]
+) -> HistogramMetricFamily:
+    return f.histogram(
+        "rocketmq_rpc_latency",
+        "time to answer a call where it is handled, ms (per RPC and answered code)",
+        RPC_LATENCY_LABELS,
+        [([PROTOCOL_TYPE, rpc, code], h) for (rpc, code), h in sorted(histograms.items())],
+    )
+
 
 class BrokerCollector(registry.Collector):
     """The broker's series, read from ``source()`` at every scrape.
@@ -87,6 +128,7 @@ class BrokerCollector(registry.Collector):
             ["worker"],
             [([str(w)], n) for w, n in sorted(snap.frontend_calls.items())],
         )
+        yield _rpc_latency(f, snap.rpc_latency_ms)
 
 
 def _traffic(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
@@ -115,6 +157,12 @@ def _traffic(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
         [([t], n) for t, n in sorted(snap.topic_max_offsets.items())],
     )
     yield f.gauge("rocketmq_topic_number", "topics on this broker", len(snap.topic_max_offsets))
+    yield f.histogram(
+        "rocketmq_message_size",
+        "body sizes of the messages stored by sends, bytes",
+        ["message_type"],
+        [([kind], h) for kind, h in sorted(snap.message_size_bytes.items())],
+    )
 
 
 def _consumers(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
@@ -146,6 +194,20 @@ def _consumers(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]
         "age in ms of the group's oldest unconsumed message (0 when caught up)",
         pair,
         rows(lambda lag: lag.lag_latency_ms),
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_consumer_ready_messages",
+        "messages stored but never delivered to the group yet",
+        pair,
+        rows(lambda lag: lag.ready_messages),
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "rocketmq_consumer_queueing_latency",
+        "age in ms of the group's oldest message never delivered yet (0 when none waits)",
+        pair,
+        rows(lambda lag: lag.queueing_latency_ms),
     )
     yield f.labelled(
         GaugeMetricFamily,
@@ -236,3 +298,4 @@ class NameServerCollector(registry.Collector):
             [([g], has) for g, has in sorted(snap.broker_groups.items())],
         )
         yield f.gauge("ariane_namesrv_topics", "topics with a route", snap.topic_count)
+        yield _rpc_latency(f, snap.rpc_latency_ms)

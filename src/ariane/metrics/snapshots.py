@@ -12,6 +12,12 @@ lives (they restart at 0 with it, as Prometheus counters may); a snapshot holds 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import TypeVar
+
+from ariane.common import histogram
+
+K = TypeVar("K")
 
 GROUP_TOPIC_QUEUE_SERIES_MAX = 200
 """Most consumer-group x topic pairs whose lag is exported per queue (the pairs beyond it are
@@ -33,6 +39,31 @@ class Identity:
     cluster: str
     node_type: str
     node_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistogramCounts:
+    """A copy of a ``common.histogram.Histogram`` taken on the owner's loop.
+
+    Attributes:
+        bounds: bucket upper bounds, increasing (unit of the metric: ms, bytes).
+        bucket_counts: per bucket (not cumulative), ``len(bounds) + 1`` with the ``+Inf`` one.
+        sum: the sum of the observed values.
+    """
+
+    bounds: tuple[float, ...]
+    bucket_counts: tuple[int, ...]
+    sum: float
+
+    @classmethod
+    def of(cls, source: histogram.Histogram) -> HistogramCounts:
+        """A frozen copy of ``source``."""
+        return cls(source.bounds, tuple(source.bucket_counts), source.sum)
+
+
+def copy_histograms(live: Mapping[K, histogram.Histogram]) -> dict[K, HistogramCounts]:
+    """Frozen copies of live histograms, same keys (taken on the loop that updates them)."""
+    return {key: HistogramCounts.of(h) for key, h in live.items()}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,6 +94,11 @@ class GroupTopicLag:
             queues, 0 when nothing is behind.
         consumer_offset: the sum of its committed queue offsets (``rocketmq_consumer_offset``).
         queues: per-queue detail, empty for pairs beyond ``GROUP_TOPIC_QUEUE_SERIES_MAX``.
+        ready_messages: stored but never delivered to the group yet (max offset minus its
+            POP scan offset, summed; ``rocketmq_consumer_ready_messages``).
+        queueing_latency_ms: age of the oldest message never delivered to the group, over its
+            queues (``rocketmq_consumer_queueing_latency``), 0 when none waits; like the lag
+            latency, read only for pairs within the cap.
     """
 
     group: str
@@ -72,6 +108,8 @@ class GroupTopicLag:
     lag_latency_ms: int
     consumer_offset: int
     queues: tuple[QueueLag, ...] = ()
+    ready_messages: int = 0
+    queueing_latency_ms: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,6 +153,10 @@ class BrokerSnapshot:
         disk: disk use and watermarks, ``None`` if the disk could not be probed.
         frontend_calls: worker index -> calls it forwarded since start (empty without
             front-end workers).
+        rpc_latency_ms: ``(request_code, response_code)`` -> latency of the calls answered
+            by this process (``remoting.rpc.RpcLatency``), ms.
+        message_size_bytes: message type (``normal``, ``fifo``) -> body sizes of the
+            messages stored by sends, bytes.
     """
 
     identity: Identity
@@ -136,6 +178,8 @@ class BrokerSnapshot:
     dispatch_behind_bytes: int
     disk: DiskUsage | None
     frontend_calls: dict[int, int] = dataclasses.field(default_factory=dict)
+    rpc_latency_ms: dict[tuple[str, str], HistogramCounts] = dataclasses.field(default_factory=dict)
+    message_size_bytes: dict[str, HistogramCounts] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -160,9 +204,11 @@ class NameServerSnapshot:
         brokers: every live registered broker.
         broker_groups: broker group name -> whether it has a live master.
         topic_count: topics with a route.
+        rpc_latency_ms: as ``BrokerSnapshot.rpc_latency_ms``, for the name server's calls.
     """
 
     identity: Identity
     brokers: tuple[BrokerMemberView, ...]
     broker_groups: dict[str, bool]
     topic_count: int
+    rpc_latency_ms: dict[tuple[str, str], HistogramCounts] = dataclasses.field(default_factory=dict)

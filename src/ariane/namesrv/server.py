@@ -85,6 +85,7 @@ class NameServer:
         self._clock = clock or clock_module.SystemClock()
         self.manager = rim.RouteInfoManager(settings=settings.route, clock=self._clock)
         self._channels = rpc.ChannelPool(channels_max=settings.broker_channels_max)
+        self._latency = rpc.RpcLatency()
         self._port: int | None = None
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
@@ -104,8 +105,12 @@ class NameServer:
             forward_timeout_s=self._settings.forward_timeout_ms / 1000,
         )
         return [
-            rpc.service_handler(pb.REGISTRY_SERVICE, service.RegistryService(self.manager)),
-            rpc.service_handler(pb.MESSAGING_SERVICE, messaging),
+            rpc.service_handler(
+                pb.REGISTRY_SERVICE,
+                service.RegistryService(self.manager),
+                latency=self._latency,
+            ),
+            rpc.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),
         ]
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -140,7 +145,8 @@ class NameServer:
             _log.info("name server stopped")
 
     def metrics_snapshot(self) -> metrics.NameServerSnapshot:
-        """What ``/metrics`` shows: live brokers, masters per group, routed topics."""
+        """What ``/metrics`` shows: live brokers, masters per group, routed topics, call
+        latency."""
         groups = self.manager.cluster_info()
         return metrics.NameServerSnapshot(
             identity=metrics.Identity("", "nameserver", self._settings.listen),
@@ -151,6 +157,7 @@ class NameServer:
             ),
             broker_groups={g.broker_name: g.master() is not None for g in groups},
             topic_count=len(self.manager.topic_names()),
+            rpc_latency_ms=metrics.copy_histograms(self._latency.histograms()),
         )
 
     async def _scan_loop(self) -> None:

@@ -24,6 +24,14 @@ is guarded so that a client always gets a status, never a gRPC error:
 Both limits hold per process: the broker's own gRPC server, the store owner behind front-end
 workers (``remoting.relay`` calls the same guard) and the name server all use this guard.
 
+Every guarded call is timed where it is answered (``RpcLatency``, RocketMQ's
+``rocketmq_rpc_latency`` with ``request_code`` = the snake-case RPC name and ``response_code``
+= the answered v2 code): a unary or server-streaming call once, from its start to its last
+response; a call with a request stream once per response, from the read of the request it
+answers (SendStream answers each request in order). Calls ended by ``context.abort`` are not
+timed (they have no v2 code). Behind front-end workers the owner's guard times the call, so the
+histogram shows the owner's handling time, without the worker's gRPC hop.
+
 ``context.abort`` still ends a call with a gRPC status when an implementation wants that (the
 Java proxy uses gRPC INVALID_ARGUMENT for malformed telemetry settings).
 
@@ -39,13 +47,14 @@ import collections
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
-from ariane.common import errors, log_limits
+from ariane.common import errors, histogram, log_limits
 from ariane.remoting import codes, metadata, pb
 
 _log = logging.getLogger(__name__)
@@ -86,6 +95,65 @@ class _GuardLogs:
     def __init__(self) -> None:
         self.malformed = log_limits.LineLimiter(key_interval_s=MALFORMED_LOG_INTERVAL_S)
         self.refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
+
+
+OTHER_RESPONSE_CODE = -1
+"""The ``response_code`` key of a status code that is not a ``Code`` member (bounds the
+table)."""
+
+
+class RpcLatency:
+    """Per (RPC, answered code) latency histograms of one process (``rocketmq_rpc_latency``).
+
+    Plain int buckets (``common.histogram``, ms, RocketMQ's bounds); the metrics collector
+    reads ``histograms()`` at scrape time. The table is bounded: RPC names come from the
+    served services and codes are ``Code`` members or ``OTHER_RESPONSE_CODE``. Not
+    thread-safe: use it from the serving event loop.
+
+    Args:
+        timer: seconds from an arbitrary origin (``time.perf_counter``; tests inject one).
+    """
+
+    __slots__ = ("_histograms", "timer")
+
+    def __init__(self, *, timer: Callable[[], float] = time.perf_counter) -> None:
+        self.timer = timer
+        self._histograms: dict[tuple[str, int], histogram.Histogram] = {}
+
+    def observe(self, rpc: str, code: int, started_s: float) -> None:
+        """Count one answer of ``rpc`` with ``code``, begun at ``started_s`` (a ``timer``
+        reading)."""
+        key = (rpc, code if code in _KNOWN_CODES else OTHER_RESPONSE_CODE)
+        found = self._histograms.get(key)
+        if found is None:
+            found = self._histograms[key] = histogram.Histogram(histogram.RPC_LATENCY_BOUNDS_MS)
+        found.observe((self.timer() - started_s) * 1000.0)
+
+    def histograms(self) -> dict[tuple[str, str], histogram.Histogram]:
+        """``(request_code, response_code) -> histogram``: the snake-case RPC name and the
+        lower-case ``Code`` name (``other`` for a code outside it), as RocketMQ labels
+        ``rocketmq_rpc_latency``. Live objects: read them on the serving loop."""
+        return {
+            (rpc, _CODE_NAMES.get(code, "other")): found
+            for (rpc, code), found in self._histograms.items()
+        }
+
+
+_CODE_NAMES = {int(c): c.name.lower() for c in errors.Code}
+_KNOWN_CODES = frozenset(_CODE_NAMES)
+
+
+class _RequestRead:
+    """When a call's latest request was read (``timer`` seconds): the start of its answer."""
+
+    __slots__ = ("at_s", "timer")
+
+    def __init__(self, timer: Callable[[], float]) -> None:
+        self.timer = timer
+        self.at_s = timer()
+
+    def mark(self) -> None:
+        self.at_s = self.timer()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -169,7 +237,10 @@ class GuardedMethod:
 
 
 def guarded_methods(
-    service: descriptor.ServiceDescriptor, implementation: object
+    service: descriptor.ServiceDescriptor,
+    implementation: object,
+    *,
+    latency: RpcLatency | None = None,
 ) -> list[GuardedMethod]:
     """Every RPC of ``service`` served from ``implementation``, behind the status guard.
 
@@ -177,25 +248,31 @@ def guarded_methods(
         service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
         implementation: an object with a snake-case coroutine (or async generator, for
             server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
+        latency: where the calls are timed (a private table when ``None``).
     """
     logs = _GuardLogs()
+    timed = RpcLatency() if latency is None else latency
     return [
-        _guarded(method, getattr(implementation, snake_case(method.name), None), logs)
+        _guarded(method, getattr(implementation, snake_case(method.name), None), logs, timed)
         for method in service.methods
     ]
 
 
 def service_handler(
-    service: descriptor.ServiceDescriptor, implementation: object
+    service: descriptor.ServiceDescriptor,
+    implementation: object,
+    *,
+    latency: RpcLatency | None = None,
 ) -> grpc.GenericRpcHandler:
     """A generic handler serving every RPC of ``service`` from ``implementation``.
 
     Args:
         service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
         implementation: as for ``guarded_methods``.
+        latency: as for ``guarded_methods``.
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-    for method in guarded_methods(service, implementation):
+    for method in guarded_methods(service, implementation, latency=latency):
         factory = HANDLER_FACTORIES[(method.client_streaming, method.server_streaming)]
         handlers[method.path.rpartition("/")[2]] = factory(
             method.call,
@@ -227,15 +304,17 @@ def _status_for(exc: Exception, rpc: str) -> pb.v2.Status:
     return codes.internal_error(f"{rpc} failed: {type(exc).__name__}")
 
 
-def _guarded(method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLogs) -> GuardedMethod:
+def _guarded(
+    method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLogs, latency: RpcLatency
+) -> GuardedMethod:
     request_class = message_class(method.input_type)
     response_class = message_class(method.output_type)
     rpc = method.full_name
+    request_code = snake_case(method.name)
     has_status = STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name
     client_streaming = method.client_streaming
 
-    async def unary_response(request: Any, context: CallContext) -> Any:
-        request = await _checked_request(request, client_streaming, context, rpc, logs)
+    async def answer(request: Any, context: CallContext) -> Any:
         if behavior is None:
             return _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
         try:
@@ -249,8 +328,15 @@ def _guarded(method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLog
         except Exception as exc:  # a client must get a status, never a crash
             return _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
 
-    async def stream_response(request: Any, context: CallContext) -> AsyncIterator[Any]:
-        request = await _checked_request(request, client_streaming, context, rpc, logs)
+    async def unary_response(request: Any, context: CallContext) -> Any:
+        started = _RequestRead(latency.timer)
+        request = await _checked_request(request, client_streaming, context, rpc, logs, started)
+        response = await answer(request, context)
+        code = response.status.code if has_status else errors.Code.OK
+        latency.observe(request_code, code, started.at_s)
+        return response
+
+    async def responses(request: Any, context: CallContext) -> AsyncIterator[Any]:
         if behavior is None:
             yield _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
             return
@@ -261,6 +347,19 @@ def _guarded(method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLog
             raise
         except Exception as exc:  # a client must get a status, never a crash
             yield _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
+
+    async def stream_response(request: Any, context: CallContext) -> AsyncIterator[Any]:
+        started = _RequestRead(latency.timer)
+        request = await _checked_request(request, client_streaming, context, rpc, logs, started)
+        code = int(errors.Code.OK)
+        async for response in responses(request, context):
+            if has_status and response.HasField(STATUS_FIELD):
+                code = response.status.code
+            if client_streaming:  # one answer per request read: time each
+                latency.observe(request_code, code, started.at_s)
+            yield response
+        if not client_streaming:
+            latency.observe(request_code, code, started.at_s)
 
     def deserialize(data: bytes) -> Any:
         try:
@@ -279,23 +378,33 @@ def _guarded(method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLog
 
 
 async def _checked_request(
-    request: Any, client_streaming: bool, context: CallContext, rpc: str, logs: _GuardLogs
+    request: Any,
+    client_streaming: bool,
+    context: CallContext,
+    rpc: str,
+    logs: _GuardLogs,
+    request_read: _RequestRead,
 ) -> Any:
-    """The request, or for a client stream an iterator that checks each; aborts on a malformed
-    one with INVALID_ARGUMENT."""
+    """The request, or for a client stream an iterator that checks each and marks
+    ``request_read`` when it hands one on; aborts on a malformed one with INVALID_ARGUMENT."""
     if client_streaming:
-        return _checked_stream(request, context, rpc, logs)
+        return _checked_stream(request, context, rpc, logs, request_read)
     if isinstance(request, MalformedRequest):
         await _abort_malformed(request, context, rpc, logs)
     return request
 
 
 async def _checked_stream(
-    requests: AsyncIterator[Any], context: CallContext, rpc: str, logs: _GuardLogs
+    requests: AsyncIterator[Any],
+    context: CallContext,
+    rpc: str,
+    logs: _GuardLogs,
+    request_read: _RequestRead,
 ) -> AsyncIterator[Any]:
     async for request in requests:
         if isinstance(request, MalformedRequest):
             await _abort_malformed(request, context, rpc, logs)
+        request_read.mark()
         yield request
 
 

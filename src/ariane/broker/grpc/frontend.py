@@ -71,14 +71,17 @@ class InProcessFrontEnd:
     Args:
         settings: the broker's settings (listen address, gRPC options).
         implementations: ``(service descriptor, implementation)`` pairs.
+        latency: where the guard times each call (``rocketmq_rpc_latency``).
     """
 
     def __init__(
         self,
         settings: broker_settings.BrokerSettings,
         implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+        *,
+        latency: rpc.RpcLatency | None = None,
     ) -> None:
-        handlers = [rpc.service_handler(s, impl) for s, impl in implementations]
+        handlers = [rpc.service_handler(s, impl, latency=latency) for s, impl in implementations]
         self._settings = settings
         self._server = grpc_server.build(settings.server, handlers)
 
@@ -125,6 +128,8 @@ class WorkerFrontEnd:
         settings: the broker's settings (listen address, gRPC options, ``workers``).
         implementations: ``(service descriptor, implementation)`` pairs served on the owner.
         workers: how many worker processes to run (1..``broker_settings.WORKERS_MAX``).
+        latency: where the owner's guard times each forwarded call (the owner's handling
+            time; the workers' gRPC hop is not in it).
     """
 
     def __init__(
@@ -132,9 +137,13 @@ class WorkerFrontEnd:
         settings: broker_settings.BrokerSettings,
         implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
         workers: int,
+        *,
+        latency: rpc.RpcLatency | None = None,
     ) -> None:
         assert 1 <= workers <= broker_settings.WORKERS_MAX, f"bad worker count {workers}"
-        methods = [m for s, impl in implementations for m in rpc.guarded_methods(s, impl)]
+        methods = [
+            m for s, impl in implementations for m in rpc.guarded_methods(s, impl, latency=latency)
+        ]
         self._settings = settings
         self._relay = relay.RelayServer(methods, calls_max=RELAY_CALLS_MAX)
         self._workers = [_Worker(index) for index in range(workers)]
@@ -277,12 +286,14 @@ FrontEnd = InProcessFrontEnd | WorkerFrontEnd
 def build(
     settings: broker_settings.BrokerSettings,
     implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+    *,
+    latency: rpc.RpcLatency | None = None,
 ) -> FrontEnd:
-    """The front end ``settings.workers`` asks for."""
+    """The front end ``settings.workers`` asks for, timing calls into ``latency``."""
     workers = settings.effective_workers()
     if workers == 0:
-        return InProcessFrontEnd(settings, implementations)
-    return WorkerFrontEnd(settings, implementations, workers)
+        return InProcessFrontEnd(settings, implementations, latency=latency)
+    return WorkerFrontEnd(settings, implementations, workers, latency=latency)
 
 
 # -- the worker process -------------------------------------------------------------------------

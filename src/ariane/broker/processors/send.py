@@ -33,7 +33,7 @@ from typing import Protocol
 
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import topic_config
-from ariane.common import errors, ids, limits, message, topics
+from ariane.common import errors, histogram, ids, limits, message, topics
 from ariane.store import commit_log, message_codec, message_store
 from ariane.store import settings as store_settings_mod
 
@@ -87,10 +87,12 @@ class SendOutcome:
 
 
 class SendCounters(Protocol):
-    """The totals the send path adds to (``runtime.Counters``)."""
+    """The totals the send path adds to (``runtime.Counters``); ``message_size_bytes`` holds
+    one histogram per message type but MIXED."""
 
     messages_in: int
     bytes_in: int
+    message_size_bytes: dict[message.MessageType, histogram.Histogram]
 
 
 class SendProcessor:
@@ -149,12 +151,14 @@ class SendProcessor:
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
         stored = stored_bytes = 0  # counted once per request, not per message
+        sizes = self._counters.message_size_bytes
         for incoming, result in zip(batch, results, strict=True):
             answered.append(self._outcome(incoming, result))
             if result.status.is_stored:
                 stored_topics.add(incoming.topic)
                 stored += 1
                 stored_bytes += len(incoming.body)
+                sizes[_message_type(incoming)].observe(len(incoming.body))
         counters = self._counters
         counters.messages_in += stored
         counters.bytes_in += stored_bytes
