@@ -27,6 +27,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from ariane.broker import schedule_settings
 from ariane.broker import settings as core_settings
 from ariane.common import ids, process, topics
 from ariane.remoting import server as grpc_server
@@ -145,6 +146,11 @@ class BrokerSettings:
     receive: ReceiveSettings = dataclasses.field(default_factory=ReceiveSettings)
     """ReceiveMessage behaviour."""
 
+    schedule: schedule_settings.ScheduleSettings = dataclasses.field(
+        default_factory=schedule_settings.ScheduleSettings
+    )
+    """Delay levels and timer messages (``[schedule]`` in TOML)."""
+
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings
     )
@@ -230,6 +236,7 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
         "index": index_file.IndexSettings,
         "retention": retention.RetentionSettings,
         "receive": ReceiveSettings,
+        "schedule": schedule_settings.ScheduleSettings,
     }
     simple = {
         "cluster",

@@ -93,6 +93,7 @@ class BrokerServer:
             polling=runtime.polling,
             counters=runtime.counters,
             store_settings=self.settings.store,
+            schedule=runtime.schedule,
         )
         service = messaging.MessagingService(runtime, sender, consumer, lookup, client_registry)
         implementations = [
@@ -155,6 +156,7 @@ class BrokerServer:
                 tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),
                 tasks.create_task(self._retention(runtime), name="retention"),
                 tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
+                tasks.create_task(runtime.schedule.run(), name="schedule"),
             ]
             await stop.wait()
             for loop in loops:
