@@ -7,7 +7,7 @@ and the flights job can assert on what a real user of the official client would 
 Commands::
 
     produce        --endpoints E --topic T --count N [--tag X] [--keys-prefix K]
-                   [--groups G] [--body-size B] [--prefix P]
+                   [--groups G] [--body-size B] [--prefix P] [--delay-s S] [--recall I]
     simple-consume --endpoints E --group G --topic T --count N [--invisible-s S]
                    [--no-ack] [--deadline-s D] [--filter EXPR] [--batch B]
     push-consume   --endpoints E --group G --topic T --count N [--fail] [--deadline-s D]
@@ -53,6 +53,8 @@ def _config(endpoints: str) -> Any:
 
 def _view(msg: Any) -> dict[str, Any]:
     return {
+        "received_ms": int(time.time() * 1000),
+        "delivery_timestamp": msg.delivery_timestamp,
         "message_id": msg.message_id,
         "body": msg.body.decode("utf-8", "replace"),
         "tag": msg.tag,
@@ -81,6 +83,8 @@ def produce(args: argparse.Namespace) -> int:
                 msg.keys = f"{args.keys_prefix}-{i}"
             if args.groups:
                 msg.message_group = f"g{i % args.groups}"
+            if args.delay_s:  # the client sends whole seconds (grpc-v2.md §5.3)
+                msg.delivery_timestamp = int(time.time()) + args.delay_s
             receipt = producer.send(msg)
             emit(
                 {
@@ -89,8 +93,13 @@ def produce(args: argparse.Namespace) -> int:
                     "message_id": receipt.message_id,
                     "body": body,
                     "group": msg.message_group,
+                    "delivery_s": msg.delivery_timestamp,
+                    "recall_handle": receipt.recall_handle,
                 }
             )
+            if args.recall == i:
+                recalled = producer.recall_message(args.topic, receipt.recall_handle)
+                emit({"event": "recalled", "message_id": str(recalled)})
     finally:
         producer.shutdown()
     return 0
@@ -166,6 +175,8 @@ def main() -> int:
     p.add_argument("--groups", type=int, default=0)
     p.add_argument("--body-size", type=int, default=0)
     p.add_argument("--prefix", default="m")
+    p.add_argument("--delay-s", type=int, default=0)
+    p.add_argument("--recall", type=int, default=-1)
     s = sub.add_parser("simple-consume")
     s.add_argument("--endpoints", required=True)
     s.add_argument("--group", required=True)

@@ -330,17 +330,14 @@ def _lines_with(path: pathlib.Path, *needles: str, at_least: int) -> list[str]:
 
 
 def test_refused_rpcs_leave_one_line_per_kind_and_client(topics_ready: Cluster) -> None:
-    """30 UNSUPPORTED sends and 30 NOT_IMPLEMENTED calls from each of two clients leave exactly
-    one line per (RPC, client) in the broker log; the name server likewise."""
-    delay = _message(
-        "later",
-        message_type=pb.v2.MessageType.DELAY,
-        delivery_timestamp=messages.timestamp(int(time.time() * 1000) + 60_000),
-    )
+    """30 UNSUPPORTED sends (a PRIORITY message: DELAY ones are served now) and 30
+    NOT_IMPLEMENTED calls from each of two clients leave exactly one line per (RPC, client) in
+    the broker log; the name server likewise."""
+    unsupported = _message("atomic", message_type=pb.v2.MessageType.PRIORITY)
     end = pb.v2_service.EndTransactionRequest(topic=pb.v2.Resource(name="atomic"))
     for client in ("refused-a@1", "refused-b@1"):
         for _ in range(30):
-            sent = _send(topics_ready, delay, client=client)
+            sent = _send(topics_ready, unsupported, client=client)
             assert codes.code_of(sent.status) == errors.Code.UNSUPPORTED
             ended = _call(
                 topics_ready.broker,

@@ -44,6 +44,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             polling=broker.polling,
             counters=broker.counters,
             store_settings=settings.store,
+            schedule=broker.schedule,
         ),
         consumer=consume.ConsumeProcessor(
             pop_service=broker.pop_service,

@@ -19,6 +19,7 @@ import socket
 from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
+from ariane.broker.schedule import service as schedule_service
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, histogram, ids, message, route
 from ariane.remoting import server as grpc_server
@@ -131,6 +132,14 @@ class BrokerRuntime:
             time=time,
         )
         """Every group's POP state and the POP journal (``broker.pop_service``)."""
+        self.schedule = schedule_service.ScheduleService.open(
+            root,
+            store=self.store,
+            settings=settings.schedule,
+            time=time,
+            notify=self.polling.notify_many,
+        )
+        """Delay-level and timer messages (``broker.schedule``)."""
         self.client_endpoint = settings.client_endpoint(0)
         """``HOST:PORT`` advertised to clients; ``advertise`` sets it once the port is bound."""
         self.route_changed = asyncio.Event()
@@ -145,6 +154,7 @@ class BrokerRuntime:
         """Persist offsets, close the POP journal and close the store cleanly (removes its
         ``abort`` marker)."""
         self.pop_service.close()
+        self.schedule.close()
         self.persist_offsets()
         self.store.close()
 

@@ -145,6 +145,7 @@ class BrokerServer:
                 tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),
                 tasks.create_task(self._retention(runtime), name="retention"),
                 tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
+                tasks.create_task(runtime.schedule.run(), name="schedule"),
             ]
             await stop.wait()
             for loop in loops:

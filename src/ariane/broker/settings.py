@@ -44,6 +44,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from ariane.broker import schedule_settings
 from ariane.common import ids, limits, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
@@ -303,6 +304,11 @@ class BrokerSettings:
 
     receive: ReceiveSettings = dataclasses.field(default_factory=ReceiveSettings)
     """ReceiveMessage behaviour."""
+
+    schedule: schedule_settings.ScheduleSettings = dataclasses.field(
+        default_factory=schedule_settings.ScheduleSettings
+    )
+    """Delay levels and timer messages (``[schedule]`` in TOML)."""
 
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings

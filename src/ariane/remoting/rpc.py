@@ -304,6 +304,19 @@ def _status_for(exc: Exception, rpc: str) -> pb.v2.Status:
     return codes.internal_error(f"{rpc} failed: {type(exc).__name__}")
 
 
+def _deserializer(request_class: Any) -> Callable[[bytes], Any]:
+    """A request deserializer that never raises: bytes that do not parse become a
+    ``MalformedRequest``, which the guard answers INVALID_ARGUMENT."""
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return request_class.FromString(data)
+        except message.DecodeError as exc:
+            return MalformedRequest(str(exc), len(data))
+
+    return deserialize
+
+
 def _guarded(
     method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLogs, latency: RpcLatency
 ) -> GuardedMethod:
@@ -361,17 +374,11 @@ def _guarded(
         if not client_streaming:
             latency.observe(request_code, code, started.at_s)
 
-    def deserialize(data: bytes) -> Any:
-        try:
-            return request_class.FromString(data)
-        except message.DecodeError as exc:  # answered INVALID_ARGUMENT by the guard
-            return MalformedRequest(str(exc), len(data))
-
     return GuardedMethod(
         path=f"/{method.containing_service.full_name}/{method.name}",
         client_streaming=client_streaming,
         server_streaming=method.server_streaming,
-        deserialize=deserialize,
+        deserialize=_deserializer(request_class),
         serialize=response_class.SerializeToString,
         call=stream_response if method.server_streaming else unary_response,
     )

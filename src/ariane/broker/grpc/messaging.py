@@ -4,9 +4,10 @@ Each handler checks the request's shape (client id, names, ranges) and answers w
 RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
 ``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.remoting.rpc`` guarantees a
 status on every answer: an ``ArianeError`` raised here becomes its code, anything else
-INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction and RecallMessage answer
-NOT_IMPLEMENTED until their services land. The pull RPCs (PullMessage, GetOffset, UpdateOffset,
-QueryOffset) are served by ``pull.PullProcessor``.
+INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction answers NOT_IMPLEMENTED
+until its service lands. The pull RPCs (PullMessage, GetOffset, UpdateOffset, QueryOffset) are
+served by ``pull.PullProcessor``. A parked DELAY message's entry carries a recall handle
+(``remoting.recall``) that RecallMessage, here or at a name server, resolves.
 
 ``IngestService`` serves ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own producer streams
 batches) from the same ``answer_send`` as SendMessage, so both answer a request identically.
@@ -25,7 +26,7 @@ from ariane.broker.grpc import routes
 from ariane.broker.processors import client_settings, consume, pull, send
 from ariane.broker.tables import clients, subscriptions
 from ariane.common import errors, ids, limits, message, topics
-from ariane.remoting import codes, convert, messages, metadata, pb, rpc
+from ariane.remoting import codes, convert, messages, metadata, pb, recall, rpc
 
 _log = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class MessagingService:
         statuses: dict[tuple[errors.Code, str], pb.v2.Status] = {}
         response = pb.v2_service.SendMessageResponse()
         add_entry = response.entries.add
-        for outcome in outcomes:
+        for sent, outcome in zip(request.messages, outcomes, strict=True):
             key = (outcome.code, outcome.text)
             entry_status = statuses.get(key)
             if entry_status is None:
@@ -195,9 +196,42 @@ class MessagingService:
                 status=entry_status,
                 message_id=outcome.message_id,
                 offset=max(outcome.queue_offset, 0),
+                recall_handle=self._recall_handle(sent.topic.name, outcome),
             )
         response.status.CopyFrom(codes.combine(statuses.values()))
         return response
+
+    def _recall_handle(self, topic: str, outcome: send.SendOutcome) -> str:
+        """The recall handle of a parked DELAY message ("" for any other)."""
+        if outcome.delivery_ms is None:
+            return ""
+        handle = recall.RecallHandle(
+            ids.TopicName(topic),
+            self._runtime.broker_name,
+            ids.TimestampMs(outcome.delivery_ms),
+            ids.MessageId(outcome.message_id),
+        )
+        return recall.encode(handle)
+
+    async def recall_message(
+        self, request: pb.v2_service.RecallMessageRequest, context: Context
+    ) -> pb.v2_service.RecallMessageResponse:
+        """RecallMessage (§6.9): cancel a timer message of this broker not yet delivered.
+
+        Raises:
+            BadRequestError: a malformed handle, or one for another topic or broker.
+            NotFoundError: the message is not waiting (delivered, recalled or unknown).
+        """
+        self._client(context)
+        topic = topics.validate_topic(request.topic.name)
+        handle = recall.decode(request.recall_handle)
+        if handle.topic != topic or handle.broker_name != self._runtime.broker_name:
+            raise errors.BadRequestError(
+                f"the recall handle is for {handle.topic!r} on {handle.broker_name!r}, not "
+                f"{topic!r} on {self._runtime.broker_name!r}"
+            )
+        self._runtime.schedule.recall(handle.message_id, handle.delivery_timestamp_ms)
+        return pb.v2_service.RecallMessageResponse(status=codes.ok(), message_id=handle.message_id)
 
     # -- consume -------------------------------------------------------------------------------
 

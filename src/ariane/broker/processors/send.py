@@ -18,9 +18,11 @@ Invariant: a request is all-or-nothing. Every message is validated before anythi
 store; the first invalid one refuses the whole request with its code (as the Java proxy, whose
 ``buildMessage`` throws for the request) and nothing of it is stored, and the store appends the
 batch atomically (``MessageStore.put_messages(..., atomic=True)``: a message its codec refuses
-fails the batch before a byte is written). Delay and transactional messages are refused with
-UNSUPPORTED until the timer and the transaction service land, rather than delivered early or
-half-committed.
+fails the batch before a byte is written). A DELAY message (to a DELAY or MIXED topic; to any
+other the proxy's ``DefaultTopicMessageTypeValidator`` answer, MESSAGE_PROPERTY_CONFLICT_WITH_TYPE)
+is parked by the schedule hook (``broker.schedule``) and its outcome carries its delivery time,
+from which the adapter makes the recall handle. Transactional messages are refused with
+UNSUPPORTED until the transaction service lands, rather than half-committed.
 """
 
 from __future__ import annotations
@@ -78,12 +80,14 @@ class SendOutcome:
         text: the status message.
         message_id: the client's message id (echoed back).
         queue_offset: the queue offset it got, or -1.
+        delivery_ms: a parked DELAY message's delivery time (the recall handle names it).
     """
 
     code: errors.Code
     text: str
     message_id: str
     queue_offset: int = -1
+    delivery_ms: int | None = None
 
 
 class SendCounters(Protocol):
@@ -93,6 +97,16 @@ class SendCounters(Protocol):
     messages_in: int
     bytes_in: int
     message_size_bytes: dict[message.MessageType, histogram.Histogram]
+
+
+class ScheduleHook(Protocol):
+    """Parks DELAY messages until due (``schedule.service.ScheduleService``)."""
+
+    def park(
+        self, request: commit_log.AppendRequest, *, delivery_ms: int | None
+    ) -> commit_log.AppendRequest:
+        """The request rewritten into the timer topic (see ``ScheduleService.park``)."""
+        ...
 
 
 class SendProcessor:
@@ -105,6 +119,7 @@ class SendProcessor:
         polling: long polling, notified of the topics that got messages.
         counters: the broker's totals (messages and bytes in).
         store_settings: the body and property size limits.
+        schedule: parks DELAY messages; without it they answer UNSUPPORTED.
     """
 
     def __init__(
@@ -115,12 +130,14 @@ class SendProcessor:
         polling: long_polling.LongPolling,
         counters: SendCounters,
         store_settings: store_settings_mod.StoreSettings,
+        schedule: ScheduleHook | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
         self._polling = polling
         self._counters = counters
         self._limits = store_settings
+        self._schedule = schedule
         self._round_robin = itertools.count()
 
     async def send(
@@ -169,7 +186,13 @@ class SendProcessor:
         self, incoming: message.IncomingMessage, result: commit_log.PutMessageResult
     ) -> SendOutcome:
         if result.status is commit_log.PutMessageStatus.PUT_OK:
-            return SendOutcome(errors.Code.OK, "OK", incoming.message_id, result.queue_offset)
+            return SendOutcome(
+                errors.Code.OK,
+                "OK",
+                incoming.message_id,
+                result.queue_offset,
+                incoming.delivery_timestamp_ms if self._parks(incoming) else None,
+            )
         code = _STATUS_ERRORS.get(result.status, errors.Code.INTERNAL_ERROR)
         text = _STATUS_TEXT.get(result.status, f"store answered {result.status.value}")
         return SendOutcome(code, text, incoming.message_id, result.queue_offset)
@@ -191,7 +214,9 @@ class SendProcessor:
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
                 f"{kind.value}; send to a topic of that type or change the topic's type"
             )
-        if kind in (message.MessageType.DELAY, message.MessageType.TRANSACTION):
+        if kind is message.MessageType.TRANSACTION or (
+            kind is message.MessageType.DELAY and self._schedule is None
+        ):
             raise errors.UnsupportedError(
                 f"{kind.value} messages are not supported by this broker yet"
             )
@@ -201,13 +226,19 @@ class SendProcessor:
         properties = _properties(incoming, kind)
         self._check_properties(properties)
         queue_id = self._choose_queue(topic, incoming.message_group)
-        return commit_log.AppendRequest(
+        request = commit_log.AppendRequest(
             message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
             queue_id=queue_id,
             sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
             born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
             born_host=born_host,
         )
+        if self._schedule is not None and kind is message.MessageType.DELAY:
+            return self._schedule.park(request, delivery_ms=incoming.delivery_timestamp_ms)
+        return request
+
+    def _parks(self, incoming: message.IncomingMessage) -> bool:
+        return incoming.message_type == "DELAY" and incoming.delivery_timestamp_ms is not None
 
     def _writable_topic(self, name: str) -> topic_config.TopicConfig:
         validated = topics.validate_topic(name)
