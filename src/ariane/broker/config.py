@@ -16,6 +16,8 @@ TOML layout (every key optional)::
     store_dir = ".ariane/store"
     [store]            # any StoreSettings field, e.g. flush_disk_type = "SYNC_FLUSH"
     [index]            # any IndexSettings field
+    broker_role = "SYNC_MASTER"   # or ASYNC_MASTER / SLAVE (opens the HA port)
+    [ha]               # any HASettings field, e.g. ha_listen, master_ha
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ariane.common import ids, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
 from ariane.store import settings as store_settings
+from ariane.store.ha import settings as ha_settings
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
 WORKERS_MAX = 64
@@ -145,6 +148,9 @@ class BrokerSettings:
     receive: ReceiveSettings = dataclasses.field(default_factory=ReceiveSettings)
     """ReceiveMessage behaviour."""
 
+    ha: ha_settings.HASettings = dataclasses.field(default_factory=ha_settings.HASettings)
+    """Role and replication (``[ha]``; ``broker_role`` may also be a top-level key)."""
+
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings
     )
@@ -203,6 +209,8 @@ def _sub_settings(cls: type[Any], raw: object, section: str) -> Any:
             raise ValueError(f"[{section}] has no setting {key!r}; known: {sorted(known)}")
         if key == "flush_disk_type":
             value = store_settings.FlushDiskType(value)
+        if key == "broker_role":
+            value = ha_settings.BrokerRole(value)
         values[key] = value
     return cls(**values)
 
@@ -225,11 +233,13 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
         ValueError: unknown keys or values out of bounds.
     """
     values: dict[str, Any] = {}
+    top_role: ha_settings.BrokerRole | None = None
     tables = {
         "store": store_settings.StoreSettings,
         "index": index_file.IndexSettings,
         "retention": retention.RetentionSettings,
         "receive": ReceiveSettings,
+        "ha": ha_settings.HASettings,
     }
     simple = {
         "cluster",
@@ -247,12 +257,17 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
             values[key] = _sub_settings(tables[key], value, key)
         elif key == "namesrv":
             values["namesrv_addrs"] = tuple([value] if isinstance(value, str) else value)
+        elif key == "broker_role":
+            top_role = ha_settings.BrokerRole(value)
         elif key == "store_dir":
             values["store_dir"] = pathlib.Path(value)
         elif key in simple:
             values[key] = value
         else:
             raise ValueError(f"unknown broker setting {key!r}")
+    if top_role is not None:
+        ha = values.get("ha", ha_settings.HASettings())
+        values["ha"] = dataclasses.replace(ha, broker_role=top_role)
     values.update({k: v for k, v in overrides.items() if v is not None})
     if "store_dir" not in values:
         raise ValueError("store_dir is required (--store-dir DIR or store_dir in the config)")

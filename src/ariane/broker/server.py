@@ -23,7 +23,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import admin_service, frontend, messaging, routes
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, send
-from ariane.broker.services import registration
+from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
 from ariane.common import ids
@@ -55,6 +55,8 @@ class BrokerServer:
         self.front_end: frontend.FrontEnd | None = None
         """How gRPC is served (in this process, or by front-end workers); set by ``serve``."""
         self._port: int | None = None
+        self.replication: replication.ReplicationService | None = None
+        """Role and HA loops, when a broker role is configured; set by ``serve``."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
 
@@ -95,9 +97,12 @@ class BrokerServer:
             store_settings=self.settings.store,
         )
         service = messaging.MessagingService(runtime, sender, consumer, lookup, client_registry)
+        self.replication = (
+            replication.ReplicationService(runtime) if self.settings.ha.replicates else None
+        )
         implementations = [
             (pb.MESSAGING_SERVICE, service),
-            (pb.ADMIN_SERVICE, admin_service.AdminService(runtime)),
+            (pb.ADMIN_SERVICE, admin_service.AdminService(runtime, roles=self.replication)),
             (pb.INGEST_SERVICE, messaging.IngestService(service)),
         ]
         assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
@@ -156,6 +161,8 @@ class BrokerServer:
                 tasks.create_task(self._retention(runtime), name="retention"),
                 tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
             ]
+            if self.replication is not None:
+                loops.append(tasks.create_task(self.replication.run(), name="replication"))
             await stop.wait()
             for loop in loops:
                 loop.cancel()

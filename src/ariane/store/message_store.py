@@ -497,8 +497,8 @@ class MessageStore:
     def adopt_replicated_queue_offsets(self) -> None:
         """A promoted slave: take the next queue offsets from its ConsumeQueues, so its own
         appends continue each queue where the replicated ones ended."""
+        self._reput.reput()  # takes the put lock itself
         with self._put_lock:
-            self._reput.reput()
             self.commit_log.set_queue_offset_table(self.consume_queues.next_offset_table())
 
     def _timed_out(

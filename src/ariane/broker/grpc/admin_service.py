@@ -28,7 +28,7 @@ What each RPC does (zero-valued request fields: see ``admin_convert``):
 * ``WipeWritePerm``/``AddWritePerm``: clear or set the WRITE bit of every topic except system,
   ``%RETRY%`` and ``%DLQ%`` topics (retries of messages already here must still work while the
   broker drains), as ``mqadmin wipeWritePerm`` / ``addWritePerm``.
-* ``ChangeRole`` answers UNSUPPORTED until replication (DESIGN §7) lands.
+* ``ChangeRole`` promotes or demotes through ``broker.services.replication`` (DESIGN §7).
 
 Every RPC that changes something answers FORBIDDEN on a slave (broker id above 0): changes go to
 the master, which slaves copy metadata from.
@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -49,10 +49,26 @@ from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
 from ariane.remoting import codes, pb, rpc
 from ariane.store import commit_log, dispatcher, message_codec, retention
+from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class RoleChanger(Protocol):
+    """The role changes ``ChangeRole`` drives (``broker.services.replication``)."""
+
+    @property
+    def role(self) -> ha_settings.BrokerRole: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    async def promote(self, *, role: ha_settings.BrokerRole, epoch: int) -> None: ...
+
+    async def demote(self, *, epoch: int, broker_id: int, master_ha: str) -> None: ...
+
 
 RESPONSE_BODY_BYTES_MAX = 64 * 1024 * 1024
 """Most body bytes one query answer carries (at least one message is always returned)."""
@@ -78,8 +94,9 @@ class AdminService:
         broker: the runtime whose tables and store the RPCs read and change.
     """
 
-    def __init__(self, broker: runtime.BrokerRuntime) -> None:
+    def __init__(self, broker: runtime.BrokerRuntime, *, roles: RoleChanger | None = None) -> None:
         self._rt = broker
+        self._roles = roles
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -88,7 +105,7 @@ class AdminService:
 
     def _require_master(self) -> None:
         """Changes go to the master; slaves take metadata from it (RocketMQ refuses them too)."""
-        broker_id = self._rt.settings.broker_id
+        broker_id = self._rt.broker_id
         if broker_id != ids.MASTER_BROKER_ID:
             raise errors.ForbiddenError(
                 f"broker {self._rt.broker_name} id {broker_id} is a slave; send admin changes to "
@@ -506,18 +523,22 @@ class AdminService:
         """
         settings = self._rt.settings
         stats = self._rt.store.stats()
-        role = (
+        role: pb.admin.BrokerRole = (
             pb.admin.BrokerRole.BROKER_ROLE_ASYNC_MASTER
-            if settings.broker_id == ids.MASTER_BROKER_ID
+            if self._rt.broker_id == ids.MASTER_BROKER_ID
             else pb.admin.BrokerRole.BROKER_ROLE_SLAVE
         )
+        epoch = 0
+        if self._roles is not None:
+            role = pb.admin.BrokerRole.Value(f"BROKER_ROLE_{self._roles.role.value}")  # type: ignore[assignment]
+            epoch = self._roles.epoch
         return pb.admin.GetBrokerRuntimeStatsResponse(
             status=codes.ok(),
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
+            broker_id=self._rt.broker_id,
             role=role,
-            epoch=0,
+            epoch=epoch,
             commit_log_min_offset=stats.min_commit_log_offset,
             commit_log_max_offset=stats.max_commit_log_offset,
             commit_log_confirm_offset=stats.max_commit_log_offset,
@@ -533,10 +554,32 @@ class AdminService:
     async def change_role(
         self, request: pb.admin.ChangeRoleRequest, context: Context
     ) -> pb.admin.ChangeRoleResponse:
-        """ChangeRole: UNSUPPORTED until replication lands."""
-        raise errors.UnsupportedError(
-            "ChangeRole is not supported yet: replication and failover (DESIGN §7) have not "
-            f"landed, so broker {self._rt.broker_name} keeps its configured role"
+        """ChangeRole: promote (a master role, a newer epoch) or demote (SLAVE, the new
+        master's HA address); PRECONDITION_FAILED for an epoch that is not newer, UNSUPPORTED
+        on a broker started without a role (no HA port)."""
+        roles = self._roles
+        if roles is None:
+            raise errors.UnsupportedError(
+                f"broker {self._rt.broker_name} runs without a broker role (no HA port); "
+                "start it with --broker-role"
+            )
+        wanted = pb.admin.BrokerRole.Name(request.role).removeprefix("BROKER_ROLE_")
+        try:
+            if wanted == "SLAVE":
+                await roles.demote(
+                    epoch=request.epoch,
+                    broker_id=request.broker_id,
+                    master_ha=request.master_ha_address,
+                )
+            else:
+                await roles.promote(role=ha_settings.BrokerRole(wanted), epoch=request.epoch)
+        except ValueError as exc:
+            raise errors.PreconditionFailedError(str(exc)) from None
+        return pb.admin.ChangeRoleResponse(
+            status=codes.ok(),
+            role=request.role,
+            epoch=roles.epoch,
+            commit_log_max_offset=self._rt.store.max_commit_log_offset,
         )
 
     def _set_write_perm(self, *, writable: bool) -> int:

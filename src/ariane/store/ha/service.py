@@ -69,7 +69,7 @@ class HAService:
         history: epochs.EpochHistory,
         config: ha_settings.HASettings,
     ) -> None:
-        self.role = config.broker_role
+        self.role = config.role
         self.fenced = False
         """Set once a peer showed a newer epoch: this old master refuses writes."""
         self.port: int | None = None

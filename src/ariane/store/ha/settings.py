@@ -35,8 +35,9 @@ class BrokerRole(enum.Enum):
 class HASettings:
     """Roles and the HA stream."""
 
-    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    """This broker's role at start (``brokerRole``, default ASYNC_MASTER)."""
+    broker_role: BrokerRole | None = None
+    """This broker's role at start (``brokerRole``); ``None`` (the default) = an ASYNC_MASTER
+    without an HA port, a lone broker. Any role given opens the HA port."""
 
     ha_listen: str = f"127.0.0.1:{DEFAULT_HA_PORT}"
     """``HOST:PORT`` the HA port binds (``haListenPort`` = 10912); port 0 picks a free one;
@@ -64,6 +65,16 @@ class HASettings:
 
     reconnect_interval_ms: int = 1_000
     """A slave's wait before connecting again after the connection dropped."""
+
+    @property
+    def role(self) -> BrokerRole:
+        """The role at start, ASYNC_MASTER when none is configured."""
+        return self.broker_role or BrokerRole.ASYNC_MASTER
+
+    @property
+    def replicates(self) -> bool:
+        """Whether the broker runs the HA port (a role was configured)."""
+        return self.broker_role is not None
 
     def __post_init__(self) -> None:
         limits.check_range("transfer_batch_bytes", self.transfer_batch_bytes, 1024, 64 << 20)
