@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from ariane import dev
 from ariane.remoting import codes, messages, pb, rpc
@@ -101,7 +103,7 @@ def poll(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.1)
 
 
-async def _admin(endpoint: str, name: str, request: object, answer: type) -> object:
+async def _admin(endpoint: str, name: str, request: Message, answer: type[Any]) -> Any:
     async with grpc.aio.insecure_channel(endpoint) as channel:
         return await rpc.unary_call(channel, pb.ADMIN_SERVICE, name, request, answer, timeout_s=10)
 
@@ -118,7 +120,10 @@ def create_topic(endpoint: str, topic: str) -> None:
         )
     )
     answer = asyncio.run(_admin(endpoint, "CreateTopic", request, pb.admin.CreateTopicResponse))
-    codes.raise_for_status(answer.status)  # type: ignore[attr-defined]
+    codes.raise_for_status(answer.status)
+
+
+SLAVE_ROLE = pb.admin.BrokerRole.BROKER_ROLE_SLAVE
 
 
 def stats(endpoint: str) -> pb.admin.GetBrokerRuntimeStatsResponse:
@@ -136,13 +141,13 @@ def change_role(
 ) -> None:
     """ChangeRole on one broker; raises on a non-OK status."""
     request = pb.admin.ChangeRoleRequest(
-        role=pb.admin.BrokerRole.Value(f"BROKER_ROLE_{role}"),
+        role=f"BROKER_ROLE_{role}",
         epoch=epoch,
         broker_id=broker_id,
         master_ha_address=master_ha,
     )
     answer = asyncio.run(_admin(endpoint, "ChangeRole", request, pb.admin.ChangeRoleResponse))
-    codes.raise_for_status(answer.status)  # type: ignore[attr-defined]
+    codes.raise_for_status(answer.status)
 
 
 def send(endpoint: str, topic: str, body: bytes) -> int:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+import ha_testing as ht
 from ariane import dev
 from ariane.common import errors
-from tests import ha_testing as ht
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def test_sync_master_acks_with_slave_and_slave_log_is_byte_identical(
     queues = list((slave.store / "consumequeue" / TOPIC).iterdir())
     assert queues, "the slave dispatched its own ConsumeQueues"
     slave_stats = ht.stats(slave.endpoint)
-    assert slave_stats.role == ht.pb.admin.BrokerRole.BROKER_ROLE_SLAVE
+    assert slave_stats.role == ht.SLAVE_ROLE
     assert slave_stats.epoch == 1
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.common import clock, message
+from ariane.common import clock, ids, message
 from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings
 from ariane.store.ha import epochs, frames, promotion, service
@@ -102,7 +102,7 @@ def _store(tmp_path: pathlib.Path, role: ha_settings.BrokerRole) -> message_stor
 
 
 def _request() -> commit_log.AppendRequest:
-    return commit_log.AppendRequest(message.Message("t", b"body"), queue_id=0)
+    return commit_log.AppendRequest(message.Message(ids.TopicName("t"), b"body"), ids.QueueId(0))
 
 
 def test_sync_master_without_slave_and_slave_refuse_silent_success(tmp_path: pathlib.Path) -> None:

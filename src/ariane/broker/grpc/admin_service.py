@@ -560,7 +560,8 @@ class AdminService:
         roles = self._roles
         if roles is None:
             raise errors.UnsupportedError(
-                f"broker {self._rt.broker_name} runs without a broker role (no HA port); "
+                f"broker {self._rt.broker_name} runs without a broker role (no HA port, no "
+                "replication); "
                 "start it with --broker-role"
             )
         wanted = pb.admin.BrokerRole.Name(request.role).removeprefix("BROKER_ROLE_")
