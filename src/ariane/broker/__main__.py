@@ -19,6 +19,7 @@ from ariane.broker import server
 from ariane.broker import settings as broker_settings
 from ariane.common import ids, process
 from ariane.store import settings as store_settings
+from ariane.store.ha import settings as ha_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +62,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ASYNC_FLUSH (default) or SYNC_FLUSH",
     )
     parser.add_argument(
+        "--broker-role",
+        choices=[r.value for r in ha_settings.BrokerRole],
+        help="ASYNC_MASTER, SYNC_MASTER or SLAVE (opens the HA port; default: a lone master)",
+    )
+    parser.add_argument(
+        "--ha-listen",
+        metavar="HOST:PORT",
+        help=f"HA (replication) port to bind (default 127.0.0.1:{ha_settings.DEFAULT_HA_PORT})",
+    )
+    parser.add_argument(
+        "--master-ha",
+        metavar="HOST:PORT",
+        help="a slave's master HA address (default: ask the name server)",
+    )
+    parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
 
@@ -93,6 +109,14 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
             settings.store, flush_disk_type=store_settings.FlushDiskType(args.flush_disk_type)
         )
         settings = dataclasses.replace(settings, store=store)
+    ha_flags = {
+        "broker_role": ha_settings.BrokerRole(args.broker_role) if args.broker_role else None,
+        "ha_listen": args.ha_listen,
+        "master_ha": args.master_ha,
+    }
+    ha_given = {k: v for k, v in ha_flags.items() if v is not None}
+    if ha_given:
+        settings = dataclasses.replace(settings, ha=dataclasses.replace(settings.ha, **ha_given))
     return settings
 
 

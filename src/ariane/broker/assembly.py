@@ -88,7 +88,7 @@ def admin_processor(broker: runtime_mod.BrokerRuntime) -> admin.AdminProcessor:
             persist_offsets=broker.persist_offsets,
             route_changed=broker.route_changed,
             broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
+            broker_id=lambda: broker.broker_id,
             default_queue_nums=settings.core.topics.default_queue_nums,
             query_results_max=settings.index.query_results_max,
             counters=broker.counters,

@@ -144,6 +144,12 @@ class BrokerRuntime:
         """``HOST:PORT`` advertised to clients; ``advertise`` sets it once the port is bound."""
         self.route_changed = asyncio.Event()
         """Set when topics or write permission change; registration then re-registers at once."""
+        self.broker_id = settings.broker_id
+        """This broker's id now (0 = master); a promotion or demotion changes it."""
+        self.ha_address = ""
+        """``HOST:PORT`` of this broker's HA port, registered with the name servers."""
+        self.master_ha_address = settings.ha.master_ha
+        """A slave's master HA address: configured, or as the name servers report it."""
 
     @property
     def broker_name(self) -> ids.BrokerName:

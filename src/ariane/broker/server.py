@@ -22,7 +22,7 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import admin_service, frontend, messaging, routes
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume
-from ariane.broker.services import registration
+from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
 from ariane.remoting import pb, rpc
@@ -53,6 +53,8 @@ class BrokerServer:
         self.front_end: frontend.FrontEnd | None = None
         """How gRPC is served (in this process, or by front-end workers); set by ``serve``."""
         self._port: int | None = None
+        self.replication: replication.ReplicationService | None = None
+        """Role and HA loops, when a broker role is configured; set by ``serve``."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
 
@@ -74,20 +76,12 @@ class BrokerServer:
         client_registry = clients.ClientRegistry(time=self.clock)
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
-        service = messaging.MessagingService(
-            runtime,
-            processors.sender,
-            processors.consumer,
-            lookup,
-            client_registry,
-            processors.puller,
+        self.replication = (
+            replication.ReplicationService(runtime) if self.settings.ha.replicates else None
         )
-        implementations = [
-            (pb.MESSAGING_SERVICE, service),
-            (pb.ADMIN_SERVICE, admin_service.AdminService(runtime, processors.admin)),
-            (pb.INGEST_SERVICE, messaging.IngestService(service)),
-        ]
-        assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
+        implementations = _services(
+            runtime, processors, lookup, client_registry, roles=self.replication
+        )
         latency = rpc.RpcLatency()
         front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
@@ -147,6 +141,8 @@ class BrokerServer:
                 tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
                 tasks.create_task(runtime.schedule.run(), name="schedule"),
             ]
+            if self.replication is not None:
+                loops.append(tasks.create_task(self.replication.run(), name="replication"))
             await stop.wait()
             for loop in loops:
                 loop.cancel()
@@ -181,3 +177,29 @@ class BrokerServer:
         while True:
             await asyncio.sleep(policy.clean_resource_interval_ms / 1000)
             cleaner.run_once()
+
+
+def _services(
+    runtime: runtime_mod.BrokerRuntime,
+    processors: assembly.Processors,
+    lookup: routes.RouteLookup,
+    client_registry: clients.ClientRegistry,
+    *,
+    roles: replication.ReplicationService | None,
+) -> list[tuple[rpc.ServiceDescriptor, object]]:
+    """The gRPC services over the processors, in ``frontend.SERVED_SERVICES`` order."""
+    service = messaging.MessagingService(
+        runtime,
+        processors.sender,
+        processors.consumer,
+        lookup,
+        client_registry,
+        processors.puller,
+    )
+    implementations: list[tuple[rpc.ServiceDescriptor, object]] = [
+        (pb.MESSAGING_SERVICE, service),
+        (pb.ADMIN_SERVICE, admin_service.AdminService(runtime, processors.admin, roles=roles)),
+        (pb.INGEST_SERVICE, messaging.IngestService(service)),
+    ]
+    assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
+    return implementations

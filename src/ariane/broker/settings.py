@@ -25,6 +25,9 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [index]            # IndexSettings
     [retention]        # RetentionSettings
     [receive]          # ReceiveSettings, e.g. consume_from_where = "LAST_OFFSET"
+    [schedule]         # ScheduleSettings (delay levels, timer)
+    broker_role = "SYNC_MASTER"   # or ASYNC_MASTER / SLAVE (opens the HA port): [ha] broker_role
+    [ha]               # HASettings, e.g. ha_listen, master_ha
     [server]           # gRPC ServerSettings
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
@@ -49,6 +52,7 @@ from ariane.common import ids, limits, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
 from ariane.store import settings as store_settings
+from ariane.store.ha import settings as ha_settings
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -310,6 +314,9 @@ class BrokerSettings:
     )
     """Delay levels and timer messages (``[schedule]`` in TOML)."""
 
+    ha: ha_settings.HASettings = dataclasses.field(default_factory=ha_settings.HASettings)
+    """Role and replication (``[ha]``; ``broker_role`` may also be a top-level key)."""
+
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings
     )
@@ -383,6 +390,9 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
             values[name] = values.pop(alias)
     if "namesrv_addrs" in values and isinstance(values["namesrv_addrs"], str):
         values["namesrv_addrs"] = [values["namesrv_addrs"]]
+    top_role = values.pop("broker_role", None)  # RocketMQ's brokerRole is a top-level key
+    if top_role is not None:
+        values["ha"] = {**dict(values.get("ha", {})), "broker_role": top_role}
     legacy_persist = values.pop("offset_persist_interval_ms", None)
     if legacy_persist is not None:
         core = dict(values.get("core", {}))

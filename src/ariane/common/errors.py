@@ -44,7 +44,8 @@ The tree::
     ├── RequestTimeoutError           REQUEST_TIMEOUT        (retriable)
     ├── ProxyTimeoutError             PROXY_TIMEOUT          (retriable; a forwarded call timed out)
     ├── RequestHeaderFieldsTooLargeError REQUEST_HEADER_FIELDS_TOO_LARGE
-    └── UnsupportedError              UNSUPPORTED / NOT_IMPLEMENTED
+    ├── UnsupportedError              UNSUPPORTED / NOT_IMPLEMENTED
+    └── PreconditionFailedError       PRECONDITION_FAILED (e.g. a role change to an old epoch)
 """
 
 from __future__ import annotations
@@ -349,6 +350,12 @@ class UnsupportedError(ArianeError):
     """The feature or request kind is not supported by this server."""
 
     code = Code.UNSUPPORTED
+
+
+class PreconditionFailedError(ArianeError):
+    """The request contradicts the server's state (e.g. a role change to an older epoch)."""
+
+    code = Code.PRECONDITION_FAILED
 
 
 def _collect() -> dict[Code, type[ArianeError]]:

@@ -28,6 +28,7 @@ import logging
 import pathlib
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Protocol
 
 from ariane.common import clock as clock_mod
 from ariane.common import ids
@@ -56,6 +57,20 @@ PutMessageStatus = commit_log.PutMessageStatus
 GetMessageStatus = results.GetMessageStatus
 GetMessageResult = results.GetMessageResult
 StoreStats = results.StoreStats
+
+
+class ReplicationGate(Protocol):
+    """What a master's HA service decides about appends (``store.ha.service.HAService``)."""
+
+    def refuses_writes(self) -> bool:
+        """True on a slave or a fenced old master: appends answer SERVICE_NOT_AVAILABLE."""
+        ...
+
+    def replicated(self, end_offset: int) -> concurrent.futures.Future[PutMessageStatus]:
+        """Completes with PUT_OK once the ack rule holds for bytes up to ``end_offset``, or
+        with SLAVE_NOT_AVAILABLE; the caller turns a wait past its timeout into
+        FLUSH_SLAVE_TIMEOUT (RocketMQ ``CommitLog.handleHA``)."""
+        ...
 
 
 TagFilter = Callable[[int], bool]
@@ -110,6 +125,8 @@ class MessageStore:
         self.recovery_report = recovery.RecoveryReport(True, 0, 0, -1, 0, "")
         self._counts = {"put": 0, "put_failed": 0, "put_bytes": 0, "get": 0, "corrupt": 0}
         self._retention_counts = {"forced_segments": 0, "forced_bytes": 0, "unconsumed": 0}
+        self.replication: ReplicationGate | None = None
+        """Set by the broker when it replicates (``store.ha``): roles and the ack rule."""
 
     @classmethod
     def open(
@@ -306,7 +323,8 @@ class MessageStore:
         self, prepared: list[commit_log.PreparedAppend]
     ) -> tuple[list[commit_log.PutMessageResult], concurrent.futures.Future[bool]]:
         with self._put_lock:
-            if self._closed:
+            gate = self.replication
+            if self._closed or (gate is not None and gate.refuses_writes()):
                 results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
                 return results * len(prepared), flush.completed_future(True)
             if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
@@ -336,11 +354,20 @@ class MessageStore:
         ``atomic``: as for ``put_messages``.
         """
         results, future = self._submit(requests, atomic)
+        timeout_s = self.settings.sync_flush_timeout_ms / 1000
         try:
-            return future.result(timeout=self.settings.sync_flush_timeout_ms / 1000)
+            flushed = future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError:
             future.cancel()
             return self._timed_out(results)
+        waited = self._replica_wait(flushed)
+        if waited is None:
+            return flushed
+        try:
+            status = waited.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError:
+            status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return _with_replica_status(flushed, status)
 
     def put_message(self, request: commit_log.AppendRequest) -> commit_log.PutMessageResult:
         """Append one message and wait for its flush condition (see ``put_messages_sync``).
@@ -363,14 +390,90 @@ class MessageStore:
         result carries that message's status. Without it each message is answered on its own.
         """
         results, future = self._submit(requests, atomic)
+        timeout_s = self.settings.sync_flush_timeout_ms / 1000
         if future.done():  # ASYNC_FLUSH: no thread handoff, no wake-up of the event loop
-            return future.result()
+            flushed = future.result()
+        else:
+            try:
+                flushed = await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+            except TimeoutError:
+                return self._timed_out(results)
+        waited = self._replica_wait(flushed)
+        if waited is None:
+            return flushed
+        if waited.done():
+            return _with_replica_status(flushed, waited.result())
         try:
-            return await asyncio.wait_for(
-                asyncio.wrap_future(future), self.settings.sync_flush_timeout_ms / 1000
-            )
+            status = await asyncio.wait_for(asyncio.wrap_future(waited), timeout_s)
         except TimeoutError:
-            return self._timed_out(results)
+            status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return _with_replica_status(flushed, status)
+
+    def _replica_wait(
+        self, flushed: list[commit_log.PutMessageResult]
+    ) -> concurrent.futures.Future[PutMessageStatus] | None:
+        # SYNC_MASTER: after the flush condition, the slave condition (``ReplicationGate``).
+        gate = self.replication
+        ends = [r.commit_log_offset + r.wrote_bytes for r in flushed if r.status.is_stored]
+        if gate is None or not ends:
+            return None
+        return gate.replicated(max(ends))
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> ids.CommitLogOffset:
+        """A slave: append CommitLog bytes received from the master, byte-identical, and
+        dispatch the records they complete to the ConsumeQueues and index (RocketMQ
+        ``DefaultMessageStore.appendToCommitLog`` + the reput service).
+
+        ``data`` never crosses a segment end (the master bounds its frames so).
+
+        Returns:
+            the new max CommitLog offset.
+
+        Raises:
+            ValueError: ``offset`` is not this store's max offset (the stream skipped or
+                repeated bytes; the caller reconnects).
+            OSError: the write failed.
+        """
+        with self._put_lock:
+            if offset != self.commit_log.max_offset:
+                expected = self.commit_log.max_offset
+                raise ValueError(f"replica bytes at {offset}, expected {expected}")
+            if data:
+                segment = self.commit_log.log.segment_for_append()
+                if segment.wrote_position + len(data) > segment.size_bytes:
+                    raise ValueError(f"replica bytes at {offset} cross a segment end")
+                self.commit_log.high_water.cover(offset + len(data))
+                segment.append(data)
+        self._reput.reput()
+        return self.commit_log.max_offset
+
+    def truncate_replica(self, offset: int) -> None:
+        """Cut the CommitLog (and the ConsumeQueues) at ``offset``: a slave whose tail
+        diverged from its new master (RocketMQ ``truncateDirtyFiles`` on an epoch boundary).
+
+        Raises:
+            OSError: zeroing or deleting failed.
+        """
+        with self._put_lock:
+            if offset >= self.commit_log.max_offset:
+                return
+            _log.warning("truncating CommitLog from %d to %d", self.max_commit_log_offset, offset)
+            high_water = self.commit_log.high_water.load()
+            self.commit_log.log.truncate_to(offset, zero_end_offset=high_water)
+            self.consume_queues.truncate_from_commit_log_offset(offset, zero_tail=True)
+            self.key_index.truncate_after(ids.CommitLogOffset(offset))
+            self.dispatcher.dispatched_offset = ids.CommitLogOffset(
+                min(self.dispatcher.dispatched_offset, offset)
+            )
+            self.commit_log.set_queue_offset_table(self.consume_queues.next_offset_table())
+        self.checkpoint_now()
+
+    def adopt_replicated_queue_offsets(self) -> None:
+        """A promoted slave: take the next queue offsets from its ConsumeQueues, so its own
+        appends continue each queue where the replicated ones ended."""
+        self._reput.reput()  # takes the put lock itself
+        with self._put_lock:
+            self.commit_log.set_queue_offset_table(self.consume_queues.next_offset_table())
 
     def _timed_out(
         self, results: list[commit_log.PutMessageResult]
@@ -620,5 +723,16 @@ def _flush_timed_out(
         dataclasses.replace(r, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
         if r.status is PutMessageStatus.PUT_OK
         else r
+        for r in results
+    ]
+
+
+def _with_replica_status(
+    results: list[commit_log.PutMessageResult], status: PutMessageStatus
+) -> list[commit_log.PutMessageResult]:
+    if status is PutMessageStatus.PUT_OK:
+        return results
+    return [
+        dataclasses.replace(r, status=status) if r.status is PutMessageStatus.PUT_OK else r
         for r in results
     ]

@@ -5,14 +5,14 @@ Each RPC is a coroutine named after the RPC in snake case that decodes its reque
 AdminProcessor`` (which holds every rule: master-only changes, what a delete drops, lag, resets,
 index queries; RocketMQ ``AdminBrokerProcessor``) and encodes the typed result. Serve it with
 ``handler(runtime)``; ``ariane.remoting.rpc`` turns a raised ``ArianeError`` into the reply's
-status. ``ChangeRole`` answers UNSUPPORTED until replication (DESIGN §7) lands.
+status. ``ChangeRole`` promotes or demotes through ``broker.services.replication`` (DESIGN §7).
 
 Invariant: no admin rule lives here; the classic Remoting adapter calls the same processor.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -21,6 +21,7 @@ from ariane.broker.grpc import admin_convert
 from ariane.broker.processors import admin
 from ariane.common import errors, ids
 from ariane.remoting import codes, pb, rpc
+from ariane.store.ha import settings as ha_settings
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -29,6 +30,20 @@ _RESET_TARGETS = {
     pb.admin.ResetTarget.RESET_TARGET_LATEST: admin.ResetTarget.LATEST,
     pb.admin.ResetTarget.RESET_TARGET_TIMESTAMP: admin.ResetTarget.TIMESTAMP,
 }
+
+
+class RoleChanger(Protocol):
+    """The role changes ``ChangeRole`` drives (``broker.services.replication``)."""
+
+    @property
+    def role(self) -> ha_settings.BrokerRole: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    async def promote(self, *, role: ha_settings.BrokerRole, epoch: int) -> None: ...
+
+    async def demote(self, *, epoch: int, broker_id: int, master_ha: str) -> None: ...
 
 
 def handler(broker: runtime.BrokerRuntime) -> grpc.GenericRpcHandler:
@@ -45,10 +60,15 @@ class AdminService:
     """
 
     def __init__(
-        self, broker: runtime.BrokerRuntime, processor: admin.AdminProcessor | None = None
+        self,
+        broker: runtime.BrokerRuntime,
+        processor: admin.AdminProcessor | None = None,
+        *,
+        roles: RoleChanger | None = None,
     ) -> None:
         self._rt = broker
         self._admin = processor or assembly.admin_processor(broker)
+        self._roles = roles
 
     def _done(self, text: str) -> pb.v2.Status:
         return codes.ok(f"{text} on {self._rt.broker_name}")
@@ -238,18 +258,22 @@ class AdminService:
         """
         settings = self._rt.settings
         stats = self._admin.runtime_stats()
-        role = (
+        role: pb.admin.BrokerRole = (
             pb.admin.BrokerRole.BROKER_ROLE_ASYNC_MASTER
-            if settings.broker_id == ids.MASTER_BROKER_ID
+            if self._rt.broker_id == ids.MASTER_BROKER_ID
             else pb.admin.BrokerRole.BROKER_ROLE_SLAVE
         )
+        epoch = 0
+        if self._roles is not None:
+            role = pb.admin.BrokerRole.Value(f"BROKER_ROLE_{self._roles.role.value}")  # type: ignore[assignment]
+            epoch = self._roles.epoch
         return pb.admin.GetBrokerRuntimeStatsResponse(
             status=codes.ok(),
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
+            broker_id=self._rt.broker_id,
             role=role,
-            epoch=0,
+            epoch=epoch,
             commit_log_min_offset=stats.store.min_commit_log_offset,
             commit_log_max_offset=stats.store.max_commit_log_offset,
             commit_log_confirm_offset=stats.store.max_commit_log_offset,
@@ -287,10 +311,33 @@ class AdminService:
     async def change_role(
         self, request: pb.admin.ChangeRoleRequest, context: Context
     ) -> pb.admin.ChangeRoleResponse:
-        """ChangeRole: UNSUPPORTED until replication lands."""
-        raise errors.UnsupportedError(
-            "ChangeRole is not supported yet: replication and failover (DESIGN §7) have not "
-            f"landed, so broker {self._rt.broker_name} keeps its configured role"
+        """ChangeRole: promote (a master role, a newer epoch) or demote (SLAVE, the new
+        master's HA address); PRECONDITION_FAILED for an epoch that is not newer, UNSUPPORTED
+        on a broker started without a role (no HA port)."""
+        roles = self._roles
+        if roles is None:
+            raise errors.UnsupportedError(
+                f"broker {self._rt.broker_name} runs without a broker role (no HA port, no "
+                "replication); "
+                "start it with --broker-role"
+            )
+        wanted = pb.admin.BrokerRole.Name(request.role).removeprefix("BROKER_ROLE_")
+        try:
+            if wanted == "SLAVE":
+                await roles.demote(
+                    epoch=request.epoch,
+                    broker_id=request.broker_id,
+                    master_ha=request.master_ha_address,
+                )
+            else:
+                await roles.promote(role=ha_settings.BrokerRole(wanted), epoch=request.epoch)
+        except ValueError as exc:
+            raise errors.PreconditionFailedError(str(exc)) from None
+        return pb.admin.ChangeRoleResponse(
+            status=codes.ok(),
+            role=request.role,
+            epoch=roles.epoch,
+            commit_log_max_offset=self._rt.store.max_commit_log_offset,
         )
 
     async def wipe_write_perm(

@@ -149,9 +149,9 @@ class AdminProcessor:
         Raises:
             ForbiddenError: this broker's id is above 0.
         """
-        if self._d.broker_id != ids.MASTER_BROKER_ID:
+        if self._d.broker_id() != ids.MASTER_BROKER_ID:
             raise errors.ForbiddenError(
-                f"broker {self._d.broker_name} id {self._d.broker_id} is a slave; send admin "
+                f"broker {self._d.broker_name} id {self._d.broker_id()} is a slave; send admin "
                 "changes to its master (broker id 0)"
             )
 

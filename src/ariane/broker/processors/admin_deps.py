@@ -65,7 +65,8 @@ class AdminDependencies:
         persist_offsets: writes the offset table at once (after deletes and resets).
         route_changed: set when topics change (registration then re-registers).
         broker_name: this broker group's name.
-        broker_id: 0 for the master; changes are refused elsewhere.
+        broker_id: this broker's id now (0 for the master; a promotion changes it);
+            changes are refused elsewhere.
         default_queue_nums: queues of a topic created with both counts 0.
         query_results_max: most index hits one query reads.
         counters: the broker's totals since start.
@@ -82,7 +83,7 @@ class AdminDependencies:
     persist_offsets: Callable[[], None]
     route_changed: asyncio.Event
     broker_name: ids.BrokerName
-    broker_id: ids.BrokerId
+    broker_id: Callable[[], ids.BrokerId]
     default_queue_nums: int
     query_results_max: int
     counters: AdminCounters

@@ -80,8 +80,9 @@ class RegistrationService:
         return pb.registry.RegisterBrokerRequest(
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
+            broker_id=runtime.broker_id,
             client_endpoint=convert.address(host, port),
+            ha_address=runtime.ha_address,
             data_version=runtime.topics.data_version.counter,
             topic_configs=[
                 pb.topic.TopicConfig(
@@ -113,6 +114,8 @@ class RegistrationService:
                 _log.warning("registration with name server %s failed: %s", addr, exc)
             return False
         self.registrations_ok += 1
+        if answer.HasField("master_ha_address") and not self._runtime.settings.ha.master_ha:
+            self._runtime.master_ha_address = answer.master_ha_address  # RocketMQ haServerAddr
         return True
 
     async def run(self) -> None:
@@ -155,7 +158,7 @@ class RegistrationService:
         request = pb.registry.BrokerHeartbeatRequest(
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
+            broker_id=self._runtime.broker_id,
             data_version=self._runtime.topics.data_version.counter,
         )
         results = await asyncio.gather(
@@ -179,7 +182,7 @@ class RegistrationService:
         request = pb.registry.UnregisterBrokerRequest(
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
-            broker_id=settings.broker_id,
+            broker_id=self._runtime.broker_id,
         )
 
         async def one(addr: str) -> None:

@@ -1,0 +1,131 @@
+"""``ReplicationService``: a broker's role in its group, and the HA loops that serve it.
+
+It owns the store's epoch history (``<store>/ha/epochs``), the master side
+(``store.ha.service.HAService``, always listening once a role is configured, so a promoted slave
+serves at once) and the slave side (``store.ha.client.HAClient``, running while the role is
+SLAVE), and installs the ack rule on the store (``MessageStore.replication``). A master starts
+epoch 1 the first time it runs. ``promote``/``demote`` are the role changes of the
+``ChangeRole`` admin RPC (RocketMQ ``changeToMaster``/``changeToSlave``): a promotion takes a
+newer epoch starting at the current CommitLog end; a demotion follows the new master, which cuts
+a diverged tail through the HA handshake (TRUNCATE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from ariane.broker import runtime as runtime_mod
+from ariane.common import ids
+from ariane.store.ha import client as ha_client
+from ariane.store.ha import epochs
+from ariane.store.ha import service as ha_service
+from ariane.store.ha import settings as ha_settings
+
+_log = logging.getLogger(__name__)
+
+HA_DIR_NAME = "ha"
+
+
+class RoleChangeError(ValueError):
+    """A role change that would go back in epochs."""
+
+
+class ReplicationService:
+    """Role, epoch and HA loops of one broker.
+
+    Args:
+        runtime: the broker's state (store, registration identity).
+
+    Raises:
+        ValueError: the epoch file does not parse.
+        OSError: the epoch file cannot be read or written.
+    """
+
+    def __init__(self, runtime: runtime_mod.BrokerRuntime) -> None:
+        self._runtime = runtime
+        config = runtime.settings.ha
+        store = runtime.store
+        self.history = epochs.EpochHistory(runtime.settings.store_dir / HA_DIR_NAME)
+        if config.role.is_master and not self.history.entries:
+            self.history.append(1, store.min_commit_log_offset)
+        self.master = ha_service.HAService(store, self.history, config)
+        self.client = ha_client.HAClient(
+            store, self.history, config, lambda: runtime.master_ha_address
+        )
+        store.replication = self.master
+        self._client_task: asyncio.Task[None] | None = None
+
+    @property
+    def role(self) -> ha_settings.BrokerRole:
+        """The current role."""
+        return self.master.role
+
+    @property
+    def epoch(self) -> int:
+        """The newest epoch this broker holds."""
+        return self.history.last_epoch
+
+    async def run(self) -> None:
+        """Serve the HA port (and replicate while a slave) until cancelled."""
+        runtime = self._runtime
+        serving = asyncio.create_task(self.master.run(), name="ha-service")
+        try:
+            await self.master.listening.wait()
+            host, _ = ha_settings.split_address(runtime.settings.ha.ha_listen)
+            runtime.ha_address = f"{host}:{self.master.port}"
+            runtime.route_changed.set()
+            if not self.role.is_master:
+                self._start_client()
+            await serving
+        finally:
+            serving.cancel()
+            await self._stop_client()
+
+    def _start_client(self) -> None:
+        if self._client_task is None:
+            self._client_task = asyncio.create_task(self.client.run(), name="ha-client")
+
+    async def _stop_client(self) -> None:
+        task, self._client_task = self._client_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def promote(self, *, role: ha_settings.BrokerRole, epoch: int) -> None:
+        """Become the group's master under ``epoch`` (registers as broker id 0).
+
+        Raises:
+            RoleChangeError: ``epoch`` is not newer than the current one, or ``role`` is SLAVE.
+        """
+        if not role.is_master or epoch <= self.epoch:
+            raise RoleChangeError(f"cannot become {role.value} at epoch {epoch} (now {self.epoch})")
+        await self._stop_client()
+        store = self._runtime.store
+        store.adopt_replicated_queue_offsets()
+        self.history.append(epoch, store.max_commit_log_offset)
+        self.master.role, self.master.fenced = role, False
+        self._runtime.broker_id = ids.MASTER_BROKER_ID
+        self._runtime.route_changed.set()
+        _log.warning(
+            "promoted to %s at epoch %d, offset %d", role.value, epoch, store.max_commit_log_offset
+        )
+
+    async def demote(self, *, epoch: int, broker_id: int, master_ha: str) -> None:
+        """Become a slave of ``master_ha`` registering as ``broker_id``.
+
+        Raises:
+            RoleChangeError: ``epoch`` is older than the current one or ``broker_id`` is 0.
+        """
+        if epoch < self.epoch or broker_id <= 0:
+            raise RoleChangeError(f"cannot become slave {broker_id} at epoch {epoch}")
+        self.master.fence(f"demoted at epoch {epoch}")
+        self.master.role = ha_settings.BrokerRole.SLAVE
+        if master_ha:
+            self._runtime.master_ha_address = master_ha
+        self._runtime.broker_id = ids.BrokerId(broker_id)
+        self._runtime.route_changed.set()
+        self._start_client()
+        _log.warning("demoted to slave %d of %s at epoch %d", broker_id, master_ha, epoch)

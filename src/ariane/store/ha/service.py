@@ -1,0 +1,278 @@
+"""``HAService``: the master side of replication (RocketMQ ``DefaultHAService``, ``HAConnection``
+and ``GroupTransferService`` in one asyncio service).
+
+It listens on the HA port. Each slave connection opens with a HELLO (the slave's epoch and max
+CommitLog offset); if the slave's tail diverged (``epochs.truncation_point``) it is told to cut
+(TRUNCATE) and HELLOs again; then the master streams CommitLog bytes from the slave's offset in
+TRANSFER frames of at most ``transfer_batch_bytes``, never crossing a segment end or an epoch
+boundary, with an empty TRANSFER as heartbeat when idle. The slave REPORTs its offset after each
+batch and at least every heartbeat interval.
+
+The ack rule (``ReplicationGate``): a SLAVE, or a master that met a newer epoch (fenced),
+refuses writes; an ASYNC_MASTER acks at once; a SYNC_MASTER acks an append once some in-sync
+slave (within ``max_gap_not_in_sync_bytes``) reported its end, answers SLAVE_NOT_AVAILABLE at
+once when no slave is in sync, and the store turns a wait past ``sync_flush_timeout_ms`` into
+FLUSH_SLAVE_TIMEOUT. Never a silent success.
+
+Threading: ``run`` and the connections live on the broker's event loop; ``replicated`` may be
+called from any thread (waiters are guarded by a lock, wake-ups go through
+``call_soon_threadsafe``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import heapq
+import itertools
+import logging
+import threading
+
+from ariane.store import commit_log, message_store
+from ariane.store.ha import epochs, frames
+from ariane.store.ha import settings as ha_settings
+
+_log = logging.getLogger(__name__)
+
+Status = commit_log.PutMessageStatus
+
+
+def _done(status: Status) -> concurrent.futures.Future[Status]:
+    future: concurrent.futures.Future[Status] = concurrent.futures.Future()
+    future.set_result(status)
+    return future
+
+
+@dataclasses.dataclass(slots=True)
+class SlaveProgress:
+    """One connected slave: where it is, as it last reported."""
+
+    address: str
+    acked_offset: int
+    epoch: int
+
+
+class HAService:
+    """Replication from this broker to its slaves, and the ack rule of its role.
+
+    Args:
+        store: the broker's store.
+        history: the store's epoch history (a master always has one entry at least).
+        config: the HA settings (``broker_role`` is the role at start).
+    """
+
+    def __init__(
+        self,
+        store: message_store.MessageStore,
+        history: epochs.EpochHistory,
+        config: ha_settings.HASettings,
+    ) -> None:
+        self.role = config.role
+        self.fenced = False
+        """Set once a peer showed a newer epoch: this old master refuses writes."""
+        self.port: int | None = None
+        """The bound HA port, once ``run`` listens."""
+        self._store = store
+        self._history = history
+        self._settings = config
+        self._slaves: dict[int, SlaveProgress] = {}
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[int, int, concurrent.futures.Future[Status]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._appended: asyncio.Event | None = None
+        self.listening = asyncio.Event()
+
+    # -- the ack rule (store.message_store.ReplicationGate) --------------------------------
+
+    def refuses_writes(self) -> bool:
+        """True for a slave and for a fenced old master."""
+        return self.fenced or not self.role.is_master
+
+    def replicated(self, end_offset: int) -> concurrent.futures.Future[Status]:
+        """See ``ReplicationGate.replicated``; also wakes the connections to stream."""
+        self._wake()
+        if self.role is not ha_settings.BrokerRole.SYNC_MASTER:
+            return _done(Status.PUT_OK)
+        with self._lock:
+            if self.in_sync_offset() >= end_offset:
+                return _done(Status.PUT_OK)
+            if not self._in_sync_slaves():
+                return _done(Status.SLAVE_NOT_AVAILABLE)
+            if len(self._waiters) >= self._settings.sync_waiters_max:
+                return _done(Status.OS_PAGE_CACHE_BUSY)
+            future: concurrent.futures.Future[Status] = concurrent.futures.Future()
+            heapq.heappush(self._waiters, (end_offset, next(self._ids), future))
+            return future
+
+    def in_sync_offset(self) -> int:
+        """The highest offset an in-sync slave reported (-1 when none is in sync)."""
+        return max((s.acked_offset for s in self._in_sync_slaves()), default=-1)
+
+    def slaves(self) -> list[SlaveProgress]:
+        """The connected slaves (a snapshot)."""
+        return [dataclasses.replace(s) for s in self._slaves.values()]
+
+    def _in_sync_slaves(self) -> list[SlaveProgress]:
+        floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
+        return [s for s in self._slaves.values() if s.acked_offset >= floor]
+
+    def _release_waiters(self) -> None:
+        with self._lock:
+            acked = self.in_sync_offset()
+            while self._waiters and self._waiters[0][0] <= acked:
+                _, _, future = heapq.heappop(self._waiters)
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    future.set_result(Status.PUT_OK)
+
+    def fence(self, reason: str) -> None:
+        """Refuse writes from now on (a newer epoch exists); pending sends fail."""
+        if not self.fenced:
+            _log.error("fenced: %s; this broker refuses writes", reason)
+        self.fenced = True
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for _, _, future in waiters:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                future.set_result(Status.SLAVE_NOT_AVAILABLE)
+
+    def _wake(self) -> None:
+        loop, event = self._loop, self._appended
+        if loop is None or event is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            event.set()
+        else:
+            loop.call_soon_threadsafe(event.set)
+
+    # -- serving ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Listen on ``ha_listen`` and serve slaves until cancelled.
+
+        Raises:
+            OSError: the HA port cannot be bound.
+        """
+        self._loop = asyncio.get_running_loop()
+        self._appended = asyncio.Event()
+        host, port = ha_settings.split_address(self._settings.ha_listen)
+        server = await asyncio.start_server(self._connection, host, port)
+        self.port = server.sockets[0].getsockname()[1]
+        _log.info("HA port listening on %s:%d", host, self.port)
+        self.listening.set()
+        async with server:
+            await server.serve_forever()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, port = writer.get_extra_info("peername")[:2]
+        peer = f"{host}:{port}"
+        key = next(self._ids)
+        try:
+            hello = await self._handshake(reader, writer)
+            if hello is None:
+                return
+            self._slaves[key] = SlaveProgress(peer, hello.max_offset, hello.epoch)
+            _log.info("slave %s connected at offset %d", peer, hello.max_offset)
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self._read_reports(reader, key))
+                tasks.create_task(self._stream(writer, hello.max_offset))
+        except* (OSError, asyncio.IncompleteReadError, frames.FrameError, TimeoutError) as group:
+            _log.info("slave %s disconnected: %s", peer, group.exceptions[0])
+        finally:
+            self._slaves.pop(key, None)
+            writer.close()
+
+    async def _read_report(self, reader: asyncio.StreamReader) -> frames.Report:
+        timeout_s = self._settings.housekeeping_interval_ms / 1000
+        data = await asyncio.wait_for(reader.readexactly(frames.REPORT_BYTES), timeout_s)
+        return frames.decode_report(data)
+
+    async def _handshake(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> frames.Report | None:
+        """HELLO, then TRUNCATE + HELLO until the slave's tail agrees; ``None``: refused."""
+        for _ in range(3):
+            hello = await self._read_report(reader)
+            if hello.kind is not frames.Kind.HELLO:
+                raise frames.FrameError("a connection opens with HELLO")
+            if not self.role.is_master or self.fenced:
+                return None
+            history = self._history
+            try:
+                end = self._store.max_commit_log_offset
+                cut = epochs.truncation_point(history.entries, end, hello.epoch, hello.max_offset)
+            except epochs.StaleEpochError as exc:
+                self.fence(str(exc))
+                return None
+            if cut >= hello.max_offset:
+                return hello
+            entry = history.entry_at(cut)
+            header = frames.TransferHeader(
+                frames.Kind.TRUNCATE, entry.epoch, entry.start_offset, cut, 0
+            )
+            writer.write(frames.encode_transfer(header))
+            await writer.drain()
+        raise frames.FrameError("the slave did not converge after TRUNCATE")
+
+    async def _read_reports(self, reader: asyncio.StreamReader, key: int) -> None:
+        while True:
+            report = await self._read_report(reader)
+            if report.epoch > self._history.last_epoch:
+                self.fence(f"slave reports epoch {report.epoch}")
+                raise frames.FrameError("stale master")
+            progress = self._slaves[key]
+            progress.acked_offset, progress.epoch = report.max_offset, report.epoch
+            self._release_waiters()
+
+    async def _stream(self, writer: asyncio.StreamWriter, start: int) -> None:
+        appended = self._appended
+        assert appended is not None
+        heartbeat_s = self._settings.heartbeat_interval_ms / 1000
+        position = start
+        while True:
+            if self.fenced or not self.role.is_master:
+                raise frames.FrameError("no longer a master")
+            frame, size = self._next_frame(position)
+            if frame is None:
+                appended.clear()
+                if self._store.max_commit_log_offset > position:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(appended.wait(), heartbeat_s)
+                if self._store.max_commit_log_offset > position:
+                    continue
+                entry = self._history.entry_at(position)
+                frame = frames.encode_transfer(
+                    frames.TransferHeader(
+                        frames.Kind.TRANSFER, entry.epoch, entry.start_offset, position, 0
+                    )
+                )
+            writer.write(frame)
+            await writer.drain()
+            position += size
+
+    def _next_frame(self, position: int) -> tuple[bytes | None, int]:
+        """The TRANSFER frame of the bytes from ``position``, and its body size."""
+        log = self._store.commit_log.log
+        end = self._store.max_commit_log_offset
+        segment = log.find(position)
+        if position >= end or segment is None:
+            return None, 0
+        entry = self._history.entry_at(position)
+        limit = min(end, segment.end_offset, position + self._settings.transfer_batch_bytes)
+        next_epoch = self._history.next_start_after(entry.epoch)
+        if next_epoch is not None and next_epoch > position:
+            limit = min(limit, next_epoch)
+        body = segment.read(position - segment.start_offset, limit - position)
+        if not body:
+            return None, 0
+        header = frames.TransferHeader(
+            frames.Kind.TRANSFER, entry.epoch, entry.start_offset, position, len(body)
+        )
+        return frames.encode_transfer(header, body), len(body)

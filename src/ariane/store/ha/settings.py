@@ -1,0 +1,105 @@
+"""Replication settings of one broker (RocketMQ ``MessageStoreConfig`` HA fields), validated once.
+
+One frozen dataclass the broker's settings tree includes as ``[ha]``; every limit names its unit
+last and gives the RocketMQ field and default it mirrors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from ariane.common import limits
+
+DEFAULT_HA_PORT = 10912
+"""RocketMQ ``haListenPort`` (the Remoting port 10911 + 1)."""
+
+
+class BrokerRole(enum.Enum):
+    """A broker's role in its group (RocketMQ ``BrokerRole``)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    """Acknowledges after the local write (and flush, per ``flush_disk_type``)."""
+    SYNC_MASTER = "SYNC_MASTER"
+    """Acknowledges only once an in-sync slave holds the bytes (else a timeout code)."""
+    SLAVE = "SLAVE"
+    """Replicates from the master and refuses writes."""
+
+    @property
+    def is_master(self) -> bool:
+        """Whether this role accepts writes."""
+        return self is not BrokerRole.SLAVE
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HASettings:
+    """Roles and the HA stream."""
+
+    broker_role: BrokerRole | None = None
+    """This broker's role at start (``brokerRole``); ``None`` (the default) = an ASYNC_MASTER
+    without an HA port, a lone broker. Any role given opens the HA port."""
+
+    ha_listen: str = f"127.0.0.1:{DEFAULT_HA_PORT}"
+    """``HOST:PORT`` the HA port binds (``haListenPort`` = 10912); port 0 picks a free one;
+    empty = no HA port (a lone broker)."""
+
+    master_ha: str = ""
+    """A slave's master HA address ``HOST:PORT``; empty = the one the name server reports
+    (RocketMQ ``haMasterAddress`` / the registration's ``haServerAddr``)."""
+
+    transfer_batch_bytes: int = 32 * 1024
+    """Most CommitLog bytes in one TRANSFER frame (``haTransferBatchSize`` = 32 KiB)."""
+
+    heartbeat_interval_ms: int = 5_000
+    """Longest silence on an idle HA connection before a REPORT or an empty TRANSFER
+    (``haSendHeartbeatInterval`` = 5 s)."""
+
+    housekeeping_interval_ms: int = 20_000
+    """A connection silent this long is dropped (``haHousekeepingInterval`` = 20 s)."""
+
+    max_gap_not_in_sync_bytes: int = 256 * 1024 * 1024
+    """A slave further behind than this does not count as in sync (``haMaxGapNotInSync``)."""
+
+    sync_waiters_max: int = 65_536
+    """SYNC_MASTER: most appends waiting for a slave at once; beyond → OS_PAGE_CACHE_BUSY."""
+
+    reconnect_interval_ms: int = 1_000
+    """A slave's wait before connecting again after the connection dropped."""
+
+    @property
+    def role(self) -> BrokerRole:
+        """The role at start, ASYNC_MASTER when none is configured."""
+        return self.broker_role or BrokerRole.ASYNC_MASTER
+
+    @property
+    def replicates(self) -> bool:
+        """Whether the broker runs the HA port (a role was configured)."""
+        return self.broker_role is not None
+
+    def __post_init__(self) -> None:
+        limits.check_range("transfer_batch_bytes", self.transfer_batch_bytes, 1024, 64 << 20)
+        limits.check_range("heartbeat_interval_ms", self.heartbeat_interval_ms, 10, 60_000)
+        limits.check_range(
+            "housekeeping_interval_ms",
+            self.housekeeping_interval_ms,
+            2 * self.heartbeat_interval_ms,
+            600_000,
+        )
+        limits.check_range("max_gap_not_in_sync_bytes", self.max_gap_not_in_sync_bytes, 1, 1 << 50)
+        limits.check_range("sync_waiters_max", self.sync_waiters_max, 1, 10_000_000)
+        limits.check_range("reconnect_interval_ms", self.reconnect_interval_ms, 10, 60_000)
+        for address in (self.ha_listen, self.master_ha):
+            if address:
+                split_address(address)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` → (host, port).
+
+    Raises:
+        ValueError: not ``HOST:PORT`` with a port in 0..65535.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{address!r} is not HOST:PORT")
+    return host, int(port)

@@ -1,0 +1,122 @@
+"""Replication's pure parts and ack rule without sockets: the HA frame codec round-trips and
+refuses bad frames, the truncation rule cuts at the epoch boundary, the promotion decision picks
+only a live in-sync slave, and a SYNC_MASTER / SLAVE store answers the ack-rule statuses."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ariane.common import clock, ids, message
+from ariane.store import commit_log, message_store
+from ariane.store import settings as store_settings
+from ariane.store.ha import epochs, frames, promotion, service
+from ariane.store.ha import settings as ha_settings
+
+LONGS = st.integers(min_value=0, max_value=2**62)
+
+
+@given(kind=st.sampled_from([frames.Kind.HELLO, frames.Kind.REPORT]), epoch=LONGS, offset=LONGS)
+def test_report_round_trips(kind: frames.Kind, epoch: int, offset: int) -> None:
+    """Proves a HELLO/REPORT decodes to what was encoded."""
+    report = frames.Report(kind, epoch, offset)
+    assert frames.decode_report(frames.encode_report(report)) == report
+
+
+@given(epoch=LONGS, start=LONGS, offset=LONGS, body=st.binary(max_size=64))
+def test_transfer_round_trips(epoch: int, start: int, offset: int, body: bytes) -> None:
+    """Proves a TRANSFER header decodes to what was encoded and the body follows it."""
+    header = frames.TransferHeader(frames.Kind.TRANSFER, epoch, start, offset, len(body))
+    data = frames.encode_transfer(header, body)
+    head = data[: frames.TRANSFER_HEADER_BYTES]
+    assert frames.decode_transfer_header(head, body_bytes_max=64) == header
+    assert data[frames.TRANSFER_HEADER_BYTES :] == body
+
+
+def test_bad_frames_are_refused() -> None:
+    """Proves an oversize body, an unknown kind and a short report are protocol errors."""
+    header = frames.TransferHeader(frames.Kind.TRANSFER, 1, 0, 0, 100)
+    raw = frames.encode_transfer(header, bytes(100))[: frames.TRANSFER_HEADER_BYTES]
+    with pytest.raises(frames.FrameError, match="exceeds"):
+        frames.decode_transfer_header(raw, body_bytes_max=99)
+    with pytest.raises(frames.FrameError, match="kind"):
+        frames.decode_transfer_header(b"\x09" + raw[1:], body_bytes_max=100)
+    with pytest.raises(frames.FrameError):
+        frames.decode_report(b"\x01" * 5)
+
+
+def test_truncation_point_cuts_at_the_next_epoch_start() -> None:
+    """Proves a slave of an older epoch keeps only bytes below the master's next epoch."""
+    history = [epochs.EpochEntry(1, 0), epochs.EpochEntry(2, 1000), epochs.EpochEntry(3, 5000)]
+    assert epochs.truncation_point(history, 6000, 1, 1700) == 1000  # diverged tail cut
+    assert epochs.truncation_point(history, 6000, 1, 800) == 800  # a prefix: nothing to cut
+    assert epochs.truncation_point(history, 6000, 3, 5500) == 5500  # same epoch
+    assert epochs.truncation_point(history, 6000, 3, 7000) == 6000  # ahead of the master
+    assert epochs.truncation_point(history, 6000, 0, 0) == 0
+    with pytest.raises(epochs.StaleEpochError):
+        epochs.truncation_point(history, 6000, 4, 10)
+
+
+def test_epoch_history_persists_and_truncates(tmp_path: pathlib.Path) -> None:
+    """Proves the history survives a reopen, refuses going back, and forgets cut epochs."""
+    history = epochs.EpochHistory(tmp_path)
+    history.append(1, 0)
+    history.append(2, 500)
+    with pytest.raises(ValueError):
+        history.append(2, 600)
+    assert epochs.EpochHistory(tmp_path).entries == history.entries
+    history.truncate(500)
+    assert epochs.EpochHistory(tmp_path).last_epoch == 1
+
+
+def test_promotion_picks_the_most_caught_up_live_in_sync_slave() -> None:
+    """Proves the decision never promotes while the master lives, nor an out-of-sync slave."""
+    master = promotion.Member(0, 3, 900, alive=False, in_sync=True)
+    slaves = [
+        promotion.Member(1, 3, 800, alive=True, in_sync=True),
+        promotion.Member(2, 3, 880, alive=True, in_sync=True),
+        promotion.Member(3, 3, 990, alive=True, in_sync=False),
+        promotion.Member(4, 3, 995, alive=False, in_sync=True),
+    ]
+    decided = promotion.choose([master, *slaves])
+    assert (decided.broker_id, decided.new_epoch) == (2, 4)
+    alive = promotion.Member(0, 3, 900, alive=True, in_sync=True)
+    assert promotion.choose([alive, *slaves]).broker_id is None
+    assert promotion.choose([alive, *slaves], force=True).broker_id == 2
+    assert promotion.choose([master, slaves[2], slaves[3]]).broker_id is None
+
+
+def _store(tmp_path: pathlib.Path, role: ha_settings.BrokerRole) -> message_store.MessageStore:
+    store = message_store.MessageStore.open(
+        tmp_path / "store",
+        store_settings.StoreSettings(commit_log_file_size_bytes=1 << 20, sync_flush_timeout_ms=200),
+        clock=clock.SystemClock(),
+    )
+    history = epochs.EpochHistory(tmp_path / "ha")
+    history.append(1, 0)
+    store.replication = service.HAService(store, history, ha_settings.HASettings(broker_role=role))
+    return store
+
+
+def _request() -> commit_log.AppendRequest:
+    return commit_log.AppendRequest(message.Message(ids.TopicName("t"), b"body"), ids.QueueId(0))
+
+
+def test_sync_master_without_slave_and_slave_refuse_silent_success(tmp_path: pathlib.Path) -> None:
+    """Proves a SYNC_MASTER with no slave answers SLAVE_NOT_AVAILABLE and a SLAVE refuses."""
+    store = _store(tmp_path / "m", ha_settings.BrokerRole.SYNC_MASTER)
+    try:
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is commit_log.PutMessageStatus.SLAVE_NOT_AVAILABLE
+    finally:
+        store.close()
+    store = _store(tmp_path / "s", ha_settings.BrokerRole.SLAVE)
+    try:
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert store.max_commit_log_offset == 0
+    finally:
+        store.close()
