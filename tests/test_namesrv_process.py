@@ -322,6 +322,24 @@ async def serving(implementation: object) -> AsyncIterator[int]:
         await server.stop(None)
 
 
+@contextlib.asynccontextmanager
+async def name_server_before(broker: object) -> AsyncIterator[tuple[str, int]]:
+    """An in-process name server (forwarding within 2 s) and ``broker`` served on a free port.
+
+    Yields the name server's address and the broker's port; stops both on exit.
+    """
+    stop = asyncio.Event()
+    settings = namesrv_server.NameServerSettings(listen="127.0.0.1:0", forward_timeout_ms=2_000)
+    name_server = namesrv_server.NameServer(settings, clock=clock.SystemClock())
+    async with serving(broker) as broker_port, asyncio.TaskGroup() as tasks:
+        tasks.create_task(name_server.serve(stop))
+        await name_server.started.wait()
+        try:
+            yield f"127.0.0.1:{name_server.port}", broker_port
+        finally:
+            stop.set()
+
+
 def recall_request(broker_name: str, topic: str = "delayed") -> Any:
     handle = recall.RecallHandle(
         ids.TopicName("delayed"),
@@ -359,13 +377,7 @@ def test_recall_is_forwarded_to_the_broker_named_in_the_handle() -> None:
     broker = FakeBroker()
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        settings = namesrv_server.NameServerSettings(listen="127.0.0.1:0", forward_timeout_ms=2_000)
-        name_server = namesrv_server.NameServer(settings, clock=clock.SystemClock())
-        async with serving(broker) as broker_port, asyncio.TaskGroup() as tasks:
-            tasks.create_task(name_server.serve(stop))
-            await name_server.started.wait()
-            address = f"127.0.0.1:{name_server.port}"
+        async with name_server_before(broker) as (address, broker_port):
             async with grpc.aio.insecure_channel(address) as channel:
                 registry = rpc.RegistryClient(channel, timeout_s=10)
                 for name, port in [("broker-live", broker_port), ("broker-dead", free_port())]:
@@ -386,7 +398,6 @@ def test_recall_is_forwarded_to_the_broker_named_in_the_handle() -> None:
                     ("broker-dead", "delayed"),
                 ]
             ]
-            stop.set()
         assert [(a.status.code, a.message_id) for a in answers] == [
             (20000, "01ABCDEF"),
             (40400, ""),
@@ -413,13 +424,7 @@ def test_query_assignment_is_forwarded_to_a_broker_serving_the_topic_readable() 
     normal = TOPIC_TYPES.TOPIC_MESSAGE_TYPE_NORMAL
 
     async def scenario() -> list[Any]:
-        stop = asyncio.Event()
-        settings = namesrv_server.NameServerSettings(listen="127.0.0.1:0", forward_timeout_ms=2_000)
-        name_server = namesrv_server.NameServer(settings, clock=clock.SystemClock())
-        async with serving(broker) as broker_port, asyncio.TaskGroup() as tasks:
-            tasks.create_task(name_server.serve(stop))
-            await name_server.started.wait()
-            address = f"127.0.0.1:{name_server.port}"
+        async with name_server_before(broker) as (address, broker_port):
             registrations = [  # broker-a only writes "orders": broker-b must answer
                 ("broker-a", free_port(), [topic_config("orders", 2, 2, 2, normal)]),
                 ("broker-b", broker_port, [topic_config("orders", 2, 2, 6, normal)]),
@@ -445,7 +450,6 @@ def test_query_assignment_is_forwarded_to_a_broker_serving_the_topic_readable() 
                     assignment_request("orders", "bad group!"),
                 ]
             ]
-            stop.set()
         return answers
 
     answers = asyncio.run(scenario())
