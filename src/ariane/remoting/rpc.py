@@ -61,6 +61,9 @@ _log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=message.Message)
 
+ProtoMessage = message.Message
+"""Any protobuf message, for packages that may not import protobuf (calls they forward)."""
+
 ServiceDescriptor = descriptor.ServiceDescriptor
 """A protobuf service descriptor (``pb.MESSAGING_SERVICE``), for packages that may not import
 protobuf themselves."""
