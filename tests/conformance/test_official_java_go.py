@@ -139,9 +139,6 @@ def test_push_consumer_redelivers_a_failed_message(
         assert seen == [(1, "FAILURE"), (2, "SUCCESS")], f"{message_id}: {seen}"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 11 item 1: DELAY sends answer UNSUPPORTED until delay/timer lands"
-)
 def test_delayed_messages_arrive_when_due(cluster: Cluster, client: polyglot.Client) -> None:
     """Three messages delayed 3 s arrive no earlier than due and at most a few seconds late."""
     topic = _topic(cluster, client, "delay", "DELAY", 2)
@@ -176,9 +173,6 @@ def test_transaction_commit_rollback_and_check_back(
 
 
 @pytest.mark.parametrize("client", ["java"], indirect=True)
-@pytest.mark.xfail(
-    strict=True, reason="issue 11 item 1: recall needs DELAY sends (delay/timer) to land"
-)
 def test_recalled_delayed_message_is_never_delivered(
     cluster: Cluster, client: polyglot.Client
 ) -> None:
