@@ -63,6 +63,16 @@ def _partitions(
     return [QueueRangePartition(r) for r in cut]
 
 
+def _read(
+    opts: options_mod.ReadOptions, partition: datasource.InputPartition
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of one partition; none for the placeholder partition Spark reads when
+    ``partitions`` returned none (an empty range)."""
+    if not isinstance(partition, QueueRangePartition):
+        return iter(())
+    return broker_io.read_range(opts, partition.range)
+
+
 class RocketMQDataSource(datasource.DataSource):
     """The ``rocketmq`` format: ``spark.dataSource.register(RocketMQDataSource)``, then
     ``spark.read.format("rocketmq").option("endpoints", NAMESRV).option("topics", "a,b")``.
@@ -106,8 +116,7 @@ class RocketMQBatchReader(datasource.DataSourceReader):
         return _partitions(self.opts, self.start, self.end)
 
     def read(self, partition: datasource.InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, QueueRangePartition)
-        return broker_io.read_range(self.opts, partition.range)
+        return _read(self.opts, partition)
 
 
 class RocketMQStreamReader(
@@ -198,8 +207,7 @@ class RocketMQStreamReader(
         return _partitions(self.opts, start, end)
 
     def read(self, partition: datasource.InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, QueueRangePartition)
-        return broker_io.read_range(self.opts, partition.range)
+        return _read(self.opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Best effort: report ``end`` to ``consumerGroup`` when ``commitOffsetsToBroker``;
