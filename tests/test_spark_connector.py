@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from examples.spark import stream_to_parquet
 
 from ariane import client, dev
 from ariane.connectors.spark import source
-from examples.spark import stream_to_parquet
 from live_testing import wait_routed
 
 pytestmark = pytest.mark.slow
