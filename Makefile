@@ -12,10 +12,10 @@ STAMP := $(VENV)/.installed
 all: test
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing ariane[dev,clients]"
+	@echo "==> creating $(VENV) and installing ariane[dev,clients,spark]"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,clients]'
+	$(BIN)/pip install --quiet -e '.[dev,clients,spark]'
 	touch $(STAMP)
 
 lint: $(STAMP)
