@@ -42,6 +42,7 @@ from ariane.store import (
     commit_log,
     consume_queue,
     message_store,
+    record_reader,
 )
 from ariane.store import settings as store_settings
 from store_testing import MemoryStore, record_bytes, request, tiny_settings
@@ -295,10 +296,10 @@ LARGE_SEGMENT_BYTES = 12 * MIB
 def _window_edges() -> list[int]:
     """Record sizes (bytes) at and around every window and buffer a record is read through."""
     windows = [
-        commit_log._SCAN_WINDOW_BYTES,
-        commit_log._LOOKUP_READ_BYTES,
+        record_reader._SCAN_WINDOW_BYTES,
+        record_reader._LOOKUP_READ_BYTES,
         consume_queue.READ_CHUNK_UNITS_MAX * consume_queue.UNIT_BYTES,
-        2 * commit_log._SCAN_WINDOW_BYTES,
+        2 * record_reader._SCAN_WINDOW_BYTES,
     ]
     return [w + d for w in windows for d in (-1, 0, 1)]
 

@@ -44,6 +44,7 @@ from ariane.store import (
     index_service,
     mapped_file_queue,
     message_codec,
+    record_reader,
     recovery,
     results,
     settings,
@@ -485,10 +486,10 @@ class MessageStore:
 
     def get_message(
         self, commit_log_offset: ids.CommitLogOffset, size_bytes: int = 0
-    ) -> commit_log.LookupResult:
+    ) -> record_reader.LookupResult:
         """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
         result = self.commit_log.read(commit_log_offset, size_bytes)
-        if result.status is commit_log.LookupStatus.CORRUPT:
+        if result.status is record_reader.LookupStatus.CORRUPT:
             self._counts["corrupt"] += 1
             _log.error("corrupt record at %d: %s", commit_log_offset, result.reason)
         return result
@@ -546,10 +547,10 @@ class MessageStore:
             if unit.is_filler or (tag_filter is not None and not tag_filter(unit.tag_hash)):
                 continue
             found = self.get_message(unit.commit_log_offset, unit.size_bytes)
-            if found.status is commit_log.LookupStatus.FOUND and found.message is not None:
+            if found.status is record_reader.LookupStatus.FOUND and found.message is not None:
                 messages.append(found.message)
                 total += unit.size_bytes
-            elif found.status is commit_log.LookupStatus.NOT_FOUND:
+            elif found.status is record_reader.LookupStatus.NOT_FOUND:
                 removed += 1
         if not scanned_any:
             entries = self.settings.consume_queue_file_entries

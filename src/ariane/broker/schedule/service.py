@@ -40,7 +40,7 @@ from ariane.broker import schedule_settings
 from ariane.broker.schedule import timer_codec, timer_log, wheel
 from ariane.broker.tables import persistence
 from ariane.common import clock, errors, ids, message, topics
-from ariane.store import commit_log, message_store
+from ariane.store import commit_log, message_store, record_reader
 
 _log = logging.getLogger(__name__)
 
@@ -304,7 +304,7 @@ class ScheduleService:
 
     def _restored(self, commit_log_offset: int, size_bytes: int) -> commit_log.AppendRequest | None:
         found = self._store.get_message(ids.CommitLogOffset(commit_log_offset), size_bytes)
-        if found.status is not commit_log.LookupStatus.FOUND or found.message is None:
+        if found.status is not record_reader.LookupStatus.FOUND or found.message is None:
             _log.error(
                 "schedule: parked message at %d is unreadable (%s); it cannot be delivered",
                 commit_log_offset,
