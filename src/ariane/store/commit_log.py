@@ -16,8 +16,8 @@ read as valid when later appends end exactly where it starts.
 
 Threading: ``prepare`` is pure and runs outside any lock; ``append`` must be called by one
 thread at a time (the store's put lock); ``read``/``scan`` (``record_reader.RecordReader``) run
-concurrently and never see bytes past ``max_offset``. Expected outcomes (bad message, disk full) are ``PutMessageStatus`` values
-in results, never exceptions.
+concurrently and never see bytes past ``max_offset``. Expected outcomes (bad message, disk
+full) are ``PutMessageStatus`` values in results, never exceptions.
 """
 
 from __future__ import annotations

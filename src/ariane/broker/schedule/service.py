@@ -230,7 +230,7 @@ class ScheduleService:
 
     # -- timer messages ----------------------------------------------------------------------
 
-    def _replay(self, records: list[timer_codec.TimerRecord]) -> int:
+    def _replay(self, records: list[timer_codec.TimerRecord]) -> ids.QueueOffset:
         live: dict[int, timer_codec.TimerRecord] = {}
         cursor = 0
         for record in records:
@@ -247,8 +247,8 @@ class ScheduleService:
                 r.delivery_ms, offset, r.commit_log_offset, r.size_bytes, r.message_id
             )
             if not self._wheel.add(entry):  # a smaller wheel than before: read the rest again
-                return offset
-        return cursor
+                return ids.QueueOffset(offset)
+        return ids.QueueOffset(cursor)
 
     def enqueue_timer_messages(self) -> int:
         """Read the timer topic from the cursor into the wheel while it has room.
@@ -345,7 +345,7 @@ class ScheduleService:
         count = 0
         for level, delay_ms in enumerate(self._settings.delay_levels_ms, start=1):
             queue_id = ids.QueueId(level - 1)
-            offset = self._level_offsets.get(level, 0)
+            offset = self._level_offsets.get(level, ids.QueueOffset(0))
             result = self._store.get_messages(
                 topics.SCHEDULE_TOPIC,
                 queue_id,
@@ -362,11 +362,11 @@ class ScheduleService:
             done = await self._write([restore(m) for m in due])
             ok_prefix = done.index(False) if False in done else len(done)
             if ok_prefix:
-                self._advance(level, due[ok_prefix - 1].queue_offset + 1)
+                self._advance(level, ids.QueueOffset(due[ok_prefix - 1].queue_offset + 1))
             count += ok_prefix
         return count
 
-    def _advance(self, level: int, offset: int) -> None:
+    def _advance(self, level: int, offset: ids.QueueOffset) -> None:
         if self._level_offsets.get(level, 0) != offset:
             self._level_offsets[level] = offset
             self._offsets_dirty = True
@@ -454,13 +454,13 @@ def _record(kind: timer_codec.Kind, entry: wheel.WheelEntry) -> timer_codec.Time
     )
 
 
-def _load_level_offsets(path: pathlib.Path) -> dict[int, int]:
+def _load_level_offsets(path: pathlib.Path) -> dict[int, ids.QueueOffset]:
     raw = persistence.load_json(path)
     if raw is None:
         return {}
     table = persistence.expect_object(raw.get("offsetTable", {}), "delayOffset.offsetTable")
     return {
-        int(level): persistence.expect_int(o, f"delayOffset.offsetTable.{level}")
+        int(level): ids.QueueOffset(persistence.expect_int(o, f"delayOffset.offsetTable.{level}"))
         for level, o in table.items()
         if level.isdigit()
     }
