@@ -47,7 +47,12 @@ from ariane.store import (
 from ariane.store import settings as store_settings
 from store_testing import MemoryStore, record_bytes, request, tiny_settings
 
-QUEUES = [("A", 0), ("A", 1), ("B", 0)]
+QUEUES = [
+    (ids.TopicName("A"), ids.QueueId(0)),
+    (ids.TopicName("A"), ids.QueueId(1)),
+    (ids.TopicName("B"), ids.QueueId(0)),
+]
+"""The (topic, queue id) pairs the model writes to."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +175,7 @@ class StoreMachine(RuleBasedStateMachine):
     def read_by_queue(self, data: st.DataObject, max_count: int) -> None:
         topic, queue_id = data.draw(st.sampled_from(QUEUES))
         expected = self._queue(topic, queue_id)
-        offset = data.draw(st.integers(0, len(expected)))
+        offset = ids.QueueOffset(data.draw(st.integers(0, len(expected))))
         got = self.store.get_messages(
             topic, queue_id, offset, max_count=max_count, max_bytes=self.read_bytes_max
         )
