@@ -247,7 +247,7 @@ def test_records_longer_than_the_scan_window_survive_an_unclean_restart() -> Non
     bodies = [b"first", rng.randbytes(2 * MIB), rng.randbytes(2 * MIB)]
     bodies += [f"small-{i}".encode() for i in range(100)]
     results = [mem.store.put_message(request(body=body)) for body in bodies]
-    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(results)
     end = results[-1].commit_log_offset + results[-1].wrote_bytes
     assert mem.store.commit_log.flushed_offset == end
     abandon(mem.store)  # SIGKILL: every acknowledged (synced) byte is on disk
@@ -303,13 +303,17 @@ def test_recovery_reads_in_proportion_to_the_data_not_the_1_gib_segment(
     The torn tail is zeroed only up to the CommitLog's high-water mark, not to the end of the
     preallocated segment (which cost reading the whole 1 GiB).
     """
-    config = settings.StoreSettings(flush_disk_type=settings.FlushDiskType.SYNC_FLUSH)
+    # The flush timeout is generous: this test is about what recovery reads, and the first
+    # fsyncs into a fresh 1 GiB segment can take seconds on a loaded machine.
+    config = settings.StoreSettings(
+        flush_disk_type=settings.FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=60_000
+    )
     layer = _CountingLayer()
     store = message_store.MessageStore.open(
         tmp_path, config, clock=clock.SystemClock(), layer=layer
     )
     results = store.put_messages_sync([request(body=bytes([i]) * 100_000) for i in range(40)])
-    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(results)
     end = results[-1].commit_log_offset + results[-1].wrote_bytes
     abandon(store)
     store.commit_log.log.close()
