@@ -25,6 +25,7 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [index]            # IndexSettings
     [retention]        # RetentionSettings
     [receive]          # ReceiveSettings, e.g. consume_from_where = "LAST_OFFSET"
+    [transaction]      # TransactionSettings, e.g. transaction_check_interval_ms = 30000
     [server]           # gRPC ServerSettings
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
@@ -44,6 +45,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from ariane.broker import transaction_settings
 from ariane.common import ids, limits, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
@@ -303,6 +305,11 @@ class BrokerSettings:
 
     receive: ReceiveSettings = dataclasses.field(default_factory=ReceiveSettings)
     """ReceiveMessage behaviour."""
+
+    transaction: transaction_settings.TransactionSettings = dataclasses.field(
+        default_factory=transaction_settings.TransactionSettings
+    )
+    """Half messages and their check-back schedule."""
 
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings

@@ -18,9 +18,10 @@ Invariant: a request is all-or-nothing. Every message is validated before anythi
 store; the first invalid one refuses the whole request with its code (as the Java proxy, whose
 ``buildMessage`` throws for the request) and nothing of it is stored, and the store appends the
 batch atomically (``MessageStore.put_messages(..., atomic=True)``: a message its codec refuses
-fails the batch before a byte is written). Delay and transactional messages are refused with
-UNSUPPORTED until the timer and the transaction service land, rather than delivered early or
-half-committed.
+fails the batch before a byte is written). Delay messages are refused with UNSUPPORTED until
+the timer lands, rather than delivered early. A TRANSACTION message is stored as a half message
+by ``transaction.TransactionalMessageService`` (``half_messages``) and answered with its
+transaction id; without that service it is refused with UNSUPPORTED.
 """
 
 from __future__ import annotations
@@ -78,12 +79,14 @@ class SendOutcome:
         text: the status message.
         message_id: the client's message id (echoed back).
         queue_offset: the queue offset it got, or -1.
+        transaction_id: the transaction id of a stored half message, else "".
     """
 
     code: errors.Code
     text: str
     message_id: str
     queue_offset: int = -1
+    transaction_id: str = ""
 
 
 class SendCounters(Protocol):
@@ -91,6 +94,16 @@ class SendCounters(Protocol):
 
     messages_in: int
     bytes_in: int
+
+
+class HalfMessages(Protocol):
+    """Where TRANSACTION sends go (``transaction.TransactionalMessageService``)."""
+
+    def to_half(self, request: commit_log.AppendRequest) -> commit_log.AppendRequest:
+        """The half message's append request (raises TooManyRequestsError when full)."""
+
+    def prepared(self, half: commit_log.AppendRequest, result: commit_log.PutMessageResult) -> str:
+        """Record a stored half message; returns its transaction id."""
 
 
 class SendProcessor:
@@ -103,6 +116,7 @@ class SendProcessor:
         polling: long polling, notified of the topics that got messages.
         counters: the broker's totals (messages and bytes in).
         store_settings: the body and property size limits.
+        half_messages: the transaction service, or ``None`` to refuse TRANSACTION sends.
     """
 
     def __init__(
@@ -113,6 +127,7 @@ class SendProcessor:
         polling: long_polling.LongPolling,
         counters: SendCounters,
         store_settings: store_settings_mod.StoreSettings,
+        half_messages: HalfMessages | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -120,6 +135,7 @@ class SendProcessor:
         self._counters = counters
         self._limits = store_settings
         self._round_robin = itertools.count()
+        self._half = half_messages
 
     async def send(
         self, batch: Sequence[message.IncomingMessage], *, born_ip: str
@@ -149,8 +165,13 @@ class SendProcessor:
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
         stored = stored_bytes = 0  # counted once per request, not per message
-        for incoming, result in zip(batch, results, strict=True):
-            answered.append(self._outcome(incoming, result))
+        for incoming, request, result in zip(batch, requests, results, strict=True):
+            outcome = self._outcome(incoming, result)
+            half = self._half if request.message.topic == topics.TRANS_HALF_TOPIC else None
+            if half is not None and result.status.is_stored:
+                tid = half.prepared(request, result)
+                outcome = dataclasses.replace(outcome, transaction_id=tid)
+            answered.append(outcome)
             if result.status.is_stored:
                 stored_topics.add(incoming.topic)
                 stored += 1
@@ -187,7 +208,9 @@ class SendProcessor:
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
                 f"{kind.value}; send to a topic of that type or change the topic's type"
             )
-        if kind in (message.MessageType.DELAY, message.MessageType.TRANSACTION):
+        transactional = kind is message.MessageType.TRANSACTION
+        half = self._half if transactional else None
+        if kind is message.MessageType.DELAY or (transactional and half is None):
             raise errors.UnsupportedError(
                 f"{kind.value} messages are not supported by this broker yet"
             )
@@ -197,13 +220,14 @@ class SendProcessor:
         properties = _properties(incoming, kind)
         self._check_properties(properties)
         queue_id = self._choose_queue(topic, incoming.message_group)
-        return commit_log.AppendRequest(
+        request = commit_log.AppendRequest(
             message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
             queue_id=queue_id,
             sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
             born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
             born_host=born_host,
         )
+        return request if half is None else half.to_half(request)
 
     def _writable_topic(self, name: str) -> topic_config.TopicConfig:
         validated = topics.validate_topic(name)
