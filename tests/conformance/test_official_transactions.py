@@ -2,8 +2,9 @@
 real ``ariane namesrv`` + ``ariane broker`` processes: commit, rollback, check-back, SIGKILL.
 
 The broker runs with a 1 s transaction timeout and a 0.5 s check interval (``[transaction]`` in
-its TOML) so check-backs come within seconds; the module's own cluster can SIGKILL the broker
-and start it again on the same store and port.
+its TOML) so check-backs come within seconds, and with two front-end workers, so checks travel
+the relay from the store-owning process to the worker holding the producer's Telemetry stream;
+the module's own cluster can SIGKILL the broker and start it again on the same store and port.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class TxCluster(Cluster):
         """Start the broker on the cluster's store and port; wait until it is registered."""
         args = ["broker", "--config", str(self.config), "--namesrv", self.namesrv]
         args += ["--listen", self.broker, "--store-dir", str(self.data_dir / "store")]
-        process = self._spawn([*args, "--workers", "0"], "broker.log")
+        process = self._spawn([*args, "--workers", "2"], "broker.log")
         ready_s = dev.READY_TIMEOUT_S
         dev.wait_until_listening("127.0.0.1", self.port, process=process, timeout_s=ready_s)
         dev.wait_until_registered(self.namesrv, "broker-a", process=process, timeout_s=ready_s)
