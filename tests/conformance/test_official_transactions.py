@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import live_testing
 from ariane import dev
 from conformance.conftest import DRIVER, REPO, Cluster
 
@@ -79,9 +80,8 @@ class TxCluster(Cluster):
         return process
 
     def kill_broker(self) -> None:
-        """SIGKILL the broker (by PID) and reap it."""
-        self.broker_process.kill()
-        self.broker_process.wait(timeout=30)
+        """SIGKILL the broker (by PID); return once it and its front-end workers are gone."""
+        live_testing.kill(self.broker_process)
 
     def stop(self) -> None:
         """Stop both processes by PID."""
