@@ -28,6 +28,7 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [schedule]         # ScheduleSettings (delay levels, timer)
     broker_role = "SYNC_MASTER"   # or ASYNC_MASTER / SLAVE (opens the HA port): [ha] broker_role
     [ha]               # HASettings, e.g. ha_listen, master_ha
+    [transaction]      # TransactionSettings, e.g. transaction_check_interval_ms = 30000
     [server]           # gRPC ServerSettings
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
@@ -47,7 +48,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ariane.broker import schedule_settings
+from ariane.broker import schedule_settings, transaction_settings
 from ariane.common import ids, limits, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
@@ -316,6 +317,10 @@ class BrokerSettings:
 
     ha: ha_settings.HASettings = dataclasses.field(default_factory=ha_settings.HASettings)
     """Role and replication (``[ha]``; ``broker_role`` may also be a top-level key)."""
+    transaction: transaction_settings.TransactionSettings = dataclasses.field(
+        default_factory=transaction_settings.TransactionSettings
+    )
+    """Half messages and their check-back schedule."""
 
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings
