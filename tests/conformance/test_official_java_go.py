@@ -154,10 +154,6 @@ def test_delayed_messages_arrive_when_due(cluster: Cluster, client: polyglot.Cli
         assert event["due_ms"] <= event["at_ms"] <= event["due_ms"] + DELAY_LATE_MS_MAX
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11 item 2: TRANSACTION sends answer UNSUPPORTED until transactions land",
-)
 def test_transaction_commit_rollback_and_check_back(
     cluster: Cluster, client: polyglot.Client
 ) -> None:
