@@ -3,9 +3,8 @@
 Each client is unmodified and runs in its own process (``polyglot.py``: fetched and built by the
 tests' own scripts into ``~/.cache/ariane``) against one real ``ariane namesrv`` + ``ariane broker``
 pair per module, addressed through the name server as their access point. Every scenario runs
-once per client, on topics and groups of its own. Scenarios whose broker feature has not landed
-yet are strict xfails naming the issue: they turn red the day the feature lands, and then the
-marker must go.
+once per client, on topics and groups of its own: normal, async, FIFO, tag and SQL92 filters, push
+redelivery, delay, transactions with check-back, and recall (Java; the Go client has no recall API).
 """
 
 from __future__ import annotations
