@@ -47,9 +47,17 @@ class Broker:
         return f"127.0.0.1:{self.ha_port}"
 
     def start(
-        self, tmp: pathlib.Path, namesrv: str, role: str, *, broker_id: int, master_ha: str = ""
+        self,
+        tmp: pathlib.Path,
+        namesrv: str,
+        role: str,
+        *,
+        broker_id: int,
+        master_ha: str = "",
+        extra: tuple[str, ...] = (),
     ) -> None:
-        """Start (or restart on the same store) with ``role``; wait until gRPC listens."""
+        """Start (or restart on the same store) with ``role`` (and ``extra`` arguments); wait
+        until gRPC listens."""
         args = [
             "broker",
             "--listen",
@@ -73,6 +81,7 @@ class Broker:
         ]
         if master_ha:
             args += ["--master-ha", master_ha]
+        args += extra
         self.process = spawn(args, tmp / f"{self.name}.log")
         dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
 
