@@ -10,8 +10,10 @@ import pathlib
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from google.protobuf.message import Message
 
 import ha_testing as ht
 from ariane import dev
@@ -57,9 +59,9 @@ def pair(tmp_path: pathlib.Path, namesrv: str) -> Iterator[tuple[ht.Broker, ht.B
         slave.stop()
 
 
-def _admin(endpoint: str, name: str, request: object, answer: type[object]) -> object:
-    response = asyncio.run(ht._admin(endpoint, name, request, answer))  # type: ignore[arg-type]
-    codes.raise_for_status(response.status)  # type: ignore[attr-defined]
+def _admin(endpoint: str, name: str, request: Message, answer: type[Any]) -> Any:
+    response = asyncio.run(ht._admin(endpoint, name, request, answer))
+    codes.raise_for_status(response.status)
     return response
 
 
@@ -70,7 +72,7 @@ def _consumer_offsets(endpoint: str) -> dict[int, int]:
         pb.admin.GetConsumerLagRequest(group=GROUP, topic=TOPIC),
         pb.admin.GetConsumerLagResponse,
     )
-    return {q.queue_id: q.consumer_offset for q in lag.queues}  # type: ignore[attr-defined]
+    return {q.queue_id: q.consumer_offset for q in lag.queues}
 
 
 def _promote(namesrv: str, broker_id: int) -> subprocess.CompletedProcess[str]:
