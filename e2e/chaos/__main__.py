@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or args.faults < 1:
         parser.error(f"unknown fault kinds {sorted(unknown)} or --faults < 1")
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("ariane.client").setLevel(logging.ERROR)  # retries during faults: expected
     schedule = nemesis.Schedule(faults=args.faults, seed=args.seed, kinds=kinds)
     with tempfile.TemporaryDirectory(prefix="ariane-chaos-") as tmp:
         work = args.work or pathlib.Path(tmp)
