@@ -216,15 +216,12 @@ def dev_cluster(
         RuntimeError: if a child fails to start in ``READY_TIMEOUT_S``.
         ValueError: ``slaves`` out of range.
     """
-    if not 0 <= slaves <= SLAVES_MAX:
-        raise ValueError(f"slaves must be 0..{SLAVES_MAX}, not {slaves}")
-    role = broker_role or ("ASYNC_MASTER" if slaves else "")
+    role = _group_role(slaves, broker_role)
     master_ha = f"127.0.0.1:{free_port()}" if role else ""
     data_dir.mkdir(parents=True, exist_ok=True)
     namesrv_port = namesrv_port or free_port()
-    broker_port = broker_port or free_port()
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
-    broker_addr = f"127.0.0.1:{broker_port}"
+    broker_addr = f"127.0.0.1:{broker_port or free_port()}"
     # free ports, not RocketMQ's 5557: both processes share this host
     namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))
     children: list[subprocess.Popen[bytes]] = []
@@ -235,27 +232,12 @@ def dev_cluster(
         )
         children.append(namesrv)
         wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
-        broker = _start_broker(
-            data_dir,
-            flush_disk_type=flush_disk_type,
-            flags=[
-                *("--namesrv", namesrv_addr, "--listen", broker_addr),
-                *("--metrics-listen", broker_metrics, "--broker-name", broker_name),
-                *([] if workers is None else ["--workers", str(workers)]),
-                *(["--broker-role", role, "--ha-listen", master_ha] if role else []),
-            ],
-        )
-        children.append(broker)
-        wait_until_listening("127.0.0.1", broker_port, process=broker, timeout_s=READY_TIMEOUT_S)
-        wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
-        slave_addrs = _start_slaves(
-            data_dir,
-            slaves,
-            children,
-            flush_disk_type=flush_disk_type,
-            master_ha=master_ha,
-            common=["--namesrv", namesrv_addr, "--broker-name", broker_name],
-        )
+        flags = ["--metrics-listen", broker_metrics]
+        flags += [] if workers is None else ["--workers", str(workers)]
+        flags += ["--broker-role", role, "--ha-listen", master_ha] if role else []
+        group = (namesrv_addr, broker_name, flush_disk_type)
+        _start_master(data_dir, children, group, broker_addr=broker_addr, flags=flags)
+        slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
         yield DevEndpoints(
             namesrv=namesrv_addr,
             broker=broker_addr,
@@ -287,17 +269,57 @@ def _start_broker(
     )
 
 
+_Group = tuple[str, str, str]
+"""(name server ``HOST:PORT``, broker group name, flush disk type) of the brokers started."""
+
+
+def _group_role(slaves: int, broker_role: str) -> str:
+    """The master's role: ``broker_role``, else ASYNC_MASTER with slaves, else "" (lone).
+
+    Raises:
+        ValueError: ``slaves`` outside 0..``SLAVES_MAX``.
+    """
+    if not 0 <= slaves <= SLAVES_MAX:
+        raise ValueError(f"slaves must be 0..{SLAVES_MAX}, not {slaves}")
+    return broker_role or ("ASYNC_MASTER" if slaves else "")
+
+
+def _start_master(
+    data_dir: pathlib.Path,
+    children: list[subprocess.Popen[bytes]],
+    group: _Group,
+    *,
+    broker_addr: str,
+    flags: list[str],
+) -> None:
+    """Start the (master) broker, appended to ``children``; wait until it listens and has
+    registered with the name server."""
+    namesrv_addr, broker_name, flush_disk_type = group
+    broker = _start_broker(
+        data_dir,
+        flush_disk_type=flush_disk_type,
+        flags=[
+            *("--namesrv", namesrv_addr, "--listen", broker_addr, "--broker-name", broker_name),
+            *flags,
+        ],
+    )
+    children.append(broker)
+    _, port = broker_addr.rsplit(":", 1)
+    wait_until_listening("127.0.0.1", int(port), process=broker, timeout_s=READY_TIMEOUT_S)
+    wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
+
+
 def _start_slaves(
     data_dir: pathlib.Path,
-    count: int,
     children: list[subprocess.Popen[bytes]],
+    group: _Group,
     *,
-    flush_disk_type: str,
+    count: int,
     master_ha: str,
-    common: list[str],
 ) -> list[str]:
     """Start ``count`` SLAVE brokers (ids 1..count) of ``master_ha``, appending each to
     ``children`` as soon as it runs; returns their gRPC endpoints once all listen."""
+    namesrv_addr, broker_name, flush_disk_type = group
     endpoints = []
     for broker_id in range(1, count + 1):
         port = free_port()
@@ -306,7 +328,7 @@ def _start_slaves(
             flush_disk_type=flush_disk_type,
             name=f"slave-{broker_id}",
             flags=[
-                *common,
+                *("--namesrv", namesrv_addr, "--broker-name", broker_name),
                 *("--listen", f"127.0.0.1:{port}", "--broker-id", str(broker_id)),
                 *("--broker-role", "SLAVE", "--master-ha", master_ha, "--workers", "0"),
                 *("--ha-listen", f"127.0.0.1:{free_port()}"),
