@@ -11,7 +11,9 @@ sync before the next one (so every fault hits a healthy group and the faults are
 * ``restart_master`` / ``restart_slave``: clean stop (SIGTERM), then start in the same role.
 
 The schedule (which fault, gaps and holds) comes from ``random.Random(seed)``: the same seed
-injects the same faults in the same order (the times the cluster needs to heal vary).
+injects the same faults in the same order (the times the cluster needs to heal vary). Kinds are
+drawn as shuffled rounds of every kind, so each kind occurs (nearly) equally often and a run of
+``len(kinds)`` faults or more has each at least once.
 """
 
 from __future__ import annotations
@@ -109,9 +111,8 @@ class Nemesis:
     async def run(self, started: float) -> None:
         """Inject every fault of the schedule, one at a time."""
         try:
-            for _ in range(self._schedule.faults):
+            for kind in self._kinds():
                 await asyncio.sleep(self._rng.uniform(*self._schedule.gap_s))
-                kind = self._rng.choice(self._schedule.kinds)
                 hold_s = self._rng.uniform(*self._schedule.hold_s)
                 at = time.monotonic()
                 promoted = await self._inject(kind, hold_s)
@@ -129,6 +130,14 @@ class Nemesis:
                 )
         finally:
             await self._channels.close()
+
+    def _kinds(self) -> list[str]:
+        kinds: list[str] = []
+        while len(kinds) < self._schedule.faults:
+            round_ = list(self._schedule.kinds)
+            self._rng.shuffle(round_)
+            kinds += round_
+        return kinds[: self._schedule.faults]
 
     async def _inject(self, kind: str, hold_s: float) -> bool:
         c = self._cluster
