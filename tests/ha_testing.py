@@ -4,12 +4,13 @@ SendMessage/admin calls that return the exact status code, and CommitLog byte co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import pathlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -26,6 +27,18 @@ def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
     """Start ``python -m ariane ARGS`` with output appended to ``log``."""
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+
+
+@contextlib.contextmanager
+def running_namesrv(tmp: pathlib.Path) -> Iterator[str]:
+    """A name server process on a free port for the ``with`` block; yields ``HOST:PORT``."""
+    port = dev.free_port()
+    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
+        yield f"127.0.0.1:{port}"
+    finally:
+        dev.stop_process(proc)
 
 
 @dataclasses.dataclass
