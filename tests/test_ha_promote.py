@@ -69,6 +69,21 @@ def _consumer_offsets(endpoint: str) -> dict[int, int]:
     return {q.queue_id: q.consumer_offset for q in lag.queues}
 
 
+def _topics(endpoint: str) -> set[str]:
+    listed = _admin(
+        endpoint, "ListTopics", pb.admin.ListTopicsRequest(), pb.admin.ListTopicsResponse
+    )
+    return {t.name for t in listed.topics}
+
+
+def _synced_offsets(endpoint: str) -> dict[int, int]:
+    """The group's offsets on a slave; empty until its metadata sync copied the group."""
+    try:
+        return _consumer_offsets(endpoint)
+    except errors.ConsumerGroupNotFoundError:
+        return {}
+
+
 def _promote(namesrv: str, broker_id: int) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "ariane", "admin", "--endpoints", namesrv, "--json"]
     command += ["broker", "promote", "--broker-name", "ha-group", "--broker-id", str(broker_id)]
@@ -97,7 +112,7 @@ def test_switchover_serves_synced_metadata_and_demotes_old_master(
     _admin(master.endpoint, "ResetOffset", reset, pb.admin.ResetOffsetResponse)
     committed = _consumer_offsets(master.endpoint)
     assert sum(committed.values()) == 21
-    ht.poll(lambda: _consumer_offsets(slave.endpoint) == committed, "the slave's offset copy")
+    ht.poll(lambda: _synced_offsets(slave.endpoint) == committed, "the slave's offset copy")
     acked_end = ht.stats(master.endpoint).commit_log_max_offset
 
     done = _promote(namesrv, 1)
@@ -133,6 +148,7 @@ def test_failover_after_sigkill_promotes_slave_and_old_master_rejoins(
     for i in range(10):
         assert ht.send(master.endpoint, TOPIC, f"k-{i}".encode()) == OK
     acked_end = ht.stats(master.endpoint).commit_log_max_offset
+    ht.poll(lambda: TOPIC in _topics(slave.endpoint), "the topic synced to the slave")
     master.kill()
 
     done = _promote(namesrv, 1)

@@ -110,26 +110,27 @@ class Nemesis:
 
     async def run(self, started: float) -> None:
         """Inject every fault of the schedule, one at a time."""
-        try:
-            for kind in self._kinds():
-                await asyncio.sleep(self._rng.uniform(*self._schedule.gap_s))
-                hold_s = self._rng.uniform(*self._schedule.hold_s)
-                at = time.monotonic()
-                promoted = await self._inject(kind, hold_s)
-                epoch, in_sync = await self.wait_in_sync()
-                self.faults.append(
-                    Fault(
-                        kind,
-                        round(at - started, 2),
-                        round(hold_s, 2),
-                        round(time.monotonic() - at, 2),
-                        promoted,
-                        epoch,
-                        in_sync,
-                    )
+        for kind in self._kinds():
+            await asyncio.sleep(self._rng.uniform(*self._schedule.gap_s))
+            hold_s = self._rng.uniform(*self._schedule.hold_s)
+            at = time.monotonic()
+            promoted = await self._inject(kind, hold_s)
+            epoch, in_sync = await self.wait_in_sync()
+            self.faults.append(
+                Fault(
+                    kind,
+                    round(at - started, 2),
+                    round(hold_s, 2),
+                    round(time.monotonic() - at, 2),
+                    promoted,
+                    epoch,
+                    in_sync,
                 )
-        finally:
-            await self._channels.close()
+            )
+
+    async def close(self) -> None:
+        """Close the channels to the brokers (after the run and the last waits)."""
+        await self._channels.close()
 
     def _kinds(self) -> list[str]:
         kinds: list[str] = []
@@ -173,6 +174,30 @@ class Nemesis:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.5)
+
+    async def wait_synced(self, topic: str) -> None:
+        """Wait until the slave's metadata sync copied ``topic`` (``HEAL_TIMEOUT_S`` at most).
+
+        Raises:
+            TimeoutError: it did not.
+        """
+        deadline = time.monotonic() + HEAL_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                listed = await rpc.unary_call(
+                    await self._channels.get(self._cluster.slave.endpoint),
+                    pb.ADMIN_SERVICE,
+                    "ListTopics",
+                    pb.admin.ListTopicsRequest(),
+                    pb.admin.ListTopicsResponse,
+                    timeout_s=2.0,
+                )
+                if topic in {t.name for t in listed.topics}:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.2)
+        raise TimeoutError(f"the slave did not copy topic {topic} in {HEAL_TIMEOUT_S} s")
 
     async def wait_in_sync(self) -> tuple[int, bool]:
         """Wait until the master answers as master and the slave as its caught-up slave;

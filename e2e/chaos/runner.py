@@ -140,6 +140,7 @@ async def run(
         await nemesis.wait_in_sync()
         endpoint = cluster.namesrv_endpoint
         await _create(endpoint)
+        await nemesis.wait_synced(TOPIC)  # a failover before the slave has the topic loses it
         stop_producers, stop_consumers = asyncio.Event(), asyncio.Event()
         history.started = time.monotonic()
         async with asyncio.TaskGroup() as tasks:
@@ -157,6 +158,7 @@ async def run(
             stop_consumers.set()
         elapsed_s = round(time.monotonic() - history.started, 1)
     finally:
+        await nemesis.close()
         await asyncio.to_thread(cluster.stop)
     found = checker.check(history.sends, history.deliveries)
     return {
