@@ -48,6 +48,15 @@ test: lint typecheck imports unit e2e
 run: $(STAMP)
 	$(BIN)/python -m examples.flights.pipeline
 
+# Long chaos runs (e2e/chaos): >= 20 faults on a name server + master/slave group, SYNC_MASTER +
+# SYNC_FLUSH (must lose nothing) then ASYNC_MASTER + ASYNC_FLUSH (reports what it lost); JSON
+# reports in e2e/chaos/results/. `make test` runs a short one (tests/test_chaos.py).
+.PHONY: chaos
+chaos: $(STAMP)
+	$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --out e2e/chaos/results/sync-master-sync-flush.json
+	-$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --role ASYNC_MASTER --flush ASYNC_FLUSH \
+	  --out e2e/chaos/results/async-master-async-flush.json
+
 # Regenerate src/ariane/remoting/gen from src/ariane/remoting/protos (commit the result;
 # tests/test_protos.py fails while the committed code is stale).
 protos: $(STAMP)

@@ -20,7 +20,14 @@ from ariane import metrics
 from ariane.broker import assembly, metrics_view
 from ariane.broker import runtime as runtime_mod
 from ariane.broker import settings as broker_settings
-from ariane.broker.grpc import admin_service, frontend, messaging, producer_streams, routes
+from ariane.broker.grpc import (
+    admin_service,
+    frontend,
+    messaging,
+    producer_streams,
+    routes,
+    slave_sync,
+)
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, transaction_check
 from ariane.broker.services import registration, replication
@@ -55,6 +62,7 @@ class BrokerServer:
         """How gRPC is served (in this process, or by front-end workers); set by ``serve``."""
         self._port: int | None = None
         self.replication: replication.ReplicationService | None = None
+        self.slave_sync: slave_sync.SlaveSyncService | None = None
         """Role and HA loops, when a broker role is configured; set by ``serve``."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
@@ -80,6 +88,9 @@ class BrokerServer:
         streams = producer_streams.ProducerStreams(client_registry)
         self.replication = (
             replication.ReplicationService(runtime) if self.settings.ha.replicates else None
+        )
+        self.slave_sync = (
+            slave_sync.SlaveSyncService(runtime, channels) if self.settings.ha.replicates else None
         )
         implementations = _services(
             runtime, processors, lookup, client_registry, streams, roles=self.replication
@@ -150,6 +161,8 @@ class BrokerServer:
             ]
             if self.replication is not None:
                 loops.append(tasks.create_task(self.replication.run(), name="replication"))
+            if self.slave_sync is not None:
+                loops.append(tasks.create_task(self.slave_sync.run(), name="slave-sync"))
             await stop.wait()
             for loop in loops:
                 loop.cancel()
