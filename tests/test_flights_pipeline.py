@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (pyarrow ships no stubs)
 import pytest
 from examples.flights import dataset, spark_job
 
