@@ -5,9 +5,12 @@ and its SLAVE, as processes; ``--slaves 0`` for a lone broker); create the FIFO
 topic ``flights`` and the FIFO consumer group ``flights-check`` with ``ariane admin``; send all
 336,776 flights with the official RocketMQ Python client (key = tail number, tag = carrier,
 message group = tail number) from several worker processes; receive and ack them back with the
-official SimpleConsumer; check that every flight arrived exactly once and each plane's flights in
-departure order; print a summary table (with the slave's replication lag and message count);
-stop the cluster. Exits 1 if the check fails.
+official SimpleConsumer; then, as the downstream pipeline, a Spark Structured Streaming job reads
+the topic through the ``rocketmq`` connector into per-carrier and per-day delay statistics
+(parquet and a PNG under ``<data dir>/spark``, ``examples.flights.spark_job``); stop the cluster;
+check that every flight arrived exactly once and each plane's flights in departure order, and
+that Spark's counts match the data set; print the summary tables (with the slave's replication lag
+and message count). Exits 1 if a check fails.
 
 Run it with ``make run`` (or ``.venv/bin/python -m examples.flights.pipeline``).
 """
@@ -30,7 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ariane import dev
-from examples.flights import dataset, replica, verify
+from examples.flights import dataset, replica, spark_job, verify
 
 TOPIC = "flights"
 GROUP = "flights-check"
@@ -288,12 +291,16 @@ def main() -> int:
         if ends.slaves:
             with _step("reading the slave's replication lag and message count"):
                 slave = replica.read(ends.broker, ends.slaves[0], TOPIC, GROUP)
+        with _step("Spark: streaming the flights topic into per-carrier and per-day statistics"):
+            total = len(flights) if args.limit else dataset.FLIGHTS_ROWS
+            spark = spark_job.run(ends.namesrv, args.data_dir / "spark", flights, total)
         with _step("stopping the cluster"):
             running.close()
     with _step("checking exactly-once and per-plane order"):
         report = verify.verify((f.id for f in flights), received)
     console.print(summary([produced, consumed], report, slave))
-    return 0 if report.ok else 1
+    spark_job.show(console, spark)
+    return 0 if report.ok and spark.ok else 1
 
 
 if __name__ == "__main__":
