@@ -298,7 +298,8 @@ def main() -> int:
             running.close()
     with _step("checking exactly-once and per-plane order"):
         report = verify.verify((f.id for f in flights), received)
-    console.print(summary([produced, consumed], report, slave))
+    read = Phase("spark", spark.flights, sum(len(f.body) for f in flights), spark.seconds)
+    console.print(summary([produced, consumed, read], report, slave))
     spark_job.show(console, spark)
     return 0 if report.ok and spark.ok else 1
 

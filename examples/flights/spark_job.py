@@ -84,6 +84,11 @@ class SparkResult:
     plot: pathlib.Path
 
     @property
+    def flights(self) -> int:
+        """Flights the per-carrier table counts."""
+        return sum(s.flights for s in self.carriers)
+
+    @property
     def ok(self) -> bool:
         """True when the tables agree with the data set."""
         return not self.mismatches
@@ -283,7 +288,7 @@ def show(console: Console, result: SparkResult, *, top: int = 10) -> None:
             _fmt(stat.p50),
             _fmt(stat.p95),
         )
-    flights = sum(s.flights for s in result.carriers)
+    flights = result.flights
     busiest = sorted(result.days, key=lambda s: (-s.flights, s.key))[:3]
     verdict = "matches the data set" if result.ok else "MISMATCH: " + "; ".join(result.mismatches)
     table.caption = (
