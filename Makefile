@@ -12,10 +12,10 @@ STAMP := $(VENV)/.installed
 all: test
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing ariane[dev,clients]"
+	@echo "==> creating $(VENV) and installing ariane[dev,clients,spark]"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,clients]'
+	$(BIN)/pip install --quiet -e '.[dev,clients,spark]'
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -47,6 +47,15 @@ test: lint typecheck imports unit e2e
 # The main job: NYC's 2013 flights through a local cluster and back (examples/flights).
 run: $(STAMP)
 	$(BIN)/python -m examples.flights.pipeline
+
+# Long chaos runs (e2e/chaos): >= 20 faults on a name server + master/slave group, SYNC_MASTER +
+# SYNC_FLUSH (must lose nothing) then ASYNC_MASTER + ASYNC_FLUSH (reports what it lost); JSON
+# reports in e2e/chaos/results/. `make test` runs a short one (tests/test_chaos.py).
+.PHONY: chaos
+chaos: $(STAMP)
+	$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --out e2e/chaos/results/sync-master-sync-flush.json
+	-$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --role ASYNC_MASTER --flush ASYNC_FLUSH \
+	  --out e2e/chaos/results/async-master-async-flush.json
 
 # Regenerate src/ariane/remoting/gen from src/ariane/remoting/protos (commit the result;
 # tests/test_protos.py fails while the committed code is stale).

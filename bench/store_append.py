@@ -324,7 +324,8 @@ def _read_queue(
     store: message_store.MessageStore, count: int, batch: int, deadline: float
 ) -> measure.Timing:
     clock = time.perf_counter_ns
-    offset = got = total = 0
+    offset = ids.QueueOffset(0)
+    got = total = 0
     timer = measure.CallTimer(deadline)
     while offset < count:
         t0 = clock()

@@ -4,12 +4,13 @@ SendMessage/admin calls that return the exact status code, and CommitLog byte co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import pathlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -26,6 +27,18 @@ def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
     """Start ``python -m ariane ARGS`` with output appended to ``log``."""
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+
+
+@contextlib.contextmanager
+def running_namesrv(tmp: pathlib.Path) -> Iterator[str]:
+    """A name server process on a free port for the ``with`` block; yields ``HOST:PORT``."""
+    port = dev.free_port()
+    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
+        yield f"127.0.0.1:{port}"
+    finally:
+        dev.stop_process(proc)
 
 
 @dataclasses.dataclass
@@ -47,9 +60,17 @@ class Broker:
         return f"127.0.0.1:{self.ha_port}"
 
     def start(
-        self, tmp: pathlib.Path, namesrv: str, role: str, *, broker_id: int, master_ha: str = ""
+        self,
+        tmp: pathlib.Path,
+        namesrv: str,
+        role: str,
+        *,
+        broker_id: int,
+        master_ha: str = "",
+        extra: tuple[str, ...] = (),
     ) -> None:
-        """Start (or restart on the same store) with ``role``; wait until gRPC listens."""
+        """Start (or restart on the same store) with ``role`` (and ``extra`` arguments); wait
+        until gRPC listens."""
         args = [
             "broker",
             "--listen",
@@ -73,6 +94,7 @@ class Broker:
         ]
         if master_ha:
             args += ["--master-ha", master_ha]
+        args += extra
         self.process = spawn(args, tmp / f"{self.name}.log")
         dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
 

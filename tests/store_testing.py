@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ariane.common import clock, ids, message
 from ariane.store import commit_log, file_layer, index_file, message_store, settings
 
 ROOT = pathlib.Path("/store")
+
+T = ids.TopicName("T")
+"""The topic ``request`` writes to by default."""
+Q0 = ids.QueueId(0)
+"""The queue ``request`` writes to by default."""
 
 TINY_INDEX = index_file.IndexSettings(hash_slot_count=16, index_count_max=64)
 """A key index of ~1.7 KiB files (63 keys each), so tests roll over files."""
@@ -50,6 +55,27 @@ def request(
         message=message.Message(ids.TopicName(topic), body, props),
         queue_id=ids.QueueId(queue_id),
         born_timestamp_ms=ids.TimestampMs(1),
+    )
+
+
+def read(
+    store: message_store.MessageStore,
+    offset: int = 0,
+    *,
+    topic: str = "T",
+    queue_id: int = 0,
+    max_count: int = 100,
+    max_bytes: int = 1 << 20,
+    tag_filter: Callable[[int], bool] | None = None,
+) -> message_store.GetMessageResult:
+    """``store.get_messages`` of a queue from ``offset``, ids typed here (as ``request`` does)."""
+    return store.get_messages(
+        ids.TopicName(topic),
+        ids.QueueId(queue_id),
+        ids.QueueOffset(offset),
+        max_count=max_count,
+        max_bytes=max_bytes,
+        tag_filter=tag_filter,
     )
 
 

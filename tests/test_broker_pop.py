@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from ariane.broker import settings as broker_settings
-from ariane.broker.pop import fifo, receipt
+from ariane.broker.pop import delivery, done_window, fifo, receipt
 from ariane.broker.pop import group_state as pop
 from ariane.common import clock, errors, ids
 
@@ -44,7 +44,7 @@ def _state(
     return state
 
 
-def _take(state: pop.GroupPopState, offset: int, group: str | None = None) -> pop.InFlight:
+def _take(state: pop.GroupPopState, offset: int, group: str | None = None) -> delivery.InFlight:
     entry = state.reserve(T, Q0, off(offset), invisible_ms=INVISIBLE_MS, message_group=group)
     assert entry is not None
     return entry
@@ -58,9 +58,9 @@ def test_a_reserved_message_is_acked_once_and_then_unknown() -> None:
     assert (entry.attempt, entry.queue_offset, entry.handle_version) == (1, 0, 100)
     assert entry.popped_at_ms == time.now_ms() and entry.deadline_ms == INVISIBLE_MS
     assert state.committed_offset(T, Q0) == 0 and state.scan_offset(T, Q0) == 1
-    assert state.ack(T, Q0, off(0), entry.handle_version) is pop.AckOutcome.OK
+    assert state.ack(T, Q0, off(0), entry.handle_version) is delivery.AckOutcome.OK
     assert state.committed_offset(T, Q0) == 1
-    assert state.ack(T, Q0, off(0), entry.handle_version) is pop.AckOutcome.UNKNOWN
+    assert state.ack(T, Q0, off(0), entry.handle_version) is delivery.AckOutcome.UNKNOWN
     assert state.outstanding == 0
 
 
@@ -78,16 +78,16 @@ def test_the_receipt_handle_carries_the_delivery_and_acks_after_decoding() -> No
     assert (handle.delivery_attempt, handle.invisible_ms) == (1, INVISIBLE_MS)
     assert handle.commit_log_offset == 4096 and handle.broker_name == "broker-a"
     outcome = state.ack(handle.topic, handle.queue_id, handle.queue_offset, handle.handle_version)
-    assert outcome is pop.AckOutcome.OK
+    assert outcome is delivery.AckOutcome.OK
 
 
 def test_acks_of_unknown_queues_offsets_and_versions() -> None:
     """Never-delivered offsets and unknown queues are UNKNOWN; a wrong version is STALE."""
     state = _state(clock.ManualClock())
     entry = _take(state, 0)
-    assert state.ack(T, Q0, off(5), entry.handle_version) is pop.AckOutcome.UNKNOWN
-    assert state.ack(T, ids.QueueId(9), off(0), entry.handle_version) is pop.AckOutcome.UNKNOWN
-    assert state.ack(T, Q0, off(0), entry.handle_version + 1) is pop.AckOutcome.STALE
+    assert state.ack(T, Q0, off(5), entry.handle_version) is delivery.AckOutcome.UNKNOWN
+    assert state.ack(T, ids.QueueId(9), off(0), entry.handle_version) is delivery.AckOutcome.UNKNOWN
+    assert state.ack(T, Q0, off(0), entry.handle_version + 1) is delivery.AckOutcome.STALE
     assert state.in_flight(T, Q0, off(0)) == entry
 
 
@@ -98,16 +98,16 @@ def test_change_invisible_issues_a_new_handle_and_the_old_one_goes_stale() -> No
     first = _take(state, 0)
     time.advance_ms(1_000)
     changed = state.change_invisible(T, Q0, off(0), first.handle_version, 5_000)
-    assert changed.outcome is pop.AckOutcome.OK and changed.in_flight is not None
+    assert changed.outcome is delivery.AckOutcome.OK and changed.in_flight is not None
     renewed = changed.in_flight
     assert renewed.handle_version != first.handle_version
     assert (renewed.attempt, renewed.deadline_ms, renewed.invisible_ms) == (1, 6_000, 5_000)
     stale = state.change_invisible(T, Q0, off(0), first.handle_version, 5_000)
-    assert stale == pop.ChangeResult(pop.AckOutcome.STALE)
-    assert state.ack(T, Q0, off(0), first.handle_version) is pop.AckOutcome.STALE
-    assert state.ack(T, Q0, off(0), renewed.handle_version) is pop.AckOutcome.OK
+    assert stale == delivery.ChangeResult(delivery.AckOutcome.STALE)
+    assert state.ack(T, Q0, off(0), first.handle_version) is delivery.AckOutcome.STALE
+    assert state.ack(T, Q0, off(0), renewed.handle_version) is delivery.AckOutcome.OK
     gone = state.change_invisible(T, Q0, off(0), renewed.handle_version, 5_000)
-    assert gone.outcome is pop.AckOutcome.UNKNOWN
+    assert gone.outcome is delivery.AckOutcome.UNKNOWN
 
 
 def test_expiry_happens_exactly_at_the_deadline() -> None:
@@ -118,7 +118,7 @@ def test_expiry_happens_exactly_at_the_deadline() -> None:
     time.advance_ms(INVISIBLE_MS - 1)
     assert state.collect_due() == []
     time.advance_ms(1)
-    assert state.collect_due() == [pop.Due(T, Q0, off(0), next_attempt=2, to_dlq=False)]
+    assert state.collect_due() == [delivery.Due(T, Q0, off(0), next_attempt=2, to_dlq=False)]
     assert state.collect_due(T, Q0) == state.collect_due()
     assert state.collect_due(ids.TopicName("other")) == []
 
@@ -143,13 +143,13 @@ def test_redelivery_increments_the_attempt_and_invalidates_the_old_handle() -> N
     second_msg = _take(state, 1)
     time.advance_ms(INVISIBLE_MS)
     assert len(state.collect_due()) == 2
-    assert state.ack(T, Q0, off(1), second_msg.handle_version) is pop.AckOutcome.OK  # late ack
+    assert state.ack(T, Q0, off(1), second_msg.handle_version) is delivery.AckOutcome.OK  # late ack
     assert [d.queue_offset for d in state.collect_due()] == [0]
     again = state.redeliver(T, Q0, off(0), invisible_ms=INVISIBLE_MS)
     assert again.attempt == 2 and again.handle_version != first.handle_version
     assert state.collect_due() == []
-    assert state.ack(T, Q0, off(0), first.handle_version) is pop.AckOutcome.STALE
-    assert state.ack(T, Q0, off(0), again.handle_version) is pop.AckOutcome.OK
+    assert state.ack(T, Q0, off(0), first.handle_version) is delivery.AckOutcome.STALE
+    assert state.ack(T, Q0, off(0), again.handle_version) is delivery.AckOutcome.OK
     assert state.committed_offset(T, Q0) == 2
 
 
@@ -166,7 +166,7 @@ def test_the_message_goes_to_the_dlq_after_max_delivery_attempts() -> None:
         attempts.append(state.redeliver(T, Q0, off(0), invisible_ms=INVISIBLE_MS).attempt)
     assert attempts == [1, 2, 3]
     time.advance_ms(INVISIBLE_MS)
-    assert state.collect_due() == [pop.Due(T, Q0, off(0), next_attempt=4, to_dlq=True)]
+    assert state.collect_due() == [delivery.Due(T, Q0, off(0), next_attempt=4, to_dlq=True)]
     with pytest.raises(AssertionError, match="DLQ"):
         state.redeliver(T, Q0, off(0), invisible_ms=INVISIBLE_MS)
     state.settle_dead_letter(T, Q0, off(0))
@@ -190,7 +190,7 @@ def test_committed_offset_moves_only_over_a_contiguous_done_prefix() -> None:
     entries = {n: _take(state, n) for n in range(10, 15)}
     committed = []
     for n in (11, 13, 10, 12, 14):
-        assert state.ack(T, Q0, off(n), entries[n].handle_version) is pop.AckOutcome.OK
+        assert state.ack(T, Q0, off(n), entries[n].handle_version) is delivery.AckOutcome.OK
         committed.append(state.committed_offset(T, Q0))
     assert committed == [10, 10, 12, 14, 15]
 
@@ -278,8 +278,8 @@ def test_skip_to_and_reset_drop_in_flight_entries() -> None:
     entries = [_take(state, n) for n in range(4)]
     state.skip_to(T, Q0, off(2))
     assert state.committed_offset(T, Q0) == 2 and state.outstanding == 2
-    assert state.ack(T, Q0, off(1), entries[1].handle_version) is pop.AckOutcome.UNKNOWN
-    assert state.ack(T, Q0, off(2), entries[2].handle_version) is pop.AckOutcome.OK
+    assert state.ack(T, Q0, off(1), entries[1].handle_version) is delivery.AckOutcome.UNKNOWN
+    assert state.ack(T, Q0, off(2), entries[2].handle_version) is delivery.AckOutcome.OK
     state.skip_to(T, Q0, off(10))
     assert state.scan_offset(T, Q0) == 10 and state.outstanding == 0
     state.reset_queue(T, Q0, off(5))
@@ -349,7 +349,7 @@ def test_fifo_order_alone_tracks_heads_and_ready_offsets() -> None:
 @given(st.lists(st.integers(0, 300), max_size=200), st.integers(0, 5))
 def test_done_window_matches_a_set_model(marks: list[int], start: int) -> None:
     """The bitmap's committed offset is always the lowest offset not marked done."""
-    window = pop.DoneWindow(start)
+    window = done_window.DoneWindow(start)
     done: set[int] = set()
     for offset in marks:
         if offset < window.committed or offset in done:
@@ -366,7 +366,7 @@ def test_done_window_matches_a_set_model(marks: list[int], start: int) -> None:
 
 def test_done_window_compacts_over_long_runs() -> None:
     """A long run of marks is compacted away once the committed offset passes it."""
-    window = pop.DoneWindow(0)
+    window = done_window.DoneWindow(0)
     for offset in range(1, 100_000):
         window.mark(offset)
     assert window.committed == 0
@@ -418,7 +418,7 @@ class PopMachine(RuleBasedStateMachine):
             return
         offset = sorted(self.handles)[pick % len(self.handles)]
         version = self.handles.pop(offset)
-        assert self.state.ack(T, Q0, off(offset), version) is pop.AckOutcome.OK
+        assert self.state.ack(T, Q0, off(offset), version) is delivery.AckOutcome.OK
         self.done.add(offset)
         self.old_handles.append((offset, version))
 
@@ -450,7 +450,7 @@ class PopMachine(RuleBasedStateMachine):
     def old_handles_never_ack(self) -> None:
         for offset, version in self.old_handles[-5:]:
             outcome = self.state.ack(T, Q0, off(offset), version)
-            assert outcome in (pop.AckOutcome.STALE, pop.AckOutcome.UNKNOWN)
+            assert outcome in (delivery.AckOutcome.STALE, delivery.AckOutcome.UNKNOWN)
 
     @invariant()
     def committed_is_lowest_not_done(self) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ariane.broker import settings as broker_settings
+from ariane.broker.pop import delivery
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import journal as pop_journal
 from ariane.broker.pop import journal_file as pop_journal_file
@@ -132,7 +133,7 @@ def dataclass_replace_queue(
     return dataclasses.replace(checkpoint, queue_id=queue_id)
 
 
-def _state(time: clock.ManualClock, sink: pop.JournalSink | None = None) -> pop.GroupPopState:
+def _state(time: clock.ManualClock, sink: delivery.JournalSink | None = None) -> pop.GroupPopState:
     return pop.GroupPopState(
         G,
         time=time,
@@ -149,8 +150,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.records: list[pop_journal.Record] = []
 
-    def checkpoint(self, group: ids.GroupName, entry: pop.InFlight) -> None:
-        self.records.append(pop.checkpoint_of(group, entry))
+    def checkpoint(self, group: ids.GroupName, entry: delivery.InFlight) -> None:
+        self.records.append(delivery.checkpoint_of(group, entry))
 
     def done(
         self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId, offset: int
@@ -172,7 +173,7 @@ def test_a_restored_state_keeps_attempts_handles_and_done_offsets() -> None:
     first = before.reserve(T, Q0, ids.QueueOffset(0), invisible_ms=INVISIBLE_MS)
     second = before.reserve(T, Q0, ids.QueueOffset(1), invisible_ms=INVISIBLE_MS)
     assert first is not None and second is not None
-    assert before.ack(T, Q0, ids.QueueOffset(1), second.handle_version) is pop.AckOutcome.OK
+    assert before.ack(T, Q0, ids.QueueOffset(1), second.handle_version) is delivery.AckOutcome.OK
     time.advance_ms(INVISIBLE_MS)
     (due,) = before.collect_due()
     again = before.redeliver(T, Q0, due.queue_offset, invisible_ms=INVISIBLE_MS)

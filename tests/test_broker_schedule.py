@@ -18,7 +18,7 @@ from ariane.broker.schedule import service as schedule_service
 from ariane.broker.schedule import timer_codec, timer_log, wheel
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store
-from store_testing import request, tiny_settings
+from store_testing import read, request, tiny_settings
 
 P = message.Property
 K = timer_codec.Kind
@@ -135,7 +135,7 @@ class Harness:
         self.put(self.service.park(incoming, delivery_ms=delivery_ms))
 
     def delivered(self, topic: str = "Real", queue_id: int = 2) -> list[message.StoredMessage]:
-        got = self.store.get_messages(topic, queue_id, 0, max_count=100, max_bytes=1 << 20)
+        got = read(self.store, topic=topic, queue_id=queue_id)
         return list(got.messages)
 
     def round(self) -> int:

@@ -26,7 +26,7 @@ import pytest
 from ariane import client, dev
 from ariane.common import errors, message
 from ariane.remoting import convert, messages, pb
-from live_testing import wait_registered, wait_routed
+from live_testing import kill, wait_registered, wait_routed
 
 pytestmark = pytest.mark.slow
 
@@ -149,8 +149,9 @@ def test_a_thousand_timer_messages_arrive_on_time_across_a_sigkill(tmp_path: pat
             got = asyncio.run(_receive(namesrv, 500, time.monotonic() + 8.5))
             assert set(got) == set(before), "only the first 500 were due before the kill"
             _check_on_time(before, got)
-            broker.kill()  # SIGKILL: no clean shutdown, nothing persisted on the way out
-            broker.wait(timeout=DEADLINE_S)
+            kill(
+                broker
+            )  # SIGKILL (and its front-end workers gone): nothing persisted on the way out
             broker = _start_broker(tmp_path, namesrv, port)
             assert time.time() * 1000 < t0 + 13_000, "the restart did not finish in the gap"
             recall = pb.v2_service.RecallMessageRequest(

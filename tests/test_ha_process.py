@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 
 import ha_testing as ht
-from ariane import dev
 from ariane.common import errors
 
 pytestmark = pytest.mark.slow
@@ -22,13 +21,8 @@ TOPIC = "ha-topic"
 
 @pytest.fixture
 def namesrv(tmp_path: pathlib.Path) -> Iterator[str]:
-    port = dev.free_port()
-    proc = ht.spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp_path / "namesrv.log")
-    try:
-        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=ht.DEADLINE_S)
-        yield f"127.0.0.1:{port}"
-    finally:
-        dev.stop_process(proc)
+    with ht.running_namesrv(tmp_path) as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

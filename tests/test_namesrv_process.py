@@ -222,7 +222,6 @@ def test_other_v2_rpcs_answer_a_non_zero_status(name_servers: list[str]) -> None
     for rpc_name, request in [
         ("Heartbeat", svc.HeartbeatRequest()),
         ("SendMessage", svc.SendMessageRequest()),
-        ("QueryAssignment", svc.QueryAssignmentRequest()),
         ("AckMessage", svc.AckMessageRequest()),
         ("EndTransaction", svc.EndTransactionRequest()),
         ("NotifyClientTermination", svc.NotifyClientTerminationRequest()),
@@ -299,6 +298,16 @@ class FakeBroker:
         handle = recall.decode(request.recall_handle)
         return pb.v2_service.RecallMessageResponse(status=codes.ok(), message_id=handle.message_id)
 
+    async def query_assignment(
+        self, request: pb.v2_service.QueryAssignmentRequest, context: Any
+    ) -> pb.v2_service.QueryAssignmentResponse:
+        headers = {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
+        self.calls.append((f"{request.topic.name}/{request.group.name}", headers))
+        queue = pb.v2.MessageQueue(topic=request.topic, id=-1)
+        return pb.v2_service.QueryAssignmentResponse(
+            status=codes.ok(), assignments=[pb.v2.Assignment(message_queue=queue)]
+        )
+
 
 @contextlib.asynccontextmanager
 async def serving(implementation: object) -> AsyncIterator[int]:
@@ -311,6 +320,24 @@ async def serving(implementation: object) -> AsyncIterator[int]:
         yield port
     finally:
         await server.stop(None)
+
+
+@contextlib.asynccontextmanager
+async def name_server_before(broker: object) -> AsyncIterator[tuple[str, int]]:
+    """An in-process name server (forwarding within 2 s) and ``broker`` served on a free port.
+
+    Yields the name server's address and the broker's port; stops both on exit.
+    """
+    stop = asyncio.Event()
+    settings = namesrv_server.NameServerSettings(listen="127.0.0.1:0", forward_timeout_ms=2_000)
+    name_server = namesrv_server.NameServer(settings, clock=clock.SystemClock())
+    async with serving(broker) as broker_port, asyncio.TaskGroup() as tasks:
+        tasks.create_task(name_server.serve(stop))
+        await name_server.started.wait()
+        try:
+            yield f"127.0.0.1:{name_server.port}", broker_port
+        finally:
+            stop.set()
 
 
 def recall_request(broker_name: str, topic: str = "delayed") -> Any:
@@ -350,13 +377,7 @@ def test_recall_is_forwarded_to_the_broker_named_in_the_handle() -> None:
     broker = FakeBroker()
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        settings = namesrv_server.NameServerSettings(listen="127.0.0.1:0", forward_timeout_ms=2_000)
-        name_server = namesrv_server.NameServer(settings, clock=clock.SystemClock())
-        async with serving(broker) as broker_port, asyncio.TaskGroup() as tasks:
-            tasks.create_task(name_server.serve(stop))
-            await name_server.started.wait()
-            address = f"127.0.0.1:{name_server.port}"
+        async with name_server_before(broker) as (address, broker_port):
             async with grpc.aio.insecure_channel(address) as channel:
                 registry = rpc.RegistryClient(channel, timeout_s=10)
                 for name, port in [("broker-live", broker_port), ("broker-dead", free_port())]:
@@ -377,7 +398,6 @@ def test_recall_is_forwarded_to_the_broker_named_in_the_handle() -> None:
                     ("broker-dead", "delayed"),
                 ]
             ]
-            stop.set()
         assert [(a.status.code, a.message_id) for a in answers] == [
             (20000, "01ABCDEF"),
             (40400, ""),
@@ -390,3 +410,51 @@ def test_recall_is_forwarded_to_the_broker_named_in_the_handle() -> None:
     assert recall.decode(handle).broker_name == "broker-live"
     assert headers["x-mq-client-id"] == "tester@42@0@abc"
     assert headers["x-mq-language"] == "PYTHON"
+
+
+def assignment_request(topic: str, group: str = "readers") -> Any:
+    return pb.v2_service.QueryAssignmentRequest(
+        topic=convert.resource(topic), group=convert.resource(group)
+    )
+
+
+def test_query_assignment_is_forwarded_to_a_broker_serving_the_topic_readable() -> None:
+    """QueryAssignment (the Go client asks its access point) reaches a readable live master."""
+    broker = FakeBroker()
+    normal = TOPIC_TYPES.TOPIC_MESSAGE_TYPE_NORMAL
+
+    async def scenario() -> list[Any]:
+        async with name_server_before(broker) as (address, broker_port):
+            registrations = [  # broker-a only writes "orders": broker-b must answer
+                ("broker-a", free_port(), [topic_config("orders", 2, 2, 2, normal)]),
+                ("broker-b", broker_port, [topic_config("orders", 2, 2, 6, normal)]),
+                ("broker-c", free_port(), [topic_config("stranded", 1, 1, 6, normal)]),
+            ]
+            async with grpc.aio.insecure_channel(address) as channel:
+                registry = rpc.RegistryClient(channel, timeout_s=10)
+                for name, port, configs in registrations:
+                    await registry.register_broker(
+                        pb.registry.RegisterBrokerRequest(
+                            cluster_name="c",
+                            broker_name=name,
+                            client_endpoint=pb.v2.Address(host="127.0.0.1", port=port),
+                            topic_configs=configs,
+                        )
+                    )
+            answers = [
+                await messaging(address, "QueryAssignment", request)
+                for request in [
+                    assignment_request("orders"),
+                    assignment_request("missing"),
+                    assignment_request("stranded"),
+                    assignment_request("orders", "bad group!"),
+                ]
+            ]
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert [a.status.code for a in answers] == [20000, 40402, 50001, 40003]
+    assert [a.message_queue.topic.name for a in answers[0].assignments] == ["orders"]
+    ((asked, headers),) = broker.calls
+    assert asked == "orders/readers"
+    assert headers["x-mq-client-id"] == "tester@42@0@abc"

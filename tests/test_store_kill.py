@@ -28,7 +28,10 @@ KILL_ROUNDS = int(os.environ.get("ARIANE_KILL_ROUNDS", "10"))
 MIXED_ACKS_PER_ROUND = int(os.environ.get("ARIANE_KILL_ACKS", "12"))
 """Acknowledgements the mixed-body test waits for before each SIGKILL."""
 
-Acked = tuple[str, int, int, int, int]  # key, CommitLog offset, queue id, queue offset, body bytes
+Acked = tuple[str, ids.CommitLogOffset, ids.QueueId, ids.QueueOffset, int]
+"""key, CommitLog offset, queue id, queue offset, body bytes (typed where the line is parsed)."""
+CRASH = ids.TopicName("Crash")
+"""The topic ``store_crash_writer`` writes to."""
 
 
 def _parse(line: str) -> Acked | None:
@@ -36,7 +39,13 @@ def _parse(line: str) -> Acked | None:
     if not line.endswith("\n") or len(parts) != 6 or parts[0] != "ACK":
         return None  # a line cut by the kill
     _, key, offset, queue_id, queue_offset, size = parts
-    return key, int(offset), int(queue_id), int(queue_offset), int(size)
+    return (
+        key,
+        ids.CommitLogOffset(int(offset)),
+        ids.QueueId(int(queue_id)),
+        ids.QueueOffset(int(queue_offset)),
+        int(size),
+    )
 
 
 def _run_and_kill(root: pathlib.Path, acks_wanted: int, tag: str, mix: str) -> list[Acked]:
@@ -98,24 +107,22 @@ def _check_store(root: pathlib.Path, acked: list[Acked], mix: str) -> None:
     try:
         assert not store.recovery_report.clean
         for key, offset, queue_id, queue_offset, size in acked:
-            found = store.get_message(ids.CommitLogOffset(offset))
+            found = store.get_message(offset)
             assert found.status is LookupStatus.FOUND, key
             assert found.message is not None and found.message.message.keys == (key,)
             assert len(found.message.body) == size, key
-            got = store.get_messages("Crash", queue_id, queue_offset, max_count=1, max_bytes=1)
+            got = store.get_messages(CRASH, queue_id, queue_offset, max_count=1, max_bytes=1)
             assert got.status is GetMessageStatus.FOUND, key
             assert got.messages[0].commit_log_offset == offset
-        for queue_id in (0, 1):
-            offset = 0
-            while offset < store.max_queue_offset("Crash", queue_id):
-                got = store.get_messages(
-                    "Crash", queue_id, offset, max_count=512, max_bytes=1 << 30
-                )
+        for queue_id in map(ids.QueueId, (0, 1)):
+            at = ids.QueueOffset(0)
+            while at < store.max_queue_offset(CRASH, queue_id):
+                got = store.get_messages(CRASH, queue_id, at, max_count=512, max_bytes=1 << 30)
                 assert got.status is GetMessageStatus.FOUND
                 assert [m.queue_offset for m in got.messages] == list(
-                    range(offset, offset + len(got.messages))
+                    range(at, at + len(got.messages))
                 )
-                offset = got.next_begin_offset
+                at = got.next_begin_offset
         assert store.stats().corrupt_read_count == 0
     finally:
         store.close()

@@ -19,7 +19,7 @@ from ariane.store import (
     commit_log,
     message_codec,
 )
-from store_testing import MemoryStore, request, tiny_settings
+from store_testing import Q0, MemoryStore, T, read, request, tiny_settings
 
 
 def test_put_then_read_by_offset_and_by_queue() -> None:
@@ -35,7 +35,7 @@ def test_put_then_read_by_offset_and_by_queue() -> None:
     assert found.status is LookupStatus.FOUND and found.message is not None
     assert found.message.body == b"hello"
     assert found.message.store_timestamp_ms == mem.clock.now_ms()
-    got = mem.store.get_messages("T", 0, 0, max_count=10, max_bytes=1 << 20)
+    got = read(mem.store, 0, max_count=10, max_bytes=1 << 20)
     assert got.status is GetMessageStatus.FOUND
     assert [m.body for m in got.messages] == [b"hello"]
     assert (got.next_begin_offset, got.min_offset, got.max_offset) == (1, 0, 1)
@@ -56,7 +56,7 @@ def test_queue_offsets_are_dense_per_queue_across_a_batch_and_segments() -> None
                 if (req.message.topic, req.queue_id) == (topic, queue_id)
             ]
             assert offsets == list(range(len(offsets)))
-            got = mem.store.get_messages(topic, queue_id, 0, max_count=100, max_bytes=1 << 20)
+            got = read(mem.store, topic=topic, queue_id=queue_id)
             assert [m.queue_offset for m in got.messages] == offsets
     starts = sorted(r.commit_log_offset for r in results)
     assert all(b - a >= 100 for a, b in itertools.pairwise(starts))
@@ -66,23 +66,23 @@ def test_get_messages_statuses_follow_rocketmq() -> None:
     """Unknown queue, empty-start, too small, overflow one/badly, found, and max_count/bytes."""
     mem = MemoryStore.open()
     store = mem.store
-    assert store.get_messages("T", 0, 0, max_count=1, max_bytes=1).status is (
+    assert read(store, 0, max_count=1, max_bytes=1).status is (
         GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
     )
     store.put_messages_sync([request(body=b"x" * 50) for _ in range(6)])
-    one = store.get_messages("T", 0, 6, max_count=1, max_bytes=100)
+    one = read(store, 6, max_count=1, max_bytes=100)
     assert (one.status, one.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_ONE, 6)
-    badly = store.get_messages("T", 0, 9, max_count=1, max_bytes=100)
+    badly = read(store, 9, max_count=1, max_bytes=100)
     assert (badly.status, badly.next_begin_offset) == (GetMessageStatus.OFFSET_OVERFLOW_BADLY, 0)
-    limited = store.get_messages("T", 0, 1, max_count=3, max_bytes=1 << 20)
+    limited = read(store, 1, max_count=3, max_bytes=1 << 20)
     assert [m.queue_offset for m in limited.messages] == [1, 2, 3]
     assert limited.next_begin_offset == 4
     size = limited.messages[0].store_size_bytes
-    by_bytes = store.get_messages("T", 0, 0, max_count=10, max_bytes=size * 2 + 1)
+    by_bytes = read(store, 0, max_count=10, max_bytes=size * 2 + 1)
     assert len(by_bytes.messages) == 2
-    at_least_one = store.get_messages("T", 0, 0, max_count=10, max_bytes=1)
+    at_least_one = read(store, 0, max_count=10, max_bytes=1)
     assert len(at_least_one.messages) == 1
-    unmatched = store.get_messages("T", 0, 0, max_count=10, max_bytes=1 << 20, tag_filter=bool)
+    unmatched = read(store, 0, max_count=10, max_bytes=1 << 20, tag_filter=bool)
     assert (unmatched.status, unmatched.next_begin_offset) == (
         GetMessageStatus.NO_MATCHED_MESSAGE,
         6,
@@ -98,14 +98,12 @@ def test_offset_too_small_after_retention_and_tag_filter() -> None:
     store.put_message(request(body=b"new", tags="t0"))
     deleted = store.delete_expired_commit_log(mem.clock.now_ms(), 5_000)
     assert deleted >= 1
-    low = store.min_queue_offset("T", 0)
+    low = store.min_queue_offset(T, Q0)
     assert low > 0
-    small = store.get_messages("T", 0, 0, max_count=5, max_bytes=1 << 20)
+    small = read(store, 0, max_count=5, max_bytes=1 << 20)
     assert (small.status, small.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, low)
     hash_t1 = message_codec.tag_hash_code("t1")
-    tagged = store.get_messages(
-        "T", 0, low, max_count=50, max_bytes=1 << 20, tag_filter=lambda h: h == hash_t1
-    )
+    tagged = read(store, low, max_count=50, max_bytes=1 << 20, tag_filter=lambda h: h == hash_t1)
     assert tagged.messages and all(m.message.tags == "t1" for m in tagged.messages)
 
 
@@ -118,11 +116,11 @@ def test_queue_offset_by_time_finds_first_message_at_or_after() -> None:
         mem.store.put_message(request(body=b"t"))
         mem.clock.advance_ms(100)
     store = mem.store
-    assert store.queue_offset_by_time("T", 0, 0) == 0
-    assert store.queue_offset_by_time("T", 0, stamps[4]) == 4
-    assert store.queue_offset_by_time("T", 0, stamps[4] + 1) == 5
-    assert store.queue_offset_by_time("T", 0, stamps[-1] + 1) == 9
-    assert store.queue_offset_by_time("nope", 0, 5) == 0
+    assert store.queue_offset_by_time(T, Q0, 0) == 0
+    assert store.queue_offset_by_time(T, Q0, stamps[4]) == 4
+    assert store.queue_offset_by_time(T, Q0, stamps[4] + 1) == 5
+    assert store.queue_offset_by_time(T, Q0, stamps[-1] + 1) == 9
+    assert store.queue_offset_by_time(ids.TopicName("nope"), Q0, 5) == 0
 
 
 def test_disk_full_switch_refuses_appends_until_cleared() -> None:
@@ -162,7 +160,7 @@ def test_oversize_and_illegal_messages_get_their_statuses() -> None:
         PutMessageStatus.MESSAGE_ILLEGAL,
         PutMessageStatus.PUT_OK,
     ]
-    assert store.max_queue_offset("T", 0) == 1
+    assert store.max_queue_offset(T, Q0) == 1
     assert store.stats().put_message_failure_count == 5
 
 
@@ -191,7 +189,7 @@ def test_prepared_transaction_halves_take_no_queue_offset() -> None:
     assert r_half.status is PutMessageStatus.PUT_OK and r_half.queue_offset == 0
     assert r_normal.queue_offset == 0
     assert mem.store.get_message(r_half.commit_log_offset).status is LookupStatus.FOUND
-    got = mem.store.get_messages("T", 0, 0, max_count=5, max_bytes=1 << 20)
+    got = read(mem.store, 0, max_count=5, max_bytes=1 << 20)
     assert [m.body for m in got.messages] == [b"n"]
 
 
@@ -308,7 +306,7 @@ def test_closed_store_refuses_appends_and_real_files_reopen(tmp_path: pathlib.Pa
         for r in results:
             found = again.get_message(r.commit_log_offset)
             assert found.status is LookupStatus.FOUND
-        assert again.max_queue_offset("T", 0) == 12
+        assert again.max_queue_offset(T, Q0) == 12
         assert again.put_message(request()).queue_offset == 12
     finally:
         again.close()

@@ -42,11 +42,17 @@ from ariane.store import (
     commit_log,
     consume_queue,
     message_store,
+    record_reader,
 )
 from ariane.store import settings as store_settings
 from store_testing import MemoryStore, record_bytes, request, tiny_settings
 
-QUEUES = [("A", 0), ("A", 1), ("B", 0)]
+QUEUES = [
+    (ids.TopicName("A"), ids.QueueId(0)),
+    (ids.TopicName("A"), ids.QueueId(1)),
+    (ids.TopicName("B"), ids.QueueId(0)),
+]
+"""The (topic, queue id) pairs the model writes to."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +175,7 @@ class StoreMachine(RuleBasedStateMachine):
     def read_by_queue(self, data: st.DataObject, max_count: int) -> None:
         topic, queue_id = data.draw(st.sampled_from(QUEUES))
         expected = self._queue(topic, queue_id)
-        offset = data.draw(st.integers(0, len(expected)))
+        offset = ids.QueueOffset(data.draw(st.integers(0, len(expected))))
         got = self.store.get_messages(
             topic, queue_id, offset, max_count=max_count, max_bytes=self.read_bytes_max
         )
@@ -295,10 +301,10 @@ LARGE_SEGMENT_BYTES = 12 * MIB
 def _window_edges() -> list[int]:
     """Record sizes (bytes) at and around every window and buffer a record is read through."""
     windows = [
-        commit_log._SCAN_WINDOW_BYTES,
-        commit_log._LOOKUP_READ_BYTES,
+        record_reader._SCAN_WINDOW_BYTES,
+        record_reader._LOOKUP_READ_BYTES,
         consume_queue.READ_CHUNK_UNITS_MAX * consume_queue.UNIT_BYTES,
-        2 * commit_log._SCAN_WINDOW_BYTES,
+        2 * record_reader._SCAN_WINDOW_BYTES,
     ]
     return [w + d for w in windows for d in (-1, 0, 1)]
 

@@ -17,7 +17,7 @@ from ariane.store import (
     message_store,
     settings,
 )
-from store_testing import ROOT, MemoryStore, abandon, request, tiny_settings
+from store_testing import Q0, ROOT, MemoryStore, T, abandon, read, request, tiny_settings
 
 
 def _segment_path(offset: int, store: message_store.MessageStore) -> pathlib.Path:
@@ -66,14 +66,14 @@ def test_unclean_recovery_truncates_at_a_corrupt_body() -> None:
         assert store.get_message(r.commit_log_offset).status is LookupStatus.FOUND
     for r in results[11:]:
         assert store.get_message(r.commit_log_offset).status is LookupStatus.NOT_FOUND
-    assert store.max_queue_offset("T", 0) == 11
-    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    assert store.max_queue_offset(T, Q0) == 11
+    got = read(store, 0, max_count=100, max_bytes=1 << 20)
     assert [m.commit_log_offset for m in got.messages] == [
         r.commit_log_offset for r in results[:11]
     ]
     new = store.put_message(request(body=b"after"))
     assert (new.commit_log_offset, new.queue_offset) == (results[11].commit_log_offset, 11)
-    after = store.get_messages("T", 0, 11, max_count=10, max_bytes=1 << 20)
+    after = read(store, 11, max_count=10, max_bytes=1 << 20)
     assert [m.body for m in after.messages] == [b"after"]
 
 
@@ -89,7 +89,7 @@ def test_without_the_crc_check_the_garbage_stays_and_appends_land_after_it() -> 
     assert store.get_message(results[11].commit_log_offset).status is LookupStatus.CORRUPT
     new = store.put_message(request(body=b"after"))
     assert new.commit_log_offset == end and new.queue_offset == 15
-    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    got = read(store, 0, max_count=100, max_bytes=1 << 20)
     assert results[11].commit_log_offset not in {m.commit_log_offset for m in got.messages}
     assert store.stats().corrupt_read_count >= 1
 
@@ -111,14 +111,14 @@ def test_clean_restart_reads_no_records() -> None:
     assert store.max_commit_log_offset == results[-1].commit_log_offset + results[-1].wrote_bytes
     assert store.get_message(results[2].commit_log_offset).status is LookupStatus.CORRUPT
     assert store.get_message(results[30].commit_log_offset).status is LookupStatus.FOUND
-    assert store.max_queue_offset("T", 0) == 40
+    assert store.max_queue_offset(T, Q0) == 40
     store.close()
     checkpoint.create_abort_marker(mem.layer, ROOT / "abort")
     mem.layer.remove(ROOT / "checkpoint")
     scanned = mem.reopen()
     assert not scanned.recovery_report.clean
     assert scanned.recovery_report.valid_end_offset == results[2].commit_log_offset
-    assert scanned.max_queue_offset("T", 0) == 2
+    assert scanned.max_queue_offset(T, Q0) == 2
 
 
 def test_power_loss_keeps_flushed_messages_and_cuts_a_torn_record() -> None:
@@ -135,7 +135,7 @@ def test_power_loss_keeps_flushed_messages_and_cuts_a_torn_record() -> None:
     for r in [*durable, lost[0]]:
         assert store.get_message(r.commit_log_offset).status is LookupStatus.FOUND
     assert store.get_message(lost[1].commit_log_offset).status is LookupStatus.NOT_FOUND
-    assert store.max_queue_offset("T", 0) == 9
+    assert store.max_queue_offset(T, Q0) == 9
     assert store.put_message(request()).queue_offset == 9
 
 
@@ -153,7 +153,7 @@ def test_consume_queues_and_key_index_are_rebuilt_from_the_checkpoint() -> None:
     assert store.recovery_report.redispatched_records == 15
     for i, result in enumerate(first + second):
         assert mem.query_key(f"T#k{i}") == [result.commit_log_offset]
-    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    got = read(store, 0, max_count=100, max_bytes=1 << 20)
     assert [m.commit_log_offset for m in got.messages] == [
         r.commit_log_offset for r in first + second
     ]
@@ -188,7 +188,7 @@ def test_data_past_a_clean_checkpoint_forces_a_scan() -> None:
     store = mem.reopen()
     assert not store.recovery_report.clean
     assert store.max_commit_log_offset == saved.flushed_commit_log_offset
-    assert store.max_queue_offset("T", 0) == 5
+    assert store.max_queue_offset(T, Q0) == 5
 
 
 def test_recovery_scan_is_bounded_by_max_recovery_files() -> None:
@@ -200,7 +200,7 @@ def test_recovery_scan_is_bounded_by_max_recovery_files() -> None:
     store = mem.reopen()
     segments = store.commit_log_segments()
     assert store.recovery_report.scan_start_offset == segments[-2].start_offset
-    assert store.max_queue_offset("T", 0) == 60
+    assert store.max_queue_offset(T, Q0) == 60
 
 
 def test_reput_service_rebuilds_consume_queues_behind_the_checkpoint() -> None:
@@ -217,7 +217,7 @@ def test_reput_service_rebuilds_consume_queues_behind_the_checkpoint() -> None:
     store = mem.reopen()
     assert store.recovery_report.clean
     assert store.stats().dispatch_behind_bytes == 0
-    got = store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    got = read(store, 0, max_count=100, max_bytes=1 << 20)
     assert [m.commit_log_offset for m in got.messages] == [r.commit_log_offset for r in results]
     store._reput.start()
     store._reput.stop()
@@ -247,7 +247,7 @@ def test_records_longer_than_the_scan_window_survive_an_unclean_restart() -> Non
     bodies = [b"first", rng.randbytes(2 * MIB), rng.randbytes(2 * MIB)]
     bodies += [f"small-{i}".encode() for i in range(100)]
     results = [mem.store.put_message(request(body=body)) for body in bodies]
-    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(results)
     end = results[-1].commit_log_offset + results[-1].wrote_bytes
     assert mem.store.commit_log.flushed_offset == end
     abandon(mem.store)  # SIGKILL: every acknowledged (synced) byte is on disk
@@ -255,8 +255,8 @@ def test_records_longer_than_the_scan_window_survive_an_unclean_restart() -> Non
     assert not store.recovery_report.clean
     assert store.recovery_report.stop_reason == ""
     assert store.max_commit_log_offset == end
-    assert store.max_queue_offset("T", 0) == len(bodies)
-    got = store.get_messages("T", 0, 0, max_count=len(bodies), max_bytes=16 * MIB)
+    assert store.max_queue_offset(T, Q0) == len(bodies)
+    got = read(store, 0, max_count=len(bodies), max_bytes=16 * MIB)
     assert [m.body for m in got.messages] == bodies
 
 
@@ -303,13 +303,17 @@ def test_recovery_reads_in_proportion_to_the_data_not_the_1_gib_segment(
     The torn tail is zeroed only up to the CommitLog's high-water mark, not to the end of the
     preallocated segment (which cost reading the whole 1 GiB).
     """
-    config = settings.StoreSettings(flush_disk_type=settings.FlushDiskType.SYNC_FLUSH)
+    # The flush timeout is generous: this test is about what recovery reads, and the first
+    # fsyncs into a fresh 1 GiB segment can take seconds on a loaded machine.
+    config = settings.StoreSettings(
+        flush_disk_type=settings.FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=60_000
+    )
     layer = _CountingLayer()
     store = message_store.MessageStore.open(
         tmp_path, config, clock=clock.SystemClock(), layer=layer
     )
     results = store.put_messages_sync([request(body=bytes([i]) * 100_000) for i in range(40)])
-    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(results)
     end = results[-1].commit_log_offset + results[-1].wrote_bytes
     abandon(store)
     store.commit_log.log.close()

@@ -396,7 +396,7 @@ def test_broker_keeps_unconsumed_segments_on_a_full_disk(tmp_path: pathlib.Path)
         assert plan.stop_reason is retention.StopReason.UNCONSUMED and plan.delete == ()
         assert len(broker.store.commit_log_segments()) == before > 2
         assert broker.store.disk_full
-        read = broker.store.get_messages("T", 0, 2, max_count=100, max_bytes=1 << 30)
+        read = store_testing.read(broker.store, 2, max_count=100, max_bytes=1 << 30)
         assert len(read.messages) == 38
         forcing = retention.RetentionSettings(force_delete_unconsumed=True)
         _clean(broker, forcing, lambda _p: FULL_DISK)
@@ -404,7 +404,7 @@ def test_broker_keeps_unconsumed_segments_on_a_full_disk(tmp_path: pathlib.Path)
         assert stats.commit_log_segment_count == 1
         assert stats.forced_deleted_segment_count == before - 1
         assert stats.forced_deleted_bytes == (before - 1) * 64 * 1024
-        lost = broker.store.min_queue_offset("T", 0) - 2
+        lost = broker.store.min_queue_offset(store_testing.T, store_testing.Q0) - 2
         assert stats.unconsumed_deleted_message_count == lost > 20
     finally:
         broker.close()

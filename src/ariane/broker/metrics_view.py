@@ -72,7 +72,7 @@ def _topic_max_offsets(runtime: runtime_mod.BrokerRuntime) -> dict[str, int]:
     return {
         t.name: sum(
             store.max_queue_offset(t.name, q)
-            for q in range(max(t.read_queue_nums, t.write_queue_nums))
+            for q in map(ids.QueueId, range(max(t.read_queue_nums, t.write_queue_nums)))
         )
         for t in runtime.topics.list_all()
     }
@@ -123,7 +123,9 @@ def _lags(runtime: runtime_mod.BrokerRuntime) -> list[metrics.GroupTopicLag]:
 
 
 def _age_ms(
-    runtime: runtime_mod.BrokerRuntime, topic: str, positions: list[tuple[int, int]]
+    runtime: runtime_mod.BrokerRuntime,
+    topic: ids.TopicName,
+    positions: list[tuple[ids.QueueId, ids.QueueOffset]],
 ) -> int:
     """Age (now - store time) of the oldest message at ``(queue_id, offset)`` positions, ms;
     0 when there are none (RocketMQ ``ConsumerLagCalculator``: lag latency from the consumer
@@ -134,7 +136,10 @@ def _age_ms(
 
 
 def _store_time_ms(
-    runtime: runtime_mod.BrokerRuntime, topic: str, queue_id: int, offset: int
+    runtime: runtime_mod.BrokerRuntime,
+    topic: ids.TopicName,
+    queue_id: ids.QueueId,
+    offset: ids.QueueOffset,
 ) -> int:
     """Store time of the message at ``offset`` (0 if it cannot be read)."""
     got = runtime.store.get_messages(topic, queue_id, offset, max_count=1, max_bytes=1)

@@ -4,7 +4,8 @@ It opens the ``BrokerRuntime`` (store recovery happens here), builds the process
 services (v2 MessagingService, ``ariane.admin.v1.Admin``), serves them through its front end
 (``broker.frontend``: in this process, or N worker processes sharing the port), and runs its
 background services in one ``TaskGroup``: registration with the name servers, consumer-offset
-persistence, client-session expiry and retention (RocketMQ ``CleanCommitLogService``). ``serve``
+persistence, client-session expiry, retention (RocketMQ ``CleanCommitLogService``) and
+transaction check-backs (``TransactionalMessageCheckService``). ``serve``
 returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
 closes the store cleanly (so the next start needs no recovery scan).
 """
@@ -19,9 +20,16 @@ from ariane import metrics
 from ariane.broker import assembly, metrics_view
 from ariane.broker import runtime as runtime_mod
 from ariane.broker import settings as broker_settings
-from ariane.broker.grpc import admin_service, frontend, messaging, routes
+from ariane.broker.grpc import (
+    admin_service,
+    frontend,
+    messaging,
+    producer_streams,
+    routes,
+    slave_sync,
+)
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume
+from ariane.broker.processors import consume, transaction_check
 from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
@@ -54,6 +62,7 @@ class BrokerServer:
         """How gRPC is served (in this process, or by front-end workers); set by ``serve``."""
         self._port: int | None = None
         self.replication: replication.ReplicationService | None = None
+        self.slave_sync: slave_sync.SlaveSyncService | None = None
         """Role and HA loops, when a broker role is configured; set by ``serve``."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
@@ -76,11 +85,15 @@ class BrokerServer:
         client_registry = clients.ClientRegistry(time=self.clock)
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
+        streams = producer_streams.ProducerStreams(client_registry)
         self.replication = (
             replication.ReplicationService(runtime) if self.settings.ha.replicates else None
         )
+        self.slave_sync = (
+            slave_sync.SlaveSyncService(runtime, channels) if self.settings.ha.replicates else None
+        )
         implementations = _services(
-            runtime, processors, lookup, client_registry, roles=self.replication
+            runtime, processors, lookup, client_registry, streams, roles=self.replication
         )
         latency = rpc.RpcLatency()
         front = frontend.build(self.settings, implementations, latency=latency)
@@ -109,8 +122,11 @@ class BrokerServer:
                 front.workers,
             )
             self.started.set()
+            checker = transaction_check.TransactionCheckService(
+                transactions=processors.transactions, listener=streams, time=self.clock
+            )
             await self._run_services(
-                stop, runtime, registrar, client_registry, processors.consumer, front
+                stop, runtime, registrar, client_registry, processors.consumer, front, checker
             )
         finally:
             _log.info("broker stopping")
@@ -130,6 +146,7 @@ class BrokerServer:
         client_registry: clients.ClientRegistry,
         consumer: consume.ConsumeProcessor,
         front: frontend.FrontEnd,
+        checker: transaction_check.TransactionCheckService,
     ) -> None:
         async with asyncio.TaskGroup() as tasks:
             loops = [
@@ -140,9 +157,12 @@ class BrokerServer:
                 tasks.create_task(self._retention(runtime), name="retention"),
                 tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
                 tasks.create_task(runtime.schedule.run(), name="schedule"),
+                tasks.create_task(checker.run(), name="transaction-check"),
             ]
             if self.replication is not None:
                 loops.append(tasks.create_task(self.replication.run(), name="replication"))
+            if self.slave_sync is not None:
+                loops.append(tasks.create_task(self.slave_sync.run(), name="slave-sync"))
             await stop.wait()
             for loop in loops:
                 loop.cancel()
@@ -184,6 +204,7 @@ def _services(
     processors: assembly.Processors,
     lookup: routes.RouteLookup,
     client_registry: clients.ClientRegistry,
+    streams: producer_streams.ProducerStreams,
     *,
     roles: replication.ReplicationService | None,
 ) -> list[tuple[rpc.ServiceDescriptor, object]]:
@@ -195,6 +216,8 @@ def _services(
         lookup,
         client_registry,
         processors.puller,
+        transactions=processors.transactions,
+        streams=streams,
     )
     implementations: list[tuple[rpc.ServiceDescriptor, object]] = [
         (pb.MESSAGING_SERVICE, service),

@@ -28,6 +28,8 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [schedule]         # ScheduleSettings (delay levels, timer)
     broker_role = "SYNC_MASTER"   # or ASYNC_MASTER / SLAVE (opens the HA port): [ha] broker_role
     [ha]               # HASettings, e.g. ha_listen, master_ha
+    [transaction]      # TransactionSettings, e.g. transaction_check_interval_ms = 30000
+    [slave_sync]       # SlaveSyncSettings, e.g. interval_ms = 10000
     [server]           # gRPC ServerSettings
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
@@ -47,7 +49,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ariane.broker import schedule_settings
+from ariane.broker import schedule_settings, slave_sync_settings, transaction_settings
 from ariane.common import ids, limits, process, topics
 from ariane.remoting import server as grpc_server
 from ariane.store import index_file, retention
@@ -316,6 +318,16 @@ class BrokerSettings:
 
     ha: ha_settings.HASettings = dataclasses.field(default_factory=ha_settings.HASettings)
     """Role and replication (``[ha]``; ``broker_role`` may also be a top-level key)."""
+
+    transaction: transaction_settings.TransactionSettings = dataclasses.field(
+        default_factory=transaction_settings.TransactionSettings
+    )
+    """Half messages and their check-back schedule (``[transaction]``)."""
+
+    slave_sync: slave_sync_settings.SlaveSyncSettings = dataclasses.field(
+        default_factory=slave_sync_settings.SlaveSyncSettings
+    )
+    """A slave's copy of its master's topics, groups and offsets (``[slave_sync]``)."""
 
     server: grpc_server.ServerSettings = dataclasses.field(
         default_factory=grpc_server.ServerSettings

@@ -17,8 +17,8 @@ import grpc
 
 from ariane import metrics
 from ariane.common import clock as clock_module
+from ariane.namesrv import forward, service
 from ariane.namesrv import route_info_manager as rim
-from ariane.namesrv import service
 from ariane.remoting import pb, rpc
 from ariane.remoting import server as grpc_server
 
@@ -42,7 +42,7 @@ class NameServerSettings:
     """Interval of the scan for silent brokers (RocketMQ ``scanNotActiveBrokerInterval``)."""
 
     forward_timeout_ms: int = 3_000
-    """Longest deadline of a RecallMessage forwarded to a broker."""
+    """Longest deadline of a call (RecallMessage, QueryAssignment) forwarded to a broker."""
 
     broker_channels_max: int = 256
     """Channels to brokers kept open for forwarding."""
@@ -99,11 +99,12 @@ class NameServer:
         return self._port
 
     def _handlers(self) -> list[grpc.GenericRpcHandler]:
-        messaging = service.MessagingService(
+        forwarder = forward.Forwarder(
             self.manager,
             self._channels,
             forward_timeout_s=self._settings.forward_timeout_ms / 1000,
         )
+        messaging = service.MessagingService(self.manager, forwarder)
         return [
             rpc.service_handler(
                 pb.REGISTRY_SERVICE,

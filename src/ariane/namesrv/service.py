@@ -1,15 +1,17 @@
 """Thin gRPC servicers of the name server: ``ariane.namesrv.v1.Registry`` and v2 ``QueryRoute``.
 
 ``RegistryService`` turns registry messages into ``route_info_manager`` calls and back.
-``MessagingService`` offers the two v2 RPCs an access point answers (grpc-v2.md §6.1, §6.9, §8):
+``MessagingService`` offers the v2 RPCs an access point answers (grpc-v2.md §6.1, §6.9, §8):
 
 * ``QueryRoute``: each broker group's master (id 0) at its advertised endpoint, one
   ``MessageQueue`` per queue id with its permission, ``accept_message_types`` from the topic's
   type (never empty). Unknown topic → TOPIC_NOT_FOUND; illegal name → ILLEGAL_TOPIC.
 * ``RecallMessage``: forwarded to the master of the broker group named in the recall handle,
-  with the caller's v2 headers and a bounded deadline.
+  with the caller's v2 headers and a bounded deadline (``forward``).
+* ``QueryAssignment``: forwarded the same way to a broker group serving the topic (the Go
+  client sends it to its access point; issue 11 item 6).
 
-Both require ``x-mq-client-id`` (CLIENT_ID_REQUIRED otherwise). Every other v2 RPC is answered
+All require ``x-mq-client-id`` (CLIENT_ID_REQUIRED otherwise). Every other v2 RPC is answered
 NOT_IMPLEMENTED by ``ariane.remoting.rpc.service_handler``, which also turns any error into a
 status. No logic lives here beyond translation; the tables are in ``route_info_manager``.
 """
@@ -22,15 +24,13 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, ids, topics
+from ariane.namesrv import forward
 from ariane.namesrv import route_info_manager as rim
-from ariane.remoting import codes, convert, metadata, pb, recall, rpc
+from ariane.remoting import codes, convert, metadata, pb, recall
 
 _log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
-
-DEADLINE_RESERVE_S = 0.2
-"""Time kept back from the caller's deadline when forwarding, so the answer arrives in time."""
 
 
 def registration_of(request: pb.registry.RegisterBrokerRequest) -> rim.BrokerRegistration:
@@ -182,20 +182,12 @@ class MessagingService:
 
     Args:
         manager: the route tables.
-        channels: channels to brokers, for forwarding RecallMessage.
-        forward_timeout_s: longest deadline given to a forwarded call.
+        forwarder: passes RecallMessage and QueryAssignment on to brokers.
     """
 
-    def __init__(
-        self,
-        manager: rim.RouteInfoManager,
-        channels: rpc.ChannelPool,
-        *,
-        forward_timeout_s: float,
-    ) -> None:
+    def __init__(self, manager: rim.RouteInfoManager, forwarder: forward.Forwarder) -> None:
         self._manager = manager
-        self._channels = channels
-        self._forward_timeout_s = forward_timeout_s
+        self._forwarder = forwarder
 
     async def query_route(
         self, request: pb.v2_service.QueryRouteRequest, context: Context
@@ -217,33 +209,30 @@ class MessagingService:
             raise errors.BadRequestError(
                 f"the recall handle is for topic {handle.topic!r}, not {topic!r}"
             )
-        group = self._manager.broker_group(handle.broker_name)
-        master = None if group is None else group.master()
-        if master is None:
-            raise errors.NotFoundError(f"broker group {handle.broker_name!r} has no live master")
-        remaining_s = context.time_remaining()
-        timeout_s = self._forward_timeout_s
-        if remaining_s is not None:
-            timeout_s = min(timeout_s, remaining_s - DEADLINE_RESERVE_S)
-        if timeout_s <= 0:
-            raise errors.RequestTimeoutError("no time left to forward the recall")
-        channel = await self._channels.get(master.client_address)
-        try:
-            return await rpc.unary_call(
-                channel,
-                pb.MESSAGING_SERVICE,
-                "RecallMessage",
-                request,
-                pb.v2_service.RecallMessageResponse,
-                timeout_s=timeout_s,
-                metadata=metadata.forwardable(context),
-            )
-        except grpc.aio.AioRpcError as exc:
-            _log.warning("forwarding RecallMessage to %s failed: %s", master.client_address, exc)
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise errors.ProxyTimeoutError(
-                    f"broker {handle.broker_name} did not answer the recall in time"
-                ) from None
-            raise errors.ServiceUnavailableError(
-                f"broker {handle.broker_name} could not be reached: {exc.code().name}"
-            ) from None
+        return await self._forwarder.to_master(
+            handle.broker_name,
+            "RecallMessage",
+            request,
+            pb.v2_service.RecallMessageResponse,
+            context,
+        )
+
+    async def query_assignment(
+        self, request: pb.v2_service.QueryAssignmentRequest, context: Context
+    ) -> pb.v2_service.QueryAssignmentResponse:
+        """QueryAssignment (§6.6), forwarded to a broker serving the topic.
+
+        The official Go client (v5.1.3) asks its access point, not a broker, for assignments;
+        a broker answers from the whole cluster's route, so one serving the topic is enough
+        (``forward.Forwarder.assignment_broker``).
+        """
+        metadata.require_client_id(context)
+        topic = topics.validate_topic(request.topic.name)
+        topics.validate_group(request.group.name)
+        return await self._forwarder.to_master(
+            self._forwarder.assignment_broker(topic),
+            "QueryAssignment",
+            request,
+            pb.v2_service.QueryAssignmentResponse,
+            context,
+        )

@@ -61,6 +61,9 @@ _log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=message.Message)
 
+ProtoMessage = message.Message
+"""Any protobuf message, for packages that may not import protobuf (calls they forward)."""
+
 ServiceDescriptor = descriptor.ServiceDescriptor
 """A protobuf service descriptor (``pb.MESSAGING_SERVICE``), for packages that may not import
 protobuf themselves."""
@@ -604,6 +607,12 @@ class RegistryClient:
 CLIENT_MESSAGE_BYTES_MAX = 130 * 1024 * 1024
 """Largest message a pooled channel sends or receives (matches the server side)."""
 
+RECONNECT_BACKOFF_MS_MAX = 1_000
+"""Longest wait of a pooled channel between two connection attempts, ms. Pooled channels link
+the cluster's own processes (broker -> name server, name server -> broker); gRPC's default grows
+to 120 s, so a peer restarted after a SIGKILL stayed unreachable for tens of seconds. RocketMQ's
+remoting client reconnects on the next request."""
+
 
 class ChannelPool:
     """A bounded set of plaintext ``grpc.aio`` channels keyed by ``host:port``.
@@ -638,6 +647,9 @@ class ChannelPool:
             options=[
                 ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
                 ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS_MAX),
             ],
         )
         self._channels[address] = channel

@@ -22,17 +22,12 @@ from ariane.store import (
     message_codec,
     message_store,
     metadata,
+    record_reader,
     recovery,
     retention,
     settings,
 )
-from ariane.store.commit_log import (
-    AppendRequest,
-    LookupResult,
-    LookupStatus,
-    PutMessageResult,
-    PutMessageStatus,
-)
+from ariane.store.commit_log import AppendRequest, PutMessageResult, PutMessageStatus
 from ariane.store.file_layer import FileLayer, MemoryFileLayer, OsFileLayer
 from ariane.store.mapped_file_queue import SegmentInfo, StoreLayoutError
 from ariane.store.message_store import (
@@ -41,6 +36,7 @@ from ariane.store.message_store import (
     MessageStore,
     StoreStats,
 )
+from ariane.store.record_reader import LookupResult, LookupStatus
 from ariane.store.settings import FlushDiskType, StoreSettings
 
 __all__ = [
@@ -75,6 +71,7 @@ __all__ = [
     "message_codec",
     "message_store",
     "metadata",
+    "record_reader",
     "recovery",
     "retention",
     "settings",

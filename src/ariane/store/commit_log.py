@@ -15,9 +15,9 @@ zeroed. Zeroing is needed at all because a torn or stale record beyond the cut m
 read as valid when later appends end exactly where it starts.
 
 Threading: ``prepare`` is pure and runs outside any lock; ``append`` must be called by one
-thread at a time (the store's put lock); ``read``/``scan`` run concurrently and never see bytes
-past ``max_offset``. Expected outcomes (bad message, disk full) are ``PutMessageStatus`` values
-in results, never exceptions.
+thread at a time (the store's put lock); ``read``/``scan`` (``record_reader.RecordReader``) run
+concurrently and never see bytes past ``max_offset``. Expected outcomes (bad message, disk
+full) are ``PutMessageStatus`` values in results, never exceptions.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import functools
 import logging
 import pathlib
 import re
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from ariane.common import clock as clock_mod
@@ -40,16 +40,13 @@ from ariane.store import (
     mapped_file,
     mapped_file_queue,
     message_codec,
+    record_reader,
     settings,
 )
 
 _log = logging.getLogger(__name__)
 
 _TOPIC_PATTERN = re.compile(r"^[%a-zA-Z0-9_-]{1,255}$")
-_SCAN_WINDOW_BYTES = 1024 * 1024
-"""Bytes a scan reads at once; a record longer than this is read whole (``_read_whole``)."""
-_LOOKUP_READ_BYTES = 4096
-"""First read of a lookup by offset whose size is unknown; a longer record is read again."""
 _ZERO_MS = ids.TimestampMs(0)
 _ZERO_OFFSET = ids.CommitLogOffset(0)
 _NO_OFFSET = ids.CommitLogOffset(-1)
@@ -215,33 +212,6 @@ class PreparedAppend(NamedTuple):
     status: PutMessageStatus
 
 
-class LookupStatus(enum.Enum):
-    """Outcome of reading one record by CommitLog offset."""
-
-    FOUND = "FOUND"
-    NOT_FOUND = "NOT_FOUND"
-    """Outside the stored range, or not the start of a message record."""
-    CORRUPT = "CORRUPT"
-    """The bytes there fail their checks; never returned as a message."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LookupResult:
-    """A record read by offset: the message when FOUND."""
-
-    status: LookupStatus
-    message: message_mod.StoredMessage | None = None
-    reason: str = ""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ScanItem:
-    """One step of a scan: a record (OK) or where and why the scan stopped (END, CORRUPT)."""
-
-    offset: int
-    result: message_codec.DecodeResult
-
-
 _PROBLEM_STATUS = {
     message_codec.PrepareProblem.PROPERTIES_TOO_LARGE: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
 }
@@ -285,6 +255,8 @@ class CommitLog:
             config.record_size_bytes_max,
             config.commit_log_file_size_bytes - message_codec.END_FILE_MIN_BLANK_BYTES,
         )
+        self.reader = record_reader.RecordReader(self.log, record_bytes_max=self._record_bytes_max)
+        """Reads records by offset and scans them (lock-free, bounded by ``max_offset``)."""
 
     @property
     def min_offset(self) -> ids.CommitLogOffset:
@@ -373,130 +345,17 @@ class CommitLog:
     def _commit_queue_offsets(self, updates: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
         self._queue_offsets.update(updates)
 
-    def read(self, offset: int, size_bytes: int = 0) -> LookupResult:
-        """The message whose record starts at ``offset``, with its CRCs checked.
-
-        Args:
-            offset: a CommitLog offset.
-            size_bytes: the record size if known (from a ConsumeQueue unit), else 0.
-
-        Returns:
-            FOUND with the message; NOT_FOUND outside the stored range or on a non-record;
-            CORRUPT if the bytes fail their checks.
-        """
-        if not self.min_offset <= offset < self.max_offset:
-            return LookupResult(LookupStatus.NOT_FOUND, reason="outside the stored range")
-        segment = self.log.find(offset)
-        if segment is None:
-            return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
-        want = size_bytes if 0 < size_bytes <= self._record_bytes_max else _LOOKUP_READ_BYTES
-        data = self._read_whole(segment, offset - segment.start_offset, want)
-        if data is None:
-            return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
-        decoded = message_codec.decode(memoryview(data), record_bytes_max=self._record_bytes_max)
-        if decoded.status is message_codec.DecodeStatus.OK:
-            assert decoded.message is not None
-            if decoded.message.commit_log_offset != offset:
-                return LookupResult(LookupStatus.CORRUPT, reason="PHYSICALOFFSET mismatch")
-            return LookupResult(LookupStatus.FOUND, decoded.message)
-        if decoded.status is message_codec.DecodeStatus.CORRUPT:
-            return LookupResult(LookupStatus.CORRUPT, reason=decoded.reason)
-        return LookupResult(LookupStatus.NOT_FOUND, reason="no message record here")
+    def read(self, offset: int, size_bytes: int = 0) -> record_reader.LookupResult:
+        """The message whose record starts at ``offset``, CRC-checked (``RecordReader.read``)."""
+        return self.reader.read(offset, size_bytes)
 
     def store_timestamp_at(self, offset: int, size_bytes: int) -> int | None:
-        """STORETIMESTAMP of the record at ``offset`` (header only), ``None`` if unreadable."""
-        segment = self.log.find(offset)
-        if segment is None or not self.min_offset <= offset < self.max_offset:
-            return None
-        data = segment.read(offset - segment.start_offset, 96)
-        return None if data is None else message_codec.peek_store_timestamp(memoryview(data))
+        """STORETIMESTAMP of the record at ``offset`` (``RecordReader.store_timestamp_at``)."""
+        return self.reader.store_timestamp_at(offset, size_bytes)
 
-    def scan(self, start_offset: int, *, check_crc: bool) -> Iterator[ScanItem]:
-        """Decode records from ``start_offset`` (a record boundary) until END or CORRUPT.
-
-        Yields every OK record, then one final item whose status is END or CORRUPT (its
-        ``offset`` is where valid data ends). BLANK records are followed to the next segment;
-        a BLANK not reaching its segment's end, or a record whose PHYSICALOFFSET is not where
-        it sits, is CORRUPT. Reads in windows of 1 MiB, and any longer record whole: only a
-        record that ends beyond the written data is a torn tail.
-        """
-        offset = start_offset
-        while True:
-            segment = self.log.find(offset)
-            if segment is None:
-                yield ScanItem(offset, message_codec.DecodeResult(message_codec.DecodeStatus.END))
-                return
-            offset = yield from self._scan_segment(segment, offset, check_crc)
-            if offset < 0:
-                return
-
-    def _scan_segment(
-        self, segment: mapped_file.MappedFile, offset: int, check_crc: bool
-    ) -> Generator[ScanItem, None, int]:
-        # Returns the next segment's start after a BLANK, or -1 after the final item.
-        window_start, window = offset, b""
-        while True:
-            window_start, window = self._window_for(segment, offset, window_start, window)
-            view = memoryview(window)[offset - window_start :]
-            result = message_codec.decode(
-                view, record_bytes_max=self._record_bytes_max, check_crc=check_crc
-            )
-            status = result.status
-            if status is message_codec.DecodeStatus.BLANK:
-                if offset + result.size == segment.end_offset:
-                    return segment.end_offset
-                result = message_codec.DecodeResult(
-                    message_codec.DecodeStatus.CORRUPT, reason="BLANK does not end the segment"
-                )
-            elif status is message_codec.DecodeStatus.OK:
-                assert result.message is not None
-                if result.message.commit_log_offset == offset:
-                    yield ScanItem(offset, result)
-                    offset += result.size
-                    continue
-                result = message_codec.DecodeResult(
-                    message_codec.DecodeStatus.CORRUPT, reason="PHYSICALOFFSET mismatch"
-                )
-            yield ScanItem(offset, result)
-            return -1
-
-    def _window_for(
-        self, segment: mapped_file.MappedFile, offset: int, window_start: int, window: bytes
-    ) -> tuple[int, bytes]:
-        # Keep the window while it holds the whole record at ``offset`` (or its TOTALSIZE is
-        # unbelievable, for ``decode`` to reject); else read afresh from ``offset``, whole.
-        position = offset - window_start
-        have = len(window) - position
-        if have >= message_codec.END_FILE_MIN_BLANK_BYTES:
-            total = int.from_bytes(window[position : position + 4], "big", signed=True)
-            if total <= have or total > self._record_bytes_max or total <= 0:
-                return window_start, window
-        readable_end = segment.start_offset + segment.wrote_position
-        if window and window_start + len(window) >= readable_end:
-            return window_start, window  # nothing more was written: a short record is torn
-        data = self._read_whole(segment, offset - segment.start_offset, _SCAN_WINDOW_BYTES)
-        return offset, data or b""
-
-    def _read_whole(
-        self, segment: mapped_file.MappedFile, position: int, want_bytes: int
-    ) -> bytes | None:
-        """At least ``want_bytes`` from ``position``, and the whole record starting there.
-
-        A record's TOTALSIZE may exceed any fixed window (records reach ``record_bytes_max``,
-        over 4 MiB): when the header read says the record is longer than what was read and the
-        size is believable, the record is read again whole. Only a record that ends beyond the
-        segment's written data comes back short, and ``decode`` then calls it truncated.
-
-        Returns:
-            the bytes (capped at the written data), or ``None`` if the segment was destroyed.
-        """
-        data = segment.read(position, want_bytes)
-        if data is None or len(data) < 4:
-            return data
-        total = int.from_bytes(data[:4], "big", signed=True)
-        if len(data) < total <= self._record_bytes_max:
-            return segment.read(position, total)
-        return data
+    def scan(self, start_offset: int, *, check_crc: bool) -> Iterator[record_reader.ScanItem]:
+        """Decode records from ``start_offset`` until END or CORRUPT (``RecordReader.scan``)."""
+        return self.reader.scan(start_offset, check_crc=check_crc)
 
     def flush(self) -> int:
         """Sync everything written; returns the flushed offset.

@@ -20,15 +20,12 @@ indexed again) and its files are deleted with the CommitLog segments they index.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import logging
 import pathlib
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Collection, Mapping, Sequence
 
 from ariane.common import clock as clock_mod
 from ariane.common import ids
@@ -44,7 +41,11 @@ from ariane.store import (
     index_service,
     mapped_file_queue,
     message_codec,
+    put_wait,
+    queue_read,
+    record_reader,
     recovery,
+    replica,
     results,
     settings,
 )
@@ -57,24 +58,6 @@ PutMessageStatus = commit_log.PutMessageStatus
 GetMessageStatus = results.GetMessageStatus
 GetMessageResult = results.GetMessageResult
 StoreStats = results.StoreStats
-
-
-class ReplicationGate(Protocol):
-    """What a master's HA service decides about appends (``store.ha.service.HAService``)."""
-
-    def refuses_writes(self) -> bool:
-        """True on a slave or a fenced old master: appends answer SERVICE_NOT_AVAILABLE."""
-        ...
-
-    def replicated(self, end_offset: int) -> concurrent.futures.Future[PutMessageStatus]:
-        """Completes with PUT_OK once the ack rule holds for bytes up to ``end_offset``, or
-        with SLAVE_NOT_AVAILABLE; the caller turns a wait past its timeout into
-        FLUSH_SLAVE_TIMEOUT (RocketMQ ``CommitLog.handleHA``)."""
-        ...
-
-
-TagFilter = Callable[[int], bool]
-"""``tag_hash -> bool``: whether a ConsumeQueue unit's tag code matches a subscription."""
 
 
 class MessageStore:
@@ -125,7 +108,7 @@ class MessageStore:
         self.recovery_report = recovery.RecoveryReport(True, 0, 0, -1, 0, "")
         self._counts = {"put": 0, "put_failed": 0, "put_bytes": 0, "get": 0, "corrupt": 0}
         self._retention_counts = {"forced_segments": 0, "forced_bytes": 0, "unconsumed": 0}
-        self.replication: ReplicationGate | None = None
+        self.replication: put_wait.ReplicationGate | None = None
         """Set by the broker when it replicates (``store.ha``): roles and the ack rule."""
 
     @classmethod
@@ -311,7 +294,7 @@ class MessageStore:
         )
 
         def finish(done: concurrent.futures.Future[bool]) -> None:
-            final = results if done.result() else _flush_timed_out(results)
+            final = results if done.result() else put_wait.flush_timed_out(results)
             # The waiter may have given up (timeout) and cancelled the future.
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 outcome.set_result(final)
@@ -354,20 +337,8 @@ class MessageStore:
         ``atomic``: as for ``put_messages``.
         """
         results, future = self._submit(requests, atomic)
-        timeout_s = self.settings.sync_flush_timeout_ms / 1000
-        try:
-            flushed = future.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            return self._timed_out(results)
-        waited = self._replica_wait(flushed)
-        if waited is None:
-            return flushed
-        try:
-            status = waited.result(timeout=timeout_s)
-        except concurrent.futures.TimeoutError:
-            status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-        return _with_replica_status(flushed, status)
+        timeout_ms = self.settings.sync_flush_timeout_ms
+        return put_wait.wait_blocking(results, future, self.replication, timeout_ms=timeout_ms)
 
     def put_message(self, request: commit_log.AppendRequest) -> commit_log.PutMessageResult:
         """Append one message and wait for its flush condition (see ``put_messages_sync``).
@@ -390,36 +361,12 @@ class MessageStore:
         result carries that message's status. Without it each message is answered on its own.
         """
         results, future = self._submit(requests, atomic)
-        timeout_s = self.settings.sync_flush_timeout_ms / 1000
-        if future.done():  # ASYNC_FLUSH: no thread handoff, no wake-up of the event loop
-            flushed = future.result()
-        else:
-            try:
-                flushed = await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
-            except TimeoutError:
-                return self._timed_out(results)
-        waited = self._replica_wait(flushed)
-        if waited is None:
-            return flushed
-        if waited.done():
-            return _with_replica_status(flushed, waited.result())
-        try:
-            status = await asyncio.wait_for(asyncio.wrap_future(waited), timeout_s)
-        except TimeoutError:
-            status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-        return _with_replica_status(flushed, status)
+        timeout_ms = self.settings.sync_flush_timeout_ms
+        return await put_wait.wait(results, future, self.replication, timeout_ms=timeout_ms)
 
-    def _replica_wait(
-        self, flushed: list[commit_log.PutMessageResult]
-    ) -> concurrent.futures.Future[PutMessageStatus] | None:
-        # SYNC_MASTER: after the flush condition, the slave condition (``ReplicationGate``).
-        gate = self.replication
-        ends = [r.commit_log_offset + r.wrote_bytes for r in flushed if r.status.is_stored]
-        if gate is None or not ends:
-            return None
-        return gate.replicated(max(ends))
-
-    def append_replicated(self, offset: int, data: bytes | memoryview) -> ids.CommitLogOffset:
+    def append_replicated(
+        self, offset: ids.CommitLogOffset, data: bytes | memoryview
+    ) -> ids.CommitLogOffset:
         """A slave: append CommitLog bytes received from the master, byte-identical, and
         dispatch the records they complete to the ConsumeQueues and index (RocketMQ
         ``DefaultMessageStore.appendToCommitLog`` + the reput service).
@@ -435,38 +382,27 @@ class MessageStore:
             OSError: the write failed.
         """
         with self._put_lock:
-            if offset != self.commit_log.max_offset:
-                expected = self.commit_log.max_offset
-                raise ValueError(f"replica bytes at {offset}, expected {expected}")
-            if data:
-                segment = self.commit_log.log.segment_for_append()
-                if segment.wrote_position + len(data) > segment.size_bytes:
-                    raise ValueError(f"replica bytes at {offset} cross a segment end")
-                self.commit_log.high_water.cover(offset + len(data))
-                segment.append(data)
+            replica.append(self.commit_log, offset, data)
         self._reput.reput()
         return self.commit_log.max_offset
 
-    def truncate_replica(self, offset: int) -> None:
-        """Cut the CommitLog (and the ConsumeQueues) at ``offset``: a slave whose tail
-        diverged from its new master (RocketMQ ``truncateDirtyFiles`` on an epoch boundary).
+    def truncate_replica(self, offset: ids.CommitLogOffset) -> None:
+        """Cut the CommitLog (and the ConsumeQueues and key index) at ``offset``: a slave whose
+        tail diverged from its new master (RocketMQ ``truncateDirtyFiles`` on an epoch boundary).
 
         Raises:
             OSError: zeroing or deleting failed.
         """
         with self._put_lock:
-            if offset >= self.commit_log.max_offset:
-                return
-            _log.warning("truncating CommitLog from %d to %d", self.max_commit_log_offset, offset)
-            high_water = self.commit_log.high_water.load()
-            self.commit_log.log.truncate_to(offset, zero_end_offset=high_water)
-            self.consume_queues.truncate_from_commit_log_offset(offset, zero_tail=True)
-            self.key_index.truncate_after(ids.CommitLogOffset(offset))
-            self.dispatcher.dispatched_offset = ids.CommitLogOffset(
-                min(self.dispatcher.dispatched_offset, offset)
+            cut = replica.truncate(
+                offset,
+                log=self.commit_log,
+                queues=self.consume_queues,
+                index=self._index,
+                dispatch=self.dispatcher,
             )
-            self.commit_log.set_queue_offset_table(self.consume_queues.next_offset_table())
-        self.checkpoint_now()
+        if cut:
+            self.checkpoint_now()
 
     def adopt_replicated_queue_offsets(self) -> None:
         """A promoted slave: take the next queue offsets from its ConsumeQueues, so its own
@@ -475,33 +411,25 @@ class MessageStore:
         with self._put_lock:
             self.commit_log.set_queue_offset_table(self.consume_queues.next_offset_table())
 
-    def _timed_out(
-        self, results: list[commit_log.PutMessageResult]
-    ) -> list[commit_log.PutMessageResult]:
-        _log.warning(
-            "SYNC_FLUSH did not complete within %d ms", self.settings.sync_flush_timeout_ms
-        )
-        return _flush_timed_out(results)
-
     def get_message(
         self, commit_log_offset: ids.CommitLogOffset, size_bytes: int = 0
-    ) -> commit_log.LookupResult:
+    ) -> record_reader.LookupResult:
         """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
         result = self.commit_log.read(commit_log_offset, size_bytes)
-        if result.status is commit_log.LookupStatus.CORRUPT:
+        if result.status is record_reader.LookupStatus.CORRUPT:
             self._counts["corrupt"] += 1
             _log.error("corrupt record at %d: %s", commit_log_offset, result.reason)
         return result
 
     def get_messages(
         self,
-        topic: str,
-        queue_id: int,
-        queue_offset: int,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        queue_offset: ids.QueueOffset,
         *,
         max_count: int,
         max_bytes: int,
-        tag_filter: TagFilter | None = None,
+        tag_filter: queue_read.TagFilter | None = None,
     ) -> GetMessageResult:
         """Read up to ``max_count`` messages (and about ``max_bytes``) from a queue offset.
 
@@ -512,73 +440,31 @@ class MessageStore:
         ``get_message_count_max`` messages returned.
         """
         assert max_count > 0 and max_bytes > 0, "a read asks for at least one message and byte"
-        max_count = min(max_count, self.settings.get_message_count_max)
-        queue = self.consume_queues.get(topic, queue_id)
-        if queue is None:
-            zero = ids.QueueOffset(0)
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, (), zero, zero, zero)
-        low, high = queue.min_queue_offset, queue.max_queue_offset
-        early = results.out_of_range(queue_offset, low, high)
-        if early is not None:
-            return GetMessageResult(early[0], (), early[1], low, high)
-        return self._read_queue(queue, queue_offset, max_count, max_bytes, tag_filter)
-
-    def _read_queue(
-        self,
-        queue: consume_queue.ConsumeQueue,
-        queue_offset: int,
-        max_count: int,
-        max_bytes: int,
-        tag_filter: TagFilter | None,
-    ) -> GetMessageResult:
-        low, high = queue.min_queue_offset, queue.max_queue_offset
-        messages: list[message_mod.StoredMessage] = []
-        total = removed = 0
-        next_offset = queue_offset
-        scanned_any = False
-        for unit in queue.iter_units(
-            ids.QueueOffset(queue_offset), self.settings.get_message_scan_units_max
-        ):
-            scanned_any = True
-            if len(messages) >= max_count or (messages and total + unit.size_bytes > max_bytes):
-                break
-            next_offset = unit.queue_offset + 1
-            if unit.is_filler or (tag_filter is not None and not tag_filter(unit.tag_hash)):
-                continue
-            found = self.get_message(unit.commit_log_offset, unit.size_bytes)
-            if found.status is commit_log.LookupStatus.FOUND and found.message is not None:
-                messages.append(found.message)
-                total += unit.size_bytes
-            elif found.status is commit_log.LookupStatus.NOT_FOUND:
-                removed += 1
-        if not scanned_any:
-            entries = self.settings.consume_queue_file_entries
-            roll = queue_offset + entries - queue_offset % entries
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_FOUND_NULL, (), ids.QueueOffset(roll), low, high
-            )
-        self._counts["get"] += len(messages)
-        if messages:
-            status = GetMessageStatus.FOUND
-        elif removed:
-            status = GetMessageStatus.MESSAGE_WAS_REMOVING
-        else:
-            status = GetMessageStatus.NO_MATCHED_MESSAGE
-        return GetMessageResult(
-            status, tuple(messages), ids.QueueOffset(next_offset), low, high, total
+        result = queue_read.read(
+            self.consume_queues.get(topic, queue_id),
+            queue_offset,
+            max_count=min(max_count, self.settings.get_message_count_max),
+            max_bytes=max_bytes,
+            tag_filter=tag_filter,
+            get_message=self.get_message,
+            config=self.settings,
         )
+        self._counts["get"] += len(result.messages)
+        return result
 
-    def min_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
+    def min_queue_offset(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ids.QueueOffset:
         """The first readable queue offset of a queue (0 if unknown)."""
         queue = self.consume_queues.get(topic, queue_id)
         return queue.min_queue_offset if queue is not None else ids.QueueOffset(0)
 
-    def max_queue_offset(self, topic: str, queue_id: int) -> ids.QueueOffset:
+    def max_queue_offset(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ids.QueueOffset:
         """The next queue offset to be written (0 if unknown)."""
         queue = self.consume_queues.get(topic, queue_id)
         return queue.max_queue_offset if queue is not None else ids.QueueOffset(0)
 
-    def queue_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> ids.QueueOffset:
+    def queue_offset_by_time(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, timestamp_ms: int
+    ) -> ids.QueueOffset:
         """First queue offset stored at or after ``timestamp_ms`` (max if none; 0 if unknown).
 
         Mirrors RocketMQ ``getOffsetInQueueByTime``.
@@ -619,9 +505,7 @@ class MessageStore:
         deleted = self.commit_log.log.delete_expired(
             now_ms, reserved_ms, clean_immediately=clean_immediately, batch_max=batch_max
         )
-        self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=batch_max)
-        if self._index is not None:
-            self._index.delete_files_before(self.commit_log.min_offset)
+        self._delete_below_commit_log_min(batch_max)
         return deleted
 
     def delete_commit_log_segments(self, start_offsets: Collection[ids.CommitLogOffset]) -> int:
@@ -638,10 +522,14 @@ class MessageStore:
         deleted = self.commit_log.log.delete_oldest(
             lambda info: info.start_offset in wanted, batch_max=len(wanted)
         )
-        self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=len(wanted))
+        self._delete_below_commit_log_min(len(wanted))
+        return deleted
+
+    def _delete_below_commit_log_min(self, batch_max: int) -> None:
+        # ConsumeQueue and index files wholly below the CommitLog's new min offset.
+        self.consume_queues.delete_expired(self.commit_log.min_offset, batch_max=batch_max)
         if self._index is not None:
             self._index.delete_files_before(self.commit_log.min_offset)
-        return deleted
 
     def unconsumed_from(
         self, consumed: Mapping[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset]
@@ -658,25 +546,12 @@ class MessageStore:
             ``consumed`` offset; a queue whose next ``get_message_scan_units_max`` units are
             only fillers counts from the CommitLog's min offset (kept whole, never guessed).
         """
-        lowest: int | None = None
-        for (topic, queue_id), queue_offset in consumed.items():
-            queue = self.consume_queues.get(topic, queue_id)
-            if queue is None:
-                continue
-            found = self._first_record_from(queue, max(queue_offset, queue.min_queue_offset))
-            if found is not None and (lowest is None or found < lowest):
-                lowest = found
-        return None if lowest is None else ids.CommitLogOffset(lowest)
-
-    def _first_record_from(self, queue: consume_queue.ConsumeQueue, start: int) -> int | None:
-        if start >= queue.max_queue_offset:
-            return None
-        for unit in queue.iter_units(
-            ids.QueueOffset(start), self.settings.get_message_scan_units_max
-        ):
-            if not unit.is_filler:
-                return unit.commit_log_offset
-        return self.commit_log.min_offset
+        return queue_read.first_unconsumed(
+            self.consume_queues,
+            consumed,
+            scan_units_max=self.settings.get_message_scan_units_max,
+            fillers_only=self.commit_log.min_offset,
+        )
 
     def count_retention(
         self, *, forced_segments: int, forced_bytes: int, unconsumed_messages: int
@@ -714,25 +589,3 @@ class MessageStore:
             forced_deleted_bytes=self._retention_counts["forced_bytes"],
             unconsumed_deleted_message_count=self._retention_counts["unconsumed"],
         )
-
-
-def _flush_timed_out(
-    results: list[commit_log.PutMessageResult],
-) -> list[commit_log.PutMessageResult]:
-    return [
-        dataclasses.replace(r, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        if r.status is PutMessageStatus.PUT_OK
-        else r
-        for r in results
-    ]
-
-
-def _with_replica_status(
-    results: list[commit_log.PutMessageResult], status: PutMessageStatus
-) -> list[commit_log.PutMessageResult]:
-    if status is PutMessageStatus.PUT_OK:
-        return results
-    return [
-        dataclasses.replace(r, status=status) if r.status is PutMessageStatus.PUT_OK else r
-        for r in results
-    ]

@@ -4,10 +4,11 @@ Each handler checks the request's shape (client id, names, ranges) and answers w
 RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
 ``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.remoting.rpc`` guarantees a
 status on every answer: an ``ArianeError`` raised here becomes its code, anything else
-INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. EndTransaction answers NOT_IMPLEMENTED
-until its service lands. The pull RPCs (PullMessage, GetOffset, UpdateOffset, QueryOffset) are
-served by ``pull.PullProcessor``. A parked DELAY message's entry carries a recall handle
-(``remoting.recall``) that RecallMessage, here or at a name server, resolves.
+INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. The pull RPCs (PullMessage, GetOffset,
+UpdateOffset, QueryOffset) are served by ``pull.PullProcessor``. A parked DELAY message's entry
+carries a recall handle (``remoting.recall``) that RecallMessage, here or at a name server,
+resolves. EndTransaction goes to ``transaction.TransactionalMessageService``; Telemetry streams
+are kept open in ``producer_streams`` so transaction checks can be pushed to producers.
 
 ``IngestService`` serves ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own producer streams
 batches) from the same ``answer_send`` as SendMessage, so both answer a request identically.
@@ -22,11 +23,11 @@ import grpc
 
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.grpc import routes
-from ariane.broker.processors import client_settings, consume, pull, send
+from ariane.broker.grpc import producer_streams, recall_rpc, routes, transaction_rpc
+from ariane.broker.processors import client_settings, consume, pull, send, transaction
 from ariane.broker.tables import clients, subscriptions
 from ariane.common import errors, ids, limits, message, topics
-from ariane.remoting import codes, convert, messages, metadata, pb, recall, rpc
+from ariane.remoting import codes, convert, messages, metadata, pb, rpc
 
 _log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ class MessagingService:
         route_lookup: QueryRoute/QueryAssignment routes.
         client_registry: live client sessions.
         puller: the pull-by-offset path.
+        transactions: EndTransaction's service (``None``: EndTransaction NOT_IMPLEMENTED).
+        streams: the open Telemetry streams (a new registry when ``None``).
     """
 
     def __init__(
@@ -63,7 +66,14 @@ class MessagingService:
         route_lookup: routes.RouteLookup,
         client_registry: clients.ClientRegistry,
         puller: pull.PullProcessor,
+        *,
+        transactions: transaction.TransactionalMessageService | None = None,
+        streams: producer_streams.ProducerStreams | None = None,
     ) -> None:
+        self._transactions = transactions
+        if streams is None:
+            streams = producer_streams.ProducerStreams(client_registry)
+        self.streams = streams
         self._runtime = runtime
         self._sender = sender
         self._consumer = consumer
@@ -108,15 +118,24 @@ class MessagingService:
     async def telemetry(
         self, requests: AsyncIterator[pb.v2_service.TelemetryCommand], context: Context
     ) -> AsyncIterator[pb.v2_service.TelemetryCommand]:
-        """Telemetry (§6.2): answer every settings report at once with the merged settings."""
+        """Telemetry (§6.2): answer every settings report at once with the merged settings;
+        while open, the stream also carries the transaction checks pushed to the client."""
         client_id = metadata.require_client_id(context)
+        outbox = self.streams.open(client_id)
+
+        async def answer(
+            command: pb.v2_service.TelemetryCommand,
+        ) -> pb.v2_service.TelemetryCommand | None:
+            if command.WhichOneof("command") != "settings":
+                return None
+            reply = await self._merged_settings(client_id, command.settings, context)
+            return pb.v2_service.TelemetryCommand(status=codes.ok(), settings=reply)
+
         try:
-            async for command in requests:
-                if command.WhichOneof("command") != "settings":
-                    continue
-                reply = await self._merged_settings(client_id, command.settings, context)
-                yield pb.v2_service.TelemetryCommand(status=codes.ok(), settings=reply)
+            async for command in producer_streams.serve(requests, outbox, answer):
+                yield command
         finally:
+            self.streams.close(client_id, outbox)
             self._clients.remove(client_id)
 
     async def _merged_settings(
@@ -170,10 +189,11 @@ class MessagingService:
         an unexpected exception is logged and answers INTERNAL_ERROR.
         """
         try:
-            self._client(context)
+            session = self._client(context)
             if not request.messages:
                 raise errors.BadRequestError("SendMessage carries no message")
             incoming = _decode_messages(request)
+            transaction_rpc.learn_transaction_topics(session, incoming)
             outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
         except errors.ArianeError as exc:
             return pb.v2_service.SendMessageResponse(status=codes.from_error(exc))
@@ -197,41 +217,34 @@ class MessagingService:
                 message_id=outcome.message_id,
                 offset=max(outcome.queue_offset, 0),
                 recall_handle=self._recall_handle(sent.topic.name, outcome),
+                transaction_id=outcome.transaction_id,
             )
         response.status.CopyFrom(codes.combine(statuses.values()))
         return response
 
     def _recall_handle(self, topic: str, outcome: send.SendOutcome) -> str:
         """The recall handle of a parked DELAY message ("" for any other)."""
-        if outcome.delivery_ms is None:
-            return ""
-        handle = recall.RecallHandle(
-            ids.TopicName(topic),
-            self._runtime.broker_name,
-            ids.TimestampMs(outcome.delivery_ms),
-            ids.MessageId(outcome.message_id),
+        return recall_rpc.recall_handle(
+            self._runtime.broker_name, topic, outcome.delivery_ms, outcome.message_id
         )
-        return recall.encode(handle)
 
     async def recall_message(
         self, request: pb.v2_service.RecallMessageRequest, context: Context
     ) -> pb.v2_service.RecallMessageResponse:
-        """RecallMessage (§6.9): cancel a timer message of this broker not yet delivered.
-
-        Raises:
-            BadRequestError: a malformed handle, or one for another topic or broker.
-            NotFoundError: the message is not waiting (delivered, recalled or unknown).
-        """
+        """RecallMessage (§6.9): ``recall_rpc.recall_message``."""
         self._client(context)
-        topic = topics.validate_topic(request.topic.name)
-        handle = recall.decode(request.recall_handle)
-        if handle.topic != topic or handle.broker_name != self._runtime.broker_name:
-            raise errors.BadRequestError(
-                f"the recall handle is for {handle.topic!r} on {handle.broker_name!r}, not "
-                f"{topic!r} on {self._runtime.broker_name!r}"
+        return recall_rpc.recall_message(self._runtime.schedule, self._runtime.broker_name, request)
+
+    async def end_transaction(
+        self, request: pb.v2_service.EndTransactionRequest, context: Context
+    ) -> pb.v2_service.EndTransactionResponse:
+        """EndTransaction (§6.8): ``transaction_rpc.end_transaction``."""
+        self._client(context)
+        if self._transactions is None:
+            return pb.v2_service.EndTransactionResponse(
+                status=codes.not_implemented("EndTransaction")
             )
-        self._runtime.schedule.recall(handle.message_id, handle.delivery_timestamp_ms)
-        return pb.v2_service.RecallMessageResponse(status=codes.ok(), message_id=handle.message_id)
+        return await transaction_rpc.end_transaction(self._transactions, request)
 
     # -- consume -------------------------------------------------------------------------------
 

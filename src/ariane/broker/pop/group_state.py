@@ -6,6 +6,8 @@ handle; a message not acked in time is delivered again with ``delivery_attempt +
 whose next attempt would exceed the group's ``max_delivery_attempts`` goes to ``%DLQ%<group>``.
 ``GroupPopState`` keeps that state for one group over the queues it reads, with an injected
 ``Clock`` (deadlines use its monotonic time) and no I/O.
+The values it hands out (``InFlight``, ``Due``, ``AckOutcome``, ``ChangeResult``) and the
+``JournalSink`` seam live in ``delivery``; the done flags of a queue in ``done_window``.
 
 Per queue (topic, queue id) it keeps::
 
@@ -47,207 +49,28 @@ Bounds: in-flight + held entries per group ≤ ``inflight_messages_max`` and
 from __future__ import annotations
 
 import dataclasses
-import enum
 import heapq
 import secrets
-from typing import Protocol
 
 from ariane.broker import settings
-from ariane.broker.pop import fifo, receipt
+from ariane.broker.pop import delivery, done_window, fifo
 from ariane.broker.pop import journal as pop_journal
 from ariane.common import clock, errors, ids
 
 _VERSION_START_BITS = 40
 _HEAP_SLACK = 64
-_COMPACT_BYTES_MIN = 4096
 
 QueueKey = tuple[ids.TopicName, ids.QueueId]
 """(topic, queue id)."""
-
-
-class JournalSink(Protocol):
-    """Where a ``GroupPopState`` reports what must survive a restart (the POP journal)."""
-
-    def checkpoint(self, group: ids.GroupName, entry: InFlight) -> None:
-        """``entry`` was delivered (or its invisible time changed)."""
-        ...
-
-    def done(
-        self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId, offset: int
-    ) -> None:
-        """A delivered message was acked or dead-lettered."""
-        ...
-
-    def forget(self, group: ids.GroupName, topic: ids.TopicName, queue_id: int) -> None:
-        """Everything recorded for the queue is void (reset, closed)."""
-        ...
-
-
-class AckOutcome(enum.Enum):
-    """Result of ``ack``/``change_invisible`` (status enum, not an exception).
-
-    The receive processor answers OK for OK, and INVALID_RECEIPT_HANDLE for STALE and UNKNOWN
-    (the push consumer then stops retrying the ack, grpc-v2.md §6.5).
-    """
-
-    OK = "OK"
-    STALE = "STALE"
-    """The message is in flight under a newer handle (redelivered, or its invisible time was
-    changed)."""
-    UNKNOWN = "UNKNOWN"
-    """The message is not in flight: already acked, forwarded to the DLQ, reset, or never
-    delivered under this group."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class InFlight:
-    """One delivery of a message that is invisible until its deadline.
-
-    Attributes:
-        topic: the message's topic.
-        queue_id: its queue.
-        queue_offset: its offset in the queue.
-        attempt: the delivery attempt, 1 for the first delivery.
-        handle_version: version to put in the receipt handle.
-        popped_at_ms: wall time of this delivery (or visibility change), ms since the epoch.
-        invisible_ms: the invisible duration, in ms.
-        deadline_ms: monotonic time at which it becomes due for redelivery, in ms.
-        message_group: the FIFO message group, or ``None``.
-    """
-
-    topic: ids.TopicName
-    queue_id: ids.QueueId
-    queue_offset: ids.QueueOffset
-    attempt: int
-    handle_version: int
-    popped_at_ms: ids.TimestampMs
-    invisible_ms: int
-    deadline_ms: int
-    message_group: str | None
-
-    def receipt_handle(
-        self, *, broker_name: ids.BrokerName, commit_log_offset: ids.CommitLogOffset
-    ) -> receipt.ReceiptHandle:
-        """The receipt handle of this delivery (encode it with ``receipt.encode``).
-
-        Args:
-            broker_name: this broker group's name.
-            commit_log_offset: the message's CommitLog position (read with the message).
-        """
-        return receipt.ReceiptHandle(
-            broker_name=broker_name,
-            topic=self.topic,
-            queue_id=self.queue_id,
-            queue_offset=self.queue_offset,
-            commit_log_offset=commit_log_offset,
-            popped_at_ms=self.popped_at_ms,
-            invisible_ms=self.invisible_ms,
-            delivery_attempt=self.attempt,
-            handle_version=self.handle_version,
-        )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Due:
-    """An in-flight message whose invisible time ran out.
-
-    Attributes:
-        topic: the message's topic.
-        queue_id: its queue.
-        queue_offset: its offset.
-        next_attempt: the attempt number a redelivery would carry.
-        to_dlq: ``next_attempt`` exceeds ``max_delivery_attempts``: forward the message to
-            ``%DLQ%<group>`` and call ``settle_dead_letter`` instead of redelivering it.
-    """
-
-    topic: ids.TopicName
-    queue_id: ids.QueueId
-    queue_offset: ids.QueueOffset
-    next_attempt: int
-    to_dlq: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ChangeResult:
-    """Result of ``change_invisible``: the outcome and, when OK, the new delivery record."""
-
-    outcome: AckOutcome
-    in_flight: InFlight | None = None
-
-
-class DoneWindow:
-    """Done flags of one queue's offsets at and above ``committed``, as a bitmap.
-
-    ``committed`` is the lowest offset not marked; it advances over every contiguous marked
-    offset. Memory is one bit per offset between ``committed`` and the highest marked offset,
-    plus bytes below ``committed`` not yet compacted away.
-    """
-
-    def __init__(self, committed: int) -> None:
-        self.committed = committed
-        self._origin = committed
-        self._bits = bytearray()
-
-    def is_done(self, offset: int) -> bool:
-        """Whether ``offset`` is below ``committed`` or marked."""
-        if offset < self.committed:
-            return True
-        index = offset - self._origin
-        byte = index >> 3
-        return byte < len(self._bits) and bool(self._bits[byte] >> (index & 7) & 1)
-
-    def mark(self, offset: int) -> None:
-        """Mark ``offset`` done (it must be at or above ``committed``) and advance."""
-        assert offset >= self.committed, f"offset {offset} is below committed {self.committed}"
-        index = offset - self._origin
-        byte = index >> 3
-        if byte >= len(self._bits):
-            self._bits.extend(bytes(byte + 1 - len(self._bits)))
-        self._bits[byte] |= 1 << (index & 7)
-        if offset == self.committed:
-            self._advance()
-
-    def advance_to(self, offset: int) -> None:
-        """Treat every offset below ``offset`` as done."""
-        if offset <= self.committed:
-            return
-        if offset - self._origin >= len(self._bits) * 8:
-            self.reset(offset)
-            return
-        self.committed = offset
-        self._advance()
-
-    def reset(self, committed: int) -> None:
-        """Forget every flag; ``committed`` becomes the given offset."""
-        self.committed = committed
-        self._origin = committed
-        self._bits = bytearray()
-
-    def _advance(self) -> None:
-        index = self.committed - self._origin
-        bits = self._bits
-        while (index >> 3) < len(bits):
-            value = bits[index >> 3]
-            if value == 0xFF and index & 7 == 0:
-                index += 8
-            elif value >> (index & 7) & 1:
-                index += 1
-            else:
-                break
-        self.committed = self._origin + index
-        whole = index >> 3
-        if whole and (whole >= _COMPACT_BYTES_MIN or whole * 2 >= len(bits)):
-            del bits[:whole]
-            self._origin += whole * 8
 
 
 @dataclasses.dataclass(slots=True)
 class _Queue:
     topic: ids.TopicName
     queue_id: ids.QueueId
-    window: DoneWindow
+    window: done_window.DoneWindow
     cursor: int
-    in_flight: dict[int, InFlight] = dataclasses.field(default_factory=dict)
+    in_flight: dict[int, delivery.InFlight] = dataclasses.field(default_factory=dict)
     heap: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
     due: set[int] = dataclasses.field(default_factory=set)
     held: dict[int, str] = dataclasses.field(default_factory=dict)
@@ -281,7 +104,7 @@ class GroupPopState:
         max_delivery_attempts: int,
         orderly: bool = False,
         first_handle_version: int | None = None,
-        journal: JournalSink | None = None,
+        journal: delivery.JournalSink | None = None,
     ) -> None:
         assert max_delivery_attempts >= 1, "max_delivery_attempts must be >= 1"
         self.group = group
@@ -326,7 +149,7 @@ class GroupPopState:
         self._queues[(topic, queue_id)] = _Queue(
             topic=topic,
             queue_id=queue_id,
-            window=DoneWindow(committed),
+            window=done_window.DoneWindow(committed),
             cursor=committed,
             order=fifo.FifoOrder() if self.orderly else None,
             restored=restored or None,
@@ -406,7 +229,7 @@ class GroupPopState:
 
     def in_flight(
         self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
-    ) -> InFlight | None:
+    ) -> delivery.InFlight | None:
         """The current delivery record of ``offset``, or ``None`` if it is not in flight."""
         queue = self._queues.get((topic, queue_id))
         return None if queue is None else queue.in_flight.get(offset)
@@ -431,7 +254,7 @@ class GroupPopState:
         *,
         invisible_ms: int,
         message_group: str | None = None,
-    ) -> InFlight | None:
+    ) -> delivery.InFlight | None:
         """Deliver the message at the cursor, or a FIFO-held one that became ready.
 
         Args:
@@ -502,7 +325,7 @@ class GroupPopState:
         left_ms = checkpoint.deadline_ms - self._clock.now_ms()
         self._track(
             queue,
-            InFlight(
+            delivery.InFlight(
                 topic=topic,
                 queue_id=queue_id,
                 queue_offset=offset,
@@ -523,7 +346,8 @@ class GroupPopState:
         records: list[pop_journal.Record] = []
         for (topic, queue_id), queue in sorted(self._queues.items()):
             records += [
-                checkpoint_of(self.group, entry) for _, entry in sorted(queue.in_flight.items())
+                delivery.checkpoint_of(self.group, entry)
+                for _, entry in sorted(queue.in_flight.items())
             ]
             start = None
             for offset in range(queue.window.committed, queue.cursor + 1):
@@ -536,7 +360,7 @@ class GroupPopState:
                     start = None
             if queue.restored is not None:
                 key = (self.group, topic, queue_id)
-                records += restored_records(key, queue.restored.above(queue.cursor))
+                records += delivery.restored_records(key, queue.restored.above(queue.cursor))
         return records
 
     def fifo_ready(
@@ -550,7 +374,7 @@ class GroupPopState:
 
     def collect_due(
         self, topic: ids.TopicName | None = None, queue_id: ids.QueueId | None = None
-    ) -> list[Due]:
+    ) -> list[delivery.Due]:
         """In-flight messages whose deadline is at or before now, in offset order per queue.
 
         A due message stays in flight (its current handle still acks it, and FIFO keeps its
@@ -561,7 +385,7 @@ class GroupPopState:
             queue_id: only this queue of ``topic`` (all when ``None``).
         """
         now = self._clock.monotonic_ms()
-        result: list[Due] = []
+        result: list[delivery.Due] = []
         for (q_topic, q_id), queue in sorted(self._queues.items()):
             if (topic is not None and q_topic != topic) or (
                 queue_id is not None and q_id != queue_id
@@ -571,7 +395,7 @@ class GroupPopState:
             for offset in sorted(queue.due):
                 attempt = queue.in_flight[offset].attempt + 1
                 result.append(
-                    Due(
+                    delivery.Due(
                         topic=q_topic,
                         queue_id=q_id,
                         queue_offset=ids.QueueOffset(offset),
@@ -588,7 +412,7 @@ class GroupPopState:
         offset: ids.QueueOffset,
         *,
         invisible_ms: int,
-    ) -> InFlight:
+    ) -> delivery.InFlight:
         """Deliver a due message again with attempt + 1 and a new handle version.
 
         ``offset`` must come from ``collect_due`` with ``to_dlq`` false (programmer error
@@ -619,7 +443,7 @@ class GroupPopState:
         queue_id: ids.QueueId,
         offset: ids.QueueOffset,
         handle_version: int,
-    ) -> AckOutcome:
+    ) -> delivery.AckOutcome:
         """Mark a delivered message done if ``handle_version`` is its current one.
 
         An ack is accepted while the message is due but not yet redelivered (it avoids a
@@ -637,7 +461,7 @@ class GroupPopState:
         offset: ids.QueueOffset,
         handle_version: int,
         invisible_ms: int,
-    ) -> ChangeResult:
+    ) -> delivery.ChangeResult:
         """Make a delivered message invisible for ``invisible_ms`` from now, with a new handle.
 
         The attempt number is unchanged; if the message expires again, its redelivery counts
@@ -646,11 +470,11 @@ class GroupPopState:
         assert invisible_ms > 0, f"invisible_ms must be > 0, got {invisible_ms}"
         queue, outcome = self._match(topic, queue_id, offset, handle_version)
         if queue is None:
-            return ChangeResult(outcome)
+            return delivery.ChangeResult(outcome)
         previous = queue.in_flight[offset]
         queue.due.discard(offset)
         renewed = self._start(queue, offset, previous.attempt, previous.message_group, invisible_ms)
-        return ChangeResult(AckOutcome.OK, renewed)
+        return delivery.ChangeResult(delivery.AckOutcome.OK, renewed)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -661,14 +485,14 @@ class GroupPopState:
 
     def _match(
         self, topic: ids.TopicName, queue_id: ids.QueueId, offset: int, handle_version: int
-    ) -> tuple[_Queue | None, AckOutcome]:
+    ) -> tuple[_Queue | None, delivery.AckOutcome]:
         queue = self._queues.get((topic, queue_id))
         entry = None if queue is None else queue.in_flight.get(offset)
         if queue is None or entry is None:
-            return None, AckOutcome.UNKNOWN
+            return None, delivery.AckOutcome.UNKNOWN
         if entry.handle_version != handle_version:
-            return None, AckOutcome.STALE
-        return queue, AckOutcome.OK
+            return None, delivery.AckOutcome.STALE
+        return queue, delivery.AckOutcome.OK
 
     def _advance_cursor(self, queue: _Queue, offset: int, *, needs_slot: bool) -> None:
         assert offset == queue.cursor, (
@@ -689,10 +513,10 @@ class GroupPopState:
 
     def _start(
         self, queue: _Queue, offset: int, attempt: int, group: str | None, invisible_ms: int
-    ) -> InFlight:
+    ) -> delivery.InFlight:
         version = self._next_version
         self._next_version += 1
-        entry = InFlight(
+        entry = delivery.InFlight(
             topic=queue.topic,
             queue_id=queue.queue_id,
             queue_offset=ids.QueueOffset(offset),
@@ -708,7 +532,7 @@ class GroupPopState:
         self._track(queue, entry)
         return entry
 
-    def _track(self, queue: _Queue, entry: InFlight) -> None:
+    def _track(self, queue: _Queue, entry: delivery.InFlight) -> None:
         offset = entry.queue_offset
         queue.in_flight[offset] = entry
         heapq.heappush(queue.heap, (entry.deadline_ms, entry.handle_version, offset))
@@ -737,29 +561,3 @@ class GroupPopState:
             entry = queue.in_flight.get(offset)
             if entry is not None and entry.handle_version == version:
                 queue.due.add(offset)
-
-
-def checkpoint_of(group: ids.GroupName, entry: InFlight) -> pop_journal.Checkpoint:
-    """The journal record of one delivery (its deadline as wall-clock ms)."""
-    return pop_journal.Checkpoint(
-        group,
-        entry.topic,
-        entry.queue_id,
-        entry.queue_offset,
-        attempt=entry.attempt,
-        handle_version=entry.handle_version,
-        deadline_ms=entry.popped_at_ms + entry.invisible_ms,
-        invisible_ms=entry.invisible_ms,
-        message_group=entry.message_group,
-    )
-
-
-def restored_records(
-    key: pop_journal.QueueKey, restored: pop_journal.RestoredQueue
-) -> list[pop_journal.Record]:
-    """``restored`` of the queue ``key`` as journal records again (compaction)."""
-    group, topic, queue_id = key
-    records: list[pop_journal.Record] = list(restored.checkpoints.values())
-    for start, end in restored.done:
-        records.append(pop_journal.Ack(group, topic, queue_id, ids.QueueOffset(start), end - start))
-    return records

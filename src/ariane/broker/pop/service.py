@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from ariane.broker import settings
+from ariane.broker.pop import delivery
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import journal as pop_journal
 from ariane.broker.pop import journal_file as pop_journal_file
@@ -287,21 +288,21 @@ class PopService:
 
     # -- the journal ----------------------------------------------------------------------------
 
-    def checkpoint(self, group: ids.GroupName, entry: pop.InFlight) -> None:
-        """``pop.JournalSink``: buffer a CK record of ``entry``."""
+    def checkpoint(self, group: ids.GroupName, entry: delivery.InFlight) -> None:
+        """``delivery.JournalSink``: buffer a CK record of ``entry``."""
         if self._journal is not None:
-            self._pending += pop_journal.encode(pop.checkpoint_of(group, entry))
+            self._pending += pop_journal.encode(delivery.checkpoint_of(group, entry))
 
     def done(
         self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId, offset: int
     ) -> None:
-        """``pop.JournalSink``: buffer an ACK record of one offset."""
+        """``delivery.JournalSink``: buffer an ACK record of one offset."""
         if self._journal is not None:
             at = ids.QueueOffset(offset)
             self._pending += pop_journal.encode(pop_journal.Ack(group, topic, queue_id, at))
 
     def forget(self, group: ids.GroupName, topic: ids.TopicName, queue_id: int) -> None:
-        """``pop.JournalSink``: buffer a FORGET record."""
+        """``delivery.JournalSink``: buffer a FORGET record."""
         if self._journal is not None:
             self._pending += pop_journal.encode(pop_journal.Forget(group, topic, queue_id))
 
@@ -349,7 +350,7 @@ class PopService:
         for state in self._states.values():
             records += state.journal_records()
         for key, restored in sorted(self._restored.items()):
-            records += pop.restored_records(key, restored)
+            records += delivery.restored_records(key, restored)
         data = pop_journal.encode_all(records)
         before = self._journal.size_bytes
         try:
@@ -412,7 +413,7 @@ class PopReviveService:
         moved = 0
         try:
             for state in self._pop.states():
-                by_queue: dict[pop.QueueKey, list[pop.Due]] = {}
+                by_queue: dict[pop.QueueKey, list[delivery.Due]] = {}
                 for due in state.collect_due():
                     if due.to_dlq:
                         by_queue.setdefault((due.topic, due.queue_id), []).append(due)
@@ -450,7 +451,7 @@ class PopReviveService:
         state: pop.GroupPopState,
         topic: ids.TopicName,
         queue_id: ids.QueueId,
-        dues: list[pop.Due],
+        dues: list[delivery.Due],
     ) -> int:
         moved = 0
         found = self._pop.read_messages(topic, queue_id, [d.queue_offset for d in dues])

@@ -40,10 +40,10 @@ from ariane.broker.processors import admin_deps
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
 from ariane.store import (
-    commit_log,
     dispatcher,
     message_codec,
     message_store,
+    record_reader,
     retention,
 )
 
@@ -437,7 +437,7 @@ class AdminProcessor:
         found: list[message.StoredMessage] = []
         for offset in offsets:
             result = self._d.store.get_message(ids.CommitLogOffset(offset))
-            if result.status is commit_log.LookupStatus.FOUND and result.message is not None:
+            if result.status is record_reader.LookupStatus.FOUND and result.message is not None:
                 found.append(result.message)
         return found
 

@@ -34,8 +34,8 @@ from typing import Protocol
 
 from ariane.broker import filters
 from ariane.broker import settings as broker_settings
+from ariane.broker.pop import delivery, receipt
 from ariane.broker.pop import group_state as pop
-from ariane.broker.pop import receipt
 from ariane.broker.pop import service as pop_service_mod
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import subscriptions, topic_config
@@ -329,7 +329,7 @@ class ConsumeProcessor:
                 out.append(self._received(stored, in_flight))
         return restored
 
-    def _received(self, stored: message.StoredMessage, in_flight: pop.InFlight) -> Received:
+    def _received(self, stored: message.StoredMessage, in_flight: delivery.InFlight) -> Received:
         handle = in_flight.receipt_handle(
             broker_name=self._broker_name, commit_log_offset=stored.commit_log_offset
         )
@@ -466,12 +466,12 @@ class ConsumeProcessor:
         )
 
 
-def _raise_unless_ok(outcome: pop.AckOutcome) -> None:
-    if outcome is pop.AckOutcome.STALE:
+def _raise_unless_ok(outcome: delivery.AckOutcome) -> None:
+    if outcome is delivery.AckOutcome.STALE:
         raise errors.InvalidReceiptHandleError(
             "receipt handle is stale: the message was redelivered or its invisible time changed"
         )
-    if outcome is pop.AckOutcome.UNKNOWN:
+    if outcome is delivery.AckOutcome.UNKNOWN:
         raise errors.InvalidReceiptHandleError(
             "receipt handle names no message in flight (already acked, expired into the DLQ, "
             "or reset)"

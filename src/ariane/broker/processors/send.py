@@ -21,8 +21,9 @@ batch atomically (``MessageStore.put_messages(..., atomic=True)``: a message its
 fails the batch before a byte is written). A DELAY message (to a DELAY or MIXED topic; to any
 other the proxy's ``DefaultTopicMessageTypeValidator`` answer, MESSAGE_PROPERTY_CONFLICT_WITH_TYPE)
 is parked by the schedule hook (``broker.schedule``) and its outcome carries its delivery time,
-from which the adapter makes the recall handle. Transactional messages are refused with
-UNSUPPORTED until the transaction service lands, rather than half-committed.
+from which the adapter makes the recall handle. A TRANSACTION message is stored as a half
+message by ``transaction.TransactionalMessageService`` (``half_messages``) and answered with its
+transaction id. Without the hook or the service, those kinds are refused with UNSUPPORTED.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class SendOutcome:
         message_id: the client's message id (echoed back).
         queue_offset: the queue offset it got, or -1.
         delivery_ms: a parked DELAY message's delivery time (the recall handle names it).
+        transaction_id: the transaction id of a stored half message, else "".
     """
 
     code: errors.Code
@@ -88,6 +90,7 @@ class SendOutcome:
     message_id: str
     queue_offset: int = -1
     delivery_ms: int | None = None
+    transaction_id: str = ""
 
 
 class SendCounters(Protocol):
@@ -109,6 +112,16 @@ class ScheduleHook(Protocol):
         ...
 
 
+class HalfMessages(Protocol):
+    """Where TRANSACTION sends go (``transaction.TransactionalMessageService``)."""
+
+    def to_half(self, request: commit_log.AppendRequest) -> commit_log.AppendRequest:
+        """The half message's append request (raises TooManyRequestsError when full)."""
+
+    def prepared(self, half: commit_log.AppendRequest, result: commit_log.PutMessageResult) -> str:
+        """Record a stored half message; returns its transaction id."""
+
+
 class SendProcessor:
     """Validates and appends the messages of SendMessage requests (RocketMQ
     ``SendMessageProcessor``), whatever protocol they came in on.
@@ -120,6 +133,7 @@ class SendProcessor:
         counters: the broker's totals (messages and bytes in).
         store_settings: the body and property size limits.
         schedule: parks DELAY messages; without it they answer UNSUPPORTED.
+        half_messages: the transaction service, or ``None`` to refuse TRANSACTION sends.
     """
 
     def __init__(
@@ -131,6 +145,7 @@ class SendProcessor:
         counters: SendCounters,
         store_settings: store_settings_mod.StoreSettings,
         schedule: ScheduleHook | None = None,
+        half_messages: HalfMessages | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -139,6 +154,7 @@ class SendProcessor:
         self._limits = store_settings
         self._schedule = schedule
         self._round_robin = itertools.count()
+        self._half = half_messages
 
     async def send(
         self, batch: Sequence[message.IncomingMessage], *, born_ip: str
@@ -169,8 +185,13 @@ class SendProcessor:
         stored_topics: set[str] = set()
         stored = stored_bytes = 0  # counted once per request, not per message
         sizes = self._counters.message_size_bytes
-        for incoming, result in zip(batch, results, strict=True):
-            answered.append(self._outcome(incoming, result))
+        for incoming, request, result in zip(batch, requests, results, strict=True):
+            outcome = self._outcome(incoming, result)
+            half = self._half if request.message.topic == topics.TRANS_HALF_TOPIC else None
+            if half is not None and result.status.is_stored:
+                tid = half.prepared(request, result)
+                outcome = dataclasses.replace(outcome, transaction_id=tid)
+            answered.append(outcome)
             if result.status.is_stored:
                 stored_topics.add(incoming.topic)
                 stored += 1
@@ -214,7 +235,9 @@ class SendProcessor:
                 f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
                 f"{kind.value}; send to a topic of that type or change the topic's type"
             )
-        if kind is message.MessageType.TRANSACTION or (
+        transactional = kind is message.MessageType.TRANSACTION
+        half = self._half if transactional else None
+        if (transactional and half is None) or (
             kind is message.MessageType.DELAY and self._schedule is None
         ):
             raise errors.UnsupportedError(
@@ -235,7 +258,7 @@ class SendProcessor:
         )
         if self._schedule is not None and kind is message.MessageType.DELAY:
             return self._schedule.park(request, delivery_ms=incoming.delivery_timestamp_ms)
-        return request
+        return request if half is None else half.to_half(request)
 
     def _parks(self, incoming: message.IncomingMessage) -> bool:
         return incoming.message_type == "DELAY" and incoming.delivery_timestamp_ms is not None

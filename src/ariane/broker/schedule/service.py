@@ -40,7 +40,7 @@ from ariane.broker import schedule_settings
 from ariane.broker.schedule import timer_codec, timer_log, wheel
 from ariane.broker.tables import persistence
 from ariane.common import clock, errors, ids, message, topics
-from ariane.store import commit_log, message_store
+from ariane.store import commit_log, message_store, record_reader
 
 _log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class ScheduleService:
 
     # -- timer messages ----------------------------------------------------------------------
 
-    def _replay(self, records: list[timer_codec.TimerRecord]) -> int:
+    def _replay(self, records: list[timer_codec.TimerRecord]) -> ids.QueueOffset:
         live: dict[int, timer_codec.TimerRecord] = {}
         cursor = 0
         for record in records:
@@ -247,8 +247,8 @@ class ScheduleService:
                 r.delivery_ms, offset, r.commit_log_offset, r.size_bytes, r.message_id
             )
             if not self._wheel.add(entry):  # a smaller wheel than before: read the rest again
-                return offset
-        return cursor
+                return ids.QueueOffset(offset)
+        return ids.QueueOffset(cursor)
 
     def enqueue_timer_messages(self) -> int:
         """Read the timer topic from the cursor into the wheel while it has room.
@@ -304,7 +304,7 @@ class ScheduleService:
 
     def _restored(self, commit_log_offset: int, size_bytes: int) -> commit_log.AppendRequest | None:
         found = self._store.get_message(ids.CommitLogOffset(commit_log_offset), size_bytes)
-        if found.status is not commit_log.LookupStatus.FOUND or found.message is None:
+        if found.status is not record_reader.LookupStatus.FOUND or found.message is None:
             _log.error(
                 "schedule: parked message at %d is unreadable (%s); it cannot be delivered",
                 commit_log_offset,
@@ -345,7 +345,7 @@ class ScheduleService:
         count = 0
         for level, delay_ms in enumerate(self._settings.delay_levels_ms, start=1):
             queue_id = ids.QueueId(level - 1)
-            offset = self._level_offsets.get(level, 0)
+            offset = self._level_offsets.get(level, ids.QueueOffset(0))
             result = self._store.get_messages(
                 topics.SCHEDULE_TOPIC,
                 queue_id,
@@ -362,11 +362,11 @@ class ScheduleService:
             done = await self._write([restore(m) for m in due])
             ok_prefix = done.index(False) if False in done else len(done)
             if ok_prefix:
-                self._advance(level, due[ok_prefix - 1].queue_offset + 1)
+                self._advance(level, ids.QueueOffset(due[ok_prefix - 1].queue_offset + 1))
             count += ok_prefix
         return count
 
-    def _advance(self, level: int, offset: int) -> None:
+    def _advance(self, level: int, offset: ids.QueueOffset) -> None:
         if self._level_offsets.get(level, 0) != offset:
             self._level_offsets[level] = offset
             self._offsets_dirty = True
@@ -454,13 +454,13 @@ def _record(kind: timer_codec.Kind, entry: wheel.WheelEntry) -> timer_codec.Time
     )
 
 
-def _load_level_offsets(path: pathlib.Path) -> dict[int, int]:
+def _load_level_offsets(path: pathlib.Path) -> dict[int, ids.QueueOffset]:
     raw = persistence.load_json(path)
     if raw is None:
         return {}
     table = persistence.expect_object(raw.get("offsetTable", {}), "delayOffset.offsetTable")
     return {
-        int(level): persistence.expect_int(o, f"delayOffset.offsetTable.{level}")
+        int(level): ids.QueueOffset(persistence.expect_int(o, f"delayOffset.offsetTable.{level}"))
         for level, o in table.items()
         if level.isdigit()
     }

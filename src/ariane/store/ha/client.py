@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from ariane.common import ids
 from ariane.store import message_store
 from ariane.store import settings as store_settings
 from ariane.store.ha import epochs, frames
@@ -113,7 +114,7 @@ class HAClient:
             )
             header = frames.decode_transfer_header(raw, body_bytes_max=body_max)
             if header.kind is frames.Kind.TRUNCATE:
-                store.truncate_replica(header.offset)
+                store.truncate_replica(ids.CommitLogOffset(header.offset))
                 history.truncate(header.offset)
                 writer.write(self._report(frames.Kind.HELLO))
                 await writer.drain()
@@ -123,7 +124,7 @@ class HAClient:
                 continue  # a heartbeat
             if header.epoch > history.last_epoch:
                 history.append(header.epoch, header.epoch_start_offset)
-            store.append_replicated(header.offset, body)
+            store.append_replicated(ids.CommitLogOffset(header.offset), body)
             if sync_flush:
                 store.commit_log.flush()
             writer.write(self._report(frames.Kind.REPORT))

@@ -1,0 +1,257 @@
+"""``ariane admin broker promote``: make a slave its group's master (switchover or failover).
+
+Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeRole``
+(``changeToMaster``/``changeToSlave``). The steps:
+
+1. read the group's members from the name servers (``GetClusterInfo``);
+2. ask every member for ``GetBrokerRuntimeStats`` (role, epoch, max CommitLog offset); a member
+   that does not answer within the timeout is down;
+3. decide with the pure ``store.ha.promotion.choose`` (never an unclean election: only a live,
+   in-sync slave; a slave is in sync when within ``max_gap_not_in_sync_bytes`` of a live master,
+   or, with the master down, when it answers); the named broker must be the one chosen;
+4. planned switchover (the master answers): wait until the slave holds every byte the master has
+   (``CATCH_UP_TIMEOUT_S``), so a SYNC_MASTER group loses nothing;
+5. ``ChangeRole`` on the slave: the master's role (or ``--role``), epoch + 1, broker id 0;
+6. ``ChangeRole`` on the old master if it answers: SLAVE under the new epoch, taking the
+   promoted broker's id and following its HA address (it cuts any diverged tail on connect).
+
+Errors: ``PreconditionFailedError`` when the decision refuses (the reason says why), the named
+broker is not a member, or the slave does not catch up; ``NotFoundError`` for an unknown group;
+``ServiceUnavailableError`` when no name server answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+import grpc
+
+from ariane.common import errors
+from ariane.remoting import codes, convert, pb, rpc
+from ariane.store.ha import promotion
+from ariane.store.ha import settings as ha_settings
+
+CATCH_UP_TIMEOUT_S = 10.0
+"""Longest wait for the slave to hold the live master's bytes before a switchover, s."""
+
+CATCH_UP_POLL_S = 0.05
+"""Pause between two offset reads while waiting for the catch-up, s."""
+
+IN_SYNC_GAP_BYTES = ha_settings.HASettings().max_gap_not_in_sync_bytes
+"""A slave further behind a live master than this is not in sync (``haMaxGapNotInSync``)."""
+
+_MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberState:
+    """One registered member of the group and what it answered (``None``: down)."""
+
+    broker_id: int
+    endpoint: str
+    ha_address: str
+    stats: pb.admin.GetBrokerRuntimeStatsResponse | None
+
+    @property
+    def role(self) -> str:
+        """``SYNC_MASTER``, ``ASYNC_MASTER``, ``SLAVE``, or ``""`` when down."""
+        if self.stats is None:
+            return ""
+        return str(pb.admin.BrokerRole.Name(self.stats.role)).removeprefix("BROKER_ROLE_")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """What ``promote`` did, for the table."""
+
+    broker_name: str
+    promoted_id: int
+    endpoint: str
+    role: str
+    epoch: int
+    commit_log_max_offset: int
+    old_master: str
+    old_master_demoted: bool
+    reason: str
+
+
+class _Calls:
+    def __init__(self, channels: rpc.ChannelPool, timeout_s: float) -> None:
+        self.channels = channels
+        self.timeout_s = timeout_s
+
+    async def admin(self, endpoint: str, name: str, request: Any, answer: type[rpc.M]) -> rpc.M:
+        channel = await self.channels.get(endpoint)
+        response = await rpc.unary_call(
+            channel, pb.ADMIN_SERVICE, name, request, answer, timeout_s=self.timeout_s
+        )
+        codes.raise_for_status(response.status)  # type: ignore[attr-defined]
+        return response
+
+    async def stats(self, endpoint: str) -> pb.admin.GetBrokerRuntimeStatsResponse | None:
+        try:
+            return await self.admin(
+                endpoint,
+                "GetBrokerRuntimeStats",
+                pb.admin.GetBrokerRuntimeStatsRequest(),
+                pb.admin.GetBrokerRuntimeStatsResponse,
+            )
+        except (grpc.aio.AioRpcError, errors.ArianeError):
+            return None
+
+    async def change_role(
+        self, endpoint: str, role: str, *, epoch: int, broker_id: int, master_ha: str = ""
+    ) -> pb.admin.ChangeRoleResponse:
+        request = pb.admin.ChangeRoleRequest(
+            role=f"BROKER_ROLE_{role}",
+            epoch=epoch,
+            broker_id=broker_id,
+            master_ha_address=master_ha,
+        )
+        return await self.admin(endpoint, "ChangeRole", request, pb.admin.ChangeRoleResponse)
+
+
+async def group_members(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> list[MemberState]:
+    """The registered members of ``broker_name`` with their stats (``None`` when down).
+
+    Raises:
+        ServiceUnavailableError: no name server answered.
+        NotFoundError: the group is not registered.
+    """
+    for endpoint in namesrv_endpoints:
+        registry = rpc.RegistryClient(await calls.channels.get(endpoint), timeout_s=calls.timeout_s)
+        try:
+            info = await registry.get_cluster_info()
+        except grpc.aio.AioRpcError:
+            continue
+        group = next((g for g in info.broker_groups if g.broker_name == broker_name), None)
+        if group is None:
+            raise errors.NotFoundError(f"broker group {broker_name!r} is not registered")
+        addresses = [(m, convert.address_text(m.client_endpoint)) for m in group.members]
+        found = await asyncio.gather(*(calls.stats(endpoint) for _, endpoint in addresses))
+        return [
+            MemberState(int(m.broker_id), endpoint, m.ha_address, stats)
+            for (m, endpoint), stats in zip(addresses, found, strict=True)
+        ]
+    names = ", ".join(namesrv_endpoints)
+    raise errors.ServiceUnavailableError(f"no name server of {names} answered")
+
+
+def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | None, int]:
+    """Who is the master now (``None``: none answers) and the new epoch, after checking with
+    ``promotion.choose`` that ``broker_id`` is the slave to promote.
+
+    Raises:
+        PreconditionFailedError: ``broker_id`` is not a live in-sync slave, or another slave is
+            more caught up (the decision names it).
+    """
+    master = next((m for m in members if m.role in _MASTER_ROLES), None)
+    master_end = master.stats.commit_log_max_offset if master and master.stats else None
+    facts = []
+    for member in members:
+        if member is master or member.stats is None:
+            facts.append(_fact(member, in_sync=member is master))
+            continue
+        behind = 0 if master_end is None else master_end - member.stats.commit_log_max_offset
+        facts.append(_fact(member, in_sync=behind <= IN_SYNC_GAP_BYTES))
+    master_id = master.broker_id if master is not None else -1
+    decision = promotion.choose(facts, master_id=master_id, force=master is not None)
+    if decision.broker_id != broker_id:
+        raise errors.PreconditionFailedError(
+            f"will not promote broker {broker_id}: {decision.reason} (members: "
+            + ", ".join(f"{m.broker_id}={m.role or 'down'}" for m in members)
+            + ")"
+        )
+    return master, decision.new_epoch
+
+
+def _fact(member: MemberState, *, in_sync: bool) -> promotion.Member:
+    stats = member.stats
+    return promotion.Member(
+        broker_id=member.broker_id,
+        epoch=stats.epoch if stats else 0,
+        max_offset=stats.commit_log_max_offset if stats else 0,
+        alive=stats is not None,
+        in_sync=in_sync,
+    )
+
+
+async def _catch_up(calls: _Calls, slave: MemberState, master: MemberState) -> None:
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+    while True:
+        master_stats = await calls.stats(master.endpoint)
+        slave_stats = await calls.stats(slave.endpoint)
+        if master_stats is None or slave_stats is None:
+            return  # one went away: promote what the slave has (the decision allowed it)
+        if slave_stats.commit_log_max_offset >= master_stats.commit_log_max_offset:
+            return
+        if time.monotonic() > deadline:
+            behind = master_stats.commit_log_max_offset - slave_stats.commit_log_max_offset
+            raise errors.PreconditionFailedError(
+                f"broker {slave.broker_id} is {behind} bytes behind after "
+                f"{CATCH_UP_TIMEOUT_S:.0f} s; not promoted"
+            )
+        await asyncio.sleep(CATCH_UP_POLL_S)
+
+
+async def promote(
+    namesrv_endpoints: tuple[str, ...],
+    broker_name: str,
+    broker_id: int,
+    *,
+    role: str = "",
+    timeout_s: float = 3.0,
+) -> Outcome:
+    """Promote slave ``broker_id`` of ``broker_name`` (see the module for the steps).
+
+    Args:
+        namesrv_endpoints: the name servers.
+        broker_name: the broker group.
+        broker_id: the slave to promote (its registered id, above 0).
+        role: ``SYNC_MASTER``/``ASYNC_MASTER``; empty = the old master's, else SYNC_MASTER.
+        timeout_s: deadline of each call, s (a member slower than this counts as down).
+
+    Raises:
+        PreconditionFailedError, NotFoundError, ServiceUnavailableError: see the module.
+    """
+    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 16)
+    try:
+        calls = _Calls(channels, timeout_s)
+        members = await group_members(calls, namesrv_endpoints, broker_name)
+        master, epoch = decide(members, broker_id)
+        slave = next(m for m in members if m.broker_id == broker_id)
+        if master is not None:
+            await _catch_up(calls, slave, master)
+        new_role = role or (master.role if master is not None else "SYNC_MASTER")
+        answer = await calls.change_role(slave.endpoint, new_role, epoch=epoch, broker_id=0)
+        demoted = False
+        if master is not None and slave.ha_address:
+            try:
+                await calls.change_role(
+                    master.endpoint,
+                    "SLAVE",
+                    epoch=epoch,
+                    broker_id=broker_id,
+                    master_ha=slave.ha_address,
+                )
+                demoted = True
+            except (grpc.aio.AioRpcError, errors.ArianeError):
+                demoted = False  # it will meet the newer epoch when it connects
+        return Outcome(
+            broker_name,
+            broker_id,
+            slave.endpoint,
+            new_role,
+            int(answer.epoch),
+            int(answer.commit_log_max_offset),
+            master.endpoint if master is not None else "",
+            demoted,
+            "switchover" if master is not None else "failover (no master answered)",
+        )
+    finally:
+        await channels.close()

@@ -1,0 +1,307 @@
+"""Options of the ``rocketmq`` Spark data source: parsing and validation (no pyspark, no I/O).
+
+Spark hands a data source its options as a case-insensitive dict of strings. ``read_options``
+and ``write_options`` turn that dict into frozen values or raise ``OptionError`` naming the
+option and the fix, before any broker is asked. The names mirror Spark's Kafka source
+(``startingOffsets``, ``maxOffsetsPerTrigger``, ``minPartitions``, ...) and Apache
+rocketmq-spark (``subExpression``, ``pullBatchSize``); see ``specs/spark.md`` §3.2.
+
+Offsets JSON (``startingOffsets``/``endingOffsets``) is ``{"<topic>": {"<broker>:<queue>": n}}``
+with ``-2`` for earliest and ``-1`` for latest, as Kafka's; queues it leaves out start at
+earliest and end at latest.
+
+Invariants: every option Spark passed is known (else ``OptionError``); exactly one of
+``topics`` and ``assign`` is given; numbers are in their documented ranges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+
+EARLIEST = -2
+"""Offset JSON value meaning a queue's min offset (as Kafka's)."""
+
+LATEST = -1
+"""Offset JSON value meaning a queue's max offset, the next to be written (as Kafka's)."""
+
+PULL_BATCH_SIZE_DEFAULT = 256
+"""Messages one pull asks for (``pullBatchSize``)."""
+
+PULL_BATCH_SIZE_MAX = 1_024
+"""Most messages one pull may ask for (the brokers' cap)."""
+
+PULL_TIMEOUT_MS_DEFAULT = 10_000
+"""Deadline of one broker call, ms (``pullTimeoutMs``)."""
+
+MAX_TRIGGER_DELAY_MS_DEFAULT = 15 * 60 * 1000
+"""Longest wait for ``minOffsetsPerTrigger`` messages before a batch runs anyway, ms (Kafka's
+15 minutes)."""
+
+OffsetSpec = str | dict[str, dict[str, int]]
+"""``"earliest"``, ``"latest"`` or the parsed offsets JSON."""
+
+_READ_KEYS = {
+    k.lower(): k
+    for k in (
+        "endpoints",
+        "topics",
+        "topicPattern",
+        "assign",
+        "subExpression",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "failOnDataLoss",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "consumerGroup",
+        "commitOffsetsToBroker",
+        "initialOffsetsPath",
+        "pullBatchSize",
+        "pullTimeoutMs",
+    )
+}
+_WRITE_KEYS = {k.lower(): k for k in ("endpoints", "topic", "pullTimeoutMs")}
+
+
+class OptionError(ValueError):
+    """An option of the ``rocketmq`` data source is missing, unknown or malformed; the message
+    names the option and how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """What a ``rocketmq`` read (batch or streaming) was asked for.
+
+    Attributes:
+        endpoints: the name servers, ``host:port[;host:port]``.
+        topics: the topics read (``topics``, or the keys of ``assign``).
+        assign: per topic, the queue ids to read; ``None`` reads every queue.
+        sub_expression: the tag expression (``*``, ``a``, ``a||b``).
+        starting: where reads start.
+        ending: where a batch read ends.
+        starting_timestamp_ms / ending_timestamp_ms: a store time, ms since the epoch, that
+            overrides ``starting``/``ending`` (the first offset stored at or after it).
+        min_partitions: Spark partitions at least (ranges are split), or ``None``.
+        max_records_per_partition: most offsets in one Spark partition, or ``None``.
+        fail_on_data_loss: a start below a queue's min offset fails the query (else it is
+            moved to the min offset).
+        max_offsets_per_trigger / min_offsets_per_trigger: a micro-batch's most / fewest
+            offsets, over all queues (``None``: no bound).
+        max_trigger_delay_ms: how long ``min_offsets_per_trigger`` may hold a batch back, ms.
+        consumer_group: the group ``commit`` reports progress to, or ``None``.
+        commit_offsets_to_broker: whether ``commit`` reports progress (best effort).
+        initial_offsets_path: a file where a stream's resolved initial offsets are kept so a
+            restart before the first commit starts at the same offsets, or ``None``.
+        pull_batch_size: messages one pull asks for.
+        pull_timeout_ms: deadline of one broker call, ms.
+    """
+
+    endpoints: str
+    topics: tuple[str, ...]
+    assign: Mapping[str, tuple[int, ...]] | None
+    sub_expression: str
+    starting: OffsetSpec
+    ending: OffsetSpec
+    starting_timestamp_ms: int | None
+    ending_timestamp_ms: int | None
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    fail_on_data_loss: bool
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    consumer_group: str | None
+    commit_offsets_to_broker: bool
+    initial_offsets_path: str | None
+    pull_batch_size: int
+    pull_timeout_ms: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """What a ``rocketmq`` write was asked for.
+
+    Attributes:
+        endpoints: the name servers.
+        topic: the topic for rows without a ``topic`` column value, or ``None``.
+        pull_timeout_ms: deadline of one broker call, ms.
+    """
+
+    endpoints: str
+    topic: str | None
+    pull_timeout_ms: int
+
+
+def _known(options: Mapping[str, str], keys: Mapping[str, str]) -> dict[str, str]:
+    """The options keyed by their canonical names; unknown ones raise ``OptionError``."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        name = keys.get(key.lower())
+        if name is None:
+            known = ", ".join(sorted(keys.values()))
+            raise OptionError(f"unknown option {key!r} for format rocketmq; known: {known}")
+        out[name] = str(value)
+    return out
+
+
+def _int(found: Mapping[str, str], name: str, low: int, high: int | None = None) -> int | None:
+    raw = found.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(f"option {name}: {raw!r} is not an integer") from None
+    if value < low or (high is not None and value > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise OptionError(f"option {name}: {value} is out of range; give {bound}")
+    return value
+
+
+def _bool(found: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = found.get(name)
+    if raw is None:
+        return default
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise OptionError(f"option {name}: {raw!r} is not a boolean; give true or false")
+    return lowered == "true"
+
+
+def _offsets(found: Mapping[str, str], name: str, default: str, *, ending: bool) -> OffsetSpec:
+    raw = found.get(name, default).strip()
+    if raw.lower() in ("earliest", "latest"):
+        if ending and raw.lower() == "earliest":
+            raise OptionError(f"option {name}: earliest cannot end a read; give latest or JSON")
+        return raw.lower()
+    example = '{"topic": {"broker-a:0": 42, "broker-a:1": -2}}'
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"option {name}: {raw!r} is not earliest, latest or offsets JSON ({exc.msg}); "
+            f"give e.g. {example}"
+        ) from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise OptionError(
+            f"option {name}: give JSON topic -> {{broker:queue -> offset}}, {example}"
+        )
+    out: dict[str, dict[str, int]] = {}
+    for topic, queues in parsed.items():
+        out[topic] = {}
+        for key, offset in queues.items():
+            broker, _, queue = str(key).rpartition(":")
+            if not broker or not queue.isdigit():
+                raise OptionError(f"option {name}: queue key {key!r} is not <broker>:<queueId>")
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
+                raise OptionError(
+                    f"option {name}: offset {offset!r} of {topic}/{key} is not an offset, "
+                    f"-2 (earliest) or -1 (latest)"
+                )
+            if ending and offset == EARLIEST:
+                raise OptionError(f"option {name}: -2 (earliest) cannot end a read at {key}")
+            out[topic][key] = offset
+    return out
+
+
+def _subscription(
+    found: Mapping[str, str],
+) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]] | None]:
+    given = [k for k in ("topics", "topicPattern", "assign") if k in found]
+    if len(given) != 1:
+        raise OptionError(
+            "give exactly one of the options topics, topicPattern or assign, not "
+            + (" and ".join(given) or "none")
+        )
+    if "topicPattern" in found:
+        raise OptionError("option topicPattern is not supported yet; list the topics in topics")
+    if "topics" in found:
+        topics = tuple(t.strip() for t in found["topics"].split(",") if t.strip())
+        if not topics:
+            raise OptionError("option topics is empty; give a comma-separated list of topics")
+        return topics, None
+    try:
+        parsed = json.loads(found["assign"])
+    except json.JSONDecodeError:
+        parsed = None
+    ok = isinstance(parsed, dict) and all(
+        isinstance(v, list) and all(isinstance(q, int) and q >= 0 for q in v)
+        for v in parsed.values()
+    )
+    if not ok or not parsed:
+        raise OptionError(
+            'option assign: give JSON topic -> [queueId, ...], e.g. {"orders": [0, 1]}'
+        )
+    return tuple(parsed), {t: tuple(sorted(set(q))) for t, q in parsed.items()}
+
+
+def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Validate the options of a read (``streaming`` changes the default start to latest, as
+    Kafka's, and refuses ``endingOffsets``/``endingTimestamp``).
+
+    Raises:
+        OptionError: an unknown, missing, conflicting or malformed option.
+    """
+    found = _known(options, _READ_KEYS)
+    endpoints = found.get("endpoints", "").strip()
+    if not endpoints:
+        raise OptionError("option endpoints is required: the name servers, host:port")
+    topics, assign = _subscription(found)
+    if streaming and ("endingOffsets" in found or "endingTimestamp" in found):
+        raise OptionError("options endingOffsets/endingTimestamp are for batch reads only")
+    group = found.get("consumerGroup")
+    commit = _bool(found, "commitOffsetsToBroker", False)
+    if commit and not group:
+        raise OptionError("option commitOffsetsToBroker needs option consumerGroup")
+    max_rows = _int(found, "maxOffsetsPerTrigger", 1)
+    min_rows = _int(found, "minOffsetsPerTrigger", 1)
+    if max_rows is not None and min_rows is not None and min_rows > max_rows:
+        raise OptionError("option minOffsetsPerTrigger is above maxOffsetsPerTrigger")
+    return ReadOptions(
+        endpoints=endpoints,
+        topics=topics,
+        assign=assign,
+        sub_expression=found.get("subExpression", "*").strip() or "*",
+        starting=_offsets(
+            found, "startingOffsets", "latest" if streaming else "earliest", ending=False
+        ),
+        ending=_offsets(found, "endingOffsets", "latest", ending=True),
+        starting_timestamp_ms=_int(found, "startingTimestamp", 0),
+        ending_timestamp_ms=_int(found, "endingTimestamp", 0),
+        min_partitions=_int(found, "minPartitions", 1),
+        max_records_per_partition=_int(found, "maxRecordsPerPartition", 1),
+        fail_on_data_loss=_bool(found, "failOnDataLoss", True),
+        max_offsets_per_trigger=max_rows,
+        min_offsets_per_trigger=min_rows,
+        max_trigger_delay_ms=_int(found, "maxTriggerDelay", 0) or MAX_TRIGGER_DELAY_MS_DEFAULT,
+        consumer_group=group,
+        commit_offsets_to_broker=commit,
+        initial_offsets_path=found.get("initialOffsetsPath"),
+        pull_batch_size=_int(found, "pullBatchSize", 1, PULL_BATCH_SIZE_MAX)
+        or PULL_BATCH_SIZE_DEFAULT,
+        pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
+    )
+
+
+def write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Validate the options of a write.
+
+    Raises:
+        OptionError: an unknown or missing option.
+    """
+    found = _known(options, _WRITE_KEYS)
+    endpoints = found.get("endpoints", "").strip()
+    if not endpoints:
+        raise OptionError("option endpoints is required: the name servers, host:port")
+    return WriteOptions(
+        endpoints=endpoints,
+        topic=found.get("topic"),
+        pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
+    )

@@ -1,0 +1,282 @@
+"""``RocketMQDataSource``: the PySpark Python Data Source ``rocketmq`` (batch and streaming
+reads, batch and streaming writes), mirroring Spark's Kafka source (``specs/spark.md``).
+
+Reads: the driver resolves offset maps (``ranges.OffsetMap``); ``partitions`` cuts them into
+``QueueRangePartition``s; ``read`` runs in Python workers and pulls exactly ``[start, end)``.
+A stream's offsets are Spark's checkpoint (``offsets/N`` before batch N, ``commits/N`` after),
+so a restarted query replays an unfinished batch with the same range and the same rows;
+together with an idempotent sink (the file sink's ``_spark_metadata``, Delta) the output holds
+every message once. ``commit`` may report progress to a consumer group, best effort, for lag
+views only. Rate limits use Spark 4.2's read limits (``ReadMaxRows``) and
+``SupportsTriggerAvailableNow``; ``minOffsetsPerTrigger``/``maxTriggerDelay`` are kept here
+(Spark has no composite limit for Python sources).
+
+Writes (``writer``/``streamWriter``): rows with ``body`` (binary or string, required) and
+optional ``topic``, ``tag``, ``keys``, ``properties``, ``messageGroup`` are sent; at least
+once (a replayed batch sends again), like the Kafka and rocketmq-spark sinks.
+
+Invariants: ``initialOffset`` gives the same map on every call of a query when
+``initialOffsetsPath`` is set or the start is ``earliest``/explicit JSON with a stable min
+offset; ``latestOffset`` never moves backwards from ``start``.
+"""
+
+# ruff: noqa: N802, N803 (method and argument names are the PySpark Data Source API's)
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql import datasource
+from pyspark.sql.streaming import datasource as stream_datasource
+from pyspark.sql.types import StructType
+
+from ariane import client
+from ariane.connectors.spark import broker_io, ranges
+from ariane.connectors.spark import options as options_mod
+
+log = logging.getLogger(__name__)
+
+
+class QueueRangePartition(datasource.InputPartition):
+    """One Spark partition: offsets ``[start, end)`` of one queue (picklable)."""
+
+    def __init__(self, found: ranges.QueueRange) -> None:
+        super().__init__(dataclasses.astuple(found))
+        self.range = found
+
+
+def _partitions(
+    opts: options_mod.ReadOptions, start: ranges.OffsetMap, end: ranges.OffsetMap
+) -> list[QueueRangePartition]:
+    cut = ranges.split(
+        ranges.between(start, end),
+        min_partitions=opts.min_partitions,
+        max_records=opts.max_records_per_partition,
+    )
+    return [QueueRangePartition(r) for r in cut]
+
+
+def _read(
+    opts: options_mod.ReadOptions, partition: datasource.InputPartition
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of one partition; none for the placeholder partition Spark reads when
+    ``partitions`` returned none (an empty range)."""
+    if not isinstance(partition, QueueRangePartition):
+        return iter(())
+    return broker_io.read_range(opts, partition.range)
+
+
+class RocketMQDataSource(datasource.DataSource):
+    """The ``rocketmq`` format: ``spark.dataSource.register(RocketMQDataSource)``, then
+    ``spark.read.format("rocketmq").option("endpoints", NAMESRV).option("topics", "a,b")``.
+
+    Options and their errors: ``options.read_options``/``options.write_options``
+    (``OptionError`` names the option and the fix). Schema: ``broker_io.SCHEMA``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq"
+
+    def schema(self) -> str:
+        return broker_io.SCHEMA
+
+    def reader(self, schema: StructType) -> datasource.DataSourceReader:
+        return RocketMQBatchReader(options_mod.read_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> datasource.DataSourceStreamReader:
+        return RocketMQStreamReader(options_mod.read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> datasource.DataSourceWriter:
+        return RocketMQWriter(options_mod.write_options(self.options))
+
+    def streamWriter(
+        self, schema: StructType, overwrite: bool
+    ) -> datasource.DataSourceStreamWriter:
+        return RocketMQStreamWriter(options_mod.write_options(self.options))
+
+
+class RocketMQBatchReader(datasource.DataSourceReader):
+    """A batch read: start and end resolved once, on the driver, when Spark plans the read."""
+
+    def __init__(self, opts: options_mod.ReadOptions) -> None:
+        self.opts = opts
+        start, self.end = broker_io.batch_plan(opts)
+        low, _ = broker_io.bounds(opts)
+        self.start = broker_io.check_loss(opts, start, low)
+
+    def partitions(self) -> Sequence[datasource.InputPartition]:
+        return _partitions(self.opts, self.start, self.end)
+
+    def read(self, partition: datasource.InputPartition) -> Iterator[tuple[Any, ...]]:
+        return _read(self.opts, partition)
+
+
+class RocketMQStreamReader(
+    datasource.DataSourceStreamReader, stream_datasource.SupportsTriggerAvailableNow
+):
+    """A micro-batch stream over the queues of ``topics``/``assign``; offsets are
+    ``ranges.OffsetMap``s."""
+
+    def __init__(self, opts: options_mod.ReadOptions) -> None:
+        self.opts = opts
+        self._pinned: ranges.OffsetMap | None = None
+        self._held_since_s: float | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Where the query starts; with ``initialOffsetsPath`` the first resolution is kept in
+        that file and read back on later calls (Spark calls this again when batch 0 never
+        committed: without the file a ``latest`` or timestamp start could move)."""
+        path = self.opts.initial_offsets_path
+        if path is not None and os.path.exists(path):
+            kept: ranges.OffsetMap = json.loads(pathlib.Path(path).read_text())
+            return kept
+        found = broker_io.initial_offsets(self.opts)
+        if path is not None:
+            target = pathlib.Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            spare = target.with_name(target.name + ".tmp")
+            spare.write_text(json.dumps(found, sort_keys=True))
+            os.replace(spare, target)
+        elif self.opts.starting != "earliest" and not isinstance(self.opts.starting, dict):
+            log.warning(
+                "startingOffsets=%s without initialOffsetsPath: a restart before the "
+                "first commit may start elsewhere",
+                self.opts.starting,
+            )
+        return found
+
+    def getDefaultReadLimit(self) -> stream_datasource.ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return stream_datasource.ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return stream_datasource.ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._pinned = broker_io.bounds(self.opts)[1]
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        return broker_io.bounds(self.opts)[1]
+
+    def latestOffset(
+        self, start: dict[str, Any], limit: stream_datasource.ReadLimit
+    ) -> dict[str, Any]:
+        """The end of the next batch: the queues' max offsets (or the ``availableNow``
+        target), capped by the read limit; ``start`` itself while ``minOffsetsPerTrigger``
+        holds the batch back."""
+        low, high = broker_io.bounds(self.opts)
+        begin = broker_io.check_loss(self.opts, start, low)
+        if self._pinned is not None:
+            high = {
+                t: {k: min(v, self._pinned.get(t, {}).get(k, v)) for k, v in q.items()}
+                for t, q in high.items()
+            }
+        high = {
+            t: {k: max(v, begin.get(t, {}).get(k, 0)) for k, v in q.items()}
+            for t, q in high.items()
+        }
+        if isinstance(limit, stream_datasource.ReadMaxRows):
+            high = ranges.cap(begin, high, limit.max_rows)
+        if self._holds(begin, high):
+            return start
+        return high
+
+    def _holds(self, begin: ranges.OffsetMap, high: ranges.OffsetMap) -> bool:
+        """Whether ``minOffsetsPerTrigger`` keeps this batch back (until ``maxTriggerDelay``)."""
+        wanted = self.opts.min_offsets_per_trigger
+        if wanted is None or self._pinned is not None or ranges.backlog(begin, high) >= wanted:
+            self._held_since_s = None
+            return False
+        now = time.monotonic()
+        if self._held_since_s is None:
+            self._held_since_s = now
+        if (now - self._held_since_s) * 1000 >= self.opts.max_trigger_delay_ms:
+            self._held_since_s = None
+            return False
+        return True
+
+    def partitions(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> Sequence[datasource.InputPartition]:
+        return _partitions(self.opts, start, end)
+
+    def read(self, partition: datasource.InputPartition) -> Iterator[tuple[Any, ...]]:
+        return _read(self.opts, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Best effort: report ``end`` to ``consumerGroup`` when ``commitOffsetsToBroker``;
+        a failure is logged (Spark calls this late, for the previous batch)."""
+        if not self.opts.commit_offsets_to_broker:
+            return
+        try:
+            broker_io.commit_group(self.opts, end)
+        except Exception:
+            log.warning(
+                "committing offsets to group %s failed", self.opts.consumer_group, exc_info=True
+            )
+
+
+@dataclasses.dataclass
+class SentMessage(datasource.WriterCommitMessage):
+    """What one write task sent."""
+
+    count: int
+
+
+def _message(row: Any, topic: str | None) -> tuple[str, client.OutgoingMessage]:
+    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+    body = fields.get("body")
+    if body is None:
+        raise options_mod.OptionError("a row without body: the body column is required")
+    if fields.get("deliveryTimestamp") is not None:
+        raise options_mod.OptionError(
+            "column deliveryTimestamp: delayed sends are not in ariane.client yet; drop it"
+        )
+    chosen = fields.get("topic") or topic
+    if not chosen:
+        raise options_mod.OptionError("no topic: give option topic or a topic column")
+    raw_keys = fields.get("keys") or ()
+    keys = (raw_keys,) if isinstance(raw_keys, str) else tuple(raw_keys)
+    return chosen, client.OutgoingMessage(
+        body=body.encode() if isinstance(body, str) else bytes(body),
+        tag=fields.get("tag"),
+        keys=keys,
+        message_group=fields.get("messageGroup"),
+        properties=dict(fields.get("properties") or {}),
+    )
+
+
+class RocketMQWriter(datasource.DataSourceWriter):
+    """A batch write: each task sends its rows (at least once)."""
+
+    def __init__(self, opts: options_mod.WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> SentMessage:
+        rows = (_message(row, self.opts.topic) for row in iterator)
+        return SentMessage(broker_io.send(self.opts, rows))
+
+
+class RocketMQStreamWriter(datasource.DataSourceStreamWriter):
+    """A streaming write: each micro-batch's tasks send their rows (at least once: a batch
+    replayed after a crash sends again)."""
+
+    def __init__(self, opts: options_mod.WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> SentMessage:
+        rows = (_message(row, self.opts.topic) for row in iterator)
+        return SentMessage(broker_io.send(self.opts, rows))
+
+    def commit(self, messages: list[datasource.WriterCommitMessage | None], batchId: int) -> None:
+        log.info(
+            "batch %d: %d messages sent",
+            batchId,
+            sum(m.count for m in messages if isinstance(m, SentMessage)),
+        )

@@ -1,0 +1,132 @@
+"""Reading one queue: ConsumeQueue units from a queue offset, turned into stored messages.
+
+``MessageStore.get_messages`` answers with ``read`` (RocketMQ ``DefaultMessageStore.getMessage``):
+an offset outside the queue's range gets RocketMQ's status and next offset without a scan;
+otherwise units are scanned from the offset, fillers and units the tag filter rejects are
+skipped, and each remaining unit's record is read by its CommitLog offset.
+
+``first_unconsumed`` is the retention policy's question: where the oldest message some consumer
+still needs is stored (``MessageStore.unconsumed_from``).
+
+Invariants: at most ``get_message_scan_units_max`` units are scanned and at most ``max_count``
+messages returned; at least one message is returned when any is found, even one larger than
+``max_bytes``; a record that fails its checks is never returned (the reader counts and logs
+it); ``next_begin_offset`` is past every unit looked at, so a reader never sees a unit twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ariane.common import ids
+from ariane.common import message as message_mod
+from ariane.store import consume_queue, record_reader, results, settings
+
+TagFilter = Callable[[int], bool]
+"""``tag_hash -> bool``: whether a ConsumeQueue unit's tag code matches a subscription."""
+
+GetMessage = Callable[[ids.CommitLogOffset, int], record_reader.LookupResult]
+"""``(commit_log_offset, size_bytes) -> LookupResult``: ``MessageStore.get_message``."""
+
+_ZERO = ids.QueueOffset(0)
+
+
+def read(
+    queue: consume_queue.ConsumeQueue | None,
+    queue_offset: ids.QueueOffset,
+    *,
+    max_count: int,
+    max_bytes: int,
+    tag_filter: TagFilter | None,
+    get_message: GetMessage,
+    config: settings.StoreSettings,
+) -> results.GetMessageResult:
+    """Up to ``max_count`` messages (and about ``max_bytes``) of ``queue`` from ``queue_offset``.
+
+    Args:
+        queue: the ConsumeQueue, ``None`` if the queue was never written
+            (NO_MATCHED_LOGIC_QUEUE).
+        queue_offset: where to start.
+        max_count: messages at most (already capped by ``get_message_count_max``), > 0.
+        max_bytes: about this many record bytes at most, > 0.
+        tag_filter: skips units whose tag code it rejects; ``None`` keeps every unit.
+        get_message: reads one record by CommitLog offset, CRC-checked.
+        config: ``get_message_scan_units_max`` and ``consume_queue_file_entries``.
+    """
+    if queue is None:
+        return results.GetMessageResult(
+            results.GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, (), _ZERO, _ZERO, _ZERO
+        )
+    low, high = queue.min_queue_offset, queue.max_queue_offset
+    early = results.out_of_range(queue_offset, low, high)
+    if early is not None:
+        return results.GetMessageResult(early[0], (), early[1], low, high)
+    messages: list[message_mod.StoredMessage] = []
+    total = removed = 0
+    next_offset = queue_offset
+    scanned_any = False
+    for unit in queue.iter_units(queue_offset, config.get_message_scan_units_max):
+        scanned_any = True
+        if len(messages) >= max_count or (messages and total + unit.size_bytes > max_bytes):
+            break
+        next_offset = ids.QueueOffset(unit.queue_offset + 1)
+        if unit.is_filler or (tag_filter is not None and not tag_filter(unit.tag_hash)):
+            continue
+        found = get_message(unit.commit_log_offset, unit.size_bytes)
+        if found.status is record_reader.LookupStatus.FOUND and found.message is not None:
+            messages.append(found.message)
+            total += unit.size_bytes
+        elif found.status is record_reader.LookupStatus.NOT_FOUND:
+            removed += 1
+    if not scanned_any:  # the unit's file is gone: RocketMQ moves on to the next file's start
+        entries = config.consume_queue_file_entries
+        roll = ids.QueueOffset(queue_offset + entries - queue_offset % entries)
+        return results.GetMessageResult(
+            results.GetMessageStatus.OFFSET_FOUND_NULL, (), roll, low, high
+        )
+    if messages:
+        status = results.GetMessageStatus.FOUND
+    elif removed:
+        status = results.GetMessageStatus.MESSAGE_WAS_REMOVING
+    else:
+        status = results.GetMessageStatus.NO_MATCHED_MESSAGE
+    return results.GetMessageResult(status, tuple(messages), next_offset, low, high, total)
+
+
+def first_unconsumed(
+    queues: consume_queue.ConsumeQueueStore,
+    consumed: Mapping[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset],
+    *,
+    scan_units_max: int,
+    fillers_only: ids.CommitLogOffset,
+) -> ids.CommitLogOffset | None:
+    """The lowest CommitLog offset of a message at or above its queue's ``consumed`` offset.
+
+    Args:
+        queues: the store's ConsumeQueues.
+        consumed: per queue, the lowest queue offset some consumer has not consumed (queues
+            not named count as consumed; offsets below a queue's min count as its min).
+        scan_units_max: units scanned per queue at most.
+        fillers_only: the answer for a queue whose next ``scan_units_max`` units are only
+            fillers (the CommitLog's min offset: kept whole, never guessed).
+
+    Returns:
+        the smallest such offset, ``None`` if no queue holds an unconsumed message.
+    """
+    lowest: ids.CommitLogOffset | None = None
+    for (topic, queue_id), queue_offset in consumed.items():
+        queue = queues.get(topic, queue_id)
+        if queue is None or max(queue_offset, queue.min_queue_offset) >= queue.max_queue_offset:
+            continue
+        start = ids.QueueOffset(max(queue_offset, queue.min_queue_offset))
+        found = next(
+            (
+                u.commit_log_offset
+                for u in queue.iter_units(start, scan_units_max)
+                if not u.is_filler
+            ),
+            fillers_only,
+        )
+        if lowest is None or found < lowest:
+            lowest = found
+    return lowest

@@ -1,0 +1,299 @@
+// Command godriver drives the official Go client (github.com/apache/rocketmq-clients/golang/v5,
+// unmodified, pinned in go.mod) through one conformance scenario against an Ariane access point
+// and prints one JSON object per line (the events the Python tests parse). build.sh compiles it
+// into the Ariane cache; nothing here is Ariane's.
+//
+// Usage: godriver SCENARIO --endpoints H:P --topic T [--group G] [--count N] [--mode sync|async]
+// [--groups G] [--tags A,B] [--expr E] [--expr-type TAG|SQL92] [--expect N] [--linger-s S]
+// [--deadline-s S] [--delay-ms D]. Scenarios: send-consume, push-redelivery, transaction (the Go
+// client has no recall API). Exit codes: 0 done, 3 the deadline passed before `expect` messages
+// arrived, 2 a client error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+)
+
+type options struct {
+	endpoints, topic, group, mode, tags, expr, exprType string
+	count, groups, expect, lingerS, deadlineS, delayMs  int
+}
+
+var (
+	opts   options
+	outMu  sync.Mutex
+	stdout = json.NewEncoder(os.Stdout)
+)
+
+func emit(event string, kv ...any) {
+	m := map[string]any{"event": event}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	outMu.Lock()
+	defer outMu.Unlock()
+	_ = stdout.Encode(m)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	emit("error", "message", err.Error())
+	os.Exit(2)
+}
+
+func parse() string {
+	fs := flag.NewFlagSet("godriver", flag.ExitOnError)
+	fs.StringVar(&opts.endpoints, "endpoints", "127.0.0.1:9876", "access point")
+	fs.StringVar(&opts.topic, "topic", "t", "topic")
+	fs.StringVar(&opts.group, "group", "g", "consumer group")
+	fs.StringVar(&opts.mode, "mode", "sync", "sync | async send")
+	fs.StringVar(&opts.tags, "tags", "TagA", "tags, round-robin over the messages")
+	fs.StringVar(&opts.expr, "expr", "*", "filter expression")
+	fs.StringVar(&opts.exprType, "expr-type", "TAG", "TAG | SQL92")
+	fs.IntVar(&opts.count, "count", 1, "messages to send")
+	fs.IntVar(&opts.groups, "groups", 0, "message groups (FIFO); 0 = none")
+	fs.IntVar(&opts.expect, "expect", -1, "messages to receive (default: count)")
+	fs.IntVar(&opts.lingerS, "linger-s", 0, "keep receiving this long after expect")
+	fs.IntVar(&opts.deadlineS, "deadline-s", 60, "give up after this long")
+	fs.IntVar(&opts.delayMs, "delay-ms", 0, "delivery delay; 0 = none")
+	if len(os.Args) < 2 {
+		fail(fmt.Errorf("usage: godriver SCENARIO [flags]"))
+	}
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		fail(err)
+	}
+	if opts.expect < 0 {
+		opts.expect = opts.count
+	}
+	return os.Args[1]
+}
+
+func config() *rmq.Config {
+	return &rmq.Config{
+		Endpoint:      opts.endpoints,
+		ConsumerGroup: opts.group,
+		Credentials:   &credentials.SessionCredentials{},
+	}
+}
+
+func newProducer(checker *rmq.TransactionChecker) rmq.Producer {
+	options := []rmq.ProducerOption{rmq.WithTopics(opts.topic)}
+	if checker != nil {
+		options = append(options, rmq.WithTransactionChecker(checker))
+	}
+	p, err := rmq.NewProducer(config(), options...)
+	if err != nil {
+		fail(err)
+	}
+	if err := p.Start(); err != nil {
+		fail(err)
+	}
+	return p
+}
+
+func message(i int, body string) *rmq.Message {
+	tags := strings.Split(opts.tags, ",")
+	m := &rmq.Message{Topic: opts.topic, Body: []byte(body)}
+	m.SetTag(tags[i%len(tags)])
+	m.SetKeys("k-" + strconv.Itoa(i))
+	m.AddProperty("n", strconv.Itoa(i))
+	if opts.groups > 0 {
+		m.SetMessageGroup("g" + strconv.Itoa(i%opts.groups))
+	}
+	if opts.delayMs > 0 {
+		m.SetDelayTimestamp(time.Now().Add(time.Duration(opts.delayMs) * time.Millisecond))
+	}
+	return m
+}
+
+func produce() {
+	p := newProducer(nil)
+	defer p.GracefulStop()
+	var wg sync.WaitGroup
+	for i := 0; i < opts.count; i++ {
+		m := message(i, "m-"+strconv.Itoa(i))
+		if opts.mode == "async" {
+			wg.Add(1)
+			i := i
+			p.SendAsync(context.TODO(), m, func(_ context.Context, r []*rmq.SendReceipt, err error) {
+				defer wg.Done()
+				if err != nil {
+					fail(err)
+				}
+				emit("sent", "i", i, "message_id", r[0].MessageID, "async", true)
+			})
+			continue
+		}
+		r, err := p.Send(context.TODO(), m)
+		if err != nil {
+			fail(err)
+		}
+		emit("sent", "i", i, "message_id", r[0].MessageID, "async", false)
+	}
+	wg.Wait()
+}
+
+func filter() *rmq.FilterExpression {
+	kind := rmq.TAG
+	if opts.exprType == "SQL92" {
+		kind = rmq.SQL92
+	}
+	return rmq.NewFilterExpressionWithType(opts.expr, kind)
+}
+
+func emitView(event string, mv *rmq.MessageView, result string) {
+	tag, group := "", ""
+	if mv.GetTag() != nil {
+		tag = *mv.GetTag()
+	}
+	if mv.GetMessageGroup() != nil {
+		group = *mv.GetMessageGroup()
+	}
+	var dueMs int64
+	if ts := mv.GetDeliveryTimestamp(); ts != nil {
+		dueMs = ts.UnixMilli()
+	}
+	kv := []any{"message_id", mv.GetMessageId(), "body", string(mv.GetBody()), "tag", tag,
+		"keys", mv.GetKeys(), "group", group, "attempt", mv.GetDeliveryAttempt(),
+		"n", mv.GetProperties()["n"], "at_ms", time.Now().UnixMilli(), "due_ms", dueMs}
+	if result != "" {
+		kv = append(kv, "result", result)
+	}
+	emit(event, kv...)
+}
+
+func consume() int {
+	c, err := rmq.NewSimpleConsumer(config(),
+		rmq.WithSimpleAwaitDuration(3*time.Second),
+		rmq.WithSimpleSubscriptionExpressions(map[string]*rmq.FilterExpression{opts.topic: filter()}),
+	)
+	if err != nil {
+		fail(err)
+	}
+	if err := c.Start(); err != nil {
+		fail(err)
+	}
+	defer c.GracefulStop()
+	deadline := time.Now().Add(time.Duration(opts.deadlineS) * time.Second)
+	lingerUntil := time.Time{}
+	received := 0
+	for time.Now().Before(deadline) && (lingerUntil.IsZero() || time.Now().Before(lingerUntil)) {
+		batch, err := c.Receive(context.TODO(), 16, 30*time.Second)
+		if err != nil {
+			// MESSAGE_NOT_FOUND after a long poll with nothing to deliver is an error in Go.
+			fmt.Fprintln(os.Stderr, "receive:", err)
+		}
+		for _, mv := range batch {
+			emitView("received", mv, "")
+			if err := c.Ack(context.TODO(), mv); err != nil {
+				fail(err)
+			}
+			received++
+		}
+		if received >= opts.expect && lingerUntil.IsZero() {
+			lingerUntil = time.Now().Add(time.Duration(opts.lingerS) * time.Second)
+		}
+	}
+	emit("done", "received", received)
+	if received >= opts.expect {
+		return 0
+	}
+	return 3
+}
+
+func pushRedelivery() int {
+	var succeeded atomic.Int64
+	listener := &rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
+		if mv.GetDeliveryAttempt() == 1 {
+			emitView("consumed", mv, "FAILURE")
+			return rmq.FAILURE
+		}
+		emitView("consumed", mv, "SUCCESS")
+		succeeded.Add(1)
+		return rmq.SUCCESS
+	}}
+	c, err := rmq.NewPushConsumer(config(),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{opts.topic: filter()}),
+		rmq.WithPushMessageListener(listener),
+	)
+	if err != nil {
+		fail(err)
+	}
+	if err := c.Start(); err != nil {
+		fail(err)
+	}
+	defer c.GracefulStop()
+	deadline := time.Now().Add(time.Duration(opts.deadlineS) * time.Second)
+	for succeeded.Load() < int64(opts.count) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // polling a counter with a deadline
+	}
+	emit("done", "received", succeeded.Load())
+	if succeeded.Load() >= int64(opts.count) {
+		return 0
+	}
+	return 3
+}
+
+func transaction() int {
+	checker := &rmq.TransactionChecker{Check: func(mv *rmq.MessageView) rmq.TransactionResolution {
+		emit("checked", "message_id", mv.GetMessageId(), "body", string(mv.GetBody()))
+		if string(mv.GetBody()) == "unknown" {
+			return rmq.COMMIT
+		}
+		return rmq.UNKNOWN
+	}}
+	p := newProducer(checker)
+	defer p.GracefulStop()
+	for i, body := range []string{"commit", "rollback", "unknown"} {
+		tx := p.BeginTransaction()
+		r, err := p.SendWithTransaction(context.TODO(), message(i, body), tx)
+		if err != nil {
+			fail(err)
+		}
+		emit("sent", "i", i, "message_id", r[0].MessageID, "body", body)
+		switch body {
+		case "commit":
+			err = tx.Commit()
+		case "rollback":
+			err = tx.RollBack()
+		}
+		if err != nil {
+			fail(err)
+		}
+	}
+	opts.expect = 2
+	return consume()
+}
+
+func main() {
+	// Plaintext: the switch exists from v5.1.3 on (grpc-v2.md, per-client notes).
+	rmq.EnableSsl = false
+	os.Setenv("mq.consoleAppender.enabled", "false")
+	rmq.ResetLogger()
+	var code int
+	switch scenario := parse(); scenario {
+	case "send-consume":
+		produce()
+		code = consume()
+	case "push-redelivery":
+		produce()
+		code = pushRedelivery()
+	case "transaction":
+		code = transaction()
+	default:
+		fail(fmt.Errorf("unknown scenario %q", scenario))
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,118 @@
+"""Run the official Java and Go clients, unmodified, each in its own process, on a scenario.
+
+Each client is fetched and built by its own script into ``~/.cache/ariane`` (or
+``$ARIANE_CACHE``): ``java/fetch.sh`` (``rocketmq-client-java`` from Maven Central, ``Driver.java``
+compiled with ``javac``) and ``go/build.sh`` (``github.com/apache/rocketmq-clients/golang/v5`` from
+the Go module proxy, ``main.go`` built with ``go``). Both scripts keep a stamp, so a warm run
+costs well under a second. The drivers take the same arguments and print the same JSON events:
+
+* ``sent`` (``i``, ``message_id``), ``received`` / ``consumed`` (``message_id``, ``body``, ``tag``,
+  ``keys``, ``group``, ``attempt``, ``n``, ``at_ms``, ``due_ms``, ``result``), ``checked`` (a
+  transaction check-back), ``recalled``, ``done`` (``received``), ``error`` (``message``).
+* Exit codes: 0 done, 3 the deadline passed before the expected messages arrived, 2 a client
+  error (its ``error`` event and stack on stderr).
+
+Scenarios: ``send-consume`` (send ``count``, then a SimpleConsumer receives ``expect`` and keeps
+receiving ``linger-s`` more to catch extras), ``push-redelivery`` (a PushConsumer fails each
+message's first attempt), ``transaction`` (commit, rollback and unknown-then-checked-back), and
+``recall`` (Java only; two delayed messages, the first recalled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+FETCH_TIMEOUT_S = 900
+"""Longest cold fetch + build of one client (downloads and a Go build on a busy 2-core machine)."""
+
+CLIENTS = ("java", "go")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a driver run printed: its exit code, events and the tail of its stderr."""
+
+    code: int
+    events: list[dict[str, Any]]
+    stderr: str
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        """The events named ``event``, in print order."""
+        return [e for e in self.events if e["event"] == event]
+
+    def sent_ids(self) -> list[str]:
+        """Message ids of the ``sent`` events, in send order."""
+        return [e["message_id"] for e in self.of("sent")]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Client:
+    """A built official client: the command that starts its driver.
+
+    Args:
+        name: ``java`` or ``go``.
+        command: the argv prefix before the scenario.
+        env: the environment of the driver process.
+    """
+
+    name: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+
+    def run(self, scenario: str, *args: str, endpoints: str, timeout_s: float = 180) -> Outcome:
+        """Run one scenario against ``endpoints``; raises if the process crashed or hung.
+
+        Raises:
+            AssertionError: an exit code other than 0 or 3, with the stderr tail.
+            subprocess.TimeoutExpired: the driver outlived ``timeout_s``.
+        """
+        done = subprocess.run(
+            [*self.command, scenario, "--endpoints", endpoints, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=self.env,
+        )
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode not in (0, 3):
+            raise AssertionError(
+                f"{self.name} driver {scenario} {args} failed ({done.returncode}): "
+                f"{done.stderr[-3000:]}"
+            )
+        return Outcome(done.returncode, events, done.stderr[-3000:])
+
+
+def _script_output(script: pathlib.Path) -> str:
+    """The last stdout line of a fetch/build script (its product); progress goes to stderr."""
+    done = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=FETCH_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{script} failed ({done.returncode}): {done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def build(name: str, log_dir: pathlib.Path) -> Client:
+    """Fetch and build the official ``name`` client (cached); its logs go to ``log_dir``."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if name == "java":
+        classpath = _script_output(HERE / "java" / "fetch.sh")
+        command = ("java", f"-Drocketmq.log.root={log_dir}", "-cp", classpath, "Driver")
+        return Client(name, command, env)
+    assert name == "go", name
+    binary = _script_output(HERE / "go" / "build.sh")
+    env["rocketmq.client.logRoot"] = str(log_dir)
+    return Client(name, (binary,), env)
