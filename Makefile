@@ -57,10 +57,10 @@ chaos: $(STAMP)
 	-$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --role ASYNC_MASTER --flush ASYNC_FLUSH \
 	  --out e2e/chaos/results/async-master-async-flush.json
 
-# Regenerate src/ariane/remoting/gen from src/ariane/remoting/protos (commit the result;
+# Regenerate src/ariane/grpcwire/gen from src/ariane/grpcwire/protos (commit the result;
 # tests/test_protos.py fails while the committed code is stale).
 protos: $(STAMP)
-	$(BIN)/python -m ariane.remoting.protogen
+	$(BIN)/python -m ariane.grpcwire.protogen
 
 # Regenerate the chart's alert rules and Grafana dashboard (charts/ariane/files) from
 # ariane.metrics.alerts and ariane.metrics.dashboard (tests/test_chart_metrics.py fails while stale).

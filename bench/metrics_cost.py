@@ -29,8 +29,8 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, histogram
-from ariane.remoting import pb, rpc
-from ariane.remoting import server as grpc_server
+from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import server as grpc_server
 
 ROUNDS = 5
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"

@@ -19,9 +19,9 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import admin_service
 from ariane.broker.tables import topic_config
 from ariane.common import clock, ids, message
+from ariane.grpcwire import convert, pb, rpc
+from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import server as namesrv_server
-from ariane.remoting import convert, pb, rpc
-from ariane.remoting import server as grpc_server
 from ariane.store import commit_log, index_file
 from ariane.store import settings as store_settings
 

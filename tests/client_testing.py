@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from ariane.client import transport
 from ariane.common import errors, ids, message
-from ariane.remoting import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, rpc
 
 SendAnswer = Callable[
     [str, pb.v2_service.SendMessageRequest], Awaitable[pb.v2_service.SendMessageResponse]

@@ -17,7 +17,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ariane import dev
-from ariane.remoting import codes, messages, pb, rpc
+from ariane.grpcwire import codes, messages, pb, rpc
 
 DEADLINE_S = 30.0
 CLIENT = (("x-mq-client-id", "ha-test@1"),)

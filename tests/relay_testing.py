@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from ariane.remoting import pb, relay, rpc, server
-from ariane.remoting.rpc import ServiceDescriptor
+from ariane.grpcwire import pb, relay, rpc, server
+from ariane.grpcwire.rpc import ServiceDescriptor
 
 
 @contextlib.asynccontextmanager

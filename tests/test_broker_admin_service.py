@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from admin_testing import AdminCaller, append_request, serving, tiny_settings
 from ariane.broker import runtime
 from ariane.common import clock, errors, ids
-from ariane.remoting import pb
+from ariane.grpcwire import pb
 
 A = pb.admin
 T = pb.topic.TopicMessageType

@@ -26,7 +26,7 @@ import pytest
 from ariane import dev
 from ariane.broker import settings as broker_settings
 from ariane.common import process
-from ariane.remoting import pb, rpc
+from ariane.grpcwire import pb, rpc
 
 pytestmark = pytest.mark.slow
 

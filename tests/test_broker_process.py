@@ -27,7 +27,7 @@ import pytest
 from ariane import dev
 from ariane.broker.services import registration
 from ariane.common import errors
-from ariane.remoting import codes, messages, pb, rpc
+from ariane.grpcwire import codes, messages, pb, rpc
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from ariane.broker.grpc import admin_service
 from ariane.broker.processors import admin
 from ariane.broker.tables import subscriptions
 from ariane.common import errors, ids, message, topics
-from ariane.remoting import pb
+from ariane.grpcwire import pb
 from broker_harness import incoming
 
 T = ids.TopicName("orders")

@@ -25,7 +25,7 @@ import pytest
 
 from ariane import client, dev
 from ariane.common import errors, message
-from ariane.remoting import convert, messages, pb
+from ariane.grpcwire import convert, messages, pb
 from live_testing import kill, wait_registered, wait_routed
 
 pytestmark = pytest.mark.slow

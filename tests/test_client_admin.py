@@ -14,8 +14,8 @@ from admin_testing import Cluster, append_request, cluster
 from ariane import client
 from ariane.common import errors, message
 from ariane.dev import free_port
+from ariane.grpcwire import codes, convert, pb, rpc
 from ariane.namesrv import server as namesrv_server
-from ariane.remoting import codes, convert, pb, rpc
 
 TWO = ("broker-a", "broker-b")
 

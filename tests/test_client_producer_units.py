@@ -12,7 +12,7 @@ import pytest
 from ariane import client
 from ariane.client import message_id, route_cache
 from ariane.common import clock, errors, message
-from ariane.remoting import codes, pb
+from ariane.grpcwire import codes, pb
 from client_testing import FakeTransport, accept_all, queues
 
 TWO_BROKERS = [("broker-a", "10.0.0.1:8081"), ("broker-b", "10.0.0.2:8081")]

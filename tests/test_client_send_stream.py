@@ -11,7 +11,7 @@ import pytest
 
 from ariane.client import send_stream, transport
 from ariane.common import errors
-from ariane.remoting import codes, pb
+from ariane.grpcwire import codes, pb
 
 Response = pb.v2_service.SendMessageResponse
 

@@ -17,7 +17,7 @@ import pytest
 from ariane import client, dev
 from ariane.client import transport
 from ariane.common import errors, message
-from ariane.remoting import codes, messages, pb
+from ariane.grpcwire import codes, messages, pb
 from live_testing import DEADLINE_S, drain, make_topic, wait_registered, wait_routed
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from google.protobuf.message import Message
 
 import ha_testing as ht
 from ariane.common import errors
-from ariane.remoting import codes, pb
+from ariane.grpcwire import codes, pb
 
 pytestmark = pytest.mark.slow
 

@@ -19,9 +19,9 @@ import grpc
 import pytest
 
 from ariane.common import clock, errors, ids
+from ariane.grpcwire import codes, convert, pb, recall, rpc
+from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import server as namesrv_server
-from ariane.remoting import codes, convert, pb, recall, rpc
-from ariane.remoting import server as grpc_server
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import pytest
 from google.protobuf import descriptor
 
 from ariane.common import errors
-from ariane.remoting import pb, protogen, rpc
+from ariane.grpcwire import pb, protogen, rpc
 
 MESSAGING_RPCS = [
     ("QueryRoute", False, False),

@@ -12,7 +12,7 @@ import pytest
 
 from ariane import client, dev
 from ariane.common import errors, message
-from ariane.remoting import pb
+from ariane.grpcwire import pb
 from live_testing import make_topic, wait_routed
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import relay_testing
 from ariane.common import errors
-from ariane.remoting import codes, pb, relay, relay_codec, rpc
+from ariane.grpcwire import codes, pb, relay, relay_codec, rpc
 
 svc = pb.v2_service
 CLIENT_ID = (("x-mq-client-id", "relay-test@1"),)

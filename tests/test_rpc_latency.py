@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ariane import metrics
 from ariane.common import errors, histogram
-from ariane.remoting import pb, rpc
+from ariane.grpcwire import pb, rpc
 from metrics_testing import parse, value
 
 V2 = pb.v2

@@ -14,7 +14,7 @@ import pytest
 
 from ariane.broker.processors import send
 from ariane.common import errors, log_limits, message
-from ariane.remoting import messages, pb
+from ariane.grpcwire import messages, pb
 from ariane.store import message_codec
 
 

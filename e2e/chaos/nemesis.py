@@ -27,7 +27,7 @@ import grpc
 
 from ariane import admin_failover
 from ariane.common import errors
-from ariane.remoting import pb, rpc
+from ariane.grpcwire import pb, rpc
 from e2e.chaos import cluster as cluster_mod
 
 KINDS = (

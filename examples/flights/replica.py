@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from ariane.remoting import codes, pb, rpc
+from ariane.grpcwire import codes, pb, rpc
 
 CATCH_UP_TIMEOUT_S = 30.0
 """Longest wait for the slave to catch up before the figures are read, s."""

@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 
 from ariane.common import errors
-from ariane.remoting import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, rpc
 from ariane.store.ha import promotion
 from ariane.store.ha import settings as ha_settings
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import grpc
 
-from ariane.remoting import rpc
+from ariane.grpcwire import rpc
 
 log = logging.getLogger(__name__)
 

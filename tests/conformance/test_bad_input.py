@@ -1,6 +1,6 @@
 """Every bad request gets the right RocketMQ ``Code`` from a real broker process, never a crash.
 
-Calls go through our own generated stubs (``ariane.remoting.pb``) to the broker's endpoint, as a
+Calls go through our own generated stubs (``ariane.grpcwire.pb``) to the broker's endpoint, as a
 misbehaving client would send them (grpc-v2.md §6.3 to §6.5).
 """
 
@@ -15,7 +15,7 @@ import pytest
 from google.protobuf import message as pb_message
 
 from ariane.common import errors
-from ariane.remoting import codes, messages, pb, rpc
+from ariane.grpcwire import codes, messages, pb, rpc
 from conformance.conftest import Cluster
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ SendMessage request stores nothing; out-of-range fields and poison GZIP bodies g
 BAD_REQUEST-family code; malformed protobuf gets gRPC INVALID_ARGUMENT with a bounded number of
 one-line warnings; refused RPCs leave one log line per RPC kind and client. The broker runs with
 its default front-end workers, so broker calls take the relay path; the name server serves
-in-process (``remoting.rpc``).
+in-process (``grpcwire.rpc``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from google.protobuf import message as pb_message
 
 from ariane.common import errors
-from ariane.remoting import codes, messages, pb, rpc
+from ariane.grpcwire import codes, messages, pb, rpc
 from conformance.conftest import Cluster
 
 pytestmark = pytest.mark.slow

@@ -49,7 +49,7 @@ from typing import IO, Any
 import grpc
 
 from ariane import dev
-from ariane.remoting import metadata, pb, rpc
+from ariane.grpcwire import metadata, pb, rpc
 
 log = logging.getLogger(__name__)
 

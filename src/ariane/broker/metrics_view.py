@@ -19,7 +19,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import frontend
 from ariane.broker.tables import clients
 from ariane.common import ids
-from ariane.remoting import rpc
+from ariane.grpcwire import rpc
 from ariane.store import retention
 
 _log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from ariane.broker.processors import long_polling
 from ariane.broker.schedule import service as schedule_service
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, histogram, ids, message, route
-from ariane.remoting import server as grpc_server
+from ariane.grpcwire import server as grpc_server
 from ariane.store import message_store, retention
 
 _log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from ariane.broker.processors import consume, transaction_check
 from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
-from ariane.remoting import pb, rpc
+from ariane.grpcwire import pb, rpc
 from ariane.store import clean_service
 
 _log = logging.getLogger(__name__)

@@ -51,7 +51,7 @@ from typing import Any
 
 from ariane.broker import schedule_settings, slave_sync_settings, transaction_settings
 from ariane.common import ids, limits, process, topics
-from ariane.remoting import server as grpc_server
+from ariane.grpcwire import server as grpc_server
 from ariane.store import index_file, retention
 from ariane.store import settings as store_settings
 from ariane.store.ha import settings as ha_settings

@@ -1,7 +1,7 @@
 """Ariane's Python client (asyncio): ``Producer``, ``SimpleConsumer``, ``PullConsumer`` and
 ``AdminClient``.
 
-It speaks to name servers and brokers over gRPC through ``ariane.remoting`` and never imports
+It speaks to name servers and brokers over gRPC through ``ariane.grpcwire`` and never imports
 the broker or the store (DESIGN §2). ``Producer`` batches and pipelines SendMessage calls (or
 streams them); ``SimpleConsumer`` receives and acks in batches; ``PullConsumer`` reads queues
 by offset and commits offsets to a group; ``AdminClient`` manages topics and groups.

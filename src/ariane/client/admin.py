@@ -33,7 +33,7 @@ import grpc
 from ariane.client import admin_types as types
 from ariane.client import transport
 from ariane.common import errors, ids, message
-from ariane.remoting import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, rpc
 
 _log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import enum
 from collections.abc import Mapping
 
 from ariane.common import message
-from ariane.remoting import convert, pb
+from ariane.grpcwire import convert, pb
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

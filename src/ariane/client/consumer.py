@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from ariane.client import route_cache, session
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids, limits
-from ariane.remoting import codes, convert, messages, pb
+from ariane.grpcwire import codes, convert, messages, pb
 
 _log = logging.getLogger(__name__)
 

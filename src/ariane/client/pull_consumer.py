@@ -35,7 +35,7 @@ from ariane.client import consumer as consumer_mod
 from ariane.client import route_cache, session
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids, limits
-from ariane.remoting import codes, convert, messages, pb, rpc
+from ariane.grpcwire import codes, convert, messages, pb, rpc
 
 PULL_MESSAGES_MAX = 1_024
 """Most messages one pull asks for (Ariane's brokers return at most 1,024)."""

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids
-from ariane.remoting import codes, convert, pb
+from ariane.grpcwire import codes, convert, pb
 
 _log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from ariane.client import transport as transport_mod
 from ariane.common import errors
-from ariane.remoting import pb
+from ariane.grpcwire import pb
 
 _log = logging.getLogger(__name__)
 

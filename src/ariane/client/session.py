@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from ariane.client import route_cache
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids
-from ariane.remoting import convert, pb
+from ariane.grpcwire import convert, pb
 
 _log = logging.getLogger(__name__)
 

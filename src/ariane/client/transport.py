@@ -13,7 +13,7 @@ the default deadline, and the mapping of gRPC-level failures to Ariane's error t
     └── PartialFailureError            some entries of a multi-entry call failed (send, ack)
 
 Status codes inside answers are not looked at here: producer and consumer turn them into the
-same classes with ``ariane.remoting.codes.raise_for_status``.
+same classes with ``ariane.grpcwire.codes.raise_for_status``.
 
 ``SendStreamCall`` is one open ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own streaming
 send): it has no deadline of its own, since it lives as long as its producer; the producer's
@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, ids
-from ariane.remoting import codes, convert, metadata, pb, rpc
+from ariane.grpcwire import codes, convert, metadata, pb, rpc
 
 DEFAULT_TIMEOUT_S = 10.0
 """Deadline of each call, in seconds (the official clients use 3 s; ours carry bigger batches)."""

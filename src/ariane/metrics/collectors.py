@@ -82,7 +82,7 @@ RPC_LATENCY_LABELS = ("protocol_type", "request_code", "response_code")
 """``rocketmq_rpc_latency``'s labels (RocketMQ also has ``is_long_polling`` and ``result``,
 which Ariane's gRPC guard does not distinguish)."""
 PROTOCOL_TYPE = "grpc"
-"""``protocol_type`` of every Ariane call (RocketMQ's remoting server says ``remoting``)."""
+"""``protocol_type`` of every Ariane call (RocketMQ's remoting server says ``grpcwire``)."""
 
 
 def _rpc_latency(

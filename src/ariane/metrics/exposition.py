@@ -21,7 +21,7 @@ from wsgiref import simple_server
 import prometheus_client
 from prometheus_client import registry
 
-from ariane.remoting import server as grpc_server
+from ariane.grpcwire import server as grpc_server
 
 T = TypeVar("T")
 

@@ -154,7 +154,7 @@ class BrokerSnapshot:
         frontend_calls: worker index -> calls it forwarded since start (empty without
             front-end workers).
         rpc_latency_ms: ``(request_code, response_code)`` -> latency of the calls answered
-            by this process (``remoting.rpc.RpcLatency``), ms.
+            by this process (``grpcwire.rpc.RpcLatency``), ms.
         message_size_bytes: message type (``normal``, ``fifo``) -> body sizes of the
             messages stored by sends, bytes.
     """

@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, ids, route
+from ariane.grpcwire import metadata, pb, rpc
 from ariane.namesrv import route_info_manager as rim
-from ariane.remoting import metadata, pb, rpc
 
 _log = logging.getLogger(__name__)
 

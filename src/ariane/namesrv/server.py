@@ -17,10 +17,10 @@ import grpc
 
 from ariane import metrics
 from ariane.common import clock as clock_module
+from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import forward, service
 from ariane.namesrv import route_info_manager as rim
-from ariane.remoting import pb, rpc
-from ariane.remoting import server as grpc_server
 
 _log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@
   client sends it to its access point; issue 11 item 6).
 
 All require ``x-mq-client-id`` (CLIENT_ID_REQUIRED otherwise). Every other v2 RPC is answered
-NOT_IMPLEMENTED by ``ariane.remoting.rpc.service_handler``, which also turns any error into a
+NOT_IMPLEMENTED by ``ariane.grpcwire.rpc.service_handler``, which also turns any error into a
 status. No logic lives here beyond translation; the tables are in ``route_info_manager``.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, ids, topics
+from ariane.grpcwire import codes, convert, metadata, pb, recall
 from ariane.namesrv import forward
 from ariane.namesrv import route_info_manager as rim
-from ariane.remoting import codes, convert, metadata, pb, recall
 
 _log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, limits, message, route
-from ariane.remoting import convert, pb
+from ariane.grpcwire import convert, pb
 
 PERM_BITS_MAX = 15
 """Largest RocketMQ perm value (READ 4 | WRITE 2 | INHERIT 1 | PRIORITY 8)."""

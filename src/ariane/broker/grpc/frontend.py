@@ -6,7 +6,7 @@ process is capped near 2k calls/s (specs/perf.md §3c). With ``workers`` = N > 0
 process keeps the store and the handlers, and starts N worker processes
 (``python -m ariane.broker.grpc.frontend``) that listen on the same port with ``SO_REUSEPORT`` (the
 kernel spreads client connections over them) and forward every call over a Unix socket
-(``remoting.relay``). RocketMQ 5 splits the same way: stateless gRPC Proxies in front of the
+(``grpcwire.relay``). RocketMQ 5 splits the same way: stateless gRPC Proxies in front of the
 broker that owns the CommitLog.
 
 * ``InProcessFrontEnd``: the broker's own ``grpc.aio`` server (``workers = 0``).
@@ -41,8 +41,8 @@ import tempfile
 from collections.abc import Sequence
 
 from ariane.broker import settings as broker_settings
-from ariane.remoting import pb, relay, rpc
-from ariane.remoting import server as grpc_server
+from ariane.grpcwire import pb, relay, rpc
+from ariane.grpcwire import server as grpc_server
 
 _log = logging.getLogger(__name__)
 

@@ -2,11 +2,11 @@
 
 Each handler checks the request's shape (client id, names, ranges) and answers with the right
 RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
-``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.remoting.rpc`` guarantees a
+``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.grpcwire.rpc`` guarantees a
 status on every answer: an ``ArianeError`` raised here becomes its code, anything else
 INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. The pull RPCs (PullMessage, GetOffset,
 UpdateOffset, QueryOffset) are served by ``pull.PullProcessor``. A parked DELAY message's entry
-carries a recall handle (``remoting.recall``) that RecallMessage, here or at a name server,
+carries a recall handle (``grpcwire.recall``) that RecallMessage, here or at a name server,
 resolves. EndTransaction goes to ``transaction.TransactionalMessageService``; Telemetry streams
 are kept open in ``producer_streams`` so transaction checks can be pushed to producers.
 
@@ -27,7 +27,7 @@ from ariane.broker.grpc import producer_streams, recall_rpc, routes, transaction
 from ariane.broker.processors import client_settings, consume, pull, send, transaction
 from ariane.broker.tables import clients, subscriptions
 from ariane.common import errors, ids, limits, message, topics
-from ariane.remoting import codes, convert, messages, metadata, pb, rpc
+from ariane.grpcwire import codes, convert, messages, metadata, pb, rpc
 
 _log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class MessagingService:
 
         A refusal of the whole request (no client id, no message, too many clients, any
         invalid message: a request is all-or-nothing) is the answer's status with no entries,
-        as ``ariane.remoting.rpc`` makes of an ``ArianeError``;
+        as ``ariane.grpcwire.rpc`` makes of an ``ArianeError``;
         an unexpected exception is logged and answers INTERNAL_ERROR.
         """
         try:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from ariane.broker.processors import transaction
 from ariane.broker.tables import clients
 from ariane.common import errors, ids, message
-from ariane.remoting import messages, pb
+from ariane.grpcwire import messages, pb
 
 OUTBOX_COMMANDS_MAX = 1_024
 """Most commands queued for one stream and not yet written to it."""

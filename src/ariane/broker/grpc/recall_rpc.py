@@ -1,7 +1,7 @@
 """RecallMessage's v2 adapter: recall handles for parked DELAY messages, and their cancellation.
 
 ``recall_handle`` makes the handle a SendMessage entry carries for a parked DELAY message (the
-broker name, the topic, the delivery time and the message id: ``remoting.recall``, so a name
+broker name, the topic, the delivery time and the message id: ``grpcwire.recall``, so a name
 server can route RecallMessage to this broker); ``recall_message`` checks a handle and asks the
 schedule service to cancel the message (grpc-v2.md §6.9, RocketMQ 5's ``RecallMessageActivity``).
 Kept apart from ``messaging`` so that adapter stays one readable module.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ariane.common import errors, ids, topics
-from ariane.remoting import codes, pb, recall
+from ariane.grpcwire import codes, pb, recall
 
 
 class Recaller(Protocol):

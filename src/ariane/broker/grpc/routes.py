@@ -2,7 +2,7 @@
 
 A broker answers QueryRoute "the same as the name server" (grpc-v2.md §8, local mode): it asks
 its name servers (``Registry.GetTopicRoute``) in order and converts the answer with
-``remoting.convert.query_route_queues``, the one code path every access point shares. When no
+``grpcwire.convert.query_route_queues``, the one code path every access point shares. When no
 name server answers, it answers with its own queues at its own endpoint, so a client pointed at
 a broker keeps working while the name servers are down.
 """
@@ -15,7 +15,7 @@ import grpc
 
 from ariane.broker import runtime as runtime_mod
 from ariane.common import errors, ids, topics
-from ariane.remoting import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, rpc
 
 _log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import admin_convert
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, log_limits, topics
-from ariane.remoting import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, rpc
 
 _log = logging.getLogger(__name__)
 

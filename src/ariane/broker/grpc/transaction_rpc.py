@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ariane.broker.processors import transaction
 from ariane.broker.tables import clients
 from ariane.common import errors, message, topics
-from ariane.remoting import codes, pb
+from ariane.grpcwire import codes, pb
 
 _log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import grpc
 
 from ariane.broker import runtime as runtime_mod
 from ariane.common import errors, log_limits
-from ariane.remoting import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, rpc
 
 _log = logging.getLogger(__name__)
 

@@ -1,0 +1,139 @@
+from ariane.grpcwire.gen.apache.rocketmq.v2 import definition_pb2 as _definition_pb2
+from ariane.grpcwire.gen.ariane.common.v1 import topic_pb2 as _topic_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    client_endpoint: _definition_pb2.Address
+    ha_address: str
+    data_version: int
+    topic_configs: _containers.RepeatedCompositeFieldContainer[_topic_pb2.TopicConfig]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ...) -> None: ...
+
+class RegisterBrokerResponse(_message.Message):
+    __slots__ = ("status", "master_client_endpoint", "master_ha_address")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    master_client_endpoint: _definition_pb2.Address
+    master_ha_address: str
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ...) -> None: ...
+
+class UnregisterBrokerRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+
+class UnregisterBrokerResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class BrokerHeartbeatRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "data_version")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    data_version: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., data_version: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatResponse(_message.Message):
+    __slots__ = ("status", "registration_required")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    registration_required: bool
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ...) -> None: ...
+
+class BrokerMember(_message.Message):
+    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_UPDATE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    client_endpoint: _definition_pb2.Address
+    ha_address: str
+    data_version: int
+    last_update_timestamp_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class BrokerGroup(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "members")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    members: _containers.RepeatedCompositeFieldContainer[BrokerMember]
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[BrokerMember, _Mapping]]] = ...) -> None: ...
+
+class GetClusterInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetClusterInfoResponse(_message.Message):
+    __slots__ = ("status", "broker_groups")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    broker_groups: _containers.RepeatedCompositeFieldContainer[BrokerGroup]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., broker_groups: _Optional[_Iterable[_Union[BrokerGroup, _Mapping]]] = ...) -> None: ...
+
+class QueueData(_message.Message):
+    __slots__ = ("broker_name", "read_queue_nums", "write_queue_nums", "perm", "message_type")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_QUEUE_NUMS_FIELD_NUMBER: _ClassVar[int]
+    PERM_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    message_type: _topic_pb2.TopicMessageType
+    def __init__(self, broker_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., message_type: _Optional[_Union[_topic_pb2.TopicMessageType, str]] = ...) -> None: ...
+
+class GetTopicRouteRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class GetTopicRouteResponse(_message.Message):
+    __slots__ = ("status", "queue_datas", "broker_groups")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DATAS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    queue_datas: _containers.RepeatedCompositeFieldContainer[QueueData]
+    broker_groups: _containers.RepeatedCompositeFieldContainer[BrokerGroup]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., queue_datas: _Optional[_Iterable[_Union[QueueData, _Mapping]]] = ..., broker_groups: _Optional[_Iterable[_Union[BrokerGroup, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,662 @@
+"""Serve and call gRPC services from their protobuf descriptors, typed and without crashes.
+
+Serving: ``service_handler(service, implementation)`` builds the ``grpc.GenericRpcHandler`` of
+one service for a ``grpc.aio`` server; ``guarded_methods`` gives the same guarded calls to the
+relay of a broker with front-end workers (``grpcwire.relay``), so both paths answer alike.
+RPC ``QueryRoute`` is served by the coroutine ``implementation.query_route(request, context)``;
+a server-streaming RPC by an async generator of the same name; a client-streaming one receives
+the request iterator. Every RPC whose response
+has a ``status`` field (all of ``MessagingService``, ``Registry`` and ``ariane.admin.v1.Admin``)
+is guarded so that a client always gets a status, never a gRPC error:
+
+* an RPC the implementation lacks answers NOT_IMPLEMENTED (50100);
+* an ``ArianeError`` raised by the implementation answers its own code and message;
+* any other exception is logged and answers INTERNAL_ERROR (50000);
+* a unary response whose status was left unset (code 0) is a bug: it answers INTERNAL_ERROR;
+* a request body that does not parse as the RPC's message ends the call with gRPC
+  INVALID_ARGUMENT and a one-line warning (at most one per RPC per
+  ``MALFORMED_LOG_INTERVAL_S``), never grpc's ERROR traceback and INTERNAL/UNKNOWN: the
+  deserializer returns a ``MalformedRequest`` instead of raising, and the guard aborts;
+* a refusal (NOT_IMPLEMENTED, UNSUPPORTED …, ``REFUSAL_CODES``) is logged once per RPC, code
+  and client (``x-mq-client-id``, else the peer), with a bounded table and a cap on lines per
+  minute (``common.log_limits``).
+
+Both limits hold per process: the broker's own gRPC server, the store owner behind front-end
+workers (``grpcwire.relay`` calls the same guard) and the name server all use this guard.
+
+Every guarded call is timed where it is answered (``RpcLatency``, RocketMQ's
+``rocketmq_rpc_latency`` with ``request_code`` = the snake-case RPC name and ``response_code``
+= the answered v2 code): a unary or server-streaming call once, from its start to its last
+response; a call with a request stream once per response, from the read of the request it
+answers (SendStream answers each request in order). Calls ended by ``context.abort`` are not
+timed (they have no v2 code). Behind front-end workers the owner's guard times the call, so the
+histogram shows the owner's handling time, without the worker's gRPC hop.
+
+``context.abort`` still ends a call with a gRPC status when an implementation wants that (the
+Java proxy uses gRPC INVALID_ARGUMENT for malformed telemetry settings).
+
+Calling: ``unary_call`` makes one typed unary call on a ``grpc.aio`` channel, ``stream_call`` one
+bounded server-streaming call (ReceiveMessage); ``RegistryClient``
+wraps the name server's ``Registry`` for brokers; ``ChannelPool`` keeps a bounded set of
+plaintext channels to other servers (an access point forwarding to brokers).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, NoReturn, Protocol, TypeVar
+
+import grpc
+from google.protobuf import descriptor, message, message_factory
+
+from ariane.common import errors, histogram, log_limits
+from ariane.grpcwire import codes, metadata, pb
+
+_log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=message.Message)
+
+ProtoMessage = message.Message
+"""Any protobuf message, for packages that may not import protobuf (calls they forward)."""
+
+ServiceDescriptor = descriptor.ServiceDescriptor
+"""A protobuf service descriptor (``pb.MESSAGING_SERVICE``), for packages that may not import
+protobuf themselves."""
+
+STATUS_FIELD = "status"
+
+MALFORMED_LOG_INTERVAL_S = 60.0
+"""Least time between two warnings about malformed requests to the same RPC, s."""
+
+REFUSAL_CODES: frozenset[int] = frozenset(
+    {
+        errors.Code.NOT_IMPLEMENTED,
+        errors.Code.UNSUPPORTED,
+        errors.Code.VERSION_UNSUPPORTED,
+        errors.Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED,
+    }
+)
+"""Status codes that mean "this server does not do that": logged once per RPC and client."""
+
+CLIENT_CHARS_LOGGED_MAX = 128
+"""Longest client id written to a refusal line (and kept in the table), characters."""
+
+REFUSAL_LOG_INTERVAL_S = 24 * 3600.0
+"""Least time between two lines about the same refusal (RPC, code, client), s."""
+
+
+class _GuardLogs:
+    """The log-line limits of one service's guarded RPCs (made by ``guarded_methods``)."""
+
+    __slots__ = ("malformed", "refusals")
+
+    def __init__(self) -> None:
+        self.malformed = log_limits.LineLimiter(key_interval_s=MALFORMED_LOG_INTERVAL_S)
+        self.refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
+
+
+OTHER_RESPONSE_CODE = -1
+"""The ``response_code`` key of a status code that is not a ``Code`` member (bounds the
+table)."""
+
+
+class RpcLatency:
+    """Per (RPC, answered code) latency histograms of one process (``rocketmq_rpc_latency``).
+
+    Plain int buckets (``common.histogram``, ms, RocketMQ's bounds); the metrics collector
+    reads ``histograms()`` at scrape time. The table is bounded: RPC names come from the
+    served services and codes are ``Code`` members or ``OTHER_RESPONSE_CODE``. Not
+    thread-safe: use it from the serving event loop.
+
+    Args:
+        timer: seconds from an arbitrary origin (``time.perf_counter``; tests inject one).
+    """
+
+    __slots__ = ("_histograms", "timer")
+
+    def __init__(self, *, timer: Callable[[], float] = time.perf_counter) -> None:
+        self.timer = timer
+        self._histograms: dict[tuple[str, int], histogram.Histogram] = {}
+
+    def observe(self, rpc: str, code: int, started_s: float) -> None:
+        """Count one answer of ``rpc`` with ``code``, begun at ``started_s`` (a ``timer``
+        reading)."""
+        key = (rpc, code if code in _KNOWN_CODES else OTHER_RESPONSE_CODE)
+        found = self._histograms.get(key)
+        if found is None:
+            found = self._histograms[key] = histogram.Histogram(histogram.RPC_LATENCY_BOUNDS_MS)
+        found.observe((self.timer() - started_s) * 1000.0)
+
+    def histograms(self) -> dict[tuple[str, str], histogram.Histogram]:
+        """``(request_code, response_code) -> histogram``: the snake-case RPC name and the
+        lower-case ``Code`` name (``other`` for a code outside it), as RocketMQ labels
+        ``rocketmq_rpc_latency``. Live objects: read them on the serving loop."""
+        return {
+            (rpc, _CODE_NAMES.get(code, "other")): found
+            for (rpc, code), found in self._histograms.items()
+        }
+
+
+_CODE_NAMES = {int(c): c.name.lower() for c in errors.Code}
+_KNOWN_CODES = frozenset(_CODE_NAMES)
+
+
+class _RequestRead:
+    """When a call's latest request was read (``timer`` seconds): the start of its answer."""
+
+    __slots__ = ("at_s", "timer")
+
+    def __init__(self, timer: Callable[[], float]) -> None:
+        self.timer = timer
+        self.at_s = timer()
+
+    def mark(self) -> None:
+        self.at_s = self.timer()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MalformedRequest:
+    """What a guarded deserializer returns for bytes that do not parse (instead of raising).
+
+    Attributes:
+        reason: protobuf's error text.
+        size_bytes: the length of the body.
+    """
+
+    reason: str
+    size_bytes: int
+
+
+_CAMEL_BOUNDARY = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def method_path(service: descriptor.ServiceDescriptor, rpc: str) -> str:
+    """The HTTP/2 path of an RPC: ``/<package>.<Service>/<Rpc>``.
+
+    Raises:
+        KeyError: if the service has no RPC named ``rpc``.
+    """
+    return f"/{service.full_name}/{service.methods_by_name[rpc].name}"
+
+
+def snake_case(rpc: str) -> str:
+    """The implementation method name of an RPC: ``QueryRoute`` → ``query_route``."""
+    return _CAMEL_BOUNDARY.sub("_", rpc).lower()
+
+
+def message_class(message_descriptor: descriptor.Descriptor) -> type[message.Message]:
+    """The generated class of a message descriptor."""
+    return message_factory.GetMessageClass(message_descriptor)
+
+
+class CallContext(Protocol):
+    """What handlers may use of a call's context: a ``grpc.aio.ServicerContext`` when the
+    broker's own gRPC server runs them, a ``relay.RelayContext`` when a front-end worker
+    forwarded the call to the store-owning process."""
+
+    def invocation_metadata(self) -> Iterable[tuple[str, str | bytes]] | None:
+        """The request headers as ``(key, value)`` pairs."""
+        ...
+
+    def peer(self) -> str:
+        """The client's address, ``ipv4:127.0.0.1:53312``."""
+        ...
+
+    def time_remaining(self) -> float | None:
+        """Seconds until the client's deadline, or ``None`` without one."""
+        ...
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        """End the call with a gRPC status (raises ``grpc.aio.AbortError``)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GuardedMethod:
+    """One RPC of a service with its implementation wrapped by the status guard.
+
+    Attributes:
+        path: the HTTP/2 path, ``/apache.rocketmq.v2.MessagingService/SendMessage``.
+        client_streaming: the client sends a stream of requests (``call`` gets an async
+            iterator of requests).
+        server_streaming: the server answers with a stream (``call`` is an async generator).
+        deserialize: request bytes → request message (raises ``DecodeError``).
+        serialize: response message → bytes.
+        call: ``call(request_or_requests, context)``: a coroutine returning the response, or
+            an async generator of responses when ``server_streaming``.
+    """
+
+    path: str
+    client_streaming: bool
+    server_streaming: bool
+    deserialize: Callable[[bytes], Any]
+    serialize: Callable[[Any], bytes]
+    call: Callable[[Any, Any], Any]
+
+
+def guarded_methods(
+    service: descriptor.ServiceDescriptor,
+    implementation: object,
+    *,
+    latency: RpcLatency | None = None,
+) -> list[GuardedMethod]:
+    """Every RPC of ``service`` served from ``implementation``, behind the status guard.
+
+    Args:
+        service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
+        implementation: an object with a snake-case coroutine (or async generator, for
+            server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
+        latency: where the calls are timed (a private table when ``None``).
+    """
+    logs = _GuardLogs()
+    timed = RpcLatency() if latency is None else latency
+    return [
+        _guarded(method, getattr(implementation, snake_case(method.name), None), logs, timed)
+        for method in service.methods
+    ]
+
+
+def service_handler(
+    service: descriptor.ServiceDescriptor,
+    implementation: object,
+    *,
+    latency: RpcLatency | None = None,
+) -> grpc.GenericRpcHandler:
+    """A generic handler serving every RPC of ``service`` from ``implementation``.
+
+    Args:
+        service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
+        implementation: as for ``guarded_methods``.
+        latency: as for ``guarded_methods``.
+    """
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in guarded_methods(service, implementation, latency=latency):
+        factory = HANDLER_FACTORIES[(method.client_streaming, method.server_streaming)]
+        handlers[method.path.rpartition("/")[2]] = factory(
+            method.call,
+            request_deserializer=method.deserialize,
+            response_serializer=method.serialize,
+        )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+HANDLER_FACTORIES: dict[tuple[bool, bool], Any] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+"""``(client_streaming, server_streaming)`` → the grpc handler factory of that shape."""
+
+
+def _failure(response_class: type[message.Message], status: pb.v2.Status) -> message.Message:
+    if STATUS_FIELD not in response_class.DESCRIPTOR.fields_by_name:
+        raise errors.UnsupportedError(status.message)  # answered as a gRPC error by grpc
+    return response_class(**{STATUS_FIELD: status})
+
+
+def _status_for(exc: Exception, rpc: str) -> pb.v2.Status:
+    if isinstance(exc, errors.ArianeError):
+        return codes.from_error(exc)
+    _log.exception("%s failed with an unexpected error", rpc)
+    return codes.internal_error(f"{rpc} failed: {type(exc).__name__}")
+
+
+def _deserializer(request_class: Any) -> Callable[[bytes], Any]:
+    """A request deserializer that never raises: bytes that do not parse become a
+    ``MalformedRequest``, which the guard answers INVALID_ARGUMENT."""
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return request_class.FromString(data)
+        except message.DecodeError as exc:
+            return MalformedRequest(str(exc), len(data))
+
+    return deserialize
+
+
+def _guarded(
+    method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLogs, latency: RpcLatency
+) -> GuardedMethod:
+    request_class = message_class(method.input_type)
+    response_class = message_class(method.output_type)
+    rpc = method.full_name
+    request_code = snake_case(method.name)
+    has_status = STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name
+    client_streaming = method.client_streaming
+
+    async def answer(request: Any, context: CallContext) -> Any:
+        if behavior is None:
+            return _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
+        try:
+            response = await behavior(request, context)
+            if has_status:
+                assert response.status.code != 0, f"{rpc} answered without a status code"
+                _note_refusal(response.status, rpc, context, logs)
+            return response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # a client must get a status, never a crash
+            return _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
+
+    async def unary_response(request: Any, context: CallContext) -> Any:
+        started = _RequestRead(latency.timer)
+        request = await _checked_request(request, client_streaming, context, rpc, logs, started)
+        response = await answer(request, context)
+        code = response.status.code if has_status else errors.Code.OK
+        latency.observe(request_code, code, started.at_s)
+        return response
+
+    async def responses(request: Any, context: CallContext) -> AsyncIterator[Any]:
+        if behavior is None:
+            yield _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
+            return
+        try:
+            async for response in behavior(request, context):
+                yield response
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # a client must get a status, never a crash
+            yield _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
+
+    async def stream_response(request: Any, context: CallContext) -> AsyncIterator[Any]:
+        started = _RequestRead(latency.timer)
+        request = await _checked_request(request, client_streaming, context, rpc, logs, started)
+        code = int(errors.Code.OK)
+        async for response in responses(request, context):
+            if has_status and response.HasField(STATUS_FIELD):
+                code = response.status.code
+            if client_streaming:  # one answer per request read: time each
+                latency.observe(request_code, code, started.at_s)
+            yield response
+        if not client_streaming:
+            latency.observe(request_code, code, started.at_s)
+
+    return GuardedMethod(
+        path=f"/{method.containing_service.full_name}/{method.name}",
+        client_streaming=client_streaming,
+        server_streaming=method.server_streaming,
+        deserialize=_deserializer(request_class),
+        serialize=response_class.SerializeToString,
+        call=stream_response if method.server_streaming else unary_response,
+    )
+
+
+async def _checked_request(
+    request: Any,
+    client_streaming: bool,
+    context: CallContext,
+    rpc: str,
+    logs: _GuardLogs,
+    request_read: _RequestRead,
+) -> Any:
+    """The request, or for a client stream an iterator that checks each and marks
+    ``request_read`` when it hands one on; aborts on a malformed one with INVALID_ARGUMENT."""
+    if client_streaming:
+        return _checked_stream(request, context, rpc, logs, request_read)
+    if isinstance(request, MalformedRequest):
+        await _abort_malformed(request, context, rpc, logs)
+    return request
+
+
+async def _checked_stream(
+    requests: AsyncIterator[Any],
+    context: CallContext,
+    rpc: str,
+    logs: _GuardLogs,
+    request_read: _RequestRead,
+) -> AsyncIterator[Any]:
+    async for request in requests:
+        if isinstance(request, MalformedRequest):
+            await _abort_malformed(request, context, rpc, logs)
+        request_read.mark()
+        yield request
+
+
+async def _abort_malformed(
+    request: MalformedRequest, context: CallContext, rpc: str, logs: _GuardLogs
+) -> NoReturn:
+    if logs.malformed.allow(rpc):
+        _log.warning(
+            "%s: refused a malformed request of %d bytes from %s (%s); INVALID_ARGUMENT "
+            "(one line per RPC per %.0f s; %d such lines suppressed so far)",
+            rpc,
+            request.size_bytes,
+            context.peer(),
+            request.reason,
+            MALFORMED_LOG_INTERVAL_S,
+            logs.malformed.suppressed,
+        )
+    await context.abort(
+        grpc.StatusCode.INVALID_ARGUMENT, f"request body is not a valid {rpc} request"
+    )
+
+
+def _refused(
+    response_class: type[message.Message],
+    status: pb.v2.Status,
+    rpc: str,
+    context: CallContext,
+    logs: _GuardLogs,
+) -> message.Message:
+    _note_refusal(status, rpc, context, logs)
+    return _failure(response_class, status)
+
+
+def _client_of(context: CallContext) -> str:
+    """The caller's ``x-mq-client-id`` (at most CLIENT_CHARS_LOGGED_MAX chars), else its peer."""
+    for key, value in context.invocation_metadata() or ():
+        if key.lower() == metadata.CLIENT_ID and isinstance(value, str) and value:
+            return value[:CLIENT_CHARS_LOGGED_MAX]
+    return context.peer()
+
+
+def _note_refusal(status: pb.v2.Status, rpc: str, context: CallContext, logs: _GuardLogs) -> None:
+    """Log a NOT_IMPLEMENTED/UNSUPPORTED answer once per (RPC, code, client)."""
+    code = int(status.code)
+    if code not in REFUSAL_CODES:
+        return
+    client = _client_of(context)
+    if logs.refusals.allow((rpc, code, client)):
+        _log.warning(
+            "%s refused for client %r: %s %s (logged once per RPC, code and client)",
+            rpc,
+            client,
+            errors.Code(code).name,
+            status.message,
+        )
+
+
+def _serialize(request: message.Message) -> bytes:
+    return request.SerializeToString()
+
+
+async def unary_call(
+    channel: grpc.aio.Channel,
+    service: descriptor.ServiceDescriptor,
+    rpc: str,
+    request: message.Message,
+    response_type: type[M],
+    *,
+    timeout_s: float,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> M:
+    """Make one unary call and return its typed response.
+
+    Args:
+        channel: an open ``grpc.aio`` channel to the server.
+        service: the service descriptor, e.g. ``pb.REGISTRY_SERVICE``.
+        rpc: the RPC name as in the proto, e.g. ``"RegisterBroker"``.
+        request: the request message.
+        response_type: the response class, e.g. ``pb.registry.RegisterBrokerResponse``.
+        timeout_s: the call's deadline, in seconds from now.
+        metadata: extra request headers.
+
+    Raises:
+        grpc.aio.AioRpcError: if the call fails at the gRPC level (unreachable, deadline).
+    """
+    callable_ = channel.unary_unary(
+        method_path(service, rpc),
+        request_serializer=_serialize,
+        response_deserializer=response_type.FromString,
+    )
+    return await callable_(request, timeout=timeout_s, metadata=tuple(metadata))
+
+
+async def stream_call(
+    channel: grpc.aio.Channel,
+    service: descriptor.ServiceDescriptor,
+    rpc: str,
+    request: message.Message,
+    response_type: type[M],
+    *,
+    timeout_s: float,
+    responses_max: int,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> list[M]:
+    """Make one server-streaming call and return every response, in order.
+
+    Args:
+        channel: an open ``grpc.aio`` channel to the server.
+        service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
+        rpc: the RPC name as in the proto, e.g. ``"ReceiveMessage"``.
+        request: the request message.
+        response_type: the class of each streamed response.
+        timeout_s: the whole call's deadline, in seconds from now.
+        responses_max: most responses read; the call is cancelled when the server sends more.
+        metadata: extra request headers.
+
+    Raises:
+        grpc.aio.AioRpcError: if the call fails at the gRPC level (unreachable, deadline).
+        ValueError: if the server streams more than ``responses_max`` responses.
+    """
+    callable_ = channel.unary_stream(
+        method_path(service, rpc),
+        request_serializer=_serialize,
+        response_deserializer=response_type.FromString,
+    )
+    call = callable_(request, timeout=timeout_s, metadata=tuple(metadata))
+    responses: list[M] = []
+    async for response in call:
+        if len(responses) >= responses_max:
+            call.cancel()
+            raise ValueError(f"{rpc} streamed more than {responses_max} responses")
+        responses.append(response)
+    return responses
+
+
+class RegistryClient:
+    """Typed calls of ``ariane.namesrv.v1.Registry`` on one name server (what brokers use).
+
+    Args:
+        channel: a ``grpc.aio`` channel to the name server; the caller owns and closes it.
+        timeout_s: deadline of each call (RocketMQ ``registerBrokerTimeoutMills`` is 24 s).
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float = 24.0) -> None:
+        self._channel = channel
+        self._timeout_s = timeout_s
+
+    async def _call(self, rpc: str, request: message.Message, response_type: type[M]) -> M:
+        return await unary_call(
+            self._channel,
+            pb.REGISTRY_SERVICE,
+            rpc,
+            request,
+            response_type,
+            timeout_s=self._timeout_s,
+        )
+
+    async def register_broker(
+        self, request: pb.registry.RegisterBrokerRequest
+    ) -> pb.registry.RegisterBrokerResponse:
+        """RegisterBroker: full topic config of the group plus the broker's endpoints."""
+        return await self._call("RegisterBroker", request, pb.registry.RegisterBrokerResponse)
+
+    async def unregister_broker(
+        self, request: pb.registry.UnregisterBrokerRequest
+    ) -> pb.registry.UnregisterBrokerResponse:
+        """UnregisterBroker: remove this broker at once (clean shutdown)."""
+        return await self._call("UnregisterBroker", request, pb.registry.UnregisterBrokerResponse)
+
+    async def broker_heartbeat(
+        self, request: pb.registry.BrokerHeartbeatRequest
+    ) -> pb.registry.BrokerHeartbeatResponse:
+        """BrokerHeartbeat: keep alive between registrations."""
+        return await self._call("BrokerHeartbeat", request, pb.registry.BrokerHeartbeatResponse)
+
+    async def get_cluster_info(self) -> pb.registry.GetClusterInfoResponse:
+        """GetClusterInfo: every live broker group."""
+        request = pb.registry.GetClusterInfoRequest()
+        return await self._call("GetClusterInfo", request, pb.registry.GetClusterInfoResponse)
+
+    async def get_topic_route(self, topic: str) -> pb.registry.GetTopicRouteResponse:
+        """GetTopicRoute: queue data and broker groups of one topic."""
+        return await self._call(
+            "GetTopicRoute",
+            pb.registry.GetTopicRouteRequest(topic=topic),
+            pb.registry.GetTopicRouteResponse,
+        )
+
+
+CLIENT_MESSAGE_BYTES_MAX = 130 * 1024 * 1024
+"""Largest message a pooled channel sends or receives (matches the server side)."""
+
+RECONNECT_BACKOFF_MS_MAX = 1_000
+"""Longest wait of a pooled channel between two connection attempts, ms. Pooled channels link
+the cluster's own processes (broker -> name server, name server -> broker); gRPC's default grows
+to 120 s, so a peer restarted after a SIGKILL stayed unreachable for tens of seconds. RocketMQ's
+gRPC client reconnects on the next request."""
+
+
+class ChannelPool:
+    """A bounded set of plaintext ``grpc.aio`` channels keyed by ``host:port``.
+
+    The least recently used channel is closed when a new address would exceed
+    ``channels_max``. Not thread-safe: use it from one event loop.
+
+    Args:
+        channels_max: most channels kept open at once.
+    """
+
+    def __init__(self, *, channels_max: int = 64) -> None:
+        if not 1 <= channels_max <= 100_000:
+            raise ValueError(f"channels_max must be 1..100000, not {channels_max}")
+        self._channels_max = channels_max
+        self._channels: collections.OrderedDict[str, grpc.aio.Channel] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    async def get(self, address: str) -> grpc.aio.Channel:
+        """The channel to ``host:port``, opened on first use."""
+        channel = self._channels.get(address)
+        if channel is not None:
+            self._channels.move_to_end(address)
+            return channel
+        while len(self._channels) >= self._channels_max:
+            _, oldest = self._channels.popitem(last=False)
+            await oldest.close()
+        channel = grpc.aio.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
+                ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS_MAX),
+            ],
+        )
+        self._channels[address] = channel
+        return channel
+
+    async def close(self) -> None:
+        """Close every channel."""
+        while self._channels:
+            _, channel = self._channels.popitem(last=False)
+            await channel.close()
