@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.processors import admin, admin_deps, consume, pull, send, transaction
+from ariane.broker.processors import admin, admin_deps, consume, pull, retry, send, transaction
 from ariane.common import clock
 
 
@@ -28,6 +28,8 @@ class Processors:
             ``ConsumerManageProcessor``).
         transactions: half messages and EndTransaction (``TransactionalMessageServiceImpl``,
             ``EndTransactionProcessor``), rebuilt from the CommitLog.
+        retry: retry copies in ``%RETRY%<group>`` and dead letters (the consume path's
+            nack/revive/DLQ forwarding; the classic CONSUMER_SEND_MSG_BACK).
     """
 
     sender: send.SendProcessor
@@ -35,6 +37,7 @@ class Processors:
     admin: admin.AdminProcessor
     puller: pull.PullProcessor
     transactions: transaction.TransactionalMessageService
+    retry: retry.RetryProcessor
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -45,6 +48,15 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         offset_table=broker.offsets,
         settings=settings.transaction,
         broker_name=broker.broker_name,
+        time=time,
+    )
+    retrier = retry.RetryProcessor(
+        store=broker.store,
+        topic_table=broker.topics,
+        schedule=broker.schedule,
+        polling=broker.polling,
+        counters=broker.counters,
+        route_changed=broker.route_changed,
         time=time,
     )
     return Processors(
@@ -82,6 +94,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             time=time,
         ),
         transactions=transactions,
+        retry=retrier,
     )
 
 

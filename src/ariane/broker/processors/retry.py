@@ -1,0 +1,316 @@
+"""``RetryProcessor``: a failed delivery becomes a stored retry message or a dead letter.
+
+Protocol-neutral home of RocketMQ's "send back" (``AbstractSendMessageProcessor
+.consumerSendMsgBack`` for the classic protocol, ``PopReviveService.reviveRetry`` and the
+proxy's ``ForwardMessageToDLQActivity`` for RocketMQ 5). The gRPC consume path calls it when a
+push consumer nacks, when an invisible time runs out unacked, and for
+ForwardMessageToDeadLetterQueue; the classic Remoting adapter calls ``send_msg_back`` for
+CONSUMER_SEND_MSG_BACK (36).
+
+Record layout of what it writes (remoting.md "Retry and DLQ"):
+
+============================  ================================================================
+retry copy                    DLQ copy
+============================  ================================================================
+topic ``%RETRY%<group>``      topic ``%DLQ%<group>``
+queue 0 (1 queue, perm 6)     queue 0 (1 queue, perm 6: readable, so operators can read it)
+RECONSUMETIMES = failed       RECONSUMETIMES = attempts (one above the last delivery's
+attempt (= reconsume + 1)     reconsume times)
+``RETRY_TOPIC`` = origin      ``RETRY_TOPIC`` = origin topic, ``DLQ_ORIGIN_TOPIC`` = origin
+topic (set once, kept)        topic, ``DLQ_ORIGIN_MESSAGE_ID`` = origin message id
+``ORIGIN_MESSAGE_ID``,        ``ORIGIN_MESSAGE_ID``, ``UNIQ_KEY`` kept
+``UNIQ_KEY`` kept
+parked in the timer topic     stored at once
+(or a delay level) until due
+============================  ================================================================
+
+Invariants: the attempt count lives in the stored message (RECONSUMETIMES), so it survives a
+restart or a SIGKILL with the message itself; a retry copy is stored (parked) before the caller
+marks the original done, so a crash in between duplicates a delivery, never loses one; the
+retry and DLQ topics are created on demand and ``route_changed`` is set so registration tells
+the name servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable, Hashable
+from typing import Protocol
+
+from ariane.broker.tables import subscriptions, topic_config
+from ariane.common import clock, errors, ids, message, topics
+from ariane.store import commit_log, message_store
+
+_log = logging.getLogger(__name__)
+P = message.Property
+
+SEND_BACK_LEVEL_BASE = 3
+"""Classic send-back with delay level 0: level = 3 + reconsume times (10 s, 30 s, 1 m …)."""
+
+MAX_RECONSUME_TIMES_DEFAULT = 16
+"""Classic ``maxReconsumeTimes`` of -1 means 16 (``DefaultMQPushConsumer``)."""
+
+_TIMER_PROPERTIES = (P.DELAY_TIME_LEVEL, P.REAL_TOPIC, P.REAL_QUEUE_ID, P.TIMER_DELIVER_MS)
+"""Properties of an earlier park that a copy must not inherit (they are set afresh)."""
+
+
+class Scheduler(Protocol):
+    """Parks a message until due (``schedule.service.ScheduleService``)."""
+
+    def park(
+        self, request: commit_log.AppendRequest, *, delivery_ms: int | None
+    ) -> commit_log.AppendRequest:
+        """The request rewritten into the timer topic, or unchanged when due within the
+        timer's precision (raises ``TooManyRequestsError`` when the wheel is full)."""
+        ...
+
+    def park_level(self, request: commit_log.AppendRequest, level: int) -> commit_log.AppendRequest:
+        """The request rewritten into ``SCHEDULE_TOPIC_XXXX`` for delay level ``level``."""
+        ...
+
+
+class Notifier(Protocol):
+    """Wakes parked receives of a key (``long_polling.LongPolling``)."""
+
+    def notify(self, key: Hashable) -> int:
+        """Record new messages for ``key``; returns how many receives were woken."""
+        ...
+
+
+class RetryCounters(Protocol):
+    """The totals the retry path adds to (``runtime.Counters``)."""
+
+    sent_to_dlq: int
+
+
+class Destination(enum.Enum):
+    """Where a failed message went."""
+
+    RETRY = "RETRY"
+    DLQ = "DLQ"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendBackResult:
+    """What ``retry_failed``/``send_msg_back`` did.
+
+    Attributes:
+        destination: RETRY (a copy waits in ``%RETRY%<group>``) or DLQ.
+        topic: the topic the copy was written to (``%RETRY%<group>`` or ``%DLQ%<group>``).
+        reconsume_times: RECONSUMETIMES of the copy.
+        due_ms: when the retry copy becomes deliverable, ms since the epoch (``None`` for
+            the DLQ).
+    """
+
+    destination: Destination
+    topic: ids.TopicName
+    reconsume_times: int
+    due_ms: int | None
+
+
+def origin_topic(stored: message.StoredMessage) -> ids.TopicName:
+    """The topic a consumer sees: ``RETRY_TOPIC`` for a retry copy, else the stored topic."""
+    return ids.TopicName(stored.properties.get(P.RETRY_TOPIC, stored.topic))
+
+
+def origin_message_id(stored: message.StoredMessage) -> ids.MessageId:
+    """The id of the message first sent: ``ORIGIN_MESSAGE_ID`` when set, else its UNIQ_KEY."""
+    found = stored.properties.get(P.ORIGIN_MESSAGE_ID)
+    return ids.MessageId(found) if found else message.message_id_of(stored)
+
+
+def as_consumed(stored: message.StoredMessage) -> message.StoredMessage:
+    """``stored`` with the topic its consumers subscribed to (RocketMQ's proxy restores the
+    topic of a ``%RETRY%`` message from ``RETRY_TOPIC``); other messages are returned as is."""
+    if not topics.is_retry_topic(stored.topic):
+        return stored
+    consumed = dataclasses.replace(stored.message, topic=origin_topic(stored))
+    return dataclasses.replace(stored, message=consumed)
+
+
+class RetryProcessor:
+    """Writes retry copies and dead letters for every group of one broker.
+
+    Args:
+        store: where the copies are appended.
+        topic_table: creates ``%RETRY%<group>`` / ``%DLQ%<group>`` on demand.
+        schedule: parks retry copies until their backoff passed.
+        polling: woken for a DLQ append (a retry copy wakes receives when the schedule
+            writes it to ``%RETRY%<group>``).
+        counters: ``sent_to_dlq``.
+        route_changed: set when a retry or DLQ topic is created (re-registration).
+        time: the wall clock of due times.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: message_store.MessageStore,
+        topic_table: topic_config.TopicConfigManager,
+        schedule: Scheduler,
+        polling: Notifier,
+        counters: RetryCounters,
+        route_changed: asyncio.Event,
+        time: clock.Clock,
+    ) -> None:
+        self._store = store
+        self._topics = topic_table
+        self._schedule = schedule
+        self._polling = polling
+        self._counters = counters
+        self._route_changed = route_changed
+        self._clock = time
+
+    # -- RocketMQ 5 (pop revive, nack, ForwardMessageToDeadLetterQueue) -----------------------
+
+    async def retry_failed(
+        self,
+        group: subscriptions.SubscriptionGroupConfig,
+        stored: message.StoredMessage,
+        *,
+        failed_attempt: int,
+        delay_ms: int | None = None,
+    ) -> SendBackResult:
+        """Delivery attempt ``failed_attempt`` of ``stored`` failed (nack or invisible time out).
+
+        Mirrors ``PopReviveService.reviveRetry`` with the group's retry policy: when
+        ``failed_attempt`` reached the group's ``max_delivery_attempts`` the message goes to
+        ``%DLQ%<group>``, else a copy with RECONSUMETIMES = ``failed_attempt`` is parked until
+        ``delay_ms`` (default: the policy's ``next_delay_ms(failed_attempt)``) has passed.
+
+        Raises:
+            ServiceUnavailableError: the store refused the copy.
+            TooManyRequestsError: the timer wheel is full.
+        """
+        assert failed_attempt >= 1, f"failed_attempt must be >= 1, got {failed_attempt}"
+        if failed_attempt >= group.max_delivery_attempts:
+            return await self.dead_letter(group.group, stored, attempts=failed_attempt)
+        if delay_ms is None:
+            delay_ms = group.effective_retry_policy().next_delay_ms(failed_attempt)
+        due_ms = self._clock.now_ms() + max(0, delay_ms)
+        request = self._retry_copy(group.group, stored, reconsume_times=failed_attempt)
+        parked = self._schedule.park(request, delivery_ms=due_ms)
+        return await self._put(parked, Destination.RETRY, due_ms)
+
+    async def dead_letter(
+        self, group: ids.GroupName, stored: message.StoredMessage, *, attempts: int
+    ) -> SendBackResult:
+        """Append a copy of ``stored`` to ``%DLQ%<group>`` (RocketMQ's send back to the DLQ,
+        the proxy's ``ForwardMessageToDLQActivity``) with RECONSUMETIMES = ``attempts``.
+
+        Raises:
+            ServiceUnavailableError: the store refused the append.
+        """
+        dlq = self._ensure(topics.dlq_topic(group), self._topics.ensure_dlq_topic, group)
+        props = _copied_properties(stored)
+        props[P.DLQ_ORIGIN_TOPIC] = props[P.RETRY_TOPIC]
+        props[P.DLQ_ORIGIN_MESSAGE_ID] = props[P.ORIGIN_MESSAGE_ID]
+        request = _append_request(stored, dlq.name, props, reconsume_times=attempts)
+        result = await self._put(request, Destination.DLQ, None)
+        self._counters.sent_to_dlq += 1
+        self._polling.notify(dlq.name)
+        _log.info(
+            "message %s of %s moved to %s after %d attempts",
+            props[P.ORIGIN_MESSAGE_ID],
+            props[P.RETRY_TOPIC],
+            dlq.name,
+            attempts,
+        )
+        return result
+
+    # -- the classic protocol (CONSUMER_SEND_MSG_BACK) ------------------------------------------
+
+    async def send_msg_back(
+        self,
+        group: subscriptions.SubscriptionGroupConfig,
+        stored: message.StoredMessage,
+        *,
+        delay_level: int,
+        max_reconsume_times: int,
+    ) -> SendBackResult:
+        """CONSUMER_SEND_MSG_BACK (RocketMQ ``AbstractSendMessageProcessor
+        .consumerSendMsgBack``): the classic consumer failed ``stored``.
+
+        Args:
+            group: the consumer group.
+            stored: the message as the consumer got it (found by its commit-log offset).
+            delay_level: 0 → the broker decides (3 + reconsume times); < 0 → DLQ now;
+                n > 0 → delay level n (clamped to the configured levels).
+            max_reconsume_times: from the request; -1 → 16.
+
+        Raises:
+            ServiceUnavailableError: the store refused the copy.
+        """
+        limit = MAX_RECONSUME_TIMES_DEFAULT if max_reconsume_times < 0 else max_reconsume_times
+        reconsume = stored.reconsume_times
+        if delay_level < 0 or reconsume >= limit:
+            return await self.dead_letter(group.group, stored, attempts=reconsume + 1)
+        level = SEND_BACK_LEVEL_BASE + reconsume if delay_level == 0 else delay_level
+        request = self._retry_copy(group.group, stored, reconsume_times=reconsume + 1)
+        parked = self._schedule.park_level(request, level)
+        return await self._put(parked, Destination.RETRY, None)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _retry_copy(
+        self, group: ids.GroupName, stored: message.StoredMessage, *, reconsume_times: int
+    ) -> commit_log.AppendRequest:
+        retry = self._ensure(topics.retry_topic(group), self._topics.ensure_retry_topic, group)
+        props = _copied_properties(stored)
+        return _append_request(stored, retry.name, props, reconsume_times=reconsume_times)
+
+    def _ensure(
+        self,
+        name: ids.TopicName,
+        create: Callable[[ids.GroupName], topic_config.TopicConfig],
+        group: ids.GroupName,
+    ) -> topic_config.TopicConfig:
+        """The retry or DLQ topic ``name`` of ``group``, created (and announced) when new."""
+        known = self._topics.get(name) is not None
+        config = create(group)
+        if not known:
+            self._route_changed.set()
+        return config
+
+    async def _put(
+        self, request: commit_log.AppendRequest, destination: Destination, due_ms: int | None
+    ) -> SendBackResult:
+        (result,) = await self._store.put_messages([request])
+        if not result.status.is_stored:
+            raise errors.ServiceUnavailableError(
+                f"could not store the {destination.value.lower()} copy in "
+                f"{request.message.topic}: {result.status.value}"
+            )
+        topic = ids.TopicName(request.message.properties.get(P.REAL_TOPIC, request.message.topic))
+        return SendBackResult(destination, topic, request.reconsume_times, due_ms)
+
+
+def _copied_properties(stored: message.StoredMessage) -> dict[str, str]:
+    """The properties of a retry or DLQ copy: all of ``stored``'s, without an earlier park's,
+    with ``RETRY_TOPIC`` and ``ORIGIN_MESSAGE_ID`` set once (the first failure's)."""
+    props = {k: v for k, v in stored.properties.items() if k not in _TIMER_PROPERTIES}
+    props[P.RETRY_TOPIC] = origin_topic(stored)
+    props[P.ORIGIN_MESSAGE_ID] = origin_message_id(stored)
+    return props
+
+
+def _append_request(
+    stored: message.StoredMessage,
+    topic: ids.TopicName,
+    props: dict[str, str],
+    *,
+    reconsume_times: int,
+) -> commit_log.AppendRequest:
+    return commit_log.AppendRequest(
+        message=message.Message(
+            topic=topic, body=stored.body, properties=props, flag=stored.message.flag
+        ),
+        queue_id=ids.QueueId(0),
+        sys_flag=int(stored.sys_flag) & int(message.SysFlag.COMPRESSED),
+        born_timestamp_ms=stored.born_timestamp_ms,
+        born_host=stored.born_host,
+        reconsume_times=reconsume_times,
+    )
