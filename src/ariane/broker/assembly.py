@@ -76,7 +76,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             group_table=broker.groups,
             polling=broker.polling,
             counters=broker.counters,
-            route_changed=broker.route_changed,
+            retrier=retrier,
             receive=settings.receive,
             broker_name=broker.broker_name,
             time=time,

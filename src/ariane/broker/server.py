@@ -185,7 +185,7 @@ class BrokerServer:
         return pop_service.PopReviveService(
             pop_service=runtime.pop_service,
             group_table=runtime.groups,
-            dead_letter=consumer.send_to_dlq,
+            reviver=consumer.revive,
             interval_ms=self.settings.receive.poll_slice_ms,
         )
 

@@ -254,6 +254,7 @@ class GroupPopState:
         *,
         invisible_ms: int,
         message_group: str | None = None,
+        attempt: int = 1,
     ) -> delivery.InFlight | None:
         """Deliver the message at the cursor, or a FIFO-held one that became ready.
 
@@ -261,9 +262,11 @@ class GroupPopState:
             offset: ``scan_offset()`` (a new message) or an offset from ``fifo_ready()``.
             invisible_ms: how long the message stays invisible, in ms (> 0).
             message_group: its FIFO message group (used only by orderly groups).
+            attempt: the delivery attempt of a new message: its stored reconsume times + 1
+                (a ``%RETRY%`` copy carries its attempts), 1 for a first delivery.
 
         Returns:
-            the delivery record (attempt 1), or ``None`` when an orderly group holds the
+            the delivery record (``attempt``), or ``None`` when an orderly group holds the
             message back behind an earlier message of its group (it shows up in
             ``fifo_ready()`` once that one is done).
 
@@ -272,6 +275,7 @@ class GroupPopState:
                 ``pop_span_max``.
         """
         assert invisible_ms > 0, f"invisible_ms must be > 0, got {invisible_ms}"
+        assert attempt >= 1, f"attempt must be >= 1, got {attempt}"
         queue = self._queue(topic, queue_id)
         if offset in queue.held:
             assert queue.order is not None
@@ -283,13 +287,13 @@ class GroupPopState:
         self._advance_cursor(queue, offset, needs_slot=True)
         self._outstanding += 1
         if queue.order is None or message_group is None:
-            return self._start(queue, offset, 1, None, invisible_ms)
+            return self._start(queue, offset, attempt, None, invisible_ms)
         deliver = queue.order.may_deliver_new(message_group)
         queue.order.add(offset, message_group, delivered=deliver)
         if not deliver:
             queue.held[offset] = message_group
             return None
-        return self._start(queue, offset, 1, message_group, invisible_ms)
+        return self._start(queue, offset, attempt, message_group, invisible_ms)
 
     def adopt_restored(
         self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset

@@ -9,11 +9,20 @@ replays the journal above each group's committed offset, so delivery attempts an
 receipts survive a restart; the journal is compacted (live state rewritten atomically) when it
 passes half of ``journal_bytes_max`` in the background, or ``journal_bytes_max`` inline.
 
-``PopReviveService`` (RocketMQ ``PopReviveService``) is the background loop: it moves due
-messages past their group's ``max_delivery_attempts`` to ``%DLQ%<group>`` even when no
-consumer receives, and compacts the journal.
+``PopReviveService`` (RocketMQ ``PopReviveService``) is the background loop: it revives
+deliveries whose invisible time ran out even when no consumer receives (a concurrent group's
+into a copy in ``%RETRY%<group>``, or ``%DLQ%<group>`` after the last attempt; an orderly
+group's only into the DLQ, its other redeliveries happen in place at the next receive), and
+compacts the journal.
 
-Every dependency is passed in (store reads, offset table, settings, clock, the DLQ forwarder);
+What the journal holds, now that retries are stored messages: the deliveries in flight (CK:
+handle version, deadline, attempt, message group) and the done offsets (ACK) above each
+group's committed offset, so that after a restart an unacked delivery is still revived and a
+stale handle is still refused. The attempt of a concurrent group's delivery is its message's
+RECONSUMETIMES + 1 (the retry copy carries it); only an orderly group, which redelivers in
+place, needs the journal's attempt to count toward the DLQ.
+
+Every dependency is passed in (store reads, offset table, settings, clock, the reviver);
 nothing here reaches into ``BrokerRuntime``. Invariants: used from the broker's event loop
 only; a group's POP state exists only while the group has been seen since start; the offset
 table is persisted before a compaction drops the ack records below the committed offsets.
@@ -45,13 +54,14 @@ READ_SPAN_MAX = 256
 """Most queue offsets one batched read of redeliveries covers (one ``get_messages`` call)."""
 
 
-class DeadLetter(Protocol):
-    """Forwards a message to ``%DLQ%<group>`` (``ConsumeProcessor.send_to_dlq``)."""
+class Reviver(Protocol):
+    """Revives an expired delivery (``ConsumeProcessor.revive``): a retry copy in
+    ``%RETRY%<group>``, or a dead letter once ``failed_attempt`` reached the max attempts."""
 
     def __call__(
-        self, group: ids.GroupName, stored: message.StoredMessage, *, attempts: int
+        self, group: ids.GroupName, stored: message.StoredMessage, *, failed_attempt: int
     ) -> Awaitable[None]:
-        """Append a copy to the DLQ; raises ``ArianeError`` when the store refuses it."""
+        """Store the copy; raises ``ArianeError`` when the store refuses it."""
         ...
 
 
@@ -259,11 +269,13 @@ class PopService:
         self, max_attempts_of: Callable[[ids.GroupName], int | None]
     ) -> list[pop_journal.Checkpoint]:
         """Restored deliveries of queues no receive opened since the restart whose deadline
-        (wall clock) passed and whose next attempt would exceed the group's max attempts, in
+        (wall clock) passed and whose attempt reached ``max_attempts_of(group)``, in
         (group, topic, queue, offset) order: RocketMQ's revive of its CK records.
 
         Args:
-            max_attempts_of: the group's ``max_delivery_attempts``, ``None`` if it is gone.
+            max_attempts_of: the attempt from which the group's expired deliveries are
+                revived (1 for a concurrent group: all; the max attempts for an orderly
+                one: the dead letters), ``None`` if the group is gone.
         """
         now_ms = self._clock.now_ms()
         due: list[pop_journal.Checkpoint] = []
@@ -371,12 +383,13 @@ class PopService:
 
 
 class PopReviveService:
-    """Background loop: due messages past their max attempts go to the DLQ; compaction.
+    """Background loop: expired deliveries are revived (retry copy or DLQ); compaction.
 
     Args:
         pop_service: the POP state owner.
-        group_table: subscription group configs (max attempts of restored deliveries).
-        dead_letter: forwards one message to ``%DLQ%<group>`` (raises ``ArianeError``).
+        group_table: subscription group configs (kind and max attempts).
+        reviver: writes the retry copy or dead letter of one message (raises
+            ``ArianeError``).
         interval_ms: pause between runs, ms.
     """
 
@@ -385,12 +398,12 @@ class PopReviveService:
         *,
         pop_service: PopService,
         group_table: subs.SubscriptionGroupManager,
-        dead_letter: DeadLetter,
+        reviver: Reviver,
         interval_ms: int,
     ) -> None:
         self._pop = pop_service
         self._groups = group_table
-        self._dead_letter = dead_letter
+        self._revive = reviver
         self._interval_ms = interval_ms
 
     async def run(self) -> None:
@@ -400,22 +413,24 @@ class PopReviveService:
             try:
                 await self.revive_once()
             except errors.ArianeError as exc:
-                _log.warning("moving expired messages to the DLQ failed: %s", exc)
+                _log.warning("reviving expired deliveries failed: %s", exc)
             self._pop.maybe_compact()
 
     async def revive_once(self) -> int:
-        """Move every due message past its group's max attempts to the DLQ; returns how many.
+        """Revive every expired delivery; returns how many messages were copied.
 
-        Mirrors RocketMQ's ``PopReviveService``, so a message whose consumers all went away
-        still reaches ``%DLQ%<group>``; redeliveries with attempts left wait for a receive.
-        The messages of one queue are read in batches (``read_messages``).
+        Mirrors RocketMQ's ``PopReviveService``: a concurrent group's expired message becomes
+        a ``%RETRY%<group>`` copy at once (a parked receive wakes on it), and a message whose
+        consumers all went away still reaches ``%DLQ%<group>``; an orderly group's
+        redeliveries with attempts left wait for a receive (in place). The messages of one
+        queue are read in batches (``read_messages``).
         """
         moved = 0
         try:
             for state in self._pop.states():
                 by_queue: dict[pop.QueueKey, list[delivery.Due]] = {}
                 for due in state.collect_due():
-                    if due.to_dlq:
+                    if due.to_dlq or not state.orderly:
                         by_queue.setdefault((due.topic, due.queue_id), []).append(due)
                 for (topic, queue_id), dues in by_queue.items():
                     moved += await self._dead_letter_queue(state, topic, queue_id, dues)
@@ -424,14 +439,16 @@ class PopReviveService:
             self._pop.flush()
         return moved
 
-    def _max_attempts(self, group: ids.GroupName) -> int | None:
+    def _revived_from(self, group: ids.GroupName) -> int | None:
         config = self._groups.get(group)
-        return None if config is None else config.max_delivery_attempts
+        if config is None:
+            return None
+        return config.max_delivery_attempts if config.consume_orderly else 1
 
     async def _dead_letter_restored(self) -> int:
         """Restored deliveries past their max attempts, in queues no receive opened yet."""
         by_queue: dict[pop_journal.QueueKey, list[pop_journal.Checkpoint]] = {}
-        for checkpoint in self._pop.restored_dead_letters(self._max_attempts):
+        for checkpoint in self._pop.restored_dead_letters(self._revived_from):
             key = (checkpoint.group, checkpoint.topic, checkpoint.queue_id)
             by_queue.setdefault(key, []).append(checkpoint)
         moved = 0
@@ -441,7 +458,7 @@ class PopReviveService:
             for checkpoint in checkpoints:
                 stored = found.get(checkpoint.queue_offset)
                 if stored is not None:
-                    await self._dead_letter(group, stored, attempts=checkpoint.attempt)
+                    await self._revive(group, stored, failed_attempt=checkpoint.attempt)
                     moved += 1
                 self._pop.settle_restored(checkpoint)
         return moved
@@ -460,7 +477,7 @@ class PopReviveService:
                 break  # the topic was deleted or the group reset meanwhile
             stored = found.get(due.queue_offset)
             if stored is not None:
-                await self._dead_letter(state.group, stored, attempts=due.next_attempt - 1)
+                await self._revive(state.group, stored, failed_attempt=due.next_attempt - 1)
                 moved += 1
             if state.in_flight(topic, queue_id, due.queue_offset) is not None:
                 state.settle_dead_letter(topic, queue_id, due.queue_offset)

@@ -26,7 +26,6 @@ reads messages and decides what to deliver. Its dependencies are passed in expli
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -37,14 +36,15 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import delivery, receipt
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import service as pop_service_mod
-from ariane.broker.processors import long_polling
+from ariane.broker.processors import long_polling, retry
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, limits, message, topics
-from ariane.store import commit_log, message_store
+from ariane.store import message_store
 
 _log = logging.getLogger(__name__)
 P = message.Property
 GMS = message_store.GetMessageStatus
+_EVERYTHING = filters.compile_filter(filters.FilterKind.TAG, "*")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -97,7 +97,6 @@ class ConsumeCounters(Protocol):
 
     messages_out: int
     bytes_out: int
-    sent_to_dlq: int
 
 
 class ConsumeProcessor:
@@ -109,8 +108,8 @@ class ConsumeProcessor:
         topic_table: topic configs (``require``, ``ensure_dlq_topic``).
         group_table: subscription group configs.
         polling: long polling (park receives, wake them on DLQ appends and FIFO acks).
-        counters: totals for the admin API (``messages_out``, ``bytes_out``, ``sent_to_dlq``).
-        route_changed: set when a DLQ topic is created (registration then re-registers).
+        counters: totals for the admin API (``messages_out``, ``bytes_out``).
+        retrier: writes retry copies to ``%RETRY%<group>`` and dead letters.
         receive: ``poll_slice_ms``, ``message_bytes_max``.
         broker_name: this broker group's name (in receipt handles).
         time: the clock (long-poll deadlines use its monotonic time).
@@ -125,7 +124,7 @@ class ConsumeProcessor:
         group_table: subscriptions.SubscriptionGroupManager,
         polling: long_polling.LongPolling,
         counters: ConsumeCounters,
-        route_changed: asyncio.Event,
+        retrier: retry.RetryProcessor,
         receive: broker_settings.ReceiveSettings,
         broker_name: ids.BrokerName,
         time: clock.Clock,
@@ -136,11 +135,12 @@ class ConsumeProcessor:
         self._groups = group_table
         self._polling = polling
         self._counters = counters
-        self._route_changed = route_changed
+        self._retry = retrier
         self._receive = receive
         self._broker_name = broker_name
         self._clock = time
         self._next_queue = 0
+        self._retry_first = False
 
     # -- receive ---------------------------------------------------------------------------
 
@@ -158,6 +158,7 @@ class ConsumeProcessor:
             raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
         deadline_ms = self._clock.monotonic_ms() + round(request.poll_s * 1000)
         slice_ms = self._receive.poll_slice_ms
+        keys = (topic.name, topics.retry_topic(group.group))
         while True:
             since = self._polling.snapshot()
             found = await self._pop_once(request, group, topic)
@@ -165,7 +166,7 @@ class ConsumeProcessor:
             if found or remaining_ms <= 0:
                 return found
             hold_s = min(slice_ms, remaining_ms) / 1000
-            await self._polling.hold(topic.name, hold_s, since=since)
+            await self._polling.hold_any(keys, hold_s, since=since)
 
     async def _pop_once(
         self,
@@ -175,22 +176,58 @@ class ConsumeProcessor:
     ) -> list[Received]:
         state = self._pop.state(group)
         out: list[Received] = []
+        # RocketMQ 5 pops the group's %RETRY% topic with every receive: first on every other
+        # receive (a busy topic cannot starve it), and last (copies this pass wrote for
+        # expired deliveries go out at once)
+        self._retry_first = not self._retry_first
         try:
+            if self._retry_first:
+                await self._pop_retry(state, group, request, out)
             for queue_id in self._queue_order(request, group, topic):
                 if len(out) >= request.batch_size:
                     break
-                self._pop.open_queue(state, topic.name, queue_id)
-                await self._redeliver_due(state, request, queue_id, out)
-                self._deliver_fifo_ready(state, request, queue_id, out)
-                if self._scan_new(state, request, queue_id, out):
-                    # restored deliveries whose deadline passed during the restart
-                    await self._redeliver_due(state, request, queue_id, out)
-                self._pop.commit(state, topic.name, queue_id)
+                await self._pop_queue(state, group, request, queue_id, out)
+            await self._pop_retry(state, group, request, out)
         finally:
             self._pop.flush()
         self._counters.messages_out += len(out)
         self._counters.bytes_out += sum(len(r.stored.body) for r in out)
         return out
+
+    async def _pop_retry(
+        self,
+        state: pop.GroupPopState,
+        group: subscriptions.SubscriptionGroupConfig,
+        request: ReceiveRequest,
+        out: list[Received],
+    ) -> None:
+        """The group's ``%RETRY%`` queue, read with the filter ``*`` as RocketMQ 5 does (its
+        copies matched the subscription when first delivered); orderly groups have none."""
+        retry_topic = self._topics.get(topics.retry_topic(group.group))
+        if group.consume_orderly or retry_topic is None or not retry_topic.readable:
+            return
+        if len(out) < request.batch_size:
+            retry_request = dataclasses.replace(
+                request, topic=retry_topic.name, message_filter=_EVERYTHING
+            )
+            await self._pop_queue(state, group, retry_request, ids.QueueId(0), out)
+
+    async def _pop_queue(
+        self,
+        state: pop.GroupPopState,
+        group: subscriptions.SubscriptionGroupConfig,
+        request: ReceiveRequest,
+        queue_id: ids.QueueId,
+        out: list[Received],
+    ) -> None:
+        """One queue of one receive: expired deliveries, FIFO-ready ones, then new messages."""
+        self._pop.open_queue(state, request.topic, queue_id)
+        await self._redeliver_due(state, group, request, queue_id, out)
+        self._deliver_fifo_ready(state, request, queue_id, out)
+        if self._scan_new(state, request, queue_id, out):
+            # restored deliveries whose deadline passed during the restart
+            await self._redeliver_due(state, group, request, queue_id, out)
+        self._pop.commit(state, request.topic, queue_id)
 
     def _queue_order(
         self,
@@ -218,10 +255,14 @@ class ConsumeProcessor:
     async def _redeliver_due(
         self,
         state: pop.GroupPopState,
+        group: subscriptions.SubscriptionGroupConfig,
         request: ReceiveRequest,
         queue_id: ids.QueueId,
         out: list[Received],
     ) -> None:
+        """Deliveries whose invisible time ran out: a concurrent group's go to its
+        ``%RETRY%`` topic at once (the invisible time was their wait) or to the DLQ; an
+        orderly group's are delivered again in place (FIFO keeps them at the head)."""
         dues = state.collect_due(request.topic, queue_id)
         if not dues:
             return
@@ -231,8 +272,10 @@ class ConsumeProcessor:
             if stored is None:  # deleted by retention meanwhile: nothing left to deliver
                 state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
                 continue
-            if due.to_dlq:
-                await self.send_to_dlq(state.group, stored, attempts=due.next_attempt - 1)
+            if due.to_dlq or not state.orderly:
+                await self._retry.retry_failed(
+                    group, stored, failed_attempt=due.next_attempt - 1, delay_ms=0
+                )
                 state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
                 continue
             if len(out) >= request.batch_size:
@@ -324,6 +367,7 @@ class ConsumeProcessor:
                 queue_offset,
                 invisible_ms=request.invisible_ms,
                 message_group=stored.message.message_group,
+                attempt=stored.reconsume_times + 1,
             )
             if in_flight is not None:
                 out.append(self._received(stored, in_flight))
@@ -343,7 +387,7 @@ class ConsumeProcessor:
             attempt=in_flight.attempt,
             dead_letter_origin=origin,
         )
-        return Received(stored, delivery)
+        return Received(retry.as_consumed(stored), delivery)
 
     # -- acknowledgements ------------------------------------------------------------------
 
@@ -355,7 +399,8 @@ class ConsumeProcessor:
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle was issued by broker {handle.broker_name!r}, not this one"
             )
-        if handle.topic != topic:
+        if handle.topic != topic and handle.topic != topics.retry_topic(group):
+            # a %RETRY% delivery is acked under the topic it was consumed as (RETRY_TOPIC)
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
             )
@@ -412,6 +457,34 @@ class ConsumeProcessor:
         )
         return receipt.encode(renewed)
 
+    async def nack(
+        self, group: ids.GroupName, topic: str, receipt_text: str, invisible_ms: int
+    ) -> str:
+        """A push consumer's failed attempt (its ChangeInvisibleDuration after a FAILURE).
+
+        Mirrors RocketMQ 5's revive of a nacked message: a concurrent group's message is
+        copied to ``%RETRY%<group>`` due after the group's retry-policy backoff (or to
+        ``%DLQ%<group>`` after its last attempt) and the original is done, so the attempt
+        count lives in the stored copy. An orderly group's message stays in place with its
+        deadline moved (``change_invisible``): FIFO redelivers at the head of its group.
+
+        Returns:
+            the receipt handle to answer with (the nacked one: it acks nothing any more).
+
+        Raises:
+            InvalidReceiptHandleError: as for ``ack``.
+            ServiceUnavailableError, TooManyRequestsError: the copy could not be stored;
+                the message stays in flight under its handle.
+        """
+        config = self._groups.require(group)
+        if config.consume_orderly:
+            return self.change_invisible(group, topic, receipt_text, invisible_ms)
+        stored, attempt = self._current(group, topic, receipt_text)
+        if stored is not None:
+            await self._retry.retry_failed(config, stored, failed_attempt=attempt)
+        self.ack(group, topic, receipt_text)
+        return receipt_text
+
     async def forward_to_dlq(self, group: ids.GroupName, topic: str, receipt_text: str) -> None:
         """Copy a delivered message to ``%DLQ%<group>`` and ack it (ForwardMessageToDLQ).
 
@@ -419,51 +492,34 @@ class ConsumeProcessor:
             InvalidReceiptHandleError: as for ``ack``.
             ServiceUnavailableError: the DLQ append failed; the message stays in flight.
         """
+        stored, attempt = self._current(group, topic, receipt_text)
+        if stored is not None:
+            await self._retry.dead_letter(group, stored, attempts=attempt)
+        self.ack(group, topic, receipt_text)
+
+    async def revive(
+        self, group: ids.GroupName, stored: message.StoredMessage, *, failed_attempt: int
+    ) -> None:
+        """``pop_service.Reviver``: a delivery expired with no receive to notice it (the
+        background ``PopReviveService``): retry copy or dead letter, as a receive would."""
+        config = self._groups.get(group) or subscriptions.SubscriptionGroupConfig(group)
+        await self._retry.retry_failed(config, stored, failed_attempt=failed_attempt, delay_ms=0)
+
+    def _current(
+        self, group: ids.GroupName, topic: str, receipt_text: str
+    ) -> tuple[message.StoredMessage | None, int]:
+        """The message a current handle names (``None`` if retention deleted it) and the
+        attempt it was delivered as.
+
+        Raises:
+            InvalidReceiptHandleError: the handle is not the message's current one.
+        """
         handle, state = self._handle(group, topic, receipt_text)
         current = state.in_flight(handle.topic, handle.queue_id, handle.queue_offset)
         if current is None or current.handle_version != handle.handle_version:
             raise errors.InvalidReceiptHandleError("receipt handle is stale or already acked")
         found = self._pop.read_messages(handle.topic, handle.queue_id, [handle.queue_offset])
-        stored = found.get(handle.queue_offset)
-        if stored is not None:
-            await self.send_to_dlq(group, stored, attempts=current.attempt)
-        self.ack(group, topic, receipt_text)
-
-    async def send_to_dlq(
-        self, group: ids.GroupName, stored: message.StoredMessage, *, attempts: int
-    ) -> None:
-        """Append a copy of ``stored`` to ``%DLQ%<group>`` (RocketMQ ``sendMsgBack`` → DLQ).
-
-        Raises:
-            ServiceUnavailableError: the store refused the append.
-        """
-        dlq = self._topics.ensure_dlq_topic(group)
-        props = dict(stored.properties)
-        props.setdefault(P.DLQ_ORIGIN_TOPIC, stored.topic)
-        props.setdefault(P.DLQ_ORIGIN_MESSAGE_ID, message.message_id_of(stored))
-        request = commit_log.AppendRequest(
-            message=message.Message(topic=dlq.name, body=stored.body, properties=props),
-            queue_id=ids.QueueId(0),
-            sys_flag=int(stored.sys_flag) & int(message.SysFlag.COMPRESSED),
-            born_timestamp_ms=stored.born_timestamp_ms,
-            born_host=stored.born_host,
-            reconsume_times=attempts,
-        )
-        (result,) = await self._store.put_messages([request])
-        if not result.status.is_stored:
-            raise errors.ServiceUnavailableError(
-                f"could not store the message in {dlq.name}: {result.status.value}"
-            )
-        self._counters.sent_to_dlq += 1
-        self._polling.notify(dlq.name)
-        self._route_changed.set()
-        _log.info(
-            "message %s of %s moved to %s after %d attempts",
-            message.message_id_of(stored),
-            stored.topic,
-            dlq.name,
-            attempts,
-        )
+        return found.get(handle.queue_offset), current.attempt
 
 
 def _raise_unless_ok(outcome: delivery.AckOutcome) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 
 from ariane.broker import settings
 from ariane.common import errors
@@ -68,7 +68,12 @@ class LongPolling:
         Raises:
             TooManyRequestsError: ``parked_requests_max`` requests are parked already.
         """
-        if self.last_notify(key) > since:
+        return await self.hold_any((key,), timeout_s, since=since)
+
+    async def hold_any(self, keys: Sequence[Hashable], timeout_s: float, *, since: int) -> bool:
+        """``hold`` on several keys at once (a receive that reads a topic and its group's
+        ``%RETRY%`` topic): wakes on a notify of any of them; counts as one parked request."""
+        if any(self.last_notify(key) > since for key in keys):
             return True
         if timeout_s <= 0:
             return False
@@ -77,8 +82,8 @@ class LongPolling:
                 f"{self._parked} receive requests are parked (parked_requests_max); retry later"
             )
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiters = self._waiters.setdefault(key, set())
-        waiters.add(future)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(future)
         self._parked += 1
         try:
             await asyncio.wait_for(future, timeout_s)
@@ -87,9 +92,12 @@ class LongPolling:
             return False
         finally:
             self._parked -= 1
-            waiters.discard(future)
-            if not waiters and self._waiters.get(key) is waiters:
-                del self._waiters[key]
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(future)
+                    if not waiters:
+                        del self._waiters[key]
 
     def notify(self, key: Hashable) -> int:
         """Record new messages for ``key`` and wake its parked requests.

@@ -138,8 +138,8 @@ class RetryProcessor:
         store: where the copies are appended.
         topic_table: creates ``%RETRY%<group>`` / ``%DLQ%<group>`` on demand.
         schedule: parks retry copies until their backoff passed.
-        polling: woken for a DLQ append (a retry copy wakes receives when the schedule
-            writes it to ``%RETRY%<group>``).
+        polling: woken for a copy stored in its topic at once (a parked retry copy wakes
+            receives when the schedule writes it to ``%RETRY%<group>``).
         counters: ``sent_to_dlq``.
         route_changed: set when a retry or DLQ topic is created (re-registration).
         time: the wall clock of due times.
@@ -211,7 +211,6 @@ class RetryProcessor:
         request = _append_request(stored, dlq.name, props, reconsume_times=attempts)
         result = await self._put(request, Destination.DLQ, None)
         self._counters.sent_to_dlq += 1
-        self._polling.notify(dlq.name)
         _log.info(
             "message %s of %s moved to %s after %d attempts",
             props[P.ORIGIN_MESSAGE_ID],
@@ -284,6 +283,7 @@ class RetryProcessor:
                 f"could not store the {destination.value.lower()} copy in "
                 f"{request.message.topic}: {result.status.value}"
             )
+        self._polling.notify(request.message.topic)  # a copy stored in %RETRY% or %DLQ% at once
         topic = ids.TopicName(request.message.properties.get(P.REAL_TOPIC, request.message.topic))
         return SendBackResult(destination, topic, request.reconsume_times, due_ms)
 
