@@ -5,15 +5,17 @@ real store and a manual clock; no sockets)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import pathlib
 from collections.abc import Iterator
 
 import pytest
 
 import broker_harness
-from ariane.broker.processors import retry
+from ariane.broker.pop import service as pop_service
+from ariane.broker.processors import consume, retry
 from ariane.broker.tables import subscriptions
-from ariane.common import ids, message, topics
+from ariane.common import errors, ids, message, topics
 from broker_harness import incoming
 
 T = ids.TopicName("orders")
@@ -156,3 +158,152 @@ def test_classic_send_back_levels_and_dlq(harness: broker_harness.BrokerHarness)
     )
     assert (exhausted.destination, exhausted.reconsume_times) == (retry.Destination.DLQ, 2)
     assert len(_stored(harness, DLQ)) == 2
+
+
+def _receive(
+    harness: broker_harness.BrokerHarness, *, poll_s: float = 0.0
+) -> list[consume.Received]:
+    request = dataclasses.replace(harness.receive_request(G, T), poll_s=poll_s)
+    return asyncio.run(harness.processors.consumer.receive(request))
+
+
+def test_a_push_nack_comes_back_from_the_retry_topic_after_the_backoff(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """A nacked message is done on its topic at once (its handle acks nothing), waits 3 s in
+    the timer, then is received from %RETRY%g as attempt 2 under its own topic and id, and
+    acks with that topic."""
+    _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(3_000,)))
+    consumer = harness.processors.consumer
+    original = _send_one(harness)
+    (first,) = _receive(harness)
+    handle = first.delivery.receipt_handle
+    assert asyncio.run(consumer.nack(G, T, handle, 3_000)) == handle
+    with pytest.raises(errors.InvalidReceiptHandleError):
+        consumer.ack(G, T, handle)
+    harness.clock.advance_ms(2_999)
+    asyncio.run(_deliver_due(harness))
+    assert _receive(harness) == []
+    harness.clock.advance_ms(1)
+    assert asyncio.run(_deliver_due(harness)) == 1
+    (again,) = _receive(harness)
+    assert (again.stored.topic, again.delivery.attempt) == (T, 2)
+    assert message.message_id_of(again.stored) == message.message_id_of(original)
+    consumer.ack(G, T, again.delivery.receipt_handle)
+    harness.clock.advance_ms(60_000)
+    assert _receive(harness) == []
+    assert harness.runtime.offsets.query(G, RETRY, Q0) == 1
+
+
+def test_a_parked_receive_wakes_when_the_retry_copy_becomes_due(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """A receive long polling for 20 s returns the retry copy as soon as the schedule writes
+    it to %RETRY%g (within 2 s of real time, no 20 s stall)."""
+    _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+    consumer = harness.processors.consumer
+    _send_one(harness)
+    (first,) = _receive(harness)
+
+    async def scenario() -> list[consume.Received]:
+        await consumer.nack(G, T, first.delivery.receipt_handle, 1_000)
+        request = dataclasses.replace(harness.receive_request(G, T), poll_s=20.0)
+        waiting = asyncio.create_task(consumer.receive(request))
+        deadline = asyncio.get_running_loop().time() + 2
+        while harness.runtime.polling.parked == 0:
+            assert asyncio.get_running_loop().time() < deadline, "the receive never parked"
+            await asyncio.sleep(0.01)
+        harness.clock.advance_ms(1_000)
+        await harness.runtime.schedule.run_once()
+        return await asyncio.wait_for(waiting, 2)
+
+    (again,) = asyncio.run(scenario())
+    assert again.delivery.attempt == 2
+
+
+def test_nacks_end_in_the_dlq_with_origin_topic_id_and_attempts(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """With max_delivery_attempts 2, the second nack writes %DLQ%g (origin topic, origin id,
+    RECONSUMETIMES 2) and nothing is delivered again; a DLQ reader sees the origin."""
+    _group(harness, attempts=2, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+    consumer = harness.processors.consumer
+    original = _send_one(harness)
+    attempts = []
+    for _ in range(3):
+        got = _receive(harness)
+        attempts += [r.delivery.attempt for r in got]
+        for r in got:
+            asyncio.run(consumer.nack(G, T, r.delivery.receipt_handle, 1_000))
+        harness.clock.advance_ms(1_000)
+        asyncio.run(_deliver_due(harness))
+    assert attempts == [1, 2]
+    (letter,) = _stored(harness, DLQ)
+    assert letter.reconsume_times == 2
+    assert letter.properties[P.DLQ_ORIGIN_TOPIC] == T
+    assert letter.properties[P.DLQ_ORIGIN_MESSAGE_ID] == message.message_id_of(original)
+    reader = dataclasses.replace(harness.receive_request("dlq-reader", DLQ))
+    (dead,) = asyncio.run(consumer.receive(reader))
+    assert dead.delivery.dead_letter_origin == (T, message.message_id_of(original))
+
+
+def test_forward_to_dlq_copies_the_current_delivery_and_acks_it(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """ForwardMessageToDeadLetterQueue of attempt 2 (a retry copy) writes the DLQ letter with
+    the origin topic and 2 attempts, and the handle acks nothing afterwards."""
+    _group(harness)
+    consumer = harness.processors.consumer
+    _send_one(harness)
+    (first,) = _receive(harness, poll_s=0)
+    harness.clock.advance_ms(10_001)  # expires: copied to %RETRY%g at once
+    (second,) = _receive(harness)
+    assert second.delivery.attempt == 2
+    asyncio.run(consumer.forward_to_dlq(G, T, second.delivery.receipt_handle))
+    (letter,) = _stored(harness, DLQ)
+    assert (letter.reconsume_times, letter.properties[P.DLQ_ORIGIN_TOPIC]) == (2, T)
+    with pytest.raises(errors.InvalidReceiptHandleError):
+        consumer.ack(G, T, second.delivery.receipt_handle)
+    with pytest.raises(errors.InvalidReceiptHandleError):
+        consumer.ack(G, T, first.delivery.receipt_handle)
+
+
+def test_the_revive_loop_copies_expired_deliveries_without_a_receive(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """With no receive running, the revive loop turns an expired delivery into a %RETRY%g
+    copy with RECONSUMETIMES 1 and commits the original."""
+    _group(harness)
+    _send_one(harness)
+    _receive(harness)
+    harness.clock.advance_ms(10_001)
+    reviver = pop_service.PopReviveService(
+        pop_service=harness.runtime.pop_service,
+        group_table=harness.runtime.groups,
+        reviver=harness.processors.consumer.revive,
+        interval_ms=1_000,
+    )
+    assert asyncio.run(reviver.revive_once()) == 1
+    (copy,) = _stored(harness, RETRY)
+    assert copy.reconsume_times == 1
+    assert harness.runtime.offsets.query(G, T, Q0) == 1
+
+
+def test_attempts_and_parked_retries_survive_a_restart(tmp_path: pathlib.Path) -> None:
+    """A nacked message parked for 5 s is delivered after a broker restart as attempt 2 (the
+    count is in the stored copy, the schedule in the timer log)."""
+    broker = broker_harness.BrokerHarness(tmp_path)
+    broker.create_topic(T, queues=1)
+    _group(broker, policy=subscriptions.GroupRetryPolicy(delays_ms=(5_000,)))
+    _send_one(broker)
+    (first,) = _receive(broker)
+    asyncio.run(broker.processors.consumer.nack(G, T, first.delivery.receipt_handle, 5_000))
+    broker.close()
+    reopened = broker_harness.BrokerHarness(tmp_path)
+    try:
+        reopened.clock.advance_ms(broker.clock.now_ms() - reopened.clock.now_ms() + 5_000)
+        assert asyncio.run(_deliver_due(reopened)) == 1
+        (again,) = _receive(reopened)
+        assert (again.stored.topic, again.delivery.attempt) == (T, 2)
+    finally:
+        reopened.close()
