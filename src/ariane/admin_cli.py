@@ -9,6 +9,7 @@ through ``ariane.client.AdminClient``::
     ariane admin group create billing [--fifo] [--max-delivery-attempts N]
     ariane admin group list|delete|lag|reset-offset …
     ariane admin message get --topic orders --id ID | --key KEY
+    ariane admin dlq list GROUP | dlq resend GROUP --id ID | --all
     ariane admin broker list | wipe-write-perm NAME… | add-write-perm NAME…
     ariane admin broker promote --broker-name G --broker-id N [--role SYNC_MASTER]
     ariane admin cluster | brokers | topics | groups | lag     (one-word views for people)
@@ -250,6 +251,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     trip.add_argument(
         "--wait-s", type=_positive, default=30, metavar="S", help="how long to wait for it"
     )
+    _dlq_arguments(sub, common)
     _overview_arguments(sub, common)
     broker = sub.add_parser("broker", help="brokers: list, drain (wipe/add write permission)")
     verbs = broker.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -263,6 +265,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     promote.add_argument("--broker-name", required=True, metavar="GROUP")
     promote.add_argument("--broker-id", required=True, type=_positive, metavar="N")
     promote.add_argument("--role", choices=["SYNC_MASTER", "ASYNC_MASTER"], default="")
+
+
+def _dlq_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
+    dlq = sub.add_parser("dlq", help="dead letters of a group (%%DLQ%%GROUP): list, resend")
+    verbs = dlq.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="the group's dead letters", parents=[common])
+    listing.add_argument("group")
+    listing.add_argument("--max", type=_positive, metavar="N", help="most letters per broker")
+    resend = verbs.add_parser(
+        "resend", help="write dead letters back to their origin topics", parents=[common]
+    )
+    resend.add_argument("group")
+    which = resend.add_mutually_exclusive_group(required=True)
+    which.add_argument("--id", action="append", metavar="ID", help="a letter's message id")
+    which.add_argument("--all", action="store_true", help="every letter of the group")
 
 
 def _overview_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -567,6 +584,51 @@ async def _message_get(client: Client, args: argparse.Namespace) -> Result:
     return Result("message", _MESSAGE_COLUMNS, rows, vertical=True)
 
 
+_DLQ_COLUMNS = (
+    ("message_id", "message id"),
+    ("origin_topic", "origin topic"),
+    ("attempts", "attempts"),
+    ("stored", "stored"),
+    ("broker_name", "broker"),
+    ("queue_offset", "DLQ offset"),
+    ("body_preview", "body"),
+)
+
+
+async def _dlq_list(client: Client, args: argparse.Namespace) -> Result:
+    found = await client.dead_letters(args.group, max_messages=args.max or 0)
+    rows = [
+        {
+            "message_id": d.origin_message_id,
+            "origin_topic": d.origin_topic,
+            "attempts": d.attempts,
+            "stored": _iso(d.message.store_timestamp_ms),
+            "store_timestamp_ms": d.message.store_timestamp_ms,
+            "broker_name": d.message.broker_name,
+            "queue_offset": d.message.queue_offset,
+            "body_preview": _body_preview(d.message.body[:64]),
+        }
+        for d in found
+    ]
+    note = "" if rows else f"group {args.group} has no dead letters"
+    return Result(f"dead letters of {args.group}", _DLQ_COLUMNS, rows, note=note)
+
+
+async def _dlq_resend(client: Client, args: argparse.Namespace) -> Result:
+    resent = await client.resend_dead_letters(
+        args.group, message_ids=args.id or (), everything=args.all
+    )
+    columns = (
+        ("message_id", "message id"),
+        ("topic", "resent to"),
+        ("broker_name", "broker"),
+        ("queue_id", "queue"),
+        ("queue_offset", "queue offset"),
+    )
+    note = f"{len(resent)} dead letters of {args.group} resent (the DLQ keeps them)"
+    return Result(f"resent dead letters of {args.group}", columns, _rows(resent), note=note)
+
+
 async def _message_round_trip(client: Client, args: argparse.Namespace) -> Result:
     """Send one message with ``ariane.client`` and receive it back with a SimpleConsumer.
 
@@ -722,6 +784,8 @@ HANDLERS: dict[tuple[str, str], Handler] = {
     ("group", "reset-offset"): _group_reset,
     ("message", "get"): _message_get,
     ("message", "round-trip"): _message_round_trip,
+    ("dlq", "list"): _dlq_list,
+    ("dlq", "resend"): _dlq_resend,
     ("broker", "list"): _broker_list,
     ("broker", "wipe-write-perm"): _broker_write_perm,
     ("broker", "add-write-perm"): _broker_write_perm,

@@ -50,15 +50,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         broker_name=broker.broker_name,
         time=time,
     )
-    retrier = retry.RetryProcessor(
-        store=broker.store,
-        topic_table=broker.topics,
-        schedule=broker.schedule,
-        polling=broker.polling,
-        counters=broker.counters,
-        route_changed=broker.route_changed,
-        time=time,
-    )
+    retrier = retry_processor(broker, time=time)
     return Processors(
         sender=send.SendProcessor(
             store=broker.store,
@@ -95,6 +87,22 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         ),
         transactions=transactions,
         retry=retrier,
+    )
+
+
+def retry_processor(
+    broker: runtime_mod.BrokerRuntime, *, time: clock.Clock | None = None
+) -> retry.RetryProcessor:
+    """The retry/DLQ processor over ``broker``'s store, topics and schedule (``time``: the
+    runtime's clock when ``None``)."""
+    return retry.RetryProcessor(
+        store=broker.store,
+        topic_table=broker.topics,
+        schedule=broker.schedule,
+        polling=broker.polling,
+        counters=broker.counters,
+        route_changed=broker.route_changed,
+        time=broker.clock if time is None else time,
     )
 
 

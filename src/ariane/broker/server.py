@@ -221,7 +221,12 @@ def _services(
     )
     implementations: list[tuple[rpc.ServiceDescriptor, object]] = [
         (pb.MESSAGING_SERVICE, service),
-        (pb.ADMIN_SERVICE, admin_service.AdminService(runtime, processors.admin, roles=roles)),
+        (
+            pb.ADMIN_SERVICE,
+            admin_service.AdminService(
+                runtime, processors.admin, roles=roles, dead_letters=processors.retry
+            ),
+        ),
         (pb.INGEST_SERVICE, messaging.IngestService(service)),
     ]
     assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES

@@ -522,6 +522,59 @@ class AdminClient:
         )
         return [types.MessageRecord.from_message(m) for _, r in done for m in r.messages]
 
+    # -- dead letters ----------------------------------------------------------------------
+
+    async def dead_letters(
+        self, group: str, *, max_messages: int = 0
+    ) -> list[types.DeadLetterRecord]:
+        """The letters of ``%DLQ%<group>`` on every master, oldest first per broker group;
+        ``max_messages`` 0 = the broker's cap (RocketMQ leaves the DLQ to operators)."""
+        request = pb.admin.ListDeadLettersRequest(group=group, max_messages=max_messages)
+        done = await self._fan_out(
+            await self.masters(), "ListDeadLetters", request, pb.admin.ListDeadLettersResponse
+        )
+        return [types.DeadLetterRecord.from_message(d) for _, r in done for d in r.letters]
+
+    async def resend_dead_letters(
+        self, group: str, *, message_ids: Sequence[str] = (), everything: bool = False
+    ) -> list[types.ResentRecord]:
+        """Write dead letters of ``group`` back to their origin topics, on every master that
+        holds them: the named ids, or every letter with ``everything``.
+
+        Raises:
+            MessageNotFoundError: no broker group holds one of the named letters.
+            BadRequestError: neither ids nor ``everything``, or both.
+        """
+        if bool(message_ids) == everything:
+            raise errors.BadRequestError("name the dead letters to resend by id, or ask for all")
+        masters = await self.masters()
+        if everything:
+            done = await self._fan_out(
+                masters,
+                "ResendDeadLetters",
+                pb.admin.ResendDeadLettersRequest(group=group, all=True),
+                pb.admin.ResendDeadLettersResponse,
+            )
+            return _resent(done)
+        found = await self.dead_letters(group)
+        holders = {d.message.broker_name for d in found if d.origin_message_id in message_ids}
+        missing = set(message_ids) - {d.origin_message_id for d in found}
+        if missing:
+            raise errors.MessageNotFoundError(
+                f"no dead letter of group {group!r} has id {', '.join(sorted(missing))}"
+            )
+        per_broker = {
+            b: [d.origin_message_id for d in found if d.message.broker_name == b] for b in holders
+        }
+        done = []
+        for master in [m for m in masters if m.broker_name in holders]:
+            wanted = [i for i in message_ids if i in per_broker[master.broker_name]]
+            request = pb.admin.ResendDeadLettersRequest(group=group, message_ids=wanted)
+            done += await self._fan_out(
+                [master], "ResendDeadLetters", request, pb.admin.ResendDeadLettersResponse
+            )
+        return _resent(done)
+
     # -- brokers ---------------------------------------------------------------------------
 
     async def broker_stats(self, broker_names: Sequence[str] = ()) -> list[types.BrokerStats]:
@@ -564,3 +617,13 @@ class AdminClient:
             pb.admin.WipeWritePermResponse,
         )
         return {m.broker_name: r.topics_changed for m, r in done_wipe}
+
+
+def _resent(
+    done: Iterable[tuple[types.BrokerMaster, pb.admin.ResendDeadLettersResponse]],
+) -> list[types.ResentRecord]:
+    return [
+        types.ResentRecord(m.broker_name, r.message_id, r.topic, r.queue_id, r.queue_offset)
+        for m, response in done
+        for r in response.resent
+    ]

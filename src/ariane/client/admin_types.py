@@ -292,6 +292,52 @@ class MessageRecord:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeadLetterRecord:
+    """One message of a group's ``%DLQ%<group>`` on one broker group.
+
+    Attributes:
+        message: the letter as stored (its ``message_id`` is the origin message id).
+        origin_topic: the topic it was first sent to.
+        origin_message_id: its message id there.
+        attempts: deliveries before it was given up.
+    """
+
+    message: MessageRecord
+    origin_topic: str
+    origin_message_id: str
+    attempts: int
+
+    @staticmethod
+    def from_message(value: pb.admin.DeadLetter) -> DeadLetterRecord:
+        """The record an admin ``DeadLetter`` describes."""
+        return DeadLetterRecord(
+            message=MessageRecord.from_message(value.message),
+            origin_topic=value.origin_topic,
+            origin_message_id=value.origin_message_id,
+            attempts=value.attempts,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResentRecord:
+    """A dead letter written back to its origin topic.
+
+    Attributes:
+        broker_name: the broker group that resent it.
+        message_id: its message id.
+        topic: the origin topic.
+        queue_id: the queue it was written to.
+        queue_offset: its offset there.
+    """
+
+    broker_name: str
+    message_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
 _ROLE_NAMES = {
     pb.admin.BrokerRole.BROKER_ROLE_ASYNC_MASTER: "ASYNC_MASTER",
     pb.admin.BrokerRole.BROKER_ROLE_SYNC_MASTER: "SYNC_MASTER",

@@ -18,8 +18,8 @@ import grpc
 
 from ariane.broker import assembly, runtime
 from ariane.broker.grpc import admin_convert
-from ariane.broker.processors import admin
-from ariane.common import errors, ids
+from ariane.broker.processors import admin, retry
+from ariane.common import errors, ids, topics
 from ariane.grpcwire import codes, pb, rpc
 from ariane.store.ha import settings as ha_settings
 
@@ -57,6 +57,8 @@ class AdminService:
     Args:
         broker: the runtime; the processor is built over it and the stats' identity read.
         processor: the admin processor to call (default: ``assembly.admin_processor(broker)``).
+        roles: what ChangeRole drives (``None``: ChangeRole is refused).
+        dead_letters: the DLQ list/resend (default: ``assembly.retry_processor(broker)``).
     """
 
     def __init__(
@@ -65,10 +67,12 @@ class AdminService:
         processor: admin.AdminProcessor | None = None,
         *,
         roles: RoleChanger | None = None,
+        dead_letters: retry.RetryProcessor | None = None,
     ) -> None:
         self._rt = broker
         self._admin = processor or assembly.admin_processor(broker)
         self._roles = roles
+        self._dead_letters = dead_letters or assembly.retry_processor(broker)
 
     def _done(self, text: str) -> pb.v2.Status:
         return codes.ok(f"{text} on {self._rt.broker_name}")
@@ -244,6 +248,48 @@ class AdminService:
         return pb.admin.QueryMessageByKeyResponse(
             status=codes.ok(),
             messages=[admin_convert.stored_message(m, self._rt.broker_name) for m in found],
+        )
+
+    async def list_dead_letters(
+        self, request: pb.admin.ListDeadLettersRequest, context: Context
+    ) -> pb.admin.ListDeadLettersResponse:
+        """ListDeadLetters: the oldest letters of ``%DLQ%<group>`` (``ariane admin dlq list``)."""
+        group = topics.validate_group(request.group)
+        wanted = request.max_messages or retry.DEAD_LETTERS_READ_MAX
+        found = self._dead_letters.dead_letters(group, max_messages=wanted)
+        return pb.admin.ListDeadLettersResponse(
+            status=codes.ok(),
+            letters=[
+                pb.admin.DeadLetter(
+                    message=admin_convert.stored_message(d.stored, self._rt.broker_name),
+                    origin_topic=d.origin_topic,
+                    origin_message_id=d.origin_message_id,
+                    attempts=d.attempts,
+                )
+                for d in found
+            ],
+        )
+
+    async def resend_dead_letters(
+        self, request: pb.admin.ResendDeadLettersRequest, context: Context
+    ) -> pb.admin.ResendDeadLettersResponse:
+        """ResendDeadLetters: write letters back to their origin topics (``dlq resend``)."""
+        group = topics.validate_group(request.group)
+        if request.all == bool(request.message_ids):
+            raise errors.BadRequestError("name the dead letters to resend by id, or ask for all")
+        wanted = None if request.all else frozenset(request.message_ids)
+        resent = await self._dead_letters.resend_dead_letters(group, message_ids=wanted)
+        return pb.admin.ResendDeadLettersResponse(
+            status=self._done(f"{len(resent)} dead letters of {group} resent"),
+            resent=[
+                pb.admin.ResentLetter(
+                    message_id=r.message_id,
+                    topic=r.topic,
+                    queue_id=r.queue_id,
+                    queue_offset=r.queue_offset,
+                )
+                for r in resent
+            ],
         )
 
     # -- broker ---------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import asyncio
 import dataclasses
 import enum
 import logging
+import zlib
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
@@ -53,8 +54,22 @@ SEND_BACK_LEVEL_BASE = 3
 MAX_RECONSUME_TIMES_DEFAULT = 16
 """Classic ``maxReconsumeTimes`` of -1 means 16 (``DefaultMQPushConsumer``)."""
 
+DEAD_LETTERS_READ_MAX = 1_000
+"""Most dead letters one list or resend reads from ``%DLQ%<group>``, a count."""
+
+DEAD_LETTER_READ_BYTES_MAX = 4 * 1024 * 1024
+"""Most bytes one read of ``%DLQ%<group>`` returns."""
+
 _TIMER_PROPERTIES = (P.DELAY_TIME_LEVEL, P.REAL_TOPIC, P.REAL_QUEUE_ID, P.TIMER_DELIVER_MS)
 """Properties of an earlier park that a copy must not inherit (they are set afresh)."""
+
+_RETRY_PROPERTIES = (
+    P.RETRY_TOPIC,
+    P.ORIGIN_MESSAGE_ID,
+    P.DLQ_ORIGIN_TOPIC,
+    P.DLQ_ORIGIN_MESSAGE_ID,
+)
+"""What a resent dead letter drops: it starts over as the message its producer sent."""
 
 
 class Scheduler(Protocol):
@@ -109,6 +124,40 @@ class SendBackResult:
     topic: ids.TopicName
     reconsume_times: int
     due_ms: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One message of ``%DLQ%<group>``.
+
+    Attributes:
+        stored: the letter as stored in the DLQ.
+        origin_topic: the topic it was first sent to.
+        origin_message_id: its message id there (the letter keeps it as UNIQ_KEY).
+        attempts: deliveries before it was given up (the letter's RECONSUMETIMES).
+    """
+
+    stored: message.StoredMessage
+    origin_topic: ids.TopicName
+    origin_message_id: ids.MessageId
+    attempts: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resent:
+    """A dead letter written back to its origin topic.
+
+    Attributes:
+        message_id: its message id (unchanged).
+        topic: the origin topic.
+        queue_id: the queue it was written to.
+        queue_offset: its offset there.
+    """
+
+    message_id: ids.MessageId
+    topic: ids.TopicName
+    queue_id: ids.QueueId
+    queue_offset: ids.QueueOffset
 
 
 def origin_topic(stored: message.StoredMessage) -> ids.TopicName:
@@ -252,6 +301,89 @@ class RetryProcessor:
         parked = self._schedule.park_level(request, level)
         return await self._put(parked, Destination.RETRY, None)
 
+    # -- dead letters, by hand (``ariane admin dlq``) -----------------------------------------
+
+    def dead_letters(
+        self, group: ids.GroupName, *, max_messages: int = DEAD_LETTERS_READ_MAX
+    ) -> list[DeadLetter]:
+        """The oldest letters of ``%DLQ%<group>`` still stored, at most ``max_messages``
+        (capped at ``DEAD_LETTERS_READ_MAX``); empty when the group never dead-lettered.
+
+        RocketMQ leaves its DLQ to operators (rocketmq-reference.md A4): nothing consumes it
+        automatically, and reading it does not remove anything.
+        """
+        dlq = topics.dlq_topic(group)
+        wanted = max(0, min(max_messages, DEAD_LETTERS_READ_MAX))
+        offset = self._store.min_queue_offset(dlq, ids.QueueId(0))
+        found: list[DeadLetter] = []
+        while len(found) < wanted:
+            result = self._store.get_messages(
+                dlq,
+                ids.QueueId(0),
+                offset,
+                max_count=wanted - len(found),
+                max_bytes=DEAD_LETTER_READ_BYTES_MAX,
+            )
+            found += [_dead_letter(m) for m in result.messages]
+            if result.next_begin_offset <= offset:
+                break
+            offset = result.next_begin_offset
+        return found
+
+    async def resend_dead_letters(
+        self, group: ids.GroupName, *, message_ids: frozenset[str] | None
+    ) -> list[Resent]:
+        """Write dead letters of ``%DLQ%<group>`` back to their origin topics (what an
+        operator does by hand in RocketMQ), as the message the producer sent: same id, body,
+        properties, RECONSUMETIMES 0. The DLQ keeps its letters (it is a log).
+
+        Args:
+            group: the consumer group.
+            message_ids: the letters to resend; ``None`` resends every letter read
+                (``DEAD_LETTERS_READ_MAX`` at most).
+
+        Raises:
+            MessageNotFoundError: a requested id is not among the group's dead letters.
+            TopicNotFoundError, ForbiddenError: an origin topic is gone or not writable.
+            ServiceUnavailableError: the store refused the batch.
+        """
+        letters = self.dead_letters(group)
+        if message_ids is not None:
+            letters = [d for d in letters if d.origin_message_id in message_ids]
+            missing = message_ids - {d.origin_message_id for d in letters}
+            if missing:
+                raise errors.MessageNotFoundError(
+                    f"no dead letter of group {group!r} has id {', '.join(sorted(missing))}"
+                )
+        requests = [self._resend_request(d) for d in letters]
+        if not requests:
+            return []
+        results = await self._store.put_messages(requests)
+        refused = [r.status.value for r in results if not r.status.is_stored]
+        if refused:
+            raise errors.ServiceUnavailableError(
+                f"{len(refused)} of {len(requests)} dead letters were not resent: {refused[0]}"
+            )
+        for topic in {r.message.topic for r in requests}:
+            self._polling.notify(topic)
+        _log.info("resent %d dead letters of %s to their topics", len(requests), group)
+        return [
+            Resent(d.origin_message_id, q.message.topic, q.queue_id, r.queue_offset)
+            for d, q, r in zip(letters, requests, results, strict=True)
+        ]
+
+    def _resend_request(self, letter: DeadLetter) -> commit_log.AppendRequest:
+        topic = self._topics.require(letter.origin_topic)
+        if not topic.writeable:
+            raise errors.ForbiddenError(f"topic {topic.name!r} is not writable on this broker")
+        stored = letter.stored
+        drop = _TIMER_PROPERTIES + _RETRY_PROPERTIES
+        props = {k: v for k, v in stored.properties.items() if k not in drop}
+        spread = stored.message.message_group or letter.origin_message_id
+        queue_id = ids.QueueId(zlib.crc32(spread.encode()) % topic.write_queue_nums)
+        request = _append_request(stored, topic.name, props, reconsume_times=0)
+        return dataclasses.replace(request, queue_id=queue_id)
+
     # -- internals -----------------------------------------------------------------------------
 
     def _retry_copy(
@@ -286,6 +418,18 @@ class RetryProcessor:
         self._polling.notify(request.message.topic)  # a copy stored in %RETRY% or %DLQ% at once
         topic = ids.TopicName(request.message.properties.get(P.REAL_TOPIC, request.message.topic))
         return SendBackResult(destination, topic, request.reconsume_times, due_ms)
+
+
+def _dead_letter(stored: message.StoredMessage) -> DeadLetter:
+    props = stored.properties
+    return DeadLetter(
+        stored=stored,
+        origin_topic=ids.TopicName(props.get(P.DLQ_ORIGIN_TOPIC) or origin_topic(stored)),
+        origin_message_id=ids.MessageId(
+            props.get(P.DLQ_ORIGIN_MESSAGE_ID) or origin_message_id(stored)
+        ),
+        attempts=stored.reconsume_times,
+    )
 
 
 def _copied_properties(stored: message.StoredMessage) -> dict[str, str]:

@@ -408,3 +408,61 @@ class AddWritePermResponse(_message.Message):
     status: _definition_pb2.Status
     topics_changed: int
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., topics_changed: _Optional[int] = ...) -> None: ...
+
+class ListDeadLettersRequest(_message.Message):
+    __slots__ = ("group", "max_messages")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    max_messages: int
+    def __init__(self, group: _Optional[str] = ..., max_messages: _Optional[int] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ("message", "origin_topic", "origin_message_id", "attempts")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    message: StoredMessage
+    origin_topic: str
+    origin_message_id: str
+    attempts: int
+    def __init__(self, message: _Optional[_Union[StoredMessage, _Mapping]] = ..., origin_topic: _Optional[str] = ..., origin_message_id: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
+
+class ListDeadLettersResponse(_message.Message):
+    __slots__ = ("status", "letters")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LETTERS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
+
+class ResendDeadLettersRequest(_message.Message):
+    __slots__ = ("group", "message_ids", "all")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    message_ids: _containers.RepeatedScalarFieldContainer[str]
+    all: bool
+    def __init__(self, group: _Optional[str] = ..., message_ids: _Optional[_Iterable[str]] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class ResentLetter(_message.Message):
+    __slots__ = ("message_id", "topic", "queue_id", "queue_offset")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    def __init__(self, message_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+
+class ResendDeadLettersResponse(_message.Message):
+    __slots__ = ("status", "resent")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESENT_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    resent: _containers.RepeatedCompositeFieldContainer[ResentLetter]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., resent: _Optional[_Iterable[_Union[ResentLetter, _Mapping]]] = ...) -> None: ...

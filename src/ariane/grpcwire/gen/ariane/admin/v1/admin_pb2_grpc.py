@@ -114,6 +114,16 @@ class AdminStub:
                 request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.AddWritePermRequest.SerializeToString,
                 response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.AddWritePermResponse.FromString,
                 _registered_method=True)
+        self.ListDeadLetters = channel.unary_unary(
+                '/ariane.admin.v1.Admin/ListDeadLetters',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+                _registered_method=True)
+        self.ResendDeadLetters = channel.unary_unary(
+                '/ariane.admin.v1.Admin/ResendDeadLetters',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -215,6 +225,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadLetters(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResendDeadLetters(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -297,6 +319,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AddWritePerm,
                     request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.AddWritePermRequest.FromString,
                     response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.AddWritePermResponse.SerializeToString,
+            ),
+            'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetters,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListDeadLettersRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'ResendDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResendDeadLetters,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -731,6 +763,60 @@ class Admin:
             '/ariane.admin.v1.Admin/AddWritePerm',
             ariane_dot_admin_dot_v1_dot_admin__pb2.AddWritePermRequest.SerializeToString,
             ariane_dot_admin_dot_v1_dot_admin__pb2.AddWritePermResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/ListDeadLetters',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResendDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/ResendDeadLetters',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersResponse.FromString,
             options,
             channel_credentials,
             insecure,
