@@ -8,14 +8,17 @@ import asyncio
 import dataclasses
 import pathlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import broker_harness
+from ariane.broker.grpc import admin_service
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, retry
 from ariane.broker.tables import subscriptions
 from ariane.common import errors, ids, message, topics
+from ariane.grpcwire import pb
 from broker_harness import incoming
 
 T = ids.TopicName("orders")
@@ -307,3 +310,31 @@ def test_attempts_and_parked_retries_survive_a_restart(tmp_path: pathlib.Path) -
         assert (again.stored.topic, again.delivery.attempt) == (T, 2)
     finally:
         reopened.close()
+
+
+def test_admin_dead_letter_rpcs_refuse_bad_requests(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """ResendDeadLetters with neither ids nor all (or both) is BAD_REQUEST, an unknown id
+    MESSAGE_NOT_FOUND, and ListDeadLetters of a malformed group ILLEGAL_CONSUMER_GROUP."""
+    service = admin_service.AdminService(
+        harness.runtime, harness.processors.admin, dead_letters=harness.processors.retry
+    )
+    context: Any = broker_harness.FakeCallContext()
+    for request in (
+        pb.admin.ResendDeadLettersRequest(group=G),
+        pb.admin.ResendDeadLettersRequest(group=G, message_ids=["x"], all=True),
+    ):
+        with pytest.raises(errors.BadRequestError):
+            asyncio.run(service.resend_dead_letters(request, context))
+    with pytest.raises(errors.MessageNotFoundError):
+        unknown = pb.admin.ResendDeadLettersRequest(group=G, message_ids=["nope"])
+        asyncio.run(service.resend_dead_letters(unknown, context))
+    with pytest.raises(errors.IllegalConsumerGroupError):
+        asyncio.run(
+            service.list_dead_letters(pb.admin.ListDeadLettersRequest(group="a b"), context)
+        )
+    empty = asyncio.run(
+        service.list_dead_letters(pb.admin.ListDeadLettersRequest(group=G), context)
+    )
+    assert list(empty.letters) == []

@@ -8,12 +8,18 @@ service (grpc-v2.md §6.4 and §6.5): ``broker.pop_service.PopService`` owns the
 reads messages and decides what to deliver. Its dependencies are passed in explicitly:
 
 * a receive looks at every readable queue of the topic on this broker (starting with the
-  queue a FIFO consumer names), first redelivering messages whose invisible time ran out
-  (``attempt + 1``), moving those past the group's ``max_delivery_attempts`` to
-  ``%DLQ%<group>``, then FIFO messages that became free, then new messages from the scan
+  queue a FIFO consumer names) and, for a concurrent group, at its ``%RETRY%<group>`` queue
+  (filter ``*``; a copy is delivered under its ``RETRY_TOPIC`` with attempt = reconsume
+  times + 1): first deliveries whose invisible time ran out (a concurrent group's become
+  ``%RETRY%`` copies through ``retry.RetryProcessor``, an orderly group's are redelivered in
+  place with ``attempt + 1``; past the group's ``max_delivery_attempts`` they go to
+  ``%DLQ%<group>``), then FIFO messages that became free, then new messages from the scan
   cursor, filtered by tag hash then by the full tag/SQL92 filter;
-* with nothing to deliver it parks on the topic (long polling) in slices of ``poll_slice_ms``
-  until a send notifies it or the polling time ends, always answering before the deadline;
+* a push consumer's nack (``nack``) stores a ``%RETRY%`` copy due after the group's retry
+  policy backoff (the timer delivers it) and marks the original done;
+* with nothing to deliver it parks on the topic and the retry topic (long polling) in slices
+  of ``poll_slice_ms`` until a send or a due retry copy notifies it or the polling time ends,
+  always answering before the deadline;
 * an ack / change must carry this broker's current handle of the message: anything else is
   INVALID_RECEIPT_HANDLE (so push consumers stop retrying it);
 * the group's committed offset (lowest offset not yet done) is mirrored into the offset table
