@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -39,26 +39,26 @@ def _consumed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] == "consumed"]
 
 
-def _wait_for_topic(cluster: TxCluster, topic: str) -> None:
+def _admin_until(cluster: TxCluster, args: tuple[str, ...], done: Callable[[Any], bool]) -> Any:
+    """The JSON answer of ``ariane admin --json ARGS`` once ``done`` holds (30 s deadline)."""
     deadline = time.monotonic() + 30
     while True:
-        listed = json.loads(cluster.admin("--json", "topic", "list", "--all").stdout)
-        if topic in {t["name"] for t in listed}:
-            return
-        assert time.monotonic() < deadline, f"{topic} never created"
+        answer = json.loads(cluster.admin("--json", *args).stdout)
+        if done(answer):
+            return answer
+        assert time.monotonic() < deadline, f"admin {args} still answers {answer}"
         time.sleep(0.2)  # polling the admin API with a deadline
+
+
+def _wait_for_topic(cluster: TxCluster, topic: str) -> None:
+    _admin_until(cluster, ("topic", "list", "--all"), lambda ts: topic in {t["name"] for t in ts})
 
 
 def _dead_letters(cluster: TxCluster, group: str, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while True:
-        rows: list[dict[str, Any]] = json.loads(
-            cluster.admin("--json", "dlq", "list", group).stdout
-        )
-        if len(rows) >= count:
-            return rows
-        assert time.monotonic() < deadline, f"%DLQ%{group} holds {rows}"
-        time.sleep(0.2)  # polling the admin API with a deadline
+    rows: list[dict[str, Any]] = _admin_until(
+        cluster, ("dlq", "list", group), lambda found: len(found) >= count
+    )
+    return rows
 
 
 def test_failing_push_listener_is_redelivered_after_the_group_backoff(
