@@ -353,25 +353,16 @@ class MessagingService:
     async def change_invisible_duration(
         self, request: pb.v2_service.ChangeInvisibleDurationRequest, context: Context
     ) -> pb.v2_service.ChangeInvisibleDurationResponse:
-        """ChangeInvisibleDuration (§6.5): new deadline, new receipt handle (old one stale).
-
-        From a push consumer it is the nack of a failed attempt (the official clients send it
-        with the retry policy's backoff only then): ``ConsumeProcessor.nack`` stores the
-        retry copy in ``%RETRY%<group>`` due after the group's backoff.
-        """
-        session = self._client(context)
+        """ChangeInvisibleDuration (§6.5): new deadline, new receipt handle (old one stale);
+        a push consumer's is the nack of a failed attempt (``ConsumeProcessor.nack``)."""
+        push = self._client(context).client_type == client_settings.ClientKind.PUSH_CONSUMER.value
         group = topics.validate_group(request.group.name)
         invisible_ms = consume.check_invisible_ms(
             messages.duration_ms(request.invisible_duration), minimum_ms=0
         )
-        if session.client_type == client_settings.ClientKind.PUSH_CONSUMER.value:
-            handle = await self._consumer.nack(
-                group, request.topic.name, request.receipt_handle, invisible_ms
-            )
-        else:
-            handle = self._consumer.change_invisible(
-                group, request.topic.name, request.receipt_handle, invisible_ms
-            )
+        handle = await self._consumer.nack(
+            group, request.topic.name, request.receipt_handle, invisible_ms, push=push
+        )
         return pb.v2_service.ChangeInvisibleDurationResponse(
             status=codes.ok(), receipt_handle=handle
         )

@@ -464,18 +464,26 @@ class ConsumeProcessor:
         return receipt.encode(renewed)
 
     async def nack(
-        self, group: ids.GroupName, topic: str, receipt_text: str, invisible_ms: int
+        self,
+        group: ids.GroupName,
+        topic: str,
+        receipt_text: str,
+        invisible_ms: int,
+        *,
+        push: bool = True,
     ) -> str:
-        """A push consumer's failed attempt (its ChangeInvisibleDuration after a FAILURE).
+        """ChangeInvisibleDuration as the nack of a failed attempt (a push consumer's, sent
+        after its listener's FAILURE with the retry policy's backoff).
 
         Mirrors RocketMQ 5's revive of a nacked message: a concurrent group's message is
         copied to ``%RETRY%<group>`` due after the group's retry-policy backoff (or to
         ``%DLQ%<group>`` after its last attempt) and the original is done, so the attempt
-        count lives in the stored copy. An orderly group's message stays in place with its
-        deadline moved (``change_invisible``): FIFO redelivers at the head of its group.
+        count lives in the stored copy. An orderly group's message, or any message when
+        ``push`` is false (a simple consumer extending its time), stays in place with its
+        deadline moved (``change_invisible``).
 
         Returns:
-            the receipt handle to answer with (the nacked one: it acks nothing any more).
+            the receipt handle to answer with (a nacked one acks nothing any more).
 
         Raises:
             InvalidReceiptHandleError: as for ``ack``.
@@ -483,7 +491,7 @@ class ConsumeProcessor:
                 the message stays in flight under its handle.
         """
         config = self._groups.require(group)
-        if config.consume_orderly:
+        if config.consume_orderly or not push:
             return self.change_invisible(group, topic, receipt_text, invisible_ms)
         stored, attempt = self._current(group, topic, receipt_text)
         if stored is not None:
