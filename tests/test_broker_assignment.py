@@ -4,7 +4,9 @@ joins, terminates, loses its Telemetry stream or falls silent; concurrent groups
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import pathlib
+import zlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -186,3 +188,25 @@ def test_a_concurrent_group_still_gets_every_broker_once(broker: Broker) -> None
     broker.harness.create_topic("plain", queues=4)
     for client_id in ("c-1", "c-2"):
         assert broker.assigned(client_id, topic="plain", group="poppers") == [-1]
+
+
+def test_an_assigned_fifo_receive_reads_only_its_queue(broker: Broker) -> None:
+    """A push consumer's receive of an assigned queue reads that queue only, so members do not
+    drain each other's queues; an unassigned receive (a SimpleConsumer's) still looks at all."""
+    group_of_queue_3 = next(f"g{k}" for k in range(100) if zlib.crc32(f"g{k}".encode()) % 8 == 3)
+    fifo = [broker_harness.incoming(FIFO_TOPIC, b"m", group=group_of_queue_3)]
+    asyncio.run(broker.harness.processors.sender.send(fifo, born_ip="10.1.2.3"))
+    consumer = broker.harness.processors.consumer
+
+    def receive(queue_id: int, *, assigned: bool) -> list[int]:
+        request = dataclasses.replace(
+            broker.harness.receive_request(GROUP, FIFO_TOPIC),
+            queue_id=queue_id,
+            assigned_queue=assigned,
+        )
+        return [r.stored.queue_id for r in asyncio.run(consumer.receive(request))]
+
+    assert receive(0, assigned=True) == []
+    assert receive(3, assigned=True) == [3]
+    broker.harness.clock.advance_ms(60_000)  # invisible time over: redelivered
+    assert receive(0, assigned=False) == [3]

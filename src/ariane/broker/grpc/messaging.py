@@ -265,9 +265,9 @@ class MessagingService:
     async def receive_message(
         self, request: pb.v2_service.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[pb.v2_service.ReceiveMessageResponse]:
-        """ReceiveMessage (§6.4): one status, the messages, then a delivery timestamp."""
-        self._client(context)
-        received = await self._consumer.receive(self._receive_request(request, context))
+        """ReceiveMessage (§6.4): status, messages, delivery timestamp; push: the named queue."""
+        push = self._client(context).client_type == client_settings.ClientKind.PUSH_CONSUMER.value
+        received = await self._consumer.receive(self._receive_request(request, context, push))
         namespace = request.group.resource_namespace
         text = "OK" if received else "no new message"
         code = errors.Code.OK if received else errors.Code.MESSAGE_NOT_FOUND
@@ -280,7 +280,7 @@ class MessagingService:
         yield pb.v2_service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms))
 
     def _receive_request(
-        self, request: pb.v2_service.ReceiveMessageRequest, context: Context
+        self, request: pb.v2_service.ReceiveMessageRequest, context: Context, push: bool
     ) -> consume.ReceiveRequest:
         group = topics.validate_group(request.group.name)
         topic = topics.validate_topic(request.message_queue.topic.name, allow_system=False)
@@ -306,6 +306,7 @@ class MessagingService:
             batch_size=min(request.batch_size, RECEIVE_BATCH_SIZE),
             invisible_ms=invisible_ms,
             poll_s=self._polling_s(request, context),
+            assigned_queue=push,
         )
 
     def _message_filter(self, expression: pb.v2.FilterExpression) -> filters.MessageFilter:
