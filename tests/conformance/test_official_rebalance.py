@@ -157,7 +157,7 @@ def test_two_then_three_consumers_split_the_queues_and_a_leaver_hands_its_own_ov
         shares = rounds.settle([first, second, third])
         assert sorted(len(s) for s in shares.values()) == [2, 2, 2]
         second.driver.close()
-        assert second.driver.seen[-1]["event"] == "stopped"
+        second.driver.wait_for("stopped")  # it shut down: NotifyClientTermination was sent
         shares = rounds.settle([first, third])
         assert sorted(len(s) for s in shares.values()) == [3, 3]
     finally:
