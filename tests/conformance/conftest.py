@@ -126,20 +126,35 @@ class ProcessCluster(Cluster):
 
 
 class DriverProcess:
-    """One long command of the official-client driver in a child process (``--endpoints`` is
+    """One long command of an official-client driver in a child process (``--endpoints`` is
     the cluster's name server), its JSON events read as they come; closing its stdin asks it
-    to shut its client down."""
+    to shut its client down.
 
-    def __init__(self, cluster: Cluster, *args: str) -> None:
+    Args:
+        cluster: whose name server the client uses.
+        args: the driver's command and its arguments.
+        driver: the argv prefix of another driver (``polyglot.Client.command``); the Python
+            driver when empty.
+        env: that driver's environment.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *args: str,
+        driver: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         self.process = subprocess.Popen(
-            [sys.executable, str(DRIVER), *args, "--endpoints", cluster.namesrv],
+            [*(driver or (sys.executable, str(DRIVER))), *args, "--endpoints", cluster.namesrv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
             cwd=REPO,
+            env=env,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -19,6 +19,7 @@ by exactly the consumer the averaging strategy gives it over the live client ids
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import time
 import zlib
@@ -28,6 +29,7 @@ import pytest
 
 from ariane.broker.pop import receipt
 from ariane.common import allocate, ids, route
+from conformance import polyglot
 from conformance.conftest import DriverProcess, ProcessCluster
 
 pytestmark = pytest.mark.slow
@@ -50,13 +52,19 @@ SETTLE_DEADLINE_S = 180.0
 
 
 class Consumer:
-    """An official PushConsumer of the group in its own process (``push-watch``)."""
+    """An official PushConsumer of the group in its own process (``push-watch``): Python's,
+    or the Go client's when ``go`` is given (it does not tell its client id)."""
 
-    def __init__(self, cluster: ProcessCluster, group: str) -> None:
-        self.driver = DriverProcess(
-            cluster, "push-watch", "--group", group, "--topic", TOPIC, "--deadline-s", "900"
-        )
+    def __init__(
+        self, cluster: ProcessCluster, group: str, go: polyglot.Client | None = None
+    ) -> None:
+        args = ("push-watch", "--group", group, "--topic", TOPIC, "--deadline-s", "900")
+        if go is None:
+            self.driver = DriverProcess(cluster, *args)
+        else:
+            self.driver = DriverProcess(cluster, *args, driver=go.command, env=go.env)
         self.client_id: str = self.driver.wait_for("started")["client_id"]
+        self.label = self.client_id or f"go-{self.pid}"
 
     @property
     def pid(self) -> int:
@@ -99,7 +107,7 @@ class Rounds:
         self.count = 0
 
     def once(self, consumers: list[Consumer]) -> dict[int, set[str]]:
-        """One round: queue id → the client ids that consumed its messages."""
+        """One round: queue id → the labels of the consumers that consumed its messages."""
         self.count += 1
         prefix = f"{self.name}{self.count}-"
         self.cluster.run_driver(
@@ -114,30 +122,38 @@ class Rounds:
             for consumer in consumers:
                 for body, queue_id in consumer.consumed(prefix):
                     bodies.add(body)
-                    readers.setdefault(queue_id, set()).add(consumer.client_id)
+                    readers.setdefault(queue_id, set()).add(consumer.label)
             time.sleep(0.1)  # polling the consumers' output with the deadline above
         return readers
 
-    def settle(self, consumers: list[Consumer]) -> dict[str, list[int]]:
-        """Rounds until each queue is read by the one consumer AVG gives it; the shares."""
-        members = [c.client_id for c in consumers]
-        queues = [
-            route.MessageQueue(ids.TopicName(TOPIC), ids.BrokerName("broker-a"), ids.QueueId(i))
-            for i in range(QUEUES)
-        ]
-        expected = {
-            m: [
-                q.queue_id for q in allocate.allocate(allocate.DEFAULT_STRATEGY, queues, members, m)
-            ]
-            for m in members
-        }
+    def settle(
+        self, consumers: list[Consumer], *, sizes: list[int] | None = None
+    ) -> dict[str, list[int]]:
+        """Rounds until each queue is read by one consumer only, each reading the share AVG
+        gives its client id (or, when ``sizes`` is given, shares of those sizes); the shares."""
+        labels = [c.label for c in consumers]
         deadline = time.monotonic() + SETTLE_DEADLINE_S
         while True:
             readers = self.once(consumers)
-            shares = {m: sorted(q for q, who in readers.items() if who == {m}) for m in members}
-            if shares == expected:
+            shares = {m: sorted(q for q, who in readers.items() if who == {m}) for m in labels}
+            exclusive = all(len(who) == 1 for who in readers.values())
+            if sizes is not None and exclusive and sorted(map(len, shares.values())) == sizes:
                 return shares
-            assert time.monotonic() < deadline, f"queues never settled: {readers} vs {expected}"
+            if sizes is None and shares == _averagely(labels):
+                return shares
+            assert time.monotonic() < deadline, f"queues never settled: {readers}"
+
+
+def _averagely(members: list[str]) -> dict[str, list[int]]:
+    """The queue ids AllocateMessageQueueAveragely gives each client id."""
+    queues = [
+        route.MessageQueue(ids.TopicName(TOPIC), ids.BrokerName("broker-a"), ids.QueueId(i))
+        for i in range(QUEUES)
+    ]
+    strategy = allocate.DEFAULT_STRATEGY
+    return {
+        m: [q.queue_id for q in allocate.allocate(strategy, queues, members, m)] for m in members
+    }
 
 
 def test_two_then_three_consumers_split_the_queues_and_a_leaver_hands_its_own_over(
@@ -180,12 +196,12 @@ def test_a_killed_and_a_frozen_consumer_lose_their_queues(
         rounds.settle([survivor, doomed])
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.driver.process.wait(timeout=30)
-        assert rounds.settle([survivor]) == {survivor.client_id: list(range(QUEUES))}
+        assert rounds.settle([survivor]) == {survivor.label: list(range(QUEUES))}
         frozen = Consumer(rebalance_cluster, "crash-readers")
         rounds.settle([survivor, frozen])
         os.kill(frozen.pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
-        assert rounds.settle([survivor]) == {survivor.client_id: list(range(QUEUES))}
+        assert rounds.settle([survivor]) == {survivor.label: list(range(QUEUES))}
         # the frozen consumer's last call came at most ~5 s before the SIGSTOP
         assert time.monotonic() - stopped_at >= (EXPIRY_MS - 5_000) / 1000
     finally:
@@ -194,3 +210,24 @@ def test_a_killed_and_a_frozen_consumer_lose_their_queues(
             frozen.driver.close()
         survivor.driver.close()
         doomed.driver.close()
+
+
+def test_a_go_and_a_python_consumer_share_one_groups_queues(
+    rebalance_cluster: ProcessCluster, tmp_path: pathlib.Path
+) -> None:
+    """The official Go PushConsumer (it asks the name server for its assignment, which forwards
+    to the broker) and a Python one read 3 + 3 queues of one FIFO group, each its own; when the
+    Go one stops gracefully the Python one reads all six."""
+    go = polyglot.build("go", tmp_path / "go-logs")
+    rebalance_cluster.admin("group", "create", "mixed-readers", "--fifo")
+    rounds = Rounds(rebalance_cluster, "mixed")
+    python = Consumer(rebalance_cluster, "mixed-readers")
+    gopher = Consumer(rebalance_cluster, "mixed-readers", go)
+    try:
+        rounds.settle([python, gopher], sizes=[3, 3])
+        gopher.driver.close()
+        gopher.driver.wait_for("stopped")
+        assert rounds.settle([python]) == {python.label: list(range(QUEUES))}
+    finally:
+        gopher.driver.close()
+        python.driver.close()
