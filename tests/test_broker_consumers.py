@@ -154,6 +154,28 @@ def test_termination_releases_the_clients_locks() -> None:
     assert len(locks) == 2
 
 
+def test_expiry_and_a_closed_channel_release_the_clients_locks_too() -> None:
+    """Whichever way a client goes (silence past the expiry, its channel closing) its locks go
+    with it, and only its own."""
+    time, sessions, registry, locks = _tables()
+    channel = object()
+    registry.register(G, A, subscriptions=[ORDERS])
+    registry.register(G, B, subscriptions=[ORDERS], channel=channel)
+    registry.register(G, C, subscriptions=[ORDERS])
+    for client, queue_id in ((A, 0), (B, 1), (C, 2)):
+        locks.lock_batch(G, [_q(queue_id)], client)
+    sessions.close_channel(channel)
+    assert locks.holder(G, _q(1)) is None
+    assert len(locks) == 2
+    time.advance_ms(100_000)
+    assert locks.lock_batch(G, [_q(2)], C) == {_q(2)}  # a renewal is a call too
+    sessions.touch(C)
+    time.advance_ms(20_001)
+    assert sessions.expire() == [A]
+    assert len(locks) == 1  # A's lock entry is gone, not merely expired
+    assert locks.holder(G, _q(2)) == C
+
+
 # -- queue locks ---------------------------------------------------------------------------------
 
 
