@@ -14,8 +14,8 @@ adapters and a future Remoting heartbeat answer alike:
   the ``ConsumerRegistry`` (RocketMQ ``ConsumerManager.registerConsumer``).
 
 ``one_assignment_per_broker`` is QueryAssignment's rule for non-FIFO groups: POP consumers pull
-from any queue of a broker, so each broker is assigned once with queue id -1; FIFO groups get
-every readable queue (a message group is pinned to its queue).
+from any queue of a broker, so each broker is assigned once with queue id -1; FIFO groups share
+their readable queues among their live members (``assignment.AssignmentProcessor``).
 """
 
 from __future__ import annotations
