@@ -48,6 +48,10 @@ def test_options_work_before_and_after_the_sub_command(monkeypatch: pytest.Monke
     assert (args.endpoints, args.timeout, args.fifo, args.json) == ("h:1", 3.0, True, False)
     args = parse("group", "create", "g", "--retry-delays", "250ms,5s,1m,2h")
     assert args.retry_delays == (250, 5_000, 60_000, 7_200_000)
+    args = parse("group", "create", "g", "--allocate-strategy", "CONFIG", "--allocate-queue",
+                 "orders/broker-a/3", "--allocate-queue", "orders/broker-b/0")  # fmt: skip
+    assert args.allocate_strategy == "CONFIG"
+    assert args.allocate_queue == [("orders", "broker-a", 3), ("orders", "broker-b", 0)]
     args = parse("group", "reset-offset", "g", "--topic", "t", "--timestamp", "1700000000000")
     assert args.timestamp == 1_700_000_000_000 and not args.earliest
 
@@ -63,6 +67,8 @@ def test_options_work_before_and_after_the_sub_command(monkeypatch: pytest.Monke
         ["group", "reset-offset", "g", "--topic", "t"],
         ["group", "reset-offset", "g", "--topic", "t", "--timestamp", "yesterday"],
         ["group", "create", "g", "--retry-delays", "5 seconds"],
+        ["group", "create", "g", "--allocate-strategy", "RANDOM"],
+        ["group", "create", "g", "--allocate-queue", "orders/broker-a"],
         ["topic", "frobnicate"],
     ],
 )

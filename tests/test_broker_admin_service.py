@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from admin_testing import AdminCaller, append_request, serving, tiny_settings
 from ariane.broker import runtime
-from ariane.common import clock, errors, ids
+from ariane.common import allocate, clock, errors, ids
 from ariane.grpcwire import pb
 
 A = pb.admin
@@ -410,3 +410,39 @@ def test_a_slave_refuses_changes_but_answers_reads(tmp_path: pathlib.Path) -> No
         assert len(broker.topics) == 0 and len(broker.groups) == 0
 
     run_admin(tmp_path, body, broker_id=1)
+
+
+def test_a_groups_allocation_strategy_is_set_and_listed_over_the_admin_api(
+    tmp_path: pathlib.Path,
+) -> None:
+    """CreateSubscriptionGroup stores a RocketMQ strategy name and CONFIG's queues, lists them
+    back, and refuses an unknown name with ILLEGAL_CONSUMER_GROUP."""
+
+    async def body(caller: AdminCaller, broker: runtime.BrokerRuntime) -> None:
+        queue = A.QueueRef(topic="orders", broker_name="broker-a", queue_id=2)
+        group = A.SubscriptionGroup(
+            name="sharers", allocate_strategy="CONFIG", allocate_config_queues=[queue]
+        )
+        created = await caller.call(
+            "CreateSubscriptionGroup", A.CreateSubscriptionGroupRequest(group=group)
+        )
+        assert code(created) == OK, created.status
+        stored = broker.groups.get("sharers")
+        assert stored is not None
+        assert stored.allocate_strategy is allocate.AllocateStrategy.CONFIG
+        assert [q.queue_id for q in stored.allocate_config_queues] == [2]
+        plain = A.SubscriptionGroup(name="plain")
+        await caller.call("CreateSubscriptionGroup", A.CreateSubscriptionGroupRequest(group=plain))
+        listed = await caller.call("ListSubscriptionGroups", A.ListSubscriptionGroupsRequest())
+        assert [(g.name, g.allocate_strategy) for g in listed.groups] == [
+            ("plain", "AVG"),
+            ("sharers", "CONFIG"),
+        ]
+        bad = A.SubscriptionGroup(name="odd", allocate_strategy="RANDOM")
+        refused = await caller.call(
+            "CreateSubscriptionGroup", A.CreateSubscriptionGroupRequest(group=bad)
+        )
+        assert code(refused) == errors.Code.ILLEGAL_CONSUMER_GROUP
+        assert "RANDOM" in refused.status.message
+
+    run_admin(tmp_path, body)

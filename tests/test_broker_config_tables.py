@@ -9,7 +9,7 @@ import pytest
 
 from ariane.broker import settings
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
-from ariane.common import clock, errors, ids, message, route
+from ariane.common import allocate, clock, errors, ids, message, route
 
 T = ids.TopicName
 G = ids.GroupName
@@ -195,6 +195,29 @@ def test_groups_auto_create_on_first_use_and_survive_reopen(tmp_path: pathlib.Pa
     reopened = _groups(tmp_path)
     assert reopened.get("billing") == updated
     assert reopened.data_version.counter == 2
+
+
+def test_a_groups_allocation_strategy_persists_and_old_files_read_as_avg(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The per-group allocation strategy and CONFIG queues survive a reopen; a group stored
+    before the field existed reads as AVG; an unknown strategy name is a corrupt file."""
+    manager = _groups(tmp_path)
+    queue = route.MessageQueue(T("orders"), ids.BrokerName("broker-a"), Q(3))
+    config = subscriptions.SubscriptionGroupConfig(
+        group=G("hashing"),
+        allocate_strategy=allocate.AllocateStrategy.CONFIG,
+        allocate_config_queues=(queue,),
+    )
+    manager.create_or_update(config)
+    assert _groups(tmp_path).get("hashing") == config
+    raw = config.to_json()
+    del raw["allocate_strategy"], raw["allocate_config_queues"]
+    old = subscriptions.SubscriptionGroupConfig.from_json(raw)
+    assert old.allocate_strategy is allocate.AllocateStrategy.AVG
+    assert old.allocate_config_queues == ()
+    with pytest.raises(persistence.CorruptMetadataError):
+        subscriptions.SubscriptionGroupConfig.from_json({**raw, "allocate_strategy": "RANDOM"})
 
 
 def test_group_rules_and_bounds(tmp_path: pathlib.Path) -> None:

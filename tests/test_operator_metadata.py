@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 from typing import Any
 
@@ -68,3 +70,27 @@ def test_ready_only_when_every_workload_reports_all_replicas_at_its_generation()
     assert not reconcile.observe([deployment, _workload("StatefulSet", "demo-a", 2, 1)])[1]
     assert not reconcile.observe([deployment, _workload("StatefulSet", "demo-a", 2, 2, True)])[1]
     assert not reconcile.observe([_workload("Deployment", "n", 1, 0), full])[1]
+
+
+class _GroupAdmin:
+    """The two AdminClient calls ``reconcile_group`` makes, recorded."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, Any] = {}
+
+    async def create_group(self, name: str, **settings: Any) -> list[admin_types.GroupInfo]:
+        self.created = {"name": name, **settings}
+        return []
+
+    async def consumer_lag(self, name: str) -> list[admin_types.QueueLag]:
+        return []
+
+
+def test_a_consumer_groups_allocate_strategy_reaches_the_brokers() -> None:
+    """spec.allocateStrategy is passed to CreateSubscriptionGroup; absent, it is AVG."""
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    for spec, wanted in (({"allocateStrategy": "CONSISTENT_HASH"}, "CONSISTENT_HASH"), ({}, "AVG")):
+        fake = _GroupAdmin()
+        body = {"metadata": {"name": "readers", "generation": 1}, "spec": spec}
+        asyncio.run(metadata.reconcile_group(fake, body, now))  # type: ignore[arg-type]
+        assert fake.created["allocate_strategy"] == wanted

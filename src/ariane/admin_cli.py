@@ -7,6 +7,7 @@ through ``ariane.client.AdminClient``::
     ariane admin --endpoints 127.0.0.1:9876 topic create orders --queues 8 --type FIFO
     ariane admin topic update|delete NAME …    topic list [--all]
     ariane admin group create billing [--fifo] [--max-delivery-attempts N]
+        [--allocate-strategy AVG|AVG_BY_CIRCLE|CONSISTENT_HASH|CONFIG] [--allocate-queue T/B/ID]
     ariane admin group list|delete|lag|reset-offset …
     ariane admin message get --topic orders --id ID | --key KEY
     ariane admin dlq list GROUP | dlq resend GROUP --id ID | --all
@@ -118,6 +119,15 @@ def _delays(text: str) -> tuple[int, ...]:
     return tuple(parse_duration_ms(part) for part in text.split(",") if part.strip())
 
 
+def _queue_ref(text: str) -> tuple[str, str, int]:
+    """``TOPIC/BROKER/ID`` → (topic, broker name, queue id)."""
+    topic, _, rest = text.partition("/")
+    broker, _, queue_id = rest.partition("/")
+    if not topic or not broker or not queue_id.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not TOPIC/BROKER/QUEUE_ID")
+    return topic, broker, int(queue_id)
+
+
 def parse_timestamp_ms(text: str) -> int:
     """Ms since the epoch from an integer or ISO 8601 (no zone = local time).
 
@@ -205,6 +215,20 @@ def _group_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--broadcast", action="store_true", help="broadcast consumption")
     create.add_argument(
         "--retry-delays", type=_delays, metavar="LIST", help="backoff, e.g. 1s,5s,30s,2m"
+    )
+    create.add_argument(
+        "--allocate-strategy",
+        choices=["AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "CONFIG"],
+        default="",
+        help="how FIFO consumers share the queues (AVG)",
+    )
+    create.add_argument(
+        "--allocate-queue",
+        type=_queue_ref,
+        action="append",
+        default=[],
+        metavar="TOPIC/BROKER/ID",
+        help="a queue of the CONFIG strategy (repeatable)",
     )
     create.add_argument(
         "--broker", action="append", default=[], metavar="NAME", help="only this broker group"
@@ -425,6 +449,7 @@ _GROUP_COLUMNS = (
     ("max_delivery_attempts", "max attempts"),
     ("broadcast", "broadcast"),
     ("retry", "retry policy"),
+    ("allocate_strategy", "allocate"),
 )
 _MESSAGE_COLUMNS = (
     ("broker_name", "broker"),
@@ -514,6 +539,8 @@ async def _group_create(client: Client, args: argparse.Namespace) -> Result:
         broadcast=args.broadcast,
         retry_policy=policy,
         broker_names=args.broker,
+        allocate_strategy=args.allocate_strategy,
+        allocate_config_queues=args.allocate_queue,
     )
     return Result(f"group {args.name}", _GROUP_COLUMNS, _group_rows(created))
 

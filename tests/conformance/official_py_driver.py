@@ -11,11 +11,14 @@ Commands::
     simple-consume --endpoints E --group G --topic T --count N [--invisible-s S]
                    [--no-ack] [--deadline-s D] [--filter EXPR] [--batch B]
     push-consume   --endpoints E --group G --topic T --count N [--fail] [--deadline-s D]
+    push-watch     --endpoints E --group G --topic T [--deadline-s D]
     transaction    --endpoints E --topic T --count N --end commit|rollback|none
                    --checker commit|rollback|unknown [--checks C] [--hold] [--deadline-s D]
 
 Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
-when the deadline passed first (printing what it saw so far).
+when the deadline passed first (printing what it saw so far). ``push-watch`` has no count: it
+prints its client id, then every message with its receipt handle, until its stdin closes (then
+it shuts down cleanly: NotifyClientTermination) or the deadline passes.
 """
 
 from __future__ import annotations
@@ -164,6 +167,34 @@ def push_consume(args: argparse.Namespace) -> int:
     return 0 if listener.count >= args.count else 3
 
 
+class _Watcher(MessageListener):  # type: ignore[misc]
+    def consume(self, message: Any) -> Any:
+        emit({"event": "consumed", "receipt_handle": message.receipt_handle, **_view(message)})
+        return ConsumeResult.SUCCESS
+
+
+def push_watch(args: argparse.Namespace) -> int:
+    """Run a PushConsumer until stdin closes or the deadline, printing what it consumes."""
+    consumer = PushConsumer(
+        _config(args.endpoints), args.group, _Watcher(), {args.topic: FilterExpression()}
+    )
+    consumer.startup()
+    emit({"event": "started", "client_id": consumer.client_id})
+    closed = threading.Event()
+
+    def watch_stdin() -> None:
+        sys.stdin.read()
+        closed.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    try:
+        closed.wait(args.deadline_s)
+    finally:
+        consumer.shutdown()
+        emit({"event": "stopped"})
+    return 0 if closed.is_set() else 3
+
+
 class _Checker(TransactionChecker):  # type: ignore[misc]
     def __init__(self, answer: str) -> None:
         self.answer = answer
@@ -258,6 +289,11 @@ def main() -> int:
     q.add_argument("--count", type=int, required=True)
     q.add_argument("--fail", action="store_true")
     q.add_argument("--deadline-s", type=float, default=60)
+    w = sub.add_parser("push-watch")
+    w.add_argument("--endpoints", required=True)
+    w.add_argument("--group", required=True)
+    w.add_argument("--topic", required=True)
+    w.add_argument("--deadline-s", type=float, default=300)
     t = sub.add_parser("transaction")
     t.add_argument("--endpoints", required=True)
     t.add_argument("--topic", required=True)
@@ -273,6 +309,7 @@ def main() -> int:
         "produce": produce,
         "simple-consume": simple_consume,
         "push-consume": push_consume,
+        "push-watch": push_watch,
         "transaction": transaction,
     }
     return handlers[args.cmd](args)

@@ -9,21 +9,14 @@ the module's own cluster can SIGKILL the broker and start it again on the same s
 
 from __future__ import annotations
 
-import json
 import pathlib
-import queue
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import live_testing
-from ariane import dev
-from conformance.conftest import DRIVER, REPO, Cluster
+from conformance.conftest import Cluster, DriverProcess, ProcessCluster
 
 pytestmark = pytest.mark.slow
 
@@ -37,108 +30,16 @@ DEADLINE_S = 60.0
 TOPICS = ("tx1", "tx2", "tx3")
 
 
-class TxCluster(Cluster):
-    """A name server and a broker whose process the test may SIGKILL and restart."""
+class TxCluster(ProcessCluster):
+    """The module's cluster: a broker with short transaction timeouts and check intervals."""
 
     def __init__(self, data_dir: pathlib.Path) -> None:
-        port = dev.free_port()
-        super().__init__(
-            dev.DevEndpoints(
-                namesrv=f"127.0.0.1:{dev.free_port()}",
-                broker=f"127.0.0.1:{port}",
-                data_dir=str(data_dir),
-            )
-        )
-        self.port = port
-        self.config = data_dir / "broker.toml"
-        self.config.write_text(
-            dev.DEV_BROKER_TOML.format(flush_disk_type="ASYNC_FLUSH") + TRANSACTION_TOML
-        )
-        self.namesrv_process = self._spawn(["namesrv", "--listen", self.namesrv], "namesrv.log")
-        dev.wait_until_listening(
-            "127.0.0.1",
-            int(self.namesrv.rpartition(":")[2]),
-            process=self.namesrv_process,
-            timeout_s=dev.READY_TIMEOUT_S,
-        )
-        self.broker_process = self.start_broker()
-
-    def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
-        with (self.data_dir / log).open("ab") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "ariane", *args], stdout=out, stderr=subprocess.STDOUT
-            )
-
-    def start_broker(self) -> subprocess.Popen[bytes]:
-        """Start the broker on the cluster's store and port; wait until it is registered."""
-        args = ["broker", "--config", str(self.config), "--namesrv", self.namesrv]
-        args += ["--listen", self.broker, "--store-dir", str(self.data_dir / "store")]
-        process = self._spawn([*args, "--workers", "2"], "broker.log")
-        ready_s = dev.READY_TIMEOUT_S
-        dev.wait_until_listening("127.0.0.1", self.port, process=process, timeout_s=ready_s)
-        dev.wait_until_registered(self.namesrv, "broker-a", process=process, timeout_s=ready_s)
-        return process
-
-    def kill_broker(self) -> None:
-        """SIGKILL the broker (by PID); return once it and its front-end workers are gone."""
-        live_testing.kill(self.broker_process)
-
-    def stop(self) -> None:
-        """Stop both processes by PID."""
-        dev.stop_process(self.broker_process)
-        dev.stop_process(self.namesrv_process)
+        super().__init__(data_dir, broker_toml=TRANSACTION_TOML)
 
 
-class HeldProducer:
+def _held(cluster: Cluster, *args: str) -> DriverProcess:
     """The driver's ``transaction --hold`` in a child process, its events read as they come."""
-
-    def __init__(self, cluster: TxCluster, *args: str) -> None:
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        endpoint = cluster.namesrv
-        self.process = subprocess.Popen(
-            [sys.executable, str(DRIVER), "transaction", *args, "--hold", "--endpoints", endpoint],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            cwd=REPO,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith("{"):
-                self.events.put(json.loads(line))
-
-    def wait_for(self, event: str) -> dict[str, Any]:
-        """The next event named ``event`` (fail after ``DEADLINE_S``)."""
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no {event!r} event from the producer; saw {self.seen}"
-            try:
-                got = self.events.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            self.seen.append(got)
-            if got["event"] == event:
-                return got
-
-    def close(self) -> None:
-        """Close stdin (the driver then shuts its producer down) and wait for it."""
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._reader.join(timeout=30)  # the pipe ends with the process
-        assert self.process.stdout is not None
-        self.process.stdout.close()
+    return DriverProcess(cluster, "transaction", *args, "--hold")
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +93,7 @@ def test_unknown_then_check_back_commit_and_rollback(tx_cluster: TxCluster) -> N
     """A transaction left open is checked back while its checker answers "unknown" and stays
     invisible; after that producer leaves, another producer's checker answers COMMIT and the
     message is delivered with its id; a third checker's ROLLBACK leaves its message unseen."""
-    unsure = HeldProducer(tx_cluster, "--topic", "tx2", "--count", "1", "--end", "none",
+    unsure = _held(tx_cluster, "--topic", "tx2", "--count", "1", "--end", "none",
                           "--checker", "unknown", "--checks", "2", "--prefix", "u")  # fmt: skip
     try:
         sent = unsure.wait_for("sent")
@@ -201,7 +102,7 @@ def test_unknown_then_check_back_commit_and_rollback(tx_cluster: TxCluster) -> N
         assert _consume(tx_cluster, "tx2", "tx-check", 1, 3) == []
     finally:
         unsure.close()
-    sure = HeldProducer(tx_cluster, "--topic", "tx2", "--count", "0", "--end", "none",
+    sure = _held(tx_cluster, "--topic", "tx2", "--count", "0", "--end", "none",
                         "--checker", "commit", "--checks", "1")  # fmt: skip
     try:
         checked = sure.wait_for("checked")
@@ -215,7 +116,7 @@ def test_unknown_then_check_back_commit_and_rollback(tx_cluster: TxCluster) -> N
         "transaction", "--topic", "tx2", "--count", "1", "--end", "none", "--prefix", "z"
     )
     assert code == 0
-    refuser = HeldProducer(tx_cluster, "--topic", "tx2", "--count", "0", "--end", "none",
+    refuser = _held(tx_cluster, "--topic", "tx2", "--count", "0", "--end", "none",
                            "--checker", "rollback", "--checks", "1")  # fmt: skip
     try:
         tid = next(e["transaction_id"] for e in open_one if e["event"] == "sent")
@@ -238,7 +139,7 @@ def test_sigkill_between_half_and_commit_keeps_the_transaction_resolvable(
     sent = next(e for e in events if e["event"] == "sent")
     tx_cluster.kill_broker()
     tx_cluster.broker_process = tx_cluster.start_broker()
-    resolver = HeldProducer(tx_cluster, "--topic", "tx3", "--count", "0", "--end", "none",
+    resolver = _held(tx_cluster, "--topic", "tx3", "--count", "0", "--end", "none",
                             "--checker", "commit", "--checks", "1")  # fmt: skip
     try:
         assert resolver.wait_for("checked")["message_id"] == sent["message_id"]

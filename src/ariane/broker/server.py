@@ -4,7 +4,8 @@ It opens the ``BrokerRuntime`` (store recovery happens here), builds the process
 services (v2 MessagingService, ``ariane.admin.v1.Admin``), serves them through its front end
 (``broker.frontend``: in this process, or N worker processes sharing the port), and runs its
 background services in one ``TaskGroup``: registration with the name servers, consumer-offset
-persistence, client-session expiry, retention (RocketMQ ``CleanCommitLogService``) and
+persistence, client-session expiry (``[core.consumers] channel_expired_ms``, which also drops
+the client's group memberships and queue locks), retention (RocketMQ ``CleanCommitLogService``) and
 transaction check-backs (``TransactionalMessageCheckService``). ``serve``
 returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
 closes the store cleanly (so the next start needs no recovery scan).
@@ -31,15 +32,12 @@ from ariane.broker.grpc import (
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, transaction_check
 from ariane.broker.services import registration, replication
-from ariane.broker.tables import clients
+from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
 from ariane.grpcwire import pb, rpc
 from ariane.store import clean_service
 
 _log = logging.getLogger(__name__)
-
-CLIENT_EXPIRY_INTERVAL_S = 10.0
-"""How often silent client sessions are dropped."""
 
 
 class BrokerServer:
@@ -66,6 +64,10 @@ class BrokerServer:
         """Role and HA loops, when a broker role is configured; set by ``serve``."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
+        self.consumers: consumers.ConsumerRegistry | None = None
+        self.queue_locks: queue_locks.RebalanceLockManager | None = None
+        """The live consumer groups and the queue lock table (every protocol adapter shares
+        them); set by ``serve``."""
 
     @property
     def port(self) -> int:
@@ -82,7 +84,7 @@ class BrokerServer:
         runtime = runtime_mod.BrokerRuntime(self.settings, time=self.clock)
         self.runtime = runtime
         channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
-        client_registry = clients.ClientRegistry(time=self.clock)
+        client_registry, consumer_registry = self._client_tables()
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
         streams = producer_streams.ProducerStreams(client_registry)
@@ -93,7 +95,12 @@ class BrokerServer:
             slave_sync.SlaveSyncService(runtime, channels) if self.settings.ha.replicates else None
         )
         implementations = _services(
-            runtime, processors, lookup, client_registry, streams, roles=self.replication
+            runtime,
+            processors,
+            lookup,
+            (client_registry, consumer_registry),
+            streams,
+            roles=self.replication,
         )
         latency = rpc.RpcLatency()
         front = frontend.build(self.settings, implementations, latency=latency)
@@ -138,6 +145,20 @@ class BrokerServer:
             runtime.close()
             _log.info("broker stopped")
 
+    def _client_tables(self) -> tuple[clients.ClientRegistry, consumers.ConsumerRegistry]:
+        """The client sessions, the consumer registry over them and the queue lock table."""
+        limits = self.settings.core.consumers
+        client_registry = clients.ClientRegistry(
+            time=self.clock, expired_ms=limits.channel_expired_ms
+        )
+        self.queue_locks = queue_locks.RebalanceLockManager(
+            time=self.clock, expiry_ms=limits.lock_expiry_ms, locks_max=limits.locks_max
+        )
+        self.consumers = consumers.ConsumerRegistry(
+            client_registry, locks=self.queue_locks, limits=limits
+        )
+        return client_registry, self.consumers
+
     async def _run_services(
         self,
         stop: asyncio.Event,
@@ -174,10 +195,17 @@ class BrokerServer:
             runtime.persist_offsets()
 
     async def _expire_clients(self, client_registry: clients.ClientRegistry) -> None:
+        """RocketMQ ``ClientHousekeepingService``: drop silent clients (and, through the
+        registry's listeners, their memberships and locks) and purge expired locks."""
+        limits = self.settings.core.consumers
         while True:
-            await asyncio.sleep(CLIENT_EXPIRY_INTERVAL_S)
+            await asyncio.sleep(limits.expiry_scan_interval_ms / 1000)
             for client_id in client_registry.expire():
-                _log.info("client %s expired after silence", client_id)
+                _log.info(
+                    "client %s expired after %d ms of silence", client_id, limits.channel_expired_ms
+                )
+            if self.queue_locks is not None:
+                self.queue_locks.purge_expired()
 
     def _reviver(
         self, runtime: runtime_mod.BrokerRuntime, consumer: consume.ConsumeProcessor
@@ -203,12 +231,13 @@ def _services(
     runtime: runtime_mod.BrokerRuntime,
     processors: assembly.Processors,
     lookup: routes.RouteLookup,
-    client_registry: clients.ClientRegistry,
+    client_tables: tuple[clients.ClientRegistry, consumers.ConsumerRegistry],
     streams: producer_streams.ProducerStreams,
     *,
     roles: replication.ReplicationService | None,
 ) -> list[tuple[rpc.ServiceDescriptor, object]]:
     """The gRPC services over the processors, in ``frontend.SERVED_SERVICES`` order."""
+    client_registry, consumer_registry = client_tables
     service = messaging.MessagingService(
         runtime,
         processors.sender,
@@ -218,6 +247,7 @@ def _services(
         processors.puller,
         transactions=processors.transactions,
         streams=streams,
+        consumer_registry=consumer_registry,
     )
     implementations: list[tuple[rpc.ServiceDescriptor, object]] = [
         (pb.MESSAGING_SERVICE, service),

@@ -33,6 +33,7 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [server]           # gRPC ServerSettings
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
+    [core.consumers]   # ConsumerSettings, e.g. channel_expired_ms = 120000
 
 Unknown keys, values of the wrong type and values out of bounds are refused with the key's
 dotted path in the message. Enum fields take their value's name (``"SYNC_FLUSH"``).
@@ -178,6 +179,50 @@ class LongPollingSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """Live consumers and queue locks (RocketMQ ``ConsumerManager``, ``RebalanceLockManager``,
+    ``ClientHousekeepingService``)."""
+
+    channel_expired_ms: int = 120_000
+    """Silence after which a client (and its group memberships and queue locks) is dropped, ms
+    (RocketMQ ``channelExpiredTimeout`` = 120 s); every call or heartbeat of the client counts.
+    Tests shorten it to see an expiry happen."""
+
+    expiry_scan_interval_ms: int = 10_000
+    """How often silent clients are looked for, ms (``ClientHousekeepingService`` scans every
+    10 s): a client goes between ``channel_expired_ms`` and that plus this after its last
+    call."""
+
+    lock_expiry_ms: int = 60_000
+    """Life of a queue lock since it was last taken or renewed, ms
+    (``rocketmq.broker.rebalance.lockMaxLiveTime`` = 60 s)."""
+
+    groups_max: int = 10_000
+    """Most consumer groups with live members at once, a count."""
+
+    members_per_group_max: int = 10_000
+    """Most live members of one group, a count."""
+
+    subscriptions_per_member_max: int = 1_024
+    """Most topics one member may subscribe to, a count."""
+
+    locks_max: int = 1_000_000
+    """Most queue locks held at once over all groups, a count; a lock beyond it is not
+    granted (expired locks are purged first)."""
+
+    def __post_init__(self) -> None:
+        limits.check_range("channel_expired_ms", self.channel_expired_ms, 1_000, 3_600_000)
+        limits.check_range("expiry_scan_interval_ms", self.expiry_scan_interval_ms, 100, 3_600_000)
+        limits.check_range("lock_expiry_ms", self.lock_expiry_ms, 1_000, 3_600_000)
+        limits.check_range("groups_max", self.groups_max, 1, 1_000_000)
+        limits.check_range("members_per_group_max", self.members_per_group_max, 1, 1_000_000)
+        limits.check_range(
+            "subscriptions_per_member_max", self.subscriptions_per_member_max, 1, 100_000
+        )
+        limits.check_range("locks_max", self.locks_max, 1, 100_000_000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class CoreSettings:
     """All settings of the broker's pure core, grouped by concern."""
 
@@ -198,6 +243,9 @@ class CoreSettings:
 
     long_polling: LongPollingSettings = dataclasses.field(default_factory=LongPollingSettings)
     """Receive parking."""
+
+    consumers: ConsumerSettings = dataclasses.field(default_factory=ConsumerSettings)
+    """Live consumer groups, client expiry and queue locks."""
 
 
 DEFAULT_LISTEN = "127.0.0.1:8081"

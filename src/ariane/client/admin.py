@@ -368,6 +368,8 @@ class AdminClient:
         broadcast: bool = False,
         retry_policy: types.GroupRetryPolicy | None = None,
         broker_names: Sequence[str] = (),
+        allocate_strategy: str = "",
+        allocate_config_queues: Sequence[tuple[str, str, int]] = (),
     ) -> list[types.GroupInfo]:
         """Create (or replace) a consumer group's config on every master, or on the named
         broker groups (RocketMQ ``mqadmin updateSubGroup``). Groups are also created with
@@ -380,15 +382,23 @@ class AdminClient:
             broadcast: broadcast consumption.
             retry_policy: the backoff; ``None`` = the default of the group's kind.
             broker_names: only these broker groups (all masters when empty).
+            allocate_strategy: how a FIFO group's queues are shared among its members
+                (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG; "" = AVG).
+            allocate_config_queues: CONFIG's fixed queues as (topic, broker name, queue id).
 
         Raises:
-            IllegalConsumerGroupError: a bad name or value.
+            IllegalConsumerGroupError: a bad name or value (an unknown strategy included).
         """
         group = pb.admin.SubscriptionGroup(
             name=name,
             consume_orderly=consume_orderly,
             max_delivery_attempts=max_delivery_attempts,
             broadcast=broadcast,
+            allocate_strategy=allocate_strategy,
+            allocate_config_queues=[
+                pb.admin.QueueRef(topic=t, broker_name=b, queue_id=q)
+                for t, b, q in allocate_config_queues
+            ],
         )
         if retry_policy is not None:
             group.retry_policy.CopyFrom(retry_policy.to_message(max_attempts=max_delivery_attempts))

@@ -136,6 +136,8 @@ class GroupInfo:
         max_delivery_attempts: deliveries before a message goes to ``%DLQ%<group>``.
         broadcast: broadcast consumption.
         retry_policy: the configured backoff, ``None`` for the default of its kind.
+        allocate_strategy: how a FIFO group's queues are shared among its members (RocketMQ's
+            strategy name: AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG).
     """
 
     broker_name: str
@@ -144,6 +146,7 @@ class GroupInfo:
     max_delivery_attempts: int
     broadcast: bool
     retry_policy: GroupRetryPolicy | None
+    allocate_strategy: str = "AVG"
 
     @staticmethod
     def from_message(broker_name: str, value: pb.admin.SubscriptionGroup) -> GroupInfo:
@@ -160,6 +163,7 @@ class GroupInfo:
             max_delivery_attempts=value.max_delivery_attempts,
             broadcast=value.broadcast,
             retry_policy=policy,
+            allocate_strategy=value.allocate_strategy or "AVG",
         )
 
 

@@ -4,10 +4,12 @@ Modules: ``ids`` (NewTypes for ids and offsets), ``message`` (message values, pr
 ``route`` (MessageQueue and route values, perm bits), ``topics`` (name rules, retry/DLQ names),
 ``delay`` (delay levels), ``errors`` (RocketMQ ``Code`` and the error tree), ``clock`` (the time
 seam), ``limits`` (protocol limits), ``log_limits`` (rate-limited log lines), ``histogram``
-(fixed-bucket counts for metrics). Import the modules, not their names.
+(fixed-bucket counts for metrics), ``allocate`` (RocketMQ's queue allocation strategies).
+Import the modules, not their names.
 """
 
 from ariane.common import (
+    allocate,
     clock,
     delay,
     errors,
@@ -21,6 +23,7 @@ from ariane.common import (
 )
 
 __all__ = [
+    "allocate",
     "clock",
     "delay",
     "errors",

@@ -194,6 +194,7 @@ async def reconcile_group(
         max_delivery_attempts=spec.get("maxDeliveryAttempts", 17),
         broadcast=spec.get("broadcast", False),
         retry_policy=_retry_policy(spec),
+        allocate_strategy=spec.get("allocateStrategy", "AVG"),
     )
     result: dict[str, Any] = {}
     reset = spec.get("resetOffset")

@@ -100,6 +100,7 @@ class ConsumerGroupSpec(TypedDict, total=False):
     retryPolicy: RetryPolicySpec
     consumeOrderly: bool
     broadcast: bool
+    allocateStrategy: str
     resetOffset: ResetOffsetSpec
 
 

@@ -6,8 +6,9 @@
 // Usage: godriver SCENARIO --endpoints H:P --topic T [--group G] [--count N] [--mode sync|async]
 // [--groups G] [--tags A,B] [--expr E] [--expr-type TAG|SQL92] [--expect N] [--linger-s S]
 // [--deadline-s S] [--delay-ms D]. Scenarios: send-consume, push-redelivery, transaction (the Go
-// client has no recall API). Exit codes: 0 done, 3 the deadline passed before `expect` messages
-// arrived, 2 a client error.
+// client has no recall API), push-watch (a PushConsumer that prints what it consumes until its
+// stdin closes, then stops gracefully). Exit codes: 0 done, 3 the deadline passed before
+// `expect` messages arrived (push-watch: before stdin closed), 2 a client error.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -167,7 +169,8 @@ func emitView(event string, mv *rmq.MessageView, result string) {
 	}
 	kv := []any{"message_id", mv.GetMessageId(), "body", string(mv.GetBody()), "tag", tag,
 		"keys", mv.GetKeys(), "group", group, "attempt", mv.GetDeliveryAttempt(),
-		"n", mv.GetProperties()["n"], "at_ms", time.Now().UnixMilli(), "due_ms", dueMs}
+		"n", mv.GetProperties()["n"], "at_ms", time.Now().UnixMilli(), "due_ms", dueMs,
+		"receipt_handle", mv.GetReceiptHandle()}
 	if result != "" {
 		kv = append(kv, "result", result)
 	}
@@ -246,6 +249,40 @@ func pushRedelivery() int {
 	return 3
 }
 
+func pushWatch() int {
+	listener := &rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
+		emitView("consumed", mv, "SUCCESS")
+		return rmq.SUCCESS
+	}}
+	c, err := rmq.NewPushConsumer(config(),
+		rmq.WithPushSubscriptionExpressions(map[string]*rmq.FilterExpression{opts.topic: filter()}),
+		rmq.WithPushMessageListener(listener),
+	)
+	if err != nil {
+		fail(err)
+	}
+	if err := c.Start(); err != nil {
+		fail(err)
+	}
+	emit("started", "client_id", "")
+	closed := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(closed)
+	}()
+	code := 0
+	select {
+	case <-closed:
+	case <-time.After(time.Duration(opts.deadlineS) * time.Second):
+		code = 3
+	}
+	if err := c.GracefulStop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop:", err)
+	}
+	emit("stopped")
+	return code
+}
+
 func transaction() int {
 	checker := &rmq.TransactionChecker{Check: func(mv *rmq.MessageView) rmq.TransactionResolution {
 		emit("checked", "message_id", mv.GetMessageId(), "body", string(mv.GetBody()))
@@ -292,6 +329,8 @@ func main() {
 		code = pushRedelivery()
 	case "transaction":
 		code = transaction()
+	case "push-watch":
+		code = pushWatch()
 	default:
 		fail(fmt.Errorf("unknown scenario %q", scenario))
 	}

@@ -13,7 +13,8 @@ every conversion here:
   ``max_delivery_attempts`` 0 means the default 17; an absent ``retry_policy`` (or one with
   no strategy) means the default of the group's kind; the policy's ``max_attempts`` is ignored
   in favour of ``max_delivery_attempts``, and an exponential ``multiplier`` must be a whole
-  number (RocketMQ's ``ExponentialRetryPolicy`` multiplier is an integer).
+  number (RocketMQ's ``ExponentialRetryPolicy`` multiplier is an integer); an empty
+  ``allocate_strategy`` means AVG.
 
 Bad values raise the ``ArianeError`` the admin API answers with (ILLEGAL_TOPIC,
 ILLEGAL_CONSUMER_GROUP); the table managers check the remaining rules.
@@ -22,7 +23,7 @@ ILLEGAL_CONSUMER_GROUP); the table managers check the remaining rules.
 from __future__ import annotations
 
 from ariane.broker.tables import subscriptions, topic_config
-from ariane.common import errors, ids, limits, message, route
+from ariane.common import allocate, errors, ids, limits, message, route
 from ariane.grpcwire import convert, pb
 
 PERM_BITS_MAX = 15
@@ -168,6 +169,11 @@ def group_message(config: subscriptions.SubscriptionGroupConfig) -> pb.admin.Sub
         consume_orderly=config.consume_orderly,
         max_delivery_attempts=config.max_delivery_attempts,
         broadcast=config.broadcast_consume_allowed,
+        allocate_strategy=config.allocate_strategy.value,
+        allocate_config_queues=[
+            pb.admin.QueueRef(topic=q.topic, broker_name=q.broker_name, queue_id=q.queue_id)
+            for q in config.allocate_config_queues
+        ],
     )
     if config.retry_policy is not None:
         result.retry_policy.CopyFrom(
@@ -185,8 +191,8 @@ def group_config_of(
     ``consume_enable`` is not part of the admin message and keeps its current value.
 
     Raises:
-        IllegalConsumerGroupError: a bad retry policy multiplier; the manager checks the name,
-            the attempts and the delays.
+        IllegalConsumerGroupError: a bad retry policy multiplier or an unknown allocation
+            strategy; the manager checks the name, the attempts and the delays.
     """
     policy = (
         retry_policy_of(value.retry_policy, value.name) if value.HasField("retry_policy") else None
@@ -198,7 +204,26 @@ def group_config_of(
         broadcast_consume_allowed=value.broadcast,
         max_delivery_attempts=value.max_delivery_attempts or limits.MAX_DELIVERY_ATTEMPTS_DEFAULT,
         retry_policy=policy,
+        allocate_strategy=_strategy_of(value.allocate_strategy, value.name),
+        allocate_config_queues=tuple(
+            route.MessageQueue(
+                ids.TopicName(q.topic), ids.BrokerName(q.broker_name), ids.QueueId(q.queue_id)
+            )
+            for q in value.allocate_config_queues
+        ),
     )
+
+
+def _strategy_of(name: str, group: str) -> allocate.AllocateStrategy:
+    if not name:
+        return allocate.DEFAULT_STRATEGY
+    try:
+        return allocate.AllocateStrategy(name)
+    except ValueError:
+        known = ", ".join(s.value for s in allocate.AllocateStrategy)
+        raise errors.IllegalConsumerGroupError(
+            f"group {group!r}: allocate_strategy {name!r} is not one of {known}"
+        ) from None
 
 
 def stored_message(

@@ -23,9 +23,15 @@ import grpc
 
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.grpc import producer_streams, recall_rpc, routes, transaction_rpc
-from ariane.broker.processors import client_settings, consume, pull, send, transaction
-from ariane.broker.tables import clients, subscriptions
+from ariane.broker.grpc import (
+    assignment_rpc,
+    producer_streams,
+    recall_rpc,
+    routes,
+    transaction_rpc,
+)
+from ariane.broker.processors import assignment, client_settings, consume, pull, send, transaction
+from ariane.broker.tables import clients, consumers, subscriptions
 from ariane.common import errors, ids, limits, message, topics
 from ariane.grpcwire import codes, convert, messages, metadata, pb, rpc
 
@@ -56,6 +62,8 @@ class MessagingService:
         puller: the pull-by-offset path.
         transactions: EndTransaction's service (``None``: EndTransaction NOT_IMPLEMENTED).
         streams: the open Telemetry streams (a new registry when ``None``).
+        consumer_registry: live members of each consumer group (a new one over
+            ``client_registry`` when ``None``).
     """
 
     def __init__(
@@ -69,8 +77,11 @@ class MessagingService:
         *,
         transactions: transaction.TransactionalMessageService | None = None,
         streams: producer_streams.ProducerStreams | None = None,
+        consumer_registry: consumers.ConsumerRegistry | None = None,
     ) -> None:
         self._transactions = transactions
+        if consumer_registry is None:
+            consumer_registry = consumers.ConsumerRegistry(client_registry)
         if streams is None:
             streams = producer_streams.ProducerStreams(client_registry)
         self.streams = streams
@@ -82,9 +93,11 @@ class MessagingService:
         self._settings = client_settings.ClientSettingsProcessor(
             group_table=runtime.groups,
             client_registry=client_registry,
+            consumer_registry=consumer_registry,
             receive=runtime.settings.receive,
             message_size_bytes_max=runtime.settings.store.message_size_bytes_max,
         )
+        self._assignments = assignment.AssignmentProcessor(consumer_registry=consumer_registry)
         self._puller = puller
 
     def _client(self, context: Context) -> clients.ClientSession:
@@ -111,7 +124,7 @@ class MessagingService:
     async def notify_client_termination(
         self, request: pb.v2_service.NotifyClientTerminationRequest, context: Context
     ) -> pb.v2_service.NotifyClientTerminationResponse:
-        """NotifyClientTermination (§6.7): forget the client."""
+        """NotifyClientTermination (§6.7): drop the client's session, memberships and locks."""
         self._clients.remove(metadata.require_client_id(context))
         return pb.v2_service.NotifyClientTerminationResponse(status=codes.ok())
 
@@ -122,6 +135,7 @@ class MessagingService:
         while open, the stream also carries the transaction checks pushed to the client."""
         client_id = metadata.require_client_id(context)
         outbox = self.streams.open(client_id)
+        self._clients.touch(client_id).channel = outbox  # the stream is the client's channel
 
         async def answer(
             command: pb.v2_service.TelemetryCommand,
@@ -136,7 +150,7 @@ class MessagingService:
                 yield command
         finally:
             self.streams.close(client_id, outbox)
-            self._clients.remove(client_id)
+            self._clients.close_channel(outbox)  # not if the client moved to a newer stream
 
     async def _merged_settings(
         self, client_id: ids.ClientId, reported: pb.v2.Settings, context: Context
@@ -158,7 +172,7 @@ class MessagingService:
                 client_id,
                 consumer_kind,
                 reported.subscription.group.name,
-                (e.topic.name for e in reported.subscription.subscriptions),
+                map(assignment_rpc.subscription, reported.subscription.subscriptions),
             )
             _consumer_settings(merged, policy)
             return merged
@@ -251,9 +265,9 @@ class MessagingService:
     async def receive_message(
         self, request: pb.v2_service.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[pb.v2_service.ReceiveMessageResponse]:
-        """ReceiveMessage (§6.4): one status, the messages, then a delivery timestamp."""
-        self._client(context)
-        received = await self._consumer.receive(self._receive_request(request, context))
+        """ReceiveMessage (§6.4): status, messages, delivery timestamp; push: the named queue."""
+        push = self._client(context).client_type == client_settings.ClientKind.PUSH_CONSUMER.value
+        received = await self._consumer.receive(self._receive_request(request, context, push))
         namespace = request.group.resource_namespace
         text = "OK" if received else "no new message"
         code = errors.Code.OK if received else errors.Code.MESSAGE_NOT_FOUND
@@ -266,7 +280,7 @@ class MessagingService:
         yield pb.v2_service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms))
 
     def _receive_request(
-        self, request: pb.v2_service.ReceiveMessageRequest, context: Context
+        self, request: pb.v2_service.ReceiveMessageRequest, context: Context, push: bool
     ) -> consume.ReceiveRequest:
         group = topics.validate_group(request.group.name)
         topic = topics.validate_topic(request.message_queue.topic.name, allow_system=False)
@@ -292,6 +306,7 @@ class MessagingService:
             batch_size=min(request.batch_size, RECEIVE_BATCH_SIZE),
             invisible_ms=invisible_ms,
             poll_s=self._polling_s(request, context),
+            assigned_queue=push,
         )
 
     def _message_filter(self, expression: pb.v2.FilterExpression) -> filters.MessageFilter:
@@ -379,25 +394,14 @@ class MessagingService:
     async def query_assignment(
         self, request: pb.v2_service.QueryAssignmentRequest, context: Context
     ) -> pb.v2_service.QueryAssignmentResponse:
-        """QueryAssignment (§6.6): every broker to every consumer; FIFO groups get queues."""
-        self._client(context)
+        """QueryAssignment (§6.6): ``assignment_rpc.query_assignment``."""
+        client_id = self._client(context).client_id
         topic = topics.validate_topic(request.topic.name)
         group = self._runtime.groups.require(topics.validate_group(request.group.name))
         found = await self._routes.topic_route(topic)
-        assignments = [
-            pb.v2.Assignment(message_queue=queue)
-            for queue in convert.query_route_queues(found, request.topic)
-            if queue.permission in (pb.v2.Permission.READ, pb.v2.Permission.READ_WRITE)
-        ]
-        assignments = client_settings.one_assignment_per_broker(
-            assignments, fifo=group.consume_orderly, broker_of=lambda a: a.message_queue.broker.name
+        return assignment_rpc.query_assignment(
+            self._assignments, group, topic, client_id, found, request.topic
         )
-        if not group.consume_orderly:
-            for assignment in assignments:
-                assignment.message_queue.id = -1  # POP reads any queue of the broker
-        if not assignments:
-            raise errors.ForbiddenError(f"topic {topic!r} has no readable queue")
-        return pb.v2_service.QueryAssignmentResponse(status=codes.ok(), assignments=assignments)
 
     # -- pull by offset ------------------------------------------------------------------------
 

@@ -9,11 +9,13 @@ adapters and a future Remoting heartbeat answer alike:
 * a push/simple consumer's group is created on first use (``autoCreateSubscriptionGroup``) and
   the consumer gets the receive batch size, the long-polling timeout, whether the group is FIFO
   and the group's retry policy with its max delivery attempts;
-* either report refreshes the client's session (type, group, topics) in the ``ClientRegistry``.
+* either report refreshes the client's session (type, group, topics) in the ``ClientRegistry``;
+  a consumer's also makes it a live CLUSTERING member of its group, with its subscriptions, in
+  the ``ConsumerRegistry`` (RocketMQ ``ConsumerManager.registerConsumer``).
 
 ``one_assignment_per_broker`` is QueryAssignment's rule for non-FIFO groups: POP consumers pull
-from any queue of a broker, so each broker is assigned once with queue id -1; FIFO groups get
-every readable queue (a message group is pinned to its queue).
+from any queue of a broker, so each broker is assigned once with queue id -1; FIFO groups share
+their readable queues among their live members (``assignment.AssignmentProcessor``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from ariane.broker import settings as broker_settings
-from ariane.broker.tables import clients, subscriptions
+from ariane.broker.tables import clients, consumers, subscriptions
 from ariane.common import ids, limits, topics
 
 Q = TypeVar("Q")
@@ -103,6 +105,7 @@ class ClientSettingsProcessor:
     Args:
         group_table: subscription groups (``require`` creates on first use).
         client_registry: live client sessions.
+        consumer_registry: live members of each consumer group.
         receive: the broker's receive settings (long-polling default).
         message_size_bytes_max: the store's body limit.
     """
@@ -112,11 +115,13 @@ class ClientSettingsProcessor:
         *,
         group_table: subscriptions.SubscriptionGroupManager,
         client_registry: clients.ClientRegistry,
+        consumer_registry: consumers.ConsumerRegistry,
         receive: broker_settings.ReceiveSettings,
         message_size_bytes_max: int,
     ) -> None:
         self._groups = group_table
         self._clients = client_registry
+        self._consumers = consumer_registry
         self._receive = receive
         self._body_max = message_size_bytes_max
 
@@ -132,20 +137,24 @@ class ClientSettingsProcessor:
         client_id: ids.ClientId,
         kind: ClientKind,
         group_name: str,
-        topic_names: Iterable[str],
+        subscribed: Iterable[consumers.Subscription],
     ) -> ConsumerPolicy:
-        """A consumer's report: create its group on first use, remember it, answer its policy.
+        """A consumer's report: create its group on first use, register it as a member with
+        its subscriptions, answer its policy.
 
         Raises:
             IllegalConsumerGroupError: a bad group name. ConsumerGroupNotFoundError: the group
-                does not exist and auto-creation is off.
+                does not exist and auto-creation is off. TooManyRequestsError: a registry
+                bound was hit.
         """
         assert kind is not ClientKind.PRODUCER, "producers report through producer()"
         group = self._groups.require(topics.validate_group(group_name))
+        subs = list(subscribed)
+        self._consumers.register(group.group, client_id, subscriptions=subs)
         session = self._clients.touch(client_id)
         session.client_type = kind.value
         session.group = group.group
-        session.topics = frozenset(topic_names)
+        session.topics = frozenset(s.topic for s in subs)
         return ConsumerPolicy(
             receive_batch_size=RECEIVE_BATCH_SIZE,
             long_polling_ms=self._receive.long_polling_ms_default,

@@ -73,6 +73,8 @@ class ReceiveRequest:
         batch_size: most messages to return, 1..32.
         invisible_ms: invisible duration of delivered messages, ms.
         poll_s: how long to wait for messages before answering empty, seconds.
+        assigned_queue: the named queue was assigned to the client by QueryAssignment (a push
+            consumer's receive loop): a FIFO receive then reads that queue only.
     """
 
     group: ids.GroupName
@@ -82,6 +84,7 @@ class ReceiveRequest:
     batch_size: int
     invisible_ms: int
     poll_s: float
+    assigned_queue: bool = False
 
 
 def check_invisible_ms(invisible_ms: int, *, minimum_ms: int) -> int:
@@ -248,9 +251,12 @@ class ConsumeProcessor:
         names, so a FIFO receive starts at the queue it names and then looks at the others:
         the official SimpleConsumer names queues round-robin, and a receive that named a
         drained queue would otherwise park for its whole long poll while other queues still
-        hold deliverable groups.
+        hold deliverable groups. A receive of an assigned queue (a push consumer's) reads that
+        queue only, as the proxy does: the group's members share its queues by assignment.
         """
         count = topic.read_queue_nums
+        if group.consume_orderly and request.assigned_queue and 0 <= request.queue_id < count:
+            return [ids.QueueId(request.queue_id)]
         if group.consume_orderly and 0 <= request.queue_id < count:
             first = request.queue_id
         else:

@@ -3,8 +3,12 @@
 ``topic_config`` (TopicConfigManager: topics, queue counts, permission, message type),
 ``subscriptions`` (SubscriptionGroupManager: consumer-group configs and retry policies),
 ``offsets`` (ConsumerOffsetManager: committed consumer offsets), ``clients`` (live client
-sessions) and ``persistence`` (atomic JSON metadata files, RocketMQ's ``ConfigManager``).
+sessions), ``consumers`` (ConsumerManager: live members of each consumer group), ``queue_locks``
+(RebalanceLockManager: orderly consumers' queue locks) and ``persistence`` (atomic JSON
+metadata files, RocketMQ's ``ConfigManager``). ``clients``, ``consumers`` and ``queue_locks``
+are in memory only, as RocketMQ's are.
 
 Invariant: nothing here does network I/O or imports another broker subpackage; each table is
-used from the broker's one event loop and persists itself atomically (temp + fsync + rename).
+used from the broker's one event loop, and a persisted one writes itself atomically (temp +
+fsync + rename).
 """

@@ -15,6 +15,12 @@ Retry policies mirror RocketMQ 5 ``GroupRetryPolicy``:
   initial 5 s, multiplier 2, max 2 h.
 * FIFO groups without an explicit policy retry at a fixed 3000 ms (RocketMQ 5 FIFO docs).
 
+``allocate_strategy`` picks how QueryAssignment shares a topic's queues among the group's live
+members (``ariane.common.allocate``: AVG, the default, AVG_BY_CIRCLE, CONSISTENT_HASH, or CONFIG
+with ``allocate_config_queues``), the per-group choice a RocketMQ consumer makes with
+``setAllocateMessageQueueStrategy`` and its broker with ``QueryAssignmentProcessor``'s
+``strategyName``.
+
 The manager creates a group's config with defaults on first use when
 ``auto_create_subscription_group`` is on (RocketMQ's default), bounds the table at
 ``group_count_max`` and bumps ``data_version`` on every change. Not thread-safe.
@@ -30,7 +36,7 @@ from typing import Any
 
 from ariane.broker import settings
 from ariane.broker.tables import persistence
-from ariane.common import clock, delay, errors, ids, limits, topics
+from ariane.common import allocate, clock, delay, errors, ids, limits, route, topics
 
 _log = logging.getLogger(__name__)
 
@@ -45,6 +51,9 @@ RETRY_DELAYS_MAX = 128
 
 RETRY_DELAY_MS_MAX = 24 * 3600 * 1000
 """Longest single retry delay, in ms (one day)."""
+
+ALLOCATE_CONFIG_QUEUES_MAX = 1_024
+"""Most queues a CONFIG allocation lists, a count."""
 
 FIFO_RETRY_INTERVAL_MS = 3_000
 """Fixed retry interval of FIFO groups, in ms (RocketMQ 5 FIFO message docs)."""
@@ -174,6 +183,8 @@ class SubscriptionGroupConfig:
             ``retryMaxTimes + 1`` (default 17).
         retry_policy: the backoff; ``None`` means the default for the group's kind
             (``DEFAULT_RETRY_POLICY``, or ``FIFO_RETRY_POLICY`` when orderly).
+        allocate_strategy: how QueryAssignment shares queues among the group's members.
+        allocate_config_queues: the fixed queues of the CONFIG strategy (empty otherwise).
     """
 
     group: ids.GroupName
@@ -182,6 +193,8 @@ class SubscriptionGroupConfig:
     broadcast_consume_allowed: bool = True
     max_delivery_attempts: int = limits.MAX_DELIVERY_ATTEMPTS_DEFAULT
     retry_policy: GroupRetryPolicy | None = None
+    allocate_strategy: allocate.AllocateStrategy = allocate.DEFAULT_STRATEGY
+    allocate_config_queues: tuple[route.MessageQueue, ...] = ()
 
     @property
     def retry_max_times(self) -> int:
@@ -203,6 +216,11 @@ class SubscriptionGroupConfig:
             "broadcast_consume_allowed": self.broadcast_consume_allowed,
             "max_delivery_attempts": self.max_delivery_attempts,
             "retry_policy": None if self.retry_policy is None else self.retry_policy.to_json(),
+            "allocate_strategy": self.allocate_strategy.value,
+            "allocate_config_queues": [
+                {"topic": q.topic, "broker_name": q.broker_name, "queue_id": q.queue_id}
+                for q in self.allocate_config_queues
+            ],
         }
 
     @staticmethod
@@ -227,7 +245,35 @@ class SubscriptionGroupConfig:
                 obj.get("max_delivery_attempts"), "max_delivery_attempts"
             ),
             retry_policy=None if policy is None else GroupRetryPolicy.from_json(policy),
+            allocate_strategy=_strategy_from_json(obj.get("allocate_strategy")),
+            allocate_config_queues=_queues_from_json(obj.get("allocate_config_queues", [])),
         )
+
+
+def _strategy_from_json(raw: object) -> allocate.AllocateStrategy:
+    """The stored strategy; files written before it existed hold none (the default)."""
+    if raw is None:
+        return allocate.DEFAULT_STRATEGY
+    try:
+        return allocate.AllocateStrategy(persistence.expect_str(raw, "allocate_strategy"))
+    except ValueError as exc:
+        raise persistence.CorruptMetadataError(f"allocate_strategy: {exc}") from exc
+
+
+def _queues_from_json(raw: object) -> tuple[route.MessageQueue, ...]:
+    if not isinstance(raw, list):
+        raise persistence.CorruptMetadataError("allocate_config_queues: expected a list")
+    queues = []
+    for item in raw:
+        obj = persistence.expect_object(item, "allocate_config_queues")
+        queues.append(
+            route.MessageQueue(
+                ids.TopicName(persistence.expect_str(obj.get("topic"), "queue.topic")),
+                ids.BrokerName(persistence.expect_str(obj.get("broker_name"), "queue.broker")),
+                ids.QueueId(persistence.expect_int(obj.get("queue_id"), "queue.queue_id")),
+            )
+        )
+    return tuple(queues)
 
 
 class SubscriptionGroupManager(persistence.VersionedTable[SubscriptionGroupConfig]):
@@ -286,7 +332,8 @@ class SubscriptionGroupManager(persistence.VersionedTable[SubscriptionGroupConfi
         """Create a group or replace its config, then persist.
 
         Raises:
-            IllegalConsumerGroupError: bad name, attempts outside 1..1000, or bad retry policy.
+            IllegalConsumerGroupError: bad name, attempts outside 1..1000, bad retry policy,
+                or more than ``ALLOCATE_CONFIG_QUEUES_MAX`` (or negative) CONFIG queues.
             TooManyRequestsError: a new group would exceed ``group_count_max``.
             OSError: if the file cannot be written (the table is unchanged).
         """
@@ -298,5 +345,13 @@ class SubscriptionGroupManager(persistence.VersionedTable[SubscriptionGroupConfi
             )
         if config.retry_policy is not None:
             config.retry_policy.validate()
+        if len(config.allocate_config_queues) > ALLOCATE_CONFIG_QUEUES_MAX:
+            raise errors.IllegalConsumerGroupError(
+                f"group {config.group!r}: at most {ALLOCATE_CONFIG_QUEUES_MAX} CONFIG queues"
+            )
+        if any(q.queue_id < 0 for q in config.allocate_config_queues):
+            raise errors.IllegalConsumerGroupError(
+                f"group {config.group!r}: CONFIG queue ids must be >= 0"
+            )
         self._put(config.group, config, count_max=self._settings.group_count_max)
         return config

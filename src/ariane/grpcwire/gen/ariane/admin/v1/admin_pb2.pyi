@@ -102,18 +102,32 @@ class ListTopicsResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ...) -> None: ...
 
 class SubscriptionGroup(_message.Message):
-    __slots__ = ("name", "consume_orderly", "max_delivery_attempts", "retry_policy", "broadcast")
+    __slots__ = ("name", "consume_orderly", "max_delivery_attempts", "retry_policy", "broadcast", "allocate_strategy", "allocate_config_queues")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONSUME_ORDERLY_FIELD_NUMBER: _ClassVar[int]
     MAX_DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     RETRY_POLICY_FIELD_NUMBER: _ClassVar[int]
     BROADCAST_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATE_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATE_CONFIG_QUEUES_FIELD_NUMBER: _ClassVar[int]
     name: str
     consume_orderly: bool
     max_delivery_attempts: int
     retry_policy: _definition_pb2.RetryPolicy
     broadcast: bool
-    def __init__(self, name: _Optional[str] = ..., consume_orderly: _Optional[bool] = ..., max_delivery_attempts: _Optional[int] = ..., retry_policy: _Optional[_Union[_definition_pb2.RetryPolicy, _Mapping]] = ..., broadcast: _Optional[bool] = ...) -> None: ...
+    allocate_strategy: str
+    allocate_config_queues: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    def __init__(self, name: _Optional[str] = ..., consume_orderly: _Optional[bool] = ..., max_delivery_attempts: _Optional[int] = ..., retry_policy: _Optional[_Union[_definition_pb2.RetryPolicy, _Mapping]] = ..., broadcast: _Optional[bool] = ..., allocate_strategy: _Optional[str] = ..., allocate_config_queues: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ...) -> None: ...
+
+class QueueRef(_message.Message):
+    __slots__ = ("topic", "broker_name", "queue_id")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    broker_name: str
+    queue_id: int
+    def __init__(self, topic: _Optional[str] = ..., broker_name: _Optional[str] = ..., queue_id: _Optional[int] = ...) -> None: ...
 
 class CreateSubscriptionGroupRequest(_message.Message):
     __slots__ = ("group",)
