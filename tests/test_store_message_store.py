@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import pathlib
 import threading
+from typing import Any
 
 import pytest
 
@@ -273,6 +274,54 @@ def test_async_put_messages_one_await_per_batch() -> None:
     results = asyncio.run(main())
     assert [r.queue_offset for r in results] == list(range(10))
     assert mem.store.commit_log.flushed_offset >= results[-1].commit_log_offset
+
+
+def test_sync_flush_wakes_a_waiting_event_loop_once_per_group_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Coroutines waiting in one group commit are answered after its sync through a single
+    wake-up of their event loop (one ``call_soon_threadsafe`` per sync, not one per put)."""
+    mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    gate, entered = threading.Event(), threading.Event()
+
+    def slow_sync(path: pathlib.Path) -> None:
+        if "commitlog" in str(path):
+            entered.set()
+            assert gate.wait(10)
+
+    async def main() -> tuple[int, int, list[commit_log.PutMessageResult]]:
+        loop = asyncio.get_running_loop()
+        wakeups = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args: Any, **kwargs: Any) -> asyncio.Handle:
+            nonlocal wakeups
+            wakeups += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
+        mem.layer.sync_hook = slow_sync
+        first = asyncio.create_task(mem.store.put_messages([request(body=b"first")]))
+        deadline = loop.time() + 10
+        while not entered.is_set():  # the flusher is inside the sync of the first put
+            assert loop.time() < deadline, "the group commit never started"
+            await asyncio.sleep(0.001)
+        puts = [
+            asyncio.create_task(mem.store.put_messages([request(body=bytes([i + 1]))]))
+            for i in range(20)
+        ]
+        await asyncio.sleep(0)  # every put appended and waits for the next sync
+        assert not any(p.done() for p in [first, *puts])
+        syncs_before, wakeups = mem.store.stats().flush_count, 0
+        gate.set()
+        results = [r for done in await asyncio.gather(first, *puts) for r in done]
+        return wakeups, mem.store.stats().flush_count - syncs_before, results
+
+    wakeups, syncs, results = asyncio.run(main())
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert mem.store.commit_log.flushed_offset >= max(r.commit_log_offset for r in results)
+    assert 1 <= syncs <= 2
+    assert wakeups <= syncs
 
 
 def test_async_flush_waits_for_enough_dirty_pages_or_the_thorough_interval() -> None:

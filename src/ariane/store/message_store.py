@@ -20,6 +20,7 @@ indexed again) and its files are deleted with the CommitLog segments they index.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -279,16 +280,15 @@ class MessageStore:
         list[commit_log.PutMessageResult],
         concurrent.futures.Future[list[commit_log.PutMessageResult]],
     ]:
-        prepared = [self.commit_log.prepare(r) for r in requests]
-        refused = next((p.status for p in prepared if p.record is None), None) if atomic else None
-        if refused is not None:  # nothing written: the batch fails as a whole, for that reason
-            failed = [commit_log.PutMessageResult(refused) for _ in prepared]
+        prepared, refused = self._prepare(requests, atomic)
+        if refused is not None:
             done: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
                 concurrent.futures.Future()
             )
-            done.set_result(failed)
-            return failed, done
+            done.set_result(refused)
+            return refused, done
         results, durable = self._append(prepared)
+        assert isinstance(durable, concurrent.futures.Future), "no loop given, no asyncio future"
         outcome: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
             concurrent.futures.Future()
         )
@@ -302,15 +302,31 @@ class MessageStore:
         durable.add_done_callback(finish)
         return results, outcome
 
+    def _prepare(
+        self, requests: Sequence[commit_log.AppendRequest], atomic: bool
+    ) -> tuple[list[commit_log.PreparedAppend], list[commit_log.PutMessageResult] | None]:
+        """The prepared appends, and with ``atomic`` the whole batch's failed results when a
+        message is refused (nothing is written then; ``None`` otherwise)."""
+        prepared = [self.commit_log.prepare(r) for r in requests]
+        refused = next((p.status for p in prepared if p.record is None), None) if atomic else None
+        if refused is None:
+            return prepared, None
+        return prepared, [commit_log.PutMessageResult(refused) for _ in prepared]
+
     def _append(
-        self, prepared: list[commit_log.PreparedAppend]
-    ) -> tuple[list[commit_log.PutMessageResult], concurrent.futures.Future[bool]]:
+        self,
+        prepared: list[commit_log.PreparedAppend],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> tuple[list[commit_log.PutMessageResult], put_wait.Durable]:
+        # ``loop``: the caller is a coroutine on it; a SYNC_FLUSH wait is then an asyncio future
+        # of that loop (``GroupCommitService.request_durable_in``), else a concurrent one.
         with self._put_lock:
             gate = self.replication
             if self._closed or (gate is not None and gate.refuses_writes()):
                 results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
                 return results * len(prepared), flush.completed_future(True)
-            if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
+            flusher = self._flusher
+            if isinstance(flusher, flush.GroupCommitService) and not flusher.has_room():
                 results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
                 return results * len(prepared), flush.completed_future(True)
             allowed = self.settings.consume_queue_count_max - self.consume_queues.count
@@ -324,10 +340,15 @@ class MessageStore:
             self._counts["put"] += len(stored)
             self._counts["put_failed"] += len(results) - len(stored)
             self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
-            durable: concurrent.futures.Future[bool] | None = flush.completed_future(True)
-            if stored:
-                durable = self._flusher.request_durable(self.commit_log.max_offset)
-        return results, durable or flush.completed_future(False)
+            if not stored:
+                return results, flush.completed_future(True)
+            end = self.commit_log.max_offset
+            durable: put_wait.Durable | None = (
+                flusher.request_durable_in(loop, end)
+                if loop is not None and isinstance(flusher, flush.GroupCommitService)
+                else flusher.request_durable(end)
+            )
+        return results, flush.completed_future(False) if durable is None else durable
 
     def put_messages_sync(
         self, requests: Sequence[commit_log.AppendRequest], *, atomic: bool = False
@@ -360,9 +381,12 @@ class MessageStore:
         ``CommitLog.prepare`` refuses fails the whole batch before any byte is written: every
         result carries that message's status. Without it each message is answered on its own.
         """
-        results, future = self._submit(requests, atomic)
+        prepared, refused = self._prepare(requests, atomic)
+        if refused is not None:
+            return refused
+        results, durable = self._append(prepared, asyncio.get_running_loop())
         timeout_ms = self.settings.sync_flush_timeout_ms
-        return await put_wait.wait(results, future, self.replication, timeout_ms=timeout_ms)
+        return await put_wait.wait(results, durable, self.replication, timeout_ms=timeout_ms)
 
     def append_replicated(
         self, offset: ids.CommitLogOffset, data: bytes | memoryview
