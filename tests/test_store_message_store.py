@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import pathlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -220,18 +221,25 @@ def test_schedule_topic_units_carry_the_delivery_time() -> None:
     assert unit is not None and unit.tag_hash == result.store_timestamp_ms + 10_000
 
 
-def test_sync_flush_group_commit_covers_many_waiters_with_one_sync() -> None:
-    """Appends arriving while a sync runs are all covered by the next single sync."""
-    mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
-    gate, entered = threading.Event(), threading.Event()
+def _held_commit_log_sync(
+    gate: threading.Event, entered: threading.Event
+) -> Callable[[pathlib.Path], None]:
+    """A ``sync_hook`` that sets ``entered`` in a CommitLog sync and holds it until ``gate``."""
 
     def slow_sync(path: pathlib.Path) -> None:
         if "commitlog" in str(path):
             entered.set()
             assert gate.wait(10)
 
+    return slow_sync
+
+
+def test_sync_flush_group_commit_covers_many_waiters_with_one_sync() -> None:
+    """Appends arriving while a sync runs are all covered by the next single sync."""
+    mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    gate, entered = threading.Event(), threading.Event()
     first = mem.store.submit([request(body=b"first")])
-    mem.layer.sync_hook = slow_sync
+    mem.layer.sync_hook = _held_commit_log_sync(gate, entered)
     second = mem.store.submit([request(body=b"second")])
     assert entered.wait(10)
     futures = [mem.store.submit([request(body=bytes([i]))]) for i in range(20)]
@@ -284,11 +292,6 @@ def test_sync_flush_wakes_a_waiting_event_loop_once_per_group_commit(
     mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
     gate, entered = threading.Event(), threading.Event()
 
-    def slow_sync(path: pathlib.Path) -> None:
-        if "commitlog" in str(path):
-            entered.set()
-            assert gate.wait(10)
-
     async def main() -> tuple[int, int, list[commit_log.PutMessageResult]]:
         loop = asyncio.get_running_loop()
         wakeups = 0
@@ -300,7 +303,7 @@ def test_sync_flush_wakes_a_waiting_event_loop_once_per_group_commit(
             return original(*args, **kwargs)
 
         monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
-        mem.layer.sync_hook = slow_sync
+        mem.layer.sync_hook = _held_commit_log_sync(gate, entered)
         first = asyncio.create_task(mem.store.put_messages([request(body=b"first")]))
         deadline = loop.time() + 10
         while not entered.is_set():  # the flusher is inside the sync of the first put
