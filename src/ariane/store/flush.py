@@ -4,8 +4,8 @@
   ``flush_interval_ms`` it syncs if at least ``flush_least_pages`` pages are dirty, and syncs
   whatever is dirty at least every ``flush_thorough_interval_ms``. Appends do not wait.
 - ``GroupCommitService`` (SYNC_FLUSH): an append registers the offset its bytes end at and gets
-  a ``concurrent.futures.Future`` (``request_durable``), or from a coroutine an
-  ``asyncio.Future`` of its loop (``request_durable_in``); one flusher thread swaps the waiting
+  a ``concurrent.futures.Future``, or from a coroutine an ``asyncio.Future`` of its loop
+  (``request_durable(end, loop)``); one flusher thread swaps the waiting
   list, runs ONE sync covering every byte written so far (``fdatasync`` releases the GIL, so
   appenders go on), then completes every future it covered with ``True``: the asyncio ones
   with one ``call_soon_threadsafe`` per loop per sync, not one wake-up of the loop per waiter.
@@ -126,8 +126,10 @@ class AsyncFlushService:
             except OSError:
                 _log.exception("CommitLog flush failed")
 
-    def request_durable(self, end_offset: int) -> concurrent.futures.Future[bool] | None:
-        """ASYNC_FLUSH does not wait: an already completed future."""
+    def request_durable(
+        self, end_offset: int, loop: asyncio.AbstractEventLoop | None = None
+    ) -> concurrent.futures.Future[bool] | None:
+        """ASYNC_FLUSH does not wait: an already completed future (whatever ``loop``)."""
         return completed_future(True)
 
     def start(self) -> None:
@@ -162,42 +164,36 @@ class GroupCommitService:
         """Whether one more waiter fits (else appends answer OS_PAGE_CACHE_BUSY)."""
         return len(self._waiters) + len(self._loop_waiters) < self._waiters_max
 
-    def request_durable(self, end_offset: int) -> concurrent.futures.Future[bool] | None:
+    def request_durable(
+        self, end_offset: int, loop: asyncio.AbstractEventLoop | None = None
+    ) -> concurrent.futures.Future[bool] | asyncio.Future[bool] | None:
         """A future that becomes ``True`` once every byte below ``end_offset`` is synced.
 
-        Returns:
-            the future (``False`` if the sync failed), or ``None`` if the service is stopped.
-        """
-        if self._log.flushed_offset >= end_offset:
-            return completed_future(True)
-        future: concurrent.futures.Future[bool] = concurrent.futures.Future()
-        with self._cond:
-            if self._stopping or self._thread is None:
-                return None
-            self._waiters.append((end_offset, future))
-            self._cond.notify()
-        return future
-
-    def request_durable_in(
-        self, loop: asyncio.AbstractEventLoop, end_offset: int
-    ) -> asyncio.Future[bool] | None:
-        """``request_durable`` for a coroutine running on ``loop`` (call it from that loop).
-
-        The future is completed on ``loop``, by one ``call_soon_threadsafe`` per sync for every
-        future of that loop the sync covered; a future cancelled meanwhile (its waiter gave
-        up) is left alone.
+        Args:
+            end_offset: the CommitLog offset the caller's bytes end at.
+            loop: for a coroutine, its event loop (call from that loop): the future is then an
+                asyncio future of ``loop``, completed on it by one ``call_soon_threadsafe`` per
+                sync for every future of that loop the sync covered (one wake-up per group
+                commit, not one per put); a future cancelled meanwhile (its waiter gave up) is
+                left alone. Without it, a ``concurrent.futures.Future``.
 
         Returns:
             the future (``False`` if the sync failed), or ``None`` if the service is stopped.
         """
-        future: asyncio.Future[bool] = loop.create_future()
+        future: concurrent.futures.Future[bool] | asyncio.Future[bool] = (
+            concurrent.futures.Future() if loop is None else loop.create_future()
+        )
         if self._log.flushed_offset >= end_offset:
             future.set_result(True)
             return future
         with self._cond:
             if self._stopping or self._thread is None:
                 return None
-            self._loop_waiters.append((end_offset, loop, future))
+            if isinstance(future, concurrent.futures.Future):
+                self._waiters.append((end_offset, future))
+            else:
+                assert loop is not None
+                self._loop_waiters.append((end_offset, loop, future))
             self._cond.notify()
         return future
 

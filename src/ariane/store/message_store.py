@@ -280,18 +280,13 @@ class MessageStore:
         list[commit_log.PutMessageResult],
         concurrent.futures.Future[list[commit_log.PutMessageResult]],
     ]:
+        outcome = concurrent.futures.Future[list[commit_log.PutMessageResult]]()
         prepared, refused = self._prepare(requests, atomic)
         if refused is not None:
-            done: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
-                concurrent.futures.Future()
-            )
-            done.set_result(refused)
-            return refused, done
+            outcome.set_result(refused)
+            return refused, outcome
         results, durable = self._append(prepared)
         assert isinstance(durable, concurrent.futures.Future), "no loop given, no asyncio future"
-        outcome: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
-            concurrent.futures.Future()
-        )
 
         def finish(done: concurrent.futures.Future[bool]) -> None:
             final = results if done.result() else put_wait.flush_timed_out(results)
@@ -305,28 +300,23 @@ class MessageStore:
     def _prepare(
         self, requests: Sequence[commit_log.AppendRequest], atomic: bool
     ) -> tuple[list[commit_log.PreparedAppend], list[commit_log.PutMessageResult] | None]:
-        """The prepared appends, and with ``atomic`` the whole batch's failed results when a
-        message is refused (nothing is written then; ``None`` otherwise)."""
+        """The prepared appends and, if ``atomic`` and one is refused, every failed result."""
         prepared = [self.commit_log.prepare(r) for r in requests]
         refused = next((p.status for p in prepared if p.record is None), None) if atomic else None
-        if refused is None:
-            return prepared, None
-        return prepared, [commit_log.PutMessageResult(refused) for _ in prepared]
+        failed = None if refused is None else [commit_log.PutMessageResult(refused)] * len(prepared)
+        return prepared, failed
 
     def _append(
         self,
         prepared: list[commit_log.PreparedAppend],
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> tuple[list[commit_log.PutMessageResult], put_wait.Durable]:
-        # ``loop``: the caller is a coroutine on it; a SYNC_FLUSH wait is then an asyncio future
-        # of that loop (``GroupCommitService.request_durable_in``), else a concurrent one.
         with self._put_lock:
             gate = self.replication
             if self._closed or (gate is not None and gate.refuses_writes()):
                 results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
                 return results * len(prepared), flush.completed_future(True)
-            flusher = self._flusher
-            if isinstance(flusher, flush.GroupCommitService) and not flusher.has_room():
+            if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
                 results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
                 return results * len(prepared), flush.completed_future(True)
             allowed = self.settings.consume_queue_count_max - self.consume_queues.count
@@ -342,12 +332,7 @@ class MessageStore:
             self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
             if not stored:
                 return results, flush.completed_future(True)
-            end = self.commit_log.max_offset
-            durable: put_wait.Durable | None = (
-                flusher.request_durable_in(loop, end)
-                if loop is not None and isinstance(flusher, flush.GroupCommitService)
-                else flusher.request_durable(end)
-            )
+            durable = self._flusher.request_durable(self.commit_log.max_offset, loop)
         return results, flush.completed_future(False) if durable is None else durable
 
     def put_messages_sync(
