@@ -357,6 +357,8 @@ class DriverResult:
     timing: measure.Timing
     load: machine.RunLoad
     errors: int
+    cpu_s_by_pid: dict[int, float] = dataclasses.field(default_factory=dict)
+    """CPU seconds per live process of this tree over the timed span (``bench.broker_cpu``)."""
 
 
 def _spawn_driver(args: Sequence[str], log: pathlib.Path) -> subprocess.Popen[str]:
@@ -430,7 +432,8 @@ def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverRe
     messages = sum(int(event["messages"]) for event in done)
     seconds = max(float(event["seconds"]) for event in done)
     timing = measure.Timing(messages, len(latencies), messages * BODY_BYTES, seconds, latencies)
-    return DriverResult(timing, load, sum(int(event["errors"]) for event in done))
+    cpu_s = {pid: cores * load.wall_s for pid, cores in meter.cores_by_pid.items()}
+    return DriverResult(timing, load, sum(int(event["errors"]) for event in done), cpu_s)
 
 
 def driver_args(

@@ -6,6 +6,8 @@ import asyncio
 import itertools
 import pathlib
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -219,18 +221,25 @@ def test_schedule_topic_units_carry_the_delivery_time() -> None:
     assert unit is not None and unit.tag_hash == result.store_timestamp_ms + 10_000
 
 
-def test_sync_flush_group_commit_covers_many_waiters_with_one_sync() -> None:
-    """Appends arriving while a sync runs are all covered by the next single sync."""
-    mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
-    gate, entered = threading.Event(), threading.Event()
+def _held_commit_log_sync(
+    gate: threading.Event, entered: threading.Event
+) -> Callable[[pathlib.Path], None]:
+    """A ``sync_hook`` that sets ``entered`` in a CommitLog sync and holds it until ``gate``."""
 
     def slow_sync(path: pathlib.Path) -> None:
         if "commitlog" in str(path):
             entered.set()
             assert gate.wait(10)
 
+    return slow_sync
+
+
+def test_sync_flush_group_commit_covers_many_waiters_with_one_sync() -> None:
+    """Appends arriving while a sync runs are all covered by the next single sync."""
+    mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    gate, entered = threading.Event(), threading.Event()
     first = mem.store.submit([request(body=b"first")])
-    mem.layer.sync_hook = slow_sync
+    mem.layer.sync_hook = _held_commit_log_sync(gate, entered)
     second = mem.store.submit([request(body=b"second")])
     assert entered.wait(10)
     futures = [mem.store.submit([request(body=bytes([i]))]) for i in range(20)]
@@ -273,6 +282,49 @@ def test_async_put_messages_one_await_per_batch() -> None:
     results = asyncio.run(main())
     assert [r.queue_offset for r in results] == list(range(10))
     assert mem.store.commit_log.flushed_offset >= results[-1].commit_log_offset
+
+
+def test_sync_flush_wakes_a_waiting_event_loop_once_per_group_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Coroutines waiting in one group commit are answered after its sync through a single
+    wake-up of their event loop (one ``call_soon_threadsafe`` per sync, not one per put)."""
+    mem = MemoryStore.open(tiny_settings(flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    gate, entered = threading.Event(), threading.Event()
+
+    async def main() -> tuple[int, int, list[commit_log.PutMessageResult]]:
+        loop = asyncio.get_running_loop()
+        wakeups = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args: Any, **kwargs: Any) -> asyncio.Handle:
+            nonlocal wakeups
+            wakeups += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
+        mem.layer.sync_hook = _held_commit_log_sync(gate, entered)
+        first = asyncio.create_task(mem.store.put_messages([request(body=b"first")]))
+        deadline = loop.time() + 10
+        while not entered.is_set():  # the flusher is inside the sync of the first put
+            assert loop.time() < deadline, "the group commit never started"
+            await asyncio.sleep(0.001)
+        puts = [
+            asyncio.create_task(mem.store.put_messages([request(body=bytes([i + 1]))]))
+            for i in range(20)
+        ]
+        await asyncio.sleep(0)  # every put appended and waits for the next sync
+        assert not any(p.done() for p in [first, *puts])
+        syncs_before, wakeups = mem.store.stats().flush_count, 0
+        gate.set()
+        results = [r for done in await asyncio.gather(first, *puts) for r in done]
+        return wakeups, mem.store.stats().flush_count - syncs_before, results
+
+    wakeups, syncs, results = asyncio.run(main())
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert mem.store.commit_log.flushed_offset >= max(r.commit_log_offset for r in results)
+    assert 1 <= syncs <= 2
+    assert wakeups <= syncs
 
 
 def test_async_flush_waits_for_enough_dirty_pages_or_the_thorough_interval() -> None:

@@ -91,7 +91,10 @@ def headers(context: InvocationMetadataSource) -> dict[str, str]:
             raise errors.RequestHeaderFieldsTooLargeError(
                 f"header {key!r} is {len(value)} characters; the limit is {HEADER_CHARS_MAX}"
             )
-        found.setdefault(key.lower(), value)
+        if not key.islower():  # gRPC hands keys lower-cased already: lower() only if not
+            key = key.lower()
+        if key not in found:
+            found[key] = value
     return found
 
 
@@ -113,17 +116,19 @@ def read(context: InvocationMetadataSource) -> RequestMetadata:
 
 
 def require_client_id(context: InvocationMetadataSource) -> ids.ClientId:
-    """The ``x-mq-client-id`` of a call.
+    """The ``x-mq-client-id`` of a call (every handler asks: it reads only that header after
+    the checks of ``headers``, without building a whole ``RequestMetadata``).
 
     Raises:
         ClientIdRequiredError: if the header is missing or empty (CLIENT_ID_REQUIRED).
+        RequestHeaderFieldsTooLargeError: as ``headers``.
     """
-    client_id = read(context).client_id
-    if client_id is None:
+    client_id = headers(context).get(CLIENT_ID)
+    if not client_id:
         raise errors.ClientIdRequiredError(
             f"the {CLIENT_ID} header is missing; every v2 call must identify its client"
         )
-    return client_id
+    return ids.ClientId(client_id)
 
 
 def forwardable(context: InvocationMetadataSource) -> tuple[tuple[str, str], ...]:

@@ -193,27 +193,56 @@ class _Reader:
 def decode_open(payload: bytes) -> OpenCall:
     """The call an OPEN payload describes.
 
+    Runs once per forwarded call with about ten headers, so it reads the fields with
+    ``unpack_from`` and slices in one loop rather than through ``_Reader`` (a third of the
+    owner's relay CPU went to per-field method calls).
+
     Raises:
         FrameError: if the payload is truncated, not UTF-8 where text is expected, or has too
             many headers.
     """
-    reader = _Reader(payload)
-    flags, deadline_us = _OPEN_FIXED.unpack(reader.take(_OPEN_FIXED.size))
-    path = reader.text(_U16)
-    peer = reader.text(_U16)
-    (count,) = _U16.unpack(reader.take(_U16.size))
-    if count > HEADER_COUNT_MAX:
-        raise FrameError(f"{count} headers; at most {HEADER_COUNT_MAX}")
-    headers = tuple((reader.text(_U16), reader.text(_U32)) for _ in range(count))
-    message = reader.rest() if flags & OPEN_HAS_MESSAGE else None
+    try:
+        flags, deadline_us = _OPEN_FIXED.unpack_from(payload, 0)
+        path, at = _text_at(payload, _OPEN_FIXED.size, _U16)
+        peer, at = _text_at(payload, at, _U16)
+        (count,) = _U16.unpack_from(payload, at)
+        at += _U16.size
+        if count > HEADER_COUNT_MAX:
+            raise FrameError(f"{count} headers; at most {HEADER_COUNT_MAX}")
+        headers = []
+        key_size, value_size = _U16.unpack_from, _U32.unpack_from
+        for _ in range(count):
+            key_end = at + 2 + key_size(payload, at)[0]
+            value_at = key_end + 4
+            value_end = value_at + value_size(payload, key_end)[0]
+            if value_end > len(payload):
+                raise FrameError("payload ends inside a field")
+            headers.append(
+                (str(payload[at + 2 : key_end], "utf-8"), str(payload[value_at:value_end], "utf-8"))
+            )
+            at = value_end
+    except struct.error as exc:
+        raise FrameError("payload ends inside a field") from exc
+    except UnicodeDecodeError as exc:
+        raise FrameError("a text field is not UTF-8") from exc
+    message = payload[at:] if flags & OPEN_HAS_MESSAGE else None
     return OpenCall(
         path=path,
         peer=peer,
-        headers=headers,
+        headers=tuple(headers),
         deadline_us=int(deadline_us),
         message=message,
         half_closed=bool(flags & OPEN_HALF_CLOSED),
     )
+
+
+def _text_at(payload: bytes, at: int, width: struct.Struct) -> tuple[str, int]:
+    """The ``width``-prefixed UTF-8 text at ``at`` and the offset after it (raises
+    ``struct.error`` / ``FrameError`` / ``UnicodeDecodeError`` for the caller to map)."""
+    end = at + width.size + width.unpack_from(payload, at)[0]
+    if end > len(payload):
+        raise FrameError("payload ends inside a field")
+    return str(payload[at + width.size : end], "utf-8"), end
 
 
 def encode_message(call_id: int, message: bytes) -> bytes:

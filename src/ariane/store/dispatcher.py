@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from ariane.common import ids
 from ariane.common import message as message_mod
@@ -41,9 +41,9 @@ class KeyIndexSink(Protocol):
         ...
 
 
-@runtime_checkable
 class BatchKeyIndexSink(KeyIndexSink, Protocol):
-    """A key index that takes a whole dispatched batch at once (the IndexFile does)."""
+    """A key index that takes a whole dispatched batch at once (the IndexFile does); the
+    dispatcher uses ``put_many`` when the sink has it."""
 
     def put_many(self, messages: Sequence[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
         """``put`` for each ``(keys, commit_log_offset, store_timestamp_ms)``, in order."""
@@ -118,10 +118,13 @@ class Dispatcher:
 
     def _index(self, indexed: list[tuple[Sequence[str], ids.CommitLogOffset, int]]) -> None:
         key_index = self.key_index
-        if isinstance(key_index, BatchKeyIndexSink):
-            key_index.put_many(indexed)
-            return
         assert key_index is not None
+        # ``getattr``, not ``isinstance`` against the runtime-checkable Protocol: that check
+        # walks the Protocol's members on every call (3 % of a SYNC_FLUSH send's CPU).
+        put_many = getattr(key_index, "put_many", None)
+        if put_many is not None:
+            put_many(indexed)
+            return
         for keys, offset, store_timestamp_ms in indexed:
             key_index.put(keys, offset, ids.TimestampMs(store_timestamp_ms))
 

@@ -4,11 +4,13 @@
   ``flush_interval_ms`` it syncs if at least ``flush_least_pages`` pages are dirty, and syncs
   whatever is dirty at least every ``flush_thorough_interval_ms``. Appends do not wait.
 - ``GroupCommitService`` (SYNC_FLUSH): an append registers the offset its bytes end at and gets
-  a ``concurrent.futures.Future``; one flusher thread swaps the waiting list, runs ONE sync
-  covering every byte written so far (``fdatasync`` releases the GIL, so appenders go on), then
-  completes every future it covered with ``True``. A failed sync completes them with ``False``
-  and marks the CommitLog unwritable (a failed fsync cannot be retried safely). The waiting list
-  is bounded by ``sync_flush_waiters_max``.
+  a ``concurrent.futures.Future``, or from a coroutine an ``asyncio.Future`` of its loop
+  (``request_durable(end, loop)``); one flusher thread swaps the waiting
+  list, runs ONE sync covering every byte written so far (``fdatasync`` releases the GIL, so
+  appenders go on), then completes every future it covered with ``True``: the asyncio ones
+  with one ``call_soon_threadsafe`` per loop per sync, not one wake-up of the loop per waiter.
+  A failed sync completes them with ``False`` and marks the CommitLog unwritable (a failed
+  fsync cannot be retried safely). The waiting list is bounded by ``sync_flush_waiters_max``.
 - ``PeriodicService``: a named thread running an action on an interval (also used for the
   ConsumeQueue flush and checkpoint).
 
@@ -17,6 +19,7 @@ Every service has explicit ``start``/``stop``; threads are named ``ariane-store-
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -40,6 +43,17 @@ def _resolve(future: concurrent.futures.Future[bool], value: bool) -> None:
     # A waiter may have cancelled (asyncio.wait_for on a wrapped future); that is fine.
     with contextlib.suppress(concurrent.futures.InvalidStateError):
         future.set_result(value)
+
+
+def _resolve_all(futures: list[asyncio.Future[bool]], value: bool) -> None:
+    # On the futures' loop; a waiter that timed out (its task cancelled the future) is skipped.
+    for future in futures:
+        if not future.done():
+            future.set_result(value)
+
+
+_LoopWaiter = tuple[int, asyncio.AbstractEventLoop, "asyncio.Future[bool]"]
+"""(end offset, loop, future) of a coroutine waiting for a sync."""
 
 
 class PeriodicService:
@@ -112,8 +126,10 @@ class AsyncFlushService:
             except OSError:
                 _log.exception("CommitLog flush failed")
 
-    def request_durable(self, end_offset: int) -> concurrent.futures.Future[bool] | None:
-        """ASYNC_FLUSH does not wait: an already completed future."""
+    def request_durable(
+        self, end_offset: int, loop: asyncio.AbstractEventLoop | None = None
+    ) -> concurrent.futures.Future[bool] | None:
+        """ASYNC_FLUSH does not wait: an already completed future (whatever ``loop``)."""
         return completed_future(True)
 
     def start(self) -> None:
@@ -138,6 +154,7 @@ class GroupCommitService:
         self._waiters_max = config.sync_flush_waiters_max
         self._cond = threading.Condition()
         self._waiters: list[tuple[int, concurrent.futures.Future[bool]]] = []
+        self._loop_waiters: list[_LoopWaiter] = []
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.flush_count = 0
@@ -145,21 +162,38 @@ class GroupCommitService:
 
     def has_room(self) -> bool:
         """Whether one more waiter fits (else appends answer OS_PAGE_CACHE_BUSY)."""
-        return len(self._waiters) < self._waiters_max
+        return len(self._waiters) + len(self._loop_waiters) < self._waiters_max
 
-    def request_durable(self, end_offset: int) -> concurrent.futures.Future[bool] | None:
+    def request_durable(
+        self, end_offset: int, loop: asyncio.AbstractEventLoop | None = None
+    ) -> concurrent.futures.Future[bool] | asyncio.Future[bool] | None:
         """A future that becomes ``True`` once every byte below ``end_offset`` is synced.
+
+        Args:
+            end_offset: the CommitLog offset the caller's bytes end at.
+            loop: for a coroutine, its event loop (call from that loop): the future is then an
+                asyncio future of ``loop``, completed on it by one ``call_soon_threadsafe`` per
+                sync for every future of that loop the sync covered (one wake-up per group
+                commit, not one per put); a future cancelled meanwhile (its waiter gave up) is
+                left alone. Without it, a ``concurrent.futures.Future``.
 
         Returns:
             the future (``False`` if the sync failed), or ``None`` if the service is stopped.
         """
+        future: concurrent.futures.Future[bool] | asyncio.Future[bool] = (
+            concurrent.futures.Future() if loop is None else loop.create_future()
+        )
         if self._log.flushed_offset >= end_offset:
-            return completed_future(True)
-        future: concurrent.futures.Future[bool] = concurrent.futures.Future()
+            future.set_result(True)
+            return future
         with self._cond:
             if self._stopping or self._thread is None:
                 return None
-            self._waiters.append((end_offset, future))
+            if isinstance(future, concurrent.futures.Future):
+                self._waiters.append((end_offset, future))
+            else:
+                assert loop is not None
+                self._loop_waiters.append((end_offset, loop, future))
             self._cond.notify()
         return future
 
@@ -175,26 +209,37 @@ class GroupCommitService:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._waiters and not self._stopping:
+                while not self._waiters and not self._loop_waiters and not self._stopping:
                     self._cond.wait()
                 batch, self._waiters = self._waiters, []
-                if not batch and self._stopping:
+                loop_batch, self._loop_waiters = self._loop_waiters, []
+                if not batch and not loop_batch and self._stopping:
                     return
-            self._commit(batch)
+            self._commit(batch, loop_batch)
 
-    def _commit(self, batch: list[tuple[int, concurrent.futures.Future[bool]]]) -> None:
+    def _commit(
+        self,
+        batch: list[tuple[int, concurrent.futures.Future[bool]]],
+        loop_batch: list[_LoopWaiter],
+    ) -> None:
         try:
             flushed = self._log.flush()
             self.flush_count += 1
+            ok = True
         except OSError:
             _log.exception("group commit sync failed; the CommitLog stops taking writes")
             self._log.writable = False
-            for _, future in batch:
-                _resolve(future, False)
-            return
+            ok = False
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[bool]]] = {}
+        for end_offset, loop, waiting in loop_batch:
+            assert not ok or flushed >= end_offset, "a sync covers every byte written before it"
+            by_loop.setdefault(loop, []).append(waiting)
+        for loop, futures in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+                loop.call_soon_threadsafe(_resolve_all, futures, ok)
         for end_offset, future in batch:
-            assert flushed >= end_offset, "a sync covers every byte written before it"
-            _resolve(future, True)
+            assert not ok or flushed >= end_offset, "a sync covers every byte written before it"
+            _resolve(future, ok)
 
     def stop(self) -> None:
         """Complete the waiting appends with a last sync, then stop the thread."""

@@ -20,6 +20,7 @@ indexed again) and its files are deleted with the CommitLog segments they index.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -279,19 +280,13 @@ class MessageStore:
         list[commit_log.PutMessageResult],
         concurrent.futures.Future[list[commit_log.PutMessageResult]],
     ]:
-        prepared = [self.commit_log.prepare(r) for r in requests]
-        refused = next((p.status for p in prepared if p.record is None), None) if atomic else None
-        if refused is not None:  # nothing written: the batch fails as a whole, for that reason
-            failed = [commit_log.PutMessageResult(refused) for _ in prepared]
-            done: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
-                concurrent.futures.Future()
-            )
-            done.set_result(failed)
-            return failed, done
+        outcome = concurrent.futures.Future[list[commit_log.PutMessageResult]]()
+        prepared, refused = self._prepare(requests, atomic)
+        if refused is not None:
+            outcome.set_result(refused)
+            return refused, outcome
         results, durable = self._append(prepared)
-        outcome: concurrent.futures.Future[list[commit_log.PutMessageResult]] = (
-            concurrent.futures.Future()
-        )
+        assert isinstance(durable, concurrent.futures.Future), "no loop given, no asyncio future"
 
         def finish(done: concurrent.futures.Future[bool]) -> None:
             final = results if done.result() else put_wait.flush_timed_out(results)
@@ -302,9 +297,20 @@ class MessageStore:
         durable.add_done_callback(finish)
         return results, outcome
 
+    def _prepare(
+        self, requests: Sequence[commit_log.AppendRequest], atomic: bool
+    ) -> tuple[list[commit_log.PreparedAppend], list[commit_log.PutMessageResult] | None]:
+        """The prepared appends and, if ``atomic`` and one is refused, every failed result."""
+        prepared = [self.commit_log.prepare(r) for r in requests]
+        refused = next((p.status for p in prepared if p.record is None), None) if atomic else None
+        failed = None if refused is None else [commit_log.PutMessageResult(refused)] * len(prepared)
+        return prepared, failed
+
     def _append(
-        self, prepared: list[commit_log.PreparedAppend]
-    ) -> tuple[list[commit_log.PutMessageResult], concurrent.futures.Future[bool]]:
+        self,
+        prepared: list[commit_log.PreparedAppend],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> tuple[list[commit_log.PutMessageResult], put_wait.Durable]:
         with self._put_lock:
             gate = self.replication
             if self._closed or (gate is not None and gate.refuses_writes()):
@@ -324,10 +330,10 @@ class MessageStore:
             self._counts["put"] += len(stored)
             self._counts["put_failed"] += len(results) - len(stored)
             self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
-            durable: concurrent.futures.Future[bool] | None = flush.completed_future(True)
-            if stored:
-                durable = self._flusher.request_durable(self.commit_log.max_offset)
-        return results, durable or flush.completed_future(False)
+            if not stored:
+                return results, flush.completed_future(True)
+            durable = self._flusher.request_durable(self.commit_log.max_offset, loop)
+        return results, flush.completed_future(False) if durable is None else durable
 
     def put_messages_sync(
         self, requests: Sequence[commit_log.AppendRequest], *, atomic: bool = False
@@ -360,9 +366,12 @@ class MessageStore:
         ``CommitLog.prepare`` refuses fails the whole batch before any byte is written: every
         result carries that message's status. Without it each message is answered on its own.
         """
-        results, future = self._submit(requests, atomic)
+        prepared, refused = self._prepare(requests, atomic)
+        if refused is not None:
+            return refused
+        results, durable = self._append(prepared, asyncio.get_running_loop())
         timeout_ms = self.settings.sync_flush_timeout_ms
-        return await put_wait.wait(results, future, self.replication, timeout_ms=timeout_ms)
+        return await put_wait.wait(results, durable, self.replication, timeout_ms=timeout_ms)
 
     def append_replicated(
         self, offset: ids.CommitLogOffset, data: bytes | memoryview

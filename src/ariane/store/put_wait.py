@@ -27,6 +27,10 @@ _log = logging.getLogger(__name__)
 PutMessageStatus = commit_log.PutMessageStatus
 Results = list[commit_log.PutMessageResult]
 """One result per appended message, in order."""
+Durable = concurrent.futures.Future[bool] | asyncio.Future[bool]
+"""Completes with ``True`` once the flush condition holds, ``False`` if the sync failed: a
+concurrent future, or for a coroutine an asyncio future of its loop (the group commit completes
+those on the loop, one wake-up per sync)."""
 
 
 class ReplicationGate(Protocol):
@@ -76,27 +80,43 @@ def wait_blocking(
 
 async def wait(
     results: Results,
-    flushed: concurrent.futures.Future[Results],
+    durable: Durable,
     gate: ReplicationGate | None,
     *,
     timeout_ms: int,
 ) -> Results:
-    """``wait_blocking`` for asyncio code: one await per condition, none when already done."""
+    """``wait_blocking`` for asyncio code, on the append's own ``durable`` future.
+
+    No await when a condition already holds (ASYNC_FLUSH); otherwise the task awaits the
+    future itself under ``asyncio.timeout``, so the group commit's completion resumes it
+    directly (no wrapped future, no ``wait_for`` waiter in between).
+
+    Args:
+        results: the append's results.
+        durable: its flush condition (``MessageStore._append``); a sync that failed
+            (``False``) or did not complete in ``timeout_ms`` answers FLUSH_DISK_TIMEOUT.
+        gate: the replication gate, ``None`` when the broker does not replicate.
+        timeout_ms: bound of each wait, in ms (``sync_flush_timeout_ms``).
+    """
     timeout_s = timeout_ms / 1000
-    if flushed.done():  # ASYNC_FLUSH: no thread handoff, no wake-up of the event loop
-        done = flushed.result()
+    if durable.done():  # ASYNC_FLUSH: no thread handoff, no wake-up of the event loop
+        synced = durable.result()
     else:
+        waitable = durable if isinstance(durable, asyncio.Future) else asyncio.wrap_future(durable)
         try:
-            done = await asyncio.wait_for(asyncio.wrap_future(flushed), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                synced = await waitable
         except TimeoutError:
             return flush_timed_out(results, timeout_ms)
+    done = results if synced else flush_timed_out(results)
     waited = _replica_wait(gate, done)
     if waited is None:
         return done
     if waited.done():
         return _with_replica_status(done, waited.result())
     try:
-        status = await asyncio.wait_for(asyncio.wrap_future(waited), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            status = await asyncio.wrap_future(waited)
     except TimeoutError:
         status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
     return _with_replica_status(done, status)

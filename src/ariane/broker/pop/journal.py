@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import enum
+import functools
 import struct
 import zlib
 from collections.abc import Iterable
@@ -52,6 +53,10 @@ _STR_LEN = struct.Struct(">H")
 _QUEUE = struct.Struct(">IQ")
 _CHECKPOINT = struct.Struct(">HQQI")
 _ACK = struct.Struct(">I")
+_CHECKPOINT_FIELDS = struct.Struct(">IQHQQI")
+"""``_QUEUE`` then ``_CHECKPOINT``, packed at once."""
+_ACK_FIELDS = struct.Struct(">IQI")
+"""``_QUEUE`` then ``_ACK``, packed at once."""
 
 ALL_QUEUES = 0xFFFFFFFF
 """``queue_id`` of a FORGET that covers every queue of its topic."""
@@ -63,6 +68,9 @@ BODY_BYTES_MAX = 64 * 1024
 """Largest valid body, bytes; a longer length field means a corrupt record."""
 STRING_BYTES_MAX = 0xFFFE
 """Longest name or message group a record holds, bytes."""
+NAMES_CACHE_MAX = 1024
+"""Most (kind, group, topic) encodings ``encode`` keeps (bounded; least recently used go)."""
+_NO_MESSAGE_GROUP = _STR_LEN.pack(NO_MESSAGE_GROUP)
 
 
 class Kind(enum.IntEnum):
@@ -143,28 +151,39 @@ def _pack_str(text: str) -> bytes:
     return _STR_LEN.pack(len(raw)) + raw
 
 
+@functools.lru_cache(maxsize=NAMES_CACHE_MAX)
+def _names(kind: Kind, group: str, topic: str) -> bytes:
+    """The body's kind, group and topic fields: the same few per broker, so cached."""
+    return bytes((kind,)) + _pack_str(group) + _pack_str(topic)
+
+
 def encode(record: Record) -> bytes:
-    """One record with its header (length and CRC); see the layout table."""
-    queue_offset = 0 if isinstance(record, Forget) else record.queue_offset
-    parts = [
-        bytes((_kind_of(record),)),
-        _pack_str(record.group),
-        _pack_str(record.topic),
-        _QUEUE.pack(record.queue_id, queue_offset),
-    ]
+    """One record with its header (length and CRC); see the layout table.
+
+    Runs for every delivery and every ack, so each kind packs its numbers with one ``struct``
+    and reuses the encoded names (``_names``).
+    """
     if isinstance(record, Checkpoint):
         assert 1 <= record.attempt <= 0xFFFF, f"attempt {record.attempt} out of range"
-        parts.append(
-            _CHECKPOINT.pack(
-                record.attempt, record.handle_version, record.deadline_ms, record.invisible_ms
-            )
-        )
         group = record.message_group
-        parts.append(_STR_LEN.pack(NO_MESSAGE_GROUP) if group is None else _pack_str(group))
+        body = (
+            _names(Kind.CHECKPOINT, record.group, record.topic)
+            + _CHECKPOINT_FIELDS.pack(
+                record.queue_id,
+                record.queue_offset,
+                record.attempt,
+                record.handle_version,
+                record.deadline_ms,
+                record.invisible_ms,
+            )
+            + (_NO_MESSAGE_GROUP if group is None else _pack_str(group))
+        )
     elif isinstance(record, Ack):
         assert record.count >= 1, f"an ack covers at least one offset, not {record.count}"
-        parts.append(_ACK.pack(record.count))
-    body = b"".join(parts)
+        fields = _ACK_FIELDS.pack(record.queue_id, record.queue_offset, record.count)
+        body = _names(Kind.ACK, record.group, record.topic) + fields
+    else:
+        body = _names(Kind.FORGET, record.group, record.topic) + _QUEUE.pack(record.queue_id, 0)
     assert len(body) <= BODY_BYTES_MAX, "journal record too large"
     return HEADER.pack(len(body), zlib.crc32(body)) + body
 
@@ -172,12 +191,6 @@ def encode(record: Record) -> bytes:
 def encode_all(records: Iterable[Record]) -> bytes:
     """Records back to back, as the journal file holds them."""
     return b"".join(encode(record) for record in records)
-
-
-def _kind_of(record: Record) -> Kind:
-    if isinstance(record, Checkpoint):
-        return Kind.CHECKPOINT
-    return Kind.ACK if isinstance(record, Ack) else Kind.FORGET
 
 
 class _Reader:

@@ -1,0 +1,401 @@
+"""``python -m bench.broker_cpu``: the broker's CPU per message under the official client.
+
+Throughput on this shared 2-core VM moves with the neighbours' load; the CPU the broker spends
+per message moves much less, so this is the figure to compare before/after a change of the hot
+paths (issue 10: the receive and SYNC_FLUSH send paths). Per round it starts a fresh
+``ariane dev`` cluster (``bench.compare.ariane_cluster``, the broker's default front-end
+workers unless ``--workers`` is given), warms it up with untimed sends, and runs the rows of
+``--rows``, each with the drivers ``bench.compare`` uses (``official_client_driver.py``):
+
+* ``send1`` / ``send8``: 1 or 8 producer processes, one synchronous ``Producer.send`` at a time
+  each (``--send-messages`` in all);
+* ``simple``: one SimpleConsumer process, 8 threads of ``receive(32)`` + one ack per message,
+  a fresh group reading ``--drain-messages`` from the first offset (the topic is topped up
+  untimed first);
+* ``push``: one PushConsumer process (8 consumption threads), a fresh group, the same count.
+
+For each row it records the CPU (utime + stime from ``/proc/<pid>/stat``, from the drivers'
+"go" to their "done") of the broker's own process (``owner``: the store, the POP state, the
+handlers) and of its front-end worker processes (``workers``: gRPC), each divided by the
+messages the drivers counted: µs per message. ``--py-spy PATH`` also samples the owner process
+with py-spy during every row (``--format raw``, 100 Hz, non-blocking; the sampling costs the
+owner a little CPU, so figures from such a run are marked) and prints the 25 largest self and
+inclusive shares per row. ``--cprofile DIR`` runs the owner's event-loop thread under
+cProfile during every row instead (a ``sitecustomize`` hook put first on the children's
+``PYTHONPATH``: SIGUSR1 starts it, SIGUSR2 writes ``DIR/<row>-<round>.prof``; it times with
+the thread's CPU clock, so time the loop spends preempted or blocked does not count; the profiler
+roughly doubles the owner's CPU, so only its call counts and shares mean something) and prints
+the largest own and cumulative times.
+
+Results: ``bench/results/broker_cpu-<UTC stamp>.json`` and ``.md`` (unless ``--no-record``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import datetime
+import os
+import pathlib
+import pstats
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import bench
+from ariane.benchmark import machine, process_cpu, report
+from bench import compare
+
+ROWS = ("send1", "send8", "simple", "push")
+"""What ``--rows`` selects from."""
+PRODUCERS = 8
+"""Producer processes of the ``send8`` row (and of the untimed top-up)."""
+PY_SPY_RATE_HZ = 100
+"""py-spy samples per second."""
+PY_SPY_TOP = 25
+"""Lines of each py-spy summary."""
+RESULTS_NAME = "broker_cpu"
+PROFILE_WRITE_TIMEOUT_S = 30.0
+"""Longest wait for the owner to write its cProfile file after SIGUSR2."""
+CPROFILE_HOOK = """\
+import os, sys
+_dir = os.environ.get("ARIANE_CPROFILE_DIR")
+if _dir and "broker" in sys.argv and "--store-dir" in sys.argv:
+    import cProfile, signal, time
+    _state = {}
+    def _start(signum, frame):
+        _state["prof"] = cProfile.Profile(time.thread_time)
+        _state["prof"].enable()
+    def _stop(signum, frame):
+        prof = _state.pop("prof", None)
+        if prof is not None:
+            prof.disable()
+            path = os.path.join(_dir, "%d.prof" % os.getpid())
+            prof.dump_stats(path + ".tmp")
+            os.replace(path + ".tmp", path)
+    signal.signal(signal.SIGUSR1, _start)
+    signal.signal(signal.SIGUSR2, _stop)
+"""
+"""``sitecustomize`` of ``--cprofile``: SIGUSR1/SIGUSR2 start/stop cProfile in the broker."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Options:
+    """The command line."""
+
+    flush: str
+    rows: tuple[str, ...]
+    rounds: int
+    send_messages: int
+    drain_messages: int
+    warmup_messages: int
+    workers: int | None
+    py_spy: pathlib.Path | None
+    cprofile: pathlib.Path | None
+    record: bool
+    command: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sample:
+    """One row of one round: messages and the broker's CPU over the timed span."""
+
+    row: str
+    round_index: int
+    messages: int
+    seconds: float
+    owner_cpu_s: float
+    workers_cpu_s: float
+    ext_cores: float
+    profiled: bool
+
+    @property
+    def owner_us(self) -> float:
+        """Owner-process CPU per message, µs."""
+        return self.owner_cpu_s / max(self.messages, 1) * 1e6
+
+    @property
+    def workers_us(self) -> float:
+        """Front-end workers' CPU per message, µs."""
+        return self.workers_cpu_s / max(self.messages, 1) * 1e6
+
+
+def _commands(row: str, cluster: compare.Cluster, opts: Options, token: str) -> list[list[str]]:
+    if row == "send1":
+        return [compare.driver_args("produce", cluster, opts.send_messages, 1, "")]
+    if row == "send8":
+        share = -(-opts.send_messages // PRODUCERS)
+        return [compare.driver_args("produce", cluster, share, 1, "") for _ in range(PRODUCERS)]
+    kind = {"simple": "consume", "push": "push"}[row]
+    group = f"cpu-{row}-{token}"
+    threads = compare.DRAIN_THREADS
+    return [compare.driver_args(kind, cluster, opts.drain_messages, threads, group)]
+
+
+def _start_py_spy(exe: pathlib.Path, pid: int, out: pathlib.Path) -> subprocess.Popen[bytes]:
+    args = [str(exe), "record", "--pid", str(pid), "--format", "raw"]
+    args += ["--rate", str(PY_SPY_RATE_HZ), "--nonblocking", "--output", str(out)]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop_py_spy(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)  # our own child, by its handle: py-spy writes on SIGINT
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _frame_name(frame: str) -> str:
+    """``func (path/to/module.py:12)`` → ``func module.py:12``."""
+    return frame.split(" (")[0] + " " + frame.rsplit("/", 1)[-1].rstrip(")")
+
+
+def py_spy_summary(raw: str, top: int = PY_SPY_TOP) -> str:
+    """Self and inclusive shares of the frames in py-spy's ``--format raw`` (collapsed stacks:
+    ``frame;frame;... count`` per line), the ``top`` largest of each, as text. Samples waiting
+    in the event loop's ``select`` are counted apart (idle), not in the shares."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = idle = 0
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame_name(f) for f in stack.split(";")]
+        if frames[-1].startswith("EpollSelector.select"):
+            idle += count
+            continue
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    lines = [f"{total} busy samples ({idle} idle in select); self:"]
+    lines += [f"  {100 * n / max(total, 1):5.1f}% {f}" for f, n in own.most_common(top)]
+    lines.append("inclusive:")
+    lines += [f"  {100 * n / max(total, 1):5.1f}% {f}" for f, n in inclusive.most_common(top)]
+    return "\n".join(lines)
+
+
+def _collect_profile(directory: pathlib.Path, pid: int, name: str) -> None:
+    """Stop the owner's cProfile, wait for its file, keep it as ``<name>.prof``, print it."""
+    written = directory / f"{pid}.prof"
+    os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + PROFILE_WRITE_TIMEOUT_S
+    while not written.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling a file the broker writes, with a deadline
+    if not written.exists():
+        print(f"no profile from {pid} within {PROFILE_WRITE_TIMEOUT_S} s", file=sys.stderr)
+        return
+    kept = written.rename(directory / f"{name}.prof")
+    stats = pstats.Stats(str(kept), stream=sys.stderr)
+    print(f"cProfile {name} ({kept}):", file=sys.stderr)
+    stats.sort_stats("tottime").print_stats(PY_SPY_TOP)
+    stats.sort_stats("cumulative").print_stats(PY_SPY_TOP)
+
+
+@contextlib.contextmanager
+def _cprofile_hook(directory: pathlib.Path | None) -> Iterator[None]:
+    """Children started inside see the ``CPROFILE_HOOK`` first on their ``PYTHONPATH``."""
+    if directory is None:
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    saved = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="broker-cpu-hook-") as hook:
+        (pathlib.Path(hook) / "sitecustomize.py").write_text(CPROFILE_HOOK)
+        path = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = f"{hook}:{path}" if path else hook
+        os.environ["ARIANE_CPROFILE_DIR"] = str(directory.resolve())
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _run_row(
+    row: str, cluster: compare.Cluster, opts: Options, round_index: int, token: str
+) -> Sample:
+    workers = process_cpu.descendants(cluster.broker_pid)
+    gate = machine.wait_for_quiet(compare.QUIET_BUSY_CORES_MAX, 30.0)
+    spies: dict[str, tuple[pathlib.Path, subprocess.Popen[bytes]]] = {}
+    if opts.py_spy is not None:
+        for name, pid in [("owner", cluster.broker_pid), *(("worker", w) for w in workers)]:
+            out = pathlib.Path(tempfile.gettempdir()) / f"broker-cpu-{row}-{round_index}-{pid}.txt"
+            spies[f"{name} {pid}"] = (out, _start_py_spy(opts.py_spy, pid, out))
+        time.sleep(0.5)  # let py-spy attach before the timed span (not a synchronisation)
+    if opts.cprofile is not None:
+        os.kill(cluster.broker_pid, signal.SIGUSR1)  # our own child: the hook starts cProfile
+    try:
+        result = compare.run_drivers(_commands(row, cluster, opts, token), None)
+    finally:
+        for _, spy in spies.values():
+            _stop_py_spy(spy)
+        if opts.cprofile is not None:
+            _collect_profile(opts.cprofile, cluster.broker_pid, f"{row}-{round_index}")
+    cpu = result.cpu_s_by_pid
+    sample = Sample(
+        row=row,
+        round_index=round_index,
+        messages=result.timing.messages,
+        seconds=result.timing.seconds,
+        owner_cpu_s=cpu.get(cluster.broker_pid, 0.0),
+        workers_cpu_s=sum(cpu.get(pid, 0.0) for pid in workers),
+        ext_cores=result.load.ext_cores,
+        profiled=bool(spies) or opts.cprofile is not None,
+    )
+    print(
+        f"{row} round {round_index}: {sample.messages} msgs in {sample.seconds:.1f} s, owner "
+        f"{sample.owner_us:.0f} µs/msg, workers {sample.workers_us:.0f} µs/msg, ext_cores "
+        f"{sample.ext_cores:.2f} (gate busy {gate.busy_cores:.2f})",
+        file=sys.stderr,
+        flush=True,
+    )
+    for name, (out, _) in spies.items():
+        if out.exists():
+            print(f"py-spy {row} round {round_index}, {name} ({out}):", file=sys.stderr)
+            print(py_spy_summary(out.read_text()), file=sys.stderr, flush=True)
+    return sample
+
+
+def run_round(base: pathlib.Path, opts: Options, round_index: int) -> list[Sample]:
+    """One fresh cluster, the warm-up, then every row of ``opts.rows``."""
+    token = f"{round_index}-{int(time.time())}"
+    samples: list[Sample] = []
+    with (
+        _cprofile_hook(opts.cprofile),
+        compare.ariane_cluster(base, opts.flush, token, workers=opts.workers) as cluster,
+    ):
+        warmup = compare.driver_args("produce", cluster, opts.warmup_messages, PRODUCERS, "")
+        written = compare.run_drivers([warmup], None).timing.messages
+        for row in opts.rows:
+            if row in ("simple", "push"):
+                missing = opts.drain_messages + compare.DRAIN_SLACK_MESSAGES - written
+                if missing > 0:
+                    share = -(-missing // PRODUCERS)
+                    fill = compare.driver_args("produce", cluster, share, 1, "")
+                    written += compare.run_drivers([fill] * PRODUCERS, None).timing.messages
+            sample = _run_row(row, cluster, opts, round_index, token)
+            samples.append(sample)
+            written += sample.messages if row.startswith("send") else 0
+    return samples
+
+
+def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
+    """The table: per row the median over rounds of owner and worker µs/msg."""
+    rows = []
+    for row in recorded["settings"]["rows"]:
+        mine = [s for s in samples if s.row == row]
+        if not mine:
+            continue
+        owner = statistics.median(s.owner_us for s in mine)
+        workers = statistics.median(s.workers_us for s in mine)
+        rate = statistics.median(s.messages / max(s.seconds, 1e-9) for s in mine)
+        ext = max(s.ext_cores for s in mine)
+        cells = [f"{owner:.0f}", f"{workers:.0f}", f"{owner + workers:.0f}", f"{rate:,.0f}"]
+        rows.append([row, *cells, f"{ext:.2f}", "yes" if mine[0].profiled else "no"])
+    headers = ["row", "owner µs/msg", "workers µs/msg", "broker µs/msg", "msgs/s", "ext_cores"]
+    table = report.markdown_table([*headers, "py-spy"], rows)
+    settings, info = recorded["settings"], recorded["machine"]
+    return "\n".join(
+        [
+            "# Broker CPU per message, official Python client",
+            "",
+            f"Written by `bench/broker_cpu.py`. Command: `{recorded['command']}`",
+            "",
+            f"- {recorded['started_utc']}, flush {settings['flush']}, rounds "
+            f"{settings['rounds']}, commit {info['git_commit'][:12]}, load average at start "
+            f"{info['load_average_at_start']}.",
+            "- Cells: median over rounds; ext_cores: the largest outside load of a round.",
+            "",
+            table,
+        ]
+    )
+
+
+def parse(argv: Sequence[str] | None) -> Options:
+    """The command line as ``Options``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.broker_cpu",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
+    parser.add_argument("--rows", default=",".join(ROWS), help="comma list of " + ",".join(ROWS))
+    parser.add_argument("--rounds", type=int, default=1, choices=range(1, 6))
+    parser.add_argument("--send-messages", type=int, default=4000)
+    parser.add_argument("--drain-messages", type=int, default=20_000)
+    parser.add_argument("--warmup-messages", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--py-spy", type=pathlib.Path, default=None, help="py-spy executable")
+    parser.add_argument("--cprofile", type=pathlib.Path, default=None, help="profile directory")
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args(argv)
+    rows = tuple(r for r in args.rows.split(",") if r)
+    if not rows or not set(rows) <= set(ROWS):
+        parser.error(f"--rows takes a comma list of {', '.join(ROWS)}")
+    for name in ("send_messages", "drain_messages", "warmup_messages"):
+        if not 1 <= getattr(args, name) <= 200_000:
+            parser.error(f"--{name.replace('_', '-')} must be 1..200000")
+    return Options(
+        flush=args.flush,
+        rows=rows,
+        rounds=args.rounds,
+        send_messages=args.send_messages,
+        drain_messages=args.drain_messages,
+        warmup_messages=args.warmup_messages,
+        workers=args.workers,
+        py_spy=args.py_spy,
+        cprofile=args.cprofile,
+        record=not args.no_record,
+        command=report.command_line("bench.broker_cpu"),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the rounds, print the table, record JSON and Markdown."""
+    opts = parse(argv)
+    started = datetime.datetime.now(datetime.UTC)
+    base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-broker-cpu-", dir=bench.REPO))
+    try:
+        info = machine.machine_info(base, bench.REPO)
+        samples = [s for r in range(opts.rounds) for s in run_round(base, opts, r)]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    settings = dataclasses.asdict(opts)
+    settings["py_spy"] = str(opts.py_spy) if opts.py_spy else None
+    settings["cprofile"] = str(opts.cprofile) if opts.cprofile else None
+    for name in ("command", "record"):
+        settings.pop(name)
+    recorded: dict[str, Any] = {
+        "command": opts.command,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "settings": settings,
+        "machine": info,
+        "samples": [
+            {**dataclasses.asdict(s), "owner_us": s.owner_us, "workers_us": s.workers_us}
+            for s in samples
+        ],
+    }
+    page = markdown(recorded, samples)
+    print(page)
+    if opts.record:
+        stamp = started.strftime("%Y-%m-%dT%H%M%SZ")
+        paths = report.write_results(RESULTS_NAME, stamp, recorded, page, bench.RESULTS_DIR)
+        print(f"recorded {paths[0]} and {paths[1]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
