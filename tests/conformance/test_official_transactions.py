@@ -40,7 +40,7 @@ TOPICS = ("tx1", "tx2", "tx3")
 class TxCluster(Cluster):
     """A name server and a broker whose process the test may SIGKILL and restart."""
 
-    def __init__(self, data_dir: pathlib.Path) -> None:
+    def __init__(self, data_dir: pathlib.Path, *, extra_toml: str = TRANSACTION_TOML) -> None:
         port = dev.free_port()
         super().__init__(
             dev.DevEndpoints(
@@ -52,7 +52,7 @@ class TxCluster(Cluster):
         self.port = port
         self.config = data_dir / "broker.toml"
         self.config.write_text(
-            dev.DEV_BROKER_TOML.format(flush_disk_type="ASYNC_FLUSH") + TRANSACTION_TOML
+            dev.DEV_BROKER_TOML.format(flush_disk_type="ASYNC_FLUSH") + extra_toml
         )
         self.namesrv_process = self._spawn(["namesrv", "--listen", self.namesrv], "namesrv.log")
         dev.wait_until_listening(
