@@ -373,7 +373,8 @@ class ConsumeQueueStore:
                     continue
                 queue = self._make(ids.TopicName(topic_name), ids.QueueId(int(queue_name)))
                 queue.load()
-                self._queues[(queue.topic, queue.queue_id)] = queue
+                if queue.log.files:  # an empty directory is what a deleted topic leaves
+                    self._queues[(queue.topic, queue.queue_id)] = queue
 
     def _make(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ConsumeQueue:
         return ConsumeQueue(topic, queue_id, self.root, self._entries_per_file, self._layer)
@@ -399,6 +400,14 @@ class ConsumeQueueStore:
     def queues(self) -> list[ConsumeQueue]:
         """Every queue, sorted by (topic, queue id)."""
         return [self._queues[k] for k in sorted(self._queues)]
+
+    def delete_topic(self, topic: ids.TopicName) -> int:
+        """Delete every ConsumeQueue of ``topic`` with its files (RocketMQ
+        ``ConsumeQueueStore.deleteTopic``); returns how many queues went."""
+        doomed = [key for key in self._queues if key[0] == topic]
+        for key in doomed:
+            self._queues.pop(key).log.destroy()
+        return len(doomed)
 
     def flush_all(self) -> None:
         """Sync every queue.
