@@ -200,7 +200,11 @@ class BrokerServer:
     async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
         policy = self.settings.retention
         cleaner = clean_service.CleanCommitLogService(
-            runtime.store, policy, clock=self.clock, unconsumed=runtime.unconsumed_positions
+            runtime.store,
+            policy,
+            clock=self.clock,
+            unconsumed=runtime.unconsumed_positions,
+            topic_retention_hours=runtime.topic_retention_hours,
         )
         while True:
             await asyncio.sleep(policy.clean_resource_interval_ms / 1000)
