@@ -49,9 +49,10 @@ class RenewalSettings:
     """Most receipt handles tracked for renewal at once, a count; a message received beyond
     it is not renewed (it keeps its invisible time) and a warning says so."""
 
-    attempt_ids_max: int = 10_000
-    """Most receive ``attempt_id`` answers remembered at once, a count; the oldest is
-    forgotten first (a retry of it then receives anew)."""
+    attempt_ids_max: int = 4_096
+    """Most receive ``attempt_id`` answers remembered at once, a count (each keeps at most 32
+    positions and handles, no bodies); the oldest is forgotten first (a retry of it then
+    receives anew)."""
 
     def __post_init__(self) -> None:
         limits.check_range("renew_period_ms", self.renew_period_ms, 10, 60_000)

@@ -13,6 +13,7 @@ from the broker's event loop only.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -25,6 +26,16 @@ from ariane.common import errors, ids, limits, message, topics
 from ariane.grpcwire import messages, pb, rpc
 
 _log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Delivered:
+    """What the attempt table keeps of one delivered message: where it is, and its delivery
+    (handle, attempt); the message is read again on a replay."""
+
+    queue_id: ids.QueueId
+    queue_offset: ids.QueueOffset
+    delivery: message.Delivery
 
 
 class ReceiveSessions:
@@ -44,7 +55,7 @@ class ReceiveSessions:
     ) -> None:
         self._consumer = consumer
         self.renewals = renewals
-        self._attempts: receive_attempts.ReceiveAttempts[consume.Received] = (
+        self._attempts: receive_attempts.ReceiveAttempts[_Delivered] = (
             receive_attempts.ReceiveAttempts(
                 entries_max=runtime.settings.renewal.attempt_ids_max, time=runtime.clock
             )
@@ -66,18 +77,21 @@ class ReceiveSessions:
         key = (client_id, wanted.group, wanted.topic, attempt)
         handle_key = (client_id, wanted.group)
 
-        def still_held(item: consume.Received) -> bool:
+        def still_held(item: _Delivered) -> bool:
             text = self.renewals.current(handle_key, item.delivery.receipt_handle)
             return self._consumer.holds(wanted.group, wanted.topic, text)
 
         if attempt:
-            replayed = self._attempts.replay(key, still_held)
-            if replayed is not None:
+            replayed = self._replay(key, still_held)
+            if replayed:
                 _log.info("receive attempt %s of %s replayed", attempt, client_id)
                 return replayed
         received = await self._consumer.receive(wanted)
         if attempt:
-            self._attempts.remember(key, received, ttl_ms=wanted.invisible_ms)
+            answer = [
+                _Delivered(r.stored.queue_id, r.stored.queue_offset, r.delivery) for r in received
+            ]
+            self._attempts.remember(key, answer, ttl_ms=wanted.invisible_ms)
         if request.auto_renew:
             for item in received:
                 self.renewals.track(
@@ -89,6 +103,19 @@ class ReceiveSessions:
                     attempt=item.delivery.attempt,
                 )
         return received
+
+    def _replay(
+        self, key: receive_attempts.AttemptKey, still_held: Callable[[_Delivered], bool]
+    ) -> list[consume.Received]:
+        """The earlier answer of ``key`` read again from the store (only where each message
+        is: the table keeps no bodies), without what is no longer held."""
+        topic = key[2]
+        replayed: list[consume.Received] = []
+        for item in self._attempts.replay(key, still_held) or ():
+            stored = self._consumer.reread(topic, item.queue_id, item.queue_offset)
+            if stored is not None:
+                replayed.append(consume.Received(stored, item.delivery))
+        return replayed
 
     def take(self, client_id: ids.ClientId, group: ids.GroupName, receipt_text: str) -> str:
         """The current handle of the delivery ``client_id`` holds as ``receipt_text``; its

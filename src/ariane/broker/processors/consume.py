@@ -366,6 +366,12 @@ class ConsumeProcessor:
             )
         return handle, state
 
+    def reread(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, queue_offset: ids.QueueOffset
+    ) -> message.StoredMessage | None:
+        """The stored message at a queue offset (``None`` once retention deleted it)."""
+        return self._pop.read_messages(topic, queue_id, [queue_offset]).get(queue_offset)
+
     def holds(self, group: ids.GroupName, topic: str, receipt_text: str) -> bool:
         """Whether ``receipt_text`` is the current handle of a message in flight (neither
         acked, nor nacked, nor redelivered since it was issued); a bad handle is not held."""
