@@ -11,6 +11,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +22,8 @@ import admin_testing
 import live_testing
 import store_testing
 from ariane import client, dev
-from ariane.broker import runtime
+from ariane.broker import assembly, runtime
+from ariane.broker.tables import topic_config
 from ariane.common import clock, errors, ids, message
 from ariane.store import clean_service, commit_log, retention
 from ariane.store import settings as store_settings
@@ -562,3 +564,55 @@ async def _fill_and_drain(namesrv: str, volume: pathlib.Path) -> None:
         got = await live_testing.drain(consumer, len(sent))
     received = {m.message_id for m in got}
     assert {r.message_id for r in sent} <= received
+
+
+def test_per_topic_reserved_time_decides_expiry() -> None:
+    """With ``reserved_ms_of``, a 2-hour-old segment expires when its topics keep 1 h, not
+    when they keep 3 h (and nothing newer than a kept segment goes)."""
+    segments = _segments(2 / 24, 2 / 24, 0)
+    hours = {0: 1, 100: 3}
+
+    def reserved_ms(segment: retention.SegmentInfo) -> int:
+        return hours[segment.start_offset] * retention.HOUR_MS
+
+    result = retention.plan(
+        NOW_MS, DELETE_HOUR, segments, 0.5, DEFAULTS, reserved_ms_of=reserved_ms
+    )
+    assert _deleted(result) == [0]
+    assert result.stop_reason is retention.StopReason.NEXT_NOT_EXPIRED
+
+
+def test_topic_retention_hours_reach_the_clean_service(tmp_path: pathlib.Path) -> None:
+    """A topic created with ``retention_hours`` 1 through the admin processor loses its
+    segments 2 h later, while the segments holding a default-retention topic (72 h) stay:
+    a segment goes only when every topic in it is past its own retention."""
+    broker = runtime.BrokerRuntime(admin_testing.tiny_settings(tmp_path), time=clock.SystemClock())
+    try:
+        admin = assembly.admin_processor(broker)
+        for name, hours in (("short", 1), ("long", topic_config.RETENTION_BROKER_DEFAULT)):
+            admin.create_topic(topic_config.TopicConfig(T(name), retention_hours=hours))
+        assert broker.topic_retention_hours() == {"short": 1}
+        for topic in ("short", "long"):
+            requests = [admin_testing.append_request(topic, body=b"x" * 8000) for _ in range(20)]
+            assert all(r.status.is_stored for r in broker.store.put_messages_sync(requests))
+        before = len(broker.store.commit_log_segments())
+        later = clock.ManualClock(start_ms=int(time.time() * 1000) + 2 * retention.HOUR_MS)
+        every_hour = retention.RetentionSettings(delete_when=";".join(map(str, range(24))))
+        cleaner = clean_service.CleanCommitLogService(
+            broker.store,
+            every_hour,
+            clock=later,
+            unconsumed=broker.unconsumed_positions,
+            disk_usage=lambda _p: (100, 50, 50),
+            topic_retention_hours=broker.topic_retention_hours,
+        )
+        plan = cleaner.run_once()
+        assert plan.stop_reason is retention.StopReason.NEXT_NOT_EXPIRED
+        assert 0 < len(plan.delete) < before - 1
+        assert broker.store.min_queue_offset(T("short"), Q(0)) > 0
+        long_left = store_testing.read(
+            broker.store, topic=T("long"), max_count=100, max_bytes=1 << 30
+        )
+        assert len(long_left.messages) == 20
+    finally:
+        broker.close()

@@ -11,6 +11,7 @@ Commands::
     simple-consume --endpoints E --group G --topic T --count N [--invisible-s S]
                    [--no-ack] [--deadline-s D] [--filter EXPR] [--batch B]
     push-consume   --endpoints E --group G --topic T --count N [--fail] [--deadline-s D]
+                   [--sleep-s S] [--linger-s L]
     push-watch     --endpoints E --group G --topic T [--deadline-s D]
     transaction    --endpoints E --topic T --count N --end commit|rollback|none
                    --checker commit|rollback|unknown [--checks C] [--hold] [--deadline-s D]
@@ -135,21 +136,26 @@ def simple_consume(args: argparse.Namespace) -> int:
 
 
 class _Listener(MessageListener):  # type: ignore[misc]
-    def __init__(self, *, fail: bool) -> None:
+    def __init__(self, *, fail: bool, sleep_s: float = 0.0) -> None:
         self.fail = fail
+        self.sleep_s = sleep_s
         self.count = 0
         self.lock = threading.Lock()
 
     def consume(self, message: Any) -> Any:
         emit({"event": "consumed", **_view(message)})
+        if self.sleep_s:  # a long-running listener (server-side renewal keeps it invisible)
+            time.sleep(self.sleep_s)
+            emit({"event": "finished", "message_id": message.message_id})
         with self.lock:
             self.count += 1
         return ConsumeResult.FAILURE if self.fail else ConsumeResult.SUCCESS
 
 
 def push_consume(args: argparse.Namespace) -> int:
-    """Run a PushConsumer until its listener was called ``count`` times or the deadline."""
-    listener = _Listener(fail=args.fail)
+    """Run a PushConsumer until its listener returned ``count`` times or the deadline, then
+    ``--linger-s`` longer (redeliveries show up as more ``consumed`` events)."""
+    listener = _Listener(fail=args.fail, sleep_s=args.sleep_s)
     consumer = PushConsumer(
         _config(args.endpoints), args.group, listener, {args.topic: FilterExpression()}
     )
@@ -162,6 +168,7 @@ def push_consume(args: argparse.Namespace) -> int:
                 if listener.count >= args.count:
                     break
             time.sleep(0.1)
+        time.sleep(args.linger_s)
     finally:
         consumer.shutdown()
     return 0 if listener.count >= args.count else 3
@@ -289,6 +296,8 @@ def main() -> int:
     q.add_argument("--count", type=int, required=True)
     q.add_argument("--fail", action="store_true")
     q.add_argument("--deadline-s", type=float, default=60)
+    q.add_argument("--sleep-s", type=float, default=0.0)
+    q.add_argument("--linger-s", type=float, default=0.0)
     w = sub.add_parser("push-watch")
     w.add_argument("--endpoints", required=True)
     w.add_argument("--group", required=True)

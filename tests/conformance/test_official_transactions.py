@@ -33,8 +33,8 @@ TOPICS = ("tx1", "tx2", "tx3")
 class TxCluster(ProcessCluster):
     """The module's cluster: a broker with short transaction timeouts and check intervals."""
 
-    def __init__(self, data_dir: pathlib.Path) -> None:
-        super().__init__(data_dir, broker_toml=TRANSACTION_TOML)
+    def __init__(self, data_dir: pathlib.Path, *, extra_toml: str = TRANSACTION_TOML) -> None:
+        super().__init__(data_dir, broker_toml=extra_toml)
 
 
 def _held(cluster: Cluster, *args: str) -> DriverProcess:

@@ -214,6 +214,16 @@ class BrokerRuntime:
                 )
         return positions
 
+    def topic_retention_hours(self) -> dict[str, int]:
+        """Topics with their own ``retention_hours`` (the admin API's and the ``Topic`` CRD's
+        ``retentionHours``), for the store's clean service; the others use the broker's
+        ``file_reserved_hours``."""
+        return {
+            t.name: t.retention_hours
+            for t in self.topics.list_all()
+            if t.retention_hours != topic_config.RETENTION_BROKER_DEFAULT
+        }
+
     def queue_progress(
         self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
     ) -> QueueProgress:

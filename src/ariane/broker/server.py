@@ -5,8 +5,9 @@ services (v2 MessagingService, ``ariane.admin.v1.Admin``), serves them through i
 (``broker.frontend``: in this process, or N worker processes sharing the port), and runs its
 background services in one ``TaskGroup``: registration with the name servers, consumer-offset
 persistence, client-session expiry (``[core.consumers] channel_expired_ms``, which also drops
-the client's group memberships and queue locks), retention (RocketMQ ``CleanCommitLogService``) and
-transaction check-backs (``TransactionalMessageCheckService``). ``serve``
+the client's group memberships and queue locks), retention (RocketMQ ``CleanCommitLogService``),
+transaction check-backs (``TransactionalMessageCheckService``) and the renewal of push
+consumers' invisible time (the proxy's ``DefaultReceiptHandleManager``). ``serve``
 returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
 closes the store cleanly (so the next start needs no recovery scan).
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ariane import metrics
 from ariane.broker import assembly, metrics_view
@@ -26,11 +29,12 @@ from ariane.broker.grpc import (
     frontend,
     messaging,
     producer_streams,
+    receive_rpc,
     routes,
     slave_sync,
 )
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume, transaction_check
+from ariane.broker.processors import consume, renewal, transaction_check
 from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
@@ -94,12 +98,14 @@ class BrokerServer:
         self.slave_sync = (
             slave_sync.SlaveSyncService(runtime, channels) if self.settings.ha.replicates else None
         )
+        renewals = receive_rpc.new_renewals(runtime, processors.consumer, client_registry)
         implementations = _services(
             runtime,
             processors,
             lookup,
             (client_registry, consumer_registry),
             streams,
+            renewals,
             roles=self.replication,
         )
         latency = rpc.RpcLatency()
@@ -132,8 +138,9 @@ class BrokerServer:
             checker = transaction_check.TransactionCheckService(
                 transactions=processors.transactions, listener=streams, time=self.clock
             )
+            background = (checker.run, renewals.run)
             await self._run_services(
-                stop, runtime, registrar, client_registry, processors.consumer, front, checker
+                stop, runtime, registrar, client_registry, processors.consumer, front, background
             )
         finally:
             _log.info("broker stopping")
@@ -167,8 +174,10 @@ class BrokerServer:
         client_registry: clients.ClientRegistry,
         consumer: consume.ConsumeProcessor,
         front: frontend.FrontEnd,
-        checker: transaction_check.TransactionCheckService,
+        background: tuple[Callable[[], Coroutine[Any, Any, None]], ...],
     ) -> None:
+        """Run the loops until ``stop``; ``background`` are the transaction check-backs and
+        the receipt-handle renewal (their ``run`` methods)."""
         async with asyncio.TaskGroup() as tasks:
             loops = [
                 tasks.create_task(front.run(), name="front-end"),
@@ -178,7 +187,7 @@ class BrokerServer:
                 tasks.create_task(self._retention(runtime), name="retention"),
                 tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
                 tasks.create_task(runtime.schedule.run(), name="schedule"),
-                tasks.create_task(checker.run(), name="transaction-check"),
+                *(tasks.create_task(run(), name=run.__qualname__) for run in background),
             ]
             if self.replication is not None:
                 loops.append(tasks.create_task(self.replication.run(), name="replication"))
@@ -220,7 +229,11 @@ class BrokerServer:
     async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
         policy = self.settings.retention
         cleaner = clean_service.CleanCommitLogService(
-            runtime.store, policy, clock=self.clock, unconsumed=runtime.unconsumed_positions
+            runtime.store,
+            policy,
+            clock=self.clock,
+            unconsumed=runtime.unconsumed_positions,
+            topic_retention_hours=runtime.topic_retention_hours,
         )
         while True:
             await asyncio.sleep(policy.clean_resource_interval_ms / 1000)
@@ -233,6 +246,7 @@ def _services(
     lookup: routes.RouteLookup,
     client_tables: tuple[clients.ClientRegistry, consumers.ConsumerRegistry],
     streams: producer_streams.ProducerStreams,
+    renewals: renewal.ReceiptRenewals,
     *,
     roles: replication.ReplicationService | None,
 ) -> list[tuple[rpc.ServiceDescriptor, object]]:
@@ -248,6 +262,7 @@ def _services(
         transactions=processors.transactions,
         streams=streams,
         consumer_registry=consumer_registry,
+        renewals=renewals,
     )
     implementations: list[tuple[rpc.ServiceDescriptor, object]] = [
         (pb.MESSAGING_SERVICE, service),

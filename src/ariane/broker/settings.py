@@ -50,7 +50,12 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ariane.broker import schedule_settings, slave_sync_settings, transaction_settings
+from ariane.broker import (
+    renewal_settings,
+    schedule_settings,
+    slave_sync_settings,
+    transaction_settings,
+)
 from ariane.common import ids, limits, process, topics
 from ariane.grpcwire import server as grpc_server
 from ariane.store import index_file, retention
@@ -371,6 +376,12 @@ class BrokerSettings:
         default_factory=transaction_settings.TransactionSettings
     )
     """Half messages and their check-back schedule (``[transaction]``)."""
+
+    renewal: renewal_settings.RenewalSettings = dataclasses.field(
+        default_factory=renewal_settings.RenewalSettings
+    )
+    """Server-side renewal of push consumers' invisible time and ``attempt_id`` re-receives
+    (``[renewal]``)."""
 
     slave_sync: slave_sync_settings.SlaveSyncSettings = dataclasses.field(
         default_factory=slave_sync_settings.SlaveSyncSettings

@@ -8,9 +8,15 @@ every ``clean_resource_interval_ms``.
 
 The store decides and deletes; the broker only says which messages its consumers still need:
 ``unconsumed`` returns, per queue of a subscribed topic, the lowest queue offset some group
-has not consumed (``BrokerRuntime.unconsumed_positions``). Invariant: unless
-``force_delete_unconsumed``, forced deletion keeps every segment at or above the lowest
-CommitLog offset of those messages (``retention`` explains why Ariane differs from RocketMQ).
+has not consumed (``BrokerRuntime.unconsumed_positions``), and which topics keep their
+messages for another time than ``file_reserved_hours`` (``Topic.retentionHours``). Invariants:
+unless ``force_delete_unconsumed``, forced deletion keeps every segment at or above the lowest
+CommitLog offset of those messages (``retention`` explains why Ariane differs from RocketMQ);
+a segment expires by age only once every topic with a message in it is past its own
+retention (topics without one: ``file_reserved_hours``), so a short-lived topic does not
+shorten a long-lived one's, and the other rules (trigger hours, watermarks, oldest first)
+are unchanged. RocketMQ 5's ``reserve.time`` topic attribute only reaches its tiered store
+(``TieredMessageStore`` metadata); its local ``CleanCommitLogService`` is global.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ _log = logging.getLogger(__name__)
 UnconsumedPositions = Mapping[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset]
 """Per queue, the lowest queue offset a subscribed consumer group has not consumed."""
 
+TopicRetentionHours = Mapping[str, int]
+"""Topics with their own retention, in hours (absent topics: ``file_reserved_hours``)."""
+
 
 class CleanCommitLogService:
     """Retention of one store.
@@ -39,6 +48,7 @@ class CleanCommitLogService:
         clock: the wall clock (segment ages, the ``delete_when`` hour).
         unconsumed: what subscribed groups still need (called once per run).
         disk_usage: the ``shutil.disk_usage`` seam of the disk probe.
+        topic_retention_hours: per-topic retention (called once per run; none by default).
     """
 
     def __init__(
@@ -49,12 +59,14 @@ class CleanCommitLogService:
         clock: clock_mod.Clock,
         unconsumed: Callable[[], UnconsumedPositions],
         disk_usage: retention.DiskUsageFn = shutil.disk_usage,
+        topic_retention_hours: Callable[[], TopicRetentionHours] = dict,
     ) -> None:
         self._store = store
         self._policy = policy
         self._clock = clock
         self._unconsumed = unconsumed
         self._disk_usage = disk_usage
+        self._topic_retention_hours = topic_retention_hours
 
     def run_once(self) -> retention.RetentionPlan:
         """Plan, delete CommitLog/ConsumeQueue/index files, set disk-full.
@@ -73,6 +85,7 @@ class CleanCommitLogService:
             ratio,
             self._policy,
             unconsumed_from=store.unconsumed_from(consumed),
+            reserved_ms_of=self._reserved_ms_of(),
         )
         if decided.delete:
             self._carry_out(decided, consumed)
@@ -86,6 +99,23 @@ class CleanCommitLogService:
             )
             store.disk_full = decided.reject_writes
         return decided
+
+    def _reserved_ms_of(self) -> retention.ReservedMsOf | None:
+        """Per segment, the longest retention of the topics it holds, ms; ``None`` when no
+        topic has its own retention (every segment: ``file_reserved_ms``)."""
+        hours_of = self._topic_retention_hours()
+        if not hours_of:
+            return None
+        default_hours = self._policy.file_reserved_hours
+        queues = self._store.consume_queues
+
+        def reserved_ms(segment: retention.SegmentInfo) -> int:
+            end = segment.start_offset + segment.size_bytes
+            held = queues.topics_between(segment.start_offset, end)
+            hours = max((hours_of.get(t, default_hours) for t in held), default=default_hours)
+            return hours * retention.HOUR_MS
+
+        return reserved_ms
 
     def _carry_out(self, decided: retention.RetentionPlan, consumed: UnconsumedPositions) -> None:
         """Delete what ``decided`` lists; log and count what went unconsumed."""

@@ -342,6 +342,12 @@ class CommitLog:
         writer.finish()
         return writer.final_results(), writer.dispatches
 
+    def forget_queue_offsets(self, topic: ids.TopicName) -> None:
+        """Restart every queue of ``topic`` at queue offset 0 (the topic was deleted; RocketMQ
+        ``removeQueueFromTopicQueueTable``). Called under the put lock."""
+        for key in [k for k in self._queue_offsets if k[0] == topic]:
+            del self._queue_offsets[key]
+
     def _commit_queue_offsets(self, updates: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
         self._queue_offsets.update(updates)
 

@@ -310,6 +310,20 @@ class ConsumeQueue:
                 high = mid
         self._min_queue_offset = max(self._min_queue_offset, low)
 
+    def has_unit_between(self, start_offset: int, end_offset: int) -> bool:
+        """Whether a unit of this queue points into CommitLog ``[start_offset, end_offset)``
+        (a binary search: units point at increasing CommitLog offsets)."""
+        low, high = int(self.min_queue_offset), int(self.max_queue_offset)
+        while low < high:  # the first unit at or past start_offset
+            mid = (low + high) // 2
+            unit = self.unit_at(ids.QueueOffset(mid))
+            if unit is not None and unit.commit_log_offset < start_offset:
+                low = mid + 1
+            else:
+                high = mid
+        unit = self.unit_at(ids.QueueOffset(low)) if low < self.max_queue_offset else None
+        return unit is not None and start_offset <= unit.commit_log_offset < end_offset
+
     def delete_expired(self, commit_log_min_offset: int, *, batch_max: int = 10) -> int:
         """Delete segment files whose every unit points below ``commit_log_min_offset``.
 
@@ -373,7 +387,8 @@ class ConsumeQueueStore:
                     continue
                 queue = self._make(ids.TopicName(topic_name), ids.QueueId(int(queue_name)))
                 queue.load()
-                self._queues[(queue.topic, queue.queue_id)] = queue
+                if queue.log.files:  # an empty directory is what a deleted topic leaves
+                    self._queues[(queue.topic, queue.queue_id)] = queue
 
     def _make(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ConsumeQueue:
         return ConsumeQueue(topic, queue_id, self.root, self._entries_per_file, self._layer)
@@ -400,6 +415,14 @@ class ConsumeQueueStore:
         """Every queue, sorted by (topic, queue id)."""
         return [self._queues[k] for k in sorted(self._queues)]
 
+    def delete_topic(self, topic: ids.TopicName) -> int:
+        """Delete every ConsumeQueue of ``topic`` with its files (RocketMQ
+        ``ConsumeQueueStore.deleteTopic``); returns how many queues went."""
+        doomed = [key for key in self._queues if key[0] == topic]
+        for key in doomed:
+            self._queues.pop(key).log.destroy()
+        return len(doomed)
+
     def flush_all(self) -> None:
         """Sync every queue.
 
@@ -420,6 +443,15 @@ class ConsumeQueueStore:
     def next_offset_table(self) -> dict[tuple[ids.TopicName, ids.QueueId], int]:
         """(topic, queue id) → next queue offset, for the CommitLog's queue-offset table."""
         return {key: int(queue.max_queue_offset) for key, queue in self._queues.items()}
+
+    def topics_between(self, start_offset: int, end_offset: int) -> set[ids.TopicName]:
+        """The topics with a message in CommitLog ``[start_offset, end_offset)`` (one
+        segment's range: per-topic retention asks which topics a segment holds)."""
+        return {
+            topic
+            for (topic, _), queue in list(self._queues.items())
+            if queue.has_unit_between(start_offset, end_offset)
+        }
 
     def delete_expired(self, commit_log_min_offset: int, *, batch_max: int = 10) -> int:
         """Delete ConsumeQueue files wholly below ``commit_log_min_offset`` in every queue."""

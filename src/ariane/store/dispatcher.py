@@ -78,6 +78,10 @@ class Dispatcher:
         self.key_index = key_index
         self.dispatched_offset = ids.CommitLogOffset(start_offset)
         self.last_store_timestamp_ms = ids.TimestampMs(0)
+        self.topic_floors: dict[str, int] = {}
+        """Deleted topics: topic → the CommitLog offset at its deletion. Records of the topic
+        below it belong to the deleted incarnation and are never dispatched again (recovery
+        re-dispatching the tail must not bring them back into a re-created topic)."""
 
     def dispatch(self, requests: Sequence[commit_log.DispatchRequest]) -> None:
         """Write the units and index keys of ``requests`` (in CommitLog order).
@@ -91,12 +95,15 @@ class Dispatcher:
         indexing = self.key_index is not None
         indexed: list[tuple[Sequence[str], ids.CommitLogOffset, int]] = []
         new_unit = consume_queue.NewUnit
+        floors = self.topic_floors
         for request in requests:
             # One unpacking per request: this loop runs for every appended message.
             topic, queue_id, offset, size, tags_code, stamp, queue_offset, keys, uniq, sys_flag = (
                 request
             )
             assert offset >= self.dispatched_offset, "dispatch out of order"
+            if floors and offset < floors.get(topic, -1):
+                continue  # a record of a deleted topic
             if (sys_flag & _TRANSACTION_TYPE_MASK) not in commit_log.NOT_IN_CONSUME_QUEUE:
                 key = (topic, queue_id)
                 run = runs.get(key)

@@ -261,6 +261,14 @@ class MappedFileQueue:
         for segment in files:
             segment.close()
 
+    def destroy(self) -> int:
+        """Delete every segment (a ConsumeQueue of a deleted topic); returns how many."""
+        with self._lock:
+            files, self._files = self._files, ()
+        for segment in files:
+            segment.destroy()
+        return len(files)
+
     def segment_infos(self) -> list[SegmentInfo]:
         """Start, size, modification time and path of every segment, oldest first."""
         infos: list[SegmentInfo] = []

@@ -35,6 +35,7 @@ from ariane.store import (
     checkpoint,
     commit_log,
     consume_queue,
+    deleted_topics,
     dispatcher,
     file_layer,
     flush,
@@ -92,6 +93,7 @@ class MessageStore:
             )
         )
         self.dispatcher = dispatcher.Dispatcher(self.consume_queues, self._index, start_offset=0)
+        self._deleted = deleted_topics.DeletedTopics(root, layer, self.dispatcher.topic_floors)
         self._checkpoint = checkpoint.CheckpointFile(layer, root / "checkpoint")
         self._abort_path = root / "abort"
         self._flusher: flush.AsyncFlushService | flush.GroupCommitService
@@ -148,6 +150,7 @@ class MessageStore:
         saved = self._checkpoint.load()
         self.commit_log.log.load()
         self.consume_queues.load()
+        self._deleted.load(self.commit_log.min_offset)
         self.recovery_report = recovery.recover(
             self.commit_log,
             self.consume_queues,
@@ -482,6 +485,11 @@ class MessageStore:
         if queue is None:
             return ids.QueueOffset(0)
         return queue.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
+
+    def delete_topic(self, topic: ids.TopicName) -> int:
+        """RocketMQ ``deleteTopics`` (``DeletedTopics.delete``); raises ``OSError``."""
+        with self._put_lock, self._checkpoint_lock:
+            return self._deleted.delete(topic, self.commit_log, self.consume_queues)
 
     def topic_queues(self) -> list[tuple[ids.TopicName, ids.QueueId]]:
         """Every (topic, queue id) with a ConsumeQueue, sorted."""

@@ -18,8 +18,9 @@ Invariants of every plan:
 - the deleted segments are the oldest ones, with no gap: a segment is never deleted while an
   older one is kept; at most ``delete_file_batch_max`` per plan;
 - without force, only expired segments are deleted (last modified at least
-  ``file_reserved_hours`` ago), and only when triggered (a ``delete_when`` hour, the disk above
-  ``disk_max_used_space_ratio``, or a manual request);
+  ``file_reserved_hours`` ago, or, with per-topic retention, the longest retention of the
+  topics it holds: ``plan``'s ``reserved_ms_of``), and only when triggered (a ``delete_when``
+  hour, the disk above ``disk_max_used_space_ratio``, or a manual request);
 - forced deletion (of an unexpired segment) never takes a segment that still holds a message a
   subscribed consumer group has not consumed, unless ``force_delete_unconsumed`` is set: the
   caller passes ``unconsumed_from``, the lowest commit-log offset of such a message, and the
@@ -274,6 +275,10 @@ class RetentionPlan:
         )
 
 
+ReservedMsOf = Callable[[SegmentInfo], int]
+"""The age in ms at which a segment expires (per-topic retention, ``clean_service``)."""
+
+
 def plan(
     now_ms: int,
     local_hour: int,
@@ -283,6 +288,7 @@ def plan(
     *,
     manual: bool = False,
     unconsumed_from: ids.CommitLogOffset | None = None,
+    reserved_ms_of: ReservedMsOf | None = None,
 ) -> RetentionPlan:
     """Decide one retention run (RocketMQ ``CleanCommitLogService.deleteExpiredFiles``).
 
@@ -296,6 +302,8 @@ def plan(
         unconsumed_from: the lowest commit-log offset of a message some subscribed consumer
             group has not consumed, ``None`` if there is none; unless
             ``force_delete_unconsumed``, forced deletion stops before the segment holding it.
+        reserved_ms_of: the age at which a segment expires, ms (per-topic retention: the
+            longest retention of the topics it holds); ``None``: ``file_reserved_ms`` for all.
 
     Returns:
         The plan; it never lists the newest segment nor a segment newer than a kept one, nor
@@ -312,7 +320,10 @@ def plan(
     )
     triggers = _triggers(local_hour, disk_used_ratio, forced, manual, settings)
     protect = None if settings.force_delete_unconsumed else unconsumed_from
-    count, stop = _deletable_prefix(now_ms, ordered, forced, bool(triggers), settings, protect)
+    reserved = reserved_ms_of or (lambda segment: settings.file_reserved_ms)
+    count, stop = _deletable_prefix(
+        now_ms, ordered, forced, bool(triggers), settings, protect, reserved
+    )
     return RetentionPlan(
         delete=tuple(ordered[:count]),
         kept=tuple(ordered[count:]),
@@ -359,6 +370,7 @@ def _deletable_prefix(
     triggered: bool,
     settings: RetentionSettings,
     protect_from: ids.CommitLogOffset | None,
+    reserved_ms_of: ReservedMsOf,
 ) -> tuple[int, StopReason]:
     """How many of the oldest segments to delete, and why not more."""
     if not triggered:
@@ -367,7 +379,7 @@ def _deletable_prefix(
     for count, segment in enumerate(candidates):
         if count >= settings.delete_file_batch_max:
             return count, StopReason.BATCH_MAX
-        expired = now_ms - segment.modified_ms >= settings.file_reserved_ms
+        expired = now_ms - segment.modified_ms >= reserved_ms_of(segment)
         if expired:
             continue
         if not forced:

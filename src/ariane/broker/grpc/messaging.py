@@ -16,6 +16,7 @@ batches) from the same ``answer_send`` as SendMessage, so both answer a request 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 
@@ -27,10 +28,19 @@ from ariane.broker.grpc import (
     assignment_rpc,
     producer_streams,
     recall_rpc,
+    receive_rpc,
     routes,
     transaction_rpc,
 )
-from ariane.broker.processors import assignment, client_settings, consume, pull, send, transaction
+from ariane.broker.processors import (
+    assignment,
+    client_settings,
+    consume,
+    pull,
+    renewal,
+    send,
+    transaction,
+)
 from ariane.broker.tables import clients, consumers, subscriptions
 from ariane.common import errors, ids, limits, message, topics
 from ariane.grpcwire import codes, convert, messages, metadata, pb, rpc
@@ -64,6 +74,8 @@ class MessagingService:
         streams: the open Telemetry streams (a new registry when ``None``).
         consumer_registry: live members of each consumer group (a new one over
             ``client_registry`` when ``None``).
+        renewals: the auto-renewed receipt handles (a new table when ``None``; the server
+            runs its ``run`` loop).
     """
 
     def __init__(
@@ -78,6 +90,7 @@ class MessagingService:
         transactions: transaction.TransactionalMessageService | None = None,
         streams: producer_streams.ProducerStreams | None = None,
         consumer_registry: consumers.ConsumerRegistry | None = None,
+        renewals: renewal.ReceiptRenewals | None = None,
     ) -> None:
         self._transactions = transactions
         if consumer_registry is None:
@@ -99,6 +112,9 @@ class MessagingService:
         )
         self._assignments = assignment.AssignmentProcessor(consumer_registry=consumer_registry)
         self._puller = puller
+        if renewals is None:
+            renewals = receive_rpc.new_renewals(runtime, consumer, client_registry)
+        self.receives = receive_rpc.ReceiveSessions(consumer, renewals, runtime)
 
     def _client(self, context: Context) -> clients.ClientSession:
         return self._clients.touch(metadata.require_client_id(context))
@@ -265,9 +281,20 @@ class MessagingService:
     async def receive_message(
         self, request: pb.v2_service.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[pb.v2_service.ReceiveMessageResponse]:
-        """ReceiveMessage (§6.4): status, messages, delivery timestamp; push: the named queue."""
-        push = self._client(context).client_type == client_settings.ClientKind.PUSH_CONSUMER.value
-        received = await self._consumer.receive(self._receive_request(request, context, push))
+        """ReceiveMessage (§6.4): one status, the messages, then a delivery timestamp.
+
+        A push consumer receives only from the queue it names (its assignment). A retry with
+        the ``attempt_id`` of an earlier receive that answered with messages answers with the
+        same messages and handles; with ``auto_renew`` the delivered handles are renewed until
+        acked (``receive_rpc``).
+        """
+        client = self._client(context)
+        push = client.client_type == client_settings.ClientKind.PUSH_CONSUMER.value
+        wanted = receive_rpc.receive_request(
+            request, context, self._message_filter, self._runtime.settings.receive
+        )
+        wanted = dataclasses.replace(wanted, assigned_queue=push)
+        received = await self.receives.receive(client.client_id, wanted, request)
         namespace = request.group.resource_namespace
         text = "OK" if received else "no new message"
         code = errors.Code.OK if received else errors.Code.MESSAGE_NOT_FOUND
@@ -278,36 +305,6 @@ class MessagingService:
             yield response
         now_ms = self._runtime.clock.now_ms()
         yield pb.v2_service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms))
-
-    def _receive_request(
-        self, request: pb.v2_service.ReceiveMessageRequest, context: Context, push: bool
-    ) -> consume.ReceiveRequest:
-        group = topics.validate_group(request.group.name)
-        topic = topics.validate_topic(request.message_queue.topic.name, allow_system=False)
-        message_filter = self._message_filter(request.filter_expression)
-        if request.batch_size <= 0:
-            raise errors.BadRequestError(f"batch_size must be >= 1, not {request.batch_size}")
-        if request.HasField("invisible_duration"):
-            invisible_ms = consume.check_invisible_ms(
-                messages.duration_ms(request.invisible_duration),
-                minimum_ms=limits.INVISIBLE_DURATION_MS_MIN,
-            )
-        elif request.auto_renew:
-            invisible_ms = self._runtime.settings.receive.auto_renew_invisible_ms
-        else:
-            raise errors.IllegalInvisibleTimeError(
-                "invisible_duration is required unless auto_renew is set"
-            )
-        return consume.ReceiveRequest(
-            group=group,
-            topic=topic,
-            queue_id=request.message_queue.id,
-            message_filter=message_filter,
-            batch_size=min(request.batch_size, RECEIVE_BATCH_SIZE),
-            invisible_ms=invisible_ms,
-            poll_s=self._polling_s(request, context),
-            assigned_queue=push,
-        )
 
     def _message_filter(self, expression: pb.v2.FilterExpression) -> filters.MessageFilter:
         """The compiled tag (``*``, ``a||b``) or SQL92 filter of a request."""
@@ -320,35 +317,18 @@ class MessagingService:
             kind, expression.expression, limits=self._runtime.settings.core.filters
         )
 
-    def _polling_s(self, request: pb.v2_service.ReceiveMessageRequest, context: Context) -> float:
-        requested_ms = (
-            messages.duration_ms(request.long_polling_timeout)
-            if request.HasField("long_polling_timeout")
-            else limits.LONG_POLLING_MS_MAX
-        )
-        polling_ms = min(max(requested_ms, limits.LONG_POLLING_MS_MIN), limits.LONG_POLLING_MS_MAX)
-        remaining_s = context.time_remaining()
-        if remaining_s is not None:
-            usable_ms = remaining_s * 1000 - self._runtime.settings.receive.deadline_reserve_ms
-            if usable_ms < limits.LONG_POLLING_MS_MIN:
-                raise errors.IllegalPollingTimeError(
-                    f"the call's deadline leaves {usable_ms:.0f} ms; long polling needs at least "
-                    f"{limits.LONG_POLLING_MS_MIN} ms: raise the client's timeout"
-                )
-            polling_ms = min(polling_ms, int(usable_ms))
-        return polling_ms / 1000
-
     async def ack_message(
         self, request: pb.v2_service.AckMessageRequest, context: Context
     ) -> pb.v2_service.AckMessageResponse:
         """AckMessage (§6.5): per-entry statuses, INVALID_RECEIPT_HANDLE for stale ones."""
-        self._client(context)
+        client_id = self._client(context).client_id
         group = topics.validate_group(request.group.name)
         entries = []
         with self._consumer.ack_batch():  # one POP journal write for every entry
             for entry in request.entries:
                 try:
-                    self._consumer.ack(group, request.topic.name, entry.receipt_handle)
+                    handle = self.receives.take(client_id, group, entry.receipt_handle)
+                    self._consumer.ack(group, request.topic.name, handle)
                     status = codes.ok()
                 except errors.ArianeError as exc:
                     status = codes.from_error(exc)
@@ -370,13 +350,15 @@ class MessagingService:
     ) -> pb.v2_service.ChangeInvisibleDurationResponse:
         """ChangeInvisibleDuration (§6.5): new deadline, new receipt handle (old one stale);
         a push consumer's is the nack of a failed attempt (``ConsumeProcessor.nack``)."""
-        push = self._client(context).client_type == client_settings.ClientKind.PUSH_CONSUMER.value
+        client = self._client(context)
+        push = client.client_type == client_settings.ClientKind.PUSH_CONSUMER.value
         group = topics.validate_group(request.group.name)
         invisible_ms = consume.check_invisible_ms(
             messages.duration_ms(request.invisible_duration), minimum_ms=0
         )
+        current = self.receives.take(client.client_id, group, request.receipt_handle)
         handle = await self._consumer.nack(
-            group, request.topic.name, request.receipt_handle, invisible_ms, push=push
+            group, request.topic.name, current, invisible_ms, push=push
         )
         return pb.v2_service.ChangeInvisibleDurationResponse(
             status=codes.ok(), receipt_handle=handle
@@ -386,9 +368,10 @@ class MessagingService:
         self, request: pb.v2_service.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> pb.v2_service.ForwardMessageToDeadLetterQueueResponse:
         """ForwardMessageToDeadLetterQueue (§6.5): copy to ``%DLQ%<group>``, ack the original."""
-        self._client(context)
+        client_id = self._client(context).client_id
         group = topics.validate_group(request.group.name)
-        await self._consumer.forward_to_dlq(group, request.topic.name, request.receipt_handle)
+        current = self.receives.take(client_id, group, request.receipt_handle)
+        await self._consumer.forward_to_dlq(group, request.topic.name, current)
         return pb.v2_service.ForwardMessageToDeadLetterQueueResponse(status=codes.ok())
 
     async def query_assignment(

@@ -197,7 +197,11 @@ class AdminProcessor:
         return stored
 
     def delete_topic(self, name: str) -> ids.TopicName:
-        """Remove a topic, its consumer offsets and POP queues; returns its name.
+        """Remove a topic, its consumer offsets, POP queues and ConsumeQueues; returns its name.
+
+        Mirrors RocketMQ ``AdminBrokerProcessor.deleteTopicInBroker``: a topic created again
+        under the name starts empty, at queue offset 0, with no group offsets, also after a
+        restart (``MessageStore.delete_topic``).
 
         Raises:
             TopicNotFoundError: no such topic. IllegalTopicError: a system topic.
@@ -211,8 +215,14 @@ class AdminProcessor:
         queue_ids = range(max(current.read_queue_nums, current.write_queue_nums))
         self._d.pop_service.close_topic(current.name, queue_ids)
         self._d.persist_offsets()
+        queues = self._d.store.delete_topic(current.name)
         self._d.route_changed.set()
-        _log.info("admin: topic %s deleted (%d consumer offsets dropped)", current.name, removed)
+        _log.info(
+            "admin: topic %s deleted (%d consumer offsets, %d ConsumeQueues dropped)",
+            current.name,
+            removed,
+            queues,
+        )
         return current.name
 
     def list_topics(self, *, include_internal: bool) -> list[topic_config.TopicConfig]:

@@ -423,6 +423,22 @@ class ConsumeProcessor:
             )
         return handle, state
 
+    def reread(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, queue_offset: ids.QueueOffset
+    ) -> message.StoredMessage | None:
+        """The stored message at a queue offset (``None`` once retention deleted it)."""
+        return self._pop.read_messages(topic, queue_id, [queue_offset]).get(queue_offset)
+
+    def holds(self, group: ids.GroupName, topic: str, receipt_text: str) -> bool:
+        """Whether ``receipt_text`` is the current handle of a message in flight (neither
+        acked, nor nacked, nor redelivered since it was issued); a bad handle is not held."""
+        try:
+            handle, state = self._handle(group, topic, receipt_text)
+        except errors.InvalidReceiptHandleError:
+            return False
+        current = state.in_flight(handle.topic, handle.queue_id, handle.queue_offset)
+        return current is not None and current.handle_version == handle.handle_version
+
     def ack(self, group: ids.GroupName, topic: str, receipt_text: str) -> None:
         """Ack one delivery (RocketMQ ``AckMessageProcessor``).
 
