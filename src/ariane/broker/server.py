@@ -92,12 +92,7 @@ class BrokerServer:
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
         streams = producer_streams.ProducerStreams(client_registry)
-        self.replication = (
-            replication.ReplicationService(runtime) if self.settings.ha.replicates else None
-        )
-        self.slave_sync = (
-            slave_sync.SlaveSyncService(runtime, channels) if self.settings.ha.replicates else None
-        )
+        self.replication, self.slave_sync = self._ha_services(runtime, channels)
         renewals = receive_rpc.new_renewals(runtime, processors.consumer, client_registry)
         implementations = _services(
             runtime,
@@ -151,6 +146,16 @@ class BrokerServer:
             await channels.close()
             runtime.close()
             _log.info("broker stopped")
+
+    def _ha_services(
+        self, runtime: runtime_mod.BrokerRuntime, channels: rpc.ChannelPool
+    ) -> tuple[replication.ReplicationService | None, slave_sync.SlaveSyncService | None]:
+        """The master's replication service and the slave's metadata sync (``None`` without HA)."""
+        if not self.settings.ha.replicates:
+            return None, None
+        return replication.ReplicationService(runtime), slave_sync.SlaveSyncService(
+            runtime, channels
+        )
 
     def _client_tables(self) -> tuple[clients.ClientRegistry, consumers.ConsumerRegistry]:
         """The client sessions, the consumer registry over them and the queue lock table."""

@@ -109,8 +109,7 @@ class MessageStore:
         self._checkpoint_lock = threading.Lock()
         self._closed = True
         self.recovery_report = recovery.RecoveryReport(True, 0, 0, -1, 0, "")
-        self._counts = {"put": 0, "put_failed": 0, "put_bytes": 0, "get": 0, "corrupt": 0}
-        self._retention_counts = {"forced_segments": 0, "forced_bytes": 0, "unconsumed": 0}
+        self._counts = dict.fromkeys(results.STORE_COUNTERS, 0)
         self.replication: put_wait.ReplicationGate | None = None
         """Set by the broker when it replicates (``store.ha``): roles and the ack rule."""
 
@@ -330,9 +329,9 @@ class MessageStore:
             except OSError:
                 _log.exception("ConsumeQueue dispatch failed; the reput service will retry")
             stored = [r for r in results if r.status.is_stored]
-            self._counts["put"] += len(stored)
-            self._counts["put_failed"] += len(results) - len(stored)
-            self._counts["put_bytes"] += sum(r.wrote_bytes for r in stored)
+            self._counts["put_message_count"] += len(stored)
+            self._counts["put_message_failure_count"] += len(results) - len(stored)
+            self._counts["put_message_bytes"] += sum(r.wrote_bytes for r in stored)
             if not stored:
                 return results, flush.completed_future(True)
             durable = self._flusher.request_durable(self.commit_log.max_offset, loop)
@@ -429,7 +428,7 @@ class MessageStore:
         """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
         result = self.commit_log.read(commit_log_offset, size_bytes)
         if result.status is record_reader.LookupStatus.CORRUPT:
-            self._counts["corrupt"] += 1
+            self._counts["corrupt_read_count"] += 1
             _log.error("corrupt record at %d: %s", commit_log_offset, result.reason)
         return result
 
@@ -461,7 +460,7 @@ class MessageStore:
             get_message=self.get_message,
             config=self.settings,
         )
-        self._counts["get"] += len(result.messages)
+        self._counts["get_message_count"] += len(result.messages)
         return result
 
     def min_queue_offset(self, topic: ids.TopicName, queue_id: ids.QueueId) -> ids.QueueOffset:
@@ -574,10 +573,10 @@ class MessageStore:
         self, *, forced_segments: int, forced_bytes: int, unconsumed_messages: int
     ) -> None:
         """Add what one retention run deleted to the counters of ``stats``."""
-        counts = self._retention_counts
-        counts["forced_segments"] += forced_segments
-        counts["forced_bytes"] += forced_bytes
-        counts["unconsumed"] += unconsumed_messages
+        counts = self._counts
+        counts["forced_deleted_segment_count"] += forced_segments
+        counts["forced_deleted_bytes"] += forced_bytes
+        counts["unconsumed_deleted_message_count"] += unconsumed_messages
 
     def stats(self) -> StoreStats:
         """A consistent-enough snapshot of offsets and counters (no locks taken)."""
@@ -593,16 +592,9 @@ class MessageStore:
             dispatch_behind_bytes=max(0, max_offset - dispatched),
             commit_log_segment_count=len(log.log.files),
             consume_queue_count=self.consume_queues.count,
-            put_message_count=self._counts["put"],
-            put_message_failure_count=self._counts["put_failed"],
-            put_message_bytes=self._counts["put_bytes"],
-            get_message_count=self._counts["get"],
-            corrupt_read_count=self._counts["corrupt"],
             flush_count=self._flusher.flush_count,
             recovery_clean=self.recovery_report.clean,
             recovery_scanned_records=self.recovery_report.scanned_records,
             disk_full=log.disk_full,
-            forced_deleted_segment_count=self._retention_counts["forced_segments"],
-            forced_deleted_bytes=self._retention_counts["forced_bytes"],
-            unconsumed_deleted_message_count=self._retention_counts["unconsumed"],
+            **self._counts,
         )

@@ -102,3 +102,16 @@ def out_of_range(
     if queue_offset > high:
         return GetMessageStatus.OFFSET_OVERFLOW_BADLY, ids.QueueOffset(low if low == 0 else high)
     return None
+
+
+STORE_COUNTERS = (
+    "put_message_count",
+    "put_message_failure_count",
+    "put_message_bytes",
+    "get_message_count",
+    "corrupt_read_count",
+    "forced_deleted_segment_count",
+    "forced_deleted_bytes",
+    "unconsumed_deleted_message_count",
+)
+"""The ``StoreStats`` fields that are running counters (the store keeps them in one dict)."""
