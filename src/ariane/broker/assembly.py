@@ -12,7 +12,15 @@ from __future__ import annotations
 import dataclasses
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.processors import admin, admin_deps, consume, pull, send, transaction
+from ariane.broker.processors import (
+    admin,
+    admin_deps,
+    classic_send,
+    consume,
+    pull,
+    send,
+    transaction,
+)
 from ariane.common import clock
 
 
@@ -28,6 +36,8 @@ class Processors:
             ``ConsumerManageProcessor``).
         transactions: half messages and EndTransaction (``TransactionalMessageServiceImpl``,
             ``EndTransactionProcessor``), rebuilt from the CommitLog.
+        classic_sender: the classic protocol's sends (``SendMessageProcessor`` for messages in
+            their stored form, with the client's queue id).
     """
 
     sender: send.SendProcessor
@@ -35,6 +45,7 @@ class Processors:
     admin: admin.AdminProcessor
     puller: pull.PullProcessor
     transactions: transaction.TransactionalMessageService
+    classic_sender: classic_send.ClassicSendProcessor
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -82,6 +93,16 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             time=time,
         ),
         transactions=transactions,
+        classic_sender=classic_send.ClassicSendProcessor(
+            store=broker.store,
+            topics=broker.topics,
+            polling=broker.polling,
+            counters=broker.counters,
+            store_settings=settings.store,
+            schedule=broker.schedule,
+            half_messages=transactions,
+            time=time,
+        ),
     )
 
 
