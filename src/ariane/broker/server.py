@@ -30,10 +30,13 @@ from ariane.broker.grpc import (
 )
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, transaction_check
+from ariane.broker.remoting import service as remoting_service
+from ariane.broker.remoting import transactions as remoting_transactions
 from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients
 from ariane.common import clock as clock_mod
 from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import server as grpc_server
 from ariane.store import clean_service
 
 _log = logging.getLogger(__name__)
@@ -66,6 +69,10 @@ class BrokerServer:
         """Role and HA loops, when a broker role is configured; set by ``serve``."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
+        self.remoting: remoting_service.RemotingService | None = None
+        self.remoting_address: str = ""
+        """``HOST:PORT`` the classic protocol is served on ("" when it is not); set by
+        ``serve`` once bound."""
 
     @property
     def port(self) -> int:
@@ -113,6 +120,7 @@ class BrokerServer:
                 self.metrics_port = exposition.start(self.settings.metrics_listen)
                 _log.info("metrics on http://%s/metrics", self.settings.metrics_listen)
             runtime.advertise(self.settings.client_endpoint(self._port))
+            self.remoting = await self._start_remoting(processors, runtime)
             _log.info(
                 "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
                 self.settings.broker_name,
@@ -122,8 +130,13 @@ class BrokerServer:
                 front.workers,
             )
             self.started.set()
+            listeners: list[transaction_check.CheckListener] = [streams]
+            if self.remoting is not None:
+                listeners.append(self.remoting.check_listener)
             checker = transaction_check.TransactionCheckService(
-                transactions=processors.transactions, listener=streams, time=self.clock
+                transactions=processors.transactions,
+                listener=remoting_transactions.CheckListeners(listeners),
+                time=self.clock,
             )
             await self._run_services(
                 stop, runtime, registrar, client_registry, processors.consumer, front, checker
@@ -133,6 +146,8 @@ class BrokerServer:
             exposition.close()
             with contextlib.suppress(Exception):
                 await registrar.unregister_all()
+            if self.remoting is not None:
+                await self.remoting.close()
             await front.stop()
             await channels.close()
             runtime.close()
@@ -161,11 +176,39 @@ class BrokerServer:
             ]
             if self.replication is not None:
                 loops.append(tasks.create_task(self.replication.run(), name="replication"))
+            if self.remoting is not None:
+                loops.append(tasks.create_task(self.remoting.run(), name="remoting"))
             if self.slave_sync is not None:
                 loops.append(tasks.create_task(self.slave_sync.run(), name="slave-sync"))
             await stop.wait()
             for loop in loops:
                 loop.cancel()
+
+    async def _start_remoting(
+        self, processors: assembly.Processors, runtime: runtime_mod.BrokerRuntime
+    ) -> remoting_service.RemotingService | None:
+        """Serve the classic protocol on ``remoting_listen`` and make STOREHOST name it.
+
+        Raises:
+            OSError: an explicitly set address cannot be bound.
+        """
+        listen = self.settings.remoting_listen
+        if not listen:
+            return None
+        host, port = grpc_server.parse_listen(listen)
+        service = remoting_service.RemotingService(processors, time=self.clock)
+        try:
+            bound_host, bound_port = await service.start(host, port)
+        except OSError as exc:
+            if self.settings.remoting_listen_explicit:
+                raise
+            _log.warning("classic protocol not served: %s is taken (%s)", listen, exc)
+            return None
+        advertised_host, _ = grpc_server.parse_listen(runtime.client_endpoint)
+        self.remoting_address = f"{advertised_host}:{bound_port}"
+        runtime.advertise_store_host(self.remoting_address)
+        _log.info("classic protocol (Remoting) on %s (bound %s)", listen, bound_host)
+        return service
 
     async def _persist_offsets(self, runtime: runtime_mod.BrokerRuntime) -> None:
         interval_s = self.settings.core.offsets.persist_interval_ms / 1000
