@@ -481,9 +481,7 @@ def test_unknown_code_and_bad_heartbeat(tmp_path: pathlib.Path) -> None:
 
     async def scenario(ctx: Ctx) -> None:
         peer = await ctx.connect()
-        assert (
-            await peer.call(RQ.CONSUMER_SEND_MSG_BACK, {})
-        ).code == RC.REQUEST_CODE_NOT_SUPPORTED
+        assert (await peer.call(9999, {})).code == RC.REQUEST_CODE_NOT_SUPPORTED
         assert (await peer.call(RQ.HEART_BEAT, body=b"{not json")).code == RC.INVALID_PARAMETER
         bad_sql = fastjson.dumps(
             {"subscriptionData": {"topic": TOPIC, "subString": "a >", "expressionType": "SQL92"}}
@@ -499,5 +497,58 @@ def test_unknown_code_and_bad_heartbeat(tmp_path: pathlib.Path) -> None:
             },
         )
         assert ended.code == RC.INVALID_PARAMETER
+
+    run(tmp_path, scenario)
+
+
+def test_send_back_retries_through_retry_topic_then_dead_letters(tmp_path: pathlib.Path) -> None:
+    """CONSUMER_SEND_MSG_BACK with level 0 puts a copy (reconsumeTimes + 1, RETRY_TOPIC, same
+    UNIQ_KEY) in %RETRY%<group> after level 3's 10 s; once reconsumeTimes reaches
+    maxReconsumeTimes the next send-back puts it in %DLQ%<group>; an unknown offset answers 22."""
+
+    def retry_pull(topic: str) -> dict[str, str]:
+        return {**pull_header(0, 0), "topic": topic, "consumerGroup": "rg"}
+
+    async def scenario(ctx: Ctx) -> None:
+        h, peer = ctx.h, await ctx.connect()
+        p = props(UNIQ_KEY="UK-R", TAGS="t")
+        assert (
+            await peer.call(RQ.SEND_MESSAGE_V2, send_header(queue_id=0, properties=p), b"r")
+        ).code == 0
+        (first,) = message_codec.decode_stored(
+            (await peer.call(RQ.PULL_MESSAGE, pull_header(0, 0))).body
+        )
+        back = {
+            "group": "rg",
+            "delayLevel": "0",
+            "originMsgId": "UK-R",
+            "originTopic": TOPIC,
+            "maxReconsumeTimes": "1",
+            "unitMode": "false",
+        }
+        sent_back = await peer.call(
+            RQ.CONSUMER_SEND_MSG_BACK, {**back, "offset": str(first.commit_log_offset)}
+        )
+        assert sent_back.code == RC.SUCCESS, sent_back.remark
+        assert (await peer.call(RQ.PULL_MESSAGE, retry_pull("%RETRY%rg"))).code == RC.PULL_NOT_FOUND
+        h.clock.advance_ms(10_001)
+
+        async def deliver_and_pull() -> command.RemotingCommand:
+            await h.runtime.schedule.run_once()
+            return await peer.call(RQ.PULL_MESSAGE, retry_pull("%RETRY%rg"))
+
+        pulled = await until(deliver_and_pull, lambda r: r.code == 0)
+        (retry,) = message_codec.decode_stored(pulled.body)
+        assert retry.reconsume_times == 1 and retry.body == b"r"
+        assert retry.properties["RETRY_TOPIC"] == TOPIC and retry.properties["UNIQ_KEY"] == "UK-R"
+        dead = await peer.call(
+            RQ.CONSUMER_SEND_MSG_BACK, {**back, "offset": str(retry.commit_log_offset)}
+        )
+        assert dead.code == RC.SUCCESS, dead.remark
+        dlq = await peer.call(RQ.PULL_MESSAGE, retry_pull("%DLQ%rg"))
+        (letter,) = message_codec.decode_stored(dlq.body)
+        assert letter.reconsume_times == 2 and letter.properties["ORIGIN_MESSAGE_ID"] == "UK-R"
+        missing = await peer.call(RQ.CONSUMER_SEND_MSG_BACK, {**back, "offset": "99999999"})
+        assert missing.code == RC.QUERY_NOT_FOUND
 
     run(tmp_path, scenario)

@@ -19,6 +19,7 @@ from ariane.broker.processors import (
     consume,
     pull,
     send,
+    send_back,
     transaction,
 )
 from ariane.common import clock
@@ -36,6 +37,8 @@ class Processors:
             ``ConsumerManageProcessor``).
         transactions: half messages and EndTransaction (``TransactionalMessageServiceImpl``,
             ``EndTransactionProcessor``), rebuilt from the CommitLog.
+        sender_back: the classic consumers' send-back into ``%RETRY%`` / ``%DLQ%``
+            (``consumerSendMsgBack``).
         classic_sender: the classic protocol's sends (``SendMessageProcessor`` for messages in
             their stored form, with the client's queue id).
     """
@@ -46,6 +49,7 @@ class Processors:
     puller: pull.PullProcessor
     transactions: transaction.TransactionalMessageService
     classic_sender: classic_send.ClassicSendProcessor
+    sender_back: send_back.SendBackProcessor
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -102,6 +106,15 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             schedule=broker.schedule,
             half_messages=transactions,
             time=time,
+        ),
+        sender_back=send_back.SendBackProcessor(
+            store=broker.store,
+            topic_table=broker.topics,
+            group_table=broker.groups,
+            schedule=broker.schedule,
+            polling=broker.polling,
+            counters=broker.counters,
+            route_changed=broker.route_changed,
         ),
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ariane.broker.processors import classic_send
+from ariane.broker.processors import classic_send, send_back
 from ariane.broker.remoting import replies
 from ariane.common import errors, message
 from ariane.remoting import codes, command, message_codec
@@ -70,14 +70,37 @@ def normalized_header(fields: Mapping[str, str]) -> dict[str, str]:
 
 
 class SendHandler:
-    """Serves the classic send codes over ``ClassicSendProcessor``.
+    """Serves the classic send codes over ``ClassicSendProcessor``, and
+    ``CONSUMER_SEND_MSG_BACK`` (36) over ``SendBackProcessor``.
 
     Args:
         sender: the classic send processor.
+        sender_back: the send-back processor.
     """
 
-    def __init__(self, sender: classic_send.ClassicSendProcessor) -> None:
+    def __init__(
+        self, sender: classic_send.ClassicSendProcessor, sender_back: send_back.SendBackProcessor
+    ) -> None:
         self._sender = sender
+        self._sender_back = sender_back
+
+    async def send_back(self, request: command.RemotingCommand) -> command.RemotingCommand:
+        """36: retry the message at ``offset`` later through ``%RETRY%<group>``, or move it to
+        ``%DLQ%<group>`` (``send_back.SendBackProcessor``)."""
+        try:
+            header = replies.Header(request.ext_fields)
+            await self._sender_back.send_back(
+                send_back.SendBackRequest(
+                    group=header.text("group"),
+                    commit_log_offset=header.integer("offset"),
+                    delay_level=header.integer("delayLevel", 0),
+                    origin_message_id=header.text("originMsgId", ""),
+                    max_reconsume_times=header.integer("maxReconsumeTimes", -1),
+                )
+            )
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        return replies.ok(request)
 
     async def handle(
         self, born_host: message.HostAddress, request: command.RemotingCommand

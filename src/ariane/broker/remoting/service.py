@@ -46,7 +46,7 @@ class RemotingService:
     def __init__(self, processors: assembly.Processors, *, time: clock.Clock) -> None:
         self.table = clients.ClassicClientTable(time=time)
         self.outbox = outbox_mod.Outbox()
-        self._sender = sending.SendHandler(processors.classic_sender)
+        self._sender = sending.SendHandler(processors.classic_sender, processors.sender_back)
         self._puller = pulling.PullHandler(processors.puller, self.table)
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
@@ -80,6 +80,7 @@ class RemotingService:
             (RQ.GET_MAX_OFFSET, puller.queue_offset),
             (RQ.GET_MIN_OFFSET, puller.queue_offset),
             (RQ.GET_EARLIEST_MSG_STORETIME, puller.queue_offset),
+            (RQ.CONSUMER_SEND_MSG_BACK, self._sender.send_back),
             (RQ.UNREGISTER_CLIENT, members.unregister),
             (RQ.GET_CONSUMER_LIST_BY_GROUP, members.consumer_list),
             (RQ.CHECK_CLIENT_CONFIG, members.check_client_config),
