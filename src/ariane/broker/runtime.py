@@ -148,6 +148,9 @@ class BrokerRuntime:
         """This broker's id now (0 = master); a promotion or demotion changes it."""
         self.ha_address = ""
         """``HOST:PORT`` of this broker's HA port, registered with the name servers."""
+        self.remoting_address = ""
+        """``HOST:PORT`` classic (Remoting) clients dial, registered with the name servers; ""
+        while the broker serves no Remoting (name servers then leave it out of Remoting routes)."""
         self.master_ha_address = settings.ha.master_ha
         """A slave's master HA address: configured, or as the name servers report it."""
 
