@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from ariane import dev
-from ariane.remoting import codes, command, message_codec, transport
+from ariane.remoting import codes, command, fastjson, message_codec, transport
 from conformance.conftest import Cluster
 
 pytestmark = pytest.mark.slow
@@ -73,10 +73,14 @@ def v2_send(topic: str, queue_id: int, properties: dict[str, str]) -> dict[str, 
 def test_classic_send_is_received_by_the_official_grpc_client(
     cluster2: TwoProtocolCluster,
 ) -> None:
-    """A message sent over Remoting reaches the official gRPC client with the same id (its
-    UNIQ_KEY), keys, tag and user property; the reply's offset msgId names the broker's
-    Remoting address (STOREHOST)."""
+    """The name server routes classic clients to the broker's Remoting address; a message sent
+    there reaches the official gRPC client with the same id (its UNIQ_KEY), keys, tag and user
+    property; the reply's offset msgId names the Remoting address (STOREHOST)."""
     cluster2.admin("topic", "create", "both-ways", "--queues", "4", "--type", "NORMAL")
+    route = call(cluster2.namesrv, RQ.GET_ROUTEINFO_BY_TOPIC, {"topic": "both-ways"})
+    assert route.code == codes.ResponseCode.SUCCESS, route.remark
+    (broker,) = fastjson.loads(route.body)["brokerDatas"]
+    assert broker["brokerAddrs"] == {"0": cluster2.remoting}  # the broker registered it
     properties = {
         "UNIQ_KEY": "7F00000100002A9F0000000000000001",
         "KEYS": "k1 k2",

@@ -206,6 +206,7 @@ class BrokerServer:
             return None
         advertised_host, _ = grpc_server.parse_listen(runtime.client_endpoint)
         self.remoting_address = f"{advertised_host}:{bound_port}"
+        runtime.remoting_address = self.remoting_address  # registered with the name servers
         runtime.advertise_store_host(self.remoting_address)
         _log.info("classic protocol (Remoting) on %s (bound %s)", listen, bound_host)
         return service
