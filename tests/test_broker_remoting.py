@@ -552,3 +552,37 @@ def test_send_back_retries_through_retry_topic_then_dead_letters(tmp_path: pathl
         assert missing.code == RC.QUERY_NOT_FOUND
 
     run(tmp_path, scenario)
+
+
+def test_queue_locks_grant_refresh_expire_and_unlock(tmp_path: pathlib.Path) -> None:
+    """LOCK_BATCH_MQ grants free queues, refuses queues another client holds until its lock is
+    60 s old, and UNLOCK_BATCH_MQ (oneway) frees only the holder's queues."""
+
+    def body(client_id: str, *queue_ids: int) -> bytes:
+        mqs = [{"brokerName": "broker-a", "queueId": q, "topic": TOPIC} for q in queue_ids]
+        return fastjson.dumps(
+            {"consumerGroup": "og", "clientId": client_id, "onlyThisBroker": False, "mqSet": mqs}
+        )
+
+    def locked(reply: command.RemotingCommand) -> list[int]:
+        assert reply.code == RC.SUCCESS, reply.remark
+        return sorted(q["queueId"] for q in fastjson.loads(reply.body)["lockOKMQSet"])
+
+    async def scenario(ctx: Ctx) -> None:
+        h, peer = ctx.h, await ctx.connect()
+        assert locked(await peer.call(RQ.LOCK_BATCH_MQ, body=body("c1", 0, 1))) == [0, 1]
+        assert locked(await peer.call(RQ.LOCK_BATCH_MQ, body=body("c2", 1, 2))) == [2]
+        h.clock.advance_ms(59_000)
+        assert locked(await peer.call(RQ.LOCK_BATCH_MQ, body=body("c1", 0))) == [0]  # refreshed
+        h.clock.advance_ms(2_000)  # c1's lock of queue 1 is 61 s old, queue 0's 2 s
+        assert locked(await peer.call(RQ.LOCK_BATCH_MQ, body=body("c2", 0, 1))) == [1]
+        await peer.oneway(RQ.UNLOCK_BATCH_MQ, {}, body("c2", 0, 1))  # 0 is c1's: kept
+        granted = await until(
+            lambda: peer.call(RQ.LOCK_BATCH_MQ, body=body("c3", 0, 1)),
+            lambda r: locked(r) == [1],
+        )
+        assert locked(granted) == [1]
+        bad = await peer.call(RQ.LOCK_BATCH_MQ, body=b'{"clientId":"c1"}')
+        assert bad.code == RC.INVALID_PARAMETER
+
+    run(tmp_path, scenario)

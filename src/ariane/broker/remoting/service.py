@@ -16,6 +16,7 @@ import logging
 from ariane.broker import assembly
 from ariane.broker.remoting import (
     clients,
+    locks,
     membership,
     pulling,
     queries,
@@ -51,6 +52,8 @@ class RemotingService:
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
+        self.locks = locks.QueueLocks(time=time)
+        self._lock_handler = locks.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
         self.server = transport.RemotingServer(self.handlers(), on_connect=self._on_connect)
@@ -85,6 +88,8 @@ class RemotingService:
             (RQ.GET_CONSUMER_LIST_BY_GROUP, members.consumer_list),
             (RQ.CHECK_CLIENT_CONFIG, members.check_client_config),
             (RQ.END_TRANSACTION, self._ender.handle),
+            (RQ.LOCK_BATCH_MQ, self._lock_handler.lock),
+            (RQ.UNLOCK_BATCH_MQ, self._lock_handler.unlock),
             (RQ.VIEW_MESSAGE_BY_ID, queries_.view_by_id),
             (RQ.QUERY_MESSAGE, queries_.query),
         ):
