@@ -39,7 +39,7 @@ from ariane.broker.processors import long_polling, send
 from ariane.broker.tables import topic_config
 from ariane.client import message_id
 from ariane.common import clock, errors, ids, message, topics
-from ariane.store import commit_log, message_codec
+from ariane.store import commit_log
 from ariane.store import message_store as message_store_mod
 from ariane.store import settings as store_settings_mod
 
@@ -170,7 +170,7 @@ class ClassicSendProcessor:
         """
         if not request.messages:
             raise errors.BadRequestError("the request holds no message")
-        topic = self._writable_topic(request.topic)
+        topic = send.writable_topic(self._topics, request.topic)
         queue_id = self._queue_id(topic, request.queue_id)
         appends = [self._append(topic, queue_id, m, request) for m in request.messages]
         results = await self._store.put_messages(appends, atomic=True)
@@ -202,12 +202,6 @@ class ClassicSendProcessor:
         if stored:
             self._polling.notify_many([request.topic])
 
-    def _writable_topic(self, name: str) -> topic_config.TopicConfig:
-        found = self._topics.require(topics.validate_topic(name), auto_create=True)
-        if not found.writeable:
-            raise errors.ForbiddenError(f"topic {name!r} is not writable on this broker")
-        return found
-
     def _queue_id(self, topic: topic_config.TopicConfig, wanted: int) -> ids.QueueId:
         if wanted < 0:
             return ids.QueueId(next(self._round_robin) % topic.write_queue_nums)
@@ -225,11 +219,11 @@ class ClassicSendProcessor:
         incoming: ClassicMessage,
         request: ClassicSendRequest,
     ) -> commit_log.AppendRequest:
-        self._check_body(incoming.body)
+        send.check_body(incoming.body, self._limits)
         props = dict(incoming.properties)
         if not props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
             props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._ids.next_id()
-        self._check_properties(props)
+        send.check_properties(props, self._limits)
         transactional = props.get(P.TRANSACTION_PREPARED) == "true"
         level = _delay_level(props)
         delivery_ms = self._timer_delivery_ms(props)
@@ -279,27 +273,6 @@ class ClassicSendProcessor:
                 )
             return delivery_ms
         return None
-
-    def _check_body(self, body: bytes) -> None:
-        if not body:
-            raise errors.MessageBodyEmptyError("message body is empty; send at least one byte")
-        limit = self._limits.message_size_bytes_max
-        if len(body) > limit:
-            raise errors.MessageBodyTooLargeError(
-                f"message body is {len(body)} bytes; the limit is {limit}"
-            )
-
-    def _check_properties(self, props: Mapping[str, str]) -> None:
-        encoded = message_codec.properties_to_bytes(props)
-        if encoded is None:
-            raise errors.BadRequestError(
-                "a property name or value holds \\x01 or \\x02 (the property separators)"
-            )
-        limit = self._limits.properties_size_bytes_max
-        if len(encoded) > limit:
-            raise errors.MessagePropertiesTooLargeError(
-                f"the message's properties take {len(encoded)} bytes; the limit is {limit}"
-            )
 
 
 class ClassicScheduleHook(send.ScheduleHook, Protocol):
