@@ -226,8 +226,7 @@ def dev_cluster(
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
     broker_addr = f"127.0.0.1:{broker_port or free_port()}"
     broker_remoting = f"127.0.0.1:{free_port()}"  # not 10911: another broker may hold it
-    # free ports, not RocketMQ's 5557: both processes share this host
-    namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))
+    namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))  # not 5557
     children: list[subprocess.Popen[bytes]] = []
     try:
         namesrv = _ariane(

@@ -130,14 +130,7 @@ class BrokerServer:
                 front.workers,
             )
             self.started.set()
-            listeners: list[transaction_check.CheckListener] = [streams]
-            if self.remoting is not None:
-                listeners.append(self.remoting.check_listener)
-            checker = transaction_check.TransactionCheckService(
-                transactions=processors.transactions,
-                listener=remoting_transactions.CheckListeners(listeners),
-                time=self.clock,
-            )
+            checker = self._check_service(processors, streams)
             await self._run_services(
                 stop, runtime, registrar, client_registry, processors.consumer, front, checker
             )
@@ -183,6 +176,19 @@ class BrokerServer:
             await stop.wait()
             for loop in loops:
                 loop.cancel()
+
+    def _check_service(
+        self, processors: assembly.Processors, streams: producer_streams.ProducerStreams
+    ) -> transaction_check.TransactionCheckService:
+        """Check-backs go to gRPC producer streams first, then to classic producers."""
+        listeners: list[transaction_check.CheckListener] = [streams]
+        if self.remoting is not None:
+            listeners.append(self.remoting.check_listener)
+        return transaction_check.TransactionCheckService(
+            transactions=processors.transactions,
+            listener=remoting_transactions.CheckListeners(listeners),
+            time=self.clock,
+        )
 
     async def _start_remoting(
         self, processors: assembly.Processors, runtime: runtime_mod.BrokerRuntime
