@@ -96,6 +96,7 @@ public final class ClassicDriver {
     e.put("queue_offset", m.getQueueOffset());
     e.put("reconsume_times", m.getReconsumeTimes());
     e.put("born_ms", m.getBornTimestamp());
+    e.put("store_ms", m.getStoreTimestamp());
     e.put("at_ms", System.currentTimeMillis());
     e.put("color", m.getUserProperty("color"));
     return e;
