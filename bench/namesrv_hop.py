@@ -9,7 +9,8 @@ the official ``rocketmq-python-client`` (``Producer.route_manager.update_topic_r
 the client makes every 30 s per topic) in a child process (``bench/namesrv_route_driver.py``).
 It also times the same QueryRoute from a bare ``grpc.aio`` stub, whose own cost per call is
 lower, so the hop's share shows better. Prints one row per round, client and layout: µs per
-call (mean, p50, p99) and the queues the route had.
+call (mean, p50, p99), the name server's CPU time per call (``/proc/<pid>/stat``; less
+sensitive to a loaded machine than latency) and the queues the route had.
 A benchmark, not a test: nothing is asserted.
 """
 
@@ -116,6 +117,12 @@ async def _grpc_aio_loop(endpoint: str, calls: int) -> dict[str, float]:
     }
 
 
+def _cpu_s(pid: int) -> float:
+    # utime + stime of the process (fields 14, 15 of /proc/<pid>/stat), seconds.
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     """Run the rounds and print the table."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -150,18 +157,27 @@ def main() -> int:
     try:
         for address in (shared, direct):
             asyncio.run(_register(address))
-        print("| round | client | layout | calls | µs/call | p50 µs | p99 µs | queues |")
-        print("|---|---|---|---|---|---|---|---|")
+        print(
+            "| round | client | layout | calls | µs/call | p50 µs | p99 µs | namesrv CPU µs/call"
+            " | queues |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        pids = {shared: processes[0].pid, direct: processes[1].pid}
         for round_no in range(1, args.rounds + 1):
             for layout, endpoint in (("direct gRPC", direct), ("shared port", shared)):
                 for client in ("official Python 5.1.2", "grpc.aio stub"):
+                    cpu_before = _cpu_s(pids[endpoint])
                     if client == "grpc.aio stub":
                         r = asyncio.run(_grpc_aio_loop(endpoint, args.calls))
                     else:
                         r = _drive(endpoint, args.calls)
+                    # Includes the warm-up calls and the client's startup/heartbeat calls.
+                    calls_made = r["calls"] + min(200, r["calls"])
+                    cpu_us = (_cpu_s(pids[endpoint]) - cpu_before) / calls_made * 1e6
                     print(
                         f"| {round_no} | {client} | {layout} | {r['calls']} | "
-                        f"{r['us_per_call']} | {r['p50_us']} | {r['p99_us']} | {r['queues']} |"
+                        f"{r['us_per_call']} | {r['p50_us']} | {r['p99_us']} | {cpu_us:.0f} | "
+                        f"{r['queues']} |"
                     )
     finally:
         for process in processes:
