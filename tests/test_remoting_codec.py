@@ -1,8 +1,9 @@
 """The Remoting codec byte for byte: frames, both header encodings, JSON bodies, message encodings.
 
 Expected bytes come from remoting.md's examples (what Java 5.3.3 sends, e.g. the 105 request
-below) and from RocketMQ's layouts (``RocketMQSerializable``, ``MessageDecoder``); frames
-captured from the official Java client are in ``test_remoting_java_frames.py``.
+below), from RocketMQ's layouts (``RocketMQSerializable``, ``MessageDecoder``) and from frames
+captured from the official classic Java client 5.3.3 (``JAVA_*`` below: ``ClassicDriver`` of
+tests/conformance/classic run against a recording socket server, 2026-11-24).
 """
 
 from __future__ import annotations
@@ -23,6 +24,61 @@ SPEC_105 = (
     b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque":3,'
     b'"serializeTypeCurrentRPC":"JSON","version":479}'
 )
+
+
+# DefaultMQAdminExt.examineTopicRouteInfo("TopicTest"), default (JSON) serialization.
+JAVA_105_JSON = (
+    b"\x00\x00\x00\x87\x00\x00\x00\x83"
+    b'{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":0,'
+    b'"serializeTypeCurrentRPC":"JSON","version":479}'
+)
+# The same call with -Drocketmq.serialize.type=ROCKETMQ.
+JAVA_105_ROCKETMQ = (
+    b"\x00\x00\x00-\x01\x00\x00)\x00i\x00\x01\xdf\x00\x00\x00\x00\x00\x00\x00\x00"
+    b"\x00\x00\x00\x00\x00\x00\x00\x14\x00\x05topic\x00\x00\x00\tTopicTest"
+)
+# DefaultMQAdminExt.createAndUpdateKvConfig("ORDER_TOPIC_CONFIG", "K", "V"): extFields in Java
+# HashMap order, not sorted.
+JAVA_100_JSON = (
+    b"\x00\x00\x00\xaa\x00\x00\x00\xa6"
+    b'{"code":100,"extFields":{"namespace":"ORDER_TOPIC_CONFIG","value":"V","key":"K"},'
+    b'"flag":0,"language":"JAVA","opaque":0,"serializeTypeCurrentRPC":"JSON","version":479}'
+)
+
+
+@pytest.mark.parametrize(
+    ("frame", "kind"),
+    [(JAVA_105_JSON, codes.SerializeType.JSON), (JAVA_105_ROCKETMQ, codes.SerializeType.ROCKETMQ)],
+)
+def test_frames_captured_from_java_decode_and_re_encode_byte_for_byte(
+    frame: bytes, kind: codes.SerializeType
+) -> None:
+    """The Java 5.3.3 client's GET_ROUTEINFO_BY_TOPIC frames, in both header encodings, decode
+    to the request it sent, and encoding that request again gives the same bytes."""
+    got = command.decode(frame)
+    assert (got.code, got.language, got.version, got.opaque, got.flag) == (
+        105,
+        codes.LanguageCode.JAVA,
+        479,
+        0,
+        0,
+    )
+    assert (got.remark, got.ext_fields, got.body, got.serialize_type) == (
+        None,
+        {"topic": "TopicTest"},
+        b"",
+        kind,
+    )
+    assert command.encode(got, kind) == frame
+
+
+def test_java_extfields_in_hashmap_order_decode() -> None:
+    """A Java frame whose extFields are in HashMap order decodes; Ariane writes them sorted,
+    which Java reads the same (a JSON object's order carries no meaning)."""
+    got = command.decode(JAVA_100_JSON)
+    assert got.code == codes.RequestCode.PUT_KV_CONFIG
+    assert got.ext_fields == {"namespace": "ORDER_TOPIC_CONFIG", "key": "K", "value": "V"}
+    assert command.decode(command.encode(got)) == got
 
 
 def test_json_header_is_written_as_fastjson_writes_it() -> None:

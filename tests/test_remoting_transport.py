@@ -45,17 +45,20 @@ def test_a_slow_handler_does_not_block_other_requests_on_the_connection() -> Non
     connection is answered; the slow one is answered when it finishes, matched by opaque."""
 
     async def main() -> None:
-        release = asyncio.Event()
+        entered, release = asyncio.Event(), asyncio.Event()
 
         async def slow(
             _c: transport.Connection, req: command.RemotingCommand
         ) -> command.RemotingCommand:
+            entered.set()
             await release.wait()
             return command.response(req, remark="slow")
 
         async with rt.running_server({SLOW: slow, FAST: _echo}) as (_, addr):
             client = transport.RemotingClient()
             slow_call = asyncio.ensure_future(client.invoke(addr, command.request(SLOW), 10))
+            async with asyncio.timeout(5):
+                await entered.wait()  # the slow request is in its handler before the next one
             fast = await client.invoke(addr, command.request(FAST, {"v": "1"}), 5)
             assert fast.ext_fields == {"echo": "1"} and not slow_call.done()
             release.set()

@@ -64,6 +64,8 @@ class DevEndpoints:
         namesrv: ``host:port`` of the name server: the access point clients use.
         broker: ``host:port`` of the broker's gRPC endpoint.
         data_dir: the root of the broker's store.
+        namesrv_remoting: ``host:port`` classic (Remoting) clients and ``mqadmin`` use as the
+            name server (``-n``); the same port as ``namesrv`` (one port serves both).
         namesrv_metrics: URL of the name server's Prometheus ``/metrics``.
         broker_metrics: URL of the broker's Prometheus ``/metrics``.
         broker_role: the broker's role (``""``: a lone broker without HA port).
@@ -77,6 +79,7 @@ class DevEndpoints:
     namesrv: str
     broker: str
     data_dir: str
+    namesrv_remoting: str = ""
     namesrv_metrics: str = ""
     broker_metrics: str = ""
     broker_role: str = ""
@@ -243,6 +246,7 @@ def dev_cluster(
         slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
         yield DevEndpoints(
             namesrv=namesrv_addr,
+            namesrv_remoting=namesrv_addr,
             broker=broker_addr,
             data_dir=str(data_dir),
             namesrv_metrics=f"http://{namesrv_metrics}/metrics",
@@ -376,7 +380,8 @@ def run_dev_cluster(
         ) as ends:
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
-                f"ariane dev: name server {ends.namesrv} (clients use this), broker {ends.broker}"
+                f"ariane dev: name server {ends.namesrv} (clients use this; classic Remoting"
+                f" clients and mqadmin too: -n {ends.namesrv_remoting}), broker {ends.broker}"
                 f" (classic protocol {ends.broker_remoting}),"
                 f" data in {ends.data_dir}; metrics at {ends.namesrv_metrics} and"
                 f" {ends.broker_metrics}; Ctrl-C stops both",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import pathlib
 import subprocess
 from collections.abc import Iterator
@@ -81,11 +82,20 @@ def ends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]
 @pytest.fixture(scope="module")
 def java(ends: dev.DevEndpoints, tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
     """The classic driver, fetched and compiled (cached by a stamp)."""
+    env = {
+        **os.environ,
+        "FETCH_PROJECT_DIR": str(HERE / "classic_java"),
+        "FETCH_DRIVER": "ClassicDriver",
+        "FETCH_CACHE_NAME": "classic-java-client",
+    }
     built = subprocess.run(
-        ["bash", str(HERE / "java" / "fetch.sh"), str(HERE / "classic_java"), "ClassicDriver.java",
-         "classic-java-client"],
-        capture_output=True, text=True, timeout=polyglot.FETCH_TIMEOUT_S, check=True,
-    )  # fmt: skip
+        ["bash", str(HERE / "java" / "fetch.sh")],
+        capture_output=True,
+        text=True,
+        timeout=polyglot.FETCH_TIMEOUT_S,
+        check=True,
+        env=env,
+    )
     return ClassicJava(
         built.stdout.strip().splitlines()[-1], ends.namesrv, tmp_path_factory.mktemp("java")
     )

@@ -210,25 +210,18 @@ class NameServer:
         if settings.remoting_listen and settings.remoting_listen != settings.listen:
             self._port = grpc_server.bind(server, settings.listen)
             await server.start()
-            host, port = grpc_server.parse_listen(settings.remoting_listen)
-            try:
-                _, self.remoting_port = await remoting.start(host, port)
-            except OSError as exc:
-                await server.stop(None)
-                raise OSError(f"cannot listen on {settings.remoting_listen}: {exc}") from exc
+            self.remoting_port = await _start_listener(
+                server, remoting.start, settings.remoting_listen
+            )
             return remoting.close
         path = os.path.join(private_dir, "grpc.sock")
         if server.add_insecure_port(f"unix:{path}") == 0:
             raise OSError(f"cannot listen on unix:{path}")
         await server.start()
         front = remoting_front.SharedPortFront(remoting, grpc_unix_path=path)
-        host, port = grpc_server.parse_listen(settings.listen)
-        try:
-            _, self._port = await front.start(host, port)
-        except OSError as exc:
-            await server.stop(None)
-            raise OSError(f"cannot listen on {settings.listen}: {exc}") from exc
-        self.remoting_port = self._port
+        self._port = self.remoting_port = await _start_listener(
+            server, front.start, settings.listen
+        )
         return front.close
 
     def metrics_snapshot(self) -> metrics.NameServerSnapshot:
@@ -253,3 +246,23 @@ class NameServer:
             await asyncio.sleep(interval_s)
             for broker_name, broker_id in self.manager.scan_not_active_brokers():
                 _log.warning("dropped broker %s/%s: silent too long", broker_name, broker_id)
+
+
+async def _start_listener(
+    server: grpc.aio.Server,
+    start: Callable[[str, int], Awaitable[tuple[str, int]]],
+    listen: str,
+) -> int:
+    """Start a listener on ``listen`` and return its port; on failure stop the started gRPC
+    server and raise.
+
+    Raises:
+        OSError: ``listen`` cannot be bound ("cannot listen on ...", as the gRPC bind says).
+    """
+    host, port = grpc_server.parse_listen(listen)
+    try:
+        _, bound = await start(host, port)
+    except OSError as exc:
+        await server.stop(None)
+        raise OSError(f"cannot listen on {listen}: {exc}") from exc
+    return bound
