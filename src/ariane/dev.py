@@ -227,8 +227,7 @@ def dev_cluster(
     data_dir.mkdir(parents=True, exist_ok=True)
     namesrv_port = namesrv_port or free_port()
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
-    broker_addr = f"127.0.0.1:{broker_port or free_port()}"
-    broker_remoting = f"127.0.0.1:{free_port()}"  # not 10911: another broker may hold it
+    broker_addr, broker_remoting = (f"127.0.0.1:{p or free_port()}" for p in (broker_port, 0))
     namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))  # not 5557
     children: list[subprocess.Popen[bytes]] = []
     try:
