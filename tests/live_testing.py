@@ -94,10 +94,12 @@ def namesrv_process(tmp: pathlib.Path) -> Iterator[str]:
 
 
 def start_broker(
-    tmp: pathlib.Path, namesrv: str, port: int, *, name: str = "broker-k"
+    tmp: pathlib.Path, namesrv: str, port: int, *, name: str = "broker-k", remoting_port: int = 0
 ) -> subprocess.Popen[bytes]:
-    """A real ``ariane broker`` storing under ``tmp/<name>``, listening on ``port``."""
+    """A real ``ariane broker`` storing under ``tmp/<name>``, listening on ``port`` (and serving
+    the classic protocol on ``remoting_port`` when one is given)."""
     args = ["broker", "--listen", f"127.0.0.1:{port}", "--store-dir", str(tmp / name)]
+    args += ["--remoting-listen", f"127.0.0.1:{remoting_port}"] if remoting_port else []
     proc = spawn([*args, "--broker-name", name, "--namesrv", namesrv], tmp / f"{name}.log")
     dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
     return proc

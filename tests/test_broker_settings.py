@@ -55,3 +55,16 @@ def test_bad_settings_are_refused_naming_their_path(raw: dict[str, object], name
     whose message names the setting."""
     with pytest.raises(ValueError, match=named.replace(".", r"\.")):
         settings.from_mapping({"store_dir": "/tmp/unused", **raw})
+
+
+def test_remoting_listen_defaults_to_rocketmq_port_and_knows_when_it_was_set() -> None:
+    """The classic protocol defaults to RocketMQ's 10911 (not explicit: a taken port is then
+    skipped); set in the file or by a flag, it is explicit (a taken port is fatal)."""
+    default = settings.from_mapping({"store_dir": "/tmp/x"})
+    assert default.remoting_listen == "127.0.0.1:10911" and not default.remoting_listen_explicit
+    in_file = settings.from_mapping({"store_dir": "/tmp/x", "remoting_listen": "0.0.0.0:0"})
+    assert in_file.remoting_listen == "0.0.0.0:0" and in_file.remoting_listen_explicit
+    flagged = settings.from_mapping({"store_dir": "/tmp/x"}, remoting_listen="")
+    assert flagged.remoting_listen == "" and flagged.remoting_listen_explicit
+    with pytest.raises(ValueError, match=r"remoting_listen|HOST:PORT|port"):
+        settings.from_mapping({"store_dir": "/tmp/x", "remoting_listen": "no-port"})

@@ -22,6 +22,9 @@ from ariane.common import clock, errors, ids
 from ariane.grpcwire import codes, convert, pb, recall, rpc
 from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import server as namesrv_server
+from ariane.remoting import codes as remoting_codes
+from ariane.remoting import command as remoting_command
+from ariane.remoting import fastjson, transport
 
 pytestmark = pytest.mark.slow
 
@@ -50,11 +53,11 @@ def ariane_command() -> list[str]:
 class NameServerProcess:
     """One `ariane namesrv` child process on a free loopback port."""
 
-    def __init__(self, log_path: pathlib.Path) -> None:
+    def __init__(self, log_path: pathlib.Path, *extra_args: str) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self._log = log_path.open("wb")
-        command = [*ariane_command(), "namesrv", "--listen", self.address]
+        command = [*ariane_command(), "namesrv", "--listen", self.address, *extra_args]
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
         self.log_path = log_path
 
@@ -458,3 +461,77 @@ def test_query_assignment_is_forwarded_to_a_broker_serving_the_topic_readable() 
     ((asked, headers),) = broker.calls
     assert asked == "orders/readers"
     assert headers["x-mq-client-id"] == "tester@42@0@abc"
+
+
+CLASSIC_BROKER = pb.registry.RegisterBrokerRequest(
+    cluster_name="DefaultCluster",
+    broker_name="broker-c",
+    broker_id=0,
+    client_endpoint=pb.v2.Address(host="127.0.0.1", port=8081),
+    data_version=1,
+    topic_configs=[topic_config("classic", 4, 4, 6, TOPIC_TYPES.TOPIC_MESSAGE_TYPE_NORMAL)],
+    remoting_address="127.0.0.1:10911",
+)
+
+
+async def remoting_route(address: str, topic: str) -> remoting_command.RemotingCommand:
+    client = transport.RemotingClient()
+    try:
+        request = remoting_command.request(
+            remoting_codes.RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+        )
+        return await client.invoke(address, request, 10)
+    finally:
+        await client.close()
+
+
+async def register(address: str, request: pb.registry.RegisterBrokerRequest) -> None:
+    async with grpc.aio.insecure_channel(address) as channel:
+        response = await pb.registry_grpc.RegistryStub(channel).RegisterBroker(request, timeout=10)
+        assert response.status.code == errors.Code.OK, response
+
+
+def test_one_port_serves_grpc_and_remoting(tmp_path: pathlib.Path) -> None:
+    """By default the --listen port answers gRPC (a registration, QueryRoute) and Remoting
+    (GET_ROUTEINFO_BY_TOPIC with the broker's Remoting address) side by side, and a bad
+    Remoting frame closes only its own connection."""
+    process = NameServerProcess(tmp_path / "namesrv.log")
+
+    async def scenario() -> None:
+        await wait_until_serving(process)
+        await register(process.address, CLASSIC_BROKER)
+        reply = await remoting_route(process.address, "classic")
+        assert reply.code == 0, reply.remark
+        route = fastjson.loads(reply.body)
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10911"}
+        host, port = process.address.split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"\x00\x00\x00\x09\x00\x00\x00\x05{garb")
+        async with asyncio.timeout(10):
+            assert await reader.read(1) == b""
+        writer.close()
+        assert (await remoting_route(process.address, "nope")).code == 17
+
+    try:
+        asyncio.run(scenario())
+        assert query_route(process.address, "classic").status.code == 20000
+    finally:
+        assert process.stop() == 0, process.log_path.read_text()
+
+
+def test_remoting_listen_moves_remoting_to_its_own_port(tmp_path: pathlib.Path) -> None:
+    """``--remoting-listen`` serves Remoting on that port while gRPC stays on --listen."""
+    remoting_address = f"127.0.0.1:{free_port()}"
+    process = NameServerProcess(tmp_path / "namesrv.log", "--remoting-listen", remoting_address)
+
+    async def scenario() -> None:
+        await wait_until_serving(process)
+        await register(process.address, CLASSIC_BROKER)
+        reply = await remoting_route(remoting_address, "classic")
+        assert reply.code == 0 and b'"0":"127.0.0.1:10911"' in reply.body
+
+    try:
+        asyncio.run(scenario())
+        assert query_route(process.address, "classic").status.code == 20000
+    finally:
+        assert process.stop() == 0, process.log_path.read_text()

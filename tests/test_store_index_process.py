@@ -97,12 +97,17 @@ def _stored(namesrv: str, key: str) -> dict[str, object]:
 
 
 def test_offset_message_ids_name_the_broker_that_stored_them(tmp_path: pathlib.Path) -> None:
-    """Two brokers on different ports stamp their own address as STOREHOST: each message's
-    offset message id decodes to the port of the broker that stored it, and
+    """Two brokers on different ports stamp their own classic-protocol (Remoting) address as
+    STOREHOST, because classic clients dial it: each message's offset message id decodes to the
+    Remoting port of the broker that stored it, and
     ``ariane admin message get --id`` of that id finds the message."""
     with namesrv_process(tmp_path) as namesrv:
         ports = {f"broker-{n}": dev.free_port() for n in range(2)}
-        brokers = [start_broker(tmp_path, namesrv, port, name=name) for name, port in ports.items()]
+        remoting = {name: dev.free_port() for name in ports}
+        brokers = [
+            start_broker(tmp_path, namesrv, port, name=name, remoting_port=remoting[name])
+            for name, port in ports.items()
+        ]
         try:
             asyncio.run(_send_keyed(namesrv, [f"id{i}" for i in range(8)], create=True, brokers=2))
             seen: set[object] = set()
@@ -110,7 +115,9 @@ def test_offset_message_ids_name_the_broker_that_stored_them(tmp_path: pathlib.P
                 found = _stored(namesrv, f"id{i}")
                 host, _, port = str(found["store_host"]).rpartition(":")
                 address = message.HostAddress(host, int(port))
-                assert address == message.HostAddress("127.0.0.1", ports[str(found["broker_name"])])
+                assert address == message.HostAddress(
+                    "127.0.0.1", remoting[str(found["broker_name"])]
+                )
                 offset_id = message_codec.create_offset_message_id(
                     address, int(str(found["commit_log_offset"]))
                 )

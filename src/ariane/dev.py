@@ -64,23 +64,29 @@ class DevEndpoints:
         namesrv: ``host:port`` of the name server: the access point clients use.
         broker: ``host:port`` of the broker's gRPC endpoint.
         data_dir: the root of the broker's store.
+        namesrv_remoting: ``host:port`` classic (Remoting) clients and ``mqadmin`` use as the
+            name server (``-n``); the same port as ``namesrv`` (one port serves both).
         namesrv_metrics: URL of the name server's Prometheus ``/metrics``.
         broker_metrics: URL of the broker's Prometheus ``/metrics``.
         broker_role: the broker's role (``""``: a lone broker without HA port).
         master_ha: ``host:port`` of the master's HA port (with slaves).
         slaves: ``host:port`` of each slave's gRPC endpoint, by broker id 1..N.
         slave_data_dirs: each slave's store root, in the same order.
+        broker_remoting: ``host:port`` of the broker's classic protocol (Remoting: classic Java
+            and Go clients dial it after the name server routes them there).
     """
 
     namesrv: str
     broker: str
     data_dir: str
+    namesrv_remoting: str = ""
     namesrv_metrics: str = ""
     broker_metrics: str = ""
     broker_role: str = ""
     master_ha: str = ""
     slaves: tuple[str, ...] = ()
     slave_data_dirs: tuple[str, ...] = ()
+    broker_remoting: str = ""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -221,9 +227,8 @@ def dev_cluster(
     data_dir.mkdir(parents=True, exist_ok=True)
     namesrv_port = namesrv_port or free_port()
     namesrv_addr = f"127.0.0.1:{namesrv_port}"
-    broker_addr = f"127.0.0.1:{broker_port or free_port()}"
-    # free ports, not RocketMQ's 5557: both processes share this host
-    namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))
+    broker_addr, broker_remoting = (f"127.0.0.1:{p or free_port()}" for p in (broker_port, 0))
+    namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))  # not 5557
     children: list[subprocess.Popen[bytes]] = []
     try:
         namesrv = _ariane(
@@ -232,7 +237,7 @@ def dev_cluster(
         )
         children.append(namesrv)
         wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
-        flags = ["--metrics-listen", broker_metrics]
+        flags = ["--metrics-listen", broker_metrics, "--remoting-listen", broker_remoting]
         flags += [] if workers is None else ["--workers", str(workers)]
         flags += ["--broker-role", role, "--ha-listen", master_ha] if role else []
         group = (namesrv_addr, broker_name, flush_disk_type)
@@ -240,6 +245,7 @@ def dev_cluster(
         slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
         yield DevEndpoints(
             namesrv=namesrv_addr,
+            namesrv_remoting=namesrv_addr,
             broker=broker_addr,
             data_dir=str(data_dir),
             namesrv_metrics=f"http://{namesrv_metrics}/metrics",
@@ -248,6 +254,7 @@ def dev_cluster(
             master_ha=master_ha,
             slaves=tuple(slave_addrs),
             slave_data_dirs=tuple(str(data_dir / f"store-slave-{i}") for i in range(1, slaves + 1)),
+            broker_remoting=broker_remoting,
         )
     finally:
         for child in reversed(children):
@@ -332,6 +339,7 @@ def _start_slaves(
                 *("--listen", f"127.0.0.1:{port}", "--broker-id", str(broker_id)),
                 *("--broker-role", "SLAVE", "--master-ha", master_ha, "--workers", "0"),
                 *("--ha-listen", f"127.0.0.1:{free_port()}"),
+                *("--remoting-listen", f"127.0.0.1:{free_port()}"),
             ],
         )
         children.append(slave)
@@ -371,7 +379,9 @@ def run_dev_cluster(
         ) as ends:
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
-                f"ariane dev: name server {ends.namesrv} (clients use this), broker {ends.broker},"
+                f"ariane dev: name server {ends.namesrv} (clients use this; classic Remoting"
+                f" clients and mqadmin too: -n {ends.namesrv_remoting}), broker {ends.broker}"
+                f" (classic protocol {ends.broker_remoting}),"
                 f" data in {ends.data_dir}; metrics at {ends.namesrv_metrics} and"
                 f" {ends.broker_metrics}; Ctrl-C stops both",
                 file=sys.stderr,

@@ -90,7 +90,7 @@ class Client:
         return Outcome(done.returncode, events, done.stderr[-3000:])
 
 
-def _script_output(script: pathlib.Path) -> str:
+def script_output(script: pathlib.Path) -> str:
     """The last stdout line of a fetch/build script (its product); progress goes to stderr."""
     done = subprocess.run(
         ["bash", str(script)],
@@ -109,10 +109,10 @@ def build(name: str, log_dir: pathlib.Path) -> Client:
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if name == "java":
-        classpath = _script_output(HERE / "java" / "fetch.sh")
+        classpath = script_output(HERE / "java" / "fetch.sh")
         command = ("java", f"-Drocketmq.log.root={log_dir}", "-cp", classpath, "Driver")
         return Client(name, command, env)
     assert name == "go", name
-    binary = _script_output(HERE / "go" / "build.sh")
+    binary = script_output(HERE / "go" / "build.sh")
     env["rocketmq.client.logRoot"] = str(log_dir)
     return Client(name, (binary,), env)

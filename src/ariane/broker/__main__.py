@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"gRPC listen address (default {broker_settings.DEFAULT_LISTEN})",
     )
     parser.add_argument(
+        "--remoting-listen",
+        metavar="HOST:PORT",
+        help="classic protocol (Remoting) listen address; port 0 picks one, '' turns it off "
+        f"(default {broker_settings.DEFAULT_REMOTING_LISTEN})",
+    )
+    parser.add_argument(
         "--advertise",
         metavar="HOST:PORT",
         help="endpoint clients are told to dial (default: the listen address)",
@@ -94,6 +100,7 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
         "workers": args.workers,
         "advertised_endpoint": args.advertise,
         "metrics_listen": args.metrics_listen,
+        "remoting_listen": args.remoting_listen,
         "store_dir": args.store_dir,
         "broker_name": ids.BrokerName(args.broker_name) if args.broker_name else None,
         "broker_id": args.broker_id,

@@ -12,7 +12,17 @@ from __future__ import annotations
 import dataclasses
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.processors import admin, admin_deps, consume, pull, retry, send, transaction
+from ariane.broker.processors import (
+    admin,
+    admin_deps,
+    classic_send,
+    consume,
+    pull,
+    retry,
+    send,
+    send_back,
+    transaction,
+)
 from ariane.common import clock
 
 
@@ -30,6 +40,10 @@ class Processors:
             ``EndTransactionProcessor``), rebuilt from the CommitLog.
         retry: retry copies in ``%RETRY%<group>`` and dead letters (the consume path's
             nack/revive/DLQ forwarding; the classic CONSUMER_SEND_MSG_BACK).
+        sender_back: the classic consumers' send-back into ``%RETRY%`` / ``%DLQ%``
+            (``consumerSendMsgBack``).
+        classic_sender: the classic protocol's sends (``SendMessageProcessor`` for messages in
+            their stored form, with the client's queue id).
     """
 
     sender: send.SendProcessor
@@ -38,6 +52,8 @@ class Processors:
     puller: pull.PullProcessor
     transactions: transaction.TransactionalMessageService
     retry: retry.RetryProcessor
+    classic_sender: classic_send.ClassicSendProcessor
+    sender_back: send_back.SendBackProcessor
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -87,6 +103,25 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         ),
         transactions=transactions,
         retry=retrier,
+        classic_sender=classic_send.ClassicSendProcessor(
+            store=broker.store,
+            topics=broker.topics,
+            polling=broker.polling,
+            counters=broker.counters,
+            store_settings=settings.store,
+            schedule=broker.schedule,
+            half_messages=transactions,
+            time=time,
+        ),
+        sender_back=send_back.SendBackProcessor(
+            store=broker.store,
+            topic_table=broker.topics,
+            group_table=broker.groups,
+            schedule=broker.schedule,
+            polling=broker.polling,
+            counters=broker.counters,
+            route_changed=broker.route_changed,
+        ),
     )
 
 

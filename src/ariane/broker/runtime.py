@@ -148,6 +148,9 @@ class BrokerRuntime:
         """This broker's id now (0 = master); a promotion or demotion changes it."""
         self.ha_address = ""
         """``HOST:PORT`` of this broker's HA port, registered with the name servers."""
+        self.remoting_address = ""
+        """``HOST:PORT`` classic (Remoting) clients dial, registered with the name servers; ""
+        while the broker serves no Remoting (name servers then leave it out of Remoting routes)."""
         self.master_ha_address = settings.ha.master_ha
         """A slave's master HA address: configured, or as the name servers report it."""
 
@@ -172,6 +175,16 @@ class BrokerRuntime:
         STOREHOST and a warning says so.
         """
         self.client_endpoint = endpoint
+        self.advertise_store_host(endpoint)
+
+    def advertise_store_host(self, endpoint: str) -> None:
+        """Write ``endpoint`` (``HOST:PORT``) as the STOREHOST of new records: offset message
+        ids then name it (the classic protocol's address when it is served, because classic
+        clients dial the address inside an offset message id).
+
+        A host name is resolved once; if it does not resolve, records keep the previous
+        STOREHOST and a warning says so.
+        """
         host, port = grpc_server.parse_listen(endpoint)
         try:
             ip = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0]

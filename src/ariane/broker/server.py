@@ -35,10 +35,13 @@ from ariane.broker.grpc import (
 )
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, renewal, transaction_check
+from ariane.broker.remoting import service as remoting_service
+from ariane.broker.remoting import transactions as remoting_transactions
 from ariane.broker.services import registration, replication
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
 from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import server as grpc_server
 from ariane.store import clean_service
 
 _log = logging.getLogger(__name__)
@@ -72,6 +75,10 @@ class BrokerServer:
         self.queue_locks: queue_locks.RebalanceLockManager | None = None
         """The live consumer groups and the queue lock table (every protocol adapter shares
         them); set by ``serve``."""
+        self.remoting: remoting_service.RemotingService | None = None
+        self.remoting_address: str = ""
+        """``HOST:PORT`` the classic protocol is served on ("" when it is not); set by
+        ``serve`` once bound."""
 
     @property
     def port(self) -> int:
@@ -107,20 +114,14 @@ class BrokerServer:
         front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
         registrar = registration.RegistrationService(runtime, channels)
-        exposition = metrics.MetricsServer(
-            metrics.BrokerCollector(
-                metrics.loop_source(
-                    asyncio.get_running_loop(),
-                    lambda: metrics_view.snapshot(runtime, client_registry, front, latency),
-                )
-            )
-        )
+        exposition = _exposition(runtime, client_registry, front, latency)
         try:
             self._port = await front.start()
             if self.settings.metrics_listen:
                 self.metrics_port = exposition.start(self.settings.metrics_listen)
                 _log.info("metrics on http://%s/metrics", self.settings.metrics_listen)
             runtime.advertise(self.settings.client_endpoint(self._port))
+            self.remoting = await self._start_remoting(processors, runtime)
             _log.info(
                 "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
                 self.settings.broker_name,
@@ -130,9 +131,7 @@ class BrokerServer:
                 front.workers,
             )
             self.started.set()
-            checker = transaction_check.TransactionCheckService(
-                transactions=processors.transactions, listener=streams, time=self.clock
-            )
+            checker = self._check_service(processors, streams)
             background = (checker.run, renewals.run)
             await self._run_services(
                 stop, runtime, registrar, client_registry, processors.consumer, front, background
@@ -142,6 +141,8 @@ class BrokerServer:
             exposition.close()
             with contextlib.suppress(Exception):
                 await registrar.unregister_all()
+            if self.remoting is not None:
+                await self.remoting.close()
             await front.stop()
             await channels.close()
             runtime.close()
@@ -196,11 +197,53 @@ class BrokerServer:
             ]
             if self.replication is not None:
                 loops.append(tasks.create_task(self.replication.run(), name="replication"))
+            if self.remoting is not None:
+                loops.append(tasks.create_task(self.remoting.run(), name="remoting"))
             if self.slave_sync is not None:
                 loops.append(tasks.create_task(self.slave_sync.run(), name="slave-sync"))
             await stop.wait()
             for loop in loops:
                 loop.cancel()
+
+    def _check_service(
+        self, processors: assembly.Processors, streams: producer_streams.ProducerStreams
+    ) -> transaction_check.TransactionCheckService:
+        """Check-backs go to gRPC producer streams first, then to classic producers."""
+        listeners: list[transaction_check.CheckListener] = [streams]
+        if self.remoting is not None:
+            listeners.append(self.remoting.check_listener)
+        return transaction_check.TransactionCheckService(
+            transactions=processors.transactions,
+            listener=remoting_transactions.CheckListeners(listeners),
+            time=self.clock,
+        )
+
+    async def _start_remoting(
+        self, processors: assembly.Processors, runtime: runtime_mod.BrokerRuntime
+    ) -> remoting_service.RemotingService | None:
+        """Serve the classic protocol on ``remoting_listen`` and make STOREHOST name it.
+
+        Raises:
+            OSError: an explicitly set address cannot be bound.
+        """
+        listen = self.settings.remoting_listen
+        if not listen:
+            return None
+        host, port = grpc_server.parse_listen(listen)
+        service = remoting_service.RemotingService(processors, time=self.clock)
+        try:
+            bound_host, bound_port = await service.start(host, port)
+        except OSError as exc:
+            if self.settings.remoting_listen_explicit:
+                raise
+            _log.warning("classic protocol not served: %s is taken (%s)", listen, exc)
+            return None
+        advertised_host, _ = grpc_server.parse_listen(runtime.client_endpoint)
+        self.remoting_address = f"{advertised_host}:{bound_port}"
+        runtime.remoting_address = self.remoting_address  # registered with the name servers
+        runtime.advertise_store_host(self.remoting_address)
+        _log.info("classic protocol (Remoting) on %s (bound %s)", listen, bound_host)
+        return service
 
     async def _persist_offsets(self, runtime: runtime_mod.BrokerRuntime) -> None:
         interval_s = self.settings.core.offsets.persist_interval_ms / 1000
@@ -281,3 +324,20 @@ def _services(
     ]
     assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
     return implementations
+
+
+def _exposition(
+    runtime: runtime_mod.BrokerRuntime,
+    client_registry: clients.ClientRegistry,
+    front: frontend.FrontEnd,
+    latency: rpc.RpcLatency,
+) -> metrics.MetricsServer:
+    """The ``/metrics`` server over snapshots taken on the broker's event loop."""
+    return metrics.MetricsServer(
+        metrics.BrokerCollector(
+            metrics.loop_source(
+                asyncio.get_running_loop(),
+                lambda: metrics_view.snapshot(runtime, client_registry, front, latency),
+            )
+        )
+    )

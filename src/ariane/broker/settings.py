@@ -254,6 +254,8 @@ class CoreSettings:
 
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
+DEFAULT_REMOTING_LISTEN = "127.0.0.1:10911"
+"""Where the classic protocol is served by default: RocketMQ's broker ``listenPort``."""
 WORKERS_MAX = 64
 """Most front-end worker processes one broker runs."""
 WORKERS_AUTO_MAX = 8
@@ -328,6 +330,16 @@ class BrokerSettings:
     advertised_endpoint: str = ""
     """``HOST:PORT`` clients are told to dial (routes); empty = the listen address."""
 
+    remoting_listen: str = DEFAULT_REMOTING_LISTEN
+    """``HOST:PORT`` serving the classic protocol (Remoting: the classic Java and Go clients,
+    mqadmin); port 0 picks a free one; empty = not served. When it is served, offset message
+    ids (STOREHOST) name this address, because classic clients dial them. The default
+    address is skipped with a warning when it is taken (another broker on the host); an
+    address set explicitly must bind."""
+
+    remoting_listen_explicit: bool = False
+    """Whether ``remoting_listen`` was set by the operator (then a bind failure is fatal)."""
+
     metrics_listen: str = ""
     """``HOST:PORT`` serving Prometheus ``/metrics`` (RocketMQ's port is 5557); empty = none.
     Served by the store-owning process, whatever ``workers`` is."""
@@ -399,6 +411,8 @@ class BrokerSettings:
             grpc_server.parse_listen(self.advertised_endpoint)
         if self.metrics_listen:
             grpc_server.parse_listen(self.metrics_listen)
+        if self.remoting_listen:
+            grpc_server.parse_listen(self.remoting_listen)
         for addr in self.namesrv_addrs:
             grpc_server.parse_listen(addr)
         if not self.namesrv_addrs:
@@ -471,6 +485,8 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> BrokerSettings:
         offsets.setdefault("persist_interval_ms", legacy_persist)
         values["core"] = {**core, "offsets": offsets}
     values.update({k: v for k, v in overrides.items() if v is not None})
+    if "remoting_listen" in values:  # set in the file or by a flag: it must bind
+        values["remoting_listen_explicit"] = True
     if "store_dir" not in values:
         raise ValueError("store_dir is required (--store-dir DIR or store_dir in the config)")
     settings = _build(BrokerSettings, values, "")

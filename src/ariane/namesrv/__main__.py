@@ -21,7 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--listen",
         default=server.DEFAULT_LISTEN,
         metavar="HOST:PORT",
-        help=f"gRPC listen address (default {server.DEFAULT_LISTEN}; use 0.0.0.0:9876 in a pod)",
+        help=f"gRPC and Remoting listen address (default {server.DEFAULT_LISTEN}; use "
+        "0.0.0.0:9876 in a pod)",
+    )
+    parser.add_argument(
+        "--remoting-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Remoting (classic RocketMQ clients, mqadmin) there instead of on --listen's "
+        "port (default: shared with --listen; the first byte tells the protocols apart)",
     )
     parser.add_argument(
         "--metrics-listen",
@@ -42,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     return process.run_server(
         "ariane namesrv",
         make_settings=lambda: server.NameServerSettings(
-            listen=args.listen, metrics_listen=args.metrics_listen
+            listen=args.listen,
+            remoting_listen=args.remoting_listen,
+            metrics_listen=args.metrics_listen,
         ),
         serve=lambda settings, stop: server.NameServer(settings).serve(stop),
         log_level=args.log_level,

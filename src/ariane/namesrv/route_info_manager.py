@@ -102,6 +102,8 @@ class BrokerRegistration:
         ha_address: ``host:port`` of the HA port.
         data_version: grows whenever the broker's topic configs change.
         topic_configs: the group's complete topic configs (used from masters only).
+        remoting_address: ``host:port`` of its Remoting endpoint (classic clients), or "" while
+            it serves none: Remoting routes leave such a broker out.
     """
 
     cluster: ids.ClusterName
@@ -111,6 +113,7 @@ class BrokerRegistration:
     ha_address: str
     data_version: int
     topic_configs: tuple[RegisteredTopic, ...]
+    remoting_address: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +137,7 @@ class BrokerMember:
         ha_address: ``host:port`` of its HA port.
         data_version: the data version it last sent.
         last_update_ms: wall time of its last registration or heartbeat, ms since the epoch.
+        remoting_address: ``host:port`` of its Remoting endpoint, or "" if it serves none.
     """
 
     broker_id: ids.BrokerId
@@ -141,6 +145,7 @@ class BrokerMember:
     ha_address: str
     data_version: int
     last_update_ms: ids.TimestampMs
+    remoting_address: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,10 +182,17 @@ class _Live:
     data_version: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Addresses:
+    client: str
+    ha: str
+    remoting: str
+
+
 @dataclasses.dataclass(slots=True)
 class _Group:
     cluster: ids.ClusterName
-    addrs: dict[ids.BrokerId, tuple[str, str]]  # broker id -> (client address, HA address)
+    addrs: dict[ids.BrokerId, _Addresses]
 
 
 class RouteInfoManager:
@@ -224,11 +236,13 @@ class RouteInfoManager:
             self._cluster_addr_table.get(group.cluster, set()).discard(name)
             group.cluster = registration.cluster
         self._cluster_addr_table.setdefault(registration.cluster, set()).add(name)
-        for other_id, (address, _) in list(group.addrs.items()):
-            if other_id != broker_id and address == registration.client_address:
+        for other_id, addresses in list(group.addrs.items()):
+            if other_id != broker_id and addresses.client == registration.client_address:
                 del group.addrs[other_id]
                 self._broker_live_table.pop((name, other_id), None)
-        group.addrs[broker_id] = (registration.client_address, registration.ha_address)
+        group.addrs[broker_id] = _Addresses(
+            registration.client_address, registration.ha_address, registration.remoting_address
+        )
         self._touch(name, broker_id, registration.data_version)
         if broker_id == ids.MASTER_BROKER_ID:
             self._replace_topic_configs(name, registration.topic_configs)
@@ -330,11 +344,16 @@ class RouteInfoManager:
         group = self._broker_addr_table[broker_name]
         members = []
         for broker_id in sorted(group.addrs):
-            client_address, ha_address = group.addrs[broker_id]
+            addresses = group.addrs[broker_id]
             live = self._broker_live_table[(broker_name, broker_id)]
             members.append(
                 BrokerMember(
-                    broker_id, client_address, ha_address, live.data_version, live.last_update_ms
+                    broker_id,
+                    addresses.client,
+                    addresses.ha,
+                    live.data_version,
+                    live.last_update_ms,
+                    addresses.remoting,
                 )
             )
         return BrokerGroup(group.cluster, broker_name, tuple(members))

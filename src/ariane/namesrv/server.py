@@ -1,10 +1,18 @@
 """``NameServer``: the composition root of a name-server process.
 
-It owns the route tables, the ``grpc.aio`` server (Registry + the access-point part of v2
-MessagingService) and the scan loop that drops silent brokers every ``scan_interval_ms`` (5 s,
-RocketMQ ``scanNotActiveBrokerInterval``). ``serve`` runs them in one ``TaskGroup`` until its
-``stop`` event is set, then stops the gRPC server with a grace period and closes the channels it
-opened to brokers. Name servers keep no state on disk and never talk to each other.
+It owns the route tables, the KV config, the ``grpc.aio`` server (Registry + the access-point
+part of v2 MessagingService), the Remoting server of classic clients (``remoting_service``) and
+the scan loop that drops silent brokers every ``scan_interval_ms`` (5 s, RocketMQ
+``scanNotActiveBrokerInterval``). ``serve`` runs them in one ``TaskGroup`` until its ``stop``
+event is set, then closes the Remoting connections, stops the gRPC server with a grace period and
+closes the channels it opened to brokers. Name servers keep no state on disk and never talk to
+each other.
+
+Port layout: by default both protocols share ``listen`` (RocketMQ's 9876). A
+``remoting.front.SharedPortFront`` listens there, serves Remoting connections itself and splices
+the others (HTTP/2) to the gRPC server, which then listens only on a Unix socket in a private
+temporary directory. ``remoting_listen`` set to another address serves Remoting there and gRPC
+directly on ``listen``, with no extra hop.
 """
 
 from __future__ import annotations
@@ -12,6 +20,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -19,8 +31,10 @@ from ariane import metrics
 from ariane.common import clock as clock_module
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import server as grpc_server
-from ariane.namesrv import forward, service
+from ariane.namesrv import forward, kv_config, remoting_service, service
 from ariane.namesrv import route_info_manager as rim
+from ariane.remoting import front as remoting_front
+from ariane.remoting import transport as remoting_transport
 
 _log = logging.getLogger(__name__)
 
@@ -33,7 +47,20 @@ class NameServerSettings:
     """Settings of one name-server process."""
 
     listen: str = DEFAULT_LISTEN
-    """``HOST:PORT`` to serve gRPC on; port 0 picks a free port."""
+    """``HOST:PORT`` to serve gRPC on (and Remoting, unless ``remoting_listen`` is another
+    address); port 0 picks a free port."""
+
+    remoting_listen: str = ""
+    """``HOST:PORT`` to serve Remoting (classic clients) on; "" or equal to ``listen`` shares
+    ``listen``'s port (the first byte tells the protocols apart)."""
+
+    kv_entries_max: int = kv_config.KV_ENTRIES_MAX
+    """Entries the KV config holds over all namespaces (PUT_KV_CONFIG beyond: SYSTEM_BUSY)."""
+
+    remoting: remoting_transport.TransportSettings = dataclasses.field(
+        default_factory=remoting_transport.TransportSettings
+    )
+    """Bounds of the Remoting server (connections, requests in flight, idle timeout)."""
 
     metrics_listen: str = ""
     """``HOST:PORT`` serving Prometheus ``/metrics`` (RocketMQ's port is 5557); empty = none."""
@@ -57,6 +84,10 @@ class NameServerSettings:
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
+        if self.remoting_listen:
+            grpc_server.parse_listen(self.remoting_listen)
+        if not 1 <= self.kv_entries_max <= 10_000_000:
+            raise ValueError("kv_entries_max must be 1..10000000")
         if self.metrics_listen:
             grpc_server.parse_listen(self.metrics_listen)
         if not 100 <= self.scan_interval_ms <= 60_000:
@@ -86,7 +117,10 @@ class NameServer:
         self.manager = rim.RouteInfoManager(settings=settings.route, clock=self._clock)
         self._channels = rpc.ChannelPool(channels_max=settings.broker_channels_max)
         self._latency = rpc.RpcLatency()
+        self.kv = kv_config.KvConfig(entries_max=settings.kv_entries_max)
         self._port: int | None = None
+        self.remoting_port: int | None = None
+        """The bound Remoting port once ``started`` is set (``port`` when they share one)."""
         self.metrics_port: int | None = None
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
         self.started = asyncio.Event()
@@ -121,9 +155,22 @@ class NameServer:
             OSError: if the listen address cannot be bound.
         """
         server = grpc_server.build(self._settings.server, self._handlers())
-        self._port = grpc_server.bind(server, self._settings.listen)
-        await server.start()
-        _log.info("name server listening on %s (port %d)", self._settings.listen, self._port)
+        remoting = remoting_transport.RemotingServer(
+            remoting_service.RemotingNameService(self.manager, self.kv).handlers(),
+            settings=self._settings.remoting,
+        )
+        private_dir = tempfile.mkdtemp(prefix="ariane-namesrv-")
+        try:
+            closer = await self._listen(server, remoting, private_dir)
+        except BaseException:
+            shutil.rmtree(private_dir, ignore_errors=True)
+            raise
+        _log.info(
+            "name server listening on %s (gRPC port %d, Remoting port %s)",
+            self._settings.listen,
+            self._port,
+            self.remoting_port,
+        )
         exposition = metrics.MetricsServer(
             metrics.NameServerCollector(
                 metrics.loop_source(asyncio.get_running_loop(), self.metrics_snapshot)
@@ -141,9 +188,41 @@ class NameServer:
         finally:
             _log.info("name server stopping")
             exposition.close()
+            # gRPC first: its GOAWAY and last answers still pass the front's splices.
             await server.stop(self._settings.server.shutdown_grace_ms / 1000)
+            await closer()
+            shutil.rmtree(private_dir, ignore_errors=True)
             await self._channels.close()
             _log.info("name server stopped")
+
+    async def _listen(
+        self,
+        server: grpc.aio.Server,
+        remoting: remoting_transport.RemotingServer,
+        private_dir: str,
+    ) -> Callable[[], Awaitable[None]]:
+        """Bind gRPC and Remoting as the port layout says; returns what closes Remoting.
+
+        Raises:
+            OSError: an address cannot be bound.
+        """
+        settings = self._settings
+        if settings.remoting_listen and settings.remoting_listen != settings.listen:
+            self._port = grpc_server.bind(server, settings.listen)
+            await server.start()
+            self.remoting_port = await _start_listener(
+                server, remoting.start, settings.remoting_listen
+            )
+            return remoting.close
+        path = os.path.join(private_dir, "grpc.sock")
+        if server.add_insecure_port(f"unix:{path}") == 0:
+            raise OSError(f"cannot listen on unix:{path}")
+        await server.start()
+        front = remoting_front.SharedPortFront(remoting, grpc_unix_path=path)
+        self._port = self.remoting_port = await _start_listener(
+            server, front.start, settings.listen
+        )
+        return front.close
 
     def metrics_snapshot(self) -> metrics.NameServerSnapshot:
         """What ``/metrics`` shows: live brokers, masters per group, routed topics, call
@@ -167,3 +246,23 @@ class NameServer:
             await asyncio.sleep(interval_s)
             for broker_name, broker_id in self.manager.scan_not_active_brokers():
                 _log.warning("dropped broker %s/%s: silent too long", broker_name, broker_id)
+
+
+async def _start_listener(
+    server: grpc.aio.Server,
+    start: Callable[[str, int], Awaitable[tuple[str, int]]],
+    listen: str,
+) -> int:
+    """Start a listener on ``listen`` and return its port; on failure stop the started gRPC
+    server and raise.
+
+    Raises:
+        OSError: ``listen`` cannot be bound ("cannot listen on ...", as the gRPC bind says).
+    """
+    host, port = grpc_server.parse_listen(listen)
+    try:
+        _, bound = await start(host, port)
+    except OSError as exc:
+        await server.stop(None)
+        raise OSError(f"cannot listen on {listen}: {exc}") from exc
+    return bound

@@ -61,6 +61,7 @@ def registration_of(request: pb.registry.RegisterBrokerRequest) -> rim.BrokerReg
         ha_address=request.ha_address,
         data_version=request.data_version,
         topic_configs=configs,
+        remoting_address=request.remoting_address,
     )
 
 
@@ -82,6 +83,7 @@ def group_message(group: rim.BrokerGroup) -> pb.registry.BrokerGroup:
                 ha_address=m.ha_address,
                 data_version=m.data_version,
                 last_update_timestamp_ms=m.last_update_ms,
+                remoting_address=m.remoting_address,
             )
             for m in group.members
         ],

@@ -282,6 +282,24 @@ class AdminProcessor:
         _log.info("admin: group %s deleted (%d consumer offsets dropped)", group, removed)
         return group
 
+    def consumer_heartbeat(self, name: str, *, clustering: bool) -> None:
+        """What a classic consumer's heartbeat creates (RocketMQ ``ClientManageProcessor``
+        ``heartBeat``): the subscription group (when auto-created) and, for CLUSTERING, its
+        ``%RETRY%<group>`` topic (1 queue, perm 6), registered with the name servers at once
+        because the client subscribes to it and needs its route.
+
+        Raises:
+            IllegalConsumerGroupError: the name breaks the group name rules.
+            ConsumerGroupNotFoundError: unknown group and auto-create is off.
+            TooManyRequestsError: a table is full.
+        """
+        group = self._d.group_table.require(name).group
+        if not clustering or self._d.topic_table.get(topics.retry_topic(group)) is not None:
+            return
+        self._d.topic_table.ensure_retry_topic(group)
+        self._d.route_changed.set()
+        _log.info("retry topic of consumer group %s created", group)
+
     def list_groups(self) -> tuple[subscriptions.SubscriptionGroupConfig, ...]:
         """Every group sorted by name."""
         return self._d.group_table.list_all()
@@ -442,6 +460,21 @@ class AdminProcessor:
                 f"no message with key {key!r} in topic {topic} on broker {self._d.broker_name}"
             )
         return _within_body_budget(found)
+
+    def message_at(self, commit_log_offset: int) -> message.StoredMessage:
+        """The message whose record starts at ``commit_log_offset`` (RocketMQ
+        ``VIEW_MESSAGE_BY_ID``, which reads the offset inside an offset message id).
+
+        Raises:
+            MessageNotFoundError: no readable record starts there (wrong offset, deleted by
+                retention, or corrupt).
+        """
+        found = self._read([commit_log_offset])
+        if not found:
+            raise errors.MessageNotFoundError(
+                f"no message starts at CommitLog offset {commit_log_offset} on this broker"
+            )
+        return found[0]
 
     def _read(self, offsets: Iterable[int]) -> list[message.StoredMessage]:
         found: list[message.StoredMessage] = []

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ariane.broker.processors import long_polling
@@ -264,36 +264,13 @@ class SendProcessor:
         return incoming.message_type == "DELAY" and incoming.delivery_timestamp_ms is not None
 
     def _writable_topic(self, name: str) -> topic_config.TopicConfig:
-        validated = topics.validate_topic(name)
-        topic = self._topics.require(validated, auto_create=True)
-        if not topic.writeable:
-            raise errors.ForbiddenError(f"topic {name!r} is not writable on this broker")
-        return topic
+        return writable_topic(self._topics, name)
 
     def _check_body(self, body: bytes) -> None:
-        if not body:
-            raise errors.MessageBodyEmptyError("message body is empty; send at least one byte")
-        limit = self._limits.message_size_bytes_max
-        if len(body) > limit:
-            raise errors.MessageBodyTooLargeError(
-                f"message body is {len(body)} bytes; the limit is {limit}"
-            )
+        check_body(body, self._limits)
 
     def _check_properties(self, properties: dict[str, str]) -> None:
-        # The store refuses these too, but only message by message inside its batch: checked
-        # here, one bad message refuses its request before anything is appended.
-        encoded = message_codec.properties_to_bytes(properties)
-        if encoded is None:
-            raise errors.BadRequestError(
-                "a property name or value holds a control character \\x01 or \\x02 "
-                "(the store's property separators)"
-            )
-        limit = self._limits.properties_size_bytes_max
-        if len(encoded) > limit:
-            raise errors.MessagePropertiesTooLargeError(
-                f"the message's properties (keys, tag, ids, user properties) take "
-                f"{len(encoded)} bytes; the limit is {limit}"
-            )
+        check_properties(properties, self._limits)
 
     def _choose_queue(
         self, topic: topic_config.TopicConfig, message_group: str | None
@@ -302,6 +279,60 @@ class SendProcessor:
         if message_group is not None:
             return ids.QueueId(zlib.crc32(message_group.encode()) % count)
         return ids.QueueId(next(self._round_robin) % count)
+
+
+def writable_topic(table: topic_config.TopicConfigManager, name: str) -> topic_config.TopicConfig:
+    """The config of topic ``name`` for a producer (auto-created when that is on).
+
+    Raises:
+        IllegalTopicError: a bad name. TopicNotFoundError: unknown and not auto-created.
+        ForbiddenError: the topic is not writable on this broker.
+    """
+    topic = table.require(topics.validate_topic(name), auto_create=True)
+    if not topic.writeable:
+        raise errors.ForbiddenError(f"topic {name!r} is not writable on this broker")
+    return topic
+
+
+def check_body(body: bytes, limits_: store_settings_mod.StoreSettings) -> None:
+    """Refuse an empty body or one above ``message_size_bytes_max``.
+
+    Raises:
+        MessageBodyEmptyError, MessageBodyTooLargeError: as their names say.
+    """
+    if not body:
+        raise errors.MessageBodyEmptyError("message body is empty; send at least one byte")
+    limit = limits_.message_size_bytes_max
+    if len(body) > limit:
+        raise errors.MessageBodyTooLargeError(
+            f"message body is {len(body)} bytes; the limit is {limit}"
+        )
+
+
+def check_properties(
+    properties: Mapping[str, str], limits_: store_settings_mod.StoreSettings
+) -> None:
+    """Refuse properties the store would refuse: separators in names or values, or more than
+    ``properties_size_bytes_max`` encoded.
+
+    The store refuses these too, but only message by message inside its batch: checked before,
+    one bad message refuses its request before anything is appended.
+
+    Raises:
+        BadRequestError: a separator. MessagePropertiesTooLargeError: too large.
+    """
+    encoded = message_codec.properties_to_bytes(properties)
+    if encoded is None:
+        raise errors.BadRequestError(
+            "a property name or value holds a control character \\x01 or \\x02 "
+            "(the store's property separators)"
+        )
+    limit = limits_.properties_size_bytes_max
+    if len(encoded) > limit:
+        raise errors.MessagePropertiesTooLargeError(
+            f"the message's properties (keys, tag, ids, user properties) take "
+            f"{len(encoded)} bytes; the limit is {limit}"
+        )
 
 
 GZIP_MAGIC = b"\x1f\x8b"

@@ -259,9 +259,12 @@ class TransactionalMessageService:
     # -- EndTransaction -----------------------------------------------------------------------
 
     async def end_transaction(
-        self, *, topic: str, message_id: str, transaction_id: str, resolution: Resolution
+        self, *, topic: str | None, message_id: str, transaction_id: str, resolution: Resolution
     ) -> None:
         """Commit or roll back one half message (RocketMQ ``EndTransactionProcessor``).
+
+        ``topic`` ``None`` skips the topic check (a classic END_TRANSACTION sent in answer to a
+        check-back names no topic).
 
         COMMIT writes the message to its real topic and queue (same message id) and an op
         record; ROLLBACK writes only the op record. Repeating the resolution a transaction
@@ -287,7 +290,10 @@ class TransactionalMessageService:
             )
         half = self._read(entry)
         props = half.properties
-        if props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != message_id or props[P.REAL_TOPIC] != topic:
+        if props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != message_id or topic not in (
+            None,
+            props[P.REAL_TOPIC],
+        ):
             raise errors.InvalidTransactionIdError(
                 f"transaction {transaction_id!r} is not message {message_id!r} of topic {topic!r}"
             )

@@ -83,6 +83,7 @@ class RegistrationService:
             broker_id=runtime.broker_id,
             client_endpoint=convert.address(host, port),
             ha_address=runtime.ha_address,
+            remoting_address=runtime.remoting_address,
             data_version=runtime.topics.data_version.counter,
             topic_configs=[
                 pb.topic.TopicConfig(

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs", "remoting_address")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class RegisterBrokerRequest(_message.Message):
     HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    REMOTING_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -24,7 +25,8 @@ class RegisterBrokerRequest(_message.Message):
     ha_address: str
     data_version: int
     topic_configs: _containers.RepeatedCompositeFieldContainer[_topic_pb2.TopicConfig]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ...) -> None: ...
+    remoting_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("status", "master_client_endpoint", "master_ha_address")
@@ -73,18 +75,20 @@ class BrokerHeartbeatResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ...) -> None: ...
 
 class BrokerMember(_message.Message):
-    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms")
+    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms", "remoting_address")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     LAST_UPDATE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    REMOTING_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     client_endpoint: _definition_pb2.Address
     ha_address: str
     data_version: int
     last_update_timestamp_ms: int
-    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ...) -> None: ...
+    remoting_address: str
+    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ..., remoting_address: _Optional[str] = ...) -> None: ...
 
 class BrokerGroup(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "members")

@@ -1,0 +1,132 @@
+"""``RemotingService``: the classic protocol's server on a broker, over the broker's processors.
+
+It owns the Remoting server (``ariane.remoting.transport``), the handler table (request code ->
+handler of this package), the classic client table, the outbox of pushed requests and the loop
+that expires silent clients. The composition root (``broker.server``) starts it on
+``remoting_listen``, runs ``run()`` in its ``TaskGroup`` and hands ``check_listener`` to the
+transaction check service. Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from
+the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ariane.broker import assembly
+from ariane.broker.remoting import (
+    clients,
+    locks,
+    membership,
+    pulling,
+    queries,
+    replies,
+    sending,
+    transactions,
+)
+from ariane.broker.remoting import outbox as outbox_mod
+from ariane.common import clock, message
+from ariane.remoting import codes, command, transport
+
+_log = logging.getLogger(__name__)
+
+RQ = codes.RequestCode
+
+CLIENT_EXPIRY_INTERVAL_S = 10.0
+"""How often silent classic clients are dropped."""
+
+
+class RemotingService:
+    """The classic protocol on one broker.
+
+    Args:
+        processors: the broker's protocol-neutral processors.
+        time: the clock (client expiry).
+    """
+
+    def __init__(self, processors: assembly.Processors, *, time: clock.Clock) -> None:
+        self.table = clients.ClassicClientTable(time=time)
+        self.outbox = outbox_mod.Outbox()
+        self._sender = sending.SendHandler(processors.classic_sender, processors.sender_back)
+        self._puller = pulling.PullHandler(processors.puller, self.table)
+        self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
+        self._ender = transactions.EndTransactionHandler(processors.transactions)
+        self._queries = queries.QueryHandler(processors.admin)
+        self.locks = locks.QueueLocks(time=time)
+        self._lock_handler = locks.LockHandler(self.locks)
+        self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
+        """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
+        self.server = transport.RemotingServer(self.handlers(), on_connect=self._on_connect)
+
+    def handlers(self) -> dict[int, replies.TransportHandler]:
+        """Request code -> handler."""
+        puller, members, queries_ = self._puller, self.membership, self._queries
+
+        async def send(c: transport.Connection, r: command.RemotingCommand) -> Reply:
+            return await self._sender.handle(born_host(c.remote_address), r)
+
+        async def heartbeat(c: transport.Connection, r: command.RemotingCommand) -> Reply:
+            return await members.heartbeat(c, r)
+
+        table: dict[int, replies.TransportHandler] = {
+            RQ.SEND_MESSAGE: send,
+            RQ.SEND_MESSAGE_V2: send,
+            RQ.SEND_BATCH_MESSAGE: send,
+            RQ.HEART_BEAT: heartbeat,
+        }
+        for code, handler in (
+            (RQ.PULL_MESSAGE, puller.pull),
+            (RQ.LITE_PULL_MESSAGE, puller.pull),
+            (RQ.QUERY_CONSUMER_OFFSET, puller.query_consumer_offset),
+            (RQ.UPDATE_CONSUMER_OFFSET, puller.update_consumer_offset),
+            (RQ.SEARCH_OFFSET_BY_TIMESTAMP, puller.queue_offset),
+            (RQ.GET_MAX_OFFSET, puller.queue_offset),
+            (RQ.GET_MIN_OFFSET, puller.queue_offset),
+            (RQ.GET_EARLIEST_MSG_STORETIME, puller.queue_offset),
+            (RQ.CONSUMER_SEND_MSG_BACK, self._sender.send_back),
+            (RQ.UNREGISTER_CLIENT, members.unregister),
+            (RQ.GET_CONSUMER_LIST_BY_GROUP, members.consumer_list),
+            (RQ.CHECK_CLIENT_CONFIG, members.check_client_config),
+            (RQ.END_TRANSACTION, self._ender.handle),
+            (RQ.LOCK_BATCH_MQ, self._lock_handler.lock),
+            (RQ.UNLOCK_BATCH_MQ, self._lock_handler.unlock),
+            (RQ.VIEW_MESSAGE_BY_ID, queries_.view_by_id),
+            (RQ.QUERY_MESSAGE, queries_.query),
+        ):
+            table[code] = replies.ignoring_connection(handler)
+        return table
+
+    def _on_connect(self, connection: transport.Connection) -> None:
+        connection.add_close_callback(self.membership.connection_closed)
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on ``host:port`` (0 picks a port); returns the bound address.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        return await self.server.start(host, port)
+
+    async def run(self) -> None:
+        """Send pushed requests and expire silent clients until cancelled."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.outbox.run(), name="remoting-outbox")
+            tasks.create_task(self._expire(), name="remoting-client-expiry")
+
+    async def _expire(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_EXPIRY_INTERVAL_S)
+            self.membership.expire()
+
+    async def close(self) -> None:
+        """Stop listening and close every connection."""
+        await self.server.close()
+
+
+Reply = command.RemotingCommand | None
+
+
+def born_host(remote_address: str) -> message.HostAddress:
+    """The BORNHOST of a connection's ``ip:port`` (port 0 when it does not parse)."""
+    host, _, port = remote_address.rpartition(":")
+    return message.HostAddress(host.strip("[]") or "127.0.0.1", int(port) if port.isdigit() else 0)

@@ -1,0 +1,184 @@
+"""The name server's Remoting handlers: what classic clients and ``mqadmin`` ask a name server.
+
+Codes served (remoting.md §2, §5), over the same ``RouteInfoManager`` as the gRPC registry:
+
+* 105 GET_ROUTEINFO_BY_TOPIC: ext ``topic`` → TopicRouteData as fastjson writes it, or 17
+  TOPIC_NOT_EXIST;
+* 106 GET_BROKER_CLUSTER_INFO: ``{"brokerAddrTable":{…},"clusterAddrTable":{…}}``;
+* 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER: ``{"topicList":[…]}``;
+* 100/101/102 PUT/GET/DELETE_KV_CONFIG and 219 GET_KVLIST_BY_NAMESPACE (``kv_config``);
+* 34 HEART_BEAT and 35 UNREGISTER_CLIENT answered 0 (``mqadmin``'s inner producer sends them to
+  the name server address it was given).
+
+Every other code gets REQUEST_CODE_NOT_SUPPORTED from the transport (103 REGISTER_BROKER
+included: Ariane brokers register over gRPC).
+
+Invariants of every route answer, which Java and Go rely on:
+
+* a broker appears at its **Remoting** address; brokers that registered none (they serve only
+  gRPC) are left out, since a classic client cannot speak gRPC; a group left without members
+  is left out with its queue data, and a topic left with nothing is TOPIC_NOT_EXIST;
+* every queueData has a brokerData of the same brokerName, no list or map is null, and
+  ``brokerAddrs`` is keyed by the broker id as a quoted string (``"0"`` = master);
+* JSON is compact (Go splits addresses on ``,`` and the first ``:``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ariane.common import errors, ids
+from ariane.namesrv import kv_config
+from ariane.namesrv import route_info_manager as rim
+from ariane.remoting import codes, fastjson, transport
+from ariane.remoting import command as cmd
+
+_log = logging.getLogger(__name__)
+
+Reply = cmd.RemotingCommand
+
+
+def broker_data(group: rim.BrokerGroup) -> dict[str, object] | None:
+    """The ``BrokerData`` JSON of a group's members that serve Remoting, or ``None`` if none do.
+
+    Fields as RocketMQ ``BrokerData`` (``cluster``, ``brokerName``, ``brokerAddrs`` keyed by
+    broker id, ``enableActingMaster``).
+    """
+    addrs = {str(m.broker_id): m.remoting_address for m in group.members if m.remoting_address}
+    if not addrs:
+        return None
+    return {
+        "brokerAddrs": addrs,
+        "brokerName": group.broker_name,
+        "cluster": group.cluster,
+        "enableActingMaster": False,
+    }
+
+
+def topic_route_data(route: rim.TopicRoute) -> dict[str, object] | None:
+    """The TopicRouteData JSON of a route, limited to Remoting brokers; ``None`` if none is left.
+
+    Fields as RocketMQ ``TopicRouteData``: ``brokerDatas``, ``queueDatas`` (``brokerName``,
+    ``perm``, ``readQueueNums``, ``writeQueueNums``, ``topicSysFlag``), ``filterServerTable``.
+    """
+    datas = {}
+    for group in route.broker_groups:
+        data = broker_data(group)
+        if data is not None:
+            datas[group.broker_name] = data
+    queues = [
+        {
+            "brokerName": q.broker_name,
+            "perm": q.perm,
+            "readQueueNums": q.read_queue_nums,
+            "topicSysFlag": 0,
+            "writeQueueNums": q.write_queue_nums,
+        }
+        for q in route.queue_datas
+        if q.broker_name in datas
+    ]
+    if not queues:
+        return None
+    return {
+        "brokerDatas": [datas[name] for name in sorted(datas)],
+        "filterServerTable": {},
+        "queueDatas": queues,
+    }
+
+
+def cluster_info(groups: tuple[rim.BrokerGroup, ...]) -> dict[str, object]:
+    """The ClusterInfo JSON (``brokerAddrTable``, ``clusterAddrTable``) of Remoting brokers."""
+    broker_table: dict[str, object] = {}
+    cluster_table: dict[str, list[str]] = {}
+    for group in groups:
+        data = broker_data(group)
+        if data is None:
+            continue
+        broker_table[group.broker_name] = data
+        cluster_table.setdefault(group.cluster, []).append(group.broker_name)
+    return {"brokerAddrTable": broker_table, "clusterAddrTable": cluster_table}
+
+
+class RemotingNameService:
+    """Handlers of the name server's Remoting codes.
+
+    Args:
+        manager: the route tables (shared with the gRPC registry).
+        kv: the KV config.
+    """
+
+    def __init__(self, manager: rim.RouteInfoManager, kv: kv_config.KvConfig) -> None:
+        self._manager = manager
+        self._kv = kv
+
+    def handlers(self) -> dict[int, transport.Handler]:
+        """The handler table for ``transport.RemotingServer``."""
+        request = codes.RequestCode
+        return {
+            request.GET_ROUTEINFO_BY_TOPIC: self.get_route,
+            request.GET_BROKER_CLUSTER_INFO: self.get_cluster_info,
+            request.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_topic_list,
+            request.PUT_KV_CONFIG: self.put_kv,
+            request.GET_KV_CONFIG: self.get_kv,
+            request.DELETE_KV_CONFIG: self.delete_kv,
+            request.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
+            request.HEART_BEAT: self.accept,
+            request.UNREGISTER_CLIENT: self.accept,
+        }
+
+    async def get_route(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """105: the topic's route, or TOPIC_NOT_EXIST (``getRouteInfoByTopic``)."""
+        topic = req.ext_fields.get("topic", "")
+        try:
+            route = self._manager.pickup_topic_route(ids.TopicName(topic))
+        except errors.TopicNotFoundError:
+            route = None
+        data = None if route is None else topic_route_data(route)
+        if data is None:
+            remark = f"No topic route info in name server for the topic: {topic}"
+            return cmd.response(req, codes.ResponseCode.TOPIC_NOT_EXIST, remark=remark)
+        return cmd.response(req, body=fastjson.dumps(data))
+
+    async def get_cluster_info(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """106: every Remoting broker by name and the broker names of each cluster."""
+        return cmd.response(req, body=fastjson.dumps(cluster_info(self._manager.cluster_info())))
+
+    async def get_topic_list(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """206: every topic with a route (``TopicList``)."""
+        return cmd.response(req, body=fastjson.dumps({"topicList": self._manager.topic_names()}))
+
+    async def put_kv(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """100: store ``namespace``/``key`` = ``value``."""
+        ext = req.ext_fields
+        try:
+            self._kv.put(ext.get("namespace", ""), ext.get("key", ""), ext.get("value", ""))
+        except kv_config.KvConfigFullError as exc:
+            return cmd.response(req, codes.ResponseCode.SYSTEM_BUSY, remark=str(exc))
+        return cmd.response(req)
+
+    async def get_kv(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """101: ext ``value``, or QUERY_NOT_FOUND."""
+        namespace, key = req.ext_fields.get("namespace", ""), req.ext_fields.get("key", "")
+        value = self._kv.get(namespace, key)
+        if value is None:
+            remark = f"No config item, Namespace: {namespace} Key: {key}"
+            return cmd.response(req, codes.ResponseCode.QUERY_NOT_FOUND, remark=remark)
+        return cmd.response(req, ext_fields={"value": value})
+
+    async def delete_kv(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """102: remove the entry (success whether or not it existed)."""
+        self._kv.delete(req.ext_fields.get("namespace", ""), req.ext_fields.get("key", ""))
+        return cmd.response(req)
+
+    async def get_kv_list(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """219: the namespace's entries as a KVTable (``{"table":{…}}``), or QUERY_NOT_FOUND."""
+        namespace = req.ext_fields.get("namespace", "")
+        table = self._kv.namespace(namespace)
+        if not table:
+            remark = f"No config item, Namespace: {namespace}"
+            return cmd.response(req, codes.ResponseCode.QUERY_NOT_FOUND, remark=remark)
+        return cmd.response(req, body=fastjson.dumps({"table": table}))
+
+    async def accept(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """34, 35: success with nothing to do (a name server keeps no client table)."""
+        return cmd.response(req)

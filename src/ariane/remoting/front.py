@@ -1,0 +1,216 @@
+"""One TCP port for both protocols: Remoting served here, everything else forwarded to gRPC.
+
+RocketMQ users expect a name server at 9876 for classic (Remoting) clients, and Ariane's gRPC
+clients already use that port. The first byte a client sends tells them apart: a Remoting frame
+starts with its 4-byte big-endian length, whose high byte is 0 for every frame up to
+``FRAME_BYTES_MAX`` (16 MiB); an HTTP/2 client starts with the preface ``PRI * HTTP/2.0``
+(``P``), a TLS client with a handshake record (0x16). So a connection whose first byte is 0 is
+handed to a ``transport.RemotingServer``; any other is spliced, bytes unchanged, to the gRPC
+server listening on an internal address (a Unix socket or a loopback port).
+
+The splice is two ``asyncio.Protocol``s writing into each other's transport, with flow control
+(a peer that does not read pauses reading from the other side), half-closes passed on, and
+either side's close closing both. It adds one local hop to every gRPC call; the name server
+measures it (README, "Classic (Remoting) clients").
+
+Ownership: the front owns its listening socket, the splices and the Remoting connection tasks;
+``close`` ends them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from ariane.remoting import transport
+
+_log = logging.getLogger(__name__)
+
+SNIFF_TIMEOUT_S = 30.0
+"""A connection that sends nothing for this long is closed before it is classified."""
+
+STREAM_LIMIT_BYTES = 2**16
+"""Read-buffer limit of a Remoting connection's stream (asyncio's default)."""
+
+
+class _Splice(asyncio.Protocol):
+    """One direction's receiving end: bytes received here are written to ``peer``."""
+
+    def __init__(self, front: SharedPortFront) -> None:
+        self.front = front
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Splice | None = None
+        self.pending: list[bytes] = []
+        self.peer_paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.front.splices.add(self)
+
+    def attach(self, peer: _Splice) -> None:
+        """Start forwarding to ``peer`` (flushing what arrived before it existed)."""
+        self.peer = peer
+        assert peer.transport is not None
+        for chunk in self.pending:
+            peer.transport.write(chunk)
+        self.pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if self.peer is None or self.peer.transport is None:
+            self.pending.append(data)
+            return
+        self.peer.transport.write(data)
+
+    def eof_received(self) -> bool:
+        peer_transport = None if self.peer is None else self.peer.transport
+        if peer_transport is not None and peer_transport.can_write_eof():
+            peer_transport.write_eof()
+            return True  # keep the other direction open until it ends too
+        return False
+
+    def pause_writing(self) -> None:
+        # Our transport's buffer is full: stop reading from the side that fills it.
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.front.splices.discard(self)
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.close()
+
+
+class _Sniff(asyncio.Protocol):
+    """Waits for a connection's first bytes, then hands it to Remoting or to the splice."""
+
+    def __init__(self, front: SharedPortFront) -> None:
+        self.front = front
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.decided = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.timer = asyncio.get_running_loop().call_later(SNIFF_TIMEOUT_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self.decided or not data or self.transport is None:
+            return
+        self.decided = True
+        if self.timer is not None:
+            self.timer.cancel()
+        if data[0] == 0:
+            self.front.hand_to_remoting(self.transport, data)
+        else:
+            self.front.hand_to_grpc(self.transport, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+class SharedPortFront:
+    """Listens on one port; serves Remoting itself and splices other connections to gRPC.
+
+    Args:
+        remoting: the server that gets Remoting connections.
+        grpc_unix_path: the gRPC server's Unix socket, or
+        grpc_address: its ``(host, port)`` (exactly one of the two).
+    """
+
+    def __init__(
+        self,
+        remoting: transport.RemotingServer,
+        *,
+        grpc_unix_path: str = "",
+        grpc_address: tuple[str, int] | None = None,
+    ) -> None:
+        assert bool(grpc_unix_path) != (grpc_address is not None), "one gRPC target"
+        self._remoting = remoting
+        self._grpc_unix_path = grpc_unix_path
+        self._grpc_address = grpc_address
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.splices: set[_Splice] = set()
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on ``host:port`` (port 0 picks one); returns the bound address.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Sniff(self), host, port)
+        sockname = self._server.sockets[0].getsockname()
+        return str(sockname[0]), int(sockname[1])
+
+    def hand_to_remoting(self, client: asyncio.Transport, first: bytes) -> None:
+        """Serve ``client`` as a Remoting connection, ``first`` being its first bytes."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=STREAM_LIMIT_BYTES, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        client.set_protocol(protocol)
+        protocol.connection_made(client)
+        reader.feed_data(first)
+        writer = asyncio.StreamWriter(client, protocol, reader, loop)
+        self._own(self._remoting.serve_connection(reader, writer))
+
+    def hand_to_grpc(self, client: asyncio.Transport, first: bytes) -> None:
+        """Splice ``client`` to the gRPC server, ``first`` being its first bytes."""
+        inbound = _Splice(self)
+        client.set_protocol(inbound)
+        inbound.connection_made(client)
+        inbound.data_received(first)
+        client.pause_reading()  # until the gRPC side is connected
+        self._own(self._connect_grpc(client, inbound))
+
+    async def _connect_grpc(self, client: asyncio.Transport, inbound: _Splice) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if self._grpc_unix_path:
+                _, outbound = await loop.create_unix_connection(
+                    lambda: _Splice(self), self._grpc_unix_path
+                )
+            else:
+                assert self._grpc_address is not None
+                host, port = self._grpc_address
+                _, outbound = await loop.create_connection(lambda: _Splice(self), host, port)
+        except OSError as exc:
+            _log.warning("cannot reach the internal gRPC server: %s", exc)
+            client.close()
+            return
+        outbound.attach(inbound)  # what gRPC sent already (its SETTINGS) goes out first
+        inbound.attach(outbound)
+        if client.is_closing():
+            assert outbound.transport is not None
+            outbound.transport.close()
+            return
+        client.resume_reading()
+
+    def _own(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """Stop listening, close every splice and Remoting connection."""
+        if self._server is not None:
+            self._server.close()
+        for splice in list(self.splices):
+            if splice.transport is not None:
+                splice.transport.close()
+        await self._remoting.close()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()

@@ -1,0 +1,183 @@
+// Drives the official classic RocketMQ Java client (org.apache.rocketmq:rocketmq-client and
+// mqadmin's library rocketmq-tools, 5.3.3, unmodified; they speak the Remoting protocol) through
+// one scenario against a name server and prints one JSON object per line for the Python tests.
+// Compiled by fetch.sh against the jars it fetched; nothing here is Ariane's.
+//
+// Usage: java -cp <jars>:<classes> ClassicDriver SCENARIO --namesrv H:P [--topic T] [--key K]
+//        [--namespace N] [--value V] [--timeout-ms MS]
+// Scenarios (add new ones to SCENARIOS; each returns the exit code):
+//   route    DefaultMQAdminExt.examineTopicRouteInfo(topic)     -> {"event":"route",...}
+//   cluster  DefaultMQAdminExt.examineBrokerClusterInfo()       -> {"event":"cluster",...}
+//   topics   DefaultMQAdminExt.fetchAllTopicList()              -> {"event":"topics",...}
+//   kv       create/get/list/delete a KV config entry            -> {"event":"kv",...}
+// Exit codes: 0 done, 4 the server answered an error code (printed as {"event":"error","code"}),
+// 2 any other failure.
+
+import com.alibaba.fastjson.JSON;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.body.KVTable;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+public final class ClassicDriver {
+  /** One scenario: runs against the driver's options and returns the process exit code. */
+  interface Scenario {
+    int run(ClassicDriver driver) throws Exception;
+  }
+
+  private static final Map<String, Scenario> SCENARIOS = new LinkedHashMap<>();
+
+  static {
+    SCENARIOS.put("route", ClassicDriver::route);
+    SCENARIOS.put("cluster", ClassicDriver::cluster);
+    SCENARIOS.put("topics", ClassicDriver::topics);
+    SCENARIOS.put("kv", ClassicDriver::kv);
+  }
+
+  private final Map<String, String> opts = new HashMap<>();
+  private DefaultMQAdminExt admin;
+
+  private ClassicDriver(String[] args) {
+    for (int i = 1; i + 1 < args.length; i += 2) {
+      opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
+    }
+  }
+
+  public static void main(String[] args) {
+    int code;
+    ClassicDriver driver = new ClassicDriver(args);
+    try {
+      Scenario scenario = SCENARIOS.get(args[0]);
+      if (scenario == null) {
+        throw new IllegalArgumentException("unknown scenario " + args[0] + "; have " + SCENARIOS.keySet());
+      }
+      code = scenario.run(driver);
+    } catch (MQClientException e) {
+      emit("error", "code", e.getResponseCode(), "message", String.valueOf(e.getErrorMessage()));
+      code = 4;
+    } catch (MQBrokerException e) {
+      emit("error", "code", e.getResponseCode(), "message", String.valueOf(e.getErrorMessage()));
+      code = 4;
+    } catch (Throwable e) {
+      e.printStackTrace();
+      emit("error", "code", -1, "message", String.valueOf(e));
+      code = 2;
+    } finally {
+      if (driver.admin != null) {
+        driver.admin.shutdown();
+      }
+    }
+    System.out.flush();
+    // The client's executor threads are not daemons; end the process with the scenario's code.
+    Runtime.getRuntime().halt(code);
+  }
+
+  String opt(String name, String fallback) {
+    return opts.getOrDefault(name, fallback);
+  }
+
+  String required(String name) {
+    String value = opts.get(name);
+    if (value == null) {
+      throw new IllegalArgumentException("--" + name + " is required");
+    }
+    return value;
+  }
+
+  /** A started DefaultMQAdminExt on --namesrv (what mqadmin builds for each command). */
+  DefaultMQAdminExt admin() throws MQClientException {
+    if (admin == null) {
+      admin = new DefaultMQAdminExt(Long.parseLong(opt("timeout-ms", "5000")));
+      admin.setNamesrvAddr(required("namesrv"));
+      admin.setInstanceName("classic-driver-" + ProcessHandle.current().pid());
+      admin.start();
+    }
+    return admin;
+  }
+
+  /** Print {"event": event, k1: v1, ...} as one JSON line. */
+  static void emit(String event, Object... keyValues) {
+    Map<String, Object> line = new LinkedHashMap<>();
+    line.put("event", event);
+    for (int i = 0; i + 1 < keyValues.length; i += 2) {
+      line.put(String.valueOf(keyValues[i]), keyValues[i + 1]);
+    }
+    System.out.println(JSON.toJSONString(line));
+    System.out.flush();
+  }
+
+  static Map<String, Object> brokerView(BrokerData data) {
+    Map<String, Object> view = new LinkedHashMap<>();
+    view.put("brokerName", data.getBrokerName());
+    view.put("cluster", data.getCluster());
+    Map<String, String> addrs = new TreeMap<>();
+    data.getBrokerAddrs().forEach((id, addr) -> addrs.put(String.valueOf(id), addr));
+    view.put("brokerAddrs", addrs);
+    view.put("selectedAddr", data.selectBrokerAddr());
+    return view;
+  }
+
+  static int route(ClassicDriver d) throws Exception {
+    TopicRouteData route = d.admin().examineTopicRouteInfo(d.required("topic"));
+    List<Object> brokers = new ArrayList<>();
+    for (BrokerData data : route.getBrokerDatas()) {
+      brokers.add(brokerView(data));
+    }
+    List<Object> queues = new ArrayList<>();
+    for (QueueData q : route.getQueueDatas()) {
+      Map<String, Object> view = new LinkedHashMap<>();
+      view.put("brokerName", q.getBrokerName());
+      view.put("readQueueNums", q.getReadQueueNums());
+      view.put("writeQueueNums", q.getWriteQueueNums());
+      view.put("perm", q.getPerm());
+      queues.add(view);
+    }
+    emit("route", "brokerDatas", brokers, "queueDatas", queues);
+    return 0;
+  }
+
+  static int cluster(ClassicDriver d) throws Exception {
+    ClusterInfo info = d.admin().examineBrokerClusterInfo();
+    Map<String, Object> brokers = new TreeMap<>();
+    info.getBrokerAddrTable().forEach((name, data) -> brokers.put(name, brokerView(data)));
+    Map<String, Object> clusters = new TreeMap<>();
+    info.getClusterAddrTable().forEach((name, names) -> clusters.put(name, new ArrayList<>(names)));
+    emit("cluster", "brokerAddrTable", brokers, "clusterAddrTable", clusters);
+    return 0;
+  }
+
+  static int topics(ClassicDriver d) throws Exception {
+    List<String> topics = new ArrayList<>(d.admin().fetchAllTopicList().getTopicList());
+    topics.sort(null);
+    emit("topics", "topicList", topics);
+    return 0;
+  }
+
+  static int kv(ClassicDriver d) throws Exception {
+    String namespace = d.opt("namespace", "ORDER_TOPIC_CONFIG");
+    String key = d.required("key");
+    DefaultMQAdminExt admin = d.admin();
+    admin.createAndUpdateKvConfig(namespace, key, d.required("value"));
+    String got = admin.getKVConfig(namespace, key);
+    KVTable table = admin.getKVListByNamespace(namespace);
+    admin.deleteKvConfig(namespace, key);
+    String missing;
+    try {
+      missing = admin.getKVConfig(namespace, key);
+    } catch (MQClientException e) {
+      missing = "error " + e.getResponseCode();
+    }
+    emit("kv", "value", got, "table", table.getTable(), "afterDelete", missing);
+    return 0;
+  }
+}
