@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ariane.operator import model, resources
+from ariane.operator import failover, model, resources
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OWNER = model.Owner(name="demo", namespace="mq", uid="1234-abcd")
@@ -28,11 +28,12 @@ def _two_by_two() -> resources.BrokerSpec:
 
 
 def test_objects_come_in_apply_order_with_expected_names() -> None:
-    """Config first, then the name server, then Service/StatefulSet/PDB per group a, b."""
+    """Config and roles first, then the name server, then Service/StatefulSet/PDB per group."""
     objects = model.desired_objects(OWNER, _two_by_two())
 
     assert [(m["kind"], m["metadata"]["name"]) for m in objects] == [
         ("ConfigMap", "demo-config"),
+        ("ConfigMap", "demo-roles"),
         ("Service", "demo-namesrv"),
         ("Deployment", "demo-namesrv"),
         ("Service", "demo-a"),
@@ -64,7 +65,8 @@ def test_every_object_is_owned_and_labelled() -> None:
 
 
 def test_statefulset_runs_one_broker_per_ordinal() -> None:
-    """A group's StatefulSet: replicasPerGroup pods, OnDelete, broker id from the pod index."""
+    """A group's StatefulSet: replicasPerGroup pods, OnDelete, broker id and role from the pod
+    index and the master ordinal of the roles ConfigMap."""
     sts = _by_key(model.desired_objects(OWNER, _two_by_two()))[("StatefulSet", "demo-b")]
     spec = sts["spec"]
     pod = spec["template"]["spec"]
@@ -79,15 +81,23 @@ def test_statefulset_runs_one_broker_per_ordinal() -> None:
         "/etc/ariane/broker.toml",
         "--broker-name",
         "demo-b",
-        "--broker-id",
-        "$(ARIANE_BROKER_ID)",
+        "--pod-ordinal",
+        "$(ARIANE_POD_INDEX)",
+        "--master-ordinal",
+        "$(ARIANE_MASTER_ORDINAL)",
         "--advertise",
         "$(POD_NAME).demo-b.mq.svc:8081",
         "--metrics-listen",
         "0.0.0.0:5557",
     ]
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
-    assert env["ARIANE_BROKER_ID"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    env = {e["name"]: e["valueFrom"] for e in container["env"]}
+    assert env["ARIANE_POD_INDEX"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+    }
+    assert env["ARIANE_MASTER_ORDINAL"] == {
+        "configMapKeyRef": {"name": "demo-roles", "key": "demo-b"}
+    }
+    assert {"name": "ha", "containerPort": 10912} in container["ports"]
     assert container["readinessProbe"]["tcpSocket"] == {"port": "grpc"}
     assert {"name": "grpc", "containerPort": 8081} in container["ports"]
 
@@ -273,6 +283,10 @@ def test_model_defaults_equal_the_crd_defaults() -> None:
     assert _crd_default(brokers, "storage", "size") == resources.DEFAULT_STORAGE_SIZE
     assert _crd_default(brokers, "metrics", "port") == resources.DEFAULT_METRICS_PORT
     assert _crd_default(brokers, "nameServer", "replicas") == resources.DEFAULT_NAMESRV_REPLICAS
+    assert (
+        _crd_default(brokers, "failover", "masterDownTimeoutSeconds")
+        == failover.DEFAULT_MASTER_DOWN_TIMEOUT_S
+    )
 
 
 broker_names = st.from_regex(r"\A[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")

@@ -201,6 +201,54 @@ async def _catch_up(calls: _Calls, slave: MemberState, master: MemberState) -> N
         await asyncio.sleep(CATCH_UP_POLL_S)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerState:
+    """What one broker answered to ``GetBrokerRuntimeStats`` (the operator's view of a pod)."""
+
+    endpoint: str
+    broker_id: int
+    role: str
+    """``SYNC_MASTER``, ``ASYNC_MASTER`` or ``SLAVE``."""
+    epoch: int
+    commit_log_max_offset: int
+    ha_lag_bytes: int
+    writable: bool
+
+
+async def broker_states(
+    endpoints: list[str], *, timeout_s: float = 3.0
+) -> list[BrokerState | None]:
+    """Ask each broker at ``endpoints`` for its role, epoch and offsets, at once.
+
+    Returns:
+        One entry per endpoint, in order; ``None`` for a broker that did not answer within
+        ``timeout_s`` (down, as ``promote`` counts it).
+    """
+    channels = rpc.ChannelPool(channels_max=len(endpoints) + 1)
+    try:
+        calls = _Calls(channels, timeout_s)
+        found = await asyncio.gather(*(calls.stats(e) for e in endpoints))
+    finally:
+        await channels.close()
+    states: list[BrokerState | None] = []
+    for endpoint, stats in zip(endpoints, found, strict=True):
+        member = MemberState(-1, endpoint, "", stats)
+        states.append(
+            None
+            if stats is None
+            else BrokerState(
+                endpoint,
+                int(stats.broker_id),
+                member.role,
+                int(stats.epoch),
+                int(stats.commit_log_max_offset),
+                int(stats.ha_lag_bytes),
+                bool(stats.writable),
+            )
+        )
+    return states
+
+
 async def promote(
     namesrv_endpoints: tuple[str, ...],
     broker_name: str,
