@@ -156,7 +156,8 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
         if args.pod_ordinal is None or args.master_ordinal is None:
             raise ValueError("--pod-ordinal and --master-ordinal go together")
         broker_id, role = role_by_ordinal(args.pod_ordinal, args.master_ordinal, settings.ha.role)
-        ha = dataclasses.replace(settings.ha, broker_role=role)
+        lone = role.is_master and settings.ha.broker_role is None  # no HA port for a lone master
+        ha = dataclasses.replace(settings.ha, broker_role=None if lone else role)
         settings = dataclasses.replace(settings, broker_id=ids.BrokerId(broker_id), ha=ha)
     return settings
 

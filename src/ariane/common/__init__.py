@@ -4,7 +4,8 @@ Modules: ``ids`` (NewTypes for ids and offsets), ``message`` (message values, pr
 ``route`` (MessageQueue and route values, perm bits), ``topics`` (name rules, retry/DLQ names),
 ``delay`` (delay levels), ``errors`` (RocketMQ ``Code`` and the error tree), ``clock`` (the time
 seam), ``limits`` (protocol limits), ``log_limits`` (rate-limited log lines), ``histogram``
-(fixed-bucket counts for metrics), ``promotion`` (the pure failover decision). Import the modules, not their names.
+(fixed-bucket counts for metrics), ``promotion`` (the pure failover decision). Import the
+modules, not their names.
 """
 
 from ariane.common import (

@@ -318,8 +318,14 @@ def _run_group(
     if promoted:  # the members' roles are from before the promotion: roll on the next run
         decision = roller.Decision(roller.Action.WAIT, f"{group}: promoted a slave, rolling next")
     else:
+        answers = any(m.ordinal == master and m.role in failover.MASTER_ROLES for m in members)
         decision = roller.roll_group(
-            context.client, sts, pods, master_ordinal=master, in_sync=in_sync
+            context.client,
+            sts,
+            pods,
+            master_ordinal=master,
+            in_sync=in_sync,
+            master_answers=answers,
         )
     if decision.action is roller.Action.SWITCHOVER:
         record = _promote(context, group, members[decision.ordinal], "switchover before a roll")

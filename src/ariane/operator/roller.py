@@ -11,8 +11,10 @@ Invariants (one decision per reconcile, so each wait is a later timer run, never
 - slaves (every ordinal but the master's, highest first) before the master, one pod at a time;
 - switchover first: a stale master with an in-sync slave on the current revision is not
   deleted; the decision is SWITCHOVER to that slave (``reconcile`` promotes it through the admin
-  API and moves the master ordinal), after which the old master is a stale slave and goes next.
-  Without an in-sync slave the master is restarted in place.
+  API and moves the master ordinal), after which the old master is a stale slave and goes next;
+  while the master answers but no slave is in sync (a restarted slave still catching up), WAIT.
+  Only when the brokers cannot be asked (``master_answers`` False) is the master restarted in
+  place.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def next_action(
     *,
     master_ordinal: int = 0,
     in_sync: Sequence[int] = (),
+    master_answers: bool = False,
 ) -> Decision:
     """The one thing to do now for the group of ``statefulset`` (pure).
 
@@ -82,6 +85,8 @@ def next_action(
         master_ordinal: the ordinal of the group's master pod (the roles ConfigMap).
         in_sync: ordinals of slaves in sync with the live master, preferred first
             (``failover.in_sync_slaves``).
+        master_answers: the master's broker answered the admin API (a group with slaves then
+            waits for one in sync rather than restart its master without a switchover).
     """
     name = statefulset["metadata"]["name"]
     wanted = int(statefulset.get("spec", {}).get("replicas", 1))
@@ -109,6 +114,11 @@ def next_action(
             f"before its restart for revision {revision}",
             slave,
             target,
+        )
+    if not slaves and master_answers and wanted > 1:
+        return Decision(
+            Action.WAIT,
+            f"{name}: master {victim_name} is stale; waiting for a slave in sync to switch over to",
         )
     return Decision(
         Action.DELETE,
@@ -169,6 +179,7 @@ def roll_group(
     *,
     master_ordinal: int = 0,
     in_sync: Sequence[int] = (),
+    master_answers: bool = False,
 ) -> Decision:
     """Decides (``next_action``) and deletes at most one pod; a SWITCHOVER is left to the
     caller (it needs the admin API).
@@ -177,7 +188,13 @@ def roll_group(
         kubernetes.client.ApiException: deleting failed.
     """
     meta = statefulset["metadata"]
-    decision = next_action(statefulset, pods, master_ordinal=master_ordinal, in_sync=in_sync)
+    decision = next_action(
+        statefulset,
+        pods,
+        master_ordinal=master_ordinal,
+        in_sync=in_sync,
+        master_answers=master_answers,
+    )
     if decision.action is Action.DELETE:
         _log.info("%s", decision.message)
         client.delete("v1", "Pod", meta["namespace"], decision.pod)

@@ -1,8 +1,9 @@
 """Replication of a broker group's CommitLog from master to slaves (RocketMQ ``store.ha``).
 
 Standard library only. ``frames`` is the wire format (pure), ``epochs`` the epoch history and the
-truncation rule (the pure failover decision is ``ariane.common.promotion``), ``service.HAService`` the master side
-and the ack rule of roles, ``client.HAClient`` the slave side, ``settings`` the ``[ha]`` table.
+truncation rule, ``service.HAService`` the master side and the ack rule of roles,
+``client.HAClient`` the slave side, ``settings`` the ``[ha]`` table. The pure failover decision
+is ``ariane.common.promotion`` (the operator calls it, and may not import the store).
 """
 
 from ariane.store.ha import client, epochs, frames, service, settings
