@@ -189,12 +189,17 @@ def _read_all(namesrv: str) -> set[str]:
     return asyncio.run(run())
 
 
-def _create_topic(namesrv: str) -> None:
-    async def run() -> None:
-        async with admin.AdminClient(namesrv) as client:
-            await client.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+def _create_topic(namesrv: str, groups: int = 1) -> None:
+    """Creates ``TOPIC`` on every master once ``groups`` masters are registered."""
 
-    processes.wait_until(lambda: asyncio.run(run()) is None, timeout_s=WAIT_S, what="topic")
+    async def run() -> bool:
+        async with admin.AdminClient(namesrv) as client:
+            if len(await client.masters()) < groups:
+                return False
+            await client.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+            return True
+
+    processes.wait_until(lambda: asyncio.run(run()), timeout_s=WAIT_S, what="topic")
 
 
 def _start_group(env: HAEnv) -> None:
@@ -338,7 +343,7 @@ def test_scale_in_refuses_while_messages_are_unconsumed(
     with _ha_env(k8s, tmp_path, ["demo-a-0", "demo-b-0"]) as env:
         env.apply(_broker_body(groups=2, replicasPerGroup=1))
         env.wait(lambda: env.condition(status.READY).get("status") == "True", "Broker Ready")
-        _create_topic(env.namesrv)
+        _create_topic(env.namesrv, groups=2)
         env.wait(lambda: set(_perms(env.namesrv)) == {"demo-a", "demo-b"}, "topic on both groups")
         _send(env.namesrv, 40, "m")
         _reset(env.namesrv, admin_types.ResetTarget.EARLIEST)
