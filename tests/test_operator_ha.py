@@ -14,7 +14,7 @@ import pytest
 from ariane.broker import __main__ as broker_main
 from ariane.broker.services import replication
 from ariane.common import errors
-from ariane.operator import failover, ha, model, reconcile, roller
+from ariane.operator import failover, ha, model, reconcile, roller, storage
 from ariane.store.ha import settings as ha_settings
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, 0, tzinfo=datetime.UTC)
@@ -336,3 +336,29 @@ def test_reconcile_refuses_scale_in_with_lag_and_deletes_once_drained() -> None:
     assert (scale_in(done)["status"], scale_in(done)["reason"]) == ("False", "Drained")
     assert ("delete", "StatefulSet", "demo-b") in kube.log
     assert [n.reason for n in notes] == ["ScaleInRefused", "ScaledIn"]
+
+
+def test_storage_growth_patches_only_smaller_expandable_claims() -> None:
+    """Claims below spec.storage.size grow when their class allows it, are blocked (named)
+    when not, and claims at or above it are never shrunk."""
+    claims = [("store-a-0", "1Gi"), ("store-a-1", "1Gi"), ("store-b-0", "4Gi"), ("store-c-0", "1G")]
+    expandable = {"store-a-0": True, "store-a-1": False, "store-b-0": True, "store-c-0": True}
+    plan = storage.plan_growth(claims, "2Gi", expandable)
+
+    assert plan.grow == ("store-a-0", "store-c-0")
+    assert plan.blocked == ("store-a-1",)
+    assert "store-a-1" in plan.message and "allowVolumeExpansion" in plan.message
+    assert storage.quantity_bytes("1.5Gi") == 1610612736
+    assert storage.plan_growth([("x", "2Gi")], "2048Mi", {}).grow == ()
+    with pytest.raises(ValueError):
+        storage.quantity_bytes("2 GB")
+
+
+def test_model_keeps_a_live_claim_template_size() -> None:
+    """A live StatefulSet's claim template (immutable) is rendered as it is, not the spec's."""
+    spec: Any = {"groups": 1, "storage": {"size": "5Gi"}}
+    objects = {
+        model.object_key(m): m for m in model.desired_objects(OWNER, spec, {}, {"demo-a": "1Gi"})
+    }
+    [template] = objects[("apps/v1", "StatefulSet", "demo-a")]["spec"]["volumeClaimTemplates"]
+    assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"

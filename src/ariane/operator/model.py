@@ -466,19 +466,27 @@ def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> di
     return container
 
 
-def _claim_template(spec: resources.BrokerSpec) -> dict[str, Any]:
+def _claim_template(spec: resources.BrokerSpec, size: str | None) -> dict[str, Any]:
     storage = spec.get("storage", {})
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": storage.get("size", resources.DEFAULT_STORAGE_SIZE)}},
+        "resources": {
+            "requests": {"storage": size or storage.get("size", resources.DEFAULT_STORAGE_SIZE)}
+        },
     }
     if "storageClassName" in storage:
         claim["storageClassName"] = storage["storageClassName"]
     return {"metadata": {"name": "store"}, "spec": claim}
 
 
-def group_statefulset(owner: Owner, group: str, spec: resources.BrokerSpec) -> resources.Manifest:
-    """The StatefulSet of one broker group (the roles ConfigMap names its master's ordinal)."""
+def group_statefulset(
+    owner: Owner, group: str, spec: resources.BrokerSpec, claim_size: str | None = None
+) -> resources.Manifest:
+    """The StatefulSet of one broker group (the roles ConfigMap names its master's ordinal).
+
+    ``claim_size``: the live StatefulSet's claim template size (templates are immutable; the
+    operator grows the claims themselves), else ``spec.storage.size``.
+    """
     toml_text = render_toml(broker_settings(owner, spec))
     selector = selector_labels(owner, "broker", group)
     claims = "Delete" if spec.get("storage", {}).get("deleteClaim", False) else "Retain"
@@ -509,7 +517,7 @@ def group_statefulset(owner: Owner, group: str, spec: resources.BrokerSpec) -> r
                     **_scheduling(spec, _spread_by_host(selector)),
                 },
             },
-            "volumeClaimTemplates": [_claim_template(spec)],
+            "volumeClaimTemplates": [_claim_template(spec, claim_size)],
         },
     }
 
@@ -572,7 +580,10 @@ def prometheus_rule(owner: Owner) -> resources.Manifest:
 
 
 def desired_objects(
-    owner: Owner, spec: resources.BrokerSpec, masters: Mapping[str, int] | None = None
+    owner: Owner,
+    spec: resources.BrokerSpec,
+    masters: Mapping[str, int] | None = None,
+    claim_sizes: Mapping[str, str] | None = None,
 ) -> list[resources.Manifest]:
     """Every object the Broker ``owner`` with ``spec`` needs, in apply order.
 
@@ -580,6 +591,7 @@ def desired_objects(
         owner: the Broker CR.
         spec: its spec.
         masters: group → master pod ordinal (the live roles ConfigMap); missing groups: 0.
+        claim_sizes: group → claim template size of its live StatefulSet (kept as is).
 
     Raises:
         SpecError: the spec cannot be rendered (bad group count, reserved config keys, ...).
@@ -595,7 +607,7 @@ def desired_objects(
     ]
     for group in groups:
         objects.append(group_service(owner, group, spec))
-        objects.append(group_statefulset(owner, group, spec))
+        objects.append(group_statefulset(owner, group, spec, (claim_sizes or {}).get(group)))
         objects.append(group_pdb(owner, group))
     metrics = spec.get("metrics", {})
     if metrics.get("serviceMonitor", False):

@@ -17,7 +17,9 @@ group's entry in the roles ConfigMap (the source of truth for who is master; nev
 from status), then calls ``ChangeRole``; a refused promotion moves it back. Groups beyond
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
 consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
-Not here yet: PVC growth.
+``_grow_claims`` patches the store claims up to ``spec.storage.size`` when their StorageClass
+allows expansion (never shrinks; StorageGrowthBlocked when it does not). The StatefulSets' claim
+templates are immutable, so the model keeps each live template's size (``live_claim_sizes``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ariane.common import errors
-from ariane.operator import failover, ha, kube, model, resources, roller, status
+from ariane.operator import failover, ha, kube, model, resources, roller, status, storage
 
 _log = logging.getLogger(__name__)
 
 MONITORING_API = "monitoring.coreos.com/v1"
+STORAGE_BLOCKED = "StorageGrowthBlocked"
+"""Condition type: True while ``spec.storage.size`` exceeds claims their class cannot grow."""
 SCALE_IN_BLOCKED = "ScaleInBlocked"
 """Condition type: True while a scale-in waits for consumers (the groups are not deleted)."""
 
@@ -155,7 +159,8 @@ def reconcile_broker(
         ]
         return {"conditions": status.merge(old, bad)}
     masters = live_masters(client, owner)
-    objects = model.desired_objects(owner, broker.get("spec", {}), masters)
+    claim_sizes = live_claim_sizes(client, owner)
+    objects = model.desired_objects(owner, broker.get("spec", {}), masters, claim_sizes)
     live: list[resources.Manifest] = []
     for step in STEPS:
         applied = _apply_step(client, step, objects)
@@ -178,10 +183,9 @@ def reconcile_broker(
     result = _observed_status(owner, broker, live, rolls, now)
     for entry in result["groups"]:
         entry.update(groups.get(entry["name"], {}))
-    scale_in = _scale_in(
-        context, [m["metadata"]["name"] for m in live if m["kind"] == "StatefulSet"]
-    )
-    result["conditions"] = status.merge(result["conditions"], [scale_in])
+    desired = [m["metadata"]["name"] for m in live if m["kind"] == "StatefulSet"]
+    extra = [_scale_in(context, desired), _grow_claims(context, desired)]
+    result["conditions"] = status.merge(result["conditions"], [c for c in extra if c])
     return result
 
 
@@ -222,6 +226,22 @@ def live_masters(client: kube.Kube, owner: model.Owner) -> dict[str, int]:
     found = client.get("v1", "ConfigMap", owner.namespace, model.roles_config_map_name(owner.name))
     data = found.get("data") or {}
     return {group: int(value) for group, value in data.items() if str(value).isdigit()}
+
+
+def live_claim_sizes(client: kube.Kube, owner: model.Owner) -> dict[str, str]:
+    """Group → the claim template size of its live StatefulSet (templates are immutable).
+
+    Raises:
+        kubernetes.client.ApiException: listing failed.
+    """
+    selector = model.selector_labels(owner, "broker")
+    sizes = {}
+    for sts in client.list_objects("apps/v1", "StatefulSet", owner.namespace, selector):
+        for template in sts.get("spec", {}).get("volumeClaimTemplates") or []:
+            size = template.get("spec", {}).get("resources", {}).get("requests", {}).get("storage")
+            if template.get("metadata", {}).get("name") == "store" and size:
+                sizes[sts["metadata"]["name"]] = str(size)
+    return sizes
 
 
 def _timestamp(when: datetime.datetime) -> str:
@@ -360,8 +380,15 @@ def _pods_status(
     return pods
 
 
-def _scale_in(context: _Context, desired: list[str]) -> dict[str, Any]:
-    """Drains and deletes the groups beyond ``spec.groups``; the ScaleInBlocked condition."""
+def _had_condition(context: _Context, kind: str) -> bool:
+    return any(
+        c.get("type") == kind for c in context.broker.get("status", {}).get("conditions", [])
+    )
+
+
+def _scale_in(context: _Context, desired: list[str]) -> dict[str, Any] | None:
+    """Drains and deletes the groups beyond ``spec.groups``; the ScaleInBlocked condition
+    (``None`` when no scale-in ever happened)."""
     owner, client = context.owner, context.client
     selector = model.selector_labels(owner, "broker")
     existing = client.list_objects("apps/v1", "StatefulSet", owner.namespace, selector)
@@ -369,6 +396,8 @@ def _scale_in(context: _Context, desired: list[str]) -> dict[str, Any]:
         s["metadata"]["name"] for s in existing if s["metadata"]["name"] not in desired
     )
     if not removed:
+        if not _had_condition(context, SCALE_IN_BLOCKED):
+            return None
         return context.condition(SCALE_IN_BLOCKED, False, "NothingToRemove", "no group removed")
     if context.admin is None:
         message = f"scale-in of {', '.join(removed)} refused: no admin access to check lag"
@@ -431,3 +460,36 @@ def _observed_status(
         "readyGroups": ready_groups,
         "nameServerAddress": model.namesrv_address(owner),
     }
+
+
+def _grow_claims(context: _Context, desired: list[str]) -> dict[str, Any] | None:
+    """Patches the store claims of ``desired`` groups up to ``spec.storage.size`` when their
+    StorageClass allows expansion (never shrinks); the StorageGrowthBlocked condition (``None``
+    while it never was blocked and is not now)."""
+    owner, client = context.owner, context.client
+    wanted = context.spec.get("storage", {}).get("size", resources.DEFAULT_STORAGE_SIZE)
+    claims = []
+    for group in desired:
+        selector = model.selector_labels(owner, "broker", group)
+        claims += client.list_objects("v1", "PersistentVolumeClaim", owner.namespace, selector)
+    plan = storage.plan_growth(
+        [(c["metadata"]["name"], storage.claim_size(c)) for c in claims],
+        wanted,
+        {c["metadata"]["name"]: _expandable(client, c) for c in claims},
+    )
+    for name in plan.grow:
+        client.apply(storage.claim_patch(owner.namespace, name, wanted))
+    if plan.grow:
+        context.notes.append(Note(False, "StorageGrown", plan.message))
+    if plan.blocked:
+        context.notes.append(Note(True, "StorageGrowthBlocked", plan.message))
+        return context.condition(STORAGE_BLOCKED, True, "NotExpandable", plan.message)
+    if not _had_condition(context, STORAGE_BLOCKED):
+        return None
+    return context.condition(STORAGE_BLOCKED, False, "AtSize", plan.message)
+
+
+def _expandable(client: kube.Kube, claim: resources.Manifest) -> bool:
+    name = claim.get("spec", {}).get("storageClassName") or ""
+    found = client.get("storage.k8s.io/v1", "StorageClass", "", name) if name else {}
+    return bool(found.get("allowVolumeExpansion", False))
