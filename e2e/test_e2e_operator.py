@@ -234,8 +234,9 @@ def test_service_monitor_selects_the_ports_that_serve_metrics(
     [endpoint] = monitor["spec"]["endpoints"]
     assert endpoint["path"] == "/metrics"
     core = kubernetes.client.CoreV1Api(k8s.api_client)
+    absent = [f"!{e['key']}" for e in monitor["spec"]["selector"]["matchExpressions"]]
     services = core.list_namespaced_service(
-        namespace, label_selector=",".join(f"{k}={v}" for k, v in selector.items())
+        namespace, label_selector=",".join([*(f"{k}={v}" for k, v in selector.items()), *absent])
     ).items
     assert sorted(s.metadata.name for s in services) == ["demo-a", "demo-namesrv"]
     for service in services:

@@ -4,6 +4,7 @@ timing and choice, switchover before a master restart, scale-in drain, pod roles
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import pathlib
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from ariane.broker import __main__ as broker_main
-from ariane.broker.services import replication
+from ariane.broker.services import registration, replication
 from ariane.common import errors
 from ariane.operator import failover, ha, model, reconcile, roller, storage
 from ariane.store.ha import settings as ha_settings
@@ -362,3 +363,34 @@ def test_model_keeps_a_live_claim_template_size() -> None:
     }
     [template] = objects[("apps/v1", "StatefulSet", "demo-a")]["spec"]["volumeClaimTemplates"]
     assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+
+def test_brokers_register_with_every_name_server_pod_of_the_headless_service() -> None:
+    """broker.toml names the headless name-server Service with namesrv_resolve_all, and the
+    broker turns that name into one target per address it resolves to (IPv6 bracketed), while a
+    plain list is dialled as given and an unresolvable name is kept."""
+    objects = {model.object_key(m): m for m in model.desired_objects(OWNER, {})}
+    headless = objects[("v1", "Service", "demo-namesrv-pods")]
+    toml = objects[("v1", "ConfigMap", "demo-config")]["data"]["broker.toml"]
+
+    async def resolver(host: str, port: int) -> list[str]:
+        if host == "gone.svc":
+            raise OSError("no such host")
+        assert (host, port) == ("demo-namesrv-pods.mq.svc", 9876)
+        return ["10.0.0.7", "10.0.0.9", "fd00::1"]
+
+    def targets(addrs: list[str], resolve_all: bool) -> list[str]:
+        return asyncio.run(
+            registration.name_server_targets(addrs, resolve_all=resolve_all, resolver=resolver)
+        )
+
+    assert headless["spec"]["clusterIP"] == "None"
+    assert 'namesrv = ["demo-namesrv-pods.mq.svc:9876"]' in toml
+    assert "namesrv_resolve_all = true" in toml
+    assert targets(["demo-namesrv-pods.mq.svc:9876"], True) == [
+        "10.0.0.7:9876",
+        "10.0.0.9:9876",
+        "[fd00::1]:9876",
+    ]
+    assert targets(["demo-namesrv-pods.mq.svc:9876"], False) == ["demo-namesrv-pods.mq.svc:9876"]
+    assert targets(["gone.svc:1"], True) == ["gone.svc:1"]

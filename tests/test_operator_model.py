@@ -35,6 +35,7 @@ def test_objects_come_in_apply_order_with_expected_names() -> None:
         ("ConfigMap", "demo-config"),
         ("ConfigMap", "demo-roles"),
         ("Service", "demo-namesrv"),
+        ("Service", "demo-namesrv-pods"),
         ("Deployment", "demo-namesrv"),
         ("Service", "demo-a"),
         ("StatefulSet", "demo-a"),
@@ -148,7 +149,8 @@ def test_default_anti_affinity_separates_a_groups_pods_and_can_be_replaced() -> 
 
 
 def test_config_map_holds_a_broker_toml_the_broker_can_read() -> None:
-    """broker.toml parses as TOML, points at the name-server Service and merges spec.config."""
+    """broker.toml parses as TOML, points at the name-server pods (headless Service, every
+    address) and merges spec.config."""
     spec: resources.BrokerSpec = {
         "flushDiskType": "SYNC_FLUSH",
         "config": {"register_interval_ms": 10_000, "store": {"flush_interval_ms": 200}},
@@ -159,7 +161,8 @@ def test_config_map_holds_a_broker_toml_the_broker_can_read() -> None:
 
     assert parsed["cluster"] == "demo"
     assert parsed["listen"] == "0.0.0.0:8081"
-    assert parsed["namesrv"] == ["demo-namesrv.mq.svc:9876"]
+    assert parsed["namesrv"] == ["demo-namesrv-pods.mq.svc:9876"]
+    assert parsed["namesrv_resolve_all"] is True
     assert parsed["store_dir"] == "/var/lib/ariane/store"
     assert parsed["register_interval_ms"] == 10_000
     assert parsed["store"] == {"flush_disk_type": "SYNC_FLUSH", "flush_interval_ms": 200}
@@ -210,10 +213,14 @@ def test_service_monitor_selects_the_port_every_pod_serves_metrics_on() -> None:
     (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
     wanted = monitor["spec"]["selector"]["matchLabels"]
     endpoint_port = monitor["spec"]["endpoints"][0]["port"]
+    absent = {e["key"] for e in monitor["spec"]["selector"]["matchExpressions"]}
+    assert absent == {"ariane.dev/discovery"}
     services = [
         o
         for o in objects
-        if o["kind"] == "Service" and wanted.items() <= o["metadata"]["labels"].items()
+        if o["kind"] == "Service"
+        and wanted.items() <= o["metadata"]["labels"].items()
+        and not absent & o["metadata"]["labels"].keys()
     ]
     components = {s["metadata"]["labels"]["app.kubernetes.io/component"] for s in services}
     assert components == {"broker", "namesrv"}

@@ -81,7 +81,12 @@ class BrokerServer:
         """
         runtime = runtime_mod.BrokerRuntime(self.settings, time=self.clock)
         self.runtime = runtime
-        channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
+        namesrv_max = (
+            registration.NAMESRV_ADDRESSES_MAX
+            if self.settings.namesrv_resolve_all
+            else len(self.settings.namesrv_addrs)
+        )
+        channels = rpc.ChannelPool(channels_max=namesrv_max + 8)
         client_registry = clients.ClientRegistry(time=self.clock)
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)

@@ -1,8 +1,9 @@
 """The pure model: a Broker spec → the Kubernetes objects that run it (no I/O, deterministic).
 
 ``desired_objects(owner, spec, masters)`` returns, in apply order: the broker ConfigMap, the
-roles ConfigMap (each group's master pod ordinal, ``masters``), the name-server
-Service and Deployment, then per broker group a headless Service, a StatefulSet and a
+roles ConfigMap (each group's master pod ordinal, ``masters``), the name-server Service (clients)
+and headless Service (brokers register with every pod it lists), the name-server
+Deployment, then per broker group a headless Service, a StatefulSet and a
 PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule (DESIGN §8).
 
 Invariants:
@@ -42,9 +43,21 @@ RUN_AS_USER: Final = 10001
 POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION: Final = "ariane.dev/config-hash"
 GROUP_LABEL: Final = "ariane.dev/broker-group"
+DISCOVERY_LABEL: Final = "ariane.dev/discovery"
+"""On the name-server pods' headless Service only: the ServiceMonitor skips it (the pods are
+scraped through the name-server Service once)."""
 MANAGED_BY: Final = "ariane-operator"
 OPERATOR_OWNED_KEYS: Final = frozenset(
-    {"cluster", "broker_name", "broker_id", "listen", "advertised_endpoint", "namesrv", "store_dir"}
+    {
+        "cluster",
+        "broker_name",
+        "broker_id",
+        "listen",
+        "advertised_endpoint",
+        "namesrv",
+        "namesrv_resolve_all",
+        "store_dir",
+    }
 )
 """Broker settings the operator sets itself; ``spec.config`` may not override them."""
 
@@ -97,9 +110,19 @@ def config_map_name(broker: str) -> str:
     return f"{broker}-config"
 
 
+def namesrv_headless_name(broker: str) -> str:
+    """Name of the headless Service listing every name-server pod (brokers register with each)."""
+    return f"{broker}-namesrv-pods"
+
+
 def roles_config_map_name(broker: str) -> str:
     """Name of the ConfigMap naming each group's master pod ordinal."""
     return f"{broker}-roles"
+
+
+def namesrv_pods_address(owner: Owner) -> str:
+    """``HOST:PORT`` of the headless name-server Service: resolves to every name-server pod."""
+    return f"{namesrv_headless_name(owner.name)}.{owner.namespace}.svc:{NAMESRV_PORT}"
 
 
 def namesrv_address(owner: Owner) -> str:
@@ -199,7 +222,8 @@ def broker_settings(owner: Owner, spec: resources.BrokerSpec) -> dict[str, Any]:
     return {
         "cluster": owner.name,
         "listen": f"0.0.0.0:{BROKER_PORT}",
-        "namesrv": [namesrv_address(owner)],
+        "namesrv": [namesrv_pods_address(owner)],
+        "namesrv_resolve_all": True,
         "store_dir": STORE_DIR,
         **({} if workers is None else {"workers": workers}),
         **extra,
@@ -343,6 +367,24 @@ def namesrv_service(owner: Owner, spec: resources.BrokerSpec) -> resources.Manif
                 {"name": "grpc", "port": NAMESRV_PORT, "targetPort": "grpc"},
                 {"name": "metrics", "port": metrics_port(spec), "targetPort": "metrics"},
             ],
+        },
+    }
+
+
+def namesrv_headless_service(owner: Owner) -> resources.Manifest:
+    """The headless Service whose DNS name resolves to every ready name-server pod: brokers
+    resolve it before each registration round and register with each (``namesrv_resolve_all``),
+    so a new name-server pod is registered with without restarting any broker."""
+    metadata = _metadata(owner, namesrv_headless_name(owner.name), "namesrv")
+    metadata["labels"][DISCOVERY_LABEL] = "namesrv-pods"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(owner, "namesrv"),
+            "ports": [{"name": "grpc", "port": NAMESRV_PORT, "targetPort": "grpc"}],
         },
     }
 
@@ -556,7 +598,8 @@ def service_monitor(owner: Owner) -> resources.Manifest:
                 "matchLabels": {
                     "app.kubernetes.io/name": "ariane",
                     "app.kubernetes.io/instance": owner.name,
-                }
+                },
+                "matchExpressions": [{"key": DISCOVERY_LABEL, "operator": "DoesNotExist"}],
             },
             "targetLabels": TARGET_LABELS,
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
@@ -603,6 +646,7 @@ def desired_objects(
         config_map(owner, spec),
         roles_config_map(owner, groups, masters or {}),
         namesrv_service(owner, spec),
+        namesrv_headless_service(owner),
         namesrv_deployment(owner, spec),
     ]
     for group in groups:
