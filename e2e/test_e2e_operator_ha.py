@@ -14,7 +14,6 @@ import dataclasses
 import json
 import pathlib
 import sys
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +31,6 @@ WAIT_S = 90.0
 RESYNC_S = 2
 TOPIC = "orders"
 GROUP = "billing"
-NAMESPACE_READY_TIMEOUT_S = 60.0
 
 
 @dataclasses.dataclass
@@ -90,15 +88,10 @@ class HAEnv:
 
 
 @contextlib.contextmanager
-def _ha_env(k8s: cluster.Cluster, work: pathlib.Path, pods: list[str]) -> Iterator[HAEnv]:
-    core = kubernetes.client.CoreV1Api(k8s.api_client)
-    namespace = f"h-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": namespace}})
-    processes.wait_until(
-        lambda: core.read_namespaced_service_account("default", namespace) is not None,
-        timeout_s=NAMESPACE_READY_TIMEOUT_S,
-        what=f"ServiceAccount default in {namespace}",
-    )
+def _ha_env(
+    k8s: cluster.Cluster, namespace: str, work: pathlib.Path, pods: list[str]
+) -> Iterator[HAEnv]:
+    """A name server, the stand-in kubelet for ``pods`` and an operator for ``namespace``."""
     port = processes.free_port()
     namesrv = processes.ManagedProcess.start(
         "namesrv",
@@ -116,10 +109,24 @@ def _ha_env(k8s: cluster.Cluster, work: pathlib.Path, pods: list[str]) -> Iterat
         stand_in.start()
         with operator_support.run_operator(k8s, log, namespace, env=env, resync_s=RESYNC_S):
             yield HAEnv(k8s, namespace, f"127.0.0.1:{port}", stand_in, log)
+            _delete_broker(k8s, namespace)  # while the operator runs: it releases the finalizer
     finally:
         stand_in.stop()
         namesrv.stop()
-        core.delete_namespace(namespace)
+
+
+def _delete_broker(k8s: cluster.Cluster, namespace: str) -> None:
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+    custom.delete_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo")
+    processes.wait_until(
+        lambda: (
+            not custom.list_namespaced_custom_object(
+                "ariane.dev", "v1alpha1", namespace, "brokers"
+            )["items"]
+        ),
+        timeout_s=WAIT_S,
+        what="Broker deleted (finalizer released)",
+    )
 
 
 def _broker_body(**spec: Any) -> dict[str, Any]:
@@ -214,12 +221,12 @@ def _start_group(env: HAEnv) -> None:
 
 
 def test_image_change_switches_over_before_restarting_the_master(
-    k8s: cluster.Cluster, tmp_path: pathlib.Path
+    k8s: cluster.Cluster, namespace: str, tmp_path: pathlib.Path
 ) -> None:
     """An image change rolls the slave, then promotes it (switchover) before the old master's
     pod is deleted; the old master rejoins as a slave, the new master takes sends, and every
     acknowledged message is still served."""
-    with _ha_env(k8s, tmp_path, ["demo-a-0", "demo-a-1"]) as env:
+    with _ha_env(k8s, namespace, tmp_path, ["demo-a-0", "demo-a-1"]) as env:
         _start_group(env)
         before = _send(env.namesrv, 30, "before")
         uids = {
@@ -270,13 +277,13 @@ def _cordon(env: HAEnv, unschedulable: bool) -> None:
 
 
 def test_master_pod_gone_past_the_timeout_is_failed_over(
-    k8s: cluster.Cluster, tmp_path: pathlib.Path
+    k8s: cluster.Cluster, namespace: str, tmp_path: pathlib.Path
 ) -> None:
     """The master's broker killed and its pod deleted (its node cordoned, so it stays
     Pending): after ``masterDownTimeoutSeconds`` the operator promotes the slave, records the
     epoch, the new master and the time in status (and an Event); the old pod, scheduled
     again, rejoins as a slave, and no acknowledged message is lost."""
-    with _ha_env(k8s, tmp_path, ["demo-a-0", "demo-a-1"]) as env:
+    with _ha_env(k8s, namespace, tmp_path, ["demo-a-0", "demo-a-1"]) as env:
         _start_group(env)
         before = _send(env.namesrv, 30, "before")
         first_epoch = env.group_status("demo-a").get("epoch", 0)
@@ -335,12 +342,12 @@ def _perms(namesrv: str) -> dict[str, int]:
 
 
 def test_scale_in_refuses_while_messages_are_unconsumed(
-    k8s: cluster.Cluster, tmp_path: pathlib.Path
+    k8s: cluster.Cluster, namespace: str, tmp_path: pathlib.Path
 ) -> None:
     """Two groups scaled in to one: the removed group's write permission goes off and, while a
     consumer group has not consumed its messages, the scale-in is refused (condition, Event,
     StatefulSet kept); once the consumers caught up, the group is deleted."""
-    with _ha_env(k8s, tmp_path, ["demo-a-0", "demo-b-0"]) as env:
+    with _ha_env(k8s, namespace, tmp_path, ["demo-a-0", "demo-b-0"]) as env:
         env.apply(_broker_body(groups=2, replicasPerGroup=1))
         env.wait(lambda: env.condition(status.READY).get("status") == "True", "Broker Ready")
         _create_topic(env.namesrv, groups=2)

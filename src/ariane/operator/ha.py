@@ -17,15 +17,13 @@ only ever changed on the broker groups named (never cluster-wide).
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from ariane.client import admin
 from ariane.client import failover as client_failover
 from ariane.common import errors
-from ariane.operator import failover, model, resources, roller
+from ariane.operator import failover, metadata, model, resources, roller
 
 POD_OVERRIDE_ENV: Final = "ARIANE_OPERATOR_POD_OVERRIDES"
 """Environment variable holding the JSON pod → ``host:port`` override map (empty = pod DNS)."""
@@ -40,15 +38,7 @@ def pod_overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str
     Raises:
         ValueError: the variable is not a JSON object of strings.
     """
-    text = (os.environ if environ is None else environ).get(POD_OVERRIDE_ENV, "").strip()
-    if not text:
-        return {}
-    parsed = json.loads(text)
-    if not isinstance(parsed, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
-    ):
-        raise ValueError(f"{POD_OVERRIDE_ENV} must be a JSON object of strings, not {text!r}")
-    return parsed
+    return metadata.string_map_from_env(POD_OVERRIDE_ENV, environ)
 
 
 def pod_endpoint(namespace: str, group: str, pod: str, overrides: Mapping[str, str]) -> str:
