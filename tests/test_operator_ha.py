@@ -394,3 +394,17 @@ def test_brokers_register_with_every_name_server_pod_of_the_headless_service() -
     ]
     assert targets(["demo-namesrv-pods.mq.svc:9876"], False) == ["demo-namesrv-pods.mq.svc:9876"]
     assert targets(["gone.svc:1"], True) == ["gone.svc:1"]
+
+
+def test_a_group_whose_brokers_all_stay_silent_starts_no_failover_timer() -> None:
+    """When no broker of a group answers (the operator cannot reach them), no failover is
+    pending and the master is restarted in place by a roll, as without admin access."""
+    kube = FakeKube([_pod(0, "old"), _pod(1, "new")])
+    admin = FakeAdmin(kube, [_member(0, role=""), _member(1, role="")])
+    notes: list[reconcile.Note] = []
+    result = reconcile.reconcile_broker(kube, _broker({}), NOW, admin, notes)  # type: ignore[arg-type]
+
+    [group] = result["groups"]
+    assert "masterDownSince" not in group and "failover" not in group
+    assert ("delete", "Pod", "demo-a-0") in kube.log
+    assert admin.promoted == [] and notes == []

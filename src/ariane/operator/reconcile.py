@@ -14,7 +14,8 @@ automatic failover (``failover.failover_step``: the master down past
 ``status.groups[].lastPromotion`` and an Event), then ``roller`` restarts at most one stale pod
 (a stale master with an in-sync slave is switched over first). A promotion first moves the
 group's entry in the roles ConfigMap (the source of truth for who is master; never derived
-from status), then calls ``ChangeRole``; a refused promotion moves it back. Groups beyond
+from status), then calls ``ChangeRole``; a refused promotion moves it back. A group none of
+whose brokers answers is handled as without admin access (nobody could be promoted). Groups beyond
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
 consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
 ``_grow_claims`` patches the store claims up to ``spec.storage.size`` when their StorageClass
@@ -331,6 +332,8 @@ def _run_group(
     members: list[failover.MemberView] = []
     if context.admin is not None and replicas > 1:
         members = context.admin.members(context.owner.namespace, group, pods, replicas)
+        if not any(m.role for m in members):
+            members = []  # no broker of the group answers: nothing to decide HA from
     entry: dict[str, Any] = {}
     promoted = bool(members) and _failover(context, group, members, entry)
     master = context.masters.get(group, 0)
