@@ -151,8 +151,8 @@ def reconcile_broker(
         paused = status.condition(status.PAUSED, True, "Paused", "annotation set", generation, now)
         return {"conditions": status.merge(old, [paused])}
     owner = model.Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
-    try:
-        objects = model.desired_objects(owner, broker.get("spec", {}))
+    try:  # validate the spec before any read of live state
+        model.desired_objects(owner, broker.get("spec", {}))
     except model.SpecError as error:
         bad = [
             status.condition(status.READY, False, "InvalidSpec", str(error), generation, now),
