@@ -8,20 +8,27 @@ module carries them under ``example/prometheus-operator-crd/``) into the module 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
+from collections.abc import Iterator, Mapping
 
 import yaml
 
+from ariane import dev
+from ariane.operator import handlers
 from e2e.testenv import cluster, processes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CRD_DIR = ROOT / "crds"
 CHART_DIR = ROOT / "charts" / "ariane"
 ESTABLISHED_TIMEOUT_S = 60.0
+OPERATOR_START_TIMEOUT_S = 90.0
 
 
 PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
@@ -103,3 +110,61 @@ def apply_crds(k8s: cluster.Cluster) -> list[str]:
             what=f"CRD {name} Established",
         )
     return names
+
+
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """A running operator child: its log and where its liveness and metrics are served."""
+
+    log_path: pathlib.Path
+    liveness_url: str
+    metrics_url: str
+
+
+@contextlib.contextmanager
+def run_operator(
+    k8s: cluster.Cluster,
+    log_path: pathlib.Path,
+    namespace_glob: str,
+    *,
+    env: Mapping[str, str],
+    resync_s: int,
+) -> Iterator[Running]:
+    """``ariane operator --standalone --namespace GLOB`` as a child process (CRDs applied
+    first), with ``env`` added (the address override maps); stopped by PID, its log printed.
+
+    Raises:
+        AssertionError: the operator did not exit cleanly when stopped.
+    """
+    apply_crds(k8s)
+    child_env = {
+        **os.environ,
+        "KUBECONFIG": str(k8s.kubeconfig),
+        handlers.RESYNC_ENV: str(resync_s),
+        **env,
+    }
+    port, metrics_port = dev.free_port(), dev.free_port()
+    command = [sys.executable, "-m", "ariane", "operator", "--standalone"]
+    command += [f"--namespace={namespace_glob}", f"--metrics-port={metrics_port}"]
+    command += [f"--liveness=http://127.0.0.1:{port}/healthz", "--log-level=debug"]
+    with log_path.open("wb") as log_file:
+        child = subprocess.Popen(
+            command,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=child_env,
+        )
+    try:
+        dev.wait_until_listening(
+            "127.0.0.1", port, process=child, timeout_s=OPERATOR_START_TIMEOUT_S
+        )
+        yield Running(
+            log_path,
+            f"http://127.0.0.1:{port}/healthz",
+            f"http://127.0.0.1:{metrics_port}/metrics",
+        )
+    finally:
+        code = dev.stop_process(child)
+        print(log_path.read_text()[-20000:])
+        assert code == 0, f"operator exited with {code}"

@@ -215,7 +215,8 @@ def _model_objects(
 def test_model_objects_pass_server_side_dry_run(
     k8s: cluster.Cluster, namespace: str, crds: list[str]
 ) -> None:
-    """Every object the model renders for a defaulted Broker is valid for the apiserver."""
+    """Every object the model renders for a defaulted Broker (two ConfigMaps, two name-server
+    Services and the Deployment, three objects per group) is valid for the apiserver."""
     objects = _model_objects(k8s, namespace, {"groups": 2, "replicasPerGroup": 2})
     body = {"apiVersion": "v1", "kind": "List", "items": objects}
 
@@ -224,7 +225,7 @@ def test_model_objects_pass_server_side_dry_run(
     )
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("(server dry run)") == len(objects) == 9
+    assert result.stdout.count("(server dry run)") == len(objects) == 11
 
 
 def test_model_objects_run_and_pods_know_their_broker_id(

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -43,13 +39,7 @@ def loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoi
         yield endpoints
 
 
-@dataclasses.dataclass(frozen=True)
-class Running:
-    """A running operator child: its log and where its liveness and metrics are served."""
-
-    log_path: pathlib.Path
-    liveness_url: str
-    metrics_url: str
+Running = operator_support.Running
 
 
 @contextlib.contextmanager
@@ -59,34 +49,13 @@ def _run_operator(
     log_path: pathlib.Path,
     namespace_glob: str,
     resync_s: int = RESYNC_S,
-) -> Iterator[Running]:
+) -> Iterator[operator_support.Running]:
     """``ariane operator --standalone --namespace GLOB`` as a child process, stopped by PID."""
-    operator_support.apply_crds(k8s)
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(k8s.kubeconfig),
-        metadata.OVERRIDE_ENV: json.dumps({"*": loopback.namesrv}),
-        handlers.RESYNC_ENV: str(resync_s),
-    }
-    port, metrics_port = dev.free_port(), dev.free_port()
-    command = [sys.executable, "-m", "ariane", "operator", "--standalone"]
-    command += [f"--namespace={namespace_glob}", f"--metrics-port={metrics_port}"]
-    command += [f"--liveness=http://127.0.0.1:{port}/healthz", "--log-level=debug"]
-    with log_path.open("wb") as log_file:
-        child = subprocess.Popen(
-            command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-        )
-    try:
-        dev.wait_until_listening("127.0.0.1", port, process=child, timeout_s=WAIT_S)
-        yield Running(
-            log_path,
-            f"http://127.0.0.1:{port}/healthz",
-            f"http://127.0.0.1:{metrics_port}/metrics",
-        )
-    finally:
-        code = dev.stop_process(child)
-        print(log_path.read_text()[-20000:])
-        assert code == 0, f"operator exited with {code}"
+    env = {metadata.OVERRIDE_ENV: json.dumps({"*": loopback.namesrv})}
+    with operator_support.run_operator(
+        k8s, log_path, namespace_glob, env=env, resync_s=resync_s
+    ) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -265,8 +234,9 @@ def test_service_monitor_selects_the_ports_that_serve_metrics(
     [endpoint] = monitor["spec"]["endpoints"]
     assert endpoint["path"] == "/metrics"
     core = kubernetes.client.CoreV1Api(k8s.api_client)
+    absent = [f"!{e['key']}" for e in monitor["spec"]["selector"]["matchExpressions"]]
     services = core.list_namespaced_service(
-        namespace, label_selector=",".join(f"{k}={v}" for k, v in selector.items())
+        namespace, label_selector=",".join([*(f"{k}={v}" for k, v in selector.items()), *absent])
     ).items
     assert sorted(s.metadata.name for s in services) == ["demo-a", "demo-namesrv"]
     for service in services:

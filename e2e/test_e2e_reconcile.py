@@ -11,7 +11,9 @@ import pytest
 
 from ariane.operator import kube, reconcile, status
 from e2e import operator_support
-from e2e.testenv import cluster
+from e2e.testenv import cluster, processes
+
+WAIT_S = 90.0
 
 pytestmark = pytest.mark.k8s
 
@@ -75,3 +77,56 @@ def test_paused_broker_applies_nothing_and_says_so(k8s: cluster.Cluster, namespa
     assert "observedGeneration" not in result
     apps = kubernetes.client.AppsV1Api(k8s.api_client)
     assert apps.list_namespaced_stateful_set(namespace).items == []
+
+
+def _claims(k8s: cluster.Cluster, namespace: str) -> dict[str, tuple[str, str]]:
+    """Store claim name → (phase, requested storage)."""
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    return {
+        c.metadata.name: (c.status.phase, c.spec.resources.requests["storage"])
+        for c in core.list_namespaced_persistent_volume_claim(namespace).items
+    }
+
+
+def _grow(k8s: cluster.Cluster, namespace: str, size: str) -> dict[str, Any]:
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+    patch = {"spec": {"storage": {"size": size}}}
+    custom.patch_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, "brokers", "demo", patch
+    )
+    return dict(
+        custom.get_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo")
+    )
+
+
+def test_storage_size_grows_the_bound_claims_and_blocks_without_expansion(
+    k8s: cluster.Cluster, namespace: str
+) -> None:
+    """Raising storage.size patches every bound store claim (the StatefulSets' immutable claim
+    templates are left alone, so the apply still succeeds); with a StorageClass that does not
+    allow expansion the claims stay and StorageGrowthBlocked says why."""
+    client = kube.Kube(k8s.api_client)
+    broker = _broker(k8s, namespace)
+    reconcile.reconcile_broker(client, broker, NOW)
+    processes.wait_until(
+        lambda: [p for p, _ in _claims(k8s, namespace).values()] == ["Bound"] * 4,
+        timeout_s=WAIT_S,
+        what="4 bound store claims",
+    )
+
+    grown = reconcile.reconcile_broker(client, _grow(k8s, namespace, "2Gi"), NOW)
+
+    assert {size for _, size in _claims(k8s, namespace).values()} == {"2Gi"}
+    assert status.READY in {c["type"] for c in grown["conditions"]}
+    assert "StorageGrowthBlocked" not in {c["type"] for c in grown["conditions"]}
+    storage_api = kubernetes.client.StorageV1Api(k8s.api_client)
+    classes = [c for c in storage_api.list_storage_class().items]
+    [default] = [c for c in classes if c.allow_volume_expansion]
+    storage_api.patch_storage_class(default.metadata.name, {"allowVolumeExpansion": False})
+    try:
+        blocked = reconcile.reconcile_broker(client, _grow(k8s, namespace, "3Gi"), NOW)
+    finally:
+        storage_api.patch_storage_class(default.metadata.name, {"allowVolumeExpansion": True})
+    [condition] = [c for c in blocked["conditions"] if c["type"] == "StorageGrowthBlocked"]
+    assert (condition["status"], condition["reason"]) == ("True", "NotExpandable")
+    assert {size for _, size in _claims(k8s, namespace).values()} == {"2Gi"}

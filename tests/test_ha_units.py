@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.common import clock, ids, message
+from ariane.common import clock, ids, message, promotion
 from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings
-from ariane.store.ha import epochs, frames, promotion, service
+from ariane.store.ha import epochs, frames, service
 from ariane.store.ha import settings as ha_settings
 
 LONGS = st.integers(min_value=0, max_value=2**62)

@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ariane.operator import model, resources
+from ariane.operator import failover, model, resources
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OWNER = model.Owner(name="demo", namespace="mq", uid="1234-abcd")
@@ -28,12 +28,14 @@ def _two_by_two() -> resources.BrokerSpec:
 
 
 def test_objects_come_in_apply_order_with_expected_names() -> None:
-    """Config first, then the name server, then Service/StatefulSet/PDB per group a, b."""
+    """Config and roles first, then the name server, then Service/StatefulSet/PDB per group."""
     objects = model.desired_objects(OWNER, _two_by_two())
 
     assert [(m["kind"], m["metadata"]["name"]) for m in objects] == [
         ("ConfigMap", "demo-config"),
+        ("ConfigMap", "demo-roles"),
         ("Service", "demo-namesrv"),
+        ("Service", "demo-namesrv-pods"),
         ("Deployment", "demo-namesrv"),
         ("Service", "demo-a"),
         ("StatefulSet", "demo-a"),
@@ -64,7 +66,8 @@ def test_every_object_is_owned_and_labelled() -> None:
 
 
 def test_statefulset_runs_one_broker_per_ordinal() -> None:
-    """A group's StatefulSet: replicasPerGroup pods, OnDelete, broker id from the pod index."""
+    """A group's StatefulSet: replicasPerGroup pods, OnDelete, broker id and role from the pod
+    index and the master ordinal of the roles ConfigMap."""
     sts = _by_key(model.desired_objects(OWNER, _two_by_two()))[("StatefulSet", "demo-b")]
     spec = sts["spec"]
     pod = spec["template"]["spec"]
@@ -79,15 +82,23 @@ def test_statefulset_runs_one_broker_per_ordinal() -> None:
         "/etc/ariane/broker.toml",
         "--broker-name",
         "demo-b",
-        "--broker-id",
-        "$(ARIANE_BROKER_ID)",
+        "--pod-ordinal",
+        "$(ARIANE_POD_INDEX)",
+        "--master-ordinal",
+        "$(ARIANE_MASTER_ORDINAL)",
         "--advertise",
         "$(POD_NAME).demo-b.mq.svc:8081",
         "--metrics-listen",
         "0.0.0.0:5557",
     ]
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
-    assert env["ARIANE_BROKER_ID"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    env = {e["name"]: e["valueFrom"] for e in container["env"]}
+    assert env["ARIANE_POD_INDEX"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}
+    }
+    assert env["ARIANE_MASTER_ORDINAL"] == {
+        "configMapKeyRef": {"name": "demo-roles", "key": "demo-b"}
+    }
+    assert {"name": "ha", "containerPort": 10912} in container["ports"]
     assert container["readinessProbe"]["tcpSocket"] == {"port": "grpc"}
     assert {"name": "grpc", "containerPort": 8081} in container["ports"]
 
@@ -138,7 +149,8 @@ def test_default_anti_affinity_separates_a_groups_pods_and_can_be_replaced() -> 
 
 
 def test_config_map_holds_a_broker_toml_the_broker_can_read() -> None:
-    """broker.toml parses as TOML, points at the name-server Service and merges spec.config."""
+    """broker.toml parses as TOML, points at the name-server pods (headless Service, every
+    address) and merges spec.config."""
     spec: resources.BrokerSpec = {
         "flushDiskType": "SYNC_FLUSH",
         "config": {"register_interval_ms": 10_000, "store": {"flush_interval_ms": 200}},
@@ -149,7 +161,8 @@ def test_config_map_holds_a_broker_toml_the_broker_can_read() -> None:
 
     assert parsed["cluster"] == "demo"
     assert parsed["listen"] == "0.0.0.0:8081"
-    assert parsed["namesrv"] == ["demo-namesrv.mq.svc:9876"]
+    assert parsed["namesrv"] == ["demo-namesrv-pods.mq.svc:9876"]
+    assert parsed["namesrv_resolve_all"] is True
     assert parsed["store_dir"] == "/var/lib/ariane/store"
     assert parsed["register_interval_ms"] == 10_000
     assert parsed["store"] == {"flush_disk_type": "SYNC_FLUSH", "flush_interval_ms": 200}
@@ -200,10 +213,14 @@ def test_service_monitor_selects_the_port_every_pod_serves_metrics_on() -> None:
     (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
     wanted = monitor["spec"]["selector"]["matchLabels"]
     endpoint_port = monitor["spec"]["endpoints"][0]["port"]
+    absent = {e["key"] for e in monitor["spec"]["selector"]["matchExpressions"]}
+    assert absent == {"ariane.dev/discovery"}
     services = [
         o
         for o in objects
-        if o["kind"] == "Service" and wanted.items() <= o["metadata"]["labels"].items()
+        if o["kind"] == "Service"
+        and wanted.items() <= o["metadata"]["labels"].items()
+        and not absent & o["metadata"]["labels"].keys()
     ]
     components = {s["metadata"]["labels"]["app.kubernetes.io/component"] for s in services}
     assert components == {"broker", "namesrv"}
@@ -273,6 +290,10 @@ def test_model_defaults_equal_the_crd_defaults() -> None:
     assert _crd_default(brokers, "storage", "size") == resources.DEFAULT_STORAGE_SIZE
     assert _crd_default(brokers, "metrics", "port") == resources.DEFAULT_METRICS_PORT
     assert _crd_default(brokers, "nameServer", "replicas") == resources.DEFAULT_NAMESRV_REPLICAS
+    assert (
+        _crd_default(brokers, "failover", "masterDownTimeoutSeconds")
+        == failover.DEFAULT_MASTER_DOWN_TIMEOUT_S
+    )
 
 
 broker_names = st.from_regex(r"\A[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")

@@ -4,7 +4,7 @@ Each fault is injected, held for a random time, then healed, and the group is wa
 sync before the next one (so every fault hits a healthy group and the faults are countable):
 
 * ``kill_master``: SIGKILL the master; after the hold, ``ariane admin broker promote`` logic
-  (``ariane.admin_failover.promote``) makes the slave master with epoch + 1, and the old master
+  (``ariane.client.failover.promote``) makes the slave master with epoch + 1, and the old master
   restarts as its slave (it cuts a diverged tail on connect);
 * ``kill_slave`` / ``kill_namesrv``: SIGKILL, then restart on the same port and store;
 * ``pause_master`` / ``pause_slave``: SIGSTOP, then SIGCONT (no promotion: a short stall);
@@ -25,7 +25,7 @@ import time
 
 import grpc
 
-from ariane import admin_failover
+from ariane.client import failover as admin_failover
 from ariane.common import errors
 from ariane.grpcwire import pb, rpc
 from e2e.chaos import cluster as cluster_mod

@@ -40,8 +40,9 @@ from typing import Any
 from rich import console as rich_console
 from rich import table as rich_table
 
-from ariane import admin_failover, admin_top
+from ariane import admin_top
 from ariane.client import admin, admin_types, consumer, producer
+from ariane.client import failover as admin_failover
 from ariane.common import errors, message
 
 EXIT_REFUSED = 1

@@ -67,6 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=[t.value for t in store_settings.FlushDiskType],
         help="ASYNC_FLUSH (default) or SYNC_FLUSH",
     )
+    _add_ha_arguments(parser)
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+
+
+def _add_ha_arguments(parser: argparse.ArgumentParser) -> None:
+    """Role, HA addresses and the operator's pod ordinals (RocketMQ ``brokerRole``, HA port)."""
     parser.add_argument(
         "--broker-role",
         choices=[r.value for r in ha_settings.BrokerRole],
@@ -83,8 +91,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a slave's master HA address (default: ask the name server)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--pod-ordinal",
+        type=int,
+        metavar="N",
+        help="this pod's StatefulSet ordinal (operator pods; with --master-ordinal, sets "
+        "--broker-id and the role)",
     )
+    parser.add_argument(
+        "--master-ordinal",
+        type=int,
+        metavar="M",
+        help="the ordinal of the group's master pod (from the operator's roles ConfigMap)",
+    )
+
+
+def role_by_ordinal(
+    pod_ordinal: int, master_ordinal: int, master_role: ha_settings.BrokerRole
+) -> tuple[int, ha_settings.BrokerRole]:
+    """A pod's broker id and role from its ordinal and the group's master ordinal (pure).
+
+    The master pod is broker id 0 with ``master_role``; the others are SLAVEs keeping their
+    ordinal as id, except ordinal 0, which takes the master's ordinal: the ids a promotion
+    leaves (the promoted slave's id goes to the demoted master, as ``ChangeRole`` does).
+
+    Raises:
+        ValueError: a negative ordinal, or ``master_role`` is SLAVE.
+    """
+    if pod_ordinal < 0 or master_ordinal < 0 or not master_role.is_master:
+        raise ValueError(
+            f"--pod-ordinal {pod_ordinal} / --master-ordinal {master_ordinal} must be >= 0 "
+            f"and the group's role a master role, not {master_role.value}"
+        )
+    if pod_ordinal == master_ordinal:
+        return 0, master_role
+    return (pod_ordinal or master_ordinal), ha_settings.BrokerRole.SLAVE
 
 
 def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettings:
@@ -124,6 +164,13 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
     ha_given = {k: v for k, v in ha_flags.items() if v is not None}
     if ha_given:
         settings = dataclasses.replace(settings, ha=dataclasses.replace(settings.ha, **ha_given))
+    if args.pod_ordinal is not None or args.master_ordinal is not None:
+        if args.pod_ordinal is None or args.master_ordinal is None:
+            raise ValueError("--pod-ordinal and --master-ordinal go together")
+        broker_id, role = role_by_ordinal(args.pod_ordinal, args.master_ordinal, settings.ha.role)
+        lone = role.is_master and settings.ha.broker_role is None  # no HA port for a lone master
+        ha = dataclasses.replace(settings.ha, broker_role=None if lone else role)
+        settings = dataclasses.replace(settings, broker_id=ids.BrokerId(broker_id), ha=ha)
     return settings
 
 

@@ -94,7 +94,7 @@ class BrokerServer:
         """
         runtime = runtime_mod.BrokerRuntime(self.settings, time=self.clock)
         self.runtime = runtime
-        channels = rpc.ChannelPool(channels_max=len(self.settings.namesrv_addrs) + 8)
+        channels = self._channel_pool()
         client_registry, consumer_registry = self._client_tables()
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
@@ -147,6 +147,15 @@ class BrokerServer:
             await channels.close()
             runtime.close()
             _log.info("broker stopped")
+
+    def _channel_pool(self) -> rpc.ChannelPool:
+        """Channels to every name server (all addresses a resolved name lists) and a few more."""
+        namesrv_max = (
+            registration.NAMESRV_ADDRESSES_MAX
+            if self.settings.namesrv_resolve_all
+            else len(self.settings.namesrv_addrs)
+        )
+        return rpc.ChannelPool(channels_max=namesrv_max + 8)
 
     def _ha_services(
         self, runtime: runtime_mod.BrokerRuntime, channels: rpc.ChannelPool

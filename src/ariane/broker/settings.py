@@ -354,6 +354,12 @@ class BrokerSettings:
     namesrv_addrs: tuple[str, ...] = ("127.0.0.1:9876",)
     """Name servers to register with, each ``HOST:PORT`` (``namesrvAddr``)."""
 
+    namesrv_resolve_all: bool = False
+    """Resolve each name-server host to every address it has, again before each registration
+    round, and register with each (a Kubernetes headless Service lists every name-server pod);
+    False: dial each ``namesrv_addrs`` entry as given. RocketMQ users ask for DNS-based,
+    hot-reloadable name-server lists (rocketmq-operator #54/#140)."""
+
     register_interval_ms: int = 30_000
     """Registration period (``registerNameServerPeriod``, clamped 10-60 s there)."""
 

@@ -9,7 +9,8 @@ Errors are the classes of ``ariane.common.errors`` (one per RocketMQ status code
 ``NameServerUnreachableError``/``BrokerUnreachableError`` for servers that did not answer and
 ``PartialSendError``/``PartialAckError`` when only some entries of a batch were refused.
 
-Modules: ``producer``, ``consumer``, ``pull_consumer``, ``admin`` (+ ``admin_types``), and
+Modules: ``producer``, ``consumer``, ``pull_consumer``, ``admin`` (+ ``admin_types``), ``failover``
+(promote a slave: ``ariane admin broker promote`` and the operator), and
 below them ``session``, ``route_cache``, ``transport``, ``send_stream`` (the producer's
 streaming mode) and ``message_id``.
 """

@@ -4,8 +4,8 @@ Modules: ``ids`` (NewTypes for ids and offsets), ``message`` (message values, pr
 ``route`` (MessageQueue and route values, perm bits), ``topics`` (name rules, retry/DLQ names),
 ``delay`` (delay levels), ``errors`` (RocketMQ ``Code`` and the error tree), ``clock`` (the time
 seam), ``limits`` (protocol limits), ``log_limits`` (rate-limited log lines), ``histogram``
-(fixed-bucket counts for metrics), ``allocate`` (RocketMQ's queue allocation strategies).
-Import the modules, not their names.
+(fixed-bucket counts for metrics), ``allocate`` (RocketMQ's queue allocation strategies),
+``promotion`` (the pure failover decision). Import the modules, not their names.
 """
 
 from ariane.common import (
@@ -18,6 +18,7 @@ from ariane.common import (
     limits,
     log_limits,
     message,
+    promotion,
     route,
     topics,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "limits",
     "log_limits",
     "message",
+    "promotion",
     "route",
     "topics",
 ]

@@ -10,7 +10,18 @@ brokers and name servers, so it never imports ``ariane.broker``, ``ariane.namesr
 import importlib
 import types
 
-__all__ = ["kube", "metadata", "model", "reconcile", "resources", "roller", "status"]
+__all__ = [
+    "failover",
+    "ha",
+    "kube",
+    "metadata",
+    "model",
+    "reconcile",
+    "resources",
+    "roller",
+    "status",
+    "storage",
+]
 
 
 def __getattr__(name: str) -> types.ModuleType:

@@ -28,7 +28,7 @@ import kubernetes  # type: ignore[import-untyped]
 from ariane import metrics
 from ariane.client import admin
 from ariane.common import errors
-from ariane.operator import kube, metadata, reconcile, resources, status
+from ariane.operator import ha, kube, metadata, reconcile, resources, status
 
 _log = logging.getLogger(__name__)
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -86,6 +86,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.execution.max_workers = 8
     memo.kube = kube.Kube(kube.api_client_from_environment())
     memo.overrides = metadata.overrides_from_env()
+    memo.pod_overrides = ha.pod_overrides_from_env()
 
 
 @kopf.on.probe(id="last_success_age_s")
@@ -101,9 +102,14 @@ def _write(patch: kopf.Patch, result: dict[str, Any]) -> None:
 
 def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -> None:
     RECONCILES.labels("Broker").inc()
+    namesrv = metadata.namesrv_endpoint(
+        str(body.metadata.namespace), str(body.metadata.name), memo.overrides
+    )
+    admin_seam = ha.AdminSeam(namesrv, memo.pod_overrides)
+    notes: list[reconcile.Note] = []
     with DURATION.labels("Broker").time():
         try:
-            result = reconcile.reconcile_broker(memo.kube, dict(body), _now())
+            result = reconcile.reconcile_broker(memo.kube, dict(body), _now(), admin_seam, notes)
         except kubernetes.client.ApiException as error:
             FAILURES.labels("Broker").inc()
             message = f"apply failed: {error.status} {error.reason}"
@@ -112,6 +118,9 @@ def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -
             raise kopf.TemporaryError(message, delay=RETRY_DELAY_S) from None
     _write(patch, result)
     _last_success["monotonic_s"] = time.monotonic()
+    for note in notes:
+        post = kopf.warn if note.warning else kopf.info
+        post(body, reason=note.reason, message=note.message)
     for cond in result["conditions"]:
         if cond["type"] == status.PROGRESSING and "restarting" in cond["message"]:
             kopf.info(body, reason="RollingPod", message=cond["message"])

@@ -32,21 +32,30 @@ ADMIN_TIMEOUT_S: Final = 10.0
 """Deadline of each admin call the operator makes, in seconds."""
 
 
-def overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The override map of ``OVERRIDE_ENV`` (``{}`` when unset).
+def string_map_from_env(variable: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The JSON object of strings in environment ``variable`` (``{}`` when unset).
 
     Raises:
         ValueError: the variable is not a JSON object of strings.
     """
-    text = (os.environ if environ is None else environ).get(OVERRIDE_ENV, "").strip()
+    text = (os.environ if environ is None else environ).get(variable, "").strip()
     if not text:
         return {}
     parsed = json.loads(text)
     if not isinstance(parsed, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
     ):
-        raise ValueError(f"{OVERRIDE_ENV} must be a JSON object of strings, not {text!r}")
+        raise ValueError(f"{variable} must be a JSON object of strings, not {text!r}")
     return parsed
+
+
+def overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The override map of ``OVERRIDE_ENV`` (``{}`` when unset).
+
+    Raises:
+        ValueError: the variable is not a JSON object of strings.
+    """
+    return string_map_from_env(OVERRIDE_ENV, environ)
 
 
 def namesrv_endpoint(namespace: str, broker: str, overrides: Mapping[str, str]) -> str:

@@ -1,7 +1,9 @@
 """The pure model: a Broker spec → the Kubernetes objects that run it (no I/O, deterministic).
 
-``desired_objects(owner, spec)`` returns, in apply order: the broker ConfigMap, the name-server
-Service and Deployment, then per broker group a headless Service, a StatefulSet and a
+``desired_objects(owner, spec, masters)`` returns, in apply order: the broker ConfigMap, the
+roles ConfigMap (each group's master pod ordinal, ``masters``), the name-server Service (clients)
+and headless Service (brokers register with every pod it lists), the name-server
+Deployment, then per broker group a headless Service, a StatefulSet and a
 PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule (DESIGN §8).
 
 Invariants:
@@ -9,9 +11,12 @@ Invariants:
   lists are built in a fixed order); every name is a DNS label for names the CRD admits.
 - Every object carries an owner reference to the Broker except the store's PVCs: those follow
   the StatefulSet's ``persistentVolumeClaimRetentionPolicy`` (Delete only with ``deleteClaim``).
-- Broker groups are ``<broker>-a``, ``<broker>-b``, ...; pod ordinal = broker id (0 = master).
-  The pod learns its id from the ``apps.kubernetes.io/pod-index`` label (downward API env var,
-  expanded by the kubelet in ``args``), so the container needs no wrapper script.
+- Broker groups are ``<broker>-a``, ``<broker>-b``, ...; the group's master is the pod whose
+  ordinal the roles ConfigMap names (0 until a switchover or failover moves it). A pod learns
+  its ordinal from the ``apps.kubernetes.io/pod-index`` label (downward API) and the master's
+  from the roles ConfigMap (``configMapKeyRef``, read by the kubelet at container start), and
+  ``ariane broker --pod-ordinal N --master-ordinal M`` derives its broker id and role, so the
+  container needs no wrapper script. Slaves find the master's HA port through the name server.
 - StatefulSets use ``updateStrategy: OnDelete``: the operator rolls pods itself (slaves first).
 """
 
@@ -28,6 +33,8 @@ from ariane.metrics import alerts
 from ariane.operator import resources
 
 BROKER_PORT: Final = 8081
+HA_PORT: Final = 10912
+"""The HA (replication) port of broker pods (RocketMQ ``haListenPort``)."""
 NAMESRV_PORT: Final = 9876
 CONFIG_DIR: Final = "/etc/ariane"
 CONFIG_FILE: Final = "broker.toml"
@@ -36,9 +43,21 @@ RUN_AS_USER: Final = 10001
 POD_INDEX_LABEL: Final = "apps.kubernetes.io/pod-index"
 CONFIG_HASH_ANNOTATION: Final = "ariane.dev/config-hash"
 GROUP_LABEL: Final = "ariane.dev/broker-group"
+DISCOVERY_LABEL: Final = "ariane.dev/discovery"
+"""On the name-server pods' headless Service only: the ServiceMonitor skips it (the pods are
+scraped through the name-server Service once)."""
 MANAGED_BY: Final = "ariane-operator"
 OPERATOR_OWNED_KEYS: Final = frozenset(
-    {"cluster", "broker_name", "broker_id", "listen", "advertised_endpoint", "namesrv", "store_dir"}
+    {
+        "cluster",
+        "broker_name",
+        "broker_id",
+        "listen",
+        "advertised_endpoint",
+        "namesrv",
+        "namesrv_resolve_all",
+        "store_dir",
+    }
 )
 """Broker settings the operator sets itself; ``spec.config`` may not override them."""
 
@@ -89,6 +108,21 @@ def namesrv_name(broker: str) -> str:
 def config_map_name(broker: str) -> str:
     """Name of the ConfigMap holding ``broker.toml``."""
     return f"{broker}-config"
+
+
+def namesrv_headless_name(broker: str) -> str:
+    """Name of the headless Service listing every name-server pod (brokers register with each)."""
+    return f"{broker}-namesrv-pods"
+
+
+def roles_config_map_name(broker: str) -> str:
+    """Name of the ConfigMap naming each group's master pod ordinal."""
+    return f"{broker}-roles"
+
+
+def namesrv_pods_address(owner: Owner) -> str:
+    """``HOST:PORT`` of the headless name-server Service: resolves to every name-server pod."""
+    return f"{namesrv_headless_name(owner.name)}.{owner.namespace}.svc:{NAMESRV_PORT}"
 
 
 def namesrv_address(owner: Owner) -> str:
@@ -180,13 +214,20 @@ def broker_settings(owner: Owner, spec: resources.BrokerSpec) -> dict[str, Any]:
         "flush_disk_type", spec.get("flushDiskType", resources.DEFAULT_FLUSH_DISK_TYPE)
     )
     workers = front_end_workers(spec.get("resources", {}))
+    replicated: dict[str, Any] = {}
+    if spec.get("replicasPerGroup", resources.DEFAULT_REPLICAS_PER_GROUP) > 1:
+        ha = {"ha_listen": f"0.0.0.0:{HA_PORT}", **dict(extra.pop("ha", {}))}
+        role = spec.get("brokerRole", resources.DEFAULT_BROKER_ROLE)
+        replicated = {"broker_role": role, "ha": ha}
     return {
         "cluster": owner.name,
         "listen": f"0.0.0.0:{BROKER_PORT}",
-        "namesrv": [namesrv_address(owner)],
+        "namesrv": [namesrv_pods_address(owner)],
+        "namesrv_resolve_all": True,
         "store_dir": STORE_DIR,
         **({} if workers is None else {"workers": workers}),
         **extra,
+        **replicated,
         "store": store,
     }
 
@@ -232,6 +273,23 @@ def config_map(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
         "kind": "ConfigMap",
         "metadata": _metadata(owner, config_map_name(owner.name), "broker"),
         "data": {CONFIG_FILE: render_toml(broker_settings(owner, spec))},
+    }
+
+
+def roles_config_map(
+    owner: Owner, groups: Sequence[str], masters: Mapping[str, int]
+) -> resources.Manifest:
+    """The ConfigMap naming each group's master pod ordinal (``masters``, default 0).
+
+    The operator changes an entry before it promotes a slave, so a pod that starts after the
+    promotion starts in its new role; it is not part of the config hash (no roll on a
+    failover).
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(owner, roles_config_map_name(owner.name), "broker"),
+        "data": {group: str(masters.get(group, 0)) for group in groups},
     }
 
 
@@ -313,6 +371,24 @@ def namesrv_service(owner: Owner, spec: resources.BrokerSpec) -> resources.Manif
     }
 
 
+def namesrv_headless_service(owner: Owner) -> resources.Manifest:
+    """The headless Service whose DNS name resolves to every ready name-server pod: brokers
+    resolve it before each registration round and register with each (``namesrv_resolve_all``),
+    so a new name-server pod is registered with without restarting any broker."""
+    metadata = _metadata(owner, namesrv_headless_name(owner.name), "namesrv")
+    metadata["labels"][DISCOVERY_LABEL] = "namesrv-pods"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(owner, "namesrv"),
+            "ports": [{"name": "grpc", "port": NAMESRV_PORT, "targetPort": "grpc"}],
+        },
+    }
+
+
 def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
     """The name-server Deployment (stateless, so it may roll: ``RollingUpdate``)."""
     namesrv = spec.get("nameServer", {})
@@ -377,18 +453,21 @@ def group_service(owner: Owner, group: str, spec: resources.BrokerSpec) -> resou
     }
 
 
-def _broker_env() -> list[dict[str, Any]]:
+def _broker_env(owner: Owner, group: str) -> list[dict[str, Any]]:
     def field(path: str) -> dict[str, Any]:
         return {"fieldRef": {"fieldPath": path}}
 
+    roles = {"name": roles_config_map_name(owner.name), "key": group}
     return [
         {"name": "POD_NAME", "valueFrom": field("metadata.name")},
-        {"name": "ARIANE_BROKER_ID", "valueFrom": field(f"metadata.labels['{POD_INDEX_LABEL}']")},
+        {"name": "ARIANE_POD_INDEX", "valueFrom": field(f"metadata.labels['{POD_INDEX_LABEL}']")},
+        {"name": "ARIANE_MASTER_ORDINAL", "valueFrom": {"configMapKeyRef": roles}},
     ]
 
 
 def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> dict[str, Any]:
-    """The broker container of ``group``'s pods; its broker id is the pod ordinal."""
+    """The broker container of ``group``'s pods; its broker id and role follow from its ordinal
+    and the group's master ordinal (``ariane broker --pod-ordinal/--master-ordinal``)."""
     port = metrics_port(spec)
     advertise = f"$(POD_NAME).{group}.{owner.namespace}.svc:{BROKER_PORT}"
     container: dict[str, Any] = {
@@ -401,17 +480,20 @@ def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> di
             f"{CONFIG_DIR}/{CONFIG_FILE}",
             "--broker-name",
             group,
-            "--broker-id",
-            "$(ARIANE_BROKER_ID)",
+            "--pod-ordinal",
+            "$(ARIANE_POD_INDEX)",
+            "--master-ordinal",
+            "$(ARIANE_MASTER_ORDINAL)",
             "--advertise",
             advertise,
             "--metrics-listen",
             f"0.0.0.0:{port}",
         ],
-        "env": _broker_env(),
+        "env": _broker_env(owner, group),
         "ports": [
             {"name": "grpc", "containerPort": BROKER_PORT},
             {"name": "metrics", "containerPort": port},
+            {"name": "ha", "containerPort": HA_PORT},
         ],
         "securityContext": _security_context(),
         "volumeMounts": [
@@ -426,19 +508,27 @@ def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> di
     return container
 
 
-def _claim_template(spec: resources.BrokerSpec) -> dict[str, Any]:
+def _claim_template(spec: resources.BrokerSpec, size: str | None) -> dict[str, Any]:
     storage = spec.get("storage", {})
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": storage.get("size", resources.DEFAULT_STORAGE_SIZE)}},
+        "resources": {
+            "requests": {"storage": size or storage.get("size", resources.DEFAULT_STORAGE_SIZE)}
+        },
     }
     if "storageClassName" in storage:
         claim["storageClassName"] = storage["storageClassName"]
     return {"metadata": {"name": "store"}, "spec": claim}
 
 
-def group_statefulset(owner: Owner, group: str, spec: resources.BrokerSpec) -> resources.Manifest:
-    """The StatefulSet of one broker group: pod ordinal 0 is the master, the rest are slaves."""
+def group_statefulset(
+    owner: Owner, group: str, spec: resources.BrokerSpec, claim_size: str | None = None
+) -> resources.Manifest:
+    """The StatefulSet of one broker group (the roles ConfigMap names its master's ordinal).
+
+    ``claim_size``: the live StatefulSet's claim template size (templates are immutable; the
+    operator grows the claims themselves), else ``spec.storage.size``.
+    """
     toml_text = render_toml(broker_settings(owner, spec))
     selector = selector_labels(owner, "broker", group)
     claims = "Delete" if spec.get("storage", {}).get("deleteClaim", False) else "Retain"
@@ -469,7 +559,7 @@ def group_statefulset(owner: Owner, group: str, spec: resources.BrokerSpec) -> r
                     **_scheduling(spec, _spread_by_host(selector)),
                 },
             },
-            "volumeClaimTemplates": [_claim_template(spec)],
+            "volumeClaimTemplates": [_claim_template(spec, claim_size)],
         },
     }
 
@@ -508,7 +598,8 @@ def service_monitor(owner: Owner) -> resources.Manifest:
                 "matchLabels": {
                     "app.kubernetes.io/name": "ariane",
                     "app.kubernetes.io/instance": owner.name,
-                }
+                },
+                "matchExpressions": [{"key": DISCOVERY_LABEL, "operator": "DoesNotExist"}],
             },
             "targetLabels": TARGET_LABELS,
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
@@ -531,22 +622,36 @@ def prometheus_rule(owner: Owner) -> resources.Manifest:
     }
 
 
-def desired_objects(owner: Owner, spec: resources.BrokerSpec) -> list[resources.Manifest]:
+def desired_objects(
+    owner: Owner,
+    spec: resources.BrokerSpec,
+    masters: Mapping[str, int] | None = None,
+    claim_sizes: Mapping[str, str] | None = None,
+) -> list[resources.Manifest]:
     """Every object the Broker ``owner`` with ``spec`` needs, in apply order.
+
+    Args:
+        owner: the Broker CR.
+        spec: its spec.
+        masters: group → master pod ordinal (the live roles ConfigMap); missing groups: 0.
+        claim_sizes: group → claim template size of its live StatefulSet (kept as is).
 
     Raises:
         SpecError: the spec cannot be rendered (bad group count, reserved config keys, ...).
     """
     if not 1 <= len(owner.name) <= resources.BROKER_NAME_LENGTH_MAX:
         raise SpecError(f"Broker name {owner.name!r} must have 1..40 characters")
+    groups = group_names(owner.name, spec.get("groups", resources.DEFAULT_GROUPS))
     objects = [
         config_map(owner, spec),
+        roles_config_map(owner, groups, masters or {}),
         namesrv_service(owner, spec),
+        namesrv_headless_service(owner),
         namesrv_deployment(owner, spec),
     ]
-    for group in group_names(owner.name, spec.get("groups", resources.DEFAULT_GROUPS)):
+    for group in groups:
         objects.append(group_service(owner, group, spec))
-        objects.append(group_statefulset(owner, group, spec))
+        objects.append(group_statefulset(owner, group, spec, (claim_sizes or {}).get(group)))
         objects.append(group_pdb(owner, group))
     metrics = spec.get("metrics", {})
     if metrics.get("serviceMonitor", False):

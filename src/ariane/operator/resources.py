@@ -41,6 +41,12 @@ class MetricsSpec(TypedDict, total=False):
     prometheusRule: bool
 
 
+class FailoverSpec(TypedDict, total=False):
+    """``Broker.spec.failover``: automatic promotion of a slave when a master is gone."""
+
+    masterDownTimeoutSeconds: int
+
+
 class BrokerSpec(TypedDict, total=False):
     """``Broker.spec``: one cluster (RocketMQ ``brokerClusterName``) of name servers and groups."""
 
@@ -52,6 +58,7 @@ class BrokerSpec(TypedDict, total=False):
     brokerRole: str
     flushDiskType: str
     storage: StorageSpec
+    failover: FailoverSpec
     resources: dict[str, Any]
     config: dict[str, Any]
     metrics: MetricsSpec

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import socket
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 
@@ -51,6 +54,52 @@ FAILURE_LOG_INTERVAL_S = 30.0
 every <= 3 s during an outage; the warning keeps RocketMQ's 30 s pace)."""
 
 
+NAMESRV_ADDRESSES_MAX = 64
+"""Most name-server addresses one broker registers with (a resolved name beyond it is cut)."""
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""``(host, port)`` → the IP addresses of ``host`` (the DNS seam)."""
+
+
+async def resolve_host(host: str, port: int) -> list[str]:
+    """Every IP address of ``host`` (``getaddrinfo``, TCP), sorted, without duplicates.
+
+    Raises:
+        OSError: the name does not resolve.
+    """
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+async def name_server_targets(
+    addrs: Sequence[str], *, resolve_all: bool, resolver: Resolver = resolve_host
+) -> list[str]:
+    """The ``HOST:PORT`` endpoints to register with: ``addrs`` as given, or (``resolve_all``)
+    each host expanded to every address it resolves to (an unresolvable one kept as given),
+    at most ``NAMESRV_ADDRESSES_MAX``."""
+    if not resolve_all:
+        return list(addrs)
+    targets: list[str] = []
+    for addr in addrs:
+        host, _, port_text = addr.rpartition(":")
+        try:
+            found = await resolver(host.strip("[]"), int(port_text))
+        except OSError as exc:
+            _log.warning("name server %s does not resolve (%s); dialling it as given", addr, exc)
+            found = []
+        for ip in found or [host]:
+            literal = f"[{ip}]" if _is_ipv6(ip) else ip
+            targets.append(f"{literal}:{port_text}")
+    return list(dict.fromkeys(targets))[:NAMESRV_ADDRESSES_MAX]
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
 def retry_backoff_s(failures: int) -> float:
     """Wait before the next registration after ``failures`` (≥ 1) failed rounds in a row, s."""
     assert failures >= 1, "a backoff follows a failure"
@@ -66,9 +115,17 @@ class RegistrationService:
         channels: the pool of channels to name servers.
     """
 
-    def __init__(self, runtime: runtime_mod.BrokerRuntime, channels: rpc.ChannelPool) -> None:
+    def __init__(
+        self,
+        runtime: runtime_mod.BrokerRuntime,
+        channels: rpc.ChannelPool,
+        resolver: Resolver = resolve_host,
+    ) -> None:
         self._runtime = runtime
         self._channels = channels
+        self._resolver = resolver
+        self.targets: list[str] = list(runtime.settings.namesrv_addrs)
+        """The name-server endpoints of the current round (``name_server_targets``)."""
         self.registrations_ok = 0
         """Successful RegisterBroker calls since start (for tests and stats)."""
         self._failure_lines = log_limits.LineLimiter(key_interval_s=FAILURE_LOG_INTERVAL_S)
@@ -99,9 +156,15 @@ class RegistrationService:
 
     async def register_all(self) -> int:
         """Register with every name server at once; returns how many accepted."""
+        settings = self._runtime.settings
+        self.targets = await name_server_targets(
+            settings.namesrv_addrs,
+            resolve_all=settings.namesrv_resolve_all,
+            resolver=self._resolver,
+        )
         request = self._request()
         results = await asyncio.gather(
-            *(self._register_one(addr, request) for addr in self._runtime.settings.namesrv_addrs)
+            *(self._register_one(addr, request) for addr in self.targets)
         )
         return sum(results)
 
@@ -130,7 +193,7 @@ class RegistrationService:
         while True:
             changed.clear()
             accepted = await self.register_all()
-            failures = 0 if accepted == len(self._runtime.settings.namesrv_addrs) else failures + 1
+            failures = 0 if accepted == len(self.targets) else failures + 1
             if failures:
                 wait_s = retry_backoff_s(failures)
                 _log.info("registration retried in %.1f s (%d failed rounds)", wait_s, failures)
@@ -163,7 +226,7 @@ class RegistrationService:
             data_version=self._runtime.topics.data_version.counter,
         )
         results = await asyncio.gather(
-            *(self._heartbeat_one(addr, request) for addr in settings.namesrv_addrs)
+            *(self._heartbeat_one(addr, request) for addr in self.targets)
         )
         return all(results)
 
@@ -193,4 +256,4 @@ class RegistrationService:
             except grpc.aio.AioRpcError as exc:
                 _log.warning("unregister from %s failed: %s", addr, exc.code())
 
-        await asyncio.gather(*(one(addr) for addr in settings.namesrv_addrs))
+        await asyncio.gather(*(one(addr) for addr in self.targets))

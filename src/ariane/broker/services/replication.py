@@ -28,6 +28,23 @@ _log = logging.getLogger(__name__)
 HA_DIR_NAME = "ha"
 
 
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
+"""Listen hosts that bind every interface: no peer can dial them."""
+
+
+def advertised_ha_address(ha_listen: str, client_endpoint: str, port: int) -> str:
+    """``HOST:PORT`` slaves dial for the HA port (RocketMQ ``brokerIP2:haListenPort``).
+
+    The listen host, unless it binds every interface (a pod's ``0.0.0.0``): then the host of
+    the advertised client endpoint (``brokerIP2`` defaults to ``brokerIP1``), e.g. the pod's DNS
+    name.
+    """
+    host, _ = ha_settings.split_address(ha_listen)
+    if host in WILDCARD_HOSTS:
+        host, _ = ha_settings.split_address(client_endpoint)
+    return f"{host}:{port}"
+
+
 class RoleChangeError(ValueError):
     """A role change that would go back in epochs."""
 
@@ -73,8 +90,11 @@ class ReplicationService:
         serving = asyncio.create_task(self.master.run(), name="ha-service")
         try:
             await self.master.listening.wait()
-            host, _ = ha_settings.split_address(runtime.settings.ha.ha_listen)
-            runtime.ha_address = f"{host}:{self.master.port}"
+            port = self.master.port
+            assert port is not None, "the HA service set listening without a port"
+            runtime.ha_address = advertised_ha_address(
+                runtime.settings.ha.ha_listen, runtime.client_endpoint, port
+            )
             runtime.route_changed.set()
             if not self.role.is_master:
                 self._start_client()

@@ -1,11 +1,12 @@
 """Replication of a broker group's CommitLog from master to slaves (RocketMQ ``store.ha``).
 
 Standard library only. ``frames`` is the wire format (pure), ``epochs`` the epoch history and the
-truncation rule, ``promotion`` the pure failover decision, ``service.HAService`` the master side
-and the ack rule of roles, ``client.HAClient`` the slave side, ``settings`` the ``[ha]`` table.
+truncation rule, ``service.HAService`` the master side and the ack rule of roles,
+``client.HAClient`` the slave side, ``settings`` the ``[ha]`` table. The pure failover decision
+is ``ariane.common.promotion`` (the operator calls it, and may not import the store).
 """
 
-from ariane.store.ha import client, epochs, frames, promotion, service, settings
+from ariane.store.ha import client, epochs, frames, service, settings
 from ariane.store.ha.settings import BrokerRole, HASettings
 
 __all__ = [
@@ -14,7 +15,6 @@ __all__ = [
     "client",
     "epochs",
     "frames",
-    "promotion",
     "service",
     "settings",
 ]

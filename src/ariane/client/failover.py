@@ -1,4 +1,5 @@
-"""``ariane admin broker promote``: make a slave its group's master (switchover or failover).
+"""Make a slave its group's master (switchover or failover): ``ariane admin broker promote`` and
+the operator's switchover-first roll and automatic failover.
 
 Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeRole``
 (``changeToMaster``/``changeToSlave``). The steps:
@@ -6,7 +7,7 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
 1. read the group's members from the name servers (``GetClusterInfo``);
 2. ask every member for ``GetBrokerRuntimeStats`` (role, epoch, max CommitLog offset); a member
    that does not answer within the timeout is down;
-3. decide with the pure ``store.ha.promotion.choose`` (never an unclean election: only a live,
+3. decide with the pure ``common.promotion.choose`` (never an unclean election: only a live,
    in-sync slave; a slave is in sync when within ``max_gap_not_in_sync_bytes`` of a live master,
    or, with the master down, when it answers); the named broker must be the one chosen;
 4. planned switchover (the master answers): wait until the slave holds every byte the master has
@@ -29,10 +30,8 @@ from typing import Any
 
 import grpc
 
-from ariane.common import errors
+from ariane.common import errors, promotion
 from ariane.grpcwire import codes, convert, pb, rpc
-from ariane.store.ha import promotion
-from ariane.store.ha import settings as ha_settings
 
 CATCH_UP_TIMEOUT_S = 10.0
 """Longest wait for the slave to hold the live master's bytes before a switchover, s."""
@@ -40,7 +39,10 @@ CATCH_UP_TIMEOUT_S = 10.0
 CATCH_UP_POLL_S = 0.05
 """Pause between two offset reads while waiting for the catch-up, s."""
 
-IN_SYNC_GAP_BYTES = ha_settings.HASettings().max_gap_not_in_sync_bytes
+IN_SYNC_GAP_BYTES = 256 * 1024 * 1024
+"""A slave further behind a live master than this is not in sync (RocketMQ ``haMaxGapNotInSync``;
+the broker's ``[ha] max_gap_not_in_sync_bytes`` default, repeated here: the client never imports
+the store)."""
 """A slave further behind a live master than this is not in sync (``haMaxGapNotInSync``)."""
 
 _MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
@@ -197,6 +199,54 @@ async def _catch_up(calls: _Calls, slave: MemberState, master: MemberState) -> N
                 f"{CATCH_UP_TIMEOUT_S:.0f} s; not promoted"
             )
         await asyncio.sleep(CATCH_UP_POLL_S)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerState:
+    """What one broker answered to ``GetBrokerRuntimeStats`` (the operator's view of a pod)."""
+
+    endpoint: str
+    broker_id: int
+    role: str
+    """``SYNC_MASTER``, ``ASYNC_MASTER`` or ``SLAVE``."""
+    epoch: int
+    commit_log_max_offset: int
+    ha_lag_bytes: int
+    writable: bool
+
+
+async def broker_states(
+    endpoints: list[str], *, timeout_s: float = 3.0
+) -> list[BrokerState | None]:
+    """Ask each broker at ``endpoints`` for its role, epoch and offsets, at once.
+
+    Returns:
+        One entry per endpoint, in order; ``None`` for a broker that did not answer within
+        ``timeout_s`` (down, as ``promote`` counts it).
+    """
+    channels = rpc.ChannelPool(channels_max=len(endpoints) + 1)
+    try:
+        calls = _Calls(channels, timeout_s)
+        found = await asyncio.gather(*(calls.stats(e) for e in endpoints))
+    finally:
+        await channels.close()
+    states: list[BrokerState | None] = []
+    for endpoint, stats in zip(endpoints, found, strict=True):
+        member = MemberState(-1, endpoint, "", stats)
+        states.append(
+            None
+            if stats is None
+            else BrokerState(
+                endpoint,
+                int(stats.broker_id),
+                member.role,
+                int(stats.epoch),
+                int(stats.commit_log_max_offset),
+                int(stats.ha_lag_bytes),
+                bool(stats.writable),
+            )
+        )
+    return states
 
 
 async def promote(

@@ -1,0 +1,152 @@
+"""The operator's admin-API I/O for HA: each pod's broker state, promotion, drain (``GroupAdmin``).
+
+``reconcile`` runs in kopf's thread pool, so each call here is one ``asyncio.run`` of an
+``ariane.client`` coroutine with a bounded deadline (``ADMIN_TIMEOUT_S``); the decisions are in
+``failover`` (pure). ``GroupAdmin`` is the seam: ``reconcile`` takes any object with its methods,
+so the e2e tests and a future fake can stand in.
+
+The **pod address seam**: a broker pod is dialled at ``<pod>.<group>.<ns>.svc:8081`` (the
+endpoint it advertises), unless ``POD_OVERRIDE_ENV`` (JSON ``{"<ns>/<pod>" | "<pod>":
+"host:port"}``) names another, as tests do to reach a loopback ``ariane broker`` standing in
+for a pod (the cluster's pod IPs are never dialled).
+
+Invariants: a broker that does not answer is down (never an error here); write permission is
+only ever changed on the broker groups named (never cluster-wide).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Final, Protocol
+
+from ariane.client import admin
+from ariane.client import failover as client_failover
+from ariane.common import errors
+from ariane.operator import failover, metadata, model, resources, roller
+
+POD_OVERRIDE_ENV: Final = "ARIANE_OPERATOR_POD_OVERRIDES"
+"""Environment variable holding the JSON pod → ``host:port`` override map (empty = pod DNS)."""
+
+ADMIN_TIMEOUT_S: Final = 3.0
+"""Deadline of each broker call, in seconds (a broker slower than this counts as down)."""
+
+
+def pod_overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The override map of ``POD_OVERRIDE_ENV`` (``{}`` when unset).
+
+    Raises:
+        ValueError: the variable is not a JSON object of strings.
+    """
+    return metadata.string_map_from_env(POD_OVERRIDE_ENV, environ)
+
+
+def pod_endpoint(namespace: str, group: str, pod: str, overrides: Mapping[str, str]) -> str:
+    """``host:port`` of the broker in ``pod`` (override, else the pod's DNS name)."""
+    for key in (f"{namespace}/{pod}", pod):
+        if key in overrides:
+            return overrides[key]
+    return f"{pod}.{group}.{namespace}.svc:{model.BROKER_PORT}"
+
+
+class GroupAdmin(Protocol):
+    """What ``reconcile`` needs from the brokers of one Broker CR."""
+
+    def members(
+        self, namespace: str, group: str, pods: Sequence[resources.Manifest], replicas: int
+    ) -> list[failover.MemberView]:
+        """Every ordinal ``0..replicas-1`` of ``group`` with what its broker answered."""
+
+    def promote(self, group: str, broker_id: int) -> tuple[str, int]:
+        """Promote the slave registered as ``broker_id``; returns what was done and the epoch."""
+
+    def set_write_perm(self, groups: Sequence[str], *, writable: bool) -> None:
+        """Wipe or restore the write permission of ``groups``."""
+
+    def unconsumed(self, groups: Sequence[str]) -> dict[str, int]:
+        """Consumer group → messages it has not consumed on ``groups``."""
+
+
+class AdminSeam:
+    """``GroupAdmin`` over ``ariane.client`` (the name server of one Broker, pods by address).
+
+    Args:
+        namesrv: ``host:port`` of the Broker's name server (``metadata.namesrv_endpoint``).
+        pod_overrides: the ``POD_OVERRIDE_ENV`` map.
+    """
+
+    def __init__(self, namesrv: str, pod_overrides: Mapping[str, str]) -> None:
+        self._namesrv = namesrv
+        self._overrides = dict(pod_overrides)
+
+    def members(
+        self, namespace: str, group: str, pods: Sequence[resources.Manifest], replicas: int
+    ) -> list[failover.MemberView]:
+        """See ``GroupAdmin``; a missing pod or a silent broker is a member with no role."""
+        by_ordinal = {roller.ordinal(p): p for p in pods}
+        names = [f"{group}-{o}" for o in range(replicas)]
+        endpoints = [pod_endpoint(namespace, group, n, self._overrides) for n in names]
+        states = asyncio.run(client_failover.broker_states(endpoints, timeout_s=ADMIN_TIMEOUT_S))
+        views = []
+        for ordinal, state in enumerate(states):
+            pod = by_ordinal.get(ordinal)
+            views.append(
+                failover.MemberView(
+                    ordinal=ordinal,
+                    broker_id=state.broker_id if state else -1,
+                    role=state.role if state else "",
+                    epoch=state.epoch if state else 0,
+                    max_offset=state.commit_log_max_offset if state else 0,
+                    pod_ready=pod is not None and roller.ready(pod),
+                )
+            )
+        return views
+
+    def promote(self, group: str, broker_id: int) -> tuple[str, int]:
+        """See ``GroupAdmin``.
+
+        Raises:
+            ariane.common.errors.ArianeError: the promotion was refused or not possible.
+        """
+        outcome = asyncio.run(
+            client_failover.promote((self._namesrv,), group, broker_id, timeout_s=ADMIN_TIMEOUT_S)
+        )
+        text = (
+            f"{outcome.reason}: broker {broker_id} of {group} is {outcome.role} at epoch "
+            f"{outcome.epoch}" + (", old master demoted" if outcome.old_master_demoted else "")
+        )
+        return text, outcome.epoch
+
+    def set_write_perm(self, groups: Sequence[str], *, writable: bool) -> None:
+        """See ``GroupAdmin``.
+
+        Raises:
+            ariane.common.errors.ArianeError: a master refused or did not answer.
+        """
+
+        async def call() -> None:
+            async with admin.AdminClient(self._namesrv, timeout_s=ADMIN_TIMEOUT_S) as client:
+                await client.set_write_perm(groups, writable=writable)
+
+        asyncio.run(call())
+
+    def unconsumed(self, groups: Sequence[str]) -> dict[str, int]:
+        """See ``GroupAdmin`` (every consumer group any master knows, lag on ``groups``).
+
+        Raises:
+            ariane.common.errors.ArianeError: a master or the name server did not answer.
+        """
+
+        async def call() -> dict[str, int]:
+            async with admin.AdminClient(self._namesrv, timeout_s=ADMIN_TIMEOUT_S) as client:
+                names = sorted({g.name for g in await client.list_groups()})
+                lag: dict[str, int] = {}
+                for name in names:
+                    try:
+                        queues = await client.consumer_lag(name)
+                    except errors.ConsumerGroupNotFoundError:
+                        continue
+                    lag[name] = sum(q.lag for q in queues if q.broker_name in groups)
+                return lag
+
+        return asyncio.run(call())
