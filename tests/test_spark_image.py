@@ -18,11 +18,11 @@ import sys
 import tomllib
 from typing import Any
 
-import dockerfile_testing
 import pytest
 from examples import spark as spark_examples
 from examples.flights import dataset, pipeline
 
+import dockerfile_testing
 from ariane import client, dev
 from live_testing import wait_routed
 
