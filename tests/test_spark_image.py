@@ -50,7 +50,8 @@ def _env() -> dict[str, str]:
 
 
 def _pyspark_pin() -> str:
-    pins = [p for p in PYPROJECT["project"]["optional-dependencies"]["spark"] if "pyspark" in p]
+    extra: list[str] = PYPROJECT["project"]["optional-dependencies"]["spark"]
+    pins = [p for p in extra if "pyspark" in p]
     assert len(pins) == 1 and pins[0].startswith("pyspark=="), pins
     return pins[0].removeprefix("pyspark==")
 
