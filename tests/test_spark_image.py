@@ -32,7 +32,12 @@ IMAGE_ROOT = "/opt/ariane"
 """Where the Dockerfile puts the venv and the examples tree."""
 JOB_FLIGHTS = 300
 """Flights the job test sends and checks (the first ones of the data set)."""
-JOB_TIMEOUT_S = 420.0
+SPARK_SUBMIT = pathlib.Path(sys.executable).parent / "spark-submit"
+"""pyspark's spark-submit (what the spark-operator runs in the driver pod)."""
+SUBMITTED_MASTER = "local[3]"
+"""The master the test submits with: not ``stream_to_parquet.LOCAL_MASTER``, so the run shows
+whose master the job used."""
+JOB_TIMEOUT_S = 540.0
 """Longest the job may take on a loaded 2-core machine (JVM start, 4 micro-batches, read back)."""
 
 
@@ -167,9 +172,10 @@ def _fill_flights_topic(namesrv: str, flights: list[dataset.Flight]) -> None:
 def test_job_runs_from_its_main_file_with_the_manifests_arguments(
     tmp_path: pathlib.Path,
 ) -> None:
-    """``python <main file> <manifest arguments>`` (the name server and the output directory
-    swapped for local ones, ``--limit`` added) reads the topic through Spark, prints the tables
-    and exits 0 because they match the flights sent, as the driver pod would run it."""
+    """``spark-submit --master local[3] <main file> <manifest arguments>`` (the name server and
+    the output directory swapped for local ones, ``--limit`` added), as the spark-operator
+    submits it, runs on the submitted master (not the job's local default), reads the topic
+    through Spark, prints the tables and exits 0 because they match the flights sent."""
     flights = dataset.load_flights()[:JOB_FLIGHTS]
     arguments = list(_spec()["arguments"])
     out = tmp_path / "out"
@@ -185,7 +191,15 @@ def test_job_runs_from_its_main_file_with_the_manifests_arguments(
         arguments[arguments.index("--out") + 1] = str(out)
         main = ROOT / _spec()["mainApplicationFile"].removeprefix(f"local://{IMAGE_ROOT}/")
         done = subprocess.run(
-            [sys.executable, str(main), *arguments, "--limit", str(JOB_FLIGHTS)],
+            [
+                str(SPARK_SUBMIT),
+                "--master",
+                SUBMITTED_MASTER,
+                str(main),
+                *arguments,
+                "--limit",
+                str(JOB_FLIGHTS),
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -195,5 +209,6 @@ def test_job_runs_from_its_main_file_with_the_manifests_arguments(
 
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     assert f"matches the data set: {JOB_FLIGHTS} flights" in done.stdout
+    assert f"on Spark master {SUBMITTED_MASTER}" in " ".join(done.stdout.split())
     assert (out / "mean_delay_by_carrier.png").is_file()
     assert list((out / "carriers").glob("*.parquet"))

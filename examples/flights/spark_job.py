@@ -82,6 +82,7 @@ class SparkResult:
         seconds: wall time of the step (session start to tables read back).
         mismatches: one line per disagreement with the data set; empty when it agrees.
         plot: the PNG of mean departure delay per carrier.
+        master: the Spark master the job ran on (``local[2]``, or the submission's).
     """
 
     carriers: list[Stat]
@@ -89,6 +90,7 @@ class SparkResult:
     seconds: float
     mismatches: list[str]
     plot: pathlib.Path
+    master: str
 
     @property
     def flights(self) -> int:
@@ -271,6 +273,7 @@ def run(
         _stream(spark, namesrv, out, max(-(-len(flights) // SPARK_TRIGGERS), 1))
         carriers = sorted(_table(spark, out / "carriers"), key=lambda s: -s.flights)
         days = _table(spark, out / "days")
+        ran_on = str(spark.sparkContext.master)
     finally:
         spark.stop()
     want = expected(flights)
@@ -280,7 +283,7 @@ def run(
         *compare_means(carriers, want.carrier_means),
     ]
     picture = plot(carriers, out / "mean_delay_by_carrier.png")
-    return SparkResult(carriers, days, time.monotonic() - start, mismatches, picture)
+    return SparkResult(carriers, days, time.monotonic() - start, mismatches, picture, ran_on)
 
 
 def _fmt(value: float | None) -> str:
@@ -307,7 +310,7 @@ def show(console: Console, result: SparkResult, *, top: int = 10) -> None:
     table.caption = (
         f"{verdict}: {flights:,} flights, {len(result.carriers)} carriers, "
         f"{len(result.days)} days (busiest {', '.join(f'{d.key} {d.flights:,}' for d in busiest)})"
-        f"; {result.seconds:.1f} s"
+        f"; {result.seconds:.1f} s on Spark master {result.master}"
     )
     console.print(table)
     console.print(f"plot of mean departure delay per carrier: {result.plot}")
