@@ -16,6 +16,7 @@ from typing import TypeVar
 import broker_harness
 from ariane.broker.processors import transaction_check
 from ariane.broker.remoting import service as remoting_service
+from ariane.common import ids, route
 from ariane.remoting import codes, command, fastjson, message_codec, transport
 
 RQ = codes.RequestCode
@@ -584,5 +585,52 @@ def test_queue_locks_grant_refresh_expire_and_unlock(tmp_path: pathlib.Path) -> 
         assert locked(granted) == [1]
         bad = await peer.call(RQ.LOCK_BATCH_MQ, body=b'{"clientId":"c1"}')
         assert bad.code == RC.INVALID_PARAMETER
+
+    run(tmp_path, scenario)
+
+
+def test_classic_locks_share_the_broker_table_and_go_with_the_connection(
+    tmp_path: pathlib.Path,
+) -> None:
+    """LOCK_BATCH_MQ locks in the broker's one RebalanceLockManager (a queue a gRPC client holds
+    there is refused to a classic client), and a classic consumer's locks are released when
+    its connection closes, not left to expire."""
+    group = ids.GroupName("og")
+
+    def lock_body(client_id: str, *queue_ids: int) -> bytes:
+        mqs = [{"brokerName": "broker-a", "queueId": q, "topic": TOPIC} for q in queue_ids]
+        return fastjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": mqs})
+
+    def queue(queue_id: int) -> route.MessageQueue:
+        return route.MessageQueue(ids.TopicName(TOPIC), ids.BrokerName("broker-a"), queue_id)
+
+    beat = fastjson.dumps(
+        {
+            "clientID": "c1",
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "subscriptionDataSet": [{"topic": TOPIC, "subString": "*"}],
+                }
+            ],
+        }
+    )
+
+    async def scenario(ctx: Ctx) -> None:
+        shared, peer = ctx.service.locks, await ctx.connect()
+        assert shared.lock_batch(group, [queue(2)], ids.ClientId("grpc-1")) == {queue(2)}
+        assert (await peer.call(RQ.HEART_BEAT, body=beat)).code == RC.SUCCESS
+        reply = await peer.call(RQ.LOCK_BATCH_MQ, body=lock_body("c1", 0, 2))
+        assert [q["queueId"] for q in fastjson.loads(reply.body)["lockOKMQSet"]] == [0]
+        assert shared.holder(group, queue(0)) == "c1"
+        await peer.client.close()
+
+        async def holder() -> ids.ClientId | None:
+            return shared.holder(group, queue(0))
+
+        assert await until(holder, lambda h: h is None) is None
+        assert shared.holder(group, queue(2)) == "grpc-1"
 
     run(tmp_path, scenario)

@@ -239,7 +239,9 @@ class BrokerServer:
         if not listen:
             return None
         host, port = grpc_server.parse_listen(listen)
-        service = remoting_service.RemotingService(processors, time=self.clock)
+        service = remoting_service.RemotingService(
+            processors, time=self.clock, locks=self.queue_locks
+        )
         try:
             bound_host, bound_port = await service.start(host, port)
         except OSError as exc:

@@ -6,7 +6,9 @@ the clients (client id -> connection and last heartbeat), the message model and 
 subscriptions (topic -> expression, type and ``subVersion``); per producer group the clients.
 A client silent for ``client_silence_ms_max`` (RocketMQ 120 s) or whose connection closed is
 dropped. Every change of a consumer group's membership is reported to the caller, which then
-pushes ``NOTIFY_CONSUMER_IDS_CHANGED`` (40) to the group's other members.
+pushes ``NOTIFY_CONSUMER_IDS_CHANGED`` (40) to the group's other members. A consumer that
+leaves a group (unregister, closed connection, silence) gives up its queue locks of that group
+in the broker's shared ``RebalanceLockManager`` (the one gRPC clients lock in too).
 
 This is the one module holding that table; a protocol-neutral consumer registry can replace it
 behind the same methods. Invariants: at most ``groups_max`` groups of each kind and
@@ -20,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable, Iterable, Mapping
 
-from ariane.common import clock, errors
+from ariane.broker.tables import queue_locks
+from ariane.common import clock, errors, ids
 
 CLIENT_SILENCE_MS_MAX = 120_000
 """A client not heard from for this long is dropped, ms (RocketMQ ``channelExpiredTimeout``)."""
@@ -90,12 +93,18 @@ class ClassicClientTable:
     Args:
         time: the clock (heartbeat times; expiry).
         client_silence_ms_max: how long a silent client stays, ms.
+        locks: the broker's queue lock table; a leaving consumer's locks of the group go.
     """
 
     def __init__(
-        self, *, time: clock.Clock, client_silence_ms_max: int = CLIENT_SILENCE_MS_MAX
+        self,
+        *,
+        time: clock.Clock,
+        client_silence_ms_max: int = CLIENT_SILENCE_MS_MAX,
+        locks: queue_locks.RebalanceLockManager | None = None,
     ) -> None:
         self._clock = time
+        self._locks = locks
         self._silence_ms_max = client_silence_ms_max
         self._consumers: dict[str, ConsumerGroup] = {}
         self._producers: dict[str, dict[str, _Member]] = {}
@@ -215,6 +224,8 @@ class ClassicClientTable:
             leaving = [cid for cid, m in found.members.items() if gone(cid, m)]
             for client_id in leaving:
                 del found.members[client_id]
+                if self._locks is not None:
+                    self._locks.release_client(ids.ClientId(client_id), ids.GroupName(group))
             if leaving:
                 changed.append(group)
             if not found.members:

@@ -1,110 +1,38 @@
 """Queue locks of orderly classic consumers: ``LOCK_BATCH_MQ`` (41), ``UNLOCK_BATCH_MQ`` (42).
 
-Mirrors RocketMQ's ``RebalanceLockManager``: a ``MessageOrderly`` push consumer locks each
-queue it was allocated before consuming it and re-locks every 20 s; a lock is granted when the
-queue is free, already held by the same client, or held by a client that has not re-locked for
-``lock_expiry_ms`` (RocketMQ ``rebalanceLockMaxLiveTime``, 60 s), and refreshed on every grant;
-only the holder unlocks. A consumer whose lock expired (SIGKILLed, partitioned) loses its queues
-to the others after that time.
+The wire adapter over the broker's one lock table, ``tables.queue_locks.RebalanceLockManager``
+(RocketMQ ``RebalanceLockManager``), which gRPC clients lock in too: a ``MessageOrderly`` push
+consumer locks each queue it was allocated before consuming it and re-locks every 20 s; a lock
+is granted when the queue is free, already held by the same client, or held by a client that
+has not re-locked for more than 60 s (``rebalanceLockMaxLiveTime``); only the holder unlocks.
+A classic consumer's locks also go when it leaves its group (``clients.ClassicClientTable``).
 
 Bodies (JSON): ``{"consumerGroup","clientId","onlyThisBroker","mqSet":[{"brokerName",
-"queueId","topic"}]}``; 41 answers ``{"lockOKMQSet":[...]}``; 42 may be oneway.
-Invariants: at most ``locks_max`` locks are held (a lock beyond it is not granted, the client
-retries at its next rebalance); used from the broker's one event loop only.
+"queueId","topic"}]}``; 41 answers ``{"lockOKMQSet":[...]}`` (in request order); 42 may be
+oneway. Used from the broker's one event loop only.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ariane.broker.remoting import replies
-from ariane.common import clock, errors
+from ariane.broker.tables import queue_locks
+from ariane.common import errors, ids, route
 from ariane.remoting import command, fastjson
-
-_log = logging.getLogger(__name__)
 
 MQ = fastjson.MessageQueue
 
-LOCK_EXPIRY_MS = 60_000
-"""A lock not refreshed for this long is free, ms (RocketMQ ``rebalanceLockMaxLiveTime``)."""
-
-LOCKS_MAX = 100_000
-"""Most queue locks held at once."""
-
-
-@dataclasses.dataclass(slots=True)
-class _Lock:
-    client_id: str
-    refreshed_ms: int
-
-
-class QueueLocks:
-    """Which client of a group holds which queue.
-
-    Args:
-        time: the clock (expiry).
-        lock_expiry_ms: how long an unrefreshed lock holds, ms.
-        locks_max: the table bound.
-    """
-
-    def __init__(
-        self,
-        *,
-        time: clock.Clock,
-        lock_expiry_ms: int = LOCK_EXPIRY_MS,
-        locks_max: int = LOCKS_MAX,
-    ) -> None:
-        self._clock = time
-        self._expiry_ms = lock_expiry_ms
-        self._locks_max = locks_max
-        self._locks: dict[tuple[str, MQ], _Lock] = {}
-
-    def try_lock(self, group: str, client_id: str, queues: Iterable[MQ]) -> list[MQ]:
-        """Lock (or refresh) each queue that is free, ours or expired; returns those locked."""
-        now_ms = self._clock.now_ms()
-        granted: list[MQ] = []
-        for queue in queues:
-            held = self._locks.get((group, queue))
-            if held is None:
-                if len(self._locks) >= self._locks_max:
-                    self._drop_expired(now_ms)
-                if len(self._locks) >= self._locks_max:
-                    continue
-                self._locks[(group, queue)] = _Lock(client_id, now_ms)
-            elif held.client_id == client_id or now_ms - held.refreshed_ms > self._expiry_ms:
-                if held.client_id != client_id:
-                    _log.info(
-                        "lock of %s/%s moves from %s to %s", group, queue, held.client_id, client_id
-                    )
-                held.client_id, held.refreshed_ms = client_id, now_ms
-            else:
-                continue
-            granted.append(queue)
-        return granted
-
-    def unlock(self, group: str, client_id: str, queues: Iterable[MQ]) -> None:
-        """Release the queues ``client_id`` holds (others' locks are left alone)."""
-        for queue in queues:
-            held = self._locks.get((group, queue))
-            if held is not None and held.client_id == client_id:
-                del self._locks[(group, queue)]
-
-    def _drop_expired(self, now_ms: int) -> None:
-        for key in [k for k, v in self._locks.items() if now_ms - v.refreshed_ms > self._expiry_ms]:
-            del self._locks[key]
-
 
 class LockHandler:
-    """Serves 41 and 42 over ``QueueLocks``.
+    """Serves 41 and 42 over the broker's lock table.
 
     Args:
-        locks: the lock table.
+        locks: the lock table (``BrokerServer.queue_locks``).
     """
 
-    def __init__(self, locks: QueueLocks) -> None:
+    def __init__(self, locks: queue_locks.RebalanceLockManager) -> None:
         self._locks = locks
 
     async def lock(self, request: command.RemotingCommand) -> command.RemotingCommand:
@@ -113,21 +41,22 @@ class LockHandler:
             group, client_id, queues = _lock_body(request.body)
         except errors.ArianeError as exc:
             return replies.error(request, exc)
-        granted = self._locks.try_lock(group, client_id, queues)
-        return replies.ok(request, body=fastjson.dumps({"lockOKMQSet": granted}))
+        granted = self._locks.lock_batch(group, [_route(q) for q in queues], client_id)
+        answer = [q for q in queues if _route(q) in granted]
+        return replies.ok(request, body=fastjson.dumps({"lockOKMQSet": answer}))
 
     async def unlock(self, request: command.RemotingCommand) -> command.RemotingCommand | None:
         """42: release the client's locks (no answer when oneway)."""
         try:
             group, client_id, queues = _lock_body(request.body)
-            self._locks.unlock(group, client_id, queues)
+            self._locks.unlock_batch(group, [_route(q) for q in queues], client_id)
             response = replies.ok(request)
         except errors.ArianeError as exc:
             response = replies.error(request, exc)
         return None if request.is_oneway else response
 
 
-def _lock_body(body: bytes) -> tuple[str, str, list[MQ]]:
+def _lock_body(body: bytes) -> tuple[ids.GroupName, ids.ClientId, list[MQ]]:
     try:
         data = fastjson.loads(body)
     except fastjson.JsonError as exc:
@@ -138,7 +67,16 @@ def _lock_body(body: bytes) -> tuple[str, str, list[MQ]]:
     if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
         raise errors.BadRequestError("lock body needs consumerGroup and clientId")
     raw = data.get("mqSet")
-    return group, client_id, [_queue(q) for q in (raw if isinstance(raw, list) else [])]
+    queues = [_queue(q) for q in (raw if isinstance(raw, list) else [])]
+    return ids.GroupName(group), ids.ClientId(client_id), queues
+
+
+def _route(queue: MQ) -> route.MessageQueue:
+    return route.MessageQueue(
+        topic=ids.TopicName(queue.topic),
+        broker_name=ids.BrokerName(queue.broker_name),
+        queue_id=ids.QueueId(queue.queue_id),
+    )
 
 
 def _queue(raw: Any) -> MQ:

@@ -16,7 +16,6 @@ import logging
 from ariane.broker import assembly
 from ariane.broker.remoting import (
     clients,
-    locks,
     membership,
     pulling,
     queries,
@@ -24,7 +23,9 @@ from ariane.broker.remoting import (
     sending,
     transactions,
 )
+from ariane.broker.remoting import locks as locks_mod
 from ariane.broker.remoting import outbox as outbox_mod
+from ariane.broker.tables import queue_locks
 from ariane.common import clock, message
 from ariane.remoting import codes, command, transport
 
@@ -42,18 +43,26 @@ class RemotingService:
     Args:
         processors: the broker's protocol-neutral processors.
         time: the clock (client expiry).
+        locks: the broker's queue lock table (``BrokerServer.queue_locks``, shared with gRPC
+            clients); a table of this service's own when not given (tests).
     """
 
-    def __init__(self, processors: assembly.Processors, *, time: clock.Clock) -> None:
-        self.table = clients.ClassicClientTable(time=time)
+    def __init__(
+        self,
+        processors: assembly.Processors,
+        *,
+        time: clock.Clock,
+        locks: queue_locks.RebalanceLockManager | None = None,
+    ) -> None:
+        self.locks = locks if locks is not None else queue_locks.RebalanceLockManager(time=time)
+        self.table = clients.ClassicClientTable(time=time, locks=self.locks)
         self.outbox = outbox_mod.Outbox()
         self._sender = sending.SendHandler(processors.classic_sender, processors.sender_back)
         self._puller = pulling.PullHandler(processors.puller, self.table)
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
-        self.locks = locks.QueueLocks(time=time)
-        self._lock_handler = locks.LockHandler(self.locks)
+        self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
         self.server = transport.RemotingServer(self.handlers(), on_connect=self._on_connect)
