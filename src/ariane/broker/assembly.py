@@ -20,7 +20,6 @@ from ariane.broker.processors import (
     pull,
     retry,
     send,
-    send_back,
     transaction,
 )
 from ariane.common import clock
@@ -40,8 +39,6 @@ class Processors:
             ``EndTransactionProcessor``), rebuilt from the CommitLog.
         retry: retry copies in ``%RETRY%<group>`` and dead letters (the consume path's
             nack/revive/DLQ forwarding; the classic CONSUMER_SEND_MSG_BACK).
-        sender_back: the classic consumers' send-back into ``%RETRY%`` / ``%DLQ%``
-            (``consumerSendMsgBack``).
         classic_sender: the classic protocol's sends (``SendMessageProcessor`` for messages in
             their stored form, with the client's queue id).
     """
@@ -53,7 +50,6 @@ class Processors:
     transactions: transaction.TransactionalMessageService
     retry: retry.RetryProcessor
     classic_sender: classic_send.ClassicSendProcessor
-    sender_back: send_back.SendBackProcessor
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -113,15 +109,6 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             half_messages=transactions,
             time=time,
         ),
-        sender_back=send_back.SendBackProcessor(
-            store=broker.store,
-            topic_table=broker.topics,
-            group_table=broker.groups,
-            schedule=broker.schedule,
-            polling=broker.polling,
-            counters=broker.counters,
-            route_changed=broker.route_changed,
-        ),
     )
 
 
@@ -133,6 +120,7 @@ def retry_processor(
     return retry.RetryProcessor(
         store=broker.store,
         topic_table=broker.topics,
+        group_table=broker.groups,
         schedule=broker.schedule,
         polling=broker.polling,
         counters=broker.counters,

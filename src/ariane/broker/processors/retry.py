@@ -51,9 +51,6 @@ P = message.Property
 SEND_BACK_LEVEL_BASE = 3
 """Classic send-back with delay level 0: level = 3 + reconsume times (10 s, 30 s, 1 m …)."""
 
-MAX_RECONSUME_TIMES_DEFAULT = 16
-"""Classic ``maxReconsumeTimes`` of -1 means 16 (``DefaultMQPushConsumer``)."""
-
 DEAD_LETTERS_READ_MAX = 1_000
 """Most dead letters one list or resend reads from ``%DLQ%<group>``, a count."""
 
@@ -184,8 +181,9 @@ class RetryProcessor:
     """Writes retry copies and dead letters for every group of one broker.
 
     Args:
-        store: where the copies are appended.
+        store: where the copies are appended (and a classic send-back's message is read).
         topic_table: creates ``%RETRY%<group>`` / ``%DLQ%<group>`` on demand.
+        group_table: the group of a classic send-back (``require``: auto-created if allowed).
         schedule: parks retry copies until their backoff passed.
         polling: woken for a copy stored in its topic at once (a parked retry copy wakes
             receives when the schedule writes it to ``%RETRY%<group>``).
@@ -199,6 +197,7 @@ class RetryProcessor:
         *,
         store: message_store.MessageStore,
         topic_table: topic_config.TopicConfigManager,
+        group_table: subscriptions.SubscriptionGroupManager,
         schedule: Scheduler,
         polling: Notifier,
         counters: RetryCounters,
@@ -207,6 +206,7 @@ class RetryProcessor:
     ) -> None:
         self._store = store
         self._topics = topic_table
+        self._groups = group_table
         self._schedule = schedule
         self._polling = polling
         self._counters = counters
@@ -287,12 +287,14 @@ class RetryProcessor:
             stored: the message as the consumer got it (found by its commit-log offset).
             delay_level: 0 → the broker decides (3 + reconsume times); < 0 → DLQ now;
                 n > 0 → delay level n (clamped to the configured levels).
-            max_reconsume_times: from the request; -1 → 16.
+            max_reconsume_times: from the request; below 0 → the group's ``retry_max_times``
+                (RocketMQ reads the subscription group's ``retryMaxTimes`` unless the request
+                carries ``maxReconsumeTimes``).
 
         Raises:
             ServiceUnavailableError: the store refused the copy.
         """
-        limit = MAX_RECONSUME_TIMES_DEFAULT if max_reconsume_times < 0 else max_reconsume_times
+        limit = group.retry_max_times if max_reconsume_times < 0 else max_reconsume_times
         reconsume = stored.reconsume_times
         if delay_level < 0 or reconsume >= limit:
             return await self.dead_letter(group.group, stored, attempts=reconsume + 1)
@@ -300,6 +302,33 @@ class RetryProcessor:
         request = self._retry_copy(group.group, stored, reconsume_times=reconsume + 1)
         parked = self._schedule.park_level(request, level)
         return await self._put(parked, Destination.RETRY, None)
+
+    async def send_msg_back_at(
+        self,
+        group_name: str,
+        commit_log_offset: int,
+        *,
+        delay_level: int,
+        max_reconsume_times: int,
+    ) -> SendBackResult:
+        """CONSUMER_SEND_MSG_BACK as the wire carries it: ``send_msg_back`` of the message whose
+        record starts at ``commit_log_offset`` (the pulled record's physicalOffset) for group
+        ``group_name``.
+
+        Raises:
+            IllegalConsumerGroupError, ConsumerGroupNotFoundError: a bad or unknown group.
+            MessageNotFoundError: no readable message at the offset.
+            ServiceUnavailableError: the store refused the copy.
+        """
+        group = self._groups.require(group_name)
+        stored = self._store.get_message(ids.CommitLogOffset(commit_log_offset)).message
+        if stored is None:
+            raise errors.MessageNotFoundError(
+                f"no message at CommitLog offset {commit_log_offset} to send back"
+            )
+        return await self.send_msg_back(
+            group, stored, delay_level=delay_level, max_reconsume_times=max_reconsume_times
+        )
 
     # -- dead letters, by hand (``ariane admin dlq``) -----------------------------------------
 

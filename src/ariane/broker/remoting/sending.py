@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ariane.broker.processors import classic_send, send_back
+from ariane.broker.processors import classic_send, retry
 from ariane.broker.remoting import replies
 from ariane.common import errors, message
 from ariane.remoting import codes, command, message_codec
@@ -71,32 +71,31 @@ def normalized_header(fields: Mapping[str, str]) -> dict[str, str]:
 
 class SendHandler:
     """Serves the classic send codes over ``ClassicSendProcessor``, and
-    ``CONSUMER_SEND_MSG_BACK`` (36) over ``SendBackProcessor``.
+    ``CONSUMER_SEND_MSG_BACK`` (36) over the protocol-neutral ``RetryProcessor``.
 
     Args:
         sender: the classic send processor.
-        sender_back: the send-back processor.
+        retrier: the retry/DLQ processor (``Processors.retry``).
     """
 
     def __init__(
-        self, sender: classic_send.ClassicSendProcessor, sender_back: send_back.SendBackProcessor
+        self, sender: classic_send.ClassicSendProcessor, retrier: retry.RetryProcessor
     ) -> None:
         self._sender = sender
-        self._sender_back = sender_back
+        self._retrier = retrier
 
     async def send_back(self, request: command.RemotingCommand) -> command.RemotingCommand:
         """36: retry the message at ``offset`` later through ``%RETRY%<group>``, or move it to
-        ``%DLQ%<group>`` (``send_back.SendBackProcessor``)."""
+        ``%DLQ%<group>`` (``retry.RetryProcessor.send_msg_back_at``; ``originMsgId`` and
+        ``originTopic`` are not read: the stored message's own ORIGIN_MESSAGE_ID / RETRY_TOPIC
+        or id and topic are used, as RocketMQ's broker does)."""
         try:
             header = replies.Header(request.ext_fields)
-            await self._sender_back.send_back(
-                send_back.SendBackRequest(
-                    group=header.text("group"),
-                    commit_log_offset=header.integer("offset"),
-                    delay_level=header.integer("delayLevel", 0),
-                    origin_message_id=header.text("originMsgId", ""),
-                    max_reconsume_times=header.integer("maxReconsumeTimes", -1),
-                )
+            await self._retrier.send_msg_back_at(
+                header.text("group"),
+                header.integer("offset"),
+                delay_level=header.integer("delayLevel", 0),
+                max_reconsume_times=header.integer("maxReconsumeTimes", -1),
             )
         except errors.ArianeError as exc:
             return replies.error(request, exc)

@@ -57,7 +57,7 @@ class RemotingService:
         self.locks = locks if locks is not None else queue_locks.RebalanceLockManager(time=time)
         self.table = clients.ClassicClientTable(time=time, locks=self.locks)
         self.outbox = outbox_mod.Outbox()
-        self._sender = sending.SendHandler(processors.classic_sender, processors.sender_back)
+        self._sender = sending.SendHandler(processors.classic_sender, processors.retry)
         self._puller = pulling.PullHandler(processors.puller, self.table)
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
