@@ -602,7 +602,9 @@ def test_classic_locks_share_the_broker_table_and_go_with_the_connection(
         return fastjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": mqs})
 
     def queue(queue_id: int) -> route.MessageQueue:
-        return route.MessageQueue(ids.TopicName(TOPIC), ids.BrokerName("broker-a"), queue_id)
+        return route.MessageQueue(
+            ids.TopicName(TOPIC), ids.BrokerName("broker-a"), ids.QueueId(queue_id)
+        )
 
     beat = fastjson.dumps(
         {
