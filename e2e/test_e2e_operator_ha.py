@@ -286,7 +286,11 @@ def test_master_pod_gone_past_the_timeout_is_failed_over(
     with _ha_env(k8s, namespace, tmp_path, ["demo-a-0", "demo-a-1"]) as env:
         _start_group(env)
         before = _send(env.namesrv, 30, "before")
-        first_epoch = env.group_status("demo-a").get("epoch", 0)
+        env.wait(
+            lambda: env.group_status("demo-a").get("epoch", 0) >= 1,
+            "the serving master's epoch in status",
+        )
+        first_epoch = env.group_status("demo-a")["epoch"]
         try:
             _cordon(env, True)
             env.kubelet.kill("demo-a-0")
