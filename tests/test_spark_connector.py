@@ -5,9 +5,11 @@ processes and real PySpark in local mode: batch reads, options, streaming with r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +21,7 @@ import pytest
 from examples.spark import stream_to_parquet
 
 from ariane import client, dev
-from ariane.connectors.spark import source
+from ariane.connectors.spark import broker_io, options, ranges, source
 from live_testing import wait_routed
 
 pytestmark = pytest.mark.slow
@@ -153,6 +155,87 @@ def test_initial_offset_is_kept_in_initial_offsets_path(
     _topic_more(namesrv, "spark-initial", 5)
     again = source.RocketMQDataSource(dict(options)).streamReader(None)  # type: ignore[arg-type]
     assert again.initialOffset() == resolved
+
+
+class _Gate:
+    """A TCP relay in front of ``target`` that accepts connections at once but forwards no byte
+    until ``opened`` is set: a name server that does not answer in time, as on a saturated
+    machine (what failed ``make run``'s Spark job once: "timed out before receiving SETTINGS")."""
+
+    WAIT_S = 30.0
+    """Longest a held connection waits for the gate, seconds."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self._target = (host, int(port))
+        self.opened = threading.Event()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._sockets.append(conn)
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        if not self.opened.wait(self.WAIT_S) or self._closed.is_set():
+            return
+        upstream = socket.create_connection(self._target, timeout=self.WAIT_S)
+        self._sockets.append(upstream)
+        threading.Thread(target=_pipe, args=(upstream, conn), daemon=True).start()
+        _pipe(conn, upstream)
+
+    def close(self) -> None:
+        self._closed.set()
+        self.opened.set()
+        self._server.close()
+        self._acceptor.join(timeout=5)
+        for sock in self._sockets:
+            sock.close()
+
+
+def _pipe(source_sock: socket.socket, sink: socket.socket) -> None:
+    """Copy bytes until either side closes."""
+    try:
+        while chunk := source_sock.recv(65536):
+            sink.sendall(chunk)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+def test_a_read_task_retries_a_name_server_that_does_not_answer_in_time(namesrv: str) -> None:
+    """A read task whose name server answers nothing for 2.5 s (``pullTimeoutMs`` 1000) retries
+    and returns its whole range, as Kafka's consumer retries a fetch; before, the first timeout
+    failed the task (and with it the streaming query)."""
+    _topic(namesrv, "stalled", 10, queues=1)
+    gate = _Gate(namesrv)
+    opener = threading.Timer(2.5, gate.opened.set)
+    try:
+        opts = options.read_options(
+            {"endpoints": gate.address, "topics": "stalled", "pullTimeoutMs": "1000"},
+            streaming=False,
+        )
+        opener.start()
+        rows = list(broker_io.read_range(opts, ranges.QueueRange("stalled", "broker-a", 0, 0, 10)))
+    finally:
+        opener.cancel()
+        gate.close()
+    assert [row[3] for row in rows] == list(range(10))
+    assert [row[7] for row in rows] == [f"m{i}".encode() for i in range(10)]
 
 
 def _topic_more(namesrv: str, topic: str, count: int) -> None:

@@ -82,7 +82,7 @@ class SparkResult:
         seconds: wall time of the step (session start to tables read back).
         mismatches: one line per disagreement with the data set; empty when it agrees.
         plot: the PNG of mean departure delay per carrier.
-        master: the Spark master the job ran on (``local[2]``, or the submission's).
+        master: the Spark master the job ran on (``local[2,4]``, or the submission's).
     """
 
     carriers: list[Stat]

@@ -13,14 +13,16 @@ import argparse
 import os
 import sys
 
-LOCAL_MASTER = "local[2]"
-"""The master of the local runs (``make run``, the tests): two worker threads, one per core."""
+LOCAL_MASTER = "local[2,4]"
+"""The master of the local runs (``make run``, the tests): two worker threads, one per core,
+and up to 4 tries of a failed task (Spark's cluster default ``spark.task.maxFailures``; plain
+``local[2]`` fails the query on the first task error)."""
 
 
 def session(app: str, *, master: str | None = LOCAL_MASTER) -> object:
     """A SparkSession with the ``rocketmq`` format registered.
 
-    With ``master`` (the default ``local[2]``): a local-mode session whose Python workers run
+    With ``master`` (the default ``LOCAL_MASTER``): a local-mode session whose Python workers run
     this interpreter, sized for a laptop. With ``master=None``: the session of the cluster the
     job was submitted to (``spark-submit``, the spark-operator's driver pod), none of those
     local settings: the master, the interpreters and the memory come from the submission

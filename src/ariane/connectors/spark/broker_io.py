@@ -9,6 +9,11 @@ Errors: ``OptionError`` for an unknown topic or unreachable endpoints (the optio
 named); ``DataLossError`` when a start offset is below a queue's min offset and
 ``failOnDataLoss`` is true.
 
+Transient failures inside a read (a name server or broker that does not answer in
+``pullTimeoutMs``, e.g. on a saturated machine) are retried ``FETCH_ATTEMPTS_MAX`` times with
+a doubling backoff, as Kafka's consumer retries a fetch under Spark's Kafka source (the retry
+stays inside the task; Spark's task retries come on top).
+
 Invariants: ``read_range`` yields exactly the messages of ``[start, end)`` that pass the tag
 expression, in offset order; every pull asks for at most ``pull_batch_size`` messages and
 waits for none (long polling 0).
@@ -37,6 +42,20 @@ SCHEMA = (
     "bornTimestamp TIMESTAMP, storeTimestamp TIMESTAMP, messageGroup STRING, deliveryAttempt INT"
 )
 """The rows a read yields (DDL), as the issue and DESIGN.md §10 name them."""
+
+
+FETCH_ATTEMPTS_MAX = 4
+"""Tries of one pull (with its route lookup) before a read task fails, a count."""
+
+FETCH_BACKOFF_FIRST_S = 1.0
+"""Wait before the second try of a pull, seconds; doubled before each further try."""
+
+_TRANSIENT = (
+    client.NameServerUnreachableError,
+    client.BrokerUnreachableError,
+    errors.RequestTimeoutError,
+)
+"""What a retry may cure: no answer in time. Refusals (bad topic, bad offset) are final."""
 
 
 class DataLossError(errors.ArianeError):
@@ -225,7 +244,7 @@ def read_range(opts: options_mod.ReadOptions, found: ranges.QueueRange) -> Itera
         while offset < found.end:
             count = min(opts.pull_batch_size, found.end - offset)
             try:
-                batch = loop.run_until_complete(consumer.fetch(queue, offset, max_messages=count))
+                batch = loop.run_until_complete(_fetch(consumer, queue, offset, count))
             except client.OffsetOutOfRangeError as exc:
                 if opts.fail_on_data_loss or exc.next_offset <= offset:
                     raise DataLossError(
@@ -242,6 +261,21 @@ def read_range(opts: options_mod.ReadOptions, found: ranges.QueueRange) -> Itera
     finally:
         loop.run_until_complete(consumer.close())
         loop.close()
+
+
+async def _fetch(
+    consumer: client.PullConsumer, queue: client.MessageQueue, offset: int, count: int
+) -> client.PullBatch:
+    """``consumer.fetch``, retried on ``_TRANSIENT`` errors (``FETCH_ATTEMPTS_MAX`` tries,
+    backoff from ``FETCH_BACKOFF_FIRST_S`` doubling); the last error is raised."""
+    backoff_s = FETCH_BACKOFF_FIRST_S
+    for _ in range(FETCH_ATTEMPTS_MAX - 1):
+        try:
+            return await consumer.fetch(queue, offset, max_messages=count)
+        except _TRANSIENT:
+            await asyncio.sleep(backoff_s)
+            backoff_s *= 2
+    return await consumer.fetch(queue, offset, max_messages=count)
 
 
 async def _commit(opts: options_mod.ReadOptions, end: ranges.OffsetMap) -> None:
