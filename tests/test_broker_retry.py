@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import broker_harness
+from ariane.broker import settings
 from ariane.broker.grpc import admin_service
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, retry
@@ -407,3 +408,32 @@ def test_copies_in_the_shared_retry_topic_are_delivered_on_their_own_topic(
     harness.clock.advance_ms(1)
     assert _receive_topic(harness, T) == [] and _receive_topic(harness, other) == []
     assert harness.runtime.offsets.query(G, RETRY, Q0) == 2
+
+
+def test_a_retry_topic_is_read_from_its_first_copy_even_for_last_offset_groups(
+    tmp_path: pathlib.Path,
+) -> None:
+    """On a LAST_OFFSET broker, a retry copy written before the group first opened its
+    %RETRY%g_orders queue is still delivered (RocketMQ starts retry topics at their min offset,
+    as PopMessageProcessor's getInitOffset does): here a receive of another topic moved it
+    there from %RETRY%g."""
+    receive = settings.ReceiveSettings(consume_from_where=settings.ConsumeFromWhere.LAST_OFFSET)
+    broker = broker_harness.BrokerHarness(tmp_path, receive=receive)
+    try:
+        broker.create_topic(T, queues=1)
+        other = _two_topics(broker)
+        group = broker.runtime.groups.require(G)
+        original = _send_one(broker)
+        asyncio.run(
+            broker.processors.retry.send_msg_back(
+                group, original, delay_level=1, max_reconsume_times=-1
+            )
+        )
+        broker.clock.advance_ms(1_000)
+        assert asyncio.run(_deliver_due(broker)) == 1
+        assert _receive_topic(broker, other) == []  # moves the copy to %RETRY%g_orders
+        assert len(_stored(broker, POP_RETRY)) == 1
+        (again,) = _receive_topic(broker, T)
+        assert (again.stored.topic, again.delivery.attempt) == (T, 2)
+    finally:
+        broker.close()

@@ -573,7 +573,7 @@ class ConsumeProcessor:
         after its listener's FAILURE with the retry policy's backoff).
 
         Mirrors RocketMQ 5's revive of a nacked message: a concurrent group's message is
-        copied to ``%RETRY%<group>`` due after the group's retry-policy backoff (or to
+        copied to ``%RETRY%<group>_<topic>`` due after the group's retry-policy backoff (or to
         ``%DLQ%<group>`` after its last attempt) and the original is done, so the attempt
         count lives in the stored copy. An orderly group's message, or any message when
         ``push`` is false (a simple consumer extending its time), stays in place with its
