@@ -437,3 +437,22 @@ def test_a_retry_topic_is_read_from_its_first_copy_even_for_last_offset_groups(
         assert (again.stored.topic, again.delivery.attempt) == (T, 2)
     finally:
         broker.close()
+
+
+def test_deleting_a_topic_deletes_its_retry_topics_so_a_new_one_gets_no_old_redeliveries(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """DeleteTopic of orders also deletes %RETRY%g_orders (RocketMQ's
+    clearRetryTopicWhenDeleteTopic): orders created again delivers nothing of the old topic."""
+    _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+    _send_one(harness)
+    (first,) = _receive(harness)
+    asyncio.run(harness.processors.consumer.nack(G, T, first.delivery.receipt_handle, 1_000))
+    harness.clock.advance_ms(1_000)
+    assert asyncio.run(_deliver_due(harness)) == 1
+    assert len(_stored(harness, POP_RETRY)) == 1
+    harness.processors.admin.delete_topic(T)
+    assert harness.runtime.topics.get(POP_RETRY) is None
+    assert harness.runtime.offsets.query(G, POP_RETRY, Q0) is None
+    harness.create_topic(T, queues=1)
+    assert _receive(harness) == []
