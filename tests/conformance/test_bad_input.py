@@ -270,6 +270,22 @@ def test_received_messages_carry_what_official_clients_require(topics_ready: Clu
         assert props.delivery_attempt >= 1 and props.receipt_handle
 
 
+def _change_invisible(
+    cluster: Cluster, handle: str
+) -> pb.v2_service.ChangeInvisibleDurationResponse:
+    """ChangeInvisibleDuration of ``handle`` (group ``acker``, topic ``plain``) to 20 s."""
+    change = pb.v2_service.ChangeInvisibleDurationRequest(
+        group=pb.v2.Resource(name="acker"),
+        topic=pb.v2.Resource(name="plain"),
+        receipt_handle=handle,
+        invisible_duration=messages.duration(20_000),
+        message_id="x",
+    )
+    return _call(
+        cluster, "ChangeInvisibleDuration", change, pb.v2_service.ChangeInvisibleDurationResponse
+    )
+
+
 def test_invalid_and_stale_receipt_handles_are_refused(topics_ready: Cluster) -> None:
     """Garbage, and a handle made stale by ChangeInvisibleDuration, are INVALID_RECEIPT_HANDLE."""
     _send(topics_ready, _message("plain", b"ack-me", message_id="01ACKME"))
@@ -290,19 +306,7 @@ def test_invalid_and_stale_receipt_handles_are_refused(topics_ready: Cluster) ->
         return _call(topics_ready, "AckMessage", request, pb.v2_service.AckMessageResponse)
 
     assert codes.code_of(ack("not-a-handle").status) == errors.Code.INVALID_RECEIPT_HANDLE
-    change = pb.v2_service.ChangeInvisibleDurationRequest(
-        group=pb.v2.Resource(name="acker"),
-        topic=pb.v2.Resource(name="plain"),
-        receipt_handle=old,
-        invisible_duration=messages.duration(20_000),
-        message_id="x",
-    )
-    changed = _call(
-        topics_ready,
-        "ChangeInvisibleDuration",
-        change,
-        pb.v2_service.ChangeInvisibleDurationResponse,
-    )
+    changed = _change_invisible(topics_ready, old)
     assert codes.code_of(changed.status) == errors.Code.OK and changed.receipt_handle != old
     assert codes.code_of(ack(old).status) == errors.Code.INVALID_RECEIPT_HANDLE
     assert codes.code_of(ack(changed.receipt_handle).status) == errors.Code.OK
@@ -322,19 +326,7 @@ def test_a_receive_whose_deadline_leaves_no_long_poll_is_illegal_polling_time(
 def test_garbage_receipt_handles_are_refused_by_change_and_forward(topics_ready: Cluster) -> None:
     """ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue with a handle that does not
     decode answer INVALID_RECEIPT_HANDLE (the push consumer then stops retrying them)."""
-    change = pb.v2_service.ChangeInvisibleDurationRequest(
-        group=pb.v2.Resource(name="acker"),
-        topic=pb.v2.Resource(name="plain"),
-        receipt_handle="not-a-handle",
-        invisible_duration=messages.duration(20_000),
-        message_id="x",
-    )
-    changed = _call(
-        topics_ready,
-        "ChangeInvisibleDuration",
-        change,
-        pb.v2_service.ChangeInvisibleDurationResponse,
-    )
+    changed = _change_invisible(topics_ready, "not-a-handle")
     forward = pb.v2_service.ForwardMessageToDeadLetterQueueRequest(
         group=pb.v2.Resource(name="acker"),
         topic=pb.v2.Resource(name="plain"),
