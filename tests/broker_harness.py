@@ -52,9 +52,13 @@ class BrokerHarness:
     """One broker's runtime and processors over ``root``, driven by a manual clock."""
 
     def __init__(
-        self, root: pathlib.Path, *, receive: broker_settings.ReceiveSettings | None = None
+        self,
+        root: pathlib.Path,
+        *,
+        receive: broker_settings.ReceiveSettings | None = None,
+        time: clock.ManualClock | None = None,
     ) -> None:
-        self.clock = clock.ManualClock()
+        self.clock = time or clock.ManualClock()
         settings = broker_settings.BrokerSettings(
             store_dir=root / "store",
             store=SMALL_STORE,

@@ -19,7 +19,7 @@ from ariane.broker.grpc import admin_service
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, retry
 from ariane.broker.tables import subscriptions
-from ariane.common import errors, ids, message, topics
+from ariane.common import clock, errors, ids, message, topics
 from ariane.grpcwire import pb
 from broker_harness import incoming
 
@@ -456,3 +456,32 @@ def test_deleting_a_topic_deletes_its_retry_topics_so_a_new_one_gets_no_old_rede
     assert harness.runtime.offsets.query(G, POP_RETRY, Q0) is None
     harness.create_topic(T, queues=1)
     assert _receive(harness) == []
+
+
+class _TickingClock(clock.ManualClock):
+    """A manual clock whose wall time moves 1 ms on every read (code between two reads)."""
+
+    def now_ms(self) -> ids.TimestampMs:
+        self._wall_ms += 1
+        return super().now_ms()
+
+
+def test_a_backoff_equal_to_the_timer_precision_is_parked_even_if_the_clock_ticks(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A 1 s backoff (the timer's 1 s precision) is parked for 1 s even when the wall clock
+    moves between the retry path's reading and the timer's: the copy is not stored at once."""
+    broker = broker_harness.BrokerHarness(tmp_path, time=_TickingClock())
+    try:
+        broker.create_topic(T, queues=1)
+        group = _group(broker, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+        original = _send_one(broker)
+        result = asyncio.run(
+            broker.processors.retry.retry_failed(group, original, failed_attempt=1)
+        )
+        assert result.due_ms is not None
+        assert _stored(broker, POP_RETRY) == []
+        broker.clock.advance_ms(1_000)
+        assert asyncio.run(_deliver_due(broker)) == 1
+    finally:
+        broker.close()

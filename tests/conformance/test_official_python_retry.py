@@ -119,7 +119,6 @@ def test_attempts_survive_a_broker_sigkill(retry_cluster: TxCluster) -> None:
         "--deadline-s", "60",
     )  # fmt: skip
     assert code == 0
-    print("DEBUG", [(e["attempt"], e["received_ms"]) for e in _consumed(after)])
     assert [(e["message_id"], e["attempt"]) for e in _consumed(after)] == [
         (message_id, 2), (message_id, 3),
     ]  # fmt: skip

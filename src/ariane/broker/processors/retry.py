@@ -82,10 +82,15 @@ class Scheduler(Protocol):
     """Parks a message until due (``schedule.service.ScheduleService``)."""
 
     def park(
-        self, request: commit_log.AppendRequest, *, delivery_ms: int | None
+        self,
+        request: commit_log.AppendRequest,
+        *,
+        delivery_ms: int | None,
+        now_ms: int | None = None,
     ) -> commit_log.AppendRequest:
         """The request rewritten into the timer topic, or unchanged when due within the
-        timer's precision (raises ``TooManyRequestsError`` when the wheel is full)."""
+        timer's precision of ``now_ms`` (default: the clock now); raises
+        ``TooManyRequestsError`` when the wheel is full."""
         ...
 
     def park_level(self, request: commit_log.AppendRequest, level: int) -> commit_log.AppendRequest:
@@ -250,9 +255,11 @@ class RetryProcessor:
             return await self.dead_letter(group.group, stored, attempts=failed_attempt)
         if delay_ms is None:
             delay_ms = group.effective_retry_policy().next_delay_ms(failed_attempt)
-        due_ms = self._clock.now_ms() + max(0, delay_ms)
+        now_ms = self._clock.now_ms()
+        due_ms = now_ms + max(0, delay_ms)
         request = self._retry_copy(group.group, stored, reconsume_times=failed_attempt, pop=True)
-        parked = self._schedule.park(request, delivery_ms=due_ms)
+        # one clock reading: a 1 s backoff (= the timer's precision) must not turn into "now"
+        parked = self._schedule.park(request, delivery_ms=due_ms, now_ms=now_ms)
         return await self._put(parked, Destination.RETRY, due_ms)
 
     async def move_to_pop_retry(
