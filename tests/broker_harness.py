@@ -51,9 +51,19 @@ class FakeCallContext:
 class BrokerHarness:
     """One broker's runtime and processors over ``root``, driven by a manual clock."""
 
-    def __init__(self, root: pathlib.Path) -> None:
-        self.clock = clock.ManualClock()
-        settings = broker_settings.BrokerSettings(store_dir=root / "store", store=SMALL_STORE)
+    def __init__(
+        self,
+        root: pathlib.Path,
+        *,
+        receive: broker_settings.ReceiveSettings | None = None,
+        time: clock.ManualClock | None = None,
+    ) -> None:
+        self.clock = time or clock.ManualClock()
+        settings = broker_settings.BrokerSettings(
+            store_dir=root / "store",
+            store=SMALL_STORE,
+            receive=receive or broker_settings.ReceiveSettings(),
+        )
         self.runtime = runtime.BrokerRuntime(settings, time=self.clock)
         self.processors = assembly.build(self.runtime, time=self.clock)
 

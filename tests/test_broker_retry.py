@@ -1,6 +1,7 @@
-"""The retry processor and the consume path over it: retry copies in ``%RETRY%<group>``, the
-group's backoff through the schedule, dead letters, CONSUMER_SEND_MSG_BACK (in-process over a
-real store and a manual clock; no sockets)."""
+"""The retry processor and the consume path over it: retry copies in ``%RETRY%<group>_<topic>``
+(POP) and ``%RETRY%<group>`` (classic send-back), the group's backoff through the schedule,
+dead letters, CONSUMER_SEND_MSG_BACK (in-process over a real store and a manual clock; no
+sockets)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ from typing import Any
 import pytest
 
 import broker_harness
+from ariane.broker import settings
 from ariane.broker.grpc import admin_service
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, retry
 from ariane.broker.tables import subscriptions
-from ariane.common import errors, ids, message, topics
+from ariane.common import clock, errors, ids, message, topics
 from ariane.grpcwire import pb
 from broker_harness import incoming
 
 T = ids.TopicName("orders")
 G = ids.GroupName("g")
 RETRY = topics.retry_topic(G)
+POP_RETRY = ids.TopicName("%RETRY%g_orders")  # KeyBuilder.buildPopRetryTopicV1
 DLQ = topics.dlq_topic(G)
 P = message.Property
 Q0 = ids.QueueId(0)
@@ -57,9 +60,11 @@ def _stored(harness: broker_harness.BrokerHarness, topic: str) -> list[message.S
     return list(result.messages)
 
 
-def _send_one(harness: broker_harness.BrokerHarness, body: bytes = b"x") -> message.StoredMessage:
-    asyncio.run(harness.processors.sender.send([incoming(T, body)], born_ip="10.1.2.3"))
-    return _stored(harness, T)[-1]
+def _send_one(
+    harness: broker_harness.BrokerHarness, body: bytes = b"x", *, topic: str = T
+) -> message.StoredMessage:
+    asyncio.run(harness.processors.sender.send([incoming(topic, body)], born_ip="10.1.2.3"))
+    return _stored(harness, topic)[-1]
 
 
 async def _deliver_due(harness: broker_harness.BrokerHarness) -> int:
@@ -69,29 +74,29 @@ async def _deliver_due(harness: broker_harness.BrokerHarness) -> int:
 def test_a_failed_attempt_parks_a_retry_copy_until_the_policy_backoff_passed(
     harness: broker_harness.BrokerHarness,
 ) -> None:
-    """Attempt 1 failing under a 7 s customized policy parks a copy that reaches %RETRY%g
+    """Attempt 1 failing under a 7 s customized policy parks a copy that reaches %RETRY%g_orders
     with RECONSUMETIMES 1, RETRY_TOPIC, ORIGIN_MESSAGE_ID and the same UNIQ_KEY only once 7 s
     passed."""
     group = _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(7_000, 9_000)))
     original = _send_one(harness)
     result = asyncio.run(harness.processors.retry.retry_failed(group, original, failed_attempt=1))
     assert result.destination is retry.Destination.RETRY
-    assert result.topic == RETRY
+    assert result.topic == POP_RETRY
     assert result.due_ms == harness.clock.now_ms() + 7_000
     assert asyncio.run(_deliver_due(harness)) == 0
-    assert _stored(harness, RETRY) == []
+    assert _stored(harness, POP_RETRY) == []
     harness.clock.advance_ms(6_999)
     assert asyncio.run(_deliver_due(harness)) == 0
     harness.clock.advance_ms(1)
     assert asyncio.run(_deliver_due(harness)) == 1
-    (copy,) = _stored(harness, RETRY)
+    (copy,) = _stored(harness, POP_RETRY)
     assert copy.reconsume_times == 1
     assert copy.properties[P.RETRY_TOPIC] == T
     assert copy.properties[P.ORIGIN_MESSAGE_ID] == message.message_id_of(original)
     assert message.message_id_of(copy) == message.message_id_of(original)
     assert copy.body == original.body
     assert retry.as_consumed(copy).topic == T
-    config = harness.runtime.topics.get(RETRY)
+    config = harness.runtime.topics.get(POP_RETRY)
     assert config is not None and (config.read_queue_nums, int(config.perm)) == (1, 6)
     assert harness.runtime.route_changed.is_set()
 
@@ -122,15 +127,15 @@ def test_exponential_policy_and_the_last_attempt_goes_to_the_dlq(
 def test_a_retry_copy_of_a_retry_copy_keeps_the_first_origin(
     harness: broker_harness.BrokerHarness,
 ) -> None:
-    """A copy made from a %RETRY% message keeps RETRY_TOPIC = the first topic (not %RETRY%g)
+    """A copy made from a %RETRY% message keeps RETRY_TOPIC = the first topic (not %RETRY%g_orders)
     and its DLQ letter names that topic too."""
     group = _group(harness, attempts=5)
     processor = harness.processors.retry
     original = _send_one(harness)
     asyncio.run(processor.retry_failed(group, original, failed_attempt=1, delay_ms=0))
-    (first,) = _stored(harness, RETRY)
+    (first,) = _stored(harness, POP_RETRY)
     asyncio.run(processor.retry_failed(group, first, failed_attempt=2, delay_ms=0))
-    second = _stored(harness, RETRY)[1]
+    second = _stored(harness, POP_RETRY)[1]
     assert (second.reconsume_times, second.properties[P.RETRY_TOPIC]) == (2, T)
     assert P.REAL_TOPIC not in second.properties
     asyncio.run(processor.dead_letter(G, second, attempts=3))
@@ -174,7 +179,7 @@ def test_a_push_nack_comes_back_from_the_retry_topic_after_the_backoff(
     harness: broker_harness.BrokerHarness,
 ) -> None:
     """A nacked message is done on its topic at once (its handle acks nothing), waits 3 s in
-    the timer, then is received from %RETRY%g as attempt 2 under its own topic and id, and
+    the timer, then is received from %RETRY%g_orders as attempt 2 under its own topic and id, and
     acks with that topic."""
     _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(3_000,)))
     consumer = harness.processors.consumer
@@ -195,14 +200,14 @@ def test_a_push_nack_comes_back_from_the_retry_topic_after_the_backoff(
     consumer.ack(G, T, again.delivery.receipt_handle)
     harness.clock.advance_ms(60_000)
     assert _receive(harness) == []
-    assert harness.runtime.offsets.query(G, RETRY, Q0) == 1
+    assert harness.runtime.offsets.query(G, POP_RETRY, Q0) == 1
 
 
 def test_a_parked_receive_wakes_when_the_retry_copy_becomes_due(
     harness: broker_harness.BrokerHarness,
 ) -> None:
     """A receive long polling for 20 s returns the retry copy as soon as the schedule writes
-    it to %RETRY%g (within 2 s of real time, no 20 s stall)."""
+    it to %RETRY%g_orders (within 2 s of real time, no 20 s stall)."""
     _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
     consumer = harness.processors.consumer
     _send_one(harness)
@@ -259,7 +264,7 @@ def test_forward_to_dlq_copies_the_current_delivery_and_acks_it(
     consumer = harness.processors.consumer
     _send_one(harness)
     (first,) = _receive(harness, poll_s=0)
-    harness.clock.advance_ms(10_001)  # expires: copied to %RETRY%g at once
+    harness.clock.advance_ms(10_001)  # expires: copied to %RETRY%g_orders at once
     (second,) = _receive(harness)
     assert second.delivery.attempt == 2
     asyncio.run(consumer.forward_to_dlq(G, T, second.delivery.receipt_handle))
@@ -274,7 +279,7 @@ def test_forward_to_dlq_copies_the_current_delivery_and_acks_it(
 def test_the_revive_loop_copies_expired_deliveries_without_a_receive(
     harness: broker_harness.BrokerHarness,
 ) -> None:
-    """With no receive running, the revive loop turns an expired delivery into a %RETRY%g
+    """With no receive running, the revive loop turns an expired delivery into a %RETRY%g_orders
     copy with RECONSUMETIMES 1 and commits the original."""
     _group(harness)
     _send_one(harness)
@@ -287,7 +292,7 @@ def test_the_revive_loop_copies_expired_deliveries_without_a_receive(
         interval_ms=1_000,
     )
     assert asyncio.run(reviver.revive_once()) == 1
-    (copy,) = _stored(harness, RETRY)
+    (copy,) = _stored(harness, POP_RETRY)
     assert copy.reconsume_times == 1
     assert harness.runtime.offsets.query(G, T, Q0) == 1
 
@@ -338,3 +343,145 @@ def test_admin_dead_letter_rpcs_refuse_bad_requests(
         service.list_dead_letters(pb.admin.ListDeadLettersRequest(group=G), context)
     )
     assert list(empty.letters) == []
+
+
+def _two_topics(harness: broker_harness.BrokerHarness) -> ids.TopicName:
+    """Topic ``invoices`` beside ``orders`` (1 queue each), and the group with a 1 s backoff."""
+    other = ids.TopicName("invoices")
+    harness.create_topic(other, queues=1)
+    _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+    return other
+
+
+def _receive_topic(harness: broker_harness.BrokerHarness, topic: str) -> list[consume.Received]:
+    request = harness.receive_request(G, topic)
+    return asyncio.run(harness.processors.consumer.receive(request))
+
+
+def test_redeliveries_of_a_group_with_two_topics_come_back_on_their_own_topic(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """A group nacking on orders and invoices gets each retry copy only on a receive for its
+    own topic: copies live in %RETRY%g_orders and %RETRY%g_invoices, never in %RETRY%g."""
+    other = _two_topics(harness)
+    consumer = harness.processors.consumer
+    sent = {T: _send_one(harness, b"o"), other: _send_one(harness, b"i", topic=other)}
+    for topic in (T, other):
+        (got,) = _receive_topic(harness, topic)
+        asyncio.run(consumer.nack(G, topic, got.delivery.receipt_handle, 1_000))
+    harness.clock.advance_ms(1_000)
+    assert asyncio.run(_deliver_due(harness)) == 2
+    for topic in (other, T):  # the other topic's receive first: it must not take T's copy
+        (again,) = _receive_topic(harness, topic)
+        assert (again.stored.topic, again.delivery.attempt) == (topic, 2)
+        assert message.message_id_of(again.stored) == message.message_id_of(sent[topic])
+        consumer.ack(G, topic, again.delivery.receipt_handle)
+        assert [m.properties[P.RETRY_TOPIC] for m in _stored(harness, f"%RETRY%g_{topic}")] == [
+            topic
+        ]
+    assert harness.runtime.topics.get(RETRY) is None
+
+
+def test_copies_in_the_shared_retry_topic_are_delivered_on_their_own_topic(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """Copies stored in %RETRY%g (before the upgrade, or by a classic send-back) are moved to
+    the per-topic retry topic of their RETRY_TOPIC by the next receive of the group and each is
+    delivered, once, on a receive for its own topic with its attempt."""
+    other = _two_topics(harness)
+    group = harness.runtime.groups.require(G)
+    processor = harness.processors.retry
+    originals = {T: _send_one(harness, b"o"), other: _send_one(harness, b"i", topic=other)}
+    for original in (originals[other], originals[T]):  # level 1 = 1 s, into %RETRY%g
+        asyncio.run(processor.send_msg_back(group, original, delay_level=1, max_reconsume_times=-1))
+    harness.clock.advance_ms(1_000)
+    assert asyncio.run(_deliver_due(harness)) == 2
+    assert [m.properties[P.RETRY_TOPIC] for m in _stored(harness, RETRY)] == [other, T]
+    for topic in (T, other):
+        request = harness.receive_request(G, topic)
+        got = asyncio.run(harness.processors.consumer.receive(request))
+        firsts = [r for r in got if r.delivery.attempt == 1]
+        (again,) = [r for r in got if r.delivery.attempt == 2]
+        assert {r.stored.topic for r in got} == {topic}
+        assert message.message_id_of(again.stored) == message.message_id_of(originals[topic])
+        assert len(firsts) == 1  # the original itself, never received before
+    harness.clock.advance_ms(1)
+    assert _receive_topic(harness, T) == [] and _receive_topic(harness, other) == []
+    assert harness.runtime.offsets.query(G, RETRY, Q0) == 2
+
+
+def test_a_retry_topic_is_read_from_its_first_copy_even_for_last_offset_groups(
+    tmp_path: pathlib.Path,
+) -> None:
+    """On a LAST_OFFSET broker, a retry copy written before the group first opened its
+    %RETRY%g_orders queue is still delivered (RocketMQ starts retry topics at their min offset,
+    as PopMessageProcessor's getInitOffset does): here a receive of another topic moved it
+    there from %RETRY%g."""
+    receive = settings.ReceiveSettings(consume_from_where=settings.ConsumeFromWhere.LAST_OFFSET)
+    broker = broker_harness.BrokerHarness(tmp_path, receive=receive)
+    try:
+        broker.create_topic(T, queues=1)
+        other = _two_topics(broker)
+        group = broker.runtime.groups.require(G)
+        original = _send_one(broker)
+        asyncio.run(
+            broker.processors.retry.send_msg_back(
+                group, original, delay_level=1, max_reconsume_times=-1
+            )
+        )
+        broker.clock.advance_ms(1_000)
+        assert asyncio.run(_deliver_due(broker)) == 1
+        assert _receive_topic(broker, other) == []  # moves the copy to %RETRY%g_orders
+        assert len(_stored(broker, POP_RETRY)) == 1
+        (again,) = _receive_topic(broker, T)
+        assert (again.stored.topic, again.delivery.attempt) == (T, 2)
+    finally:
+        broker.close()
+
+
+def test_deleting_a_topic_deletes_its_retry_topics_so_a_new_one_gets_no_old_redeliveries(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """DeleteTopic of orders also deletes %RETRY%g_orders (RocketMQ's
+    clearRetryTopicWhenDeleteTopic): orders created again delivers nothing of the old topic."""
+    _group(harness, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+    _send_one(harness)
+    (first,) = _receive(harness)
+    asyncio.run(harness.processors.consumer.nack(G, T, first.delivery.receipt_handle, 1_000))
+    harness.clock.advance_ms(1_000)
+    assert asyncio.run(_deliver_due(harness)) == 1
+    assert len(_stored(harness, POP_RETRY)) == 1
+    harness.processors.admin.delete_topic(T)
+    assert harness.runtime.topics.get(POP_RETRY) is None
+    assert harness.runtime.offsets.query(G, POP_RETRY, Q0) is None
+    harness.create_topic(T, queues=1)
+    assert _receive(harness) == []
+
+
+class _TickingClock(clock.ManualClock):
+    """A manual clock whose wall time moves 1 ms on every read (code between two reads)."""
+
+    def now_ms(self) -> ids.TimestampMs:
+        self._wall_ms += 1
+        return super().now_ms()
+
+
+def test_a_backoff_equal_to_the_timer_precision_is_parked_even_if_the_clock_ticks(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A 1 s backoff (the timer's 1 s precision) is parked for 1 s even when the wall clock
+    moves between the retry path's reading and the timer's: the copy is not stored at once."""
+    broker = broker_harness.BrokerHarness(tmp_path, time=_TickingClock())
+    try:
+        broker.create_topic(T, queues=1)
+        group = _group(broker, policy=subscriptions.GroupRetryPolicy(delays_ms=(1_000,)))
+        original = _send_one(broker)
+        result = asyncio.run(
+            broker.processors.retry.retry_failed(group, original, failed_attempt=1)
+        )
+        assert result.due_ms is not None
+        assert _stored(broker, POP_RETRY) == []
+        broker.clock.advance_ms(1_000)
+        assert asyncio.run(_deliver_due(broker)) == 1
+    finally:
+        broker.close()

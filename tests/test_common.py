@@ -43,6 +43,20 @@ def test_retry_and_dlq_topics_round_trip_to_their_group() -> None:
     assert topics.group_of_retry_or_dlq("orders") is None
 
 
+def test_pop_retry_topics_are_per_group_and_topic_and_stay_valid_names() -> None:
+    """A POP group's retry topic is %RETRY%<group>_<topic> (KeyBuilder V1); one that would
+    pass 255 characters is cut and ends in the CRC32 of the full name, a valid retry topic."""
+    group, topic = topics.validate_group("billing"), topics.validate_topic("orders")
+    assert topics.pop_retry_topic(group, topic) == "%RETRY%billing_orders"
+    assert topics.is_retry_topic(topics.pop_retry_topic(group, topic))
+    long_group = topics.validate_group("g" * 255)
+    names = {topics.pop_retry_topic(long_group, topics.validate_topic(t)) for t in ("a", "b")}
+    assert len(names) == 2
+    for name in names:
+        assert len(name) == topics.RETRY_OR_DLQ_TOPIC_CHARS_MAX
+        assert topics.validate_topic(name) == name
+
+
 def test_tags_with_separator_or_blank_are_illegal() -> None:
     """A tag may not be blank or contain '|' (it separates tags in subscriptions)."""
     assert topics.validate_tag("TagA") == "TagA"

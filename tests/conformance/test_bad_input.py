@@ -99,6 +99,10 @@ def _send(cluster: Cluster, msg: pb.v2.Message, **kw: Any) -> pb.v2_service.Send
             _message("plain", message_type=pb.v2.MessageType.TRANSACTION),
             errors.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
         ),
+        (
+            _message("ordered", message_type=pb.v2.MessageType.FIFO),
+            errors.Code.ILLEGAL_MESSAGE_GROUP,
+        ),
     ],
     ids=[
         "unknown-topic",
@@ -111,6 +115,7 @@ def _send(cluster: Cluster, msg: pb.v2.Message, **kw: Any) -> pb.v2_service.Send
         "normal-into-fifo",
         "group-too-long",
         "transaction-into-normal",
+        "fifo-without-group",
     ],
 )
 def test_bad_sends_get_their_code(topics_ready: Cluster, msg: pb.v2.Message, code: int) -> None:
@@ -186,7 +191,9 @@ def test_missing_client_id_is_refused(topics_ready: Cluster) -> None:
     assert codes.code_of(heartbeat.status) == errors.Code.CLIENT_ID_REQUIRED
 
 
-def _receive(cluster: Cluster, request: pb.v2_service.ReceiveMessageRequest) -> list[Any]:
+def _receive(
+    cluster: Cluster, request: pb.v2_service.ReceiveMessageRequest, *, timeout_s: float = 30
+) -> list[Any]:
     async def go() -> list[Any]:
         async with grpc.aio.insecure_channel(cluster.broker, options=CHANNEL_OPTIONS) as channel:
             call = channel.unary_stream(
@@ -194,7 +201,7 @@ def _receive(cluster: Cluster, request: pb.v2_service.ReceiveMessageRequest) -> 
                 request_serializer=pb.v2_service.ReceiveMessageRequest.SerializeToString,
                 response_deserializer=pb.v2_service.ReceiveMessageResponse.FromString,
             )
-            stream = call(request, timeout=30, metadata=CLIENT)
+            stream = call(request, timeout=timeout_s, metadata=CLIENT)
             return [item async for item in stream]
 
     return asyncio.run(go())
@@ -263,6 +270,22 @@ def test_received_messages_carry_what_official_clients_require(topics_ready: Clu
         assert props.delivery_attempt >= 1 and props.receipt_handle
 
 
+def _change_invisible(
+    cluster: Cluster, handle: str
+) -> pb.v2_service.ChangeInvisibleDurationResponse:
+    """ChangeInvisibleDuration of ``handle`` (group ``acker``, topic ``plain``) to 20 s."""
+    change = pb.v2_service.ChangeInvisibleDurationRequest(
+        group=pb.v2.Resource(name="acker"),
+        topic=pb.v2.Resource(name="plain"),
+        receipt_handle=handle,
+        invisible_duration=messages.duration(20_000),
+        message_id="x",
+    )
+    return _call(
+        cluster, "ChangeInvisibleDuration", change, pb.v2_service.ChangeInvisibleDurationResponse
+    )
+
+
 def test_invalid_and_stale_receipt_handles_are_refused(topics_ready: Cluster) -> None:
     """Garbage, and a handle made stale by ChangeInvisibleDuration, are INVALID_RECEIPT_HANDLE."""
     _send(topics_ready, _message("plain", b"ack-me", message_id="01ACKME"))
@@ -283,20 +306,52 @@ def test_invalid_and_stale_receipt_handles_are_refused(topics_ready: Cluster) ->
         return _call(topics_ready, "AckMessage", request, pb.v2_service.AckMessageResponse)
 
     assert codes.code_of(ack("not-a-handle").status) == errors.Code.INVALID_RECEIPT_HANDLE
-    change = pb.v2_service.ChangeInvisibleDurationRequest(
-        group=pb.v2.Resource(name="acker"),
-        topic=pb.v2.Resource(name="plain"),
-        receipt_handle=old,
-        invisible_duration=messages.duration(20_000),
-        message_id="x",
-    )
-    changed = _call(
-        topics_ready,
-        "ChangeInvisibleDuration",
-        change,
-        pb.v2_service.ChangeInvisibleDurationResponse,
-    )
+    changed = _change_invisible(topics_ready, old)
     assert codes.code_of(changed.status) == errors.Code.OK and changed.receipt_handle != old
     assert codes.code_of(ack(old).status) == errors.Code.INVALID_RECEIPT_HANDLE
     assert codes.code_of(ack(changed.receipt_handle).status) == errors.Code.OK
     assert codes.code_of(ack(changed.receipt_handle).status) == errors.Code.INVALID_RECEIPT_HANDLE
+
+
+def test_a_receive_whose_deadline_leaves_no_long_poll_is_illegal_polling_time(
+    topics_ready: Cluster,
+) -> None:
+    """A ReceiveMessage called with a 3 s deadline (less than the 5 s minimum long poll)
+    answers one ILLEGAL_POLLING_TIME status and no messages."""
+    request = _receive_request(group="hasty", invisible_duration=messages.duration(30_000))
+    items = _receive(topics_ready, request, timeout_s=3)
+    assert [codes.code_of(i.status) for i in items] == [errors.Code.ILLEGAL_POLLING_TIME]
+
+
+def test_garbage_receipt_handles_are_refused_by_change_and_forward(topics_ready: Cluster) -> None:
+    """ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue with a handle that does not
+    decode answer INVALID_RECEIPT_HANDLE (the push consumer then stops retrying them)."""
+    changed = _change_invisible(topics_ready, "not-a-handle")
+    forward = pb.v2_service.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.v2.Resource(name="acker"),
+        topic=pb.v2.Resource(name="plain"),
+        receipt_handle="not-a-handle",
+        message_id="x",
+        delivery_attempt=1,
+        max_delivery_attempts=16,
+    )
+    forwarded = _call(
+        topics_ready,
+        "ForwardMessageToDeadLetterQueue",
+        forward,
+        pb.v2_service.ForwardMessageToDeadLetterQueueResponse,
+    )
+    assert [codes.code_of(changed.status), codes.code_of(forwarded.status)] == [
+        errors.Code.INVALID_RECEIPT_HANDLE,
+        errors.Code.INVALID_RECEIPT_HANDLE,
+    ]
+
+
+def test_a_garbage_recall_handle_is_a_bad_request(topics_ready: Cluster) -> None:
+    """RecallMessage with a handle that does not decode answers BAD_REQUEST (a well-formed
+    handle of a message no longer waiting is NOT_FOUND: ``test_broker_schedule_process``)."""
+    request = pb.v2_service.RecallMessageRequest(
+        topic=pb.v2.Resource(name="plain"), recall_handle="not-a-handle"
+    )
+    answer = _call(topics_ready, "RecallMessage", request, pb.v2_service.RecallMessageResponse)
+    assert codes.code_of(answer.status) == errors.Code.BAD_REQUEST, answer.status.message

@@ -1,7 +1,8 @@
-"""Redelivery through ``%RETRY%<group>`` with the official ``rocketmq-python-client`` PushConsumer
-against real ``ariane namesrv`` + ``ariane broker`` processes: the group's backoff measured,
-attempts across a broker SIGKILL, the DLQ after the last attempt, ForwardMessageToDeadLetterQueue
-from a FIFO push consumer, and ``ariane admin dlq list|resend``.
+"""Redelivery through ``%RETRY%<group>_<topic>`` with the official ``rocketmq-python-client``
+PushConsumer against real ``ariane namesrv`` + ``ariane broker`` processes: the group's backoff
+measured, attempts across a broker SIGKILL, the DLQ after the last attempt,
+ForwardMessageToDeadLetterQueue from a FIFO push consumer, a group consuming two topics getting
+each redelivery on its own topic, and ``ariane admin dlq list|resend``.
 
 The broker is the SIGKILL-able one of ``test_official_transactions`` (two front-end workers).
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from conformance.conftest import DriverProcess
 from conformance.test_official_transactions import TxCluster
 
 pytestmark = pytest.mark.slow
@@ -109,7 +111,7 @@ def test_attempts_survive_a_broker_sigkill(retry_cluster: TxCluster) -> None:
         "push-consume", "--topic", "sturdy", "--group", "survivor", "--count", "1", "--fail"
     )
     assert code == 0 and [e["attempt"] for e in _consumed(first)] == [1]
-    _wait_for_topic(retry_cluster, "%RETRY%survivor")  # the nack stored its copy
+    _wait_for_topic(retry_cluster, "%RETRY%survivor_sturdy")  # the nack stored its copy
     retry_cluster.kill_broker()
     retry_cluster.broker_process = retry_cluster.start_broker()
     code, after = retry_cluster.run_driver(
@@ -146,3 +148,43 @@ def test_fifo_push_consumer_forwards_to_the_dlq(retry_cluster: TxCluster) -> Non
         "--deadline-s", "5",
     )  # fmt: skip
     assert code == 3 and _consumed(later) == []
+
+
+def test_a_group_on_two_topics_gets_each_redelivery_on_its_own_topic(
+    retry_cluster: TxCluster,
+) -> None:
+    """One group, two failing push consumers in their own processes, one subscribed to each of
+    two topics: each sees only its own topic's messages, every one as attempts 1, 2 and 3 (the
+    retry copies live in %RETRY%<group>_<topic>, so one topic's receive never takes the other
+    topic's copy)."""
+    topics = ("split-a", "split-b")
+    for topic in topics:
+        retry_cluster.admin("topic", "create", topic, "--queues", "2", "--type", "NORMAL")
+    retry_cluster.admin(
+        "group", "create", "split", "--max-delivery-attempts", "3", "--retry-delays", "1s"
+    )
+    args = ("--group", "split", "--count", "6", "--fail", "--deadline-s", "60", "--linger-s", "3")
+    consumers = {
+        topic: DriverProcess(retry_cluster, "push-consume", "--topic", topic, *args)
+        for topic in topics
+    }
+    try:
+        for consumer in consumers.values():
+            consumer.wait_for("started")
+        sent: dict[str, set[str]] = {}
+        for topic in topics:
+            _, events = retry_cluster.run_driver("produce", "--topic", topic, "--count", "2")
+            sent[topic] = {e["message_id"] for e in events if e["event"] == "sent"}
+        for consumer in consumers.values():
+            consumer.process.wait(timeout=90)
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+    for topic, consumer in consumers.items():
+        consumer.drain()  # the rest of its events, into ``seen``
+        seen = _consumed(consumer.seen)
+        assert {e["topic"] for e in seen} == {topic}, seen
+        attempts = {
+            m: sorted(e["attempt"] for e in seen if e["message_id"] == m) for m in sent[topic]
+        }
+        assert attempts == {m: [1, 2, 3] for m in sent[topic]}, seen

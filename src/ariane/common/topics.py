@@ -1,14 +1,16 @@
 """Topic and group names: validation rules, system topics, retry and DLQ names.
 
 Mirrors RocketMQ's ``TopicValidator`` and ``MixAll``: a topic name is 1..127 characters of
-``[%a-zA-Z0-9_-]``; retry and DLQ topics (``%RETRY%<group>``, ``%DLQ%<group>``) may be up to
-255; system topics are reserved and cannot be sent to by clients. Group names follow the same
-character rule with the 255-character limit of RocketMQ's ``checkGroup``.
+``[%a-zA-Z0-9_-]``; retry and DLQ topics (``%RETRY%<group>``, a POP consumer's
+``%RETRY%<group>_<topic>``, ``%DLQ%<group>``) may be up to 255; system topics are reserved and
+cannot be sent to by clients. Group names follow the same character rule with the
+255-character limit of RocketMQ's ``checkGroup``.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 
 from ariane.common import errors, ids
 
@@ -25,6 +27,8 @@ TAG_CHARS_MAX = 255
 """Longest tag, in characters."""
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+POP_RETRY_SEPARATOR = "_"
+"""Between group and topic in a POP retry topic (``KeyBuilder`` ``POP_RETRY_SEPARATOR_V1``)."""
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 SCHEDULE_TOPIC = ids.TopicName("SCHEDULE_TOPIC_XXXX")
@@ -69,7 +73,7 @@ def is_system_topic(name: str) -> bool:
 
 
 def is_retry_topic(name: str) -> bool:
-    """Whether ``name`` is a ``%RETRY%<group>`` topic."""
+    """Whether ``name`` is a retry topic (``%RETRY%<group>`` or ``%RETRY%<group>_<topic>``)."""
     return name.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
@@ -150,6 +154,23 @@ def validate_tag(tag: str) -> str:
 def retry_topic(group: ids.GroupName) -> ids.TopicName:
     """The retry topic of a consumer group: ``%RETRY%<group>`` (MixAll.getRetryTopic)."""
     return ids.TopicName(RETRY_GROUP_TOPIC_PREFIX + group)
+
+
+def pop_retry_topic(group: ids.GroupName, topic: ids.TopicName) -> ids.TopicName:
+    """The retry topic of a RocketMQ 5 (POP/gRPC) consumer group for one topic:
+    ``%RETRY%<group>_<topic>`` (``KeyBuilder.buildPopRetryTopicV1``, RocketMQ's default while
+    ``enableRetryTopicV2`` is off; V2's ``+`` separator is outside the topic alphabet here).
+
+    A name over ``RETRY_OR_DLQ_TOPIC_CHARS_MAX`` (a group name longer than about 120
+    characters) keeps its first characters and ends in ``-`` and the CRC32 of the full name in
+    hex, so it stays a valid topic (and a valid directory name); RocketMQ does not shorten it
+    and cannot store such a topic either. The copies carry their origin in ``RETRY_TOPIC``.
+    """
+    name = RETRY_GROUP_TOPIC_PREFIX + group + POP_RETRY_SEPARATOR + topic
+    if len(name) <= RETRY_OR_DLQ_TOPIC_CHARS_MAX:
+        return ids.TopicName(name)
+    digest = f"-{zlib.crc32(name.encode()):08x}"
+    return ids.TopicName(name[: RETRY_OR_DLQ_TOPIC_CHARS_MAX - len(digest)] + digest)
 
 
 def dlq_topic(group: ids.GroupName) -> ids.TopicName:

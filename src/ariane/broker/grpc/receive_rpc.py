@@ -20,7 +20,8 @@ from collections.abc import Callable
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
 from ariane.broker import settings as broker_settings
-from ariane.broker.processors import client_settings, consume, receive_attempts, renewal
+from ariane.broker.pop import receipt
+from ariane.broker.processors import client_settings, consume, receive_attempts, renewal, retry
 from ariane.broker.tables import clients
 from ariane.common import errors, ids, limits, message, topics
 from ariane.grpcwire import messages, pb, rpc
@@ -108,13 +109,14 @@ class ReceiveSessions:
         self, key: receive_attempts.AttemptKey, still_held: Callable[[_Delivered], bool]
     ) -> list[consume.Received]:
         """The earlier answer of ``key`` read again from the store (only where each message
-        is: the table keeps no bodies), without what is no longer held."""
-        topic = key[2]
+        is: the table keeps no bodies), without what is no longer held. A retry copy is read
+        from the retry topic its receipt handle names and answered under its origin topic."""
         replayed: list[consume.Received] = []
         for item in self._attempts.replay(key, still_held) or ():
+            topic = receipt.decode(item.delivery.receipt_handle).topic
             stored = self._consumer.reread(topic, item.queue_id, item.queue_offset)
             if stored is not None:
-                replayed.append(consume.Received(stored, item.delivery))
+                replayed.append(consume.Received(retry.as_consumed(stored), item.delivery))
         return replayed
 
     def take(self, client_id: ids.ClientId, group: ids.GroupName, receipt_text: str) -> str:

@@ -11,6 +11,7 @@ opening, start offsets and offset commits, and ``PopReviveService``, RocketMQ's
 
 Invariants: POP state (deliveries in flight, done offsets) survives a restart through the
 journal, so an unacked delivery is still revived and a stale handle still refused; a concurrent
-group's attempts live in its ``%RETRY%<group>`` copies (``processors.retry``), an orderly group's
-(redelivered in place) in the journal, so neither can dodge ``%DLQ%<group>`` by a restart.
+group's attempts live in its ``%RETRY%<group>_<topic>`` copies (``processors.retry``), an
+orderly group's (redelivered in place) in the journal, so neither can dodge ``%DLQ%<group>`` by
+a restart.
 """

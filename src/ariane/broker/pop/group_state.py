@@ -23,7 +23,7 @@ Per queue (topic, queue id) it keeps::
 * done flags above ``committed``, as a bitmap bounded by ``pop_span_max``.
 
 How the receive path drives it, per queue: (1) ``collect_due`` → for each ``Due``: forward it
-to the DLQ (or, for a concurrent group, copy it to ``%RETRY%<group>``: ``processors.retry``)
+to the DLQ (or, for a concurrent group, copy it to ``%RETRY%<group>_<topic>``: ``processors.retry``)
 then ``settle_dead_letter``, or (orderly groups) read it and ``redeliver``; (2) FIFO only:
 ``fifo_ready`` → ``reserve`` each; (3) read new messages from ``scan_offset`` (at most
 ``scan_budget``): ``skip`` those the filter rejects, ``reserve`` the others (``None`` means FIFO

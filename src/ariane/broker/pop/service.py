@@ -11,7 +11,7 @@ passes half of ``journal_bytes_max`` in the background, or ``journal_bytes_max``
 
 ``PopReviveService`` (RocketMQ ``PopReviveService``) is the background loop: it revives
 deliveries whose invisible time ran out even when no consumer receives (a concurrent group's
-into a copy in ``%RETRY%<group>``, or ``%DLQ%<group>`` after the last attempt; an orderly
+into a copy in ``%RETRY%<group>_<topic>``, or ``%DLQ%<group>`` after the last attempt; an orderly
 group's only into the DLQ, its other redeliveries happen in place at the next receive), and
 compacts the journal.
 
@@ -44,7 +44,7 @@ from ariane.broker.pop import journal as pop_journal
 from ariane.broker.pop import journal_file as pop_journal_file
 from ariane.broker.tables import offsets
 from ariane.broker.tables import subscriptions as subs
-from ariane.common import clock, errors, ids, message
+from ariane.common import clock, errors, ids, message, topics
 from ariane.store import message_store
 
 _log = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ READ_SPAN_MAX = 256
 
 class Reviver(Protocol):
     """Revives an expired delivery (``ConsumeProcessor.revive``): a retry copy in
-    ``%RETRY%<group>``, or a dead letter once ``failed_attempt`` reached the max attempts."""
+    ``%RETRY%<group>_<topic>``, or a dead letter once ``failed_attempt`` reached the max
+    attempts."""
 
     def __call__(
         self, group: ids.GroupName, stored: message.StoredMessage, *, failed_attempt: int
@@ -229,13 +230,17 @@ class PopService:
     ) -> ids.QueueOffset:
         """Where ``group`` resumes on a queue it does not track yet: its stored offset (raised
         to the queue's min offset when retention deleted below it), or the initial offset of
-        ``consume_from_where`` when it never committed there."""
+        ``consume_from_where`` when it never committed there; a retry topic always starts at
+        its min offset (RocketMQ ``PopMessageProcessor.getInitOffset``): its copies were
+        written for this group, possibly before the group first read the topic."""
         stored = self._offsets.query(group, topic, queue_id)
         low = self._store.min_queue_offset(topic, queue_id)
         if stored is not None:
             return ids.QueueOffset(max(stored, low))
         first = self._receive.consume_from_where is settings.ConsumeFromWhere.FIRST_OFFSET
-        return low if first else self._store.max_queue_offset(topic, queue_id)
+        if first or topics.is_retry_topic(topic):
+            return low
+        return self._store.max_queue_offset(topic, queue_id)
 
     def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
         """Mirror the group's committed offset of one queue into the offset table."""
@@ -420,8 +425,8 @@ class PopReviveService:
         """Revive every expired delivery; returns how many messages were copied.
 
         Mirrors RocketMQ's ``PopReviveService``: a concurrent group's expired message becomes
-        a ``%RETRY%<group>`` copy at once (a parked receive wakes on it), and a message whose
-        consumers all went away still reaches ``%DLQ%<group>``; an orderly group's
+        a ``%RETRY%<group>_<topic>`` copy at once (a parked receive wakes on it), and a message
+        whose consumers all went away still reaches ``%DLQ%<group>``; an orderly group's
         redeliveries with attempts left wait for a receive (in place). The messages of one
         queue are read in batches (``read_messages``).
         """

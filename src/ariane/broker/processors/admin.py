@@ -199,9 +199,11 @@ class AdminProcessor:
     def delete_topic(self, name: str) -> ids.TopicName:
         """Remove a topic, its consumer offsets, POP queues and ConsumeQueues; returns its name.
 
-        Mirrors RocketMQ ``AdminBrokerProcessor.deleteTopicInBroker``: a topic created again
-        under the name starts empty, at queue offset 0, with no group offsets, also after a
-        restart (``MessageStore.delete_topic``).
+        Mirrors RocketMQ ``AdminBrokerProcessor.deleteTopic``: a topic created again under the
+        name starts empty, at queue offset 0, with no group offsets, also after a restart
+        (``MessageStore.delete_topic``); the POP retry topics ``%RETRY%<group>_<topic>`` of the
+        groups with offsets on it go too (``clearRetryTopicWhenDeleteTopic``, on by default),
+        so the new topic gets no redeliveries of the old one's messages.
 
         Raises:
             TopicNotFoundError: no such topic. IllegalTopicError: a system topic.
@@ -210,20 +212,31 @@ class AdminProcessor:
         current = self.existing_topic(name)
         if topics.is_system_topic(current.name):
             raise errors.IllegalTopicError(f"topic {current.name!r} is a system topic; keep it")
-        self._d.topic_table.delete(current.name)
-        removed = self._d.offset_table.remove_topic(current.name)
-        queue_ids = range(max(current.read_queue_nums, current.write_queue_nums))
-        self._d.pop_service.close_topic(current.name, queue_ids)
-        self._d.persist_offsets()
-        queues = self._d.store.delete_topic(current.name)
+        retry_topics = [
+            found
+            for group in self._d.offset_table.groups_of_topic(current.name)
+            if (found := self._d.topic_table.get(topics.pop_retry_topic(group, current.name)))
+            is not None
+        ]
+        for config in (current, *retry_topics):
+            self._delete_in_broker(config)
         self._d.route_changed.set()
+        return current.name
+
+    def _delete_in_broker(self, config: topic_config.TopicConfig) -> None:
+        """One topic's config, offsets, POP queues and ConsumeQueues (``deleteTopicInBroker``)."""
+        self._d.topic_table.delete(config.name)
+        removed = self._d.offset_table.remove_topic(config.name)
+        queue_ids = range(max(config.read_queue_nums, config.write_queue_nums))
+        self._d.pop_service.close_topic(config.name, queue_ids)
+        self._d.persist_offsets()  # before the data goes: no offset outlives its queue
+        queues = self._d.store.delete_topic(config.name)
         _log.info(
             "admin: topic %s deleted (%d consumer offsets, %d ConsumeQueues dropped)",
-            current.name,
+            config.name,
             removed,
             queues,
         )
-        return current.name
 
     def list_topics(self, *, include_internal: bool) -> list[topic_config.TopicConfig]:
         """Every topic sorted by name; system/retry/DLQ ones only with ``include_internal``."""

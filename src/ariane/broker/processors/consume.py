@@ -8,15 +8,21 @@ service (grpc-v2.md §6.4 and §6.5): ``broker.pop_service.PopService`` owns the
 reads messages and decides what to deliver. Its dependencies are passed in explicitly:
 
 * a receive looks at every readable queue of the topic on this broker (starting with the
-  queue a FIFO consumer names) and, for a concurrent group, at its ``%RETRY%<group>`` queue
-  (filter ``*``; a copy is delivered under its ``RETRY_TOPIC`` with attempt = reconsume
-  times + 1): first deliveries whose invisible time ran out (a concurrent group's become
-  ``%RETRY%`` copies through ``retry.RetryProcessor``, an orderly group's are redelivered in
-  place with ``attempt + 1``; past the group's ``max_delivery_attempts`` they go to
-  ``%DLQ%<group>``), then FIFO messages that became free, then new messages from the scan
-  cursor, filtered by tag hash then by the full tag/SQL92 filter;
-* a push consumer's nack (``nack``) stores a ``%RETRY%`` copy due after the group's retry
-  policy backoff (the timer delivers it) and marks the original done;
+  queue a FIFO consumer names) and, for a concurrent group, at the group's retry queue of that
+  topic, ``%RETRY%<group>_<topic>`` (RocketMQ 5's ``KeyBuilder.buildPopRetryTopic``; filter
+  ``*``; a copy is delivered under its ``RETRY_TOPIC`` with attempt = reconsume times + 1), so
+  a retry copy is only ever delivered on a receive for its own topic: first deliveries whose
+  invisible time ran out (a concurrent group's become retry copies through
+  ``retry.RetryProcessor``, an orderly group's are redelivered in place with ``attempt + 1``;
+  past the group's ``max_delivery_attempts`` they go to ``%DLQ%<group>``), then FIFO messages
+  that became free, then new messages from the scan cursor, filtered by tag hash then by the
+  full tag/SQL92 filter;
+* copies a concurrent group has in the shared ``%RETRY%<group>`` (stored before per-topic retry
+  topics, or by a classic send-back) are moved by any receive of the group to the per-topic
+  retry topic of their ``RETRY_TOPIC`` (``_move_shared_retry``), where receives of that topic
+  deliver them; one still in flight from before a restart becomes a per-topic copy on expiry;
+* a push consumer's nack (``nack``) stores a retry copy due after the group's retry policy
+  backoff (the timer delivers it) and marks the original done;
 * with nothing to deliver it parks on the topic and the retry topic (long polling) in slices
   of ``poll_slice_ms`` until a send or a due retry copy notifies it or the polling time ends,
   always answering before the deadline;
@@ -45,12 +51,17 @@ from ariane.broker.pop import service as pop_service_mod
 from ariane.broker.processors import long_polling, retry
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, limits, message, topics
-from ariane.store import message_store
+from ariane.store import message_store, queue_read
+from ariane.store import results as store_results
 
 _log = logging.getLogger(__name__)
 P = message.Property
 GMS = message_store.GetMessageStatus
 _EVERYTHING = filters.compile_filter(filters.FilterKind.TAG, "*")
+
+SHARED_RETRY_MOVES_MAX = 64
+"""Most copies of the shared ``%RETRY%<group>`` one receive pass moves to per-topic retry
+topics, a count (bounds the extra work of a receive; the rest move on later passes)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -118,7 +129,7 @@ class ConsumeProcessor:
         group_table: subscription group configs.
         polling: long polling (park receives, wake them on DLQ appends and FIFO acks).
         counters: totals for the admin API (``messages_out``, ``bytes_out``).
-        retrier: writes retry copies to ``%RETRY%<group>`` and dead letters.
+        retrier: writes retry copies (``%RETRY%<group>_<topic>``) and dead letters.
         receive: ``poll_slice_ms``, ``message_bytes_max``.
         broker_name: this broker group's name (in receipt handles).
         time: the clock (long-poll deadlines use its monotonic time).
@@ -167,7 +178,7 @@ class ConsumeProcessor:
             raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
         deadline_ms = self._clock.monotonic_ms() + round(request.poll_s * 1000)
         slice_ms = self._receive.poll_slice_ms
-        keys = (topic.name, topics.retry_topic(group.group))
+        keys = (topic.name, topics.pop_retry_topic(group.group, topic.name))
         while True:
             since = self._polling.snapshot()
             found = await self._pop_once(request, group, topic)
@@ -185,11 +196,12 @@ class ConsumeProcessor:
     ) -> list[Received]:
         state = self._pop.state(group)
         out: list[Received] = []
-        # RocketMQ 5 pops the group's %RETRY% topic with every receive: first on every other
-        # receive (a busy topic cannot starve it), and last (copies this pass wrote for
-        # expired deliveries go out at once)
+        # RocketMQ 5 pops the group's retry topic of this topic with every receive: first on
+        # every other receive (a busy topic cannot starve it), and last (copies this pass
+        # wrote for expired deliveries go out at once)
         self._retry_first = not self._retry_first
         try:
+            await self._move_shared_retry(state, group, request)
             if self._retry_first:
                 await self._pop_retry(state, group, request, out)
             for queue_id in self._queue_order(request, group, topic):
@@ -210,9 +222,10 @@ class ConsumeProcessor:
         request: ReceiveRequest,
         out: list[Received],
     ) -> None:
-        """The group's ``%RETRY%`` queue, read with the filter ``*`` as RocketMQ 5 does (its
-        copies matched the subscription when first delivered); orderly groups have none."""
-        retry_topic = self._topics.get(topics.retry_topic(group.group))
+        """The group's retry queue of the receive's topic (``%RETRY%<group>_<topic>``), read
+        with the filter ``*`` as RocketMQ 5 does (its copies matched the subscription when
+        first delivered); orderly groups have none."""
+        retry_topic = self._topics.get(topics.pop_retry_topic(group.group, request.topic))
         if group.consume_orderly or retry_topic is None or not retry_topic.readable:
             return
         if len(out) < request.batch_size:
@@ -332,36 +345,16 @@ class ConsumeProcessor:
         """Deliver new messages from the scan cursor; returns whether the journal restored
         any of the scanned offsets (they may be due for redelivery now)."""
         budget = min(request.batch_size - len(out), state.scan_budget(request.topic, queue_id))
-        if budget <= 0:
-            return False
-        start = state.scan_offset(request.topic, queue_id)
         tag_filter = request.message_filter
         prefilter = (
             tag_filter.matches_tag_hash
             if isinstance(tag_filter, filters.TagFilter) and not tag_filter.matches_all
             else None
         )
-        result = self._store.get_messages(
-            request.topic,
-            queue_id,
-            start,
-            max_count=budget,
-            max_bytes=self._receive.message_bytes_max,
-            tag_filter=prefilter,
-        )
-        if result.status is GMS.OFFSET_TOO_SMALL or result.status is GMS.OFFSET_FOUND_NULL:
-            state.skip_to(request.topic, queue_id, result.next_begin_offset)
+        read = self._read_at_cursor(state, request.topic, queue_id, budget, prefilter)
+        if read is None:
             return False
-        if result.status is GMS.OFFSET_OVERFLOW_BADLY:
-            _log.warning(
-                "%s/%d: offset %d beyond max %d; restarting the group there",
-                request.topic,
-                queue_id,
-                start,
-                result.max_offset,
-            )
-            state.reset_queue(request.topic, queue_id, result.max_offset)
-            return False
+        start, result = read
         found = {m.queue_offset: m for m in result.messages}
         restored = False
         for offset in range(start, result.next_begin_offset):
@@ -384,6 +377,83 @@ class ConsumeProcessor:
             if in_flight is not None:
                 out.append(self._received(stored, in_flight))
         return restored
+
+    def _read_at_cursor(
+        self,
+        state: pop.GroupPopState,
+        topic: ids.TopicName,
+        queue_id: ids.QueueId,
+        budget: int,
+        prefilter: queue_read.TagFilter | None,
+    ) -> tuple[ids.QueueOffset, store_results.GetMessageResult] | None:
+        """Up to ``budget`` messages from the group's scan cursor of a queue with the cursor
+        offset, or ``None`` when there is nothing to scan there now (no budget, or the cursor
+        was moved over a retention gap or back from beyond the queue's end)."""
+        if budget <= 0:
+            return None
+        start = state.scan_offset(topic, queue_id)
+        result = self._store.get_messages(
+            topic,
+            queue_id,
+            start,
+            max_count=budget,
+            max_bytes=self._receive.message_bytes_max,
+            tag_filter=prefilter,
+        )
+        if result.status is GMS.OFFSET_TOO_SMALL or result.status is GMS.OFFSET_FOUND_NULL:
+            state.skip_to(topic, queue_id, result.next_begin_offset)
+            return None
+        if result.status is GMS.OFFSET_OVERFLOW_BADLY:
+            _log.warning(
+                "%s/%d: offset %d beyond max %d; restarting the group there",
+                topic,
+                queue_id,
+                start,
+                result.max_offset,
+            )
+            state.reset_queue(topic, queue_id, result.max_offset)
+            return None
+        return start, result
+
+    async def _move_shared_retry(
+        self,
+        state: pop.GroupPopState,
+        group: subscriptions.SubscriptionGroupConfig,
+        request: ReceiveRequest,
+    ) -> None:
+        """Move up to ``SHARED_RETRY_MOVES_MAX`` copies of the shared ``%RETRY%<group>`` to the
+        per-topic retry topics of their ``RETRY_TOPIC`` (``RetryProcessor.move_to_pop_retry``)
+        and mark them done there; orderly groups have no retry topic.
+
+        Each copy is stored before the shared one is marked done: a crash in between delivers
+        it twice, never loses it. A shared-topic delivery restored in flight from before a
+        restart is left to expire, then ``_redeliver_due`` copies it per topic. A copy without
+        ``RETRY_TOPIC`` (written there by a producer) names no topic to deliver it under and
+        is skipped with a warning.
+        """
+        shared = self._topics.get(topics.retry_topic(group.group))
+        if group.consume_orderly or shared is None or not shared.readable:
+            return
+        queue_id = ids.QueueId(0)
+        self._pop.open_queue(state, shared.name, queue_id)
+        shared_request = dataclasses.replace(request, topic=shared.name, message_filter=_EVERYTHING)
+        await self._redeliver_due(state, group, shared_request, queue_id, [])
+        budget = min(SHARED_RETRY_MOVES_MAX, state.scan_budget(shared.name, queue_id))
+        read = self._read_at_cursor(state, shared.name, queue_id, budget, None)
+        if read is not None:
+            start, result = read
+            found = {m.queue_offset: m for m in result.messages}
+            for offset in range(start, result.next_begin_offset):
+                queue_offset = ids.QueueOffset(offset)
+                if state.adopt_restored(shared.name, queue_id, queue_offset):
+                    continue
+                stored = found.get(queue_offset)
+                if stored is not None and P.RETRY_TOPIC in stored.properties:
+                    await self._retry.move_to_pop_retry(group.group, stored)
+                elif stored is not None:
+                    _log.warning("%s/%d: no RETRY_TOPIC; skipped", shared.name, offset)
+                state.skip(shared.name, queue_id, queue_offset)
+        self._pop.commit(state, shared.name, queue_id)
 
     def _received(self, stored: message.StoredMessage, in_flight: delivery.InFlight) -> Received:
         handle = in_flight.receipt_handle(
@@ -411,8 +481,13 @@ class ConsumeProcessor:
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle was issued by broker {handle.broker_name!r}, not this one"
             )
-        if handle.topic != topic and handle.topic != topics.retry_topic(group):
-            # a %RETRY% delivery is acked under the topic it was consumed as (RETRY_TOPIC)
+        if handle.topic not in (
+            topic,
+            topics.pop_retry_topic(group, ids.TopicName(topic)),
+            topics.retry_topic(group),
+        ):
+            # a retry copy is acked under the topic it was consumed as (RETRY_TOPIC); one of
+            # the shared %RETRY%<group> may still be in flight from before an upgrade
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
             )
@@ -498,7 +573,7 @@ class ConsumeProcessor:
         after its listener's FAILURE with the retry policy's backoff).
 
         Mirrors RocketMQ 5's revive of a nacked message: a concurrent group's message is
-        copied to ``%RETRY%<group>`` due after the group's retry-policy backoff (or to
+        copied to ``%RETRY%<group>_<topic>`` due after the group's retry-policy backoff (or to
         ``%DLQ%<group>`` after its last attempt) and the original is done, so the attempt
         count lives in the stored copy. An orderly group's message, or any message when
         ``push`` is false (a simple consumer extending its time), stays in place with its

@@ -7,12 +7,21 @@ push consumer nacks, when an invisible time runs out unacked, and for
 ForwardMessageToDeadLetterQueue; the classic Remoting adapter calls ``send_msg_back`` for
 CONSUMER_SEND_MSG_BACK (36).
 
+Two retry topics, as in RocketMQ 5: a RocketMQ 5 (POP, gRPC) group's copies go to one retry
+topic per (group, topic), ``%RETRY%<group>_<topic>`` (``KeyBuilder.buildPopRetryTopic``), so a
+receive for one topic reads only that topic's copies; a classic consumer's send-back goes to
+``%RETRY%<group>``, which classic consumers subscribe to as a topic. Copies a POP group left in
+``%RETRY%<group>`` before per-topic retry topics existed are moved to their per-topic topic
+(``move_to_pop_retry``) when a receive of the group reads them.
+
 Record layout of what it writes (remoting.md "Retry and DLQ"):
 
 ============================  ================================================================
 retry copy                    DLQ copy
 ============================  ================================================================
-topic ``%RETRY%<group>``      topic ``%DLQ%<group>``
+topic ``%RETRY%<group>_<t>``  topic ``%DLQ%<group>``
+(POP) or ``%RETRY%<group>``
+(classic send-back)
 queue 0 (1 queue, perm 6)     queue 0 (1 queue, perm 6: readable, so operators can read it)
 RECONSUMETIMES = failed       RECONSUMETIMES = attempts (one above the last delivery's
 attempt (= reconsume + 1)     reconsume times)
@@ -73,10 +82,15 @@ class Scheduler(Protocol):
     """Parks a message until due (``schedule.service.ScheduleService``)."""
 
     def park(
-        self, request: commit_log.AppendRequest, *, delivery_ms: int | None
+        self,
+        request: commit_log.AppendRequest,
+        *,
+        delivery_ms: int | None,
+        now_ms: int | None = None,
     ) -> commit_log.AppendRequest:
         """The request rewritten into the timer topic, or unchanged when due within the
-        timer's precision (raises ``TooManyRequestsError`` when the wheel is full)."""
+        timer's precision of ``now_ms`` (default: the clock now); raises
+        ``TooManyRequestsError`` when the wheel is full."""
         ...
 
     def park_level(self, request: commit_log.AppendRequest, level: int) -> commit_log.AppendRequest:
@@ -110,8 +124,9 @@ class SendBackResult:
     """What ``retry_failed``/``send_msg_back`` did.
 
     Attributes:
-        destination: RETRY (a copy waits in ``%RETRY%<group>``) or DLQ.
-        topic: the topic the copy was written to (``%RETRY%<group>`` or ``%DLQ%<group>``).
+        destination: RETRY (a copy waits in a retry topic) or DLQ.
+        topic: the topic the copy was written to (``%RETRY%<group>_<topic>`` for a POP
+            group, ``%RETRY%<group>`` for a classic send-back, or ``%DLQ%<group>``).
         reconsume_times: RECONSUMETIMES of the copy.
         due_ms: when the retry copy becomes deliverable, ms since the epoch (``None`` for
             the DLQ).
@@ -182,11 +197,11 @@ class RetryProcessor:
 
     Args:
         store: where the copies are appended (and a classic send-back's message is read).
-        topic_table: creates ``%RETRY%<group>`` / ``%DLQ%<group>`` on demand.
+        topic_table: creates the retry topics and ``%DLQ%<group>`` on demand.
         group_table: the group of a classic send-back (``require``: auto-created if allowed).
         schedule: parks retry copies until their backoff passed.
         polling: woken for a copy stored in its topic at once (a parked retry copy wakes
-            receives when the schedule writes it to ``%RETRY%<group>``).
+            receives when the schedule writes it to its retry topic).
         counters: ``sent_to_dlq``.
         route_changed: set when a retry or DLQ topic is created (re-registration).
         time: the wall clock of due times.
@@ -228,7 +243,8 @@ class RetryProcessor:
         Mirrors ``PopReviveService.reviveRetry`` with the group's retry policy: when
         ``failed_attempt`` reached the group's ``max_delivery_attempts`` the message goes to
         ``%DLQ%<group>``, else a copy with RECONSUMETIMES = ``failed_attempt`` is parked until
-        ``delay_ms`` (default: the policy's ``next_delay_ms(failed_attempt)``) has passed.
+        ``delay_ms`` (default: the policy's ``next_delay_ms(failed_attempt)``) has passed; it
+        then lands in ``%RETRY%<group>_<origin topic>`` (``KeyBuilder.buildPopRetryTopic``).
 
         Raises:
             ServiceUnavailableError: the store refused the copy.
@@ -239,10 +255,28 @@ class RetryProcessor:
             return await self.dead_letter(group.group, stored, attempts=failed_attempt)
         if delay_ms is None:
             delay_ms = group.effective_retry_policy().next_delay_ms(failed_attempt)
-        due_ms = self._clock.now_ms() + max(0, delay_ms)
-        request = self._retry_copy(group.group, stored, reconsume_times=failed_attempt)
-        parked = self._schedule.park(request, delivery_ms=due_ms)
+        now_ms = self._clock.now_ms()
+        due_ms = now_ms + max(0, delay_ms)
+        request = self._retry_copy(group.group, stored, reconsume_times=failed_attempt, pop=True)
+        # one clock reading: a 1 s backoff (= the timer's precision) must not turn into "now"
+        parked = self._schedule.park(request, delivery_ms=due_ms, now_ms=now_ms)
         return await self._put(parked, Destination.RETRY, due_ms)
+
+    async def move_to_pop_retry(
+        self, group: ids.GroupName, stored: message.StoredMessage
+    ) -> SendBackResult:
+        """Copy ``stored``, a due copy of ``%RETRY%<group>``, into the POP retry topic of its
+        origin (``%RETRY%<group>_<RETRY_TOPIC>``) at once, keeping its RECONSUMETIMES.
+
+        The upgrade path of per-topic retry topics (RocketMQ reads its V1 retry topics
+        alongside V2 ones with ``retrieveMessageFromPopRetryTopicV1``): a receive reads the
+        shared topic and moves every copy to where receives of its own topic find it.
+
+        Raises:
+            ServiceUnavailableError: the store refused the copy.
+        """
+        request = self._retry_copy(group, stored, reconsume_times=stored.reconsume_times, pop=True)
+        return await self._put(request, Destination.RETRY, self._clock.now_ms())
 
     async def dead_letter(
         self, group: ids.GroupName, stored: message.StoredMessage, *, attempts: int
@@ -253,7 +287,7 @@ class RetryProcessor:
         Raises:
             ServiceUnavailableError: the store refused the append.
         """
-        dlq = self._ensure(topics.dlq_topic(group), self._topics.ensure_dlq_topic, group)
+        dlq = self._ensure(topics.dlq_topic(group), lambda: self._topics.ensure_dlq_topic(group))
         props = _copied_properties(stored)
         props[P.DLQ_ORIGIN_TOPIC] = props[P.RETRY_TOPIC]
         props[P.DLQ_ORIGIN_MESSAGE_ID] = props[P.ORIGIN_MESSAGE_ID]
@@ -299,7 +333,7 @@ class RetryProcessor:
         if delay_level < 0 or reconsume >= limit:
             return await self.dead_letter(group.group, stored, attempts=reconsume + 1)
         level = SEND_BACK_LEVEL_BASE + reconsume if delay_level == 0 else delay_level
-        request = self._retry_copy(group.group, stored, reconsume_times=reconsume + 1)
+        request = self._retry_copy(group.group, stored, reconsume_times=reconsume + 1, pop=False)
         parked = self._schedule.park_level(request, level)
         return await self._put(parked, Destination.RETRY, None)
 
@@ -416,21 +450,33 @@ class RetryProcessor:
     # -- internals -----------------------------------------------------------------------------
 
     def _retry_copy(
-        self, group: ids.GroupName, stored: message.StoredMessage, *, reconsume_times: int
+        self,
+        group: ids.GroupName,
+        stored: message.StoredMessage,
+        *,
+        reconsume_times: int,
+        pop: bool,
     ) -> commit_log.AppendRequest:
-        retry = self._ensure(topics.retry_topic(group), self._topics.ensure_retry_topic, group)
+        """A copy for ``%RETRY%<group>_<origin>`` (``pop``) or ``%RETRY%<group>``."""
+        origin = origin_topic(stored)
+        if pop:
+            retry = self._ensure(
+                topics.pop_retry_topic(group, origin),
+                lambda: self._topics.ensure_pop_retry_topic(group, origin),
+            )
+        else:
+            retry = self._ensure(
+                topics.retry_topic(group), lambda: self._topics.ensure_retry_topic(group)
+            )
         props = _copied_properties(stored)
         return _append_request(stored, retry.name, props, reconsume_times=reconsume_times)
 
     def _ensure(
-        self,
-        name: ids.TopicName,
-        create: Callable[[ids.GroupName], topic_config.TopicConfig],
-        group: ids.GroupName,
+        self, name: ids.TopicName, create: Callable[[], topic_config.TopicConfig]
     ) -> topic_config.TopicConfig:
-        """The retry or DLQ topic ``name`` of ``group``, created (and announced) when new."""
+        """The retry or DLQ topic ``name`` (``create`` makes it), announced when new."""
         known = self._topics.get(name) is not None
-        config = create(group)
+        config = create()
         if not known:
             self._route_changed.set()
         return config

@@ -135,13 +135,20 @@ class ScheduleService:
     # -- the send path ---------------------------------------------------------------------
 
     def park(
-        self, request: commit_log.AppendRequest, *, delivery_ms: int | None
+        self,
+        request: commit_log.AppendRequest,
+        *,
+        delivery_ms: int | None,
+        now_ms: int | None = None,
     ) -> commit_log.AppendRequest:
         """Rewrite a DELAY message bound for its topic into the timer topic.
 
         Mirrors the proxy's ``SendMessageActivity`` (TIMER_DELIVER_MS) and the broker's
         ``HookUtils.handleScheduleMessage``: a time closer than ``timer_precision_ms`` (or
-        past) is stored in its topic at once.
+        past) is stored in its topic at once. ``now_ms`` is the wall time ``delivery_ms`` was
+        computed from (the clock is read here when ``None``): a caller that adds a delay of
+        exactly ``timer_precision_ms`` must not see it delivered at once because the clock
+        ticked in between.
 
         Raises:
             IllegalDeliveryTimeError: no delivery time, or more than ``timer_delay_ms_max``
@@ -150,7 +157,7 @@ class ScheduleService:
         """
         if delivery_ms is None:
             raise errors.IllegalDeliveryTimeError("a DELAY message needs a delivery timestamp")
-        ahead_ms = delivery_ms - self._clock.now_ms()
+        ahead_ms = delivery_ms - (self._clock.now_ms() if now_ms is None else now_ms)
         limit_ms = self._settings.timer_delay_ms_max
         if ahead_ms > limit_ms:
             raise errors.IllegalDeliveryTimeError(

@@ -7,8 +7,8 @@ its message type and its retention. ``TopicConfigManager`` holds them by name an
   only known ``Perm`` bits, retention -1 or ≥ 1 h) and bounds the table at ``topic_count_max``;
 * writes the whole table atomically after each change, so what was acknowledged survives a crash;
 * bumps ``data_version`` on every change (the name-server registration sends it);
-* creates ``%RETRY%<group>`` and ``%DLQ%<group>`` (1 queue, read+write) on demand, as RocketMQ's
-  ``createTopicInSendMessageBackMethod`` does;
+* creates ``%RETRY%<group>``, a POP group's ``%RETRY%<group>_<topic>`` and ``%DLQ%<group>``
+  (1 queue, read+write) on demand, as RocketMQ's ``createTopicInSendMessageBackMethod`` does;
 * rejects unknown topics with ``TopicNotFoundError`` unless auto-create is enabled
   (``autoCreateTopicEnable``; off by default in Ariane) and the caller is a producer.
 
@@ -203,6 +203,12 @@ class TopicConfigManager(persistence.VersionedTable[TopicConfig]):
     def ensure_retry_topic(self, group: ids.GroupName) -> TopicConfig:
         """The ``%RETRY%<group>`` topic, created with 1 read+write queue when missing."""
         return self._ensure(topics.retry_topic(group), RETRY_QUEUE_NUMS)
+
+    def ensure_pop_retry_topic(self, group: ids.GroupName, topic: ids.TopicName) -> TopicConfig:
+        """A POP consumer group's retry topic for ``topic`` (``topics.pop_retry_topic``),
+        created with 1 read+write queue when missing (RocketMQ's ``PopReviveService``
+        creates it on the first revive)."""
+        return self._ensure(topics.pop_retry_topic(group, topic), RETRY_QUEUE_NUMS)
 
     def ensure_dlq_topic(self, group: ids.GroupName) -> TopicConfig:
         """The ``%DLQ%<group>`` topic, created with 1 read+write queue when missing.
