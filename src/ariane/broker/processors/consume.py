@@ -19,8 +19,9 @@ reads messages and decides what to deliver. Its dependencies are passed in expli
   full tag/SQL92 filter;
 * copies a concurrent group has in the shared ``%RETRY%<group>`` (stored before per-topic retry
   topics, or by a classic send-back) are moved by any receive of the group to the per-topic
-  retry topic of their ``RETRY_TOPIC`` (``_move_shared_retry``), where receives of that topic
-  deliver them; one still in flight from before a restart becomes a per-topic copy on expiry;
+  retry topic of their ``RETRY_TOPIC`` (``pop_cursor.SharedRetryMover``), where receives of
+  that topic deliver them; one still in flight from before a restart becomes a per-topic copy
+  on expiry;
 * a push consumer's nack (``nack``) stores a retry copy due after the group's retry policy
   backoff (the timer delivers it) and marks the original done;
 * with nothing to deliver it parks on the topic and the retry topic (long polling) in slices
@@ -48,20 +49,15 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import delivery, receipt
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import service as pop_service_mod
-from ariane.broker.processors import long_polling, retry
+from ariane.broker.processors import long_polling, pop_cursor, retry
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, limits, message, topics
-from ariane.store import message_store, queue_read
-from ariane.store import results as store_results
+from ariane.store import message_store
 
 _log = logging.getLogger(__name__)
 P = message.Property
 GMS = message_store.GetMessageStatus
 _EVERYTHING = filters.compile_filter(filters.FilterKind.TAG, "*")
-
-SHARED_RETRY_MOVES_MAX = 64
-"""Most copies of the shared ``%RETRY%<group>`` one receive pass moves to per-topic retry
-topics, a count (bounds the extra work of a receive; the rest move on later passes)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,6 +157,13 @@ class ConsumeProcessor:
         self._clock = time
         self._next_queue = 0
         self._retry_first = False
+        self._shared_retry = pop_cursor.SharedRetryMover(
+            pop_service=pop_service,
+            store=store,
+            topic_table=topic_table,
+            retrier=retrier,
+            max_bytes=receive.message_bytes_max,
+        )
 
     # -- receive ---------------------------------------------------------------------------
 
@@ -201,7 +204,17 @@ class ConsumeProcessor:
         # wrote for expired deliveries go out at once)
         self._retry_first = not self._retry_first
         try:
-            await self._move_shared_retry(state, group, request)
+            await self._shared_retry.move(
+                state,
+                group,
+                lambda shared: self._redeliver_due(
+                    state,
+                    group,
+                    dataclasses.replace(request, topic=shared, message_filter=_EVERYTHING),
+                    ids.QueueId(0),
+                    [],
+                ),
+            )
             if self._retry_first:
                 await self._pop_retry(state, group, request, out)
             for queue_id in self._queue_order(request, group, topic):
@@ -351,7 +364,15 @@ class ConsumeProcessor:
             if isinstance(tag_filter, filters.TagFilter) and not tag_filter.matches_all
             else None
         )
-        read = self._read_at_cursor(state, request.topic, queue_id, budget, prefilter)
+        read = pop_cursor.read_at_cursor(
+            self._store,
+            state,
+            request.topic,
+            queue_id,
+            budget,
+            prefilter,
+            max_bytes=self._receive.message_bytes_max,
+        )
         if read is None:
             return False
         start, result = read
@@ -377,83 +398,6 @@ class ConsumeProcessor:
             if in_flight is not None:
                 out.append(self._received(stored, in_flight))
         return restored
-
-    def _read_at_cursor(
-        self,
-        state: pop.GroupPopState,
-        topic: ids.TopicName,
-        queue_id: ids.QueueId,
-        budget: int,
-        prefilter: queue_read.TagFilter | None,
-    ) -> tuple[ids.QueueOffset, store_results.GetMessageResult] | None:
-        """Up to ``budget`` messages from the group's scan cursor of a queue with the cursor
-        offset, or ``None`` when there is nothing to scan there now (no budget, or the cursor
-        was moved over a retention gap or back from beyond the queue's end)."""
-        if budget <= 0:
-            return None
-        start = state.scan_offset(topic, queue_id)
-        result = self._store.get_messages(
-            topic,
-            queue_id,
-            start,
-            max_count=budget,
-            max_bytes=self._receive.message_bytes_max,
-            tag_filter=prefilter,
-        )
-        if result.status is GMS.OFFSET_TOO_SMALL or result.status is GMS.OFFSET_FOUND_NULL:
-            state.skip_to(topic, queue_id, result.next_begin_offset)
-            return None
-        if result.status is GMS.OFFSET_OVERFLOW_BADLY:
-            _log.warning(
-                "%s/%d: offset %d beyond max %d; restarting the group there",
-                topic,
-                queue_id,
-                start,
-                result.max_offset,
-            )
-            state.reset_queue(topic, queue_id, result.max_offset)
-            return None
-        return start, result
-
-    async def _move_shared_retry(
-        self,
-        state: pop.GroupPopState,
-        group: subscriptions.SubscriptionGroupConfig,
-        request: ReceiveRequest,
-    ) -> None:
-        """Move up to ``SHARED_RETRY_MOVES_MAX`` copies of the shared ``%RETRY%<group>`` to the
-        per-topic retry topics of their ``RETRY_TOPIC`` (``RetryProcessor.move_to_pop_retry``)
-        and mark them done there; orderly groups have no retry topic.
-
-        Each copy is stored before the shared one is marked done: a crash in between delivers
-        it twice, never loses it. A shared-topic delivery restored in flight from before a
-        restart is left to expire, then ``_redeliver_due`` copies it per topic. A copy without
-        ``RETRY_TOPIC`` (written there by a producer) names no topic to deliver it under and
-        is skipped with a warning.
-        """
-        shared = self._topics.get(topics.retry_topic(group.group))
-        if group.consume_orderly or shared is None or not shared.readable:
-            return
-        queue_id = ids.QueueId(0)
-        self._pop.open_queue(state, shared.name, queue_id)
-        shared_request = dataclasses.replace(request, topic=shared.name, message_filter=_EVERYTHING)
-        await self._redeliver_due(state, group, shared_request, queue_id, [])
-        budget = min(SHARED_RETRY_MOVES_MAX, state.scan_budget(shared.name, queue_id))
-        read = self._read_at_cursor(state, shared.name, queue_id, budget, None)
-        if read is not None:
-            start, result = read
-            found = {m.queue_offset: m for m in result.messages}
-            for offset in range(start, result.next_begin_offset):
-                queue_offset = ids.QueueOffset(offset)
-                if state.adopt_restored(shared.name, queue_id, queue_offset):
-                    continue
-                stored = found.get(queue_offset)
-                if stored is not None and P.RETRY_TOPIC in stored.properties:
-                    await self._retry.move_to_pop_retry(group.group, stored)
-                elif stored is not None:
-                    _log.warning("%s/%d: no RETRY_TOPIC; skipped", shared.name, offset)
-                state.skip(shared.name, queue_id, queue_offset)
-        self._pop.commit(state, shared.name, queue_id)
 
     def _received(self, stored: message.StoredMessage, in_flight: delivery.InFlight) -> Received:
         handle = in_flight.receipt_handle(
