@@ -34,8 +34,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 RUN_DEADLINE_S = 90
 """Longest life of one driver run (its own ``--deadline-s``; it exits 3 then)."""
 EVENT_DEADLINE_S = 60.0
-"""Longest wait for one awaited event; a retry's first redelivery waits for the client's 20 s
-rebalance (the retry topic is created at its first heartbeat, after its first route query)."""
+"""Longest wait for one awaited event."""
+REDELIVERY_DEADLINE_S = 90.0
+"""Longest wait for a retry's redelivery: the first waits for the client's 20 s rebalance after
+its 30 s route poll has seen ``%RETRY%<group>`` (created by its first heartbeat, after its first
+route query), about 40 s."""
 CHECK_BACK_DEADLINE_S = 80.0
 """Longest wait for a transaction check-back (the broker checks every 30 s, after 6 s)."""
 LOG_TAIL_CHARS = 4000
@@ -173,9 +176,8 @@ def _until_allocated(runs: list[Run], topic: str, *, queues: int) -> None:
     while True:
         latest = [[e for e in r.of("allocated") if e["topic"] == topic][-1:] for r in runs]
         held = sorted(q for got in latest for e in got for q in e["queues"])
-        if all(got and got[0]["clients"] == len(runs) for got in latest):
-            if held == list(range(queues)):
-                return
+        if held == list(range(queues)) and all(got[0]["clients"] == len(runs) for got in latest):
+            return
         assert time.monotonic() < deadline, f"no settled rebalance: {latest}"
         time.sleep(0.2)  # polling the drivers' output, with a deadline
 
@@ -192,8 +194,9 @@ def test_every_send_mode_reaches_two_clustering_consumers_once(
         _until_allocated(runs, topic, queues=4)
         sent: dict[str, dict[str, Any]] = {}
         for mode in ("sync", "async", "oneway", "batch"):
-            events = go.run("send", "--topic", topic, "--count", "5", "--mode", mode,
-                            "--prefix", mode)  # fmt: skip
+            events = go.run(
+                "send", "--topic", topic, "--count", "5", "--mode", mode, "--prefix", mode
+            )
             assert len(_sent(events)) == 5, events
             sent |= {e["body"]: e for e in _sent(events)}
         _until_received(runs, set(sent))
@@ -232,13 +235,14 @@ def test_selector_orders_are_consumed_in_order(cluster: Cluster, go: GoClassic) 
     push consumer (queue locks) receives each order's steps in the order they were sent."""
     topic = _topic(cluster, "go-orders")
     orders, steps = 4, 8
-    sent = _sent(go.run("send", "--topic", topic, "--count", str(orders * steps),
-                        "--orders", str(orders)))  # fmt: skip
+    sent = _sent(
+        go.run("send", "--topic", topic, "--count", str(orders * steps), "--orders", str(orders))
+    )
     assert {e["body"]: e["queue_id"] for e in sent} == {
         f"o{o}-{s}": o % 4 for o in range(orders) for s in range(steps)
     }
-    events = go.run("push", "--topic", topic, "--group", "go-orders-g", "--orderly",
-                    "--count", str(orders * steps))  # fmt: skip
+    args = ("--topic", topic, "--group", "go-orders-g", "--orderly")
+    events = go.run("push", *args, "--count", str(orders * steps))
     by_order: dict[str, list[int]] = collections.defaultdict(list)
     for event in _received(events):
         order, _, step = event["body"].partition("-")
@@ -265,18 +269,20 @@ def test_retry_later_goes_through_the_retry_topic_then_the_dlq(
     ``%DLQ%<group>``, where a consumer reads it with its id and original topic."""
     topic = _topic(cluster, "go-retry", queues=1)
     (sent,) = _sent(go.run("send", "--topic", topic, "--count", "1"))
-    failing = go.start("push", "--topic", topic, "--group", "go-retry-g", "--fail",
-                       "--max-reconsume", "2", "--retry-delay-level", "1", "--count", "0")  # fmt: skip
+    failure = ("--fail", "--max-reconsume", "2", "--retry-delay-level", "1")
+    failing = go.start("push", "--topic", topic, "--group", "go-retry-g", *failure, "--count", "0")
     try:
         for _ in range(3):
-            failing.wait_for("received")
+            failing.wait_for("received", deadline_s=REDELIVERY_DEADLINE_S)
         letters = _until_dead_lettered(cluster, "go-retry-g")
     finally:
         failing.process.close()
     assert [(e["message_id"], e["attempts"]) for e in letters] == [(sent["message_id"], 3)]
     got = failing.of("received")
     assert [(e["queue_topic"], e["reconsume_times"]) for e in got] == [
-        (topic, 0), ("%RETRY%go-retry-g", 1), ("%RETRY%go-retry-g", 2)
+        (topic, 0),
+        ("%RETRY%go-retry-g", 1),
+        ("%RETRY%go-retry-g", 2),
     ]
     assert {(e["message_id"], e["topic"], e["body"]) for e in got} == {
         (sent["message_id"], topic, "m-0")
