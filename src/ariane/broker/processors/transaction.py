@@ -288,7 +288,6 @@ class TransactionalMessageService:
             return entry.transaction_id
         return transaction_id_of(self._broker, origin, half.commit_log_offset)
 
-
     async def end_transaction(
         self, *, topic: str | None, message_id: str, transaction_id: str, resolution: Resolution
     ) -> None:
