@@ -31,7 +31,7 @@ from conformance.conftest import Cluster, DriverProcess
 pytestmark = pytest.mark.slow
 
 HERE = pathlib.Path(__file__).resolve().parent
-RUN_DEADLINE_S = 90
+RUN_DEADLINE_S = 150
 """Longest life of one driver run (its own ``--deadline-s``; it exits 3 then)."""
 EVENT_DEADLINE_S = 60.0
 """Longest wait for one awaited event."""
