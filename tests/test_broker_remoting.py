@@ -358,12 +358,26 @@ def test_offsets_query_update_and_queue_bounds(tmp_path: pathlib.Path) -> None:
     run(tmp_path, scenario)
 
 
+async def checked_back(ctx: Ctx, peer: Peer) -> command.RemotingCommand:
+    """Let the one open half message come due, run one check pass and return the
+    CHECK_TRANSACTION_STATE (39) it pushed to ``peer``."""
+    h = ctx.h
+    h.clock.advance_ms(h.runtime.settings.transaction.transaction_timeout_ms + 1)
+    checker = transaction_check.TransactionCheckService(
+        transactions=h.processors.transactions,
+        listener=ctx.service.check_listener,
+        time=h.clock,
+    )
+    assert await checker.check_once() == 1
+    return await asyncio.wait_for(peer.pushed.get(), TIMEOUT_S)
+
+
 def test_transaction_half_commit_rollback_and_check_back(tmp_path: pathlib.Path) -> None:
     """A TRAN_MSG send is invisible until END_TRANSACTION commits it; a rolled-back one never
     shows; an unresolved one is checked back over the producer group's connection (39)."""
 
     async def scenario(ctx: Ctx) -> None:
-        h, connect = ctx.h, ctx.connect
+        connect = ctx.connect
         peer = await connect()
         beat = fastjson.dumps(
             {"clientID": "p1", "producerDataSet": [{"groupName": "pg"}], "consumerDataSet": []}
@@ -398,19 +412,53 @@ def test_transaction_half_commit_rollback_and_check_back(tmp_path: pathlib.Path)
             lambda: peer.call(RQ.PULL_MESSAGE, pull_header(0, 0)), lambda r: r.code == 0
         )
         assert [r.body for r in message_codec.decode_stored(pulled.body)] == [b"TX1"]
-        h.clock.advance_ms(h.runtime.settings.transaction.transaction_timeout_ms + 1)
-        checker = transaction_check.TransactionCheckService(
-            transactions=h.processors.transactions,
-            listener=ctx.service.check_listener,
-            time=h.clock,
-        )
-        assert await checker.check_once() == 1
-        check = await asyncio.wait_for(peer.pushed.get(), TIMEOUT_S)
+        check = await checked_back(ctx, peer)
         assert check.code == RQ.CHECK_TRANSACTION_STATE
         assert check.ext_fields["transactionId"] == replies[2].ext_fields["transactionId"]
         assert check.ext_fields["msgId"] == "TX3"
         (half,) = message_codec.decode_stored(check.body)
         assert half.body == b"TX3" and half.properties["PGROUP"] == "pg"
+
+    run(tmp_path, scenario)
+
+
+def test_check_back_answer_naming_the_uniq_key_commits_by_commit_log_offset(
+    tmp_path: pathlib.Path,
+) -> None:
+    """An END_TRANSACTION answering a check-back with the UNIQ_KEY as ``transactionId`` (what
+    the Go client v2 sends) commits the half message at the check's ``commitLogOffset``, as
+    RocketMQ finds it; an id that is neither ours nor backed by a half message is refused."""
+
+    async def scenario(ctx: Ctx) -> None:
+        peer = await ctx.connect()
+        beat = fastjson.dumps(
+            {"clientID": "go1", "producerDataSet": [{"groupName": "pg"}], "consumerDataSet": []}
+        )
+        assert (await peer.call(RQ.HEART_BEAT, body=beat)).code == 0
+        half_props = props(TRAN_MSG="true", PGROUP="pg", UNIQ_KEY="GOTX")
+        sent = await peer.call(
+            RQ.SEND_MESSAGE, send_header(queue_id=0, properties=half_props, f="4"), b"GOTX"
+        )
+        assert sent.code == 0
+        check = await checked_back(ctx, peer)
+        answer = {
+            "producerGroup": "pg",
+            "tranStateTableOffset": check.ext_fields["tranStateTableOffset"],
+            "commitOrRollback": "8",
+            "fromTransactionCheck": "true",
+            "msgId": "GOTX",
+            "transactionId": "GOTX",
+        }
+        refused = await peer.call(RQ.END_TRANSACTION, {**answer, "commitLogOffset": "-1"})
+        assert refused.code != 0
+        done = await peer.call(
+            RQ.END_TRANSACTION, {**answer, "commitLogOffset": check.ext_fields["commitLogOffset"]}
+        )
+        assert done.code == 0, done.remark
+        pulled = await until(
+            lambda: peer.call(RQ.PULL_MESSAGE, pull_header(0, 0)), lambda r: r.code == 0
+        )
+        assert [r.body for r in message_codec.decode_stored(pulled.body)] == [b"GOTX"]
 
     run(tmp_path, scenario)
 

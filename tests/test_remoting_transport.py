@@ -206,6 +206,56 @@ def test_close_callbacks_run_when_the_client_goes_away() -> None:
     asyncio.run(main())
 
 
+def test_a_oneway_request_takes_effect_after_its_client_closed() -> None:
+    """A oneway request whose client closes the connection right after sending it still runs
+    to its end (a Go producer's last oneway send), while a request awaiting a reply on the
+    closed connection is cancelled."""
+
+    async def main() -> None:
+        release, both_in, cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        entered: list[int] = []
+        ended: list[str] = []
+
+        async def held(
+            _c: transport.Connection, req: command.RemotingCommand
+        ) -> command.RemotingCommand:
+            entered.append(req.opaque)
+            if len(entered) == 2:
+                both_in.set()
+            try:
+                await release.wait()
+                ended.append("done" if req.is_oneway else "replied")
+            except asyncio.CancelledError:
+                ended.append("cancelled")
+                cancelled.set()
+                raise
+            return command.response(req)
+
+        closed = asyncio.Event()
+
+        def on_connect(conn: transport.Connection) -> None:
+            conn.add_close_callback(lambda _c: closed.set())
+
+        async with rt.running_server({SLOW: held}, on_connect=on_connect) as (_, addr):
+            host, port = addr.split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(command.encode(command.request(SLOW, opaque=1)))
+            writer.write(command.encode(command.request(SLOW, opaque=2, oneway=True)))
+            await writer.drain()
+            async with asyncio.timeout(5):
+                await both_in.wait()
+            writer.close()
+            async with asyncio.timeout(5):
+                await cancelled.wait()  # the connection ended; the reply is moot
+                assert ended == ["cancelled"]
+                release.set()
+                await closed.wait()
+            assert ended == ["cancelled", "done"]
+            del reader
+
+    asyncio.run(main())
+
+
 def test_a_request_without_response_times_out() -> None:
     """``invoke`` raises ``RequestTimeoutError`` when the handler takes longer than the timeout."""
 

@@ -11,6 +11,7 @@ as they come.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import queue
@@ -136,6 +137,7 @@ class DriverProcess:
         driver: the argv prefix of another driver (``polyglot.Client.command``); the Python
             driver when empty.
         env: that driver's environment.
+        log: a file that gets the driver's stderr (its client's log); discarded when ``None``.
     """
 
     def __init__(
@@ -144,18 +146,21 @@ class DriverProcess:
         *args: str,
         driver: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        log: pathlib.Path | None = None,
     ) -> None:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
-        self.process = subprocess.Popen(
-            [*(driver or (sys.executable, str(DRIVER))), *args, "--endpoints", cluster.namesrv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            cwd=REPO,
-            env=env,
-        )
+        with contextlib.ExitStack() as files:
+            stderr = files.enter_context(log.open("ab")) if log else subprocess.DEVNULL
+            self.process = subprocess.Popen(
+                [*(driver or (sys.executable, str(DRIVER))), *args, "--endpoints", cluster.namesrv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                cwd=REPO,
+                env=env,
+            )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

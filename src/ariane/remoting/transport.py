@@ -18,6 +18,10 @@ Not pure (sockets, tasks); the codec modules below it are. Mirrors RocketMQ's
 
 Ownership: the server owns its connections, each connection owns its reader task and its
 in-flight handler tasks; closing a connection cancels them, closing the server closes all.
+A oneway request read in full is the exception: it still takes effect after its peer closed,
+within ``oneway_finish_s`` (Netty runs a received request whatever becomes of its channel; a
+Go producer's last oneway send, or the oneway offset commit of a client shutting down, comes
+right before the client closes its connection).
 """
 
 from __future__ import annotations
@@ -61,9 +65,14 @@ class TransportSettings:
     pending_requests_max: int = 1024
     """Requests this side sent on one connection and still awaits answers for."""
 
+    oneway_finish_s: float = 5.0
+    """How long oneway requests in flight when a connection closes may still run before they
+    are cancelled, s (they have no reply to send, but their effect is expected)."""
+
     def __post_init__(self) -> None:
         assert self.in_flight_requests_max >= 1 and self.connections_max >= 1
         assert self.idle_timeout_s > 0 and self.pending_requests_max >= 1
+        assert self.oneway_finish_s >= 0
 
 
 class TransportError(Exception):
@@ -108,6 +117,7 @@ class Connection:
         self._opaque = itertools.count(1)
         self._pending: dict[int, asyncio.Future[cmd_mod.RemotingCommand]] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._oneway: set[asyncio.Task[None]] = set()
         self._close_callbacks: list[CloseCallback] = []
         self._closed = asyncio.Event()
         self.attributes: dict[str, object] = {}
@@ -231,12 +241,15 @@ class Connection:
                 busy = cmd_mod.response(command, codes.ResponseCode.SYSTEM_BUSY, remark=remark)
                 self._spawn(self._send_quietly(busy))
             return
-        self._spawn(self._handle(command))
+        self._spawn(self._handle(command), oneway=command.is_oneway)
 
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
+    def _spawn(self, coroutine: Awaitable[None], *, oneway: bool = False) -> None:
         task = asyncio.ensure_future(coroutine)
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
+        if oneway:
+            self._oneway.add(task)
+            task.add_done_callback(self._oneway.discard)
 
     async def _handle(self, request: cmd_mod.RemotingCommand) -> None:
         handler = self._handlers.get(request.code)
@@ -299,8 +312,14 @@ class Connection:
                 future.set_exception(ConnectionClosedError(f"{self.remote_address} closed"))
         current = asyncio.current_task()
         tasks = [t for t in self._in_flight if t is not current]
+        finishing = [t for t in tasks if t in self._oneway]
         for task in tasks:
-            task.cancel()
+            if task not in self._oneway:
+                task.cancel()
+        if finishing:  # oneway requests take effect though their peer is gone
+            _, late = await asyncio.wait(finishing, timeout=self._settings.oneway_finish_s)
+            for task in late:
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for callback in self._close_callbacks:
             try:

@@ -258,6 +258,36 @@ class TransactionalMessageService:
 
     # -- EndTransaction -----------------------------------------------------------------------
 
+    def issued_transaction_id(self, transaction_id: str, commit_log_offset: int) -> str:
+        """``transaction_id`` when this broker issued it, else the id of the half message whose
+        record (original or check copy) starts at ``commit_log_offset``.
+
+        RocketMQ's ``EndTransactionProcessor`` finds the half message by ``commitLogOffset``
+        alone, and the classic Go client v2 relies on it: it answers a check-back with the
+        message's ``UNIQ_KEY`` as ``transactionId`` (its check header decoder drops the id).
+
+        Raises:
+            InvalidTransactionIdError: the id is not this broker's and no half message is
+                stored at ``commit_log_offset``.
+        """
+        try:
+            origin_of(transaction_id, self._broker)
+            return transaction_id
+        except errors.InvalidTransactionIdError:
+            if commit_log_offset < 0:
+                raise
+        half = self._store.get_message(ids.CommitLogOffset(commit_log_offset)).message
+        if half is None or half.topic != topics.TRANS_HALF_TOPIC:
+            raise errors.InvalidTransactionIdError(
+                f"transaction id {transaction_id[:80]!r} is not this broker's and no half "
+                f"message is stored at CommitLog offset {commit_log_offset}"
+            )
+        origin = int(half.properties.get(PREPARED_QUEUE_OFFSET, half.queue_offset))
+        entry = self._pending.get(origin)
+        if entry is not None:
+            return entry.transaction_id
+        return transaction_id_of(self._broker, origin, half.commit_log_offset)
+
     async def end_transaction(
         self, *, topic: str | None, message_id: str, transaction_id: str, resolution: Resolution
     ) -> None:

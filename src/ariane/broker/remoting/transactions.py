@@ -7,7 +7,9 @@ again later), the ``transactionId`` the send reply gave it and ``msgId`` (the UN
 check-back (``TransactionalMessageCheckService``) goes as a oneway 39 over a live connection of
 a producer of the half message's group (its ``PGROUP`` property, known from heartbeats), with
 the half message restored to its real topic as the body; the client answers with 37 and
-``fromTransactionCheck=true``. ``CheckListeners`` offers a check to the gRPC producer streams
+``fromTransactionCheck=true``; a ``transactionId`` the broker did not issue (the Go client v2
+echoes the UNIQ_KEY) falls back to the half message at ``commitLogOffset``, as RocketMQ finds
+it. ``CheckListeners`` offers a check to the gRPC producer streams
 first and then to classic producers.
 """
 
@@ -53,7 +55,9 @@ class EndTransactionHandler:
                 await self._transactions.end_transaction(
                     topic=header.text("topic", "") or None,
                     message_id=header.text("msgId"),
-                    transaction_id=header.text("transactionId"),
+                    transaction_id=self._transactions.issued_transaction_id(
+                        header.text("transactionId"), header.integer("commitLogOffset", -1)
+                    ),
                     resolution=resolution,
                 )
             elif kind != 0:
