@@ -82,6 +82,10 @@ class QueueLag:
         consumer_offset: the group's committed (or resume) offset.
         lag: messages not yet consumed (never negative).
         inflight: messages received and not yet acked or expired.
+        pull_offset: the first offset never delivered to the group (RocketMQ
+            ``pullOffset``; the consumer offset when nothing is in flight).
+        last_timestamp_ms: store time of the last consumed message (at ``consumer_offset``
+            - 1), 0 when there is none or it is no longer readable.
     """
 
     topic: ids.TopicName
@@ -90,6 +94,25 @@ class QueueLag:
     consumer_offset: int
     lag: int
     inflight: int
+    pull_offset: int = 0
+    last_timestamp_ms: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue of a ``topic_stats`` answer (RocketMQ ``TopicOffset``).
+
+    Attributes:
+        queue_id: the queue.
+        min_offset: its first readable offset.
+        max_offset: its next offset to be written.
+        last_update_ms: store time of its last message, 0 when it is empty.
+    """
+
+    queue_id: ids.QueueId
+    min_offset: int
+    max_offset: int
+    last_update_ms: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,6 +165,11 @@ class AdminProcessor:
     def default_queue_nums(self) -> int:
         """Queues of a topic created with both counts 0."""
         return self._d.default_queue_nums
+
+    @property
+    def is_master(self) -> bool:
+        """Whether this broker is its group's master (id 0) now."""
+        return self._d.broker_id() == ids.MASTER_BROKER_ID
 
     def require_master(self) -> None:
         """Refuse a change on a slave (RocketMQ refuses them too).
@@ -348,7 +376,57 @@ class AdminProcessor:
             consumer_offset=progress.consumer_offset,
             lag=progress.lag,
             inflight=progress.inflight,
+            pull_offset=max(progress.consumer_offset, progress.scan_offset),
+            last_timestamp_ms=self.store_time_ms(topic, queue_id, progress.consumer_offset - 1),
         )
+
+    def groups_of_topic(self, topic: str) -> tuple[ids.GroupName, ...]:
+        """The groups holding committed offsets on ``topic`` here (RocketMQ
+        ``ConsumerOffsetManager.whichGroupByTopic``)."""
+        return self._d.offset_table.groups_of_topic(ids.TopicName(topic))
+
+    # -- topic statistics -----------------------------------------------------------------------
+
+    def topic_stats(self, name: str) -> tuple[topic_config.TopicConfig, list[QueueStats]]:
+        """Per queue of a topic (``max(read, write)`` queues): min and max offsets and the
+        store time of its last message (RocketMQ ``GET_TOPIC_STATS_INFO``).
+
+        Raises:
+            IllegalTopicError: a bad name. TopicNotFoundError: no such topic here.
+        """
+        config = self.existing_topic(name)
+        store = self._d.store
+        stats = []
+        for q in range(max(config.read_queue_nums, config.write_queue_nums)):
+            queue_id = ids.QueueId(q)
+            top = store.max_queue_offset(config.name, queue_id)
+            stats.append(
+                QueueStats(
+                    queue_id=queue_id,
+                    min_offset=store.min_queue_offset(config.name, queue_id),
+                    max_offset=top,
+                    last_update_ms=self.store_time_ms(config.name, queue_id, top - 1),
+                )
+            )
+        return config, stats
+
+    def store_time_ms(self, topic: ids.TopicName, queue_id: ids.QueueId, offset: int) -> int:
+        """Store time of the message at queue ``offset`` in ms; 0 when ``offset`` is negative
+        or no readable message is there (RocketMQ ``getMessageStoreTimeStamp``)."""
+        if offset < 0:
+            return 0
+        found = self._d.store.get_messages(
+            topic, queue_id, ids.QueueOffset(offset), max_count=1, max_bytes=1
+        )
+        if not found.messages or found.messages[0].queue_offset != offset:
+            return 0
+        return found.messages[0].store_timestamp_ms
+
+    def earliest_store_time_ms(self) -> int:
+        """Store time of the oldest message in the CommitLog in ms, 0 when it is empty or
+        unreadable (RocketMQ ``getEarliestMessageTime``)."""
+        oldest = self._read([self._d.store.min_commit_log_offset])
+        return oldest[0].store_timestamp_ms if oldest else 0
 
     def reset_offset(
         self, group_name: str, topic_name: str, target: ResetTarget, *, timestamp_ms: int = 0
