@@ -248,11 +248,13 @@ def test_consumer_connections_and_topic_consumers(tmp_path: pathlib.Path) -> Non
 
 def test_runtime_info_reports_store_and_traffic(tmp_path: pathlib.Path) -> None:
     """28 answers a KVTable with the keys mqadmin clusterList parses as numbers (message
-    totals, earliest store time, disk ratio) and the version it prints; it needs no header,
-    and extra header fields are ignored."""
+    totals, earliest store time, disk ratio) and the version it prints; no earliest store time
+    while the store is empty; it needs no header, and extra header fields are ignored."""
 
     async def scenario(ctx: Ctx) -> None:
         peer, h = await ctx.connect(), ctx.h
+        empty = fastjson.loads((await peer.call(RQ.GET_BROKER_RUNTIME_INFO)).body)["table"]
+        assert "earliestMessageTimeStamp" not in empty and empty["msgPutTotalTodayNow"] == "0"
         first_ms = h.clock.now_ms()
         assert (await peer.call(RQ.SEND_MESSAGE_V2, send_header(queue_id=0), b"x")).code == 0
         reply = await peer.call(RQ.GET_BROKER_RUNTIME_INFO, {"ignored": "yes"})

@@ -280,10 +280,11 @@ def subscription_data(sub: clients.Subscription) -> dict[str, object]:
 def runtime_info_body(stats: admin.RuntimeStats, *, master: bool, earliest_ms: int) -> bytes:
     """``KVTable`` of ``GET_BROKER_RUNTIME_INFO``: the keys ``mqadmin clusterList`` and
     ``brokerStatus`` read that Ariane knows. Message totals count since the broker started
-    (the "morning" snapshots are 0); TPS, thread-pool and timer keys are not sent because
-    Ariane does not measure them (``clusterList`` then prints ``null`` or 0 for them)."""
+    (the "morning" snapshots are 0); TPS, thread-pool, page-cache and timer keys are not sent
+    because Ariane does not measure them (``clusterList`` then prints ``null`` or 0 for them).
+    ``earliestMessageTimeStamp`` is absent while the store holds no message."""
     store, counters = stats.store, stats.counters
-    table = {
+    table: dict[str, str | None] = {
         "brokerActive": str(master).lower(),
         "brokerVersionDesc": VERSION_DESC,
         "brokerVersion": "479",
@@ -293,7 +294,8 @@ def runtime_info_body(stats: admin.RuntimeStats, *, master: bool, earliest_ms: i
         "msgGetTotalYesterdayMorning": "0",
         "msgGetTotalTodayMorning": "0",
         "msgGetTotalTodayNow": str(counters.messages_out),
-        "earliestMessageTimeStamp": str(earliest_ms),
+        # absent while the store is empty, so clusterList shows 0 hours rather than 55 years
+        "earliestMessageTimeStamp": str(earliest_ms) if earliest_ms > 0 else None,
         "commitLogDiskRatio": f"{stats.disk_used_ratio:.4f}",
         "commitLogMinOffset": str(store.min_commit_log_offset),
         "commitLogMaxOffset": str(store.max_commit_log_offset),
