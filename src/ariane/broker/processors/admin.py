@@ -5,7 +5,7 @@ delete), consumer lag (``GET_CONSUME_STATS``), offset resets (``INVOKE_BROKER_TO
 message queries by id and key (``QUERY_MESSAGE`` / ``VIEW_MESSAGE_BY_ID``), runtime stats
 (``GET_BROKER_RUNTIME_INFO``) and wiping/adding write permission. The gRPC ``Admin`` service
 (``broker.grpc.admin_service``) decodes a request into the typed arguments here and encodes the
-typed result; the classic Remoting adapter will call the same methods.
+typed result; the classic Remoting adapter (``broker.remoting``) calls the same methods.
 
 What each operation does:
 
@@ -15,7 +15,9 @@ What each operation does:
   them). Every topic change sets ``route_changed`` so the broker registers again at once.
 * Groups: ``put_group`` creates or replaces a group's config (a change of FIFO-ness drops its
   POP state, whose bookkeeping differs); ``delete_group`` also forgets its offsets and POP state.
-* ``consumer_lag``: per readable queue, the max offset, the group's offset, lag and in-flight.
+* ``consumer_lag``: per readable queue, the max offset, the group's offset, lag, in-flight,
+  pull offset and last consumed store time; ``topic_stats``: per queue min/max offsets and
+  last store time (``GET_TOPIC_STATS_INFO``); both rows are ``admin_stats``'s.
   ``reset_offset`` moves a group on every readable queue of a topic to the earliest, latest or
   first-at-timestamp offset, dropping its in-flight messages there; offsets persist at once.
 * ``messages_by_id`` / ``messages_by_key``: IndexFile lookups of ``topic#id`` / ``topic#key``
@@ -36,7 +38,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-from ariane.broker.processors import admin_deps
+from ariane.broker.processors import admin_deps, admin_stats
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
 from ariane.store import (
@@ -69,50 +71,6 @@ class ResetTarget(enum.Enum):
     EARLIEST = "EARLIEST"
     LATEST = "LATEST"
     TIMESTAMP = "TIMESTAMP"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueueLag:
-    """One queue of a ``consumer_lag`` answer (RocketMQ ``OffsetWrapper``).
-
-    Attributes:
-        topic: the queue's topic.
-        queue_id: the queue.
-        broker_offset: the queue's max offset (next offset written).
-        consumer_offset: the group's committed (or resume) offset.
-        lag: messages not yet consumed (never negative).
-        inflight: messages received and not yet acked or expired.
-        pull_offset: the first offset never delivered to the group (RocketMQ
-            ``pullOffset``; the consumer offset when nothing is in flight).
-        last_timestamp_ms: store time of the last consumed message (at ``consumer_offset``
-            - 1), 0 when there is none or it is no longer readable.
-    """
-
-    topic: ids.TopicName
-    queue_id: ids.QueueId
-    broker_offset: int
-    consumer_offset: int
-    lag: int
-    inflight: int
-    pull_offset: int = 0
-    last_timestamp_ms: int = 0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueueStats:
-    """One queue of a ``topic_stats`` answer (RocketMQ ``TopicOffset``).
-
-    Attributes:
-        queue_id: the queue.
-        min_offset: its first readable offset.
-        max_offset: its next offset to be written.
-        last_update_ms: store time of its last message, 0 when it is empty.
-    """
-
-    queue_id: ids.QueueId
-    min_offset: int
-    max_offset: int
-    last_update_ms: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -334,7 +292,7 @@ class AdminProcessor:
 
     # -- consumer progress ----------------------------------------------------------------------
 
-    def consumer_lag(self, group_name: str, topic: str | None) -> list[QueueLag]:
+    def consumer_lag(self, group_name: str, topic: str | None) -> list[admin_stats.QueueLag]:
         """Per readable queue of ``topic`` (or of every topic the group consumed here).
 
         Raises:
@@ -367,9 +325,9 @@ class AdminProcessor:
 
     def _queue_lag(
         self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
-    ) -> QueueLag:
+    ) -> admin_stats.QueueLag:
         progress = self._d.queue_progress(group, topic, queue_id)
-        return QueueLag(
+        return admin_stats.QueueLag(
             topic=topic,
             queue_id=queue_id,
             broker_offset=progress.broker_offset,
@@ -377,7 +335,9 @@ class AdminProcessor:
             lag=progress.lag,
             inflight=progress.inflight,
             pull_offset=max(progress.consumer_offset, progress.scan_offset),
-            last_timestamp_ms=self.store_time_ms(topic, queue_id, progress.consumer_offset - 1),
+            last_timestamp_ms=admin_stats.store_time_ms(
+                self._d.store, topic, queue_id, progress.consumer_offset - 1
+            ),
         )
 
     def groups_of_topic(self, topic: str) -> tuple[ids.GroupName, ...]:
@@ -387,7 +347,9 @@ class AdminProcessor:
 
     # -- topic statistics -----------------------------------------------------------------------
 
-    def topic_stats(self, name: str) -> tuple[topic_config.TopicConfig, list[QueueStats]]:
+    def topic_stats(
+        self, name: str
+    ) -> tuple[topic_config.TopicConfig, list[admin_stats.QueueStats]]:
         """Per queue of a topic (``max(read, write)`` queues): min and max offsets and the
         store time of its last message (RocketMQ ``GET_TOPIC_STATS_INFO``).
 
@@ -395,38 +357,11 @@ class AdminProcessor:
             IllegalTopicError: a bad name. TopicNotFoundError: no such topic here.
         """
         config = self.existing_topic(name)
-        store = self._d.store
-        stats = []
-        for q in range(max(config.read_queue_nums, config.write_queue_nums)):
-            queue_id = ids.QueueId(q)
-            top = store.max_queue_offset(config.name, queue_id)
-            stats.append(
-                QueueStats(
-                    queue_id=queue_id,
-                    min_offset=store.min_queue_offset(config.name, queue_id),
-                    max_offset=top,
-                    last_update_ms=self.store_time_ms(config.name, queue_id, top - 1),
-                )
-            )
-        return config, stats
-
-    def store_time_ms(self, topic: ids.TopicName, queue_id: ids.QueueId, offset: int) -> int:
-        """Store time of the message at queue ``offset`` in ms; 0 when ``offset`` is negative
-        or no readable message is there (RocketMQ ``getMessageStoreTimeStamp``)."""
-        if offset < 0:
-            return 0
-        found = self._d.store.get_messages(
-            topic, queue_id, ids.QueueOffset(offset), max_count=1, max_bytes=1
-        )
-        if not found.messages or found.messages[0].queue_offset != offset:
-            return 0
-        return found.messages[0].store_timestamp_ms
+        return config, admin_stats.queue_stats(self._d.store, config)
 
     def earliest_store_time_ms(self) -> int:
-        """Store time of the oldest message in the CommitLog in ms, 0 when it is empty or
-        unreadable (RocketMQ ``getEarliestMessageTime``)."""
-        oldest = self._read([self._d.store.min_commit_log_offset])
-        return oldest[0].store_timestamp_ms if oldest else 0
+        """Store time of the oldest message in ms, 0 when the store holds none."""
+        return admin_stats.earliest_store_time_ms(self._d.store)
 
     def reset_offset(
         self, group_name: str, topic_name: str, target: ResetTarget, *, timestamp_ms: int = 0

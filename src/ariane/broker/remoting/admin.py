@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-from ariane.broker.processors import admin
+from ariane.broker.processors import admin, admin_stats
 from ariane.broker.remoting import admin_bodies, clients, replies
 from ariane.broker.tables import topic_config
 from ariane.common import errors
@@ -119,7 +119,7 @@ class AdminHandler:
         body = admin_bodies.consume_stats_body(self._admin.broker_name, lags)
         return replies.ok(request, body=body)
 
-    def _lags(self, group: str, topic: str | None) -> list[admin.QueueLag]:
+    def _lags(self, group: str, topic: str | None) -> list[admin_stats.QueueLag]:
         try:
             lags = self._admin.consumer_lag(group, topic)
         except errors.ArianeError as exc:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from ariane.broker.processors import admin
+from ariane.broker.processors import admin, admin_stats
 from ariane.broker.remoting import clients, replies
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import allocate, errors, hashing, ids, message, route
@@ -180,7 +180,7 @@ def _retry_policy(raw: object) -> subscriptions.GroupRetryPolicy | None:
 # -- answers ------------------------------------------------------------------------------------
 
 
-def topic_stats_body(broker: str, topic: str, stats: Sequence[admin.QueueStats]) -> bytes:
+def topic_stats_body(broker: str, topic: str, stats: Sequence[admin_stats.QueueStats]) -> bytes:
     """``TopicStatsTable``; ``topicPutTps`` is 0.0 (Ariane does not measure it per topic)."""
     table = {
         fastjson.MessageQueue(topic, broker, s.queue_id): {
@@ -193,7 +193,7 @@ def topic_stats_body(broker: str, topic: str, stats: Sequence[admin.QueueStats])
     return fastjson.dumps({"offsetTable": table, "topicPutTps": 0.0})
 
 
-def consume_stats_body(broker: str, lags: Sequence[admin.QueueLag]) -> bytes:
+def consume_stats_body(broker: str, lags: Sequence[admin_stats.QueueLag]) -> bytes:
     """``ConsumeStats``; ``consumeTps`` is 0.0 (not measured)."""
     table = {
         fastjson.MessageQueue(q.topic, broker, q.queue_id): {
