@@ -27,7 +27,9 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   (``useServerSideResetOffset``, its default): every readable queue of ``topic`` moves to the
   first offset stored at or after ``timestamp`` (ms; 0 = the earliest, negative = the latest),
   persisted at once, whether or not a consumer is online; answers ``ResetOffsetBody``.
-  A reset of one queue (``queueId`` >= 0) is refused with INVALID_PARAMETER.
+  A reset of one queue (``queueId`` >= 0) is refused with INVALID_PARAMETER. Unlike RocketMQ's
+  broker, which also corrects an online consumer's next pull, a classic consumer online during
+  the reset keeps its position and commits over it: reset a stopped group.
 
 Every handler answers a missing or malformed header field with INVALID_PARAMETER (29) and never
 raises. Invariant: no admin rule lives here, only decoding, encoding and RocketMQ's codes.
