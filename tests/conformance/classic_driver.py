@@ -4,6 +4,9 @@
 ``build`` fetches and compiles once (cached by a stamp); ``ClassicJava.run(scenario, ...)``
 runs one scenario in its own JVM and returns its exit code and JSON events. Scenarios live in
 ``ClassicDriver.java`` (``SCENARIOS``); add producer and consumer scenarios there.
+``ClassicJava.mqadmin(command, ...)`` runs the official ``mqadmin`` main class
+(``org.apache.rocketmq.tools.command.MQAdminStartup``, from the same fetched ``rocketmq-tools``)
+as ``distribution/bin/mqadmin`` does and returns what it printed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from conformance import polyglot
 
 HERE = pathlib.Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 120.0
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +55,31 @@ class ClassicJava:
         )
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         return done.returncode, events, done.stderr[-3000:]
+
+    def mqadmin(self, command: str, *args: str, namesrv: str) -> str:
+        """Run ``mqadmin COMMAND ARGS -n NAMESRV``; its stdout and stderr, joined.
+
+        mqadmin exits 0 even when the command failed (it prints the exception), so callers
+        assert on the text, including the absence of ``Exception``.
+        """
+        done = subprocess.run(
+            [
+                "java",
+                f"-Drocketmq.client.logRoot={self.log_dir}",
+                "-cp",
+                self.classpath,
+                MQADMIN_MAIN,
+                command,
+                *args,
+                "-n",
+                namesrv,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+        )
+        return done.stdout + done.stderr
 
 
 def build(log_dir: pathlib.Path) -> ClassicJava:

@@ -6,16 +6,26 @@ The driver (``classic/ClassicDriver.java``, run by ``classic_driver.py``) uses m
 pair, on the name server's one port (shared with gRPC). Until brokers serve Remoting, the real
 broker registers no Remoting address and classic clients must not see it; a second broker group
 is registered over gRPC with a Remoting address, as a Remoting-serving broker will register.
+
+The ``mqadmin`` tests run the official ``MQAdminStartup`` main class (``classic_driver.
+ClassicJava.mqadmin``) against a cluster of their own (no fake broker registered), whose
+broker serves Remoting, and assert on what mqadmin prints, as a user reads it: mqadmin exits 0
+even when a command failed, so no output may carry an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
+import re
+import time
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
 
+from ariane import dev
 from ariane.grpcwire import pb
 from conformance import classic_driver
 from conformance.conftest import Cluster
@@ -115,3 +125,126 @@ def test_mqadmin_kv_config_round_trip(cluster: Cluster, java: classic_driver.Cla
             "afterDelete": "error 22",
         }
     ]
+
+
+MQADMIN_DEADLINE_S = 30.0
+"""Longest wait for mqadmin to show a change (registration, a committed offset)."""
+
+
+@pytest.fixture(scope="module")
+def remoting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]:
+    """A name server and a broker serving Remoting, for the mqadmin tests only."""
+    with dev.dev_cluster(tmp_path_factory.mktemp("mqadmin-cluster"), namesrv_port=0) as ends:
+        yield ends
+
+
+def _mqadmin(java: classic_driver.ClassicJava, ends: dev.DevEndpoints, *args: str) -> str:
+    """What ``mqadmin ARGS`` printed; fails the test if it printed an exception."""
+    out = java.mqadmin(*args, namesrv=ends.namesrv_remoting)
+    assert "Exception" not in out, f"mqadmin {args}:\n{out}"
+    return out
+
+
+def _until(probe: Callable[[], str], done: Callable[[str], bool]) -> str:
+    """``probe()`` again until ``done`` holds or ``MQADMIN_DEADLINE_S`` passes (each probe is
+    a JVM run of a few seconds, so no pause is needed); returns the last output."""
+    deadline = time.monotonic() + MQADMIN_DEADLINE_S
+    out = probe()
+    while not done(out) and time.monotonic() < deadline:
+        out = probe()
+    return out
+
+
+def _config(ends: dev.DevEndpoints, name: str) -> str:
+    return (pathlib.Path(ends.data_dir) / "store" / "config" / name).read_text()
+
+
+def test_mqadmin_updates_topics_and_groups_and_reads_the_cluster(
+    remoting_cluster: dev.DevEndpoints, java: classic_driver.ClassicJava
+) -> None:
+    """mqadmin updateTopic and updateSubGroup (-c DefaultCluster) report success for the
+    broker's Remoting address, the topic and group are persisted and the topic's route shows
+    its queues; topicList lists it; clusterList and brokerStatus show the broker's runtime
+    info (version V5_3_3, message totals) without an exception."""
+    ends = remoting_cluster
+    out = _mqadmin(java, ends, "updateTopic", "-c", "DefaultCluster", "-t", "mq-made")
+    assert f"create topic to {ends.broker_remoting} success." in out, out
+    out = _mqadmin(
+        java, ends, "updateTopic", "-c", "DefaultCluster", "-t", "mq-made", "-r", "3", "-w", "3"
+    )
+    assert "readQueueNums=3, writeQueueNums=3, perm=RW-" in out, out
+    route = _until(
+        lambda: _mqadmin(java, ends, "topicRoute", "-t", "mq-made"),
+        lambda text: '"readQueueNums":3' in text,
+    )
+    assert '"readQueueNums":3' in route and '"writeQueueNums":3' in route, route
+    assert ends.broker_remoting in route, route
+    topic = json.loads(_config(ends, "topics.json"))["topics"]["mq-made"]
+    assert (topic["read_queue_nums"], topic["write_queue_nums"]) == (3, 3)
+
+    out = _mqadmin(
+        java, ends, "updateSubGroup", "-c", "DefaultCluster", "-g", "mq-made-g", "-r", "3"
+    )
+    assert f"create subscription group to {ends.broker_remoting} success." in out, out
+    group = json.loads(_config(ends, "subscriptionGroup.json"))["groups"]["mq-made-g"]
+    assert group["max_delivery_attempts"] == 4 and group["broadcast_consume_allowed"] is False
+
+    assert "mq-made" in _mqadmin(java, ends, "topicList").split()
+    out = _mqadmin(java, ends, "clusterList", "-c", "DefaultCluster")
+    (row,) = [line.split() for line in out.splitlines() if ends.broker_remoting in line]
+    assert row[:5] == ["DefaultCluster", "broker-a", "0", ends.broker_remoting, "V5_3_3"], out
+    assert row[-1] == "true", out  # #ACTIVATED
+    out = _mqadmin(java, ends, "brokerStatus", "-c", "DefaultCluster")
+    assert re.search(r"brokerVersionDesc\s+:\s+V5_3_3", out), out
+    assert re.search(r"msgPutTotalTodayNow\s+:\s+\d+", out), out
+
+
+def _rows(out: str, first: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.split()[:1] == [first]]
+
+
+def test_mqadmin_reads_messages_stats_and_consumer_progress(
+    remoting_cluster: dev.DevEndpoints, java: classic_driver.ClassicJava
+) -> None:
+    """After mqadmin sendMessage, topicStatus shows the message's queue and max offset,
+    queryMsgByKey and queryMsgById find it; after an official push consumer consumed it,
+    consumerProgress shows the group caught up and topicList -c names the group; after
+    resetOffsetByTime to 0 it shows the message unconsumed again."""
+    ends = remoting_cluster
+    _mqadmin(
+        java, ends, "updateTopic", "-c", "DefaultCluster", "-t", "mq-read", "-r", "2", "-w", "2"
+    )
+    _until(
+        lambda: _mqadmin(java, ends, "topicRoute", "-t", "mq-read"),
+        lambda text: '"readQueueNums":2' in text,
+    )
+    out = _mqadmin(java, ends, "sendMessage", "-t", "mq-read", "-p", "hello", "-k", "key-7")
+    ((broker, queue, status, msg_id),) = _rows(out, "broker-a")
+    assert (broker, status) == ("broker-a", "SEND_OK"), out
+
+    out = _mqadmin(java, ends, "topicStatus", "-t", "mq-read")
+    stats = {int(r[1]): (int(r[2]), int(r[3])) for r in _rows(out, "broker-a")}
+    assert stats == {q: (0, 1 if q == int(queue) else 0) for q in range(2)}, out
+    assert "Topic Put TPS: 0.0" in out, out
+    assert msg_id in _mqadmin(java, ends, "queryMsgByKey", "-t", "mq-read", "-k", "key-7")
+    out = _mqadmin(java, ends, "queryMsgById", "-t", "mq-read", "-i", msg_id)
+    assert re.search(r"Keys:\s+\[key-7\]", out) and re.search(r"Topic:\s+mq-read", out), out
+
+    code, events, stderr = java.run(
+        "consume", "--group", "mq-read-g", "--topic", "mq-read", namesrv=ends.namesrv_remoting
+    )
+    assert (code, events[-1]) == (0, {"event": "consumed", "bodies": ["hello"]}), stderr
+
+    def progress() -> str:
+        return _mqadmin(java, ends, "consumerProgress", "-g", "mq-read-g")
+
+    out = _until(progress, lambda text: "Consume Diff Total: 0" in text)
+    rows = {int(r[2]): (int(r[3]), int(r[4])) for r in _rows(out, "mq-read")}
+    assert rows == {q: (1, 1) if q == int(queue) else (0, 0) for q in range(2)}, out
+    assert "Consume Diff Total: 0" in out, out
+    listed = _mqadmin(java, ends, "topicList", "-c").splitlines()
+    assert ["DefaultCluster", "mq-read", "mq-read-g"] in [row.split() for row in listed]
+
+    out = _mqadmin(java, ends, "resetOffsetByTime", "-g", "mq-read-g", "-t", "mq-read", "-s", "0")
+    assert {(r[1], r[2]) for r in _rows(out, "broker-a")} == {("0", "0"), ("1", "0")}, out
+    assert "Consume Diff Total: 1" in progress()

@@ -4,24 +4,36 @@
 // Compiled by fetch.sh against the jars it fetched; nothing here is Ariane's.
 //
 // Usage: java -cp <jars>:<classes> ClassicDriver SCENARIO --namesrv H:P [--topic T] [--key K]
-//        [--namespace N] [--value V] [--timeout-ms MS]
+//        [--namespace N] [--value V] [--group G] [--count N] [--timeout-ms MS]
 // Scenarios (add new ones to SCENARIOS; each returns the exit code):
 //   route    DefaultMQAdminExt.examineTopicRouteInfo(topic)     -> {"event":"route",...}
 //   cluster  DefaultMQAdminExt.examineBrokerClusterInfo()       -> {"event":"cluster",...}
 //   topics   DefaultMQAdminExt.fetchAllTopicList()              -> {"event":"topics",...}
 //   kv       create/get/list/delete a KV config entry            -> {"event":"kv",...}
-// Exit codes: 0 done, 4 the server answered an error code (printed as {"event":"error","code"}),
+//   consume  a DefaultMQPushConsumer (--group, --topic) consumes --count messages from the
+//            first offset, then shuts down (committing its offsets) -> {"event":"consumed",...}
+// Exit codes: 0 done, 3 fewer messages than --count arrived in time, 4 the server answered an error code (printed as {"event":"error","code"}),
 // 2 any other failure.
 
 import com.alibaba.fastjson.JSON;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.body.KVTable;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
@@ -42,6 +54,7 @@ public final class ClassicDriver {
     SCENARIOS.put("cluster", ClassicDriver::cluster);
     SCENARIOS.put("topics", ClassicDriver::topics);
     SCENARIOS.put("kv", ClassicDriver::kv);
+    SCENARIOS.put("consume", ClassicDriver::consume);
   }
 
   private final Map<String, String> opts = new HashMap<>();
@@ -179,5 +192,48 @@ public final class ClassicDriver {
     }
     emit("kv", "value", got, "table", table.getTable(), "afterDelete", missing);
     return 0;
+  }
+
+  static int consume(ClassicDriver d) throws Exception {
+    int count = Integer.parseInt(d.opt("count", "1"));
+    DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(d.required("group"));
+    consumer.setNamesrvAddr(d.required("namesrv"));
+    consumer.setInstanceName("classic-driver-" + ProcessHandle.current().pid());
+    consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+    consumer.subscribe(d.required("topic"), "*");
+    List<String> bodies = Collections.synchronizedList(new ArrayList<>());
+    CountDownLatch latch = new CountDownLatch(count);
+    consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+      for (MessageExt msg : msgs) {
+        bodies.add(new String(msg.getBody(), java.nio.charset.StandardCharsets.UTF_8));
+        latch.countDown();
+      }
+      return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+    });
+    consumer.start();
+    long deadline = System.currentTimeMillis() + Long.parseLong(d.opt("timeout-ms", "60000"));
+    boolean done = latch.await(deadline - System.currentTimeMillis(), TimeUnit.MILLISECONDS);
+    // The listener counts down before the client records the consumed offset: poll the
+    // client's offset table (with the same deadline) so that shutdown commits them all.
+    while (done && consumedOffsets(consumer, d.required("topic")) < count) {
+      if (System.currentTimeMillis() > deadline) {
+        done = false;
+      }
+      Thread.sleep(20); // polling the client's table, bounded by the deadline
+    }
+    consumer.shutdown(); // persists the consumed offsets to the broker, then unregisters
+    emit("consumed", "bodies", new ArrayList<>(bodies));
+    return done ? 0 : 3;
+  }
+
+  /** The sum of the consumer's in-memory offsets on the topic's queues (new group: consumed). */
+  static long consumedOffsets(DefaultMQPushConsumer consumer, String topic) throws MQClientException {
+    long sum = 0;
+    for (MessageQueue mq : consumer.fetchSubscribeMessageQueues(topic)) {
+      long offset = consumer.getDefaultMQPushConsumerImpl().getOffsetStore()
+          .readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
+      sum += Math.max(0, offset);
+    }
+    return sum;
   }
 }

@@ -5,7 +5,7 @@ delete), consumer lag (``GET_CONSUME_STATS``), offset resets (``INVOKE_BROKER_TO
 message queries by id and key (``QUERY_MESSAGE`` / ``VIEW_MESSAGE_BY_ID``), runtime stats
 (``GET_BROKER_RUNTIME_INFO``) and wiping/adding write permission. The gRPC ``Admin`` service
 (``broker.grpc.admin_service``) decodes a request into the typed arguments here and encodes the
-typed result; the classic Remoting adapter will call the same methods.
+typed result; the classic Remoting adapter (``broker.remoting``) calls the same methods.
 
 What each operation does:
 
@@ -15,7 +15,9 @@ What each operation does:
   them). Every topic change sets ``route_changed`` so the broker registers again at once.
 * Groups: ``put_group`` creates or replaces a group's config (a change of FIFO-ness drops its
   POP state, whose bookkeeping differs); ``delete_group`` also forgets its offsets and POP state.
-* ``consumer_lag``: per readable queue, the max offset, the group's offset, lag and in-flight.
+* ``consumer_lag``: per readable queue, the max offset, the group's offset, lag, in-flight,
+  pull offset and last consumed store time; ``topic_stats``: per queue min/max offsets and
+  last store time (``GET_TOPIC_STATS_INFO``); both rows are ``admin_stats``'s.
   ``reset_offset`` moves a group on every readable queue of a topic to the earliest, latest or
   first-at-timestamp offset, dropping its in-flight messages there; offsets persist at once.
 * ``messages_by_id`` / ``messages_by_key``: IndexFile lookups of ``topic#id`` / ``topic#key``
@@ -36,7 +38,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-from ariane.broker.processors import admin_deps
+from ariane.broker.processors import admin_deps, admin_stats
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
 from ariane.store import (
@@ -69,27 +71,6 @@ class ResetTarget(enum.Enum):
     EARLIEST = "EARLIEST"
     LATEST = "LATEST"
     TIMESTAMP = "TIMESTAMP"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueueLag:
-    """One queue of a ``consumer_lag`` answer (RocketMQ ``OffsetWrapper``).
-
-    Attributes:
-        topic: the queue's topic.
-        queue_id: the queue.
-        broker_offset: the queue's max offset (next offset written).
-        consumer_offset: the group's committed (or resume) offset.
-        lag: messages not yet consumed (never negative).
-        inflight: messages received and not yet acked or expired.
-    """
-
-    topic: ids.TopicName
-    queue_id: ids.QueueId
-    broker_offset: int
-    consumer_offset: int
-    lag: int
-    inflight: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,6 +123,11 @@ class AdminProcessor:
     def default_queue_nums(self) -> int:
         """Queues of a topic created with both counts 0."""
         return self._d.default_queue_nums
+
+    @property
+    def is_master(self) -> bool:
+        """Whether this broker is its group's master (id 0) now."""
+        return self._d.broker_id() == ids.MASTER_BROKER_ID
 
     def require_master(self) -> None:
         """Refuse a change on a slave (RocketMQ refuses them too).
@@ -319,7 +305,7 @@ class AdminProcessor:
 
     # -- consumer progress ----------------------------------------------------------------------
 
-    def consumer_lag(self, group_name: str, topic: str | None) -> list[QueueLag]:
+    def consumer_lag(self, group_name: str, topic: str | None) -> list[admin_stats.QueueLag]:
         """Per readable queue of ``topic`` (or of every topic the group consumed here).
 
         Raises:
@@ -352,16 +338,43 @@ class AdminProcessor:
 
     def _queue_lag(
         self, group: ids.GroupName, topic: ids.TopicName, queue_id: ids.QueueId
-    ) -> QueueLag:
+    ) -> admin_stats.QueueLag:
         progress = self._d.queue_progress(group, topic, queue_id)
-        return QueueLag(
+        return admin_stats.QueueLag(
             topic=topic,
             queue_id=queue_id,
             broker_offset=progress.broker_offset,
             consumer_offset=progress.consumer_offset,
             lag=progress.lag,
             inflight=progress.inflight,
+            pull_offset=max(progress.consumer_offset, progress.scan_offset),
+            last_timestamp_ms=admin_stats.store_time_ms(
+                self._d.store, topic, queue_id, progress.consumer_offset - 1
+            ),
         )
+
+    def groups_of_topic(self, topic: str) -> tuple[ids.GroupName, ...]:
+        """The groups holding committed offsets on ``topic`` here (RocketMQ
+        ``ConsumerOffsetManager.whichGroupByTopic``)."""
+        return self._d.offset_table.groups_of_topic(ids.TopicName(topic))
+
+    # -- topic statistics -----------------------------------------------------------------------
+
+    def topic_stats(
+        self, name: str
+    ) -> tuple[topic_config.TopicConfig, list[admin_stats.QueueStats]]:
+        """Per queue of a topic (``max(read, write)`` queues): min and max offsets and the
+        store time of its last message (RocketMQ ``GET_TOPIC_STATS_INFO``).
+
+        Raises:
+            IllegalTopicError: a bad name. TopicNotFoundError: no such topic here.
+        """
+        config = self.existing_topic(name)
+        return config, admin_stats.queue_stats(self._d.store, config)
+
+    def earliest_store_time_ms(self) -> int:
+        """Store time of the oldest message in ms, 0 when the store holds none."""
+        return admin_stats.earliest_store_time_ms(self._d.store)
 
     def reset_offset(
         self, group_name: str, topic_name: str, target: ResetTarget, *, timestamp_ms: int = 0

@@ -52,10 +52,24 @@ class Subscription:
     sub_version: int = 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientVersion:
+    """What a client's heartbeat frame says about it (RocketMQ ``ClientChannelInfo``).
+
+    Attributes:
+        language: its ``LanguageCode`` name (``JAVA``, ``GO`` …).
+        version: its ``MQVersion`` ordinal (Java 5.3.3: 479).
+    """
+
+    language: str = "JAVA"
+    version: int = 0
+
+
 @dataclasses.dataclass(slots=True)
 class _Member:
     connection: Hashable
     last_seen_ms: int
+    client: ClientVersion = ClientVersion()
 
 
 _Predicate = Callable[[str, _Member], bool]
@@ -69,12 +83,14 @@ class ConsumerGroup:
         group: the group name.
         message_model: ``CLUSTERING`` or ``BROADCASTING``.
         consume_type: ``CONSUME_PASSIVELY`` (push) or ``CONSUME_ACTIVELY`` (pull).
+        consume_from_where: the clients' ``ConsumeFromWhere`` name ("" when not sent).
         subscriptions: topic -> subscription, from the latest heartbeat.
     """
 
     group: str
     message_model: str = "CLUSTERING"
     consume_type: str = "CONSUME_PASSIVELY"
+    consume_from_where: str = ""
     subscriptions: dict[str, Subscription] = dataclasses.field(default_factory=dict)
     members: dict[str, _Member] = dataclasses.field(default_factory=dict)
 
@@ -85,6 +101,10 @@ class ConsumerGroup:
     def connections(self) -> list[Hashable]:
         """The live members' connections."""
         return [m.connection for m in self.members.values()]
+
+    def member_details(self) -> list[tuple[str, Hashable, ClientVersion]]:
+        """(client id, connection, language and version) of each live member, by id."""
+        return [(cid, m.connection, m.client) for cid, m in sorted(self.members.items())]
 
 
 class ClassicClientTable:
@@ -136,6 +156,8 @@ class ClassicClientTable:
         message_model: str,
         consume_type: str,
         subscriptions: Iterable[Subscription],
+        consume_from_where: str = "",
+        client: ClientVersion = ClientVersion(),
     ) -> bool:
         """Record a consumer heartbeat (``ConsumerManager.registerConsumer``).
 
@@ -151,8 +173,14 @@ class ClassicClientTable:
             found = self._consumers[group] = ConsumerGroup(group)
         found.message_model = message_model
         found.consume_type = consume_type
+        found.consume_from_where = consume_from_where
         found.subscriptions = {s.topic: s for s in subscriptions}
-        return _touch(found.members, client_id, connection, self._clock.now_ms())
+        return _touch(found.members, client_id, connection, self._clock.now_ms(), client)
+
+    def groups_subscribed_to(self, topic: str) -> list[str]:
+        """The consumer groups whose live clients subscribe to ``topic``, sorted (RocketMQ
+        ``ConsumerManager.queryTopicConsumeByWho``)."""
+        return sorted(g for g, found in self._consumers.items() if topic in found.subscriptions)
 
     def register_producer(self, group: str, client_id: str, connection: Hashable) -> None:
         """Record a producer heartbeat (``ProducerManager.registerProducer``).
@@ -233,14 +261,20 @@ class ClassicClientTable:
         return changed
 
 
-def _touch(members: dict[str, _Member], client_id: str, connection: Hashable, now_ms: int) -> bool:
+def _touch(
+    members: dict[str, _Member],
+    client_id: str,
+    connection: Hashable,
+    now_ms: int,
+    client: ClientVersion = ClientVersion(),
+) -> bool:
     found = members.get(client_id)
     if found is not None:
         changed = found.connection != connection
-        found.connection, found.last_seen_ms = connection, now_ms
+        found.connection, found.last_seen_ms, found.client = connection, now_ms, client
         return changed
     _check_room(len(members), CLIENTS_PER_GROUP_MAX, "clients in one group")
-    members[client_id] = _Member(connection, now_ms)
+    members[client_id] = _Member(connection, now_ms, client)
     return True
 
 

@@ -55,12 +55,13 @@ class MembershipHandler:
         try:
             data = _heartbeat_data(request.body)
             client_id = _text(data, "clientID")
+            client = clients.ClientVersion(request.language.name, request.version)
             for producer in _objects(data.get("producerDataSet")):
                 self._table.register_producer(_text(producer, "groupName"), client_id, peer)
             changed = [
                 group
                 for consumer in _objects(data.get("consumerDataSet"))
-                if (group := self._register_consumer(client_id, peer, consumer))
+                if (group := self._register_consumer(client_id, peer, consumer, client))
             ]
         except errors.ArianeError as exc:
             return replies.error(request, exc)
@@ -68,7 +69,11 @@ class MembershipHandler:
         return replies.ok(request)
 
     def _register_consumer(
-        self, client_id: str, peer: transport.Connection, consumer: Mapping[str, Any]
+        self,
+        client_id: str,
+        peer: transport.Connection,
+        consumer: Mapping[str, Any],
+        client: clients.ClientVersion,
     ) -> str:
         """Register one consumer group; returns its name if its membership changed, else ""."""
         group = _text(consumer, "groupName")
@@ -76,6 +81,7 @@ class MembershipHandler:
         clustering = model != "BROADCASTING"
         self._admin.consumer_heartbeat(group, clustering=clustering)
         consume_type = consumer.get("consumeType")
+        from_where = consumer.get("consumeFromWhere")
         changed = self._table.register_consumer(
             group,
             client_id,
@@ -83,6 +89,8 @@ class MembershipHandler:
             message_model="CLUSTERING" if clustering else "BROADCASTING",
             consume_type=consume_type if isinstance(consume_type, str) else "CONSUME_PASSIVELY",
             subscriptions=clients.subscriptions_of(_objects(consumer.get("subscriptionDataSet"))),
+            consume_from_where=from_where if isinstance(from_where, str) else "",
+            client=client,
         )
         return group if changed else ""
 

@@ -4,8 +4,8 @@ It owns the Remoting server (``ariane.remoting.transport``), the handler table (
 handler of this package), the classic client table, the outbox of pushed requests and the loop
 that expires silent clients. The composition root (``broker.server``) starts it on
 ``remoting_listen``, runs ``run()`` in its ``TaskGroup`` and hands ``check_listener`` to the
-transaction check service. Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from
-the transport.
+transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s.
+Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from the transport.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 
 from ariane.broker import assembly
 from ariane.broker.remoting import (
+    admin,
     clients,
     membership,
     pulling,
@@ -62,6 +63,7 @@ class RemotingService:
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
+        self._admin = admin.AdminHandler(processors.admin, self.table)
         self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
@@ -101,6 +103,7 @@ class RemotingService:
             (RQ.UNLOCK_BATCH_MQ, self._lock_handler.unlock),
             (RQ.VIEW_MESSAGE_BY_ID, queries_.view_by_id),
             (RQ.QUERY_MESSAGE, queries_.query),
+            *self._admin.table().items(),
         ):
             table[code] = replies.ignoring_connection(handler)
         return table

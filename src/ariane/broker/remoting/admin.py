@@ -1,0 +1,221 @@
+"""Classic admin codes, the broker side of ``mqadmin`` (rocketmq-tools 5.3.3).
+
+Mirrors RocketMQ's ``AdminBrokerProcessor`` for the codes ``mqadmin updateTopic, updateSubGroup,
+topicList -c, clusterList, topicStatus, consumerProgress, brokerStatus, resetOffsetByTime`` send
+(remoting.md §5, §9), over the protocol-neutral ``processors.admin.AdminProcessor`` (the one the
+gRPC admin API and ``ariane admin`` call) and the classic client table:
+
+* ``UPDATE_AND_CREATE_TOPIC`` (17) and ``UPDATE_AND_CREATE_SUBSCRIPTIONGROUP`` (200) create or
+  replace the config through the processor, which persists the table at once and (topics)
+  sets ``route_changed`` so the broker registers with every name server, as ``ariane admin
+  topic create`` does. A bad name or config answers INVALID_PARAMETER (29), a slave
+  NO_PERMISSION (16).
+* ``GET_TOPIC_STATS_INFO`` (202): min/max offset and last store time per queue, or
+  TOPIC_NOT_EXIST (17).
+* ``GET_CONSUME_STATS`` (208): per readable queue the broker, consumer and pull offsets and the
+  last consumed store time, of ``topic`` or of every topic the group consumed here; when the
+  group's clients are online, only the topics they subscribe to (as RocketMQ). An unknown
+  group or topic answers an empty table, on which mqadmin asks 203.
+* ``GET_CONSUMER_CONNECTION_LIST`` (203): the group's live classic clients and subscriptions,
+  or CONSUMER_NOT_ONLINE (206).
+* ``GET_TOPIC_CONFIG`` (351): the topic's config, or TOPIC_NOT_EXIST (17), which mqadmin's
+  ``consumerProgress`` and ``topicStatus`` tolerate.
+* ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures.
+* ``QUERY_TOPIC_CONSUME_BY_WHO`` (300): the groups whose online clients subscribe to the
+  topic plus the groups with committed offsets on it.
+* ``INVOKE_BROKER_TO_RESET_OFFSET`` (222): RocketMQ 5's server-side reset
+  (``useServerSideResetOffset``, its default): every readable queue of ``topic`` moves to the
+  first offset stored at or after ``timestamp`` (ms; 0 = the earliest, negative = the latest),
+  persisted at once, whether or not a consumer is online; answers ``ResetOffsetBody``.
+  A reset of one queue (``queueId`` >= 0) is refused with INVALID_PARAMETER. Unlike RocketMQ's
+  broker, which also corrects an online consumer's next pull, a classic consumer online during
+  the reset keeps its position and commits over it: reset a stopped group.
+
+Every handler answers a missing or malformed header field with INVALID_PARAMETER (29) and never
+raises. Invariant: no admin rule lives here, only decoding, encoding and RocketMQ's codes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+
+from ariane.broker.processors import admin, admin_stats
+from ariane.broker.remoting import admin_bodies, clients, replies
+from ariane.broker.tables import topic_config
+from ariane.common import errors
+from ariane.remoting import codes, command
+
+_log = logging.getLogger(__name__)
+
+RC = codes.ResponseCode
+Reply = command.RemotingCommand
+
+
+class AdminHandler:
+    """Serves 17, 200, 202, 208, 203, 351, 28, 300 and 222.
+
+    Args:
+        admin_processor: the broker's admin operations.
+        table: the classic client table (who is online, subscribing to what).
+    """
+
+    def __init__(
+        self, admin_processor: admin.AdminProcessor, table: clients.ClassicClientTable
+    ) -> None:
+        self._admin = admin_processor
+        self._table = table
+
+    async def update_topic(self, request: Reply) -> Reply:
+        """17: create or replace a topic from the ``CreateTopicRequestHeader``."""
+        try:
+            self._admin.require_master()
+            name = replies.Header(request.ext_fields).text("topic")
+            current = self._current_topic(name)
+            wanted = admin_bodies.topic_config_of(request.ext_fields, current)
+            self._admin.create_topic(wanted)
+        except errors.IllegalTopicError as exc:
+            return replies.failed(request, RC.INVALID_PARAMETER, exc.message)
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        return replies.ok(request)
+
+    def _current_topic(self, name: str) -> topic_config.TopicConfig | None:
+        try:
+            return self._admin.existing_topic(name)
+        except errors.TopicNotFoundError:
+            return None
+
+    async def update_group(self, request: Reply) -> Reply:
+        """200: create or replace a group from its ``SubscriptionGroupConfig`` body."""
+        try:
+            name, raw = admin_bodies.group_name_of(request.body)
+            self._admin.put_group(
+                name,
+                lambda current: admin_bodies.group_config_of(raw, current),
+                must_exist=False,
+            )
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        return replies.ok(request)
+
+    async def topic_stats(self, request: Reply) -> Reply:
+        """202: the topic's queues, their offsets and last store times."""
+        try:
+            topic = replies.Header(request.ext_fields).text("topic")
+            config, stats = self._admin.topic_stats(topic)
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        body = admin_bodies.topic_stats_body(self._admin.broker_name, config.name, stats)
+        return replies.ok(request, body=body)
+
+    async def consume_stats(self, request: Reply) -> Reply:
+        """208: the group's progress per queue (empty for an unknown group or topic)."""
+        try:
+            header = replies.Header(request.ext_fields)
+            group = header.text("consumerGroup")
+            topic = header.text("topic", "") or None
+            lags = self._lags(group, topic)
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        body = admin_bodies.consume_stats_body(self._admin.broker_name, lags)
+        return replies.ok(request, body=body)
+
+    def _lags(self, group: str, topic: str | None) -> list[admin_stats.QueueLag]:
+        try:
+            lags = self._admin.consumer_lag(group, topic)
+        except errors.ArianeError as exc:
+            if admin_bodies.names_unknown(exc):
+                return []
+            raise
+        online = self._table.consumer_group(group)
+        if online is None or not online.subscriptions:
+            return lags
+        return [q for q in lags if q.topic in online.subscriptions]
+
+    async def consumer_connections(self, request: Reply) -> Reply:
+        """203: the group's live clients, or CONSUMER_NOT_ONLINE (206)."""
+        try:
+            group = replies.Header(request.ext_fields).text("consumerGroup")
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        found = self._table.consumer_group(group)
+        if found is None:
+            return replies.failed(
+                request, RC.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+            )
+        return replies.ok(request, body=admin_bodies.consumer_connection_body(found, _address))
+
+    async def topic_config(self, request: Reply) -> Reply:
+        """351: the topic's config, or TOPIC_NOT_EXIST (17)."""
+        try:
+            topic = replies.Header(request.ext_fields).text("topic")
+            config = self._admin.existing_topic(topic)
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        return replies.ok(request, body=admin_bodies.topic_config_body(config))
+
+    async def runtime_info(self, request: Reply) -> Reply:
+        """28: the broker's runtime figures."""
+        body = admin_bodies.runtime_info_body(
+            self._admin.runtime_stats(),
+            master=self._admin.is_master,
+            earliest_ms=self._admin.earliest_store_time_ms(),
+        )
+        return replies.ok(request, body=body)
+
+    async def consumed_by(self, request: Reply) -> Reply:
+        """300: the groups consuming ``topic`` here."""
+        try:
+            topic = replies.Header(request.ext_fields).text("topic")
+            groups = [*self._table.groups_subscribed_to(topic), *self._admin.groups_of_topic(topic)]
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        return replies.ok(request, body=admin_bodies.group_list_body(groups))
+
+    async def reset_offset(self, request: Reply) -> Reply:
+        """222: move ``group`` on every readable queue of ``topic`` to ``timestamp``."""
+        try:
+            header = replies.Header(request.ext_fields)
+            topic, group = header.text("topic"), header.text("group")
+            timestamp_ms = header.integer("timestamp")
+            if header.integer("queueId", -1) >= 0:
+                raise replies.HeaderError(
+                    "a reset of one queue (queueId >= 0) is not supported; reset the whole "
+                    "topic by timestamp"
+                )
+            if timestamp_ms < 0:
+                target = admin.ResetTarget.LATEST
+            elif timestamp_ms == 0:
+                target = admin.ResetTarget.EARLIEST
+            else:
+                target = admin.ResetTarget.TIMESTAMP
+            name, offsets = self._admin.reset_offset(
+                group, topic, target, timestamp_ms=max(0, timestamp_ms)
+            )
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        _log.info("classic reset of group %s on %s: %s", group, name, offsets)
+        body = admin_bodies.reset_offset_body(self._admin.broker_name, name, offsets)
+        return replies.ok(request, body=body)
+
+    def table(self) -> dict[int, replies.RequestHandler]:
+        """Request code -> handler, for ``RemotingService``."""
+        rq = codes.RequestCode
+        return {
+            rq.UPDATE_AND_CREATE_TOPIC: self.update_topic,
+            rq.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
+            rq.GET_TOPIC_STATS_INFO: self.topic_stats,
+            rq.GET_CONSUME_STATS: self.consume_stats,
+            rq.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            rq.GET_TOPIC_CONFIG: self.topic_config,
+            rq.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            rq.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
+            rq.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+        }
+
+
+def _address(connection: Hashable) -> str:
+    """A connection's peer ``ip:port`` (the transport's ``Connection.remote_address``)."""
+    address = getattr(connection, "remote_address", "")
+    return address if isinstance(address, str) else ""
