@@ -217,12 +217,7 @@ class AdminProcessor:
         self._d.pop_service.close_topic(config.name, queue_ids)
         self._d.persist_offsets()  # before the data goes: no offset outlives its queue
         queues = self._d.store.delete_topic(config.name)
-        _log.info(
-            "admin: topic %s deleted (%d consumer offsets, %d ConsumeQueues dropped)",
-            config.name,
-            removed,
-            queues,
-        )
+        _log.info("admin: topic %s deleted (%d offsets, %d CQs)", config.name, removed, queues)
 
     def list_topics(self, *, include_internal: bool) -> list[topic_config.TopicConfig]:
         """Every topic sorted by name; system/retry/DLQ ones only with ``include_internal``."""
