@@ -1,0 +1,215 @@
+"""The seeds' longer scenarios with the official classic Java client (``rocketmq-client`` 5.3.3,
+Remoting), unmodified, against one ``ariane namesrv`` and two ``ariane broker`` groups
+(``broker-a``, ``broker-b``) as real processes: orders through a ``MessageQueueSelector`` with
+``MessageListenerOrderly`` consumers joining, leaving and dying; ``RECONSUME_LATER`` through
+``%RETRY%<group>`` into ``%DLQ%<group>``; CLUSTERING with each rebalance strategy the client
+ships; ``MQFaultStrategy`` with one broker SIGKILLed.
+
+Shortened for the test: the brokers' queue-lock life (``[core.consumers] lock_expiry_ms``, 60 s
+in RocketMQ) and, on the client side, the rebalance period (``rocketmq.client.rebalance.
+waitInterval``, 20 s) and the orderly lock renewal (``...lockInterval``, 20 s, kept below the
+lock life as RocketMQ keeps 20 s below 60 s). Consumers that run until told run in a
+``DriverProcess``: their events are read as they come, closing stdin shuts them down cleanly.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import live_testing
+from ariane import dev
+from conformance import classic_java_client
+from conformance.classic_java_client import ClassicJava
+from conformance.conftest import Cluster, DriverProcess
+
+pytestmark = pytest.mark.slow
+
+LOCK_EXPIRY_MS = 6_000
+BROKER_TOML = f"""
+[core.consumers]
+lock_expiry_ms = {LOCK_EXPIRY_MS}
+"""
+CLIENT_PROPERTIES = {
+    "rocketmq.client.rebalance.waitInterval": "2000",
+    "rocketmq.client.rebalance.lockInterval": "1000",
+}
+BROKERS = ("broker-a", "broker-b")
+SCENARIO_DEADLINE_S = 120.0
+"""Longest wait for one scenario's outcome (JVM starts and rebalances on a busy 2-core box)."""
+LEVEL_3_MS, LEVEL_4_MS = 10_000, 30_000
+"""RocketMQ's backoff of delay levels 3 and 4 (the first two RECONSUME_LATER redeliveries)."""
+
+
+class Brokers(Cluster):
+    """A name server and the ``BROKERS`` groups as child processes (no front-end workers; each
+    group with its own store and Remoting port); a broker may be SIGKILLed and started again."""
+
+    def __init__(self, data_dir: pathlib.Path) -> None:
+        super().__init__(
+            dev.DevEndpoints(
+                namesrv=f"127.0.0.1:{dev.free_port()}", broker="", data_dir=str(data_dir)
+            )
+        )
+        self.config = data_dir / "broker.toml"
+        self.config.write_text(
+            dev.DEV_BROKER_TOML.format(flush_disk_type="ASYNC_FLUSH") + BROKER_TOML
+        )
+        self.namesrv_process = self._spawn(["namesrv", "--listen", self.namesrv], "namesrv.log")
+        dev.wait_until_listening(
+            "127.0.0.1",
+            int(self.namesrv.rpartition(":")[2]),
+            process=self.namesrv_process,
+            timeout_s=dev.READY_TIMEOUT_S,
+        )
+        self.ports = {name: (dev.free_port(), dev.free_port()) for name in BROKERS}
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        for name in BROKERS:
+            self.start_broker(name)
+
+    def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
+        with (self.data_dir / log).open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ariane", *args], stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def start_broker(self, name: str) -> None:
+        """Start broker group ``name`` on its store and ports; wait until it is registered."""
+        grpc_port, remoting_port = self.ports[name]
+        args = ["broker", "--config", str(self.config), "--namesrv", self.namesrv]
+        args += ["--listen", f"127.0.0.1:{grpc_port}", "--broker-name", name, "--workers", "0"]
+        args += ["--remoting-listen", f"127.0.0.1:{remoting_port}"]
+        process = self._spawn([*args, "--store-dir", str(self.data_dir / name)], f"{name}.log")
+        self.processes[name] = process
+        ready_s = dev.READY_TIMEOUT_S
+        dev.wait_until_listening("127.0.0.1", remoting_port, process=process, timeout_s=ready_s)
+        dev.wait_until_registered(self.namesrv, name, process=process, timeout_s=ready_s)
+
+    def kill_broker(self, name: str) -> None:
+        """SIGKILL broker group ``name`` by PID (nothing flushed or deregistered)."""
+        live_testing.kill(self.processes[name])
+
+    def stop(self) -> None:
+        """Stop every process by PID."""
+        for process in self.processes.values():
+            dev.stop_process(process)
+        dev.stop_process(self.namesrv_process)
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
+    made = Brokers(tmp_path_factory.mktemp("brokers"))
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+@pytest.fixture(scope="module")
+def java(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
+    """The classic driver, fetched and compiled (cached by a stamp), with the short client
+    rebalance and lock-renewal periods."""
+    logs = tmp_path_factory.mktemp("java")
+    return ClassicJava(classic_java_client.build(), brokers.namesrv, logs, CLIENT_PROPERTIES)
+
+
+class JavaProcess(DriverProcess):
+    """A long classic driver scenario (orderly, consumers, later, fault-send) whose events are
+    read as they come; ``close`` closes its stdin, which shuts the client down cleanly."""
+
+    def __init__(self, java: ClassicJava, brokers: Brokers, scenario: str, *args: str) -> None:
+        super().__init__(
+            brokers,
+            scenario,
+            *("--namesrv", brokers.namesrv, *args),
+            driver=java.command,
+            env=dict(classic_java_client.JAVA_ENV),
+        )
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every ``received`` event so far."""
+        self.drain()
+        return [e for e in self.seen if e["event"] == "received"]
+
+
+def _topic(brokers: Brokers, name: str, queues: int, *only: str) -> str:
+    flags = ("--broker", only[0]) if only else ()
+    brokers.admin("topic", "create", name, "--queues", str(queues), "--type", "NORMAL", *flags)
+    return name
+
+
+def _poll(done: Callable[[], bool], what: str, deadline_s: float = SCENARIO_DEADLINE_S) -> None:
+    """Call ``done`` every 0.2 s until it is true; fail with ``what`` after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < deadline, f"{what} within {deadline_s} s"
+        time.sleep(0.2)  # polling with the deadline above
+
+
+def _step(event: dict[str, Any]) -> tuple[int, int]:
+    """(order, step) of an orderly message, from its body ``o<order>-<step>``."""
+    order, step = event["body"][1:].split("-")
+    return int(order), int(step)
+
+
+def _orders_in_order(events: list[dict[str, Any]]) -> dict[int, int]:
+    """Checks that no step of an order was consumed before every earlier step had been (a
+    redelivery of an earlier step is allowed: offsets of a killed consumer are replayed); the
+    highest step consumed per order."""
+    top: dict[int, int] = collections.defaultdict(lambda: -1)
+    for event in sorted(events, key=lambda e: (e["at_ms"], _step(e)[1])):
+        order, step = _step(event)
+        assert step <= top[order] + 1, (order, step, top[order], event["instance"])
+        top[order] = max(top[order], step)
+    return dict(top)
+
+
+def test_orderly_consumers_keep_each_order_while_joining_leaving_and_dying(
+    brokers: Brokers, java: ClassicJava
+) -> None:
+    """Orders sent through a MessageQueueSelector by order id are consumed step after step by
+    MessageListenerOrderly consumers while a third joins, one leaves and one is SIGKILLed; the
+    killed one's queues go to the survivor, which then consumes every order to its end."""
+    orders, steps = 8, 30
+    topic = _topic(brokers, "classic-orderly", 8, "broker-a")
+    flags = ("--topic", topic, "--group", "classic-orderly-g")
+    c1, c2 = (JavaProcess(java, brokers, "orderly", *flags, "--instance", f"c{i}") for i in (1, 2))
+    for consumer in (c1, c2):
+        consumer.wait_for("started", deadline_s=SCENARIO_DEADLINE_S)
+    sender = JavaProcess(
+        java, brokers, "orderly-send", "--topic", topic, "--orders", str(orders),
+        "--count", str(orders * steps), "--interval-ms", "40",
+    )  # fmt: skip
+    consumers = [c1, c2]
+    try:
+        for _ in range(orders * steps // 4):
+            sender.wait_for("sent", deadline_s=SCENARIO_DEADLINE_S)
+        c3 = JavaProcess(java, brokers, "orderly", *flags, "--instance", "c3")
+        consumers.append(c3)
+        c3.wait_for("started", deadline_s=SCENARIO_DEADLINE_S)
+        _poll(lambda: len(c3.received()) > 0, "the joining consumer got no queue")
+        c1.close()  # leaves cleanly: unlocks and hands its queues over
+        _poll(lambda: len(c2.received()) > 0, "the second consumer consumed nothing")
+        c2.process.kill()  # SIGKILL by PID: no unlock, no offset persisted
+        c2.process.wait(timeout=30)
+        killed_at_ms = time.time() * 1000
+        _poll(lambda: all(_orders_in_order(_all(consumers)).get(o) == steps - 1 for o in range(orders)),
+              "the survivor did not finish every order")  # fmt: skip
+        after_kill = [e for e in c3.received() if e["at_ms"] > killed_at_ms]
+        c2_queues = {e["queue_id"] for e in c2.seen if e["event"] == "received"}
+        assert c2_queues <= {e["queue_id"] for e in after_kill}, "the killed consumer's queues"
+    finally:
+        for process in (sender, *consumers):
+            process.close()
+
+
+def _all(consumers: list[JavaProcess]) -> list[dict[str, Any]]:
+    return [e for c in consumers for e in c.received()]
