@@ -213,3 +213,48 @@ def test_orderly_consumers_keep_each_order_while_joining_leaving_and_dying(
 
 def _all(consumers: list[JavaProcess]) -> list[dict[str, Any]]:
     return [e for c in consumers for e in c.received()]
+
+
+def test_reconsume_later_backs_off_through_retry_then_lands_in_the_dlq(
+    brokers: Brokers, java: ClassicJava
+) -> None:
+    """A message a MessageListenerConcurrently always answers RECONSUME_LATER to is redelivered
+    through %RETRY%<group> after level 3's then level 4's backoff, and after maxReconsumeTimes
+    (2) is in %DLQ%<group> carrying its origin topic and message id, delivered no more."""
+    topic = _topic(brokers, "classic-later", 1, "broker-a")
+    group = "classic-later-g"
+    (sent,) = java.run("send", "--topic", topic, "--count", "1").sent_ids()
+    consumer = JavaProcess(
+        java, brokers, "later", "--topic", topic, "--group", group, "--max-reconsume", "2"
+    )
+    try:
+        deadline_s = SCENARIO_DEADLINE_S + (LEVEL_3_MS + LEVEL_4_MS) / 1000
+        _poll(lambda: len(consumer.received()) >= 3, "three deliveries", deadline_s)
+        listed = _poll_dlq(brokers, group)
+    finally:
+        consumer.close()
+    deliveries = consumer.received()
+    assert [e["reconsume_times"] for e in deliveries] == [0, 1, 2]
+    assert {(e["message_id"], e["topic"], e["body"]) for e in deliveries} == {(sent, topic, "m-0")}
+    assert [e["retry_topic"] for e in deliveries[1:]] == [topic, topic]
+    first, second, third = (e["at_ms"] for e in deliveries)
+    assert second - first >= LEVEL_3_MS and third - second >= LEVEL_4_MS, (first, second, third)
+    assert [(d["message_id"], d["origin_topic"]) for d in listed] == [(sent, topic)]
+    dlq = f"%DLQ%{group}"
+    read = java.run("lite", "--topic", dlq, "--group", "dlq-reader", "--assign-queue", "0")
+    (letter,) = read.of("received")
+    assert (letter["retry_topic"], letter["origin_id"], letter["body"]) == (topic, sent, "m-0")
+    assert len(consumer.received()) == 3, "delivered after it went to the DLQ"
+
+
+def _poll_dlq(brokers: Brokers, group: str) -> list[dict[str, Any]]:
+    """The group's dead letters as ``ariane admin dlq list --json`` lists them, once there is
+    one."""
+    letters: list[dict[str, Any]] = []
+
+    def listed() -> bool:
+        letters[:] = json.loads(brokers.admin("dlq", "list", group, "--json").stdout)
+        return bool(letters)
+
+    _poll(listed, f"no dead letter of {group}")
+    return letters

@@ -117,6 +117,8 @@ public final class ClassicDriver {
     e.put("store_ms", m.getStoreTimestamp());
     e.put("at_ms", System.currentTimeMillis());
     e.put("color", m.getUserProperty("color"));
+    e.put("origin_id", m.getProperty(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID));
+    e.put("retry_topic", m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC));
     return e;
   }
 
@@ -500,10 +502,7 @@ public final class ClassicDriver {
     consumer.subscribe(args.get("topic", ""), "*");
     consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
       for (MessageExt m : msgs) {
-        Map<String, Object> e = received(m, "later");
-        e.put("origin_id", m.getProperty(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID));
-        e.put("retry_topic", m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC));
-        emit(e);
+        emit(received(m, "later"));
       }
       return ConsumeConcurrentlyStatus.RECONSUME_LATER;
     });
