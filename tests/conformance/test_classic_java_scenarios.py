@@ -258,3 +258,80 @@ def _poll_dlq(brokers: Brokers, group: str) -> list[dict[str, Any]]:
 
     _poll(listed, f"no dead letter of {group}")
     return letters
+
+
+STRATEGIES = {"cl-avg": "AVG", "cl-circle": "CIRCLE", "cl-hash": "HASH", "cl-config": "CONFIG"}
+"""Each rebalance strategy of the client (``AllocateMessageQueueAveragely``, ``...ByCircle``,
+``...ConsistentHash``, ``...ByConfig``) in its own group; ``...ByMachineRoom`` needs broker
+names of the form ``room@name`` and ``AllocateMachineRoomNearby`` a resolver, so neither fits."""
+
+
+def _settled(members: list[JavaProcess], topic: str, queues: int) -> bool:
+    """Whether every group's latest allocations (one per member, over all members' ids)
+    split the topic's queues between the members, each queue to exactly one."""
+    latest: dict[tuple[str, int], list[str]] = {}
+    for index, member in enumerate(members):
+        member.drain()
+        for e in member.seen:
+            if e["event"] == "allocated" and e["topic"] == topic:
+                latest[(e["group"], index)] = e["queues"] if e["cids"] == len(members) else []
+    for group in STRATEGIES:
+        owned = [q for i in range(len(members)) for q in latest.get((group, i), [])]
+        if sorted(owned) != sorted(f"broker-a/{q}" for q in range(queues)):
+            return False
+    return True
+
+
+def test_clustering_delivers_each_message_once_with_each_rebalance_strategy(
+    brokers: Brokers, java: ClassicJava
+) -> None:
+    """Three CLUSTERING push consumers of a group, for each rebalance strategy, split the
+    queues between them (the broker lists the ids, the client allocates) and together
+    receive every message exactly once."""
+    queues, count = 6, 30
+    topic = _topic(brokers, "classic-clustering", queues, "broker-a")
+    groups = ",".join(f"{g}:{s}" for g, s in STRATEGIES.items())
+    members = [
+        JavaProcess(
+            java,
+            brokers,
+            "consumers",
+            "--topic",
+            topic,
+            "--groups",
+            groups,
+            "--instance",
+            f"m{i}",
+            "--index",
+            str(i),
+            "--members",
+            "3",
+            "--queues",
+            str(queues),
+            "--broker-name",
+            "broker-a",
+        )  # fmt: skip
+        for i in range(3)
+    ]
+    try:
+        _poll(lambda: _settled(members, topic, queues), "the groups did not settle")
+        sent = java.run("send", "--topic", topic, "--count", str(count)).sent_ids()
+        counts: collections.Counter[tuple[str, str]] = collections.Counter()
+
+        def all_received() -> bool:
+            counts.clear()
+            counts.update((e["group"], e["message_id"]) for e in _all(members))
+            return all((g, m) in counts for g in STRATEGIES for m in sent)
+
+        _poll(all_received, "a group missed messages")
+    finally:
+        for member in members:
+            member.close()
+    counts.clear()
+    counts.update((e["group"], e["message_id"]) for m in members for e in m.seen
+                  if e["event"] == "received")  # fmt: skip
+    assert counts == {(g, m): 1 for g in STRATEGIES for m in sent}
+    for group in STRATEGIES:
+        readers = [i for i, m in enumerate(members) if any(
+            e["event"] == "received" and e["group"] == group for e in m.seen)]  # fmt: skip
+        assert len(readers) >= 2, (group, readers)
