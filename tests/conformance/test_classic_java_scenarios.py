@@ -335,3 +335,39 @@ def test_clustering_delivers_each_message_once_with_each_rebalance_strategy(
         readers = [i for i, m in enumerate(members) if any(
             e["event"] == "received" and e["group"] == group for e in m.seen)]  # fmt: skip
         assert len(readers) >= 2, (group, readers)
+
+
+def test_fault_strategy_keeps_sending_when_a_broker_is_killed(
+    brokers: Brokers, java: ClassicJava
+) -> None:
+    """A producer with sendLatencyFaultEnable sends to both broker groups; once broker-b is
+    SIGKILLed mid-run every later send succeeds on broker-a, and every acknowledged send, of
+    either broker (broker-b started again on its store), is read back by a push consumer."""
+    count = 160
+    topic = _topic(brokers, "classic-fault", 4)
+    sender = JavaProcess(
+        java, brokers, "fault-send", "--topic", topic, "--count", str(count), "--interval-ms", "40"
+    )
+    try:
+        _poll(lambda: {e["broker"] for e in _sent(sender)} == set(BROKERS), "sends to both")
+        brokers.kill_broker("broker-b")
+        killed_after = len(_sent(sender))
+        sender.wait_for("done", deadline_s=SCENARIO_DEADLINE_S)  # absent: fails on the deadline
+    finally:
+        sender.close()
+        if brokers.processes["broker-b"].poll() is not None:
+            brokers.start_broker("broker-b")
+    sent = _sent(sender)
+    failed = [e for e in sender.seen if e["event"] == "failed"]
+    assert not failed and len(sent) == count, failed
+    after = sent[killed_after + 1 :]  # the send in flight at the kill may have reached broker-b
+    assert after and {e["broker"] for e in after} == {"broker-a"}, after[:3]
+    ids = [e["message_id"] for e in sent]
+    got = java.run("push", "--topic", topic, "--group", "classic-fault-g", "--count", str(count))
+    assert got.code == 0, got.of("done")
+    assert {e["message_id"] for e in got.of("received")} == set(ids)
+
+
+def _sent(process: JavaProcess) -> list[dict[str, Any]]:
+    process.drain()
+    return [e for e in process.seen if e["event"] == "sent"]

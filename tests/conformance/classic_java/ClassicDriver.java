@@ -534,6 +534,7 @@ public final class ClassicDriver {
         }
         if (interval > 0) Thread.sleep(interval);  // pacing the workload, not synchronisation
       }
+      emit(event("done"));
       return 0;
     } finally {
       producer.shutdown();
