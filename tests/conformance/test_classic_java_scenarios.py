@@ -201,8 +201,8 @@ def test_orderly_consumers_keep_each_order_while_joining_leaving_and_dying(
         c2.process.kill()  # SIGKILL by PID: no unlock, no offset persisted
         c2.process.wait(timeout=30)
         killed_at_ms = time.time() * 1000
-        _poll(lambda: all(_orders_in_order(_all(consumers)).get(o) == steps - 1 for o in range(orders)),
-              "the survivor did not finish every order")  # fmt: skip
+        finished = {o: steps - 1 for o in range(orders)}
+        _poll(lambda: _orders_in_order(_all(consumers)) == finished, "orders left unfinished")
         after_kill = [e for e in c3.received() if e["at_ms"] > killed_at_ms]
         c2_queues = {e["queue_id"] for e in c2.seen if e["event"] == "received"}
         assert c2_queues <= {e["queue_id"] for e in after_kill}, "the killed consumer's queues"
@@ -291,26 +291,10 @@ def test_clustering_delivers_each_message_once_with_each_rebalance_strategy(
     queues, count = 6, 30
     topic = _topic(brokers, "classic-clustering", queues, "broker-a")
     groups = ",".join(f"{g}:{s}" for g, s in STRATEGIES.items())
+    flags = ("--topic", topic, "--groups", groups, "--members", "3", "--queues", str(queues))
+    flags += ("--broker-name", "broker-a")
     members = [
-        JavaProcess(
-            java,
-            brokers,
-            "consumers",
-            "--topic",
-            topic,
-            "--groups",
-            groups,
-            "--instance",
-            f"m{i}",
-            "--index",
-            str(i),
-            "--members",
-            "3",
-            "--queues",
-            str(queues),
-            "--broker-name",
-            "broker-a",
-        )  # fmt: skip
+        JavaProcess(java, brokers, "consumers", *flags, "--instance", f"m{i}", "--index", str(i))
         for i in range(3)
     ]
     try:
