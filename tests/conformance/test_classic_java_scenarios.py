@@ -291,8 +291,10 @@ def test_clustering_delivers_each_message_once_with_each_rebalance_strategy(
     queues, count = 6, 30
     topic = _topic(brokers, "classic-clustering", queues, "broker-a")
     groups = ",".join(f"{g}:{s}" for g, s in STRATEGIES.items())
-    flags = ("--topic", topic, "--groups", groups, "--members", "3", "--queues", str(queues))
-    flags += ("--broker-name", "broker-a")
+    flags = (
+        *("--topic", topic, "--groups", groups, "--broker-name", "broker-a"),
+        *("--members", "3", "--queues", str(queues)),
+    )
     members = [
         JavaProcess(java, brokers, "consumers", *flags, "--instance", f"m{i}", "--index", str(i))
         for i in range(3)
