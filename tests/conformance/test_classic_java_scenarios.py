@@ -45,6 +45,8 @@ CLIENT_PROPERTIES = {
 BROKERS = ("broker-a", "broker-b")
 SCENARIO_DEADLINE_S = 120.0
 """Longest wait for one scenario's outcome (JVM starts and rebalances on a busy 2-core box)."""
+ADMIN_FLAGS = ("--timeout", "30")
+"""Each admin call's deadline, s: the shared 2-core machine is often loaded far beyond 2."""
 LEVEL_3_MS, LEVEL_4_MS = 10_000, 30_000
 """RocketMQ's backoff of delay levels 3 and 4 (the first two RECONSUME_LATER redeliveries)."""
 
@@ -141,8 +143,8 @@ class JavaProcess(DriverProcess):
 
 
 def _topic(brokers: Brokers, name: str, queues: int, *only: str) -> str:
-    flags = ("--broker", only[0]) if only else ()
-    brokers.admin("topic", "create", name, "--queues", str(queues), "--type", "NORMAL", *flags)
+    flags = ("--type", "NORMAL", *(("--broker", only[0]) if only else ()))
+    brokers.admin("topic", "create", name, "--queues", str(queues), *flags, *ADMIN_FLAGS)
     return name
 
 
@@ -253,7 +255,7 @@ def _poll_dlq(brokers: Brokers, group: str) -> list[dict[str, Any]]:
     letters: list[dict[str, Any]] = []
 
     def listed() -> bool:
-        letters[:] = json.loads(brokers.admin("dlq", "list", group, "--json").stdout)
+        letters[:] = json.loads(brokers.admin("dlq", "list", group, "--json", *ADMIN_FLAGS).stdout)
         return bool(letters)
 
     _poll(listed, f"no dead letter of {group}")
