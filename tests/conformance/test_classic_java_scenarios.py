@@ -18,7 +18,6 @@ import collections
 import json
 import pathlib
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,7 +28,7 @@ import live_testing
 from ariane import dev
 from conformance import classic_java_client
 from conformance.classic_java_client import ClassicJava
-from conformance.conftest import Cluster, DriverProcess
+from conformance.conftest import DriverProcess, ProcessCluster
 
 pytestmark = pytest.mark.slow
 
@@ -51,39 +50,18 @@ LEVEL_3_MS, LEVEL_4_MS = 10_000, 30_000
 """RocketMQ's backoff of delay levels 3 and 4 (the first two RECONSUME_LATER redeliveries)."""
 
 
-class Brokers(Cluster):
+class Brokers(ProcessCluster):
     """A name server and the ``BROKERS`` groups as child processes (no front-end workers; each
     group with its own store and Remoting port); a broker may be SIGKILLed and started again."""
 
     def __init__(self, data_dir: pathlib.Path) -> None:
-        super().__init__(
-            dev.DevEndpoints(
-                namesrv=f"127.0.0.1:{dev.free_port()}", broker="", data_dir=str(data_dir)
-            )
-        )
-        self.config = data_dir / "broker.toml"
-        self.config.write_text(
-            dev.DEV_BROKER_TOML.format(flush_disk_type="ASYNC_FLUSH") + BROKER_TOML
-        )
-        self.namesrv_process = self._spawn(["namesrv", "--listen", self.namesrv], "namesrv.log")
-        dev.wait_until_listening(
-            "127.0.0.1",
-            int(self.namesrv.rpartition(":")[2]),
-            process=self.namesrv_process,
-            timeout_s=dev.READY_TIMEOUT_S,
-        )
         self.ports = {name: (dev.free_port(), dev.free_port()) for name in BROKERS}
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        for name in BROKERS:
+        super().__init__(data_dir, broker_toml=BROKER_TOML)  # starts the first group
+        for name in BROKERS[1:]:
             self.start_broker(name)
 
-    def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
-        with (self.data_dir / log).open("ab") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "ariane", *args], stdout=out, stderr=subprocess.STDOUT
-            )
-
-    def start_broker(self, name: str) -> None:
+    def start_broker(self, name: str = BROKERS[0]) -> subprocess.Popen[bytes]:
         """Start broker group ``name`` on its store and ports; wait until it is registered."""
         grpc_port, remoting_port = self.ports[name]
         args = ["broker", "--config", str(self.config), "--namesrv", self.namesrv]
@@ -94,8 +72,9 @@ class Brokers(Cluster):
         ready_s = dev.READY_TIMEOUT_S
         dev.wait_until_listening("127.0.0.1", remoting_port, process=process, timeout_s=ready_s)
         dev.wait_until_registered(self.namesrv, name, process=process, timeout_s=ready_s)
+        return process
 
-    def kill_broker(self, name: str) -> None:
+    def kill_broker(self, name: str = BROKERS[0]) -> None:
         """SIGKILL broker group ``name`` by PID (nothing flushed or deregistered)."""
         live_testing.kill(self.processes[name])
 

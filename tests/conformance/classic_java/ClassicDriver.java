@@ -412,20 +412,31 @@ public final class ClassicDriver {
     consumer.subscribe(args.get("topic", ""), "*");
     String instance = args.get("instance", "");
     consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
-      for (MessageExt m : msgs) {
-        Map<String, Object> e = received(m, "orderly");
-        e.put("instance", instance);
-        emit(e);
-      }
+      for (MessageExt m : msgs) emit(received(m, "orderly", "instance", instance));
       return ConsumeOrderlyStatus.SUCCESS;
     });
-    consumer.start();
-    started(consumer.buildMQClientId());
+    return serve(List.of(consumer), deadline);
+  }
+
+  private static Map<String, Object> received(MessageExt m, String how, String key, String value) {
+    Map<String, Object> e = received(m, how);
+    e.put(key, value);
+    return e;
+  }
+
+  // Starts the consumers, runs them until stdin closes (or the deadline), shuts them down.
+  private static int serve(List<DefaultMQPushConsumer> consumers, long deadline) throws Exception {
+    List<DefaultMQPushConsumer> started = new ArrayList<>();
     try {
+      for (DefaultMQPushConsumer consumer : consumers) {
+        consumer.start();
+        started.add(consumer);
+      }
+      started(consumers.get(0).buildMQClientId());
       awaitStdinClosed(deadline);
       return 0;
     } finally {
-      consumer.shutdown();
+      for (DefaultMQPushConsumer consumer : started) consumer.shutdown();
     }
   }
 
@@ -470,30 +481,19 @@ public final class ClassicDriver {
   }
 
   private static int consumers(Args args, long deadline) throws Exception {
-    List<DefaultMQPushConsumer> started = new ArrayList<>();
-    try {
-      for (String spec : args.get("groups", "").split(",")) {
-        String group = spec.split(":")[0];
-        DefaultMQPushConsumer consumer = consumer(args, group);
-        consumer.setAllocateMessageQueueStrategy(reporting(group, strategy(args, spec.split(":")[1])));
-        consumer.subscribe(args.get("topic", ""), "*");
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-          for (MessageExt m : msgs) {
-            Map<String, Object> e = received(m, "push");
-            e.put("group", group);
-            emit(e);
-          }
-          return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        consumer.start();
-        started.add(consumer);
-      }
-      started(started.get(0).buildMQClientId());
-      awaitStdinClosed(deadline);
-      return 0;
-    } finally {
-      for (DefaultMQPushConsumer consumer : started) consumer.shutdown();
+    List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+    for (String spec : args.get("groups", "").split(",")) {
+      String group = spec.split(":")[0];
+      DefaultMQPushConsumer consumer = consumer(args, group);
+      consumer.setAllocateMessageQueueStrategy(reporting(group, strategy(args, spec.split(":")[1])));
+      consumer.subscribe(args.get("topic", ""), "*");
+      consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+        for (MessageExt m : msgs) emit(received(m, "push", "group", group));
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+      });
+      consumers.add(consumer);
     }
+    return serve(consumers, deadline);
   }
 
   private static int later(Args args, long deadline) throws Exception {
@@ -501,19 +501,10 @@ public final class ClassicDriver {
     consumer.setMaxReconsumeTimes(args.integer("max-reconsume", 2));
     consumer.subscribe(args.get("topic", ""), "*");
     consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-      for (MessageExt m : msgs) {
-        emit(received(m, "later"));
-      }
+      for (MessageExt m : msgs) emit(received(m, "later"));
       return ConsumeConcurrentlyStatus.RECONSUME_LATER;
     });
-    consumer.start();
-    started(consumer.buildMQClientId());
-    try {
-      awaitStdinClosed(deadline);
-      return 0;
-    } finally {
-      consumer.shutdown();
-    }
+    return serve(List.of(consumer), deadline);
   }
 
   private static int faultSend(Args args) throws Exception {
