@@ -159,7 +159,8 @@ def test_orderly_consumers_keep_each_order_while_joining_leaving_and_dying(
     """Orders sent through a MessageQueueSelector by order id are consumed step after step by
     MessageListenerOrderly consumers while a third joins, one leaves and one is SIGKILLed; the
     killed one's queues go to the survivor, which then consumes every order to its end."""
-    orders, steps = 8, 30
+    orders, steps = 8, 60
+    total = orders * steps
     topic = _topic(brokers, "classic-orderly", 8, "broker-a")
     flags = ("--topic", topic, "--group", "classic-orderly-g")
     c1, c2 = (JavaProcess(java, brokers, "orderly", *flags, "--instance", f"c{i}") for i in (1, 2))
@@ -167,29 +168,32 @@ def test_orderly_consumers_keep_each_order_while_joining_leaving_and_dying(
         consumer.wait_for("started", deadline_s=SCENARIO_DEADLINE_S)
     sender = JavaProcess(
         java, brokers, "orderly-send", "--topic", topic, "--orders", str(orders),
-        "--count", str(orders * steps), "--interval-ms", "40",
+        "--count", str(total), "--interval-ms", "40",
     )  # fmt: skip
     consumers = [c1, c2]
     try:
-        for _ in range(orders * steps // 4):
-            sender.wait_for("sent", deadline_s=SCENARIO_DEADLINE_S)
-        c3 = JavaProcess(java, brokers, "orderly", *flags, "--instance", "c3")
-        consumers.append(c3)
-        c3.wait_for("started", deadline_s=SCENARIO_DEADLINE_S)
-        _poll(lambda: len(c3.received()) > 0, "the joining consumer got no queue")
+        _sent_at_least(sender, total // 6)
+        consumers.append(JavaProcess(java, brokers, "orderly", *flags, "--instance", "c3"))
+        consumers[2].wait_for("started", deadline_s=SCENARIO_DEADLINE_S)
+        _sent_at_least(sender, total // 3)
         c1.close()  # leaves cleanly: unlocks and hands its queues over
-        _poll(lambda: len(c2.received()) > 0, "the second consumer consumed nothing")
+        _sent_at_least(sender, total // 2)
         c2.process.kill()  # SIGKILL by PID: no unlock, no offset persisted
         c2.process.wait(timeout=30)
-        killed_at_ms = time.time() * 1000
+        killed_at_ms, sent_at_kill = time.time() * 1000, len(_sent(sender))
+        assert sent_at_kill + orders <= total, "the sends ended before the kill: nothing to move"
         finished = {o: steps - 1 for o in range(orders)}
         _poll(lambda: _orders_in_order(_all(consumers)) == finished, "orders left unfinished")
-        after_kill = [e for e in c3.received() if e["at_ms"] > killed_at_ms]
-        c2_queues = {e["queue_id"] for e in c2.seen if e["event"] == "received"}
-        assert c2_queues <= {e["queue_id"] for e in after_kill}, "the killed consumer's queues"
     finally:
         for process in (sender, *consumers):
             process.close()
+    assert all(c.received() for c in consumers), "a consumer never got a queue"
+    after_kill = {e["queue_id"] for e in consumers[2].received() if e["at_ms"] > killed_at_ms}
+    assert after_kill == set(range(8)), "the killed consumer's queues did not move"
+
+
+def _sent_at_least(sender: JavaProcess, count: int) -> None:
+    _poll(lambda: len(_sent(sender)) >= count, f"{count} orderly sends")
 
 
 def _all(consumers: list[JavaProcess]) -> list[dict[str, Any]]:
