@@ -1,9 +1,9 @@
 """The official classic Java client (``rocketmq-client`` 5.3.3, Remoting), unmodified, against real
 ``ariane namesrv`` + ``ariane broker`` processes.
 
-The client runs in its own JVM through ``classic_java/ClassicDriver.java`` (fetched from Maven
-Central and compiled by ``java/fetch.sh`` into ``~/.cache/ariane``) and reaches the broker through
-the name server's routes, as a user's application does. Scenarios: sync, async, oneway, batch and
+The client runs in its own JVM through ``classic_java/ClassicDriver.java`` (see
+``classic_java_client``) and reaches the broker through the name server's routes, as a user's
+application does. Scenarios: sync, async, oneway, batch and
 selector sends; push consumers in CLUSTERING and BROADCASTING; the lite pull consumer's subscribe
 and assign/seek; delay level 3; transactions with commit, rollback and check-back; and one store
 for two protocols (classic sends received by the official gRPC Python client and the other way).
@@ -12,64 +12,20 @@ for two protocols (classic sends received by the official gRPC Python client and
 from __future__ import annotations
 
 import collections
-import json
-import os
-import pathlib
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from ariane import dev
-from conformance import polyglot
+from conformance import classic_java_client
+from conformance.classic_java_client import ClassicJava
 from conformance.conftest import Cluster
 
 pytestmark = pytest.mark.slow
 
-HERE = pathlib.Path(__file__).resolve().parent
 DELAY_LEVEL_3_MS = 10_000
 DELAY_LATE_MS_MAX = 5_000
 """How late a delayed message may arrive (the schedule's poll and process slack)."""
-
-
-class ClassicJava:
-    """The built classic driver: ``run`` one scenario against the cluster's name server."""
-
-    def __init__(self, classpath: str, namesrv: str, logs: pathlib.Path) -> None:
-        self._command = (
-            "java",
-            # BROADCASTING offsets and client logs in the test's directory, not under $HOME
-            f"-Drocketmq.client.localOffsetStoreDir={logs / 'offsets'}",
-            f"-Drocketmq.client.logRoot={logs}",
-            *("-cp", classpath, "ClassicDriver"),
-        )
-        self._namesrv = namesrv
-        self._logs = logs
-        self._runs = 0
-
-    def start(self, scenario: str, *args: str) -> subprocess.Popen[str]:
-        """Start a scenario in the background (its stderr in the log directory)."""
-        self._runs += 1
-        with (self._logs / f"{self._runs:02d}-{scenario}.log").open("w") as log:
-            return subprocess.Popen(  # the child keeps its own copy of the log's descriptor
-                [*self._command, scenario, "--namesrv", self._namesrv, *args],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                env={"PATH": "/usr/bin:/bin"},
-            )
-
-    def finish(self, proc: subprocess.Popen[str], timeout_s: float = 180) -> polyglot.Outcome:
-        """Wait for a started scenario; raises if it crashed."""
-        out, _ = proc.communicate(timeout=timeout_s)
-        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        outcome = polyglot.Outcome(proc.returncode, events, "")
-        assert proc.returncode in (0, 3), f"classic driver failed ({proc.returncode}): {events}"
-        return outcome
-
-    def run(self, scenario: str, *args: str) -> polyglot.Outcome:
-        """Run a scenario to its end."""
-        return self.finish(self.start(scenario, *args))
 
 
 @pytest.fixture(scope="module")
@@ -82,23 +38,7 @@ def ends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]
 @pytest.fixture(scope="module")
 def java(ends: dev.DevEndpoints, tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
     """The classic driver, fetched and compiled (cached by a stamp)."""
-    env = {
-        **os.environ,
-        "FETCH_PROJECT_DIR": str(HERE / "classic_java"),
-        "FETCH_DRIVER": "ClassicDriver",
-        "FETCH_CACHE_NAME": "classic-java-client",
-    }
-    built = subprocess.run(
-        ["bash", str(HERE / "java" / "fetch.sh")],
-        capture_output=True,
-        text=True,
-        timeout=polyglot.FETCH_TIMEOUT_S,
-        check=True,
-        env=env,
-    )
-    return ClassicJava(
-        built.stdout.strip().splitlines()[-1], ends.namesrv, tmp_path_factory.mktemp("java")
-    )
+    return ClassicJava(classic_java_client.build(), ends.namesrv, tmp_path_factory.mktemp("java"))
 
 
 @pytest.fixture(scope="module")

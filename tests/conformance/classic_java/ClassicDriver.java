@@ -9,6 +9,17 @@
 //   lite        --topic T --group G --count N [--assign-queue Q --seek O]
 //   transaction --topic T --group G   (message 0 commits, 1 rolls back, 2 answers UNKNOW and is
 //               committed by the check-back)
+//   orderly-send --topic T --orders K --count N [--interval-ms X]  (message i is step i / K of
+//               order i % K, body o<order>-<step>, sent through a MessageQueueSelector by order id)
+//   orderly     --topic T --group G --instance I  (a MessageListenerOrderly push consumer)
+//   consumers   --topic T --groups G1:S1,G2:S2.. --instance I [--index i --members m]
+//               [--broker-name B]  (one CLUSTERING push consumer per group, S its rebalance
+//               strategy: AVG, CIRCLE, HASH or CONFIG (queues q with q % m == i on broker B);
+//               every allocation is printed as an "allocated" event)
+//   later       --topic T --group G --max-reconsume N  (every delivery answers RECONSUME_LATER)
+//   fault-send  --topic T --count N [--interval-ms X]  (sync sends with sendLatencyFaultEnable;
+//               a failed send is printed as "failed" and the run goes on)
+// orderly, consumers and later run until their stdin closes (or the deadline passes).
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -20,7 +31,14 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueByConfig;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueConsistentHash;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
@@ -99,6 +117,8 @@ public final class ClassicDriver {
     e.put("store_ms", m.getStoreTimestamp());
     e.put("at_ms", System.currentTimeMillis());
     e.put("color", m.getUserProperty("color"));
+    e.put("origin_id", m.getProperty(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID));
+    e.put("retry_topic", m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC));
     return e;
   }
 
@@ -128,6 +148,11 @@ public final class ClassicDriver {
         case "push": code = push(args, deadline); break;
         case "lite": code = lite(args, deadline); break;
         case "transaction": code = transaction(args, deadline); break;
+        case "orderly-send": code = orderlySend(args); break;
+        case "orderly": code = orderly(args, deadline); break;
+        case "consumers": code = consumers(args, deadline); break;
+        case "later": code = later(args, deadline); break;
+        case "fault-send": code = faultSend(args); break;
         default: throw new IllegalArgumentException("unknown scenario " + argv[0]);
       }
     } catch (Exception e) {
@@ -154,6 +179,7 @@ public final class ClassicDriver {
     e.put("i", i);
     e.put("message_id", r.getMsgId());
     e.put("offset_msg_id", r.getOffsetMsgId());
+    e.put("broker", r.getMessageQueue().getBrokerName());
     e.put("queue_id", r.getMessageQueue().getQueueId());
     e.put("queue_offset", r.getQueueOffset());
     e.put("status", r.getSendStatus().name());
@@ -162,11 +188,7 @@ public final class ClassicDriver {
   }
 
   private static int send(Args args) throws Exception {
-    DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "classic-producer"));
-    producer.setNamesrvAddr(args.get("namesrv", ""));
-    producer.setInstanceName("send-" + System.nanoTime());
-    producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
-    producer.setMqClientApiTimeout(SEND_TIMEOUT_MS);
+    DefaultMQProducer producer = producer(args, "send-");
     producer.start();
     try {
       int count = args.integer("count", 1);
@@ -226,12 +248,8 @@ public final class ClassicDriver {
   }
 
   private static int push(Args args, long deadline) throws Exception {
-    DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.get("group", "classic-push"));
-    consumer.setNamesrvAddr(args.get("namesrv", ""));
-    consumer.setInstanceName(args.get("instance", "push-" + System.nanoTime()));
-    consumer.setMqClientApiTimeout(SEND_TIMEOUT_MS);
+    DefaultMQPushConsumer consumer = consumer(args, args.get("group", "classic-push"));
     consumer.setMessageModel(MessageModel.valueOf(args.get("model", "CLUSTERING")));
-    consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
     consumer.subscribe(args.get("topic", ""), args.get("filter", "*"));
     int count = args.integer("count", 1);
     Set<String> seen = ConcurrentHashMap.newKeySet();
@@ -325,6 +343,190 @@ public final class ClassicDriver {
       boolean ok = checked.await(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
       Thread.sleep(500);  // let the check's END_TRANSACTION (oneway) leave before shutdown
       return ok ? 0 : 3;
+    } finally {
+      producer.shutdown();
+    }
+  }
+
+  private static DefaultMQProducer producer(Args args, String prefix) {
+    DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "classic-producer"));
+    producer.setNamesrvAddr(args.get("namesrv", ""));
+    producer.setInstanceName(prefix + System.nanoTime());
+    producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+    producer.setMqClientApiTimeout(SEND_TIMEOUT_MS);
+    return producer;
+  }
+
+  private static DefaultMQPushConsumer consumer(Args args, String group) {
+    DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+    consumer.setNamesrvAddr(args.get("namesrv", ""));
+    consumer.setInstanceName(args.get("instance", "push-" + System.nanoTime()));
+    consumer.setMqClientApiTimeout(SEND_TIMEOUT_MS);
+    consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+    return consumer;
+  }
+
+  // Blocks until stdin closes (the test's way to ask for a clean shutdown) or the deadline.
+  private static void awaitStdinClosed(long deadline) throws InterruptedException {
+    CountDownLatch closed = new CountDownLatch(1);
+    Thread reader = new Thread(() -> {
+      try {
+        while (System.in.read() >= 0) { }
+      } catch (java.io.IOException e) {
+        // a broken stdin counts as closed
+      }
+      closed.countDown();
+    });
+    reader.setDaemon(true);
+    reader.start();
+    closed.await(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+  }
+
+  private static void started(String clientId) {
+    Map<String, Object> e = event("started");
+    e.put("client_id", clientId);
+    emit(e);
+  }
+
+  private static int orderlySend(Args args) throws Exception {
+    DefaultMQProducer producer = producer(args, "orderly-send-");
+    producer.start();
+    try {
+      int orders = args.integer("orders", 1);
+      int interval = args.integer("interval-ms", 0);
+      for (int i = 0; i < args.integer("count", 1); i++) {
+        int order = i % orders;
+        Message m = new Message(args.get("topic", ""), "TagA", "o" + order,
+            ("o" + order + "-" + (i / orders)).getBytes(StandardCharsets.UTF_8));
+        sent(i, producer.send(m, (mqs, msg, arg) -> mqs.get((Integer) arg % mqs.size()), order));
+        if (interval > 0) Thread.sleep(interval);  // pacing the workload, not synchronisation
+      }
+      return 0;
+    } finally {
+      producer.shutdown();
+    }
+  }
+
+  private static int orderly(Args args, long deadline) throws Exception {
+    DefaultMQPushConsumer consumer = consumer(args, args.get("group", "classic-orderly"));
+    consumer.subscribe(args.get("topic", ""), "*");
+    String instance = args.get("instance", "");
+    consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
+      for (MessageExt m : msgs) emit(received(m, "orderly", "instance", instance));
+      return ConsumeOrderlyStatus.SUCCESS;
+    });
+    return serve(List.of(consumer), deadline);
+  }
+
+  private static Map<String, Object> received(MessageExt m, String how, String key, String value) {
+    Map<String, Object> e = received(m, how);
+    e.put(key, value);
+    return e;
+  }
+
+  // Starts the consumers, runs them until stdin closes (or the deadline), shuts them down.
+  private static int serve(List<DefaultMQPushConsumer> consumers, long deadline) throws Exception {
+    List<DefaultMQPushConsumer> started = new ArrayList<>();
+    try {
+      for (DefaultMQPushConsumer consumer : consumers) {
+        consumer.start();
+        started.add(consumer);
+      }
+      started(consumers.get(0).buildMQClientId());
+      awaitStdinClosed(deadline);
+      return 0;
+    } finally {
+      for (DefaultMQPushConsumer consumer : started) consumer.shutdown();
+    }
+  }
+
+  // A strategy that prints every allocation it makes, so the test sees when a group settled.
+  private static AllocateMessageQueueStrategy reporting(String group, AllocateMessageQueueStrategy s) {
+    return new AllocateMessageQueueStrategy() {
+      public List<MessageQueue> allocate(String cg, String cid, List<MessageQueue> all, List<String> cids) {
+        List<MessageQueue> mine = s.allocate(cg, cid, all, cids);
+        Map<String, Object> e = event("allocated");
+        e.put("group", group);
+        e.put("topic", all.isEmpty() ? "" : all.get(0).getTopic());
+        e.put("cids", cids.size());
+        List<String> queues = new ArrayList<>();
+        for (MessageQueue q : mine) queues.add(q.getBrokerName() + "/" + q.getQueueId());
+        e.put("queues", queues);
+        emit(e);
+        return mine;
+      }
+
+      public String getName() {
+        return s.getName();
+      }
+    };
+  }
+
+  private static AllocateMessageQueueStrategy strategy(Args args, String name) {
+    switch (name) {
+      case "AVG": return new AllocateMessageQueueAveragely();
+      case "CIRCLE": return new AllocateMessageQueueAveragelyByCircle();
+      case "HASH": return new AllocateMessageQueueConsistentHash();
+      case "CONFIG":
+        AllocateMessageQueueByConfig byConfig = new AllocateMessageQueueByConfig();
+        List<MessageQueue> queues = new ArrayList<>();
+        int members = args.integer("members", 1);
+        for (int q = args.integer("index", 0); q < args.integer("queues", 4); q += members) {
+          queues.add(new MessageQueue(args.get("topic", ""), args.get("broker-name", "broker-a"), q));
+        }
+        byConfig.setMessageQueueList(queues);
+        return byConfig;
+      default: throw new IllegalArgumentException("unknown strategy " + name);
+    }
+  }
+
+  private static int consumers(Args args, long deadline) throws Exception {
+    List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+    for (String spec : args.get("groups", "").split(",")) {
+      String group = spec.split(":")[0];
+      DefaultMQPushConsumer consumer = consumer(args, group);
+      consumer.setAllocateMessageQueueStrategy(reporting(group, strategy(args, spec.split(":")[1])));
+      consumer.subscribe(args.get("topic", ""), "*");
+      consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+        for (MessageExt m : msgs) emit(received(m, "push", "group", group));
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+      });
+      consumers.add(consumer);
+    }
+    return serve(consumers, deadline);
+  }
+
+  private static int later(Args args, long deadline) throws Exception {
+    DefaultMQPushConsumer consumer = consumer(args, args.get("group", "classic-later"));
+    consumer.setMaxReconsumeTimes(args.integer("max-reconsume", 2));
+    consumer.subscribe(args.get("topic", ""), "*");
+    consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+      for (MessageExt m : msgs) emit(received(m, "later"));
+      return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+    });
+    return serve(List.of(consumer), deadline);
+  }
+
+  private static int faultSend(Args args) throws Exception {
+    DefaultMQProducer producer = producer(args, "fault-send-");
+    producer.setSendLatencyFaultEnable(true);
+    producer.start();
+    try {
+      int interval = args.integer("interval-ms", 0);
+      for (int i = 0; i < args.integer("count", 1); i++) {
+        try {
+          SendResult r = producer.send(message(args, i));
+          sent(i, r);
+        } catch (Exception err) {
+          Map<String, Object> e = event("failed");
+          e.put("i", i);
+          e.put("message", String.valueOf(err));
+          emit(e);
+        }
+        if (interval > 0) Thread.sleep(interval);  // pacing the workload, not synchronisation
+      }
+      emit(event("done"));
+      return 0;
     } finally {
       producer.shutdown();
     }

@@ -2,9 +2,13 @@
 # Fetch the official Java client (rocketmq-client-java, pinned in pom.xml) from Maven Central with
 # Maven's ordinary dependency resolution and compile Driver.java against it, into the Ariane cache:
 #   ${ARIANE_CACHE:-$HOME/.cache/ariane}/maven-repo                         Maven's local repository
-#   ${ARIANE_CACHE:-$HOME/.cache/ariane}/java-client/<version>/{lib,classes} jars and the driver
-# Idempotent: a stamp holding the checksum of pom.xml, Driver.java and the javac version makes a
-# warm run a no-op. Prints the class path as its last line. Nothing fetched here is committed.
+#   ${ARIANE_CACHE:-$HOME/.cache/ariane}/java-client/<version>/lib       the jars
+#   ${ARIANE_CACHE:-$HOME/.cache/ariane}/java-client/<version>/classes-<checksum>  the driver
+# Idempotent: the compiled driver lives in a directory named by the checksum of pom.xml,
+# Driver.java and the javac version, so a warm run is a no-op and two checkouts with different
+# drivers (worktrees testing at the same time) never replace each other's classes under a running
+# JVM; the jars are fetched again only when pom.xml's content changes. Prints the class path as
+# its last line. Nothing fetched here is committed.
 # Sibling driver projects reuse this script (tests/conformance/classic/fetch.sh) by setting
 # FETCH_PROJECT_DIR (holding pom.xml and the driver), FETCH_DRIVER (the .java file's base name)
 # and FETCH_CACHE_NAME (the directory under the cache).
@@ -18,17 +22,19 @@ version="$(sed -n 's:.*<client.version>\(.*\)</client.version>.*:\1:p' "$pom")"
 [[ -n "$version" ]] || { echo "fetch.sh: no <client.version> in $pom" >&2; exit 2; }
 command -v javac >/dev/null || { echo "fetch.sh: a JDK (javac, Java 17) is required" >&2; exit 2; }
 home="$cache/$cache_name/$version"
-stamp="$home/.stamp"
 want="$( (cat "$pom" "$here/$driver.java"; javac -version 2>&1) | sha256sum | cut -d' ' -f1)"
-classpath="$home/lib/*:$home/classes"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+classes="$home/classes-${want:0:16}"
+stamp="$classes/.stamp"
+pom_sum="$(sha256sum < "$pom" | cut -d' ' -f1)"
+classpath="$home/lib/*:$classes"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && "$(cat "$home/.lib-stamp" 2>/dev/null)" == "$pom_sum" ]]; then
   echo "$classpath"
   exit 0
 fi
 mkdir -p "$home"
 exec 9>"$home/.lock"
 flock 9
-if [[ ! -d "$home/lib" || ! -f "$home/.lib-stamp" || "$(cat "$home/.lib-stamp")" != "$(sha256sum "$pom")" ]]; then
+if [[ ! -d "$home/lib" || ! -f "$home/.lib-stamp" || "$(cat "$home/.lib-stamp")" != "$pom_sum" ]]; then
   command -v mvn >/dev/null || { echo "fetch.sh: Maven (mvn) is not installed" >&2; exit 2; }
   echo "fetch.sh: resolving the $cache_name dependencies $version with Maven into $home (cold: ~20-60 s)" >&2
   rm -rf "$home/lib.tmp"
@@ -38,11 +44,15 @@ if [[ ! -d "$home/lib" || ! -f "$home/.lib-stamp" || "$(cat "$home/.lib-stamp")"
     | sed 's/\x1b\[[0-9;]*m//g' >&2
   rm -rf "$home/lib"
   mv "$home/lib.tmp" "$home/lib"
-  sha256sum "$pom" > "$home/.lib-stamp"
+  echo "$pom_sum" > "$home/.lib-stamp"
 fi
-echo "fetch.sh: compiling $driver.java" >&2
-rm -rf "$home/classes"
-mkdir -p "$home/classes"
-javac -nowarn -d "$home/classes" -cp "$home/lib/*" "$here/$driver.java" >&2
-echo "$want" > "$stamp"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "fetch.sh: compiling $driver.java" >&2
+  rm -rf "$classes.tmp"
+  mkdir -p "$classes.tmp"
+  javac -nowarn -d "$classes.tmp" -cp "$home/lib/*" "$here/$driver.java" >&2
+  echo "$want" > "$classes.tmp/.stamp"
+  rm -rf "$classes"
+  mv "$classes.tmp" "$classes"
+fi
 echo "$classpath"
