@@ -23,8 +23,11 @@ pulls from the suggested id when the route lists it, else from any member of the
 how a consumer reads from the slave while the name server no longer lists the master.
 
 gRPC clients never read from a slave: RocketMQ 5's proxy serves POP (``ReceiveMessage``) from
-masters only, and Ariane's slaves refuse POP the same way; a gRPC consumer waits for the master
-to come back or for a slave to be promoted (``ChangeRole``), then follows the new route.
+masters only, and Ariane's gRPC routes list only the master of each group
+(``grpcwire.convert.query_route_queues``; a group without a live master is left out). A gRPC
+consumer therefore waits, while its group has no master, for the master to come back or for a
+slave to be promoted (``ChangeRole``, the operator's failover), and follows the new route at its
+next refresh. There is no POP on slaves.
 
 The rules are pure functions; ``ReadRole`` reads the broker's role through callables.
 """
