@@ -34,6 +34,21 @@ TOPIC = "slave-read"
 MESSAGES = 20
 QUEUES = 2  # ha_testing.create_topic
 DRIVER_TIMEOUT_S = 120
+SEND_HEADER = {
+    "producerGroup": "p",
+    "topic": TOPIC,
+    "defaultTopic": "TBW102",
+    "defaultTopicQueueNums": "4",
+    "queueId": "0",
+    "sysFlag": "0",
+    "bornTimestamp": "1700000000000",
+    "flag": "0",
+    "properties": "",
+    "reconsumeTimes": "0",
+    "unitMode": "false",
+    "batch": "false",
+}
+"""A complete SEND_MESSAGE (10) header, as the Go client writes it."""
 
 
 def _driver(tmp: pathlib.Path) -> list[str]:
@@ -132,22 +147,17 @@ def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_ki
             )
             master.kill()
             asyncio.run(_unregister(namesrv, 0))
+            push = ("push", "--topic", TOPIC, "--group", "slave-g", "--count", str(MESSAGES))
+            got = _run([*java, *push, "--namesrv", namesrv], tmp_path / "push.log")
             refused = asyncio.run(
-                _remoting(
-                    remoting["slave"],
-                    codes.RequestCode.SEND_MESSAGE,
-                    {"producerGroup": "p", "topic": TOPIC, "queueId": "0", "sysFlag": "0"},
-                )
-            )
-            assert refused.code == codes.ResponseCode.SYSTEM_BUSY
-            assert refused.remark == replies.REJECT_REQUEST_REMARK
-            got = _run(
-                [*java, "push", "--namesrv", namesrv, "--topic", TOPIC, "--group", "slave-g",
-                 "--count", str(MESSAGES), "--deadline-s", "90"],  # fmt: skip
-                tmp_path / "push.log",
+                _remoting(remoting["slave"], codes.RequestCode.SEND_MESSAGE, SEND_HEADER)
             )
         finally:
             slave.stop()
             master.stop()
     received = {e["message_id"] for e in got if e["event"] == "received"}
     assert received == {e["message_id"] for e in sent}
+    assert (refused.code, refused.remark) == (
+        codes.ResponseCode.SYSTEM_BUSY,
+        replies.REJECT_REQUEST_REMARK,
+    )
