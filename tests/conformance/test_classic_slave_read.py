@@ -3,7 +3,8 @@ message from a slave after its master is SIGKILLed, with real ``ariane namesrv``
 broker`` processes (an ASYNC_MASTER and a SLAVE, both with ``--slave-read-enable``).
 
 The client runs ``classic_slave/SlaveDriver.java`` in its own JVM (dependencies from
-``classic_java/pom.xml``, fetched and compiled by ``java/fetch.sh`` into ``~/.cache/ariane``).
+``classic_java/pom.xml``, fetched and compiled by ``classic_slave/fetch.sh`` into
+``~/.cache/ariane``).
 RocketMQ's name server drops a broker the moment its Remoting channel closes
 (``BrokerHousekeepingService.onChannelDestroy``); Ariane's brokers register over gRPC and are
 dropped after 120 s of silence, so the test unregisters the killed master itself, as that
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import pathlib
 import subprocess
 
@@ -22,6 +22,7 @@ import grpc
 import pytest
 
 import ha_testing
+from ariane import dev
 from ariane.broker.remoting import replies
 from ariane.grpcwire import pb, rpc
 from ariane.remoting import codes, command, transport
@@ -52,22 +53,8 @@ SEND_HEADER = {
 
 
 def _driver(tmp: pathlib.Path) -> list[str]:
-    """The ``java`` command line of the built driver."""
-    env = {
-        **os.environ,
-        "FETCH_PROJECT_DIR": str(HERE / "classic_slave"),
-        "FETCH_DRIVER": "SlaveDriver",
-        "FETCH_CACHE_NAME": "classic-slave-client",
-    }
-    built = subprocess.run(
-        ["bash", str(HERE / "java" / "fetch.sh")],
-        capture_output=True,
-        text=True,
-        timeout=polyglot.FETCH_TIMEOUT_S,
-        check=True,
-        env=env,
-    )
-    classpath = built.stdout.strip().splitlines()[-1]
+    """The ``java`` command line of the built driver (``classic_slave/fetch.sh``)."""
+    classpath = polyglot.script_output(HERE / "classic_slave" / "fetch.sh")
     return ["java", f"-Drocketmq.client.logRoot={tmp}", "-cp", classpath, "SlaveDriver"]
 
 
@@ -125,7 +112,7 @@ def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_ki
     with ha_testing.running_namesrv(tmp_path) as namesrv:
         master = ha_testing.new_broker(tmp_path, "master")
         slave = ha_testing.new_broker(tmp_path, "slave")
-        remoting = {b.name: f"127.0.0.1:{ha_testing.dev.free_port()}" for b in (master, slave)}
+        remoting = {b.name: f"127.0.0.1:{dev.free_port()}" for b in (master, slave)}
         try:
             for broker, role, broker_id in ((master, "ASYNC_MASTER", 0), (slave, "SLAVE", 1)):
                 broker.start(
