@@ -25,7 +25,7 @@ import ha_testing
 from ariane import dev
 from ariane.broker.remoting import replies
 from ariane.grpcwire import pb, rpc
-from ariane.remoting import codes, command, transport
+from ariane.remoting import codes, command, fastjson, transport
 from conformance import polyglot
 
 pytestmark = pytest.mark.slow
@@ -94,6 +94,15 @@ def _slave_max_offsets(address: str) -> int:
     return total
 
 
+def _route_addresses(namesrv: str) -> dict[str, str]:
+    """The topic's classic route as the name server answers it: broker id -> Remoting address."""
+    ext = {"topic": TOPIC}
+    route = asyncio.run(_remoting(namesrv, codes.RequestCode.GET_ROUTEINFO_BY_TOPIC, ext))
+    assert route.code == codes.ResponseCode.SUCCESS, route.remark
+    (group,) = fastjson.loads(route.body)["brokerDatas"]
+    return {str(k): v for k, v in group["brokerAddrs"].items()}
+
+
 async def _unregister(namesrv: str, broker_id: int) -> None:
     async with grpc.aio.insecure_channel(namesrv) as channel:
         registry = rpc.RegistryClient(channel, timeout_s=10)
@@ -106,8 +115,9 @@ async def _unregister(namesrv: str, broker_id: int) -> None:
 def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_killed(
     tmp_path: pathlib.Path,
 ) -> None:
-    """N messages sent through the master are all consumed by a classic push consumer from the
-    slave once the master is SIGKILLed; the slave refuses a send with SYSTEM_BUSY."""
+    """The classic route lists the master (id 0) and the slave (id 1); N messages sent through
+    the master are all consumed by a classic push consumer from the slave once the master is
+    SIGKILLed; the slave refuses a send with SYSTEM_BUSY."""
     java = _driver(tmp_path)
     with ha_testing.running_namesrv(tmp_path) as namesrv:
         master = ha_testing.new_broker(tmp_path, "master")
@@ -132,6 +142,7 @@ def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_ki
             ha_testing.poll(
                 lambda: _slave_max_offsets(remoting["slave"]) == MESSAGES, "the slave's copy"
             )
+            assert _route_addresses(namesrv) == {"0": remoting["master"], "1": remoting["slave"]}
             master.kill()
             asyncio.run(_unregister(namesrv, 0))
             push = ("push", "--topic", TOPIC, "--group", "slave-g", "--count", str(MESSAGES))
