@@ -91,6 +91,12 @@ def _add_ha_arguments(parser: argparse.ArgumentParser) -> None:
         help="a slave's master HA address (default: ask the name server)",
     )
     parser.add_argument(
+        "--slave-read-enable",
+        action="store_true",
+        default=None,
+        help="classic consumers may read from slaves (RocketMQ slaveReadEnable; default off)",
+    )
+    parser.add_argument(
         "--pod-ordinal",
         type=int,
         metavar="N",
@@ -145,6 +151,7 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
         "broker_name": ids.BrokerName(args.broker_name) if args.broker_name else None,
         "broker_id": args.broker_id,
         "cluster": args.cluster,
+        "slave_read_enable": args.slave_read_enable,
     }
     settings = (
         broker_settings.load_toml(args.config, **overrides)

@@ -20,9 +20,10 @@ from ariane.broker.processors import (
     pull,
     retry,
     send,
+    slave_read,
     transaction,
 )
-from ariane.common import clock
+from ariane.common import clock, process
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,6 +42,8 @@ class Processors:
             nack/revive/DLQ forwarding; the classic CONSUMER_SEND_MSG_BACK).
         classic_sender: the classic protocol's sends (``SendMessageProcessor`` for messages in
             their stored form, with the client's queue id).
+        read_role: the broker's role as the pull adapters see it (``slaveReadEnable``, its
+            id, whether a slave's master is online).
     """
 
     sender: send.SendProcessor
@@ -50,6 +53,7 @@ class Processors:
     transactions: transaction.TransactionalMessageService
     retry: retry.RetryProcessor
     classic_sender: classic_send.ClassicSendProcessor
+    read_role: slave_read.ReadRole
 
 
 def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors:
@@ -96,6 +100,15 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             counters=broker.counters,
             receive=settings.receive,
             time=time,
+            in_memory_window_bytes=slave_read.in_memory_window_bytes(
+                settings.receive.physical_memory_bytes or process.physical_memory_bytes(),
+                settings.receive.access_message_in_memory_max_ratio_percent,
+            ),
+        ),
+        read_role=slave_read.ReadRole(
+            slave_read_enable=settings.slave_read_enable,
+            broker_id=lambda: broker.broker_id,
+            master_online=lambda: broker.master_online(),
         ),
         transactions=transactions,
         retry=retrier,

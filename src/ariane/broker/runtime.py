@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import socket
+from collections.abc import Callable
 
 from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
@@ -153,6 +154,9 @@ class BrokerRuntime:
         while the broker serves no Remoting (name servers then leave it out of Remoting routes)."""
         self.master_ha_address = settings.ha.master_ha
         """A slave's master HA address: configured, or as the name servers report it."""
+        self.master_online: Callable[[], bool] = lambda: False
+        """On a slave: whether its HA stream from the master is up (``ReplicationService``
+        sets it); a slave then sends caught-up classic consumers back to the master."""
 
     @property
     def broker_name(self) -> ids.BrokerName:

@@ -298,6 +298,16 @@ class ReceiveSettings:
     message_bytes_max: int = 64 * 1024 * 1024
     """Most body bytes one receive returns (at least one message is always returned)."""
 
+    access_message_in_memory_max_ratio_percent: int = 40
+    """Share of physical memory, %, behind the CommitLog's end within which a classic pull
+    counts as "in memory"; a pull reading further back is "cold" and, with
+    ``slave_read_enable``, the master suggests the slave (RocketMQ
+    ``accessMessageInMemoryMaxRatio``, 40)."""
+
+    physical_memory_bytes: int = 0
+    """The memory that ratio is taken of, bytes; 0: the machine's physical memory (RocketMQ
+    ``TOTAL_PHYSICAL_MEMORY_SIZE``). Tests set a small value to make backlogs cold."""
+
     def __post_init__(self) -> None:
         limits.check_range(
             "auto_renew_invisible_ms", self.auto_renew_invisible_ms, 1_000, 12 * 3600_000
@@ -306,6 +316,13 @@ class ReceiveSettings:
         limits.check_range("poll_slice_ms", self.poll_slice_ms, 10, 60_000)
         limits.check_range("deadline_reserve_ms", self.deadline_reserve_ms, 0, 10_000)
         limits.check_range("message_bytes_max", self.message_bytes_max, 1, 1 << 30)
+        limits.check_range(
+            "access_message_in_memory_max_ratio_percent",
+            self.access_message_in_memory_max_ratio_percent,
+            0,
+            100,
+        )
+        limits.check_range("physical_memory_bytes", self.physical_memory_bytes, 0, 1 << 50)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -400,6 +417,12 @@ class BrokerSettings:
     )
     """Server-side renewal of push consumers' invisible time and ``attempt_id`` re-receives
     (``[renewal]``)."""
+
+    slave_read_enable: bool = False
+    """Classic consumers may read from this group's slaves (RocketMQ ``slaveReadEnable``,
+    default false): a master suggests its slave (``suggestWhichBrokerId`` 1) for cold pulls, and
+    a slave serves pulls; without it a slave refuses them with SYSTEM_BUSY, as RocketMQ's
+    ``PullMessageProcessor.rejectRequest`` does (``processors.slave_read``)."""
 
     slave_sync: slave_sync_settings.SlaveSyncSettings = dataclasses.field(
         default_factory=slave_sync_settings.SlaveSyncSettings

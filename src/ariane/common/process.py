@@ -46,6 +46,15 @@ def available_cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> int:
     return max(1, count)
 
 
+def physical_memory_bytes() -> int:
+    """The machine's physical memory, bytes (RocketMQ ``StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE``,
+    the OS total, not a container's limit); 0 when the OS does not say."""
+    try:
+        return max(0, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (OSError, ValueError):
+        return 0
+
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 

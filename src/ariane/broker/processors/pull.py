@@ -34,7 +34,7 @@ import enum
 
 from ariane.broker import filters, settings
 from ariane.broker.pop import service as pop_service_mod
-from ariane.broker.processors import consume, long_polling
+from ariane.broker.processors import consume, long_polling, slave_read
 from ariane.broker.tables import offsets, subscriptions, topic_config
 from ariane.common import clock, errors, ids, message
 from ariane.store import message_store
@@ -104,6 +104,8 @@ class PullResult:
         next_offset: where the next pull should start.
         min_offset: the queue's min offset when it was read.
         max_offset: the queue's max offset (next to be written) when it was read.
+        cold: the pull read data outside the in-memory window (RocketMQ
+            ``suggestPullingFromSlave``; ``slave_read.suggest_pulling_from_slave``).
     """
 
     status: PullStatus
@@ -111,6 +113,7 @@ class PullResult:
     next_offset: ids.QueueOffset
     min_offset: ids.QueueOffset
     max_offset: ids.QueueOffset
+    cold: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -142,6 +145,8 @@ class PullProcessor:
         counters: totals for the admin API (``messages_out``, ``bytes_out``).
         receive: ``poll_slice_ms`` and ``message_bytes_max``.
         time: the clock (long-poll deadlines use its monotonic time).
+        in_memory_window_bytes: how far behind the CommitLog's end a pull still reads "in
+            memory" (``slave_read.in_memory_window_bytes``); further back, ``PullResult.cold``.
     """
 
     def __init__(
@@ -156,7 +161,9 @@ class PullProcessor:
         counters: consume.ConsumeCounters,
         receive: settings.ReceiveSettings,
         time: clock.Clock,
+        in_memory_window_bytes: int,
     ) -> None:
+        self._window_bytes = in_memory_window_bytes
         self._store = store
         self._topics = topic_table
         self._groups = group_table
@@ -216,7 +223,14 @@ class PullProcessor:
             await self._polling.hold(request.topic, hold_s, since=since)
         self._counters.messages_out += len(result.messages)
         self._counters.bytes_out += sum(len(m.body) for m in result.messages)
-        return result
+        cold = slave_read.suggest_pulling_from_slave(
+            commit_log_max_offset=self._store.max_commit_log_offset,
+            pulled_commit_log_offset=(
+                result.messages[-1].commit_log_offset if result.messages else None
+            ),
+            window_bytes=self._window_bytes,
+        )
+        return dataclasses.replace(result, cold=cold) if cold else result
 
     def _read(self, request: PullRequest, offset: ids.QueueOffset) -> PullResult:
         """One pass over the queue from ``offset``: until messages are found, the max offset is

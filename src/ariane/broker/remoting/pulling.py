@@ -16,6 +16,14 @@ as the body, ``PULL_NOT_FOUND`` 19, ``PULL_RETRY_IMMEDIATELY`` 20 (every message
 ``nextBeginOffset`` moved past them), ``PULL_OFFSET_MOVED`` 21 (the corrected offset); every
 reply carries ``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId``,
 which Java unboxes without null checks.
+
+``suggestWhichBrokerId`` follows ``processors.slave_read``: 0 (the master) unless
+``slave_read_enable`` is on and the pull read cold data (then the slave, 1); a slave whose
+master is online sends caught-up consumers back (0, and ``PULL_RETRY_IMMEDIATELY`` instead of
+an answer without messages). On a slave every code here is served from its own replicated
+ConsumeQueues and its offset table (``UPDATE_CONSUMER_OFFSET`` is kept locally, as RocketMQ's
+slave does, until the next metadata sync copies the master's offsets over it); pulls only with
+``slave_read_enable`` (``service.RemotingService`` refuses them before they get here).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import logging
 
 from ariane.broker import filters
 from ariane.broker.processors import pull as pull_mod
+from ariane.broker.processors import slave_read
 from ariane.broker.remoting import clients, replies
 from ariane.common import errors, ids
 from ariane.remoting import codes, command, message_codec
@@ -56,11 +65,18 @@ class PullHandler:
     Args:
         puller: the pull processor.
         client_table: the classic clients (heartbeat subscriptions).
+        role: this broker's role in its group (``suggestWhichBrokerId``).
     """
 
-    def __init__(self, puller: pull_mod.PullProcessor, client_table: clients.ClassicClientTable):
+    def __init__(
+        self,
+        puller: pull_mod.PullProcessor,
+        client_table: clients.ClassicClientTable,
+        role: slave_read.ReadRole,
+    ) -> None:
         self._puller = puller
         self._clients = client_table
+        self._role = role
 
     async def pull(self, request: command.RemotingCommand) -> command.RemotingCommand:
         """Answer a 11 or 361 request (module docstring)."""
@@ -78,11 +94,14 @@ class PullHandler:
             result.next_offset > pull_request.offset
         ):
             code = RC.PULL_RETRY_IMMEDIATELY  # all filtered out: move on at once
+        suggestion = self._role.suggest(cold=result.cold)
+        if suggestion.retry_immediately and result.status is not pull_mod.PullStatus.FOUND:
+            code = RC.PULL_RETRY_IMMEDIATELY  # a slave sends the consumer back to its master
         ext = {
             "nextBeginOffset": str(result.next_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": str(suggestion.broker_id),
         }
         body = b"".join(message_codec.encode_stored(m) for m in result.messages)
         return command.response(request, code, ext_fields=ext, body=body)

@@ -15,10 +15,13 @@ not parse ``SUBSCRIPTION_PARSE_FAILED`` (23), a store that cannot write
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from ariane.common import errors
 from ariane.remoting import codes, command, transport
+
+_log = logging.getLogger(__name__)
 
 RC = codes.ResponseCode
 
@@ -36,6 +39,29 @@ def ignoring_connection(handler: RequestHandler) -> TransportHandler:
         _connection: transport.Connection, request: command.RemotingCommand
     ) -> command.RemotingCommand | None:
         return await handler(request)
+
+    return handle
+
+
+REJECT_REQUEST_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
+"""RocketMQ's remark when a processor's ``rejectRequest`` refuses a request
+(``NettyRemotingAbstract.processRequestCommand``), e.g. a send or, without
+``slaveReadEnable``, a pull on a slave."""
+
+
+def rejecting(handler: TransportHandler, rejects: Callable[[], bool]) -> TransportHandler:
+    """``handler``, answering SYSTEM_BUSY with ``REJECT_REQUEST_REMARK`` (nothing to a oneway
+    request) while ``rejects()`` is true, as RocketMQ's transport does before the processor."""
+
+    async def handle(
+        connection: transport.Connection, request: command.RemotingCommand
+    ) -> command.RemotingCommand | None:
+        if not rejects():
+            return await handler(connection, request)
+        _log.debug("request %d rejected: %s", request.code, REJECT_REQUEST_REMARK)
+        if request.is_oneway:
+            return None
+        return failed(request, RC.SYSTEM_BUSY, REJECT_REQUEST_REMARK)
 
     return handle
 

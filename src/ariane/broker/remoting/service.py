@@ -5,7 +5,9 @@ handler of this package), the classic client table, the outbox of pushed request
 that expires silent clients. The composition root (``broker.server``) starts it on
 ``remoting_listen``, runs ``run()`` in its ``TaskGroup`` and hands ``check_listener`` to the
 transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s.
-Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from the transport.
+Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from the transport. As
+RocketMQ's ``rejectRequest``, a slave answers sends (and send-backs) with SYSTEM_BUSY, and
+pulls too unless ``slave_read_enable`` is on (``processors.slave_read``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ RQ = codes.RequestCode
 CLIENT_EXPIRY_INTERVAL_S = 10.0
 """How often silent classic clients are dropped."""
 
+SLAVE_REFUSED_CODES = (
+    RQ.SEND_MESSAGE,
+    RQ.SEND_MESSAGE_V2,
+    RQ.SEND_BATCH_MESSAGE,
+    RQ.CONSUMER_SEND_MSG_BACK,
+)
+"""The codes of RocketMQ's ``SendMessageProcessor``, which a slave refuses with SYSTEM_BUSY."""
+
 
 class RemotingService:
     """The classic protocol on one broker.
@@ -59,7 +69,8 @@ class RemotingService:
         self.table = clients.ClassicClientTable(time=time, locks=self.locks)
         self.outbox = outbox_mod.Outbox()
         self._sender = sending.SendHandler(processors.classic_sender, processors.retry)
-        self._puller = pulling.PullHandler(processors.puller, self.table)
+        self._role = processors.read_role
+        self._puller = pulling.PullHandler(processors.puller, self.table, self._role)
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
@@ -106,6 +117,10 @@ class RemotingService:
             *self._admin.table().items(),
         ):
             table[code] = replies.ignoring_connection(handler)
+        for code in SLAVE_REFUSED_CODES:  # RocketMQ SendMessageProcessor.rejectRequest
+            table[code] = replies.rejecting(table[code], self._role.rejects_send)
+        for code in (RQ.PULL_MESSAGE, RQ.LITE_PULL_MESSAGE):  # PullMessageProcessor's
+            table[code] = replies.rejecting(table[code], self._role.rejects_pull)
         return table
 
     def _on_connect(self, connection: transport.Connection) -> None:

@@ -72,6 +72,7 @@ class ReplicationService:
             store, self.history, config, lambda: runtime.master_ha_address
         )
         store.replication = self.master
+        runtime.master_online = lambda: self.client.connected
         self._client_task: asyncio.Task[None] | None = None
 
     @property
