@@ -208,12 +208,12 @@ def test_the_restored_deadline_passes_and_the_next_attempt_is_counted(
     time.advance_ms(INVISIBLE_MS)
     assert [d.next_attempt for d in before.collect_due()] == [2]
     before.redeliver(T, Q0, ids.QueueOffset(0), invisible_ms=INVISIBLE_MS)
-    journal, _ = pop_journal_file.PopJournal.open(tmp_path)
+    journal, _ = pop_journal_file.open_journal(tmp_path)
     journal.append(pop_journal.encode_all(sink.records))
     journal.append(b"\x00\x00\x00\x30torn")
     journal.close()
 
-    reopened, replayed = pop_journal_file.PopJournal.open(tmp_path)
+    reopened, replayed = pop_journal_file.open_journal(tmp_path)
     assert reopened.size_bytes == len(pop_journal.encode_all(sink.records))
     reopened.close()
     time.advance_ms(INVISIBLE_MS)

@@ -120,7 +120,7 @@ class PopService:
         Raises:
             OSError, ValueError: the journal cannot be read or is over 64 MiB.
         """
-        journal, records = pop_journal_file.PopJournal.open(root)
+        journal, records = pop_journal_file.open_journal(root)
         restored: dict[pop_journal.QueueKey, pop_journal.RestoredQueue] = {}
         for key, queue in pop_journal.replay(records).items():
             committed = offset_table.query(*key)

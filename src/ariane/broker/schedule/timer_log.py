@@ -14,7 +14,6 @@ crash during compaction leaves the old or the new log, never a mix.
 from __future__ import annotations
 
 import logging
-import os
 import pathlib
 
 from ariane.broker.schedule import timer_codec
@@ -27,40 +26,26 @@ FILE_NAME = "timerlog"
 
 
 class TimerLog:
-    """The append-only timer log of one broker. Use ``TimerLog.open``."""
+    """The append-only timer log of one broker (a ``store.metadata.AppendLog`` of
+    ``timer_codec`` records). Use ``TimerLog.open``."""
 
-    def __init__(self, path: pathlib.Path, fd: int, size_bytes: int) -> None:
-        self.path = path
-        self._fd = fd
-        self.size_bytes = size_bytes
+    def __init__(self, file: metadata.AppendLog) -> None:
+        self._file = file
+        self.path = file.path
+
+    @property
+    def size_bytes(self) -> int:
         """Current length of the file, bytes."""
+        return self._file.size_bytes
 
     @classmethod
     def open(cls, root: pathlib.Path) -> tuple[TimerLog, list[timer_codec.TimerRecord]]:
-        """Open (or create) the log under the store ``root``, replay it and cut a bad tail.
-
-        Returns:
-            the log, ready to append, and its valid records in file order.
-
-        Raises:
-            OSError: the file cannot be read, truncated or opened.
-            ValueError: the file is larger than ``metadata.METADATA_FILE_BYTES_MAX``.
-        """
-        path = root / DIR_NAME / FILE_NAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = metadata.read_optional(path) or b""
-        records, valid_bytes = timer_codec.decode_all(data)
-        if valid_bytes < len(data):
-            _log.warning(
-                "timer log %s: torn or corrupt tail; truncating %d bytes to %d",
-                path,
-                len(data),
-                valid_bytes,
-            )
-            os.truncate(path, valid_bytes)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        _log.info("timer log %s: %d records replayed", path, len(records))
-        return cls(path, fd, valid_bytes), records
+        """The log under the store ``root``, opened (or created) and replayed, and its valid
+        records in file order; a bad tail is cut and errors are raised as
+        ``metadata.AppendLog.open`` raises them."""
+        file, records = metadata.AppendLog.open(root / DIR_NAME / FILE_NAME, _decode, "timer log")
+        _log.info("timer log %s: %d records replayed", file.path, len(records))
+        return cls(file), records
 
     def append(self, records: list[timer_codec.TimerRecord]) -> None:
         """Append ``records`` with one ``write`` (no fsync; see the module docstring).
@@ -68,11 +53,7 @@ class TimerLog:
         Raises:
             OSError: the write failed.
         """
-        view = memoryview(b"".join(timer_codec.encode(r) for r in records))
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-            self.size_bytes += written
+        self._file.append(b"".join(timer_codec.encode(r) for r in records))
 
     def rewrite(self, records: list[timer_codec.TimerRecord]) -> None:
         """Replace the whole log with ``records`` atomically (compaction).
@@ -80,15 +61,13 @@ class TimerLog:
         Raises:
             OSError, ValueError: as ``metadata.write_atomically``; the old log stays.
         """
-        data = b"".join(timer_codec.encode(r) for r in records)
-        metadata.write_atomically(self.path, data)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND, 0o644)
-        os.close(self._fd)
-        self._fd = fd
-        self.size_bytes = len(data)
+        self._file.rewrite(b"".join(timer_codec.encode(r) for r in records))
 
     def close(self) -> None:
         """Close the descriptor (idempotent)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
+
+
+def _decode(data: bytes) -> tuple[list[timer_codec.TimerRecord], int, str | None]:
+    records, valid_bytes = timer_codec.decode_all(data)
+    return records, valid_bytes, None
