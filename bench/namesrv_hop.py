@@ -22,7 +22,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,17 +29,14 @@ import time
 
 import grpc
 
+from ariane import dev
 from ariane.grpcwire import pb, rpc
 
 DRIVER = pathlib.Path(__file__).with_name("namesrv_route_driver.py")
 STARTUP_S = 30.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+_free_port = dev.free_port
 
 
 def _ariane() -> list[str]:

@@ -298,3 +298,16 @@ def test_registration_retries_back_off_to_at_most_3_s() -> None:
     waits = [registration.retry_backoff_s(n) for n in range(1, 200)]
     assert waits[:5] == [0.5, 1.0, 2.0, 3.0, 3.0]
     assert max(waits) == 3.0
+
+
+def test_free_ports_are_bindable_distinct_and_below_the_ephemeral_range() -> None:
+    """``dev.free_port`` stays out of the range outgoing connections draw their local ports
+    from (so none can take it before the server binds), never hands out a port twice, and each
+    port binds on 127.0.0.1 right away."""
+    low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [dev.free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(dev.FREE_PORT_FLOOR <= port < low for port in ports)
+    for port in ports[:20]:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))

@@ -8,7 +8,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
+from ariane import dev
 from ariane.common import clock, errors, ids
 from ariane.grpcwire import codes, convert, pb, recall, rpc
 from ariane.grpcwire import server as grpc_server
@@ -33,11 +33,7 @@ STARTUP_S = 30.0
 TOPIC_TYPES = pb.topic.TopicMessageType
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+free_port = dev.free_port
 
 
 def ariane_command() -> list[str]:

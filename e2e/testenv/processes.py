@@ -11,10 +11,11 @@ import collections
 import dataclasses
 import logging
 import pathlib
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+
+from ariane import dev
 
 logger = logging.getLogger(__name__)
 
@@ -27,12 +28,8 @@ class StartupError(RuntimeError):
     """A component did not become ready in time; the message carries its log tail."""
 
 
-def free_port() -> int:
-    """Returns a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, then close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+free_port = dev.free_port
+"""A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range (``dev``)."""
 
 
 def wait_until(check: Callable[[], bool], *, timeout_s: float, what: str) -> None:

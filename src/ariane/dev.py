@@ -19,6 +19,7 @@ import dataclasses
 import json
 import logging
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -89,11 +90,48 @@ class DevEndpoints:
     broker_remoting: str = ""
 
 
+FREE_PORT_FLOOR = 10_000
+"""Lowest port ``free_port`` hands out (above the well-known and common service ports)."""
+FREE_PORT_TRIES = 64
+"""Random ports ``free_port`` tries before it falls back to the OS's pick."""
+_EPHEMERAL_RANGE_FILE = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range")
+_ports_given: set[int] = set()
+_port_picker = random.Random()  # its own generator: a test seeding ``random`` does not repeat ports
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
+    """A TCP port on ``host`` that was free a moment ago, below the kernel's ephemeral range.
+
+    The OS's own pick (binding port 0) comes from the ephemeral range
+    (``net.ipv4.ip_local_port_range``, 32768-60999 here), where any outgoing connection on the
+    machine may take it between this call and the caller's bind: seen as "Address already in
+    use" at a server's start on a loaded machine. So the port is drawn at random from
+    [``FREE_PORT_FLOOR``, the range's start), skipping ports this process handed out before,
+    and checked by binding it; after ``FREE_PORT_TRIES`` misses (or with no room below the
+    range) the OS picks.
+    """
+    low = _ephemeral_low()
+    for _ in range(FREE_PORT_TRIES if low - FREE_PORT_FLOOR >= 1024 else 0):
+        port = _port_picker.randrange(FREE_PORT_FLOOR, low)
+        if port in _ports_given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(_EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default start of the range
 
 
 def wait_until_listening(
