@@ -4,6 +4,7 @@ runs, and refuses bad arguments (no benchmark is run here)."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
 
 import pytest
 from bench import compare
@@ -108,3 +109,12 @@ def test_java_rows_are_a_row_group_with_bounded_sizes() -> None:
     assert opts.rows == ("java",) and opts.java_send_messages == 5000
     with pytest.raises(SystemExit):
         compare.parse(["--rows", "java", "--java-batch-messages", "10"])
+
+
+def test_driver_events_are_read_past_lines_that_are_not_json(tmp_path: pathlib.Path) -> None:
+    """A JVM's or client library's own stdout lines before an event do not break the reading of
+    the driver's JSON lines (the classic Java driver runs inside such a JVM)."""
+    lines = 'SLF4J: No providers\n{"event": "progress"}\n{"event": "ready", "n": 1}\n'
+    with subprocess.Popen(["printf", lines], stdout=subprocess.PIPE, text=True) as proc:
+        event = compare._read_event(proc, "ready", tmp_path / "driver.log")
+    assert event == {"event": "ready", "n": 1}
