@@ -91,7 +91,10 @@ Run time of ``make bench`` (defaults: 2 rounds, both flush modes, 100k drains, 1
 workers 0,1,2 when available): 20 min measured on this 2-core VM when quiet (2026-11-22
 23:27-23:47), up to ~40 min when the quiet gate has to wait. ``--drain-messages 20000
 --recovery-fill-mib 256 --rounds 1`` cuts it to about 8-10 min; ``--rows e2e --flush async
---rounds 1`` (one row group) to about 2 min.
+--rounds 1`` (one row group) to about 2 min. Those times predate the ``java`` rows (in the
+default since 2026-11-28), which add their timed rows (0.5-5 min per system and flush mode
+on the loaded machine of their first run) and one JVM start per row, and a first run's fetch of
+the Java client (about 20 s); ``--rows send,java --rounds 1`` took 26 min on a loaded machine.
 """
 
 from __future__ import annotations
