@@ -68,7 +68,8 @@ chart-metrics: $(STAMP)
 	$(BIN)/python -m ariane.metrics.chartgen charts/ariane/files
 
 # Ariane vs Apache RocketMQ 5.3.3 (bench/peers/rocketmq: Java 17 + Maven Central on first use),
-# official Python client, A/B/A/B; about 20 min when quiet (bench/README.md); results in bench/results/compare-<stamp>.*
+# official Python client and (java rows) the classic Java client, A/B/A/B; about 20 min when quiet
+# before the java rows (bench/README.md); results in bench/results/compare-<stamp>.*
 bench: $(STAMP)
 	$(BIN)/python -m bench.compare
 

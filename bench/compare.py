@@ -1,8 +1,9 @@
 """``python -m bench.compare``: the same workloads against Ariane and Apache RocketMQ 5.3.3.
 
 Both systems are driven by the official ``rocketmq-python-client`` 5.1.2
-(``ariane/benchmark/official_client_driver.py``, one process per producer or consumer),
-1 KiB bodies:
+(``ariane/benchmark/official_client_driver.py``, one process per producer or consumer) and,
+in the ``java`` rows, by the official classic Java client ``rocketmq-client`` 5.3.3 (Remoting;
+``bench/java/BenchDriver.java``, ``bench.classic_java``), 1 KiB bodies:
 
 * ``send xN``: N producer processes, one thread each, synchronous ``Producer.send`` (one
   message per SendMessage call); msgs/s over the span all N share (they start together on a
@@ -51,6 +52,24 @@ Both systems are driven by the official ``rocketmq-python-client`` 5.1.2
   official client asks), ``first ack s`` (fresh official-client processes send one message
   until one is acked), and ``messages missing`` (stored before + the acked probe - stored
   after; the check ``ok`` is in the notes and the JSON).
+* ``java send x1`` / ``java send x8``: one JVM, one ``DefaultMQProducer`` shared by 1 or 8
+  threads, synchronous ``send(Message)``, ``--java-send-messages`` (default 20k) in all;
+  ``java batch 64``: one thread, synchronous ``send(Collection)`` of 64 messages per call,
+  ``--java-batch-messages`` (default 128k), its p50/p99 per call; each JVM first sends
+  ``JAVA_WARMUP_MESSAGES`` untimed (the client's JIT). ``java push drain`` (ASYNC_FLUSH): one
+  ``DefaultMQPushConsumer`` (8 consumption threads, a fresh group from the first offset) reads
+  ``--drain-messages`` after an untimed Java top-up; clock from the first listener call to the
+  last. The classic client starts from the name server's Remoting address
+  (``Cluster.classic_namesrv``: Ariane's name server port, which sniffs Remoting next to gRPC;
+  RocketMQ's namesrv) and sends to the broker's Remoting port, so RocketMQ's proxy is idle.
+  The Java client is much cheaper per call than the Python one: these rows measure the brokers
+  more than the client.
+* ``broker CPU µs/msg`` (a column of every side-by-side msgs/s row, ``cpu_columns``): utime +
+  stime from ``/proc`` of the broker's process tree over the timed span (RocketMQ: the JVM
+  holding broker + LOCAL-mode proxy; Ariane: the broker process and its front-end workers;
+  taken by ``process_cpu.TreeLoadMeter``) / the messages the drivers counted; the name server's
+  is kept apart in the JSON (``namesrv_cpu_us_per_msg``). The e2e row counts its warm-up
+  messages too (the CPU covers them). The figure holds whoever saturates the machine.
 * ``workers=<n>: send xN`` / ``simple drain`` (Ariane only, section "msgs/s against front-end
   workers"): per ``--workers`` count (default 0,1,2) a fresh ASYNC_FLUSH cluster with
   ``dev.dev_cluster(workers=n)``, warm-up, ``send xN`` and a simple drain of what it wrote. Runs
@@ -61,18 +80,21 @@ Order (specs/perf.md §2.1): for each flush mode (ASYNC_FLUSH, then SYNC_FLUSH w
 only), ``--rounds`` rounds, each starting a fresh Ariane cluster (``ariane.dev.dev_cluster``)
 and then a fresh RocketMQ peer (``bench.peers.rocketmq.peer``): A/B/A/B; in ASYNC_FLUSH the
 recovery rows come last (they kill the broker), and the workers sweep follows each round.
-``--rows`` picks row groups (send, drain, e2e, own, recovery, workers; cold start and RSS always
-run). Before each timed run the quiet-machine gate waits up to ``--quiet-wait-s`` for < 0.25
-busy cores; each run records ``ext_cores`` (busy cores minus this process tree: bench, brokers,
-drivers). The table gives the median [min-max] over rounds and the ratio Ariane/RocketMQ of the
-medians. Results: ``bench/results/compare-<UTC stamp>.json``, ``.md`` (tables + command) and
-``.png`` (ratios).
+``--rows`` picks row groups (send, drain, e2e, own, recovery, workers, java; cold start and RSS
+always run; SYNC_FLUSH runs the send rows of both clients). Before each timed run the
+quiet-machine gate waits up to ``--quiet-wait-s`` for < 0.25 busy cores; each run records
+``ext_cores`` (busy cores minus this process tree: bench, brokers, drivers). The table gives
+the median [min-max] over rounds and the ratio Ariane/RocketMQ of the medians. Results:
+``bench/results/compare-<UTC stamp>.json``, ``.md`` (tables + command) and ``.png`` (ratios).
 
 Run time of ``make bench`` (defaults: 2 rounds, both flush modes, 100k drains, 1 GiB recovery,
 workers 0,1,2 when available): 20 min measured on this 2-core VM when quiet (2026-11-22
 23:27-23:47), up to ~40 min when the quiet gate has to wait. ``--drain-messages 20000
 --recovery-fill-mib 256 --rounds 1`` cuts it to about 8-10 min; ``--rows e2e --flush async
---rounds 1`` (one row group) to about 2 min.
+--rounds 1`` (one row group) to about 2 min. Those times predate the ``java`` rows (in the
+default since 2026-11-28), which add their timed rows (0.5-5 min per system and flush mode
+on the loaded machine of their first run) and one JVM start per row, and a first run's fetch of
+the Java client (about 20 s); ``--rows send,java --rounds 1`` took 26 min on a loaded machine.
 """
 
 from __future__ import annotations
@@ -99,7 +121,7 @@ from typing import Any
 import bench
 from ariane import dev
 from ariane.benchmark import client_bench, machine, measure, process_cpu, report
-from bench import recovery
+from bench import classic_java, recovery
 from bench.peers.rocketmq import peer
 
 SYSTEMS = ("ariane", "rocketmq")
@@ -115,7 +137,7 @@ DRAIN_THREADS = 8
 BODY_BYTES = 1024
 """Message body size, bytes."""
 RESULTS_NAME = "compare"
-ROW_GROUPS = ("send", "drain", "e2e", "own", "recovery", "workers")
+ROW_GROUPS = ("send", "drain", "e2e", "own", "recovery", "workers", "java")
 """What ``--rows`` selects from (cold start and RSS rows always run)."""
 DRAIN_SLACK_MESSAGES = 1024
 """Messages left in a topic beyond what a simple drain reads: a SimpleConsumer thread that
@@ -130,6 +152,12 @@ RECOVERY_FILL_PROCESSES = 4
 """Producer processes filling the commit log before the SIGKILL."""
 RECOVERY_WAIT_S = 180.0
 """Longest wait for a restarted broker to serve again (port, route, first ack)."""
+JAVA_PRODUCER_THREADS = 8
+"""Threads of the classic Java producer of ``java send x8`` (one ``DefaultMQProducer``)."""
+JAVA_BATCH = 64
+"""Messages per ``send(Collection)`` call of ``java batch 64``."""
+JAVA_WARMUP_MESSAGES = 2000
+"""Untimed sends inside each Java producer JVM before its "ready" (the client's own JIT)."""
 Row = tuple[str, float, dict[str, Any]]
 """One figure of one run: metric, value, details."""
 
@@ -157,6 +185,8 @@ class Options:
         workers: front-end worker counts of the workers sweep.
         ariane_workers: the Ariane broker's ``workers`` in every other row (``None``: the
             broker's default, the CPU count).
+        java_send_messages: messages of each of ``java send x1`` and ``java send x8``.
+        java_batch_messages: messages of ``java batch 64`` (in calls of ``JAVA_BATCH``).
         record: write the results files.
         results_dir: where they go.
         command: the command line, as recorded.
@@ -182,6 +212,8 @@ class Options:
     results_dir: pathlib.Path
     command: str
     ariane_workers: int | None = None
+    java_send_messages: int = 20_000
+    java_batch_messages: int = 128_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -198,6 +230,9 @@ class Cluster:
         namesrv_pid: the name server process.
         work_dir: Ariane's data dir, or the RocketMQ peer's temp dir.
         running: the RocketMQ peer (to restart its broker), None for Ariane.
+        classic_namesrv: the name server's Remoting address, ``HOST:PORT``, where the classic
+            clients start (Ariane: the same port as gRPC, sniffed; RocketMQ: its namesrv, whose
+            routes send them straight to the broker's Remoting port, past the proxy).
     """
 
     system: str
@@ -209,6 +244,7 @@ class Cluster:
     namesrv_pid: int
     work_dir: pathlib.Path
     running: peer.RunningPeer | None
+    classic_namesrv: str = ""
 
 
 # -- the two systems -------------------------------------------------------------------------
@@ -263,6 +299,7 @@ def ariane_cluster(
                 _child_with(["ariane", "namesrv"]),
                 data_dir,
                 None,
+                classic_namesrv=endpoints.namesrv,
             )
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -285,6 +322,7 @@ def rocketmq_cluster(flush: str, tag: str) -> Iterator[Cluster]:
             _child_with([peer.NAMESRV_MAIN]),
             endpoints.work_dir,
             running,
+            classic_namesrv=endpoints.namesrv,
         )
 
 
@@ -361,10 +399,13 @@ class DriverResult:
     """CPU seconds per live process of this tree over the timed span (``bench.broker_cpu``)."""
 
 
-def _spawn_driver(args: Sequence[str], log: pathlib.Path) -> subprocess.Popen[str]:
+def _spawn_driver(
+    args: Sequence[str], log: pathlib.Path, program: Sequence[str] | None = None
+) -> subprocess.Popen[str]:
+    """Start one driver: ``program`` (default: the official Python client's driver) + ``args``."""
     with log.open("ab") as log_file:
         return subprocess.Popen(
-            [*client_bench.driver_command(), *args],
+            [*(program or client_bench.driver_command()), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log_file,
@@ -375,6 +416,8 @@ def _spawn_driver(args: Sequence[str], log: pathlib.Path) -> subprocess.Popen[st
 def _read_event(proc: subprocess.Popen[str], wanted: str, log: pathlib.Path) -> dict[str, Any]:
     assert proc.stdout is not None
     while line := proc.stdout.readline():
+        if not line.startswith("{"):
+            continue  # not an event: a JVM or client library writing to stdout
         event: dict[str, Any] = json.loads(line)
         if event["event"] == wanted:
             return event
@@ -402,16 +445,31 @@ def _guarded(procs: list[subprocess.Popen[str]]) -> Iterator[None]:
                 proc.wait()
 
 
-def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverResult:
-    """Start one driver per command, let them go together, and combine their reports.
+def combine_done(done: Sequence[dict[str, Any]]) -> tuple[measure.Timing, int]:
+    """The ``done`` events of drivers that ran together, as one ``Timing`` and an error count.
 
-    Throughput is all messages over the longest driver's clock; latencies are pooled.
+    Throughput is all messages over the longest driver's clock (``seconds``); the latencies
+    (``latencies_us``, one per call, µs) are pooled and kept in ns, as ``measure.Timing`` takes
+    them. The same for the official Python client's driver and ``BenchDriver.java``.
+    """
+    latencies = [us * 1000 for event in done for us in event["latencies_us"]]
+    messages = sum(int(event["messages"]) for event in done)
+    seconds = max((float(event["seconds"]) for event in done), default=0.0)
+    timing = measure.Timing(messages, len(latencies), messages * BODY_BYTES, seconds, latencies)
+    return timing, sum(int(event["errors"]) for event in done)
+
+
+def run_drivers(
+    commands: Sequence[Sequence[str]], disk: str | None, program: Sequence[str] | None = None
+) -> DriverResult:
+    """Start one driver per command, let them go together, and combine their reports
+    (``combine_done``). ``program``: the driver to run (default: the official Python client's).
 
     Raises:
         RuntimeError: a driver exited before it finished (its stderr is in the log named).
     """
     log = pathlib.Path(tempfile.gettempdir()) / "ariane-bench-compare-driver.log"
-    procs = [_spawn_driver(c, log) for c in commands]
+    procs = [_spawn_driver(c, log, program) for c in commands]
     meter = process_cpu.TreeLoadMeter(disk)
     with _guarded(procs):
         for proc in procs:
@@ -428,12 +486,44 @@ def run_drivers(commands: Sequence[Sequence[str]], disk: str | None) -> DriverRe
             proc.stdin.close()
         for proc in procs:
             proc.wait(timeout=60)
-    latencies = [us * 1000 for event in done for us in event["latencies_us"]]
-    messages = sum(int(event["messages"]) for event in done)
-    seconds = max(float(event["seconds"]) for event in done)
-    timing = measure.Timing(messages, len(latencies), messages * BODY_BYTES, seconds, latencies)
+    timing, errors = combine_done(done)
     cpu_s = {pid: cores * load.wall_s for pid, cores in meter.cores_by_pid.items()}
-    return DriverResult(timing, load, sum(int(event["errors"]) for event in done), cpu_s)
+    return DriverResult(timing, load, errors, cpu_s)
+
+
+def broker_pids(cluster: Cluster) -> tuple[int, ...]:
+    """The broker's process tree, taken now: RocketMQ's broker JVM (it holds the LOCAL-mode
+    proxy too), Ariane's broker (the store owner) and its front-end workers. Empty when the
+    caller did not name the broker (``broker_pid`` 0, as ``bench.replication`` does)."""
+    if cluster.broker_pid <= 0:
+        return ()
+    return (cluster.broker_pid, *process_cpu.descendants(cluster.broker_pid))
+
+
+def cpu_us_per_message(
+    cpu_s_by_pid: dict[int, float], pids: Sequence[int], messages: int
+) -> float | None:
+    """CPU time of the processes ``pids`` per message, µs (None when no message was counted).
+
+    Args:
+        cpu_s_by_pid: CPU seconds of each process over the timed span (``DriverResult``).
+        pids: the processes to count (one process counts once, however often it is named).
+        messages: messages the drivers counted over that span.
+    """
+    if messages <= 0:
+        return None
+    return sum(cpu_s_by_pid.get(pid, 0.0) for pid in set(pids)) * 1e6 / messages
+
+
+def _cpu_details(
+    cluster: Cluster, pids: Sequence[int], cpu_s_by_pid: dict[int, float], messages: int
+) -> dict[str, Any]:
+    """The broker's (and, apart, the name server's) CPU µs per message of one run."""
+    broker = cpu_us_per_message(cpu_s_by_pid, pids, messages)
+    namesrv = cpu_us_per_message(cpu_s_by_pid, (cluster.namesrv_pid,), messages)
+    if not pids or cluster.namesrv_pid <= 0 or broker is None or namesrv is None:
+        return {}  # pid 0 would be this process in ``cpu_s_by_pid``
+    return {"broker_cpu_us_per_msg": round(broker, 1), "namesrv_cpu_us_per_msg": round(namesrv, 1)}
 
 
 def driver_args(
@@ -521,11 +611,22 @@ def _details(gate: machine.GateResult, result: DriverResult) -> dict[str, Any]:
 
 
 def _timed_rows(
-    name: str, commands: Sequence[Sequence[str]], latencies: bool, opts: Options, disk: str | None
+    name: str,
+    commands: Sequence[Sequence[str]],
+    latencies: bool,
+    opts: Options,
+    disk: str | None,
+    cluster: Cluster,
+    program: Sequence[str] | None = None,
 ) -> list[Row]:
+    """One timed run of ``commands`` (drivers of ``program``, default the official Python
+    client's): its msgs/s row (details: load, errors and the broker's CPU µs per message) and,
+    with ``latencies``, its p50 and p99 per-call latency rows."""
     gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
-    result = run_drivers(commands, disk)
+    pids = broker_pids(cluster)
+    result = run_drivers(commands, disk, program)
     details = _details(gate, result)
+    details |= _cpu_details(cluster, pids, result.cpu_s_by_pid, result.timing.messages)
     rows = [(f"{name} msgs/s", result.timing.messages_per_s, details)]
     if latencies:
         rows.append((f"{name} p50 ms", result.timing.latency_us(50) / 1e3, details))
@@ -543,12 +644,12 @@ def _send_rows(cluster: Cluster, opts: Options, disk: str | None) -> tuple[list[
     if "send" not in opts.rows:
         return rows, written
     one = [driver_args("produce", cluster, opts.send1_messages, 1, "")]
-    rows += _timed_rows("send x1", one, True, opts, disk)
+    rows += _timed_rows("send x1", one, True, opts, disk, cluster)
     many = [
         driver_args("produce", cluster, opts.send_n_messages_per_process, 1, "")
         for _ in range(opts.producers)
     ]
-    rows += _timed_rows(f"send x{opts.producers}", many, True, opts, disk)
+    rows += _timed_rows(f"send x{opts.producers}", many, True, opts, disk, cluster)
     written += opts.send1_messages + opts.producers * opts.send_n_messages_per_process
     return rows, written
 
@@ -574,15 +675,21 @@ def _drain_rows(
         name = {"consume": "simple drain", "push": "push drain"}[kind]
         group = f"compare-{kind}-{token}"
         command = [driver_args(kind, cluster, opts.drain_messages, DRAIN_THREADS, group)]
-        rows += _timed_rows(name, command, False, opts, disk)
+        rows += _timed_rows(name, command, False, opts, disk, cluster)
     return rows
 
 
 def workloads(
-    cluster: Cluster, flush: str, opts: Options, disk: str | None, token: str
+    cluster: Cluster,
+    flush: str,
+    opts: Options,
+    disk: str | None,
+    token: str,
+    java: JavaDriver | None = None,
 ) -> list[Row]:
-    """Every row on one running cluster: cold start, RSS, sends, and (ASYNC) the drains, the
-    end-to-end latency, Ariane's own client and, last, the recovery after SIGKILL."""
+    """Every row on one running cluster: cold start, RSS, sends, (ASYNC) the drains and the
+    end-to-end latency, the classic Java client's rows (with ``java``), Ariane's own client
+    and, last, the recovery after SIGKILL."""
     rows: list[Row] = [
         ("cold start: ready s", cluster.ready_s, {}),
         ("cold start: first ack s", first_ack_s(cluster), {}),
@@ -596,8 +703,11 @@ def workloads(
         rows += send
         if asynchronous and "drain" in opts.rows:
             rows += _drain_rows(cluster, opts, disk, token, written, ("consume", "push"))
+            written = max(written, opts.drain_messages + DRAIN_SLACK_MESSAGES)
         if asynchronous and "e2e" in opts.rows:
             rows += e2e_rows(cluster, opts, disk, token)
+        if java is not None and "java" in opts.rows:
+            rows += java_rows(cluster, flush, opts, disk, token, java, written)
     rows.append(("RSS under load broker MiB", sampler.broker_max / 2**20, {}))
     rows.append(("RSS under load broker+namesrv MiB", sampler.total_max / 2**20, {}))
     if asynchronous and "own" in opts.rows and cluster.system == "ariane":
@@ -605,6 +715,100 @@ def workloads(
     if asynchronous and "recovery" in opts.rows:
         rows += recovery_rows(cluster, opts, disk, token)
     return rows
+
+
+# -- the official classic Java client (Remoting) ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JavaDriver:
+    """The built ``BenchDriver.java`` (``bench.classic_java``).
+
+    Attributes:
+        program: the JVM's command line up to the scenario.
+        version: the ``rocketmq-client`` version it runs.
+    """
+
+    program: tuple[str, ...]
+    version: str
+
+
+def java_driver(base: pathlib.Path) -> JavaDriver:
+    """Fetch the classic Java client and compile the driver (cached); its logs go under ``base``.
+
+    Raises:
+        classic_java.JavaClientError: Maven, the JDK or Maven Central failed.
+    """
+    logs = base / "java-client-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    program = classic_java.command(classic_java.build(), logs)
+    return JavaDriver(tuple(program), classic_java.client_version())
+
+
+def _java_produce(cluster: Cluster, count: int, threads: int, batch: int, warmup: int) -> list[str]:
+    return classic_java.produce_args(
+        cluster.classic_namesrv,
+        cluster.topic,
+        count=count,
+        threads=threads,
+        batch=batch,
+        body_bytes=BODY_BYTES,
+        warmup=warmup,
+        deadline_s=RUN_TIMEOUT_S - 30,
+    )
+
+
+def java_rows(
+    cluster: Cluster,
+    flush: str,
+    opts: Options,
+    disk: str | None,
+    token: str,
+    java: JavaDriver,
+    written: int,
+) -> list[Row]:
+    """``java send x1`` / ``x8`` / ``batch 64`` and (ASYNC_FLUSH) ``java push drain``: the
+    official classic Java client from the cluster's Remoting name server, one JVM per row.
+
+    ``written``: messages already in the topic; the drain tops it up (untimed, Java, 8 threads
+    of 64-message batches) to ``drain_messages`` + ``DRAIN_SLACK_MESSAGES`` and reads
+    ``drain_messages`` with a fresh group.
+    """
+    program, warmup = java.program, JAVA_WARMUP_MESSAGES
+    send = opts.java_send_messages
+    runs = [
+        ("java send x1", _java_produce(cluster, send, 1, 1, warmup)),
+        (
+            f"java send x{JAVA_PRODUCER_THREADS}",
+            _java_produce(cluster, send, JAVA_PRODUCER_THREADS, 1, warmup),
+        ),
+        (
+            f"java batch {JAVA_BATCH}",
+            _java_produce(cluster, opts.java_batch_messages, 1, JAVA_BATCH, warmup),
+        ),
+    ]
+    rows: list[Row] = []
+    for name, args in runs:
+        mine = _timed_rows(name, [args], True, opts, disk, cluster, program)
+        written += warmup + int(mine[0][2]["messages"])
+        rows += mine
+    if flush != FLUSH_MODES[0]:
+        return rows
+    missing = opts.drain_messages + DRAIN_SLACK_MESSAGES - written
+    if missing > 0:
+        top_up = _java_produce(
+            cluster, max(missing, JAVA_BATCH), JAVA_PRODUCER_THREADS, JAVA_BATCH, 0
+        )
+        run_drivers([top_up], disk, program)
+    drain = classic_java.push_args(
+        cluster.classic_namesrv,
+        cluster.topic,
+        group=f"compare-java-push-{token}",
+        count=opts.drain_messages,
+        threads=DRAIN_THREADS,
+        deadline_s=RUN_TIMEOUT_S - 30,
+    )
+    return rows + _timed_rows("java push drain", [drain], False, opts, disk, cluster, program)
 
 
 # -- send -> receive latency at a fixed rate ---------------------------------------------------
@@ -624,9 +828,10 @@ def _e2e_topic(cluster: Cluster, token: str) -> str:
 
 def run_e2e(
     consumer_args: Sequence[str], producer_args: Sequence[str], disk: str | None
-) -> tuple[dict[str, Any], dict[str, Any], machine.RunLoad]:
+) -> tuple[dict[str, Any], dict[str, Any], machine.RunLoad, dict[int, float]]:
     """Start the e2e consumer, then the paced producer; tell the consumer how many measured
-    messages were acked; return both ``done`` events and the load over the paced run.
+    messages were acked; return both ``done`` events, the load over the paced run and the CPU
+    seconds of each process of this tree over it.
 
     Raises:
         RuntimeError: a driver exited before it finished (its stderr is in the log named).
@@ -652,7 +857,8 @@ def run_e2e(
             assert proc.stdin is not None
             proc.stdin.close()
             proc.wait(timeout=60)
-    return sent, received, load
+    cpu_s = {pid: cores * load.wall_s for pid, cores in meter.cores_by_pid.items()}
+    return sent, received, load, cpu_s
 
 
 def e2e_rows(cluster: Cluster, opts: Options, disk: str | None, token: str) -> list[Row]:
@@ -667,7 +873,8 @@ def e2e_rows(cluster: Cluster, opts: Options, disk: str | None, token: str) -> l
     producer_args += ["--warmup-s", str(E2E_WARMUP_S), "--threads", str(E2E_PRODUCER_THREADS)]
     producer_args += ["--wait-go"]
     gate = machine.wait_for_quiet(QUIET_BUSY_CORES_MAX, opts.quiet_wait_s)
-    sent, received, load = run_e2e(consumer_args, producer_args, disk)
+    pids = broker_pids(cluster)
+    sent, received, load, cpu_s = run_e2e(consumer_args, producer_args, disk)
     latencies = sorted(float(us) for us in received["latencies_us"])
     late = sorted(float(us) for us in sent["latencies_us"])
     details = {
@@ -680,6 +887,9 @@ def e2e_rows(cluster: Cluster, opts: Options, disk: str | None, token: str) -> l
         "send_late_p99_ms": round(measure.percentile(late, 99) / 1e3, 3),
         "consumer": opts.e2e_consumer,
     }
+    # the CPU covers the warm-up slots too: count them (each message is sent and received once)
+    paced = int(sent["messages"]) + round(rate * E2E_WARMUP_S)
+    details |= _cpu_details(cluster, pids, cpu_s, paced)
     name = f"e2e {rate:g}/s"
     return [
         (f"{name} achieved msgs/s", sent["messages"] / float(sent["seconds"]), details),
@@ -899,7 +1109,7 @@ def workers_rows(
                 driver_args("produce", cluster, opts.send_n_messages_per_process, 1, "")
                 for _ in range(opts.producers)
             ]
-            rows = _timed_rows(f"send x{opts.producers}", many, False, sweep, disk)
+            rows = _timed_rows(f"send x{opts.producers}", many, False, sweep, disk, cluster)
             written += opts.producers * opts.send_n_messages_per_process
             count = (
                 written - DRAIN_SLACK_MESSAGES if written > 2 * DRAIN_SLACK_MESSAGES else written
@@ -920,14 +1130,17 @@ def run_all(opts: Options, base: pathlib.Path, log: Any) -> list[Sample]:
     workers sweep of that round."""
     disk = machine.disk_of(base)
     samples: list[Sample] = []
-    modes = [f for f in opts.flush_modes if f == FLUSH_MODES[0] or "send" in opts.rows]
+    modes = [
+        f for f in opts.flush_modes if f == FLUSH_MODES[0] or {"send", "java"} & set(opts.rows)
+    ]
+    java = java_driver(base) if "java" in opts.rows else None
     for flush in modes:
         for round_index in range(opts.rounds):
             for system in SYSTEMS:
                 token = f"{flush[:1].lower()}{round_index}-{secrets.token_hex(3)}"
                 log(f"{flush} round {round_index + 1}/{opts.rounds}: {system} starting")
                 with start(system, base, flush, token, opts.ariane_workers) as cluster:
-                    rows = workloads(cluster, flush, opts, disk, token)
+                    rows = workloads(cluster, flush, opts, disk, token, java)
                 for metric, value, details in rows:
                     samples.append(Sample(metric, flush, system, round_index, value, details))
                     log(f"  {system} {flush} {metric}: {value:,.2f} {details}")
@@ -958,6 +1171,7 @@ def summary(samples: Sequence[Sample]) -> list[dict[str, Any]]:
             )
             row[f"{system}_unquiet_runs"] = sum(not s.details.get("quiet", True) for s in mine)
             row[f"{system}_errors"] = sum(int(s.details.get("errors", 0)) for s in mine)
+        row |= cpu_columns(metric, by_system)
         ariane, rocketmq = row["ariane"], row["rocketmq"]
         comparable = ariane is not None and rocketmq is not None and rocketmq["median"] > 0
         row["ratio"] = ariane["median"] / rocketmq["median"] if comparable else None
@@ -974,6 +1188,28 @@ def summary(samples: Sequence[Sample]) -> list[dict[str, Any]]:
             row["checks"] = checks
         rows.append(row)
     return rows
+
+
+def cpu_columns(metric: str, by_system: dict[str, list[Sample]]) -> dict[str, Any]:
+    """The broker CPU µs/msg of a msgs/s row: per system the spread over the runs that measured
+    it (``broker_cpu_us_per_msg`` in their details; None when none did) and the ratio of the
+    medians, Ariane's over RocketMQ's (None unless both have one). Other rows get nothing."""
+    if not metric.endswith("msgs/s"):
+        return {}
+    columns: dict[str, Any] = {}
+    for system in SYSTEMS:
+        values = [
+            float(s.details["broker_cpu_us_per_msg"])
+            for s in by_system.get(system, [])
+            if s.details.get("broker_cpu_us_per_msg") is not None
+        ]
+        columns[f"{system}_cpu_us_per_msg"] = (
+            measure.Spread.of(values).as_dict() if values else None
+        )
+    ariane, rocketmq = columns["ariane_cpu_us_per_msg"], columns["rocketmq_cpu_us_per_msg"]
+    both = ariane is not None and rocketmq is not None and rocketmq["median"] > 0
+    columns["cpu_ratio"] = ariane["median"] / rocketmq["median"] if both else None
+    return columns
 
 
 SECTIONS = ("compare", "own client", "workers")
@@ -1039,14 +1275,34 @@ def workers_table(rows: Sequence[dict[str, Any]], recorded: dict[str, Any]) -> s
     return report.markdown_table(headers, cells)
 
 
+def _cpu_cell(spread: dict[str, float] | None) -> str:
+    if spread is None:
+        return "-"
+    return measure.Spread(spread["median"], spread["min"], spread["max"]).format(0)
+
+
+def _ratio_cell(ratio: float | None) -> str:
+    return f"{ratio:.2f}" if ratio is not None else "-"
+
+
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    """The Markdown table of the ``summary`` rows that have both systems (section compare)."""
-    headers = ["flush", "row", "Ariane", "RocketMQ 5.3.3", "Ariane/RocketMQ", "notes"]
+    """The Markdown table of the ``summary`` rows that have both systems (section compare),
+    with the broker CPU µs/msg of each msgs/s row (``cpu_columns``)."""
+    headers = [
+        "flush",
+        "row",
+        "Ariane",
+        "RocketMQ 5.3.3",
+        "Ariane/RocketMQ",
+        "Ariane CPU µs/msg",
+        "RocketMQ CPU µs/msg",
+        "CPU Ariane/RocketMQ",
+        "notes",
+    ]
     cells = []
     for row in rows:
         if row.get("section", "compare") != "compare":
             continue
-        ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
         metric = row["metric"]
         cells.append(
             [
@@ -1054,7 +1310,10 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
                 metric,
                 _cell(row["ariane"], metric),
                 _cell(row["rocketmq"], metric),
-                ratio,
+                _ratio_cell(row["ratio"]),
+                _cpu_cell(row.get("ariane_cpu_us_per_msg")),
+                _cpu_cell(row.get("rocketmq_cpu_us_per_msg")),
+                _ratio_cell(row.get("cpu_ratio")),
                 _notes(row),
             ]
         )
@@ -1081,7 +1340,7 @@ def plot(rows: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
         "Ariane / RocketMQ 5.3.3, median of rounds, log scale "
         "(blue: Ariane better; msgs/s higher is better, ms/s/MiB lower)"
     )
-    axes.set_title("Official Python client 5.1.2, 1 KiB, this 2-core VM")
+    axes.set_title("Official Python client 5.1.2 and classic Java client, 1 KiB, 2-core VM")
     for index, value in enumerate(ratios):
         axes.text(value, index, f" {value:.2f}", va="center", fontsize=8)
     figure.tight_layout()
@@ -1094,7 +1353,7 @@ def markdown(recorded: dict[str, Any]) -> str:
     info = recorded["machine"]
     return "\n".join(
         [
-            "# Ariane vs Apache RocketMQ 5.3.3, official Python client",
+            "# Ariane vs Apache RocketMQ 5.3.3, official Python client and classic Java client",
             "",
             "Written by `python -m bench.compare` (`bench/compare.py`; its docstring defines every",
             "row). Command:",
@@ -1112,6 +1371,14 @@ def markdown(recorded: dict[str, Any]) -> str:
             "- Cells: median [min-max] over the rounds (A/B/A/B, fresh clusters each round). "
             "Ratio = Ariane median / RocketMQ median: higher is better for msgs/s, lower is "
             "better for ms, s and MiB.",
+            "- Clients: rows without a prefix use the official Python client 5.1.2 (gRPC: "
+            "RocketMQ's LOCAL-mode proxy, Ariane's broker); `java` rows the official classic "
+            f"Java client {recorded.get('java_client') or '(not run)'} (Remoting, from the "
+            "name server straight to the broker, RocketMQ's proxy idle).",
+            "- Broker CPU µs/msg (msgs/s rows): utime + stime from `/proc` over the timed span "
+            "of the broker's process tree (RocketMQ: the JVM holding broker + proxy; Ariane: "
+            "the broker and its front-end workers; name servers not counted) / the messages "
+            "the drivers counted. Lower is better; it holds whoever saturates the machine.",
             "- Notes flag rows where a run's outside load (`ext_cores`) exceeded 0.25 cores or "
             "the quiet gate (< 0.25 busy cores, perf.md §2.1) ran out of patience.",
             "",
@@ -1140,8 +1407,9 @@ def markdown(recorded: dict[str, Any]) -> str:
 
 NOT_MEASURED = (
     "the PushConsumer end-to-end latency unless `--e2e-consumer push` was given (one consumer "
-    "kind per run, the same for both systems); RocketMQ's own batch send (the official Python "
-    "client has none), so Ariane's own-client rows have no RocketMQ column."
+    "kind per run, the same for both systems); RocketMQ's batch send with the official Python "
+    "client (it has none: the `java batch 64` row is the classic Java client's "
+    "`send(Collection)`), so Ariane's own-client rows have no RocketMQ column."
 )
 
 
@@ -1178,6 +1446,8 @@ def parse(argv: Sequence[str] | None) -> Options:
         default=None,
         help="the Ariane broker's front-end workers in the side-by-side rows (default: its own)",
     )
+    parser.add_argument("--java-send-messages", type=int, default=20_000)
+    parser.add_argument("--java-batch-messages", type=int, default=128_000)
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--results-dir", type=pathlib.Path, default=bench.RESULTS_DIR)
     args = parser.parse_args(argv)
@@ -1185,9 +1455,14 @@ def parse(argv: Sequence[str] | None) -> Options:
     for name in ("send1_messages", "send_n_messages_per_process", "drain_messages"):
         if not 1 <= getattr(args, name) <= 200_000:
             parser.error(f"--{name.replace('_', '-')} must be 1..200000")
+    for name in ("java_send_messages", "java_batch_messages"):
+        if not JAVA_BATCH <= getattr(args, name) <= 1_000_000:
+            parser.error(f"--{name.replace('_', '-')} must be {JAVA_BATCH}..1000000")
     rows = tuple(r for r in args.rows.split(",") if r)
     if not set(rows) <= set(ROW_GROUPS):
         parser.error(f"--rows takes a comma list of {', '.join(ROW_GROUPS)}")
+    if "java" in rows and args.drain_messages < 2:
+        parser.error("the java rows need --drain-messages of at least 2")
     if not (1 <= args.e2e_rate <= 5000 and 1 <= args.e2e_duration_s <= 60):
         parser.error("--e2e-rate must be 1..5000 and --e2e-duration-s 1..60")
     if not (1 <= args.recovery_fill_mib <= 4096 and 1 <= args.recovery_body_kib <= 4000):
@@ -1214,6 +1489,8 @@ def parse(argv: Sequence[str] | None) -> Options:
         own_messages=args.own_messages,
         workers=args.workers,
         ariane_workers=args.ariane_workers,
+        java_send_messages=args.java_send_messages,
+        java_batch_messages=args.java_batch_messages,
         record=not args.no_record,
         results_dir=args.results_dir,
         command=report.command_line("bench.compare"),
@@ -1256,6 +1533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": summary(samples),
         "not_measured": NOT_MEASURED,
         "workers_available": workers_supported(),
+        "java_client": classic_java.client_version() if "java" in opts.rows else None,
     }
     page = markdown(recorded)
     print(page)

@@ -4,6 +4,7 @@ runs, and refuses bad arguments (no benchmark is run here)."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
 
 import pytest
 from bench import compare
@@ -57,3 +58,63 @@ def test_bad_sizes_are_refused() -> None:
     """Message counts outside 1..200000 stop the command before anything starts."""
     with pytest.raises(SystemExit):
         compare.parse(["--drain-messages", "0"])
+
+
+def test_done_events_of_drivers_run_together_combine_into_one_timing() -> None:
+    """Messages add up over the longest driver's clock, latencies (µs, one per call) are pooled,
+    and errors add up; a push drain's empty latency list adds nothing."""
+    done = [
+        {"event": "done", "messages": 640, "seconds": 2.0, "errors": 1, "latencies_us": [900, 100]},
+        {"event": "done", "messages": 360, "seconds": 4.0, "errors": 0, "latencies_us": [500]},
+        {"event": "done", "messages": 0, "seconds": 0.0, "errors": 2, "latencies_us": []},
+    ]
+    timing, errors = compare.combine_done(done)
+    assert timing.messages == 1000
+    assert timing.messages_per_s == pytest.approx(250.0)
+    assert timing.latency_us(50) == pytest.approx(500.0)
+    assert timing.latency_us(99) == pytest.approx(900.0)
+    assert errors == 3
+
+
+def test_broker_cpu_per_message_counts_only_the_named_processes_once() -> None:
+    """The broker's tree (owner + workers) is summed, other processes and repeats are not:
+    (1.5 + 0.5) s over 10,000 messages is 200 µs/msg; no message gives no figure."""
+    cpu_s = {0: 9.0, 100: 1.5, 101: 0.5, 200: 3.0}
+    assert compare.cpu_us_per_message(cpu_s, (100, 101, 101, 102), 10_000) == pytest.approx(200.0)
+    assert compare.cpu_us_per_message(cpu_s, (100,), 0) is None
+
+
+def test_cpu_columns_take_medians_and_their_ratio_on_msgs_rows_only() -> None:
+    """Each system's broker CPU µs/msg is the median over its runs; the ratio is Ariane's over
+    RocketMQ's; a run without the figure is left out, and latency rows get no CPU columns."""
+    samples = [
+        _sample("java send x1 msgs/s", "ariane", 0, 900.0, broker_cpu_us_per_msg=100.0),
+        _sample("java send x1 msgs/s", "ariane", 1, 800.0, broker_cpu_us_per_msg=140.0),
+        _sample("java send x1 msgs/s", "rocketmq", 0, 3000.0, broker_cpu_us_per_msg=60.0),
+        _sample("java send x1 msgs/s", "rocketmq", 1, 3100.0),
+        _sample("java send x1 p50 ms", "ariane", 0, 1.0, broker_cpu_us_per_msg=100.0),
+    ]
+    send, latency = compare.summary(samples)
+    assert send["ariane_cpu_us_per_msg"] == {"median": 120.0, "min": 100.0, "max": 140.0}
+    assert send["rocketmq_cpu_us_per_msg"]["median"] == 60.0
+    assert send["cpu_ratio"] == pytest.approx(2.0)
+    assert "cpu_ratio" not in latency
+    text = compare.table([send, latency])
+    assert "| 120 [100-140] | 60 | 2.00 |" in text
+
+
+def test_java_rows_are_a_row_group_with_bounded_sizes() -> None:
+    """``--rows java`` is accepted with its message counts; a count below one batch is refused."""
+    opts = compare.parse(["--rows", "java", "--java-send-messages", "5000"])
+    assert opts.rows == ("java",) and opts.java_send_messages == 5000
+    with pytest.raises(SystemExit):
+        compare.parse(["--rows", "java", "--java-batch-messages", "10"])
+
+
+def test_driver_events_are_read_past_lines_that_are_not_json(tmp_path: pathlib.Path) -> None:
+    """A JVM's or client library's own stdout lines before an event do not break the reading of
+    the driver's JSON lines (the classic Java driver runs inside such a JVM)."""
+    lines = 'SLF4J: No providers\n{"event": "progress"}\n{"event": "ready", "n": 1}\n'
+    with subprocess.Popen(["printf", lines], stdout=subprocess.PIPE, text=True) as proc:
+        event = compare._read_event(proc, "ready", tmp_path / "driver.log")
+    assert event == {"event": "ready", "n": 1}

@@ -18,15 +18,7 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$home/lib" ]]; then
   echo "$home/lib"
   exit 0
 fi
-command -v mvn >/dev/null || { echo "fetch.sh: Maven (mvn) is not installed" >&2; exit 2; }
 echo "fetch.sh: resolving RocketMQ $version with Maven into $home (cold: ~20-60 s)" >&2
-mkdir -p "$home"
-rm -rf "$home/lib.tmp"
-# Maven 3.8 prints colour resets even in batch mode; strip them from the log.
-mvn -B -q -f "$pom" -Dmaven.repo.local="$cache/maven-repo" \
-  dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$home/lib.tmp" 2>&1 \
-  | sed 's/\x1b\[[0-9;]*m//g' >&2
-rm -rf "$home/lib"
-mv "$home/lib.tmp" "$home/lib"
+"$here/../../../tools/maven-copy-deps.sh" "$pom" "$home/lib"
 echo "$want" > "$stamp"
 echo "$home/lib"

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Fetch an official RocketMQ Java client (the dependencies of a driver project's pom.xml) from
+# Maven Central with Maven's ordinary dependency resolution and compile the project's driver
+# against it, into the Ariane cache:
+#   ${ARIANE_CACHE:-$HOME/.cache/ariane}/maven-repo                       Maven's local repository
+#   ${ARIANE_CACHE:-$HOME/.cache/ariane}/<cache name>/<version>/lib       the jars
+#   ${ARIANE_CACHE:-$HOME/.cache/ariane}/<cache name>/<version>/classes-<checksum>  the driver
+# Shared by every driver project: the conformance drivers (tests/conformance/java, classic,
+# classic_java, classic_slave) and the benchmark's (bench/java); the Maven command itself is
+# tools/maven-copy-deps.sh. Each project runs this script with
+#   FETCH_PROJECT_DIR  the directory holding pom.xml (<client.version>) and the driver
+#   FETCH_DRIVER       the driver .java file's base name
+#   FETCH_CACHE_NAME   the directory under the cache
+# Idempotent: the compiled driver lives in a directory named by the checksum of pom.xml, the
+# driver and the javac version, so a warm run is a no-op and two checkouts with different drivers
+# (worktrees testing at the same time) never replace each other's classes under a running JVM;
+# the jars are fetched again only when pom.xml's content changes. Prints the class path as its
+# last line. Nothing fetched here is committed.
+set -euo pipefail
+here="${FETCH_PROJECT_DIR:?set FETCH_PROJECT_DIR (the driver project)}"
+driver="${FETCH_DRIVER:?set FETCH_DRIVER (the driver .java base name)}"
+cache_name="${FETCH_CACHE_NAME:?set FETCH_CACHE_NAME (its directory under the cache)}"
+pom="$here/pom.xml"
+cache="${ARIANE_CACHE:-$HOME/.cache/ariane}"
+version="$(sed -n 's:.*<client.version>\(.*\)</client.version>.*:\1:p' "$pom")"
+[[ -n "$version" ]] || { echo "fetch.sh: no <client.version> in $pom" >&2; exit 2; }
+command -v javac >/dev/null || { echo "fetch.sh: a JDK (javac, Java 17) is required" >&2; exit 2; }
+home="$cache/$cache_name/$version"
+want="$( (cat "$pom" "$here/$driver.java"; javac -version 2>&1) | sha256sum | cut -d' ' -f1)"
+classes="$home/classes-${want:0:16}"
+stamp="$classes/.stamp"
+pom_sum="$(sha256sum < "$pom" | cut -d' ' -f1)"
+classpath="$home/lib/*:$classes"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && "$(cat "$home/.lib-stamp" 2>/dev/null)" == "$pom_sum" ]]; then
+  echo "$classpath"
+  exit 0
+fi
+mkdir -p "$home"
+exec 9>"$home/.lock"
+flock 9
+if [[ ! -d "$home/lib" || ! -f "$home/.lib-stamp" || "$(cat "$home/.lib-stamp")" != "$pom_sum" ]]; then
+  echo "fetch.sh: resolving the $cache_name dependencies $version with Maven into $home (cold: ~20-60 s)" >&2
+  "$(dirname "${BASH_SOURCE[0]}")/maven-copy-deps.sh" "$pom" "$home/lib"
+  echo "$pom_sum" > "$home/.lib-stamp"
+fi
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "fetch.sh: compiling $driver.java" >&2
+  rm -rf "$classes.tmp"
+  mkdir -p "$classes.tmp"
+  javac -nowarn -d "$classes.tmp" -cp "$home/lib/*" "$here/$driver.java" >&2
+  echo "$want" > "$classes.tmp/.stamp"
+  rm -rf "$classes"
+  mv "$classes.tmp" "$classes"
+fi
+echo "$classpath"
