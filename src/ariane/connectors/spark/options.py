@@ -35,6 +35,14 @@ PULL_BATCH_SIZE_MAX = 1_024
 PULL_TIMEOUT_MS_DEFAULT = 10_000
 """Deadline of one broker call, ms (``pullTimeoutMs``)."""
 
+FETCH_RETRIES_DEFAULT = 5
+"""Retries of a read or offset lookup that got no answer (``fetchOffset.numRetries``; Kafka's
+default is 3 at 10 ms, too short for a broker restart)."""
+
+FETCH_RETRY_INTERVAL_MS_DEFAULT = 1_000
+"""Wait before the first retry, ms (``fetchOffset.retryIntervalMs``), doubled before each
+further one up to 4 s: 5 retries span about 15 s, a broker restart."""
+
 MAX_TRIGGER_DELAY_MS_DEFAULT = 15 * 60 * 1000
 """Longest wait for ``minOffsetsPerTrigger`` messages before a batch runs anyway, ms (Kafka's
 15 minutes)."""
@@ -65,6 +73,8 @@ _READ_KEYS = {
         "initialOffsetsPath",
         "pullBatchSize",
         "pullTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
     )
 }
 _WRITE_KEYS = {k.lower(): k for k in ("endpoints", "topic", "pullTimeoutMs")}
@@ -101,6 +111,8 @@ class ReadOptions:
             restart before the first commit starts at the same offsets, or ``None``.
         pull_batch_size: messages one pull asks for.
         pull_timeout_ms: deadline of one broker call, ms.
+        fetch_retries: retries of a read or offset lookup that got no answer in time.
+        fetch_retry_interval_ms: wait before the first of them, ms (then doubled).
     """
 
     endpoints: str
@@ -122,6 +134,8 @@ class ReadOptions:
     initial_offsets_path: str | None
     pull_batch_size: int
     pull_timeout_ms: int
+    fetch_retries: int
+    fetch_retry_interval_ms: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,6 +177,24 @@ def _int(found: Mapping[str, str], name: str, low: int, high: int | None = None)
         bound = f"{low}..{high}" if high is not None else f">= {low}"
         raise OptionError(f"option {name}: {value} is out of range; give {bound}")
     return value
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_DURATION_UNITS_MS["d"] = 24 * _DURATION_UNITS_MS["h"]
+
+
+def _duration_ms(found: Mapping[str, str], name: str, default: int) -> int:
+    """A duration option in ms: a number of ms, or with a unit (``500ms``, ``5s``, ``15m``,
+    ``1h``, ``1d``), as Spark's ``timeStringAsMs`` reads Kafka's ``maxTriggerDelay``."""
+    raw = found.get(name)
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    digits = len(text) - len(text.lstrip("0123456789"))
+    unit = text[digits:].strip() or "ms"
+    if not digits or unit not in _DURATION_UNITS_MS:
+        raise OptionError(f"option {name}: {raw!r} is not a duration; give e.g. 500ms, 5s, 15m")
+    return int(text[:digits]) * _DURATION_UNITS_MS[unit]
 
 
 def _bool(found: Mapping[str, str], name: str, default: bool) -> bool:
@@ -280,14 +312,24 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         fail_on_data_loss=_bool(found, "failOnDataLoss", True),
         max_offsets_per_trigger=max_rows,
         min_offsets_per_trigger=min_rows,
-        max_trigger_delay_ms=_int(found, "maxTriggerDelay", 0) or MAX_TRIGGER_DELAY_MS_DEFAULT,
+        max_trigger_delay_ms=_duration_ms(found, "maxTriggerDelay", MAX_TRIGGER_DELAY_MS_DEFAULT),
         consumer_group=group,
         commit_offsets_to_broker=commit,
         initial_offsets_path=found.get("initialOffsetsPath"),
         pull_batch_size=_int(found, "pullBatchSize", 1, PULL_BATCH_SIZE_MAX)
         or PULL_BATCH_SIZE_DEFAULT,
         pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
+        fetch_retries=_default(
+            _int(found, "fetchOffset.numRetries", 0, 100), FETCH_RETRIES_DEFAULT
+        ),
+        fetch_retry_interval_ms=_int(found, "fetchOffset.retryIntervalMs", 1, 600_000)
+        or FETCH_RETRY_INTERVAL_MS_DEFAULT,
     )
+
+
+def _default(value: int | None, default: int) -> int:
+    """``value``, or ``default`` when the option was not given (0 is a value)."""
+    return default if value is None else value
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
