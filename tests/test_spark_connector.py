@@ -263,10 +263,12 @@ def test_a_read_task_retries_a_name_server_that_does_not_answer_in_time(namesrv:
     assert [row[7] for row in rows] == [f"m{i}".encode() for i in range(10)]
 
 
-def _topic_more(namesrv: str, topic: str, count: int) -> None:
+def _topic_more(namesrv: str, topic: str, count: int, *, prefix: str = "more") -> None:
+    """Send ``count`` messages with bodies ``<prefix>0``, ``<prefix>1``, ..."""
+
     async def main() -> None:
         async with client.Producer(namesrv, settings=_patient_producer()) as producer:
-            await producer.send_batch(topic, [b"more"] * count)
+            await producer.send_batch(topic, [f"{prefix}{i}".encode() for i in range(count)])
 
     asyncio.run(main())
 
@@ -642,7 +644,8 @@ def _stored(namesrv: str, topic: str) -> list[tuple[int, int, bytes]]:
 
     async def main() -> list[tuple[int, int, bytes]]:
         out: list[tuple[int, int, bytes]] = []
-        async with client.PullConsumer(namesrv) as consumer:
+        settings = client.PullSettings(connection=PATIENT)
+        async with client.PullConsumer(namesrv, settings=settings) as consumer:
             queues = await consumer.queues_for_topic(topic)
             low = await consumer.beginning_offsets(queues)
             high = await consumer.end_offsets(queues)
@@ -673,14 +676,15 @@ def _job_ended(job: subprocess.Popen[bytes], log: pathlib.Path) -> Callable[[], 
     return lambda: None if job.poll() is None else log.read_text()[-3000:]
 
 
-def test_exactly_once_across_a_broker_sigkill_and_restart_while_producers_write(
+def test_exactly_once_across_broker_sigkills_and_restarts_while_producers_write(
     spark: Any, tmp_path: pathlib.Path
 ) -> None:
     """A streaming query topic -> parquet keeps running (no read task or offset lookup gives
-    up) while its broker is SIGKILLed in the middle of a batch and restarted on the same store
-    and port, a producer sending throughout; once caught up, the output read through Spark is
-    exactly what the broker stores: each (queueId, queueOffset) once with its body, every
-    acknowledged message among them."""
+    up) while its broker is SIGKILLed and restarted on the same store and port twice: in the
+    middle of a batch with a producer sending throughout, then while the caught-up query polls
+    for new offsets. Once caught up, the output read through Spark is exactly what the broker
+    stores: each (queueId, queueOffset) once with its body, every acknowledged message among
+    them."""
     topic, checkpoint = "spark-restart", tmp_path / "checkpoint"
     with live_testing.namesrv_process(tmp_path) as namesrv:
         port = dev.free_port()
@@ -701,14 +705,20 @@ def test_exactly_once_across_a_broker_sigkill_and_restart_while_producers_write(
                 acked = len(producing.acked)
                 _until(lambda: len(producing.acked) >= acked + 100, ended)
                 producing.stop()
+                before = len(_stored(namesrv, topic))
+                _until(lambda: _committed_end(checkpoint, topic) == before, ended)
+                live_testing.kill(broker)  # the query now asks for offsets over and over
+                broker = live_testing.start_broker(tmp_path, namesrv, port)
+                _topic_more(namesrv, topic, 100, prefix="after")
                 stored = _stored(namesrv, topic)
                 _until(lambda: _committed_end(checkpoint, topic) == len(stored), ended)
         finally:
             dev.stop_process(broker)
     out = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted((r.queueId, r.queueOffset, r.body) for r in out) == stored
-    assert len({body for _, _, body in stored}) == len(stored) >= 500 + len(producing.acked)
-    assert set(producing.acked) <= {body for _, _, body in stored}
+    acked_all = {*producing.acked, *(f"after{i}".encode() for i in range(100))}
+    assert len({body for _, _, body in stored}) == len(stored) >= 500 + len(acked_all)
+    assert acked_all <= {body for _, _, body in stored}
 
 
 async def _registered(namesrv: str) -> None:

@@ -35,13 +35,16 @@ PULL_BATCH_SIZE_MAX = 1_024
 PULL_TIMEOUT_MS_DEFAULT = 10_000
 """Deadline of one broker call, ms (``pullTimeoutMs``)."""
 
-FETCH_RETRIES_DEFAULT = 5
-"""Retries of a read or offset lookup that got no answer (``fetchOffset.numRetries``; Kafka's
-default is 3 at 10 ms, too short for a broker restart)."""
+FETCH_RETRIES_DEFAULT = 10
+"""Retries of a read or offset lookup that got no answer (``fetchOffset.numRetries``). Kafka's
+source retries 3 times at 10 ms, but each try of its consumer waits up to a minute
+(``default.api.timeout.ms``); ours fail fast when a broker refuses connections, so more
+retries with a backoff (below) give the same tolerance: about 35 s, a broker restart on a
+loaded machine."""
 
 FETCH_RETRY_INTERVAL_MS_DEFAULT = 1_000
 """Wait before the first retry, ms (``fetchOffset.retryIntervalMs``), doubled before each
-further one up to 4 s: 5 retries span about 15 s, a broker restart."""
+further one up to 4 s (``broker_io.RETRY_INTERVAL_MS_MAX``)."""
 
 MAX_TRIGGER_DELAY_MS_DEFAULT = 15 * 60 * 1000
 """Longest wait for ``minOffsetsPerTrigger`` messages before a batch runs anyway, ms (Kafka's
