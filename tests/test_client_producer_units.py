@@ -208,3 +208,32 @@ def test_refusals_map_to_error_classes_whole_or_partial() -> None:
             assert len(fake.sent()) == calls
 
     asyncio.run(main())
+
+
+def test_a_delivery_timestamp_sends_a_delay_message_and_is_checked_before_sending() -> None:
+    """A message with ``delivery_timestamp_ms`` goes out typed DELAY with the
+    ``delivery_timestamp`` system property (as the official clients send it), one without it
+    stays NORMAL; a DELAY message to a NORMAL topic is refused before any call, and a delivery
+    timestamp with a message group is refused when the message is made."""
+    fake = FakeTransport(
+        {
+            "timers": queues("timers", TWO_BROKERS[:1], kind=message.MessageType.MIXED),
+            "plain": queues("plain", TWO_BROKERS[:1]),
+        }
+    )
+    due_ms = 1_900_000_000_123
+
+    async def main() -> None:
+        async with client.Producer("ns:9876", transport=fake) as producer:
+            await producer.send("timers", b"later", delivery_timestamp_ms=due_ms)
+            await producer.send("timers", b"now")
+            with pytest.raises(errors.MessageTypeConflictError, match="DELAY"):
+                await producer.send("plain", b"later", delivery_timestamp_ms=due_ms)
+
+    asyncio.run(main())
+    (later, now) = [r.messages[0].system_properties for _, r in fake.sent()]
+    assert later.message_type == pb.v2.MessageType.DELAY
+    assert later.delivery_timestamp.ToMilliseconds() == due_ms
+    assert now.message_type == pb.v2.MessageType.NORMAL and not now.HasField("delivery_timestamp")
+    with pytest.raises(ValueError, match="not both"):
+        client.OutgoingMessage(b"x", message_group="g", delivery_timestamp_ms=due_ms)

@@ -62,6 +62,8 @@ def test_check_loss_fails_or_skips_by_fail_on_data_loss() -> None:
         ({"topics": "t", "failOnDataLoss": "yes"}, "option failOnDataLoss"),
         ({"topics": "t", "commitOffsetsToBroker": "true"}, "needs option consumerGroup"),
         ({"topics": "t", "pullBatchSize": "5000"}, "option pullBatchSize"),
+        ({"topics": "t", "maxTriggerDelay": "5 parsecs"}, "option maxTriggerDelay"),
+        ({"topics": "t", "fetchOffset.numRetries": "-1"}, "option fetchOffset.numRetries"),
     ],
 )
 def test_bad_options_name_the_option_and_the_fix(given: dict[str, str], named: str) -> None:
@@ -75,3 +77,13 @@ def test_streaming_defaults_to_latest_and_refuses_ending_offsets() -> None:
     assert _opts().starting == "latest"
     with pytest.raises(options.OptionError, match="batch reads only"):
         _opts(endingOffsets="latest")
+
+
+def test_max_trigger_delay_reads_kafka_durations_and_retries_default_to_a_restart() -> None:
+    """maxTriggerDelay takes Kafka's duration strings (bare numbers are ms; default 15 min), and
+    fetchOffset.numRetries 0 means a single try."""
+    assert _opts().max_trigger_delay_ms == 15 * 60 * 1000
+    given = {"1500": 1500, "250ms": 250, "5s": 5000, "15m": 900_000, "1h": 3_600_000}
+    assert {k: _opts(maxTriggerDelay=k).max_trigger_delay_ms for k in given} == given
+    assert _opts().fetch_retries == options.FETCH_RETRIES_DEFAULT
+    assert _opts(**{"fetchOffset.numRetries": "0"}).fetch_retries == 0

@@ -48,6 +48,42 @@ def session(app: str, *, master: str | None = LOCAL_MASTER) -> object:
     return spark
 
 
+def start(
+    spark: object,
+    *,
+    endpoints: str,
+    topics: str,
+    out: str,
+    checkpoint: str,
+    max_per_trigger: int = 0,
+    available_now: bool = False,
+) -> object:
+    """Start the query topics -> parquet ``out`` (checkpoint ``checkpoint``) from the earliest
+    offsets, at most ``max_per_trigger`` offsets a batch (0: no cap), micro-batches back to back
+    or, with ``available_now``, until what the topics hold now is read; the ``StreamingQuery``.
+    """
+    reader = (
+        spark.readStream.format("rocketmq")  # type: ignore[attr-defined]
+        .option("endpoints", endpoints)
+        .option("topics", topics)
+        .option("startingOffsets", "earliest")
+    )
+    if max_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
+    writer = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime="0 seconds")
+    )
+    return writer.start()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the job; 0 when an ``--available-now`` run finished."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -58,28 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-trigger", type=int, default=0)
     parser.add_argument("--available-now", action="store_true")
     args = parser.parse_args(argv)
-    spark = session("ariane-stream-to-parquet")
-    reader = (
-        spark.readStream.format("rocketmq")  # type: ignore[attr-defined]
-        .option("endpoints", args.endpoints)
-        .option("topics", args.topics)
-        .option("startingOffsets", "earliest")
+    query = start(
+        session("ariane-stream-to-parquet"),
+        endpoints=args.endpoints,
+        topics=args.topics,
+        out=args.out,
+        checkpoint=args.checkpoint,
+        max_per_trigger=args.max_per_trigger,
+        available_now=args.available_now,
     )
-    if args.max_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(args.max_per_trigger))
-    writer = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", args.out)
-        .option("checkpointLocation", args.checkpoint)
-    )
-    writer = (
-        writer.trigger(availableNow=True)
-        if args.available_now
-        else writer.trigger(processingTime="0 seconds")
-    )
-    query = writer.start()
-    query.awaitTermination()
+    query.awaitTermination()  # type: ignore[attr-defined]
     return 0
 
 

@@ -8,8 +8,9 @@ How a batch travels (grpc-v2.md §5.1, §5.3, §6.3):
 
 1. the topic's route comes from the name servers (``RouteCache``: QueryRoute, refreshed);
 2. every message gets a client-made id (``message_id``: RocketMQ 5's 34-hex-character layout),
-   its type (FIFO when it has a message group, else NORMAL; checked against the queues'
-   accepted types before sending), a born timestamp and host;
+   its type (FIFO when it has a message group, DELAY when it has a delivery timestamp, else
+   NORMAL; checked against the queues' accepted types before sending), a born timestamp and
+   host;
 3. messages with a message group go to the broker of ``writable[sha256(group) % n]`` (the
    official clients' rule, so a group always reaches the same broker, which then picks the
    group's queue); the others go to one round-robin broker per batch;
@@ -81,6 +82,14 @@ class OutgoingMessage:
         keys: index keys (no spaces), for lookups by key.
         message_group: the FIFO message group; makes the message FIFO.
         properties: user properties (not RocketMQ's reserved names).
+        delivery_timestamp_ms: when consumers may first receive it, ms since the epoch; makes
+            the message DELAY (system property ``delivery_timestamp``, as RocketMQ 5's
+            ``MessageBuilder.setDeliveryTimestamp``). Brokers refuse more than 3 days ahead
+            (``IllegalDeliveryTimeError``) and deliver a past time at once.
+
+    Raises:
+        ValueError: both ``message_group`` and ``delivery_timestamp_ms`` are set (the
+            official clients refuse that pair too), or the timestamp is negative.
     """
 
     body: bytes
@@ -88,6 +97,15 @@ class OutgoingMessage:
     keys: tuple[str, ...] = ()
     message_group: str | None = None
     properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    delivery_timestamp_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.delivery_timestamp_ms is None:
+            return
+        if self.message_group is not None:
+            raise ValueError("a message takes a message group or a delivery timestamp, not both")
+        if self.delivery_timestamp_ms < 0:
+            raise ValueError(f"delivery_timestamp_ms {self.delivery_timestamp_ms} is negative")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -248,6 +266,7 @@ class Producer:
         keys: Sequence[str] = (),
         message_group: str | None = None,
         properties: Mapping[str, str] | None = None,
+        delivery_timestamp_ms: int | None = None,
     ) -> SendReceipt:
         """Send one message (one SendMessage call).
 
@@ -258,13 +277,17 @@ class Producer:
             keys: index keys.
             message_group: FIFO message group; ``None`` sends a NORMAL message.
             properties: user properties.
+            delivery_timestamp_ms: when consumers may first receive it, ms since the epoch;
+                sends a DELAY message (to a DELAY or MIXED topic). Not with a message group.
 
         Returns:
             where the message was stored.
 
         Raises:
             TopicNotFoundError: the name servers do not know the topic.
-            MessageTypeConflictError: FIFO to a NORMAL topic, or the reverse.
+            MessageTypeConflictError: FIFO or DELAY to a NORMAL topic, or the reverse.
+            IllegalDeliveryTimeError: ``delivery_timestamp_ms`` more than 3 days ahead.
+            ValueError: both ``message_group`` and ``delivery_timestamp_ms``.
             ArianeError: the class of any other refusal (``ariane.common.errors``).
             NameServerUnreachableError, BrokerUnreachableError, RequestTimeoutError: after
                 ``send_attempts`` tries.
@@ -275,6 +298,7 @@ class Producer:
             keys=tuple(keys),
             message_group=message_group,
             properties={} if properties is None else properties,
+            delivery_timestamp_ms=delivery_timestamp_ms,
         )
         return (await self.send_batch(topic, [outgoing]))[0]
 
@@ -350,12 +374,12 @@ class Producer:
         for index, item in enumerate(items):
             group = item.message_group
             target = spread if group is None else writable[_group_slot(group, len(writable))]
-            kind = pb.v2.MessageType.NORMAL if group is None else pb.v2.MessageType.FIFO
+            kind = _wire_type(item)
             if int(kind) not in target.accepted_types:
                 raise errors.MessageTypeConflictError(
                     f"topic {found.topic!r} does not accept {pb.v2.MessageType.Name(kind)} "
-                    "messages (a message group makes a message FIFO); send to a topic of that "
-                    "type or change the topic's type"
+                    "messages (a message group makes a message FIFO, a delivery timestamp "
+                    "DELAY); send to a topic of that type or change the topic's type"
                 )
             _, indexes, pins = by_endpoint.setdefault(target.endpoint, (target, [], []))
             indexes.append(index)
@@ -386,11 +410,11 @@ class Producer:
             system.born_timestamp.nanos = born_nanos
             system.born_host = self._host
             system.body_encoding = pb.v2.Encoding.IDENTITY
-            if item.message_group is None:
-                system.message_type = pb.v2.MessageType.NORMAL
-            else:
-                system.message_type = pb.v2.MessageType.FIFO
+            system.message_type = _wire_type(item)
+            if item.message_group is not None:
                 system.message_group = item.message_group
+            if item.delivery_timestamp_ms is not None:
+                system.delivery_timestamp.FromMilliseconds(item.delivery_timestamp_ms)
             if item.tag is not None:
                 system.tag = item.tag
             if item.keys:
@@ -464,6 +488,15 @@ class Producer:
             _, oldest = self._streams.popitem(last=False)
             await oldest.close()
         return stream
+
+
+def _wire_type(item: OutgoingMessage) -> pb.v2.MessageType:
+    """FIFO with a message group, DELAY with a delivery timestamp, else NORMAL."""
+    if item.message_group is not None:
+        return pb.v2.MessageType.FIFO
+    if item.delivery_timestamp_ms is not None:
+        return pb.v2.MessageType.DELAY
+    return pb.v2.MessageType.NORMAL
 
 
 def _group_slot(group: str, count: int) -> int:

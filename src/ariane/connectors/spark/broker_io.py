@@ -9,10 +9,13 @@ Errors: ``OptionError`` for an unknown topic or unreachable endpoints (the optio
 named); ``DataLossError`` when a start offset is below a queue's min offset and
 ``failOnDataLoss`` is true.
 
-Transient failures inside a read (a name server or broker that does not answer in
-``pullTimeoutMs``, e.g. on a saturated machine) are retried ``FETCH_ATTEMPTS_MAX`` times with
-a doubling backoff, as Kafka's consumer retries a fetch under Spark's Kafka source (the retry
-stays inside the task; Spark's task retries come on top).
+Transient failures (a name server or broker that does not answer in ``pullTimeoutMs``, e.g.
+on a saturated machine, or a broker restarting) are retried ``fetchOffset.numRetries`` times,
+waiting ``fetchOffset.retryIntervalMs`` doubled each time up to ``RETRY_INTERVAL_MS_MAX``, as
+Kafka's consumer retries a fetch and Spark's Kafka source an offset lookup: inside a read task
+(Spark's task retries come on top) and on the driver when it asks for the queues' offsets to
+plan a batch, where a failure would end the streaming query. Only reads are retried, so a
+retry cannot duplicate a row.
 
 Invariants: ``read_range`` yields exactly the messages of ``[start, end)`` that pass the tag
 expression, in offset order; every pull asks for at most ``pull_batch_size`` messages and
@@ -23,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Coroutine, Iterable, Iterator
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
 from ariane import client
@@ -44,18 +48,8 @@ SCHEMA = (
 """The rows a read yields (DDL), as the issue and DESIGN.md §10 name them."""
 
 
-FETCH_ATTEMPTS_MAX = 4
-"""Tries of one pull (with its route lookup) before a read task fails, a count."""
-
-FETCH_BACKOFF_FIRST_S = 1.0
-"""Wait before the second try of a pull, seconds; doubled before each further try."""
-
-_TRANSIENT = (
-    client.NameServerUnreachableError,
-    client.BrokerUnreachableError,
-    errors.RequestTimeoutError,
-)
-"""What a retry may cure: no answer in time. Refusals (bad topic, bad offset) are final."""
+RETRY_INTERVAL_MS_MAX = 4_000
+"""Longest wait between two tries of a read or offset lookup, ms."""
 
 
 class DataLossError(errors.ArianeError):
@@ -167,12 +161,12 @@ async def _plan(
 
 def batch_plan(opts: options_mod.ReadOptions) -> tuple[ranges.OffsetMap, ranges.OffsetMap]:
     """``(start, end)`` of a batch read: resolved once, on the driver."""
-    return run(_plan(opts, streaming=False))
+    return run(_retried(opts, lambda: _plan(opts, streaming=False)))
 
 
 def initial_offsets(opts: options_mod.ReadOptions) -> ranges.OffsetMap:
     """Where a new stream starts (``startingOffsets``/``startingTimestamp`` resolved now)."""
-    return run(_plan(opts, streaming=True))[0]
+    return run(_retried(opts, lambda: _plan(opts, streaming=True)))[0]
 
 
 async def _bounds(
@@ -186,7 +180,7 @@ async def _bounds(
 
 def bounds(opts: options_mod.ReadOptions) -> tuple[ranges.OffsetMap, ranges.OffsetMap]:
     """Every read queue's ``(min, max)`` offsets now (queues created since are included)."""
-    return run(_bounds(opts))
+    return run(_retried(opts, lambda: _bounds(opts)))
 
 
 def check_loss(
@@ -244,7 +238,8 @@ def read_range(opts: options_mod.ReadOptions, found: ranges.QueueRange) -> Itera
         while offset < found.end:
             count = min(opts.pull_batch_size, found.end - offset)
             try:
-                batch = loop.run_until_complete(_fetch(consumer, queue, offset, count))
+                pull = functools.partial(consumer.fetch, queue, offset, max_messages=count)
+                batch = loop.run_until_complete(_retried(opts, pull))
             except client.OffsetOutOfRangeError as exc:
                 if opts.fail_on_data_loss or exc.next_offset <= offset:
                     raise DataLossError(
@@ -263,19 +258,21 @@ def read_range(opts: options_mod.ReadOptions, found: ranges.QueueRange) -> Itera
         loop.close()
 
 
-async def _fetch(
-    consumer: client.PullConsumer, queue: client.MessageQueue, offset: int, count: int
-) -> client.PullBatch:
-    """``consumer.fetch``, retried on ``_TRANSIENT`` errors (``FETCH_ATTEMPTS_MAX`` tries,
-    backoff from ``FETCH_BACKOFF_FIRST_S`` doubling); the last error is raised."""
-    backoff_s = FETCH_BACKOFF_FIRST_S
-    for _ in range(FETCH_ATTEMPTS_MAX - 1):
+async def _retried(opts: options_mod.ReadOptions, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, tried again after a retriable error (``ArianeError.retriable``: no answer
+    in time, a broker unreachable or restarting) ``opts.fetch_retries`` times, waiting
+    ``opts.fetch_retry_interval_ms`` doubling to ``RETRY_INTERVAL_MS_MAX``; the last error is
+    raised. Refusals (unknown topic, offset out of range) are raised at once."""
+    interval_ms = opts.fetch_retry_interval_ms
+    for _ in range(opts.fetch_retries):
         try:
-            return await consumer.fetch(queue, offset, max_messages=count)
-        except _TRANSIENT:
-            await asyncio.sleep(backoff_s)
-            backoff_s *= 2
-    return await consumer.fetch(queue, offset, max_messages=count)
+            return await call()
+        except errors.ArianeError as exc:
+            if not exc.retriable:
+                raise
+        await asyncio.sleep(interval_ms / 1000)
+        interval_ms = min(interval_ms * 2, max(RETRY_INTERVAL_MS_MAX, interval_ms))
+    return await call()
 
 
 async def _commit(opts: options_mod.ReadOptions, end: ranges.OffsetMap) -> None:

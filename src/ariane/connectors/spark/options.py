@@ -35,6 +35,17 @@ PULL_BATCH_SIZE_MAX = 1_024
 PULL_TIMEOUT_MS_DEFAULT = 10_000
 """Deadline of one broker call, ms (``pullTimeoutMs``)."""
 
+FETCH_RETRIES_DEFAULT = 10
+"""Retries of a read or offset lookup that got no answer (``fetchOffset.numRetries``). Kafka's
+source retries 3 times at 10 ms, but each try of its consumer waits up to a minute
+(``default.api.timeout.ms``); ours fail fast when a broker refuses connections, so more
+retries with a backoff (below) give the same tolerance: about 35 s, a broker restart on a
+loaded machine."""
+
+FETCH_RETRY_INTERVAL_MS_DEFAULT = 1_000
+"""Wait before the first retry, ms (``fetchOffset.retryIntervalMs``), doubled before each
+further one up to 4 s (``broker_io.RETRY_INTERVAL_MS_MAX``)."""
+
 MAX_TRIGGER_DELAY_MS_DEFAULT = 15 * 60 * 1000
 """Longest wait for ``minOffsetsPerTrigger`` messages before a batch runs anyway, ms (Kafka's
 15 minutes)."""
@@ -65,6 +76,8 @@ _READ_KEYS = {
         "initialOffsetsPath",
         "pullBatchSize",
         "pullTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
     )
 }
 _WRITE_KEYS = {k.lower(): k for k in ("endpoints", "topic", "pullTimeoutMs")}
@@ -101,6 +114,8 @@ class ReadOptions:
             restart before the first commit starts at the same offsets, or ``None``.
         pull_batch_size: messages one pull asks for.
         pull_timeout_ms: deadline of one broker call, ms.
+        fetch_retries: retries of a read or offset lookup that got no answer in time.
+        fetch_retry_interval_ms: wait before the first of them, ms (then doubled).
     """
 
     endpoints: str
@@ -122,6 +137,8 @@ class ReadOptions:
     initial_offsets_path: str | None
     pull_batch_size: int
     pull_timeout_ms: int
+    fetch_retries: int
+    fetch_retry_interval_ms: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,6 +180,24 @@ def _int(found: Mapping[str, str], name: str, low: int, high: int | None = None)
         bound = f"{low}..{high}" if high is not None else f">= {low}"
         raise OptionError(f"option {name}: {value} is out of range; give {bound}")
     return value
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_DURATION_UNITS_MS["d"] = 24 * _DURATION_UNITS_MS["h"]
+
+
+def _duration_ms(found: Mapping[str, str], name: str, default: int) -> int:
+    """A duration option in ms: a number of ms, or with a unit (``500ms``, ``5s``, ``15m``,
+    ``1h``, ``1d``), as Spark's ``timeStringAsMs`` reads Kafka's ``maxTriggerDelay``."""
+    raw = found.get(name)
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    digits = len(text) - len(text.lstrip("0123456789"))
+    unit = text[digits:].strip() or "ms"
+    if not digits or unit not in _DURATION_UNITS_MS:
+        raise OptionError(f"option {name}: {raw!r} is not a duration; give e.g. 500ms, 5s, 15m")
+    return int(text[:digits]) * _DURATION_UNITS_MS[unit]
 
 
 def _bool(found: Mapping[str, str], name: str, default: bool) -> bool:
@@ -280,14 +315,24 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         fail_on_data_loss=_bool(found, "failOnDataLoss", True),
         max_offsets_per_trigger=max_rows,
         min_offsets_per_trigger=min_rows,
-        max_trigger_delay_ms=_int(found, "maxTriggerDelay", 0) or MAX_TRIGGER_DELAY_MS_DEFAULT,
+        max_trigger_delay_ms=_duration_ms(found, "maxTriggerDelay", MAX_TRIGGER_DELAY_MS_DEFAULT),
         consumer_group=group,
         commit_offsets_to_broker=commit,
         initial_offsets_path=found.get("initialOffsetsPath"),
         pull_batch_size=_int(found, "pullBatchSize", 1, PULL_BATCH_SIZE_MAX)
         or PULL_BATCH_SIZE_DEFAULT,
         pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
+        fetch_retries=_default(
+            _int(found, "fetchOffset.numRetries", 0, 100), FETCH_RETRIES_DEFAULT
+        ),
+        fetch_retry_interval_ms=_int(found, "fetchOffset.retryIntervalMs", 1, 600_000)
+        or FETCH_RETRY_INTERVAL_MS_DEFAULT,
     )
+
+
+def _default(value: int | None, default: int) -> int:
+    """``value``, or ``default`` when the option was not given (0 is a value)."""
+    return default if value is None else value
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -12,8 +12,11 @@ views only. Rate limits use Spark 4.2's read limits (``ReadMaxRows``) and
 (Spark has no composite limit for Python sources).
 
 Writes (``writer``/``streamWriter``): rows with ``body`` (binary or string, required) and
-optional ``topic``, ``tag``, ``keys``, ``properties``, ``messageGroup`` are sent; at least
-once (a replayed batch sends again), like the Kafka and rocketmq-spark sinks.
+optional ``topic``, ``tag``, ``keys``, ``properties``, ``messageGroup``, ``deliveryTimestamp``
+are sent; at least once (a replayed batch sends again), like the Kafka and rocketmq-spark
+sinks. A row with a ``deliveryTimestamp`` (TIMESTAMP, or BIGINT ms since the epoch) is sent as
+a DELAY message that consumers receive from that time on (RocketMQ 5 timer messages; the topic
+must accept DELAY messages).
 
 Invariants: ``initialOffset`` gives the same map on every call of a query when
 ``initialOffsetsPath`` is set or the start is ``earliest``/explicit JSON with a stable min
@@ -25,6 +28,7 @@ offset; ``latestOffset`` never moves backwards from ``start``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import logging
 import os
@@ -230,26 +234,44 @@ class SentMessage(datasource.WriterCommitMessage):
 
 
 def _message(row: Any, topic: str | None) -> tuple[str, client.OutgoingMessage]:
+    """The topic and the message of one sink row.
+
+    Raises:
+        OptionError: no body, no topic, or a ``deliveryTimestamp`` with a ``messageGroup``.
+    """
     fields = row.asDict() if hasattr(row, "asDict") else dict(row)
     body = fields.get("body")
     if body is None:
         raise options_mod.OptionError("a row without body: the body column is required")
-    if fields.get("deliveryTimestamp") is not None:
-        raise options_mod.OptionError(
-            "column deliveryTimestamp: delayed sends are not in ariane.client yet; drop it"
-        )
     chosen = fields.get("topic") or topic
     if not chosen:
         raise options_mod.OptionError("no topic: give option topic or a topic column")
     raw_keys = fields.get("keys") or ()
     keys = (raw_keys,) if isinstance(raw_keys, str) else tuple(raw_keys)
+    group = fields.get("messageGroup")
+    due_ms = _epoch_ms(fields.get("deliveryTimestamp"))
+    if group is not None and due_ms is not None:
+        raise options_mod.OptionError(
+            "a row with both messageGroup and deliveryTimestamp: a message is FIFO or DELAY, "
+            "not both; null one of them"
+        )
     return chosen, client.OutgoingMessage(
         body=body.encode() if isinstance(body, str) else bytes(body),
         tag=fields.get("tag"),
         keys=keys,
-        message_group=fields.get("messageGroup"),
+        message_group=group,
         properties=dict(fields.get("properties") or {}),
+        delivery_timestamp_ms=due_ms,
     )
+
+
+def _epoch_ms(value: datetime.datetime | int | None) -> int | None:
+    """ms since the epoch of a ``deliveryTimestamp`` value: a TIMESTAMP (as PySpark hands it
+    over: naive in the session's local time zone, or aware) or a BIGINT of ms; ``None`` for
+    null."""
+    if value is None or isinstance(value, int):
+        return value
+    return round(value.timestamp() * 1000)
 
 
 class RocketMQWriter(datasource.DataSourceWriter):
