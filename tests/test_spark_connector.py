@@ -54,6 +54,16 @@ def spark() -> Any:
     session.stop()  # type: ignore[attr-defined]
 
 
+def test_local_session_listens_on_loopback_only(spark: Any) -> None:
+    """The driver and the block manager of the local session bind 127.0.0.1, not the address
+    of the first network interface Spark picks when the host name resolves to loopback."""
+    context = spark.sparkContext
+    block_manager = context._jsc.sc().env().blockManager().blockManagerId()
+    assert block_manager.host() == stream_to_parquet.LOOPBACK
+    assert context.getConf().get("spark.driver.host") == stream_to_parquet.LOOPBACK
+    assert context.getConf().get("spark.driver.bindAddress") == stream_to_parquet.LOOPBACK
+
+
 def _topic(
     namesrv: str,
     name: str,

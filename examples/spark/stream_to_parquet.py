@@ -18,6 +18,9 @@ LOCAL_MASTER = "local[2,4]"
 and up to 4 tries of a failed task (Spark's cluster default ``spark.task.maxFailures``; plain
 ``local[2]`` fails the query on the first task error)."""
 
+LOOPBACK = "127.0.0.1"
+"""Where a local-mode session binds its driver and block manager."""
+
 
 def session(app: str, *, master: str | None = LOCAL_MASTER) -> object:
     """A SparkSession with the ``rocketmq`` format registered.
@@ -36,8 +39,14 @@ def session(app: str, *, master: str | None = LOCAL_MASTER) -> object:
     if master is not None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        # Loopback only: without these Spark binds its driver and block manager to the first
+        # non-loopback interface when the host name resolves to 127.0.0.1 ("Your hostname ...
+        # resolves to a loopback address ... using <interface address> instead").
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         builder = (
             builder.master(master)
+            .config("spark.driver.host", LOOPBACK)
+            .config("spark.driver.bindAddress", LOOPBACK)
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.memory", "1g")
