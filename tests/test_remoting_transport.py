@@ -7,6 +7,7 @@ raw socket, so what is checked is what a Java client would see on the wire.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 import pytest
@@ -206,13 +207,14 @@ def test_close_callbacks_run_when_the_client_goes_away() -> None:
     asyncio.run(main())
 
 
-def test_a_oneway_request_takes_effect_after_its_client_closed() -> None:
-    """A oneway request whose client closes the connection right after sending it still runs
-    to its end (a Go producer's last oneway send), while a request awaiting a reply on the
-    closed connection is cancelled."""
+def test_requests_take_effect_after_their_client_closed_but_long_polls_are_cancelled() -> None:
+    """Requests read in full run to their end after the client closed the connection: a
+    oneway, and a two-way request whose reply is moot (a Go producer's oneway sends carry no
+    oneway flag and come right before it closes). A code in ``cancel_on_close_codes`` (a
+    long poll) is cancelled at once."""
 
     async def main() -> None:
-        release, both_in, cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        release, all_in, cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
         entered: list[int] = []
         ended: list[str] = []
 
@@ -220,13 +222,13 @@ def test_a_oneway_request_takes_effect_after_its_client_closed() -> None:
             _c: transport.Connection, req: command.RemotingCommand
         ) -> command.RemotingCommand:
             entered.append(req.opaque)
-            if len(entered) == 2:
-                both_in.set()
+            if len(entered) == 3:
+                all_in.set()
             try:
                 await release.wait()
-                ended.append("done" if req.is_oneway else "replied")
+                ended.append("oneway done" if req.is_oneway else "two-way done")
             except asyncio.CancelledError:
-                ended.append("cancelled")
+                ended.append(f"{req.code} cancelled")
                 cancelled.set()
                 raise
             return command.response(req)
@@ -236,22 +238,78 @@ def test_a_oneway_request_takes_effect_after_its_client_closed() -> None:
         def on_connect(conn: transport.Connection) -> None:
             conn.add_close_callback(lambda _c: closed.set())
 
-        async with rt.running_server({SLOW: held}, on_connect=on_connect) as (_, addr):
+        settings = transport.TransportSettings(cancel_on_close_codes=frozenset({BOOM}))
+        handlers = {SLOW: held, BOOM: held}
+        async with rt.running_server(handlers, settings=settings, on_connect=on_connect) as (
+            _,
+            addr,
+        ):
             host, port = addr.split(":")
             reader, writer = await asyncio.open_connection(host, int(port))
             writer.write(command.encode(command.request(SLOW, opaque=1)))
             writer.write(command.encode(command.request(SLOW, opaque=2, oneway=True)))
+            writer.write(command.encode(command.request(BOOM, opaque=3)))
             await writer.drain()
             async with asyncio.timeout(5):
-                await both_in.wait()
+                await all_in.wait()
             writer.close()
             async with asyncio.timeout(5):
-                await cancelled.wait()  # the connection ended; the reply is moot
-                assert ended == ["cancelled"]
+                await cancelled.wait()  # the connection ended; the long poll is moot
+                assert ended == [f"{BOOM} cancelled"]
                 release.set()
                 await closed.wait()
-            assert ended == ["cancelled", "done"]
+            assert sorted(ended) == sorted([f"{BOOM} cancelled", "two-way done", "oneway done"])
             del reader
+
+    asyncio.run(main())
+
+
+def test_frames_unread_when_a_reply_finds_the_peer_gone_are_handled() -> None:
+    """The Go producer's shutdown race: a two-way request is in its handler, the client sends
+    oneways and closes; the reply then fails (the peer reset) before the server read the
+    oneways. They were delivered to the server's socket, so they still run (asyncio alone
+    would drop the socket's unread input on the failed write); a frame cut short does not."""
+
+    async def main() -> None:
+        seen: list[str] = []
+        entered, release, closed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def held(
+            _c: transport.Connection, req: command.RemotingCommand
+        ) -> command.RemotingCommand:
+            entered.set()
+            await release.wait()
+            return command.response(req, body=b"x" * 4096)
+
+        async def record(
+            _c: transport.Connection, req: command.RemotingCommand
+        ) -> command.RemotingCommand:
+            seen.append(req.ext_fields["v"])
+            return command.response(req)
+
+        def on_connect(conn: transport.Connection) -> None:
+            conn.add_close_callback(lambda _c: closed.set())
+
+        handlers = {SLOW: held, FAST: record}
+        async with rt.running_server(handlers, on_connect=on_connect) as (_, addr):
+            host, port = addr.split(":")
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(command.encode(command.request(SLOW, opaque=1)))
+                async with asyncio.timeout(5):
+                    await entered.wait()
+                # from here the loop does not run until the reply is due: the server has
+                # neither read the oneways nor seen the reset when it writes the reply
+                oneways = [
+                    command.encode(command.request(FAST, {"v": str(i)}, opaque=2 + i, oneway=True))
+                    for i in range(3)
+                ]
+                cut = command.encode(command.request(FAST, {"v": "cut"}, opaque=9, oneway=True))
+                sock.sendall(b"".join(oneways) + cut[:-3])
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            release.set()
+            async with asyncio.timeout(5):
+                await closed.wait()
+            assert seen == ["0", "1", "2"]
 
     asyncio.run(main())
 

@@ -32,9 +32,6 @@ _log = logging.getLogger(__name__)
 SNIFF_TIMEOUT_S = 30.0
 """A connection that sends nothing for this long is closed before it is classified."""
 
-STREAM_LIMIT_BYTES = 2**16
-"""Read-buffer limit of a Remoting connection's stream (asyncio's default)."""
-
 
 class _Splice(asyncio.Protocol):
     """One direction's receiving end: bytes received here are written to ``peer``."""
@@ -155,8 +152,8 @@ class SharedPortFront:
     def hand_to_remoting(self, client: asyncio.Transport, first: bytes) -> None:
         """Serve ``client`` as a Remoting connection, ``first`` being its first bytes."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=STREAM_LIMIT_BYTES, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        reader = asyncio.StreamReader(limit=transport.STREAM_LIMIT_BYTES, loop=loop)
+        protocol = transport.FrameStreamProtocol(reader)
         client.set_protocol(protocol)
         protocol.connection_made(client)
         reader.feed_data(first)

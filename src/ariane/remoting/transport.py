@@ -17,11 +17,15 @@ Not pure (sockets, tasks); the codec modules below it are. Mirrors RocketMQ's
 * close callbacks run once when a connection ends (a consumer registry drops its channels).
 
 Ownership: the server owns its connections, each connection owns its reader task and its
-in-flight handler tasks; closing a connection cancels them, closing the server closes all.
-A oneway request read in full is the exception: it still takes effect after its peer closed,
-within ``oneway_finish_s`` (Netty runs a received request whatever becomes of its channel; a
-Go producer's last oneway send, or the oneway offset commit of a client shutting down, comes
-right before the client closes its connection).
+in-flight handler tasks; closing the server closes all. **A request read in full takes effect
+whatever becomes of its connection** (Netty runs a received request whatever becomes of its
+channel; only the reply is lost): when a connection ends, its in-flight handlers still run, for
+at most ``request_finish_s``, and only requests that merely wait for something to answer
+(``cancel_on_close_codes``: long polls) are cancelled at once. A Go producer's oneway sends
+come without the oneway flag and right before it closes its connection, and the oneway offset
+commit of a client shutting down too. Bytes delivered before a connection failed count
+as well: ``FrameStreamProtocol`` reads them out of the socket before it ends the stream (asyncio
+would drop them when a reply finds the peer reset).
 """
 
 from __future__ import annotations
@@ -46,6 +50,89 @@ Handler = Callable[
 CloseCallback = Callable[["Connection"], None]
 """Called once, synchronously, when a connection has closed."""
 
+STREAM_LIMIT_BYTES = 2**16
+"""Read-buffer limit of a Remoting connection's stream (asyncio's default)."""
+
+
+UNREAD_INPUT_BYTES_MAX = 2 * cmd_mod.FRAME_BYTES_MAX
+"""Most bytes taken from a failed socket's receive queue (more than a kernel buffer holds)."""
+
+
+class FrameStreamProtocol(asyncio.StreamReaderProtocol):
+    """A stream protocol that keeps what the peer sent before the connection failed.
+
+    asyncio drops a socket's unread input when the connection fails: a write that finds the
+    peer gone (reset) closes the transport before the bytes already in the socket's receive
+    queue are read, and a reset seen by a read makes the stream raise before its buffered bytes.
+    Netty hands a channel every byte the kernel delivered before the exception. So a failure
+    here reads the receive queue out (non-blocking, at most ``UNREAD_INPUT_BYTES_MAX``) and ends
+    the stream after it, as if the peer had closed: whole frames are still handled, a frame cut
+    short reads as truncated. The case it exists for: a Go producer sends its last oneways and
+    shuts down while the broker's reply to an earlier request is on its way (the client's
+    kernel resets the connection on that reply).
+
+    Args:
+        reader: the stream the bytes go to.
+        on_connect: as ``asyncio.start_server``'s callback (``None`` for a client).
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        on_connect: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+        | None = None,
+    ) -> None:
+        super().__init__(reader, on_connect, loop=asyncio.get_running_loop())
+        self._frames = reader
+        self._socket_transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Remember ``transport`` (its socket is read out if the connection fails)."""
+        self._socket_transport = transport
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """End the stream; after a failure, first feed it the socket's unread input."""
+        if exc is not None and self._socket_transport is not None:
+            unread = unread_input(self._socket_transport)
+            if unread:
+                self._frames.feed_data(unread)
+            _log.debug("connection failed (%s); %d unread bytes kept", exc, len(unread))
+        super().connection_lost(None)
+
+
+def unread_input(transport: asyncio.BaseTransport) -> bytes:
+    """The bytes waiting in ``transport``'s socket receive queue (at most
+    ``UNREAD_INPUT_BYTES_MAX``), read without blocking; empty if there is no socket or it has
+    nothing more (end of stream, reset after the data, or an error)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return b""
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        with sock.dup() as copy:  # the same open socket; asyncio's wrapper has no recv
+            copy.setblocking(False)
+            while total < UNREAD_INPUT_BYTES_MAX:
+                chunk = copy.recv(min(STREAM_LIMIT_BYTES, UNREAD_INPUT_BYTES_MAX - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+    except OSError:  # BlockingIOError: nothing more now; ECONNRESET: after the data
+        pass
+    return b"".join(chunks)
+
+
+def stream_protocol(
+    on_connect: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+    | None = None,
+) -> FrameStreamProtocol:
+    """A ``FrameStreamProtocol`` on a fresh reader (what ``asyncio.start_server`` and
+    ``open_connection`` build, with that protocol); ``on_connect`` as ``start_server``'s."""
+    reader = asyncio.StreamReader(limit=STREAM_LIMIT_BYTES, loop=asyncio.get_running_loop())
+    return FrameStreamProtocol(reader, on_connect)
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TransportSettings:
@@ -65,14 +152,18 @@ class TransportSettings:
     pending_requests_max: int = 1024
     """Requests this side sent on one connection and still awaits answers for."""
 
-    oneway_finish_s: float = 5.0
-    """How long oneway requests in flight when a connection closes may still run before they
-    are cancelled, s (they have no reply to send, but their effect is expected)."""
+    request_finish_s: float = 5.0
+    """How long requests in flight when their connection ends may still run before they are
+    cancelled, s (their reply is lost, their effect is expected: a send is stored)."""
+
+    cancel_on_close_codes: frozenset[int] = frozenset()
+    """Request codes cancelled at once when their connection ends: requests with no effect
+    that wait for something to answer (the broker's long-polling pulls)."""
 
     def __post_init__(self) -> None:
         assert self.in_flight_requests_max >= 1 and self.connections_max >= 1
         assert self.idle_timeout_s > 0 and self.pending_requests_max >= 1
-        assert self.oneway_finish_s >= 0
+        assert self.request_finish_s >= 0
 
 
 class TransportError(Exception):
@@ -117,7 +208,7 @@ class Connection:
         self._opaque = itertools.count(1)
         self._pending: dict[int, asyncio.Future[cmd_mod.RemotingCommand]] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
-        self._oneway: set[asyncio.Task[None]] = set()
+        self._cancel_on_close: set[asyncio.Task[None]] = set()
         self._close_callbacks: list[CloseCallback] = []
         self._closed = asyncio.Event()
         self.attributes: dict[str, object] = {}
@@ -180,7 +271,8 @@ class Connection:
             self._pending.pop(opaque, None)
 
     async def close(self) -> None:
-        """Close the connection: cancel its handlers, fail its pending requests."""
+        """Close the connection: fail its pending requests, let its in-flight handlers finish
+        (at most ``request_finish_s``; ``cancel_on_close_codes`` are cancelled at once)."""
         self._writer.close()
         await self._finish()
 
@@ -239,17 +331,18 @@ class Connection:
             if not command.is_oneway:
                 remark = f"{len(self._in_flight)} requests in flight on this connection"
                 busy = cmd_mod.response(command, codes.ResponseCode.SYSTEM_BUSY, remark=remark)
-                self._spawn(self._send_quietly(busy))
+                self._spawn(self._send_quietly(busy), cancel_on_close=True)
             return
-        self._spawn(self._handle(command), oneway=command.is_oneway)
+        cancel = command.code in self._settings.cancel_on_close_codes
+        self._spawn(self._handle(command), cancel_on_close=cancel)
 
-    def _spawn(self, coroutine: Awaitable[None], *, oneway: bool = False) -> None:
+    def _spawn(self, coroutine: Awaitable[None], *, cancel_on_close: bool = False) -> None:
         task = asyncio.ensure_future(coroutine)
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
-        if oneway:
-            self._oneway.add(task)
-            task.add_done_callback(self._oneway.discard)
+        if cancel_on_close:
+            self._cancel_on_close.add(task)
+            task.add_done_callback(self._cancel_on_close.discard)
 
     async def _handle(self, request: cmd_mod.RemotingCommand) -> None:
         handler = self._handlers.get(request.code)
@@ -312,12 +405,12 @@ class Connection:
                 future.set_exception(ConnectionClosedError(f"{self.remote_address} closed"))
         current = asyncio.current_task()
         tasks = [t for t in self._in_flight if t is not current]
-        finishing = [t for t in tasks if t in self._oneway]
+        finishing = [t for t in tasks if t not in self._cancel_on_close]
         for task in tasks:
-            if task not in self._oneway:
+            if task in self._cancel_on_close:
                 task.cancel()
-        if finishing:  # oneway requests take effect though their peer is gone
-            _, late = await asyncio.wait(finishing, timeout=self._settings.oneway_finish_s)
+        if finishing:  # requests read in full take effect though their peer is gone
+            _, late = await asyncio.wait(finishing, timeout=self._settings.request_finish_s)
             for task in late:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -329,6 +422,18 @@ class Connection:
         self._close_callbacks.clear()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()
+
+
+async def _open_connection(
+    host: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """``asyncio.open_connection`` with a ``FrameStreamProtocol``."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STREAM_LIMIT_BYTES, loop=loop)
+    transport, protocol = await loop.create_connection(
+        lambda: FrameStreamProtocol(reader), host, port
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 def _format_address(peer: object) -> str:
@@ -367,7 +472,8 @@ class RemotingServer:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on ``host:port`` (port 0 picks one) and return the bound address."""
-        self._server = await asyncio.start_server(self._accept, host, port, limit=2**16)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: stream_protocol(self._accept), host, port)
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
@@ -450,7 +556,7 @@ class RemotingClient:
             host, _, port = addr.rpartition(":")
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
-                    reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+                    reader, writer = await _open_connection(host.strip("[]"), int(port))
             except (OSError, TimeoutError, ValueError) as exc:
                 raise ConnectionClosedError(f"cannot connect to {addr}: {exc}") from exc
             connection = Connection(reader, writer, self._handlers, self._settings)

@@ -39,6 +39,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 )
 
+// onewaySettle is how long a oneway sender waits before it shuts its producer down.
+const onewaySettle = time.Second
+
 type options struct {
 	namesrv, topic, group, mode, model, prefix, instance                string
 	count, orders, delayLevel, retryDelayLevel, maxReconsume, deadlineS int
@@ -214,6 +217,11 @@ func runSend() {
 			}
 			sentEvent(i, msg, nil, "", 0)
 		}
+		// This client sends "oneway" requests without the oneway flag, so the broker answers
+		// them (RocketMQ's broker does too). An answer that reaches a socket closed by Shutdown
+		// makes the kernel abort the connection and drop the bytes it had not sent yet (the
+		// tail of the last message): let the answers arrive and be read before shutting down.
+		time.Sleep(onewaySettle)
 	default:
 		for i, msg := range msgs {
 			res, err := p.SendSync(ctx, msg)

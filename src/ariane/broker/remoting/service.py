@@ -47,6 +47,12 @@ SLAVE_REFUSED_CODES = (
 )
 """The codes of RocketMQ's ``SendMessageProcessor``, which a slave refuses with SYSTEM_BUSY."""
 
+TRANSPORT_SETTINGS = transport.TransportSettings(
+    cancel_on_close_codes=frozenset({RQ.PULL_MESSAGE, RQ.LITE_PULL_MESSAGE})
+)
+"""A pull held in long polling has nothing left to do once its consumer's connection is gone
+(its offset commit came first); every other request read in full still takes effect."""
+
 
 class RemotingService:
     """The classic protocol on one broker.
@@ -78,7 +84,9 @@ class RemotingService:
         self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
-        self.server = transport.RemotingServer(self.handlers(), on_connect=self._on_connect)
+        self.server = transport.RemotingServer(
+            self.handlers(), settings=TRANSPORT_SETTINGS, on_connect=self._on_connect
+        )
 
     def handlers(self) -> dict[int, replies.TransportHandler]:
         """Request code -> handler."""
