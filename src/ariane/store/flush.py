@@ -5,8 +5,8 @@
   whatever is dirty at least every ``flush_thorough_interval_ms``. Appends do not wait.
 - ``GroupCommitService`` (SYNC_FLUSH): an append registers the offset its bytes end at and gets
   a ``concurrent.futures.Future``, or from a coroutine an ``asyncio.Future`` of its loop
-  (``request_durable(end, loop)``); one flusher thread swaps the waiting
-  list, runs ONE sync covering every byte written so far (``fdatasync`` releases the GIL, so
+  (``request_durable(end, loop)``); one flusher thread takes every waiter queued so far,
+  runs ONE sync covering every byte written so far (``fdatasync`` releases the GIL, so
   appenders go on), then completes every future it covered with ``True``: the asyncio ones
   with one ``call_soon_threadsafe`` per loop per sync, not one wake-up of the loop per waiter.
   A failed sync completes them with ``False`` and marks the CommitLog unwritable (a failed
@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import queue
 import threading
 from collections.abc import Callable
 
@@ -52,8 +53,11 @@ def _resolve_all(futures: list[asyncio.Future[bool]], value: bool) -> None:
             future.set_result(value)
 
 
-_LoopWaiter = tuple[int, asyncio.AbstractEventLoop, "asyncio.Future[bool]"]
-"""(end offset, loop, future) of a coroutine waiting for a sync."""
+_Waiter = tuple[
+    int, asyncio.AbstractEventLoop | None, "concurrent.futures.Future[bool] | asyncio.Future[bool]"
+]
+"""(end offset, loop, future) of an append waiting for a sync: ``loop`` ``None`` for a
+``concurrent.futures.Future`` (a thread waits), else an asyncio future of that loop."""
 
 
 class PeriodicService:
@@ -144,6 +148,10 @@ class AsyncFlushService:
 class GroupCommitService:
     """SYNC_FLUSH group commit: many waiters, one sync.
 
+    Waiters go through a ``queue.SimpleQueue`` (C: a put is one lock-free append plus a wake-up
+    of the blocked flusher, the flusher's wait releases the GIL), not a ``threading.Condition``
+    (Python: a lock allocated per wait); at one producer every message pays this hand-off.
+
     Args:
         log: the CommitLog to flush.
         config: ``sync_flush_waiters_max``.
@@ -152,9 +160,8 @@ class GroupCommitService:
     def __init__(self, log: commit_log.CommitLog, config: settings.StoreSettings) -> None:
         self._log = log
         self._waiters_max = config.sync_flush_waiters_max
-        self._cond = threading.Condition()
-        self._waiters: list[tuple[int, concurrent.futures.Future[bool]]] = []
-        self._loop_waiters: list[_LoopWaiter] = []
+        self._queue: queue.SimpleQueue[_Waiter | None] = queue.SimpleQueue()
+        self._state_lock = threading.Lock()  # orders the stop marker after every waiter
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.flush_count = 0
@@ -162,7 +169,7 @@ class GroupCommitService:
 
     def has_room(self) -> bool:
         """Whether one more waiter fits (else appends answer OS_PAGE_CACHE_BUSY)."""
-        return len(self._waiters) + len(self._loop_waiters) < self._waiters_max
+        return self._queue.qsize() < self._waiters_max
 
     def request_durable(
         self, end_offset: int, loop: asyncio.AbstractEventLoop | None = None
@@ -186,21 +193,17 @@ class GroupCommitService:
         if self._log.flushed_offset >= end_offset:
             future.set_result(True)
             return future
-        with self._cond:
+        with self._state_lock:
             if self._stopping or self._thread is None:
                 return None
-            if isinstance(future, concurrent.futures.Future):
-                self._waiters.append((end_offset, future))
-            else:
-                assert loop is not None
-                self._loop_waiters.append((end_offset, loop, future))
-            self._cond.notify()
+            self._queue.put((end_offset, loop, future))
         return future
 
     def start(self) -> None:
         """Start the flusher thread."""
         assert self._thread is None, "already started"
         self._stopping = False
+        self._queue = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, name="ariane-store-group-commit", daemon=True
         )
@@ -208,20 +211,26 @@ class GroupCommitService:
 
     def _run(self) -> None:
         while True:
-            with self._cond:
-                while not self._waiters and not self._loop_waiters and not self._stopping:
-                    self._cond.wait()
-                batch, self._waiters = self._waiters, []
-                loop_batch, self._loop_waiters = self._loop_waiters, []
-                if not batch and not loop_batch and self._stopping:
-                    return
-            self._commit(batch, loop_batch)
+            first = self._queue.get()  # blocks without the GIL until a waiter (or the stop)
+            batch: list[_Waiter] = []
+            stopping = first is None
+            if first is not None:
+                batch.append(first)
+            while True:  # everything queued so far: one sync covers it all
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._commit(batch)
+            if stopping:
+                return
 
-    def _commit(
-        self,
-        batch: list[tuple[int, concurrent.futures.Future[bool]]],
-        loop_batch: list[_LoopWaiter],
-    ) -> None:
+    def _commit(self, batch: list[_Waiter]) -> None:
         try:
             flushed = self._log.flush()
             self.flush_count += 1
@@ -231,21 +240,25 @@ class GroupCommitService:
             self._log.writable = False
             ok = False
         by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[bool]]] = {}
-        for end_offset, loop, waiting in loop_batch:
+        for end_offset, loop, waiting in batch:
             assert not ok or flushed >= end_offset, "a sync covers every byte written before it"
-            by_loop.setdefault(loop, []).append(waiting)
+            if loop is None:
+                assert isinstance(waiting, concurrent.futures.Future)
+                _resolve(waiting, ok)
+            else:
+                assert isinstance(waiting, asyncio.Future)
+                by_loop.setdefault(loop, []).append(waiting)
         for loop, futures in by_loop.items():
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
                 loop.call_soon_threadsafe(_resolve_all, futures, ok)
-        for end_offset, future in batch:
-            assert not ok or flushed >= end_offset, "a sync covers every byte written before it"
-            _resolve(future, ok)
 
     def stop(self) -> None:
         """Complete the waiting appends with a last sync, then stop the thread."""
-        with self._cond:
+        with self._state_lock:
+            if self._stopping or self._thread is None:
+                return
             self._stopping = True
-            self._cond.notify()
+            self._queue.put(None)
         if self._thread is not None:
             self._thread.join()
             self._thread = None
