@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -328,3 +329,50 @@ def test_query_route_lists_only_groups_with_a_master() -> None:
         "m:1",
     )
     assert [V2.MessageType.Name(t) for t in queue.accept_message_types] == ["FIFO"]
+
+
+def test_pooled_channels_wait_for_a_slow_handshake() -> None:
+    """A server that takes 600 ms to answer a new connection (a busy process on a loaded
+    machine; here a splice that connects onwards only after that delay) still serves the first
+    call of a pooled channel. gRPC reads ``grpc.min_reconnect_backoff_ms`` as the least time a
+    connection attempt gets; at 100 ms such calls failed with "timed out before receiving
+    SETTINGS frame"."""
+
+    async def cluster_info(_request: bytes, _context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        return pb.registry.GetClusterInfoResponse().SerializeToString()
+
+    async def main() -> None:
+        handler = grpc.method_handlers_generic_handler(
+            pb.REGISTRY_SERVICE.full_name,
+            {"GetClusterInfo": grpc.unary_unary_rpc_method_handler(cluster_info)},
+        )
+        backend = grpc.aio.server()
+        backend.add_generic_rpc_handlers((handler,))
+        backend_port = backend.add_insecure_port("127.0.0.1:0")
+        await backend.start()
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            writer.close()
+
+        async def slow_front(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(0.6)
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", backend_port)
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+        front = await asyncio.start_server(slow_front, "127.0.0.1", 0)
+        front_port = front.sockets[0].getsockname()[1]
+        pool = rpc.ChannelPool(channels_max=1)
+        try:
+            channel = await pool.get(f"127.0.0.1:{front_port}")
+            client = rpc.RegistryClient(channel, timeout_s=10.0)
+            assert await client.get_cluster_info() == pb.registry.GetClusterInfoResponse()
+        finally:
+            await pool.close()
+            front.close()
+            await backend.stop(None)
+
+    asyncio.run(main())

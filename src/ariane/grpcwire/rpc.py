@@ -614,6 +614,15 @@ to 120 s, so a peer restarted after a SIGKILL stayed unreachable for tens of sec
 gRPC client reconnects on the next request."""
 
 
+CONNECT_TIMEOUT_MS = 20_000
+"""Least time a pooled channel's connection attempt (TCP connect, then the server's HTTP/2
+SETTINGS) gets, ms: gRPC's own MIN_CONNECT_TIMEOUT (doc/connection-backoff.md). gRPC core reads
+it from ``grpc.min_reconnect_backoff_ms``, which whatever its name is not a backoff
+(``Subchannel``: attempt deadline = max(next backoff, now + that)). It used to be 100 ms here,
+so a server process that took longer to answer a new connection on a loaded machine failed the
+call at once: "connection attempt timed out before receiving SETTINGS frame"."""
+
+
 class ChannelPool:
     """A bounded set of plaintext ``grpc.aio`` channels keyed by ``host:port``.
 
@@ -648,7 +657,7 @@ class ChannelPool:
                 ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
                 ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
                 ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
                 ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS_MAX),
             ],
         )

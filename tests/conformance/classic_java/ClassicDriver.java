@@ -6,7 +6,10 @@
 //   send        --topic T --count N --mode sync|async|oneway|batch|selector [--tag X] [--delay-level L]
 //               [--queue Q] (selector: every message to queue Q through a MessageQueueSelector)
 //   push        --topic T --group G --count N [--model CLUSTERING|BROADCASTING] [--instance I]
-//   lite        --topic T --group G --count N [--assign-queue Q --seek O]
+//   lite        --topic T --group G --count N [--assign-queue Q --seek O [--seek-after M]]
+//               (--seek-after: read M messages first, then seek to O and read N more, printed as
+//               received with how "lite-seeked"; a seek before the first pull races the pull that
+//               assign() has already started from the group's offset)
 //   transaction --topic T --group G   (message 0 commits, 1 rolls back, 2 answers UNKNOW and is
 //               committed by the check-back)
 //   orderly-send --topic T --orders K --count N [--interval-ms X]  (message i is step i / K of
@@ -294,14 +297,23 @@ public final class ClassicDriver {
       List<MessageQueue> one = new ArrayList<>();
       one.add(target);
       consumer.assign(one);
+      int before = args.integer("seek-after", 0);
+      Set<String> first = new java.util.HashSet<>();
+      while (first.size() < before && System.currentTimeMillis() < deadline) {
+        for (MessageExt m : consumer.poll(1000)) {
+          emit(received(m, "lite"));
+          first.add(m.getMsgId());
+        }
+      }
       consumer.seek(target, Long.parseLong(args.get("seek", "0")));
     }
+    String how = args.get("seek-after", "").isEmpty() ? "lite" : "lite-seeked";
     int count = args.integer("count", 1);
     Set<String> seen = new java.util.HashSet<>();
     try {
       while (seen.size() < count && System.currentTimeMillis() < deadline) {
         for (MessageExt m : consumer.poll(1000)) {
-          emit(received(m, "lite"));
+          emit(received(m, how));
           seen.add(m.getMsgId());
         }
       }
