@@ -7,7 +7,9 @@ broker, the store and the official-client driver are the tree's own. It starts a
 ``ariane dev`` cluster with ``FLUSH``, sends ``WARMUP`` messages untimed, then ``MESSAGES``
 with one producer process (one synchronous ``Producer.send`` at a time), and prints one JSON
 line: messages, seconds, and the CPU seconds (utime + stime from ``/proc``) over the timed span
-of the broker's owner process (also per thread) and of its front-end workers.
+of the broker's owner process (also per thread) and of its front-end workers. It reads
+``/proc`` itself rather than through ``ariane.benchmark.process_cpu``, which the 2026-11-23
+baseline does not have.
 """
 
 from __future__ import annotations

@@ -151,13 +151,12 @@ class SharedPortFront:
 
     def hand_to_remoting(self, client: asyncio.Transport, first: bytes) -> None:
         """Serve ``client`` as a Remoting connection, ``first`` being its first bytes."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=transport.STREAM_LIMIT_BYTES, loop=loop)
-        protocol = transport.FrameStreamProtocol(reader)
+        protocol = transport.stream_protocol()
+        reader = protocol.reader
         client.set_protocol(protocol)
         protocol.connection_made(client)
         reader.feed_data(first)
-        writer = asyncio.StreamWriter(client, protocol, reader, loop)
+        writer = asyncio.StreamWriter(client, protocol, reader, asyncio.get_running_loop())
         self._own(self._remoting.serve_connection(reader, writer))
 
     def hand_to_grpc(self, client: asyncio.Transport, first: bytes) -> None:

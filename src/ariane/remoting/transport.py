@@ -83,7 +83,8 @@ class FrameStreamProtocol(asyncio.StreamReaderProtocol):
         | None = None,
     ) -> None:
         super().__init__(reader, on_connect, loop=asyncio.get_running_loop())
-        self._frames = reader
+        self.reader = reader
+        """The stream the connection's bytes go to."""
         self._socket_transport: asyncio.BaseTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -96,7 +97,7 @@ class FrameStreamProtocol(asyncio.StreamReaderProtocol):
         if exc is not None and self._socket_transport is not None:
             unread = unread_input(self._socket_transport)
             if unread:
-                self._frames.feed_data(unread)
+                self.reader.feed_data(unread)
             _log.debug("connection failed (%s); %d unread bytes kept", exc, len(unread))
         super().connection_lost(None)
 
@@ -429,11 +430,8 @@ async def _open_connection(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """``asyncio.open_connection`` with a ``FrameStreamProtocol``."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=STREAM_LIMIT_BYTES, loop=loop)
-    transport, protocol = await loop.create_connection(
-        lambda: FrameStreamProtocol(reader), host, port
-    )
-    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+    transport, protocol = await loop.create_connection(stream_protocol, host, port)
+    return protocol.reader, asyncio.StreamWriter(transport, protocol, protocol.reader, loop)
 
 
 def _format_address(peer: object) -> str:

@@ -148,9 +148,9 @@ class AsyncFlushService:
 class GroupCommitService:
     """SYNC_FLUSH group commit: many waiters, one sync.
 
-    Waiters go through a ``queue.SimpleQueue`` (C: a put is one lock-free append plus a wake-up
-    of the blocked flusher, the flusher's wait releases the GIL), not a ``threading.Condition``
-    (Python: a lock allocated per wait); at one producer every message pays this hand-off.
+    Waiters go through a ``queue.SimpleQueue`` (implemented in C: a put appends and wakes the
+    blocked flusher, whose wait releases the GIL), not a ``threading.Condition`` (Python code
+    that allocates a lock per wait); at one producer every message pays this hand-off.
 
     Args:
         log: the CommitLog to flush.
