@@ -138,7 +138,7 @@ def create_topic(endpoint: str, topic: str, *, message_type: str = "NORMAL") -> 
             read_queue_nums=2,
             write_queue_nums=2,
             perm=6,
-            message_type=pb.topic.TopicMessageType.Value(f"TOPIC_MESSAGE_TYPE_{message_type}"),
+            message_type=f"TOPIC_MESSAGE_TYPE_{message_type}",
         )
     )
     answer = asyncio.run(_admin(endpoint, "CreateTopic", request, pb.admin.CreateTopicResponse))

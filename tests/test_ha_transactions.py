@@ -17,11 +17,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import grpc
 import pytest
+from google.protobuf.message import Message
 
 import ha_testing as ht
 from ariane import client
 from ariane.common import errors
-from ariane.grpcwire import codes, messages, pb, rpc
+from ariane.grpcwire import messages, pb, rpc
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +77,7 @@ def _topics(endpoint: str) -> set[str]:
     return {t.name for t in listed.topics}
 
 
-async def _unary(endpoint: str, name: str, request: object, answer: type[rpc.M]) -> rpc.M:
+async def _unary(endpoint: str, name: str, request: Message, answer: type[rpc.M]) -> rpc.M:
     async with grpc.aio.insecure_channel(endpoint) as channel:
         return await rpc.unary_call(
             channel, pb.MESSAGING_SERVICE, name, request, answer, timeout_s=20, metadata=PRODUCER
@@ -132,9 +133,7 @@ def _visible(namesrv: str) -> list[str]:
         async with client.PullConsumer(namesrv) as consumer:
             bodies: list[str] = []
             for queue in await consumer.queues_for_topic(TOPIC):
-                batch = await consumer.fetch(
-                    queue, 0, max_messages=1024, long_polling_timeout_s=0
-                )
+                batch = await consumer.fetch(queue, 0, max_messages=1024, long_polling_timeout_s=0)
                 bodies += [m.body.decode() for m in batch.messages]
             return sorted(bodies)
 
@@ -219,3 +218,30 @@ def test_failover_keeps_half_messages_resolvable_and_checked_back(
     assert _visible(namesrv) == sorted({committed, *checked})
     refused = _end(slave.endpoint, rolled_back, sent[rolled_back], commit)[0]
     assert refused == int(errors.Code.INVALID_TRANSACTION_ID)
+
+
+def test_switchover_and_back_moves_the_transactions_with_the_role(
+    namesrv: str, pair: tuple[ht.Broker, ht.Broker]
+) -> None:
+    """Proves a demoted master drops its transactions (EndTransaction there is FORBIDDEN) while
+    the promoted slave resolves and checks them, and that promoting the old master again
+    rebuilds the ones still open."""
+    old, new = pair
+    sent = _sent_halves(old.endpoint, 4)
+    ht.change_role(new.endpoint, "SYNC_MASTER", epoch=2, broker_id=0)
+    ht.change_role(old.endpoint, "SLAVE", epoch=2, broker_id=1, master_ha=new.ha)
+    commit = pb.v2.TransactionResolution.COMMIT
+    forbidden = _end(old.endpoint, "tx-0", sent["tx-0"], commit)[0]
+    assert forbidden == int(errors.Code.FORBIDDEN)
+    ht.poll(lambda: _end(new.endpoint, "tx-0", sent["tx-0"], commit)[0] == OK, "a commit")
+    asked = asyncio.run(_checks(new.endpoint, {sent["tx-1"], sent["tx-2"], sent["tx-3"]}))
+    assert sent["tx-0"] not in asked
+    assert _end(new.endpoint, "tx-1", sent["tx-1"], commit)[0] == OK
+
+    ht.change_role(old.endpoint, "SYNC_MASTER", epoch=3, broker_id=0)
+    ht.change_role(new.endpoint, "SLAVE", epoch=3, broker_id=1, master_ha=old.ha)
+    assert _end(new.endpoint, "tx-2", sent["tx-2"], commit)[0] == int(errors.Code.FORBIDDEN)
+    ht.poll(lambda: _end(old.endpoint, "tx-2", sent["tx-2"], commit)[0] == OK, "a commit")
+    asked = asyncio.run(_checks(old.endpoint, {sent["tx-3"]}))
+    assert not {sent["tx-0"], sent["tx-1"], sent["tx-2"]} & asked.keys()
+    ht.poll(lambda: _visible(namesrv) == ["tx-0", "tx-1", "tx-2"], "the commits delivered")

@@ -30,7 +30,20 @@ table entry is claimed before the store is awaited, a repeat of the same resolut
 without writing, a different one INVALID_TRANSACTION_ID. (3) At most ``half_messages_max``
 halves are unresolved (a TRANSACTION send beyond answers TOO_MANY_REQUESTS). The op window
 (op records not yet behind the progress offset) holds the ops written since the oldest
-unresolved half was stored, which is given up after ``transaction_check_max`` checks.
+unresolved half was stored, which is given up after ``transaction_check_max`` checks. (4) Only
+a master owns transactions: a slave's table is empty, it never checks back, never moves the
+progress and holds none in its offset table (``become_slave``).
+
+Roles (issue 25). As in RocketMQ, the half and op topics are ordinary CommitLog records, so they
+replicate, and a slave runs no check-backs (``BrokerController.startProcessorByHa`` starts
+``TransactionalMessageCheckService`` on a master only). RocketMQ's promoted slave then resumes
+from the ``CID_RMQ_SYS_TRANS`` offsets its ``SlaveSynchronize`` copied last. Ariane goes
+further and trusts no progress at a promotion: a copied one may lie past records the slave does
+not hold yet, and a demoted master's own one past records its new master's history replaced.
+``become_master`` rebuilds the table from the first record of the half and op queues, so every
+unresolved half is pending again under the transaction id its producer got (the id names the
+broker group and replicated offsets, equal on both brokers) and is checked back by the new
+master; the cost is one scan of the retained half and op records at each promotion.
 """
 
 from __future__ import annotations
@@ -501,7 +514,9 @@ class TransactionalMessageService:
             ``(half progress, op progress)`` queue offsets.
         """
         if not self._master:
-            return self._progress(topics.TRANS_HALF_TOPIC), self._progress(topics.TRANS_OP_HALF_TOPIC)
+            return self._progress(topics.TRANS_HALF_TOPIC), self._progress(
+                topics.TRANS_OP_HALF_TOPIC
+            )
         half_top = self._store.max_queue_offset(topics.TRANS_HALF_TOPIC, HALF_QUEUE)
         half_at = min((e.queue_offset for e in self._pending.values()), default=half_top)
         window = self._op_window
