@@ -130,15 +130,15 @@ async def _admin(endpoint: str, name: str, request: Message, answer: type[Any]) 
         return await rpc.unary_call(channel, pb.ADMIN_SERVICE, name, request, answer, timeout_s=10)
 
 
-def create_topic(endpoint: str, topic: str) -> None:
-    """Create a 2-queue NORMAL topic on a master."""
+def create_topic(endpoint: str, topic: str, *, message_type: str = "NORMAL") -> None:
+    """Create a 2-queue topic of ``message_type`` (NORMAL, TRANSACTION, ...) on a master."""
     request = pb.admin.CreateTopicRequest(
         topic=pb.admin.Topic(
             name=topic,
             read_queue_nums=2,
             write_queue_nums=2,
             perm=6,
-            message_type=pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_NORMAL,
+            message_type=f"TOPIC_MESSAGE_TYPE_{message_type}",
         )
     )
     answer = asyncio.run(_admin(endpoint, "CreateTopic", request, pb.admin.CreateTopicResponse))

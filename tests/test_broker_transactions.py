@@ -215,3 +215,33 @@ def test_a_full_half_table_answers_too_many_requests(tmp_path: pathlib.Path) -> 
             made.prepare("Y")
     finally:
         made.store.close()
+
+
+def test_a_slave_never_checks_nor_moves_progress_and_a_promotion_rebuilds(
+    broker: Broker,
+) -> None:
+    """On a slave the check pass does nothing and the committed check progress is gone, even
+    when it lay past every half (issue 25); become_master rebuilds every unresolved half from
+    the queues' first record, with its transaction id, and become_slave drops them again."""
+    tids = {mid: broker.prepare(mid) for mid in ("S1", "S2", "S3")}
+    broker.end("S1", tids["S1"], transaction.Resolution.ROLLBACK)
+    top = broker.store.max_queue_offset(topics.TRANS_HALF_TOPIC, Q0)
+    broker.offsets.commit(transaction.CONSUMER_GROUP, topics.TRANS_HALF_TOPIC, Q0, top)
+    broker.tx.become_slave()
+    assert len(broker.tx) == 0 and not broker.tx.is_master
+    checker = transaction_check.TransactionCheckService(
+        transactions=broker.tx, listener=Recorder(), time=broker.clock
+    )
+    broker.clock.advance_ms(SETTINGS.transaction_timeout_ms)
+    assert asyncio.run(checker.check_once()) == 0
+    assert broker.offsets.query(transaction.CONSUMER_GROUP, topics.TRANS_HALF_TOPIC, Q0) is None
+    with pytest.raises(errors.ForbiddenError):
+        broker.end("S2", tids["S2"], transaction.Resolution.COMMIT)
+    assert broker.tx.become_master() == 2
+    assert sorted(e.transaction_id for e in broker.tx.due(10**15)) == sorted(
+        [tids["S2"], tids["S3"]]
+    )
+    broker.end("S2", tids["S2"], transaction.Resolution.COMMIT)
+    assert [m.message.uniq_key for m in broker.real_messages()] == ["S2"]
+    broker.tx.become_slave()
+    assert len(broker.tx) == 0

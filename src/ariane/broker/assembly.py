@@ -65,6 +65,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         settings=settings.transaction,
         broker_name=broker.broker_name,
         time=time,
+        master=settings.ha.role.is_master,
     )
     retrier = retry_processor(broker, time=time)
     return Processors(

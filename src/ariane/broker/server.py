@@ -99,7 +99,7 @@ class BrokerServer:
         lookup = routes.RouteLookup(runtime, channels)
         processors = assembly.build(runtime, time=self.clock)
         streams = producer_streams.ProducerStreams(client_registry)
-        self.replication, self.slave_sync = self._ha_services(runtime, channels)
+        self.replication, self.slave_sync = self._ha_services(runtime, channels, processors)
         renewals = receive_rpc.new_renewals(runtime, processors.consumer, client_registry)
         implementations = _services(
             runtime,
@@ -158,14 +158,17 @@ class BrokerServer:
         return rpc.ChannelPool(channels_max=namesrv_max + 8)
 
     def _ha_services(
-        self, runtime: runtime_mod.BrokerRuntime, channels: rpc.ChannelPool
+        self,
+        runtime: runtime_mod.BrokerRuntime,
+        channels: rpc.ChannelPool,
+        processors: assembly.Processors,
     ) -> tuple[replication.ReplicationService | None, slave_sync.SlaveSyncService | None]:
-        """The master's replication service and the slave's metadata sync (``None`` without HA)."""
+        """The master's replication service (the transaction service follows its role) and
+        the slave's metadata sync (``None`` without HA)."""
         if not self.settings.ha.replicates:
             return None, None
-        return replication.ReplicationService(runtime), slave_sync.SlaveSyncService(
-            runtime, channels
-        )
+        roles = replication.ReplicationService(runtime, followers=(processors.transactions,))
+        return roles, slave_sync.SlaveSyncService(runtime, channels)
 
     def _client_tables(self) -> tuple[clients.ClientRegistry, consumers.ConsumerRegistry]:
         """The client sessions, the consumer registry over them and the queue lock table."""

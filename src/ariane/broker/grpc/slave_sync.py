@@ -10,7 +10,10 @@ whose HA address is the one it replicates from, else the group's id 0), reads ``
 master's ``AdminService``, and makes its own tables equal: configs the master has are written
 (only when different, so the data version moves only on a change), ordinary topics and
 groups it lacks are deleted, committed offsets take the master's value (RocketMQ overwrites
-the slave's table too).
+the slave's table too), except the transaction check progress (group ``CID_RMQ_SYS_TRANS``): a
+slave holds none, and a promotion rebuilds the unresolved half messages from the first record of
+the half and op queues (``processors.transaction``), never from a copied progress that may lie
+past records this slave holds.
 
 Invariant: it never writes while the broker is a master (a promotion stops the copy at once;
 the round in flight re-checks the role before applying). A failed round (name server or master
@@ -28,6 +31,7 @@ import grpc
 
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import admin_convert
+from ariane.broker.processors import transaction
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, log_limits, topics
 from ariane.grpcwire import codes, convert, pb, rpc
@@ -179,7 +183,8 @@ class SlaveSyncService:
             if group.group not in wanted_groups:
                 runtime.groups.delete(group.group)
         for group_name, topic, queue_id, offset in snapshot.offsets:
-            runtime.offsets.commit(group_name, topic, queue_id, offset)
+            if group_name != transaction.CONSUMER_GROUP:  # a slave holds no check progress
+                runtime.offsets.commit(group_name, topic, queue_id, offset)
         if changed:
             runtime.route_changed.set()
         _log.debug(

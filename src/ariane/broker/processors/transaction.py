@@ -30,7 +30,20 @@ table entry is claimed before the store is awaited, a repeat of the same resolut
 without writing, a different one INVALID_TRANSACTION_ID. (3) At most ``half_messages_max``
 halves are unresolved (a TRANSACTION send beyond answers TOO_MANY_REQUESTS). The op window
 (op records not yet behind the progress offset) holds the ops written since the oldest
-unresolved half was stored, which is given up after ``transaction_check_max`` checks.
+unresolved half was stored, which is given up after ``transaction_check_max`` checks. (4) Only
+a master owns transactions: a slave's table is empty, it never checks back, never moves the
+progress and holds none in its offset table (``become_slave``).
+
+Roles (issue 25). As in RocketMQ, the half and op topics are ordinary CommitLog records, so they
+replicate, and a slave runs no check-backs (``BrokerController.startProcessorByHa`` starts
+``TransactionalMessageCheckService`` on a master only). RocketMQ's promoted slave then resumes
+from the ``CID_RMQ_SYS_TRANS`` offsets its ``SlaveSynchronize`` copied last. Ariane goes
+further and trusts no progress at a promotion: a copied one may lie past records the slave does
+not hold yet, and a demoted master's own one past records its new master's history replaced.
+``become_master`` rebuilds the table from the first record of the half and op queues, so every
+unresolved half is pending again under the transaction id its producer got (the id names the
+broker group and replicated offsets, equal on both brokers) and is checked back by the new
+master; the cost is one scan of the retained half and op records at each promotion.
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ import logging
 from collections.abc import Iterator, Mapping
 
 from ariane.broker import transaction_settings
+from ariane.broker.processors import transaction_records
 from ariane.broker.tables import offsets
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store
@@ -52,20 +66,16 @@ P = message.Property
 
 CONSUMER_GROUP = ids.GroupName("CID_RMQ_SYS_TRANS")
 """The group whose committed offsets are the check progress (RocketMQ's name)."""
-HALF_QUEUE = ids.QueueId(0)
+HALF_QUEUE = transaction_records.HALF_QUEUE
 """The one queue of the half and op topics."""
 OP_REMOVE_TAG = "d"
 """Tag of op records (RocketMQ ``TransactionalMessageUtil.REMOVE_TAG``)."""
-PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-"""Property of a check copy: the queue offset of the original half (RocketMQ's name)."""
-TRANSACTION_ID = "__transactionId__"
-"""Property of a check copy: the transaction id (RocketMQ ``PROPERTY_TRANSACTION_ID``)."""
+PREPARED_QUEUE_OFFSET = transaction_records.PREPARED_QUEUE_OFFSET
+TRANSACTION_ID = transaction_records.TRANSACTION_ID
 RESOLUTION = "TRAN_RESOLUTION"
 """Property of an op record: what ended the transaction (Ariane's; RocketMQ keeps none)."""
 READ_BATCH = 256
 """Records read per ``get_messages`` call while rebuilding the table."""
-_INTERNAL = (P.REAL_TOPIC, P.REAL_QUEUE_ID, P.TRANSACTION_PREPARED, P.TRANSACTION_CHECK_TIMES)
-_INTERNAL_ALL = (*_INTERNAL, PREPARED_QUEUE_OFFSET, TRANSACTION_ID)
 
 
 class Resolution(enum.Enum):
@@ -182,6 +192,9 @@ class TransactionalMessageService:
         ``queue_offset`` is its origin's newest half record (a check copy written while it was
         being resolved still moves it)."""
         self.stats = TransactionStats()
+        self._master = True
+        self._term = 0
+        """Counts role changes: a write awaited across one does not touch the new table."""
 
     @classmethod
     def open(
@@ -192,8 +205,10 @@ class TransactionalMessageService:
         settings: transaction_settings.TransactionSettings,
         broker_name: str,
         time: clock.Clock,
+        master: bool = True,
     ) -> TransactionalMessageService:
-        """The service with its table rebuilt from the records past the check progress."""
+        """The service of a master with its table rebuilt from the records past the check
+        progress; of a slave (``master`` False) with an empty table (``become_slave``)."""
         service = cls(
             store=store,
             offset_table=offset_table,
@@ -201,12 +216,54 @@ class TransactionalMessageService:
             broker_name=broker_name,
             time=time,
         )
+        if not master:
+            service.become_slave()
+            return service
         service._rebuild()
         if service._pending:
             _log.info("%d unresolved half messages after start", len(service._pending))
         return service
 
     def __len__(self) -> int:
+        return len(self._pending)
+
+    # -- role ---------------------------------------------------------------------------------
+
+    @property
+    def is_master(self) -> bool:
+        """Whether this broker owns its transactions now (checks them, resolves them)."""
+        return self._master
+
+    def become_slave(self) -> None:
+        """Stop owning transactions: forget the table and the check progress.
+
+        A slave's master owns its half messages (RocketMQ runs no
+        ``TransactionalMessageCheckService`` on a slave). The progress is removed from the
+        offset table, so whatever reads it next (a promotion, a restart as master) starts
+        at the queues' first record: a slave's own old progress may name records its
+        master's history replaced (a demoted master's diverged tail is cut).
+        """
+        self._master = False
+        self._term += 1
+        self._pending.clear()
+        self._resolved.clear()
+        self._op_window.clear()
+        self._offsets.remove_group(CONSUMER_GROUP)
+
+    def become_master(self) -> int:
+        """A promoted slave: rebuild the table of unresolved halves from the replicated half
+        and op queues, from the check progress (the queues' first record, as
+        ``become_slave`` left it), so every unresolved transaction is pending again under its
+        transaction id and due for a check. Nothing when already a master.
+
+        Returns:
+            how many half messages are unresolved.
+        """
+        if not self._master:
+            self._master = True
+            self._term += 1
+            self._rebuild()
+            _log.warning("promoted: %d unresolved half messages", len(self._pending))
         return len(self._pending)
 
     # -- prepare (the send path) --------------------------------------------------------------
@@ -308,6 +365,10 @@ class TransactionalMessageService:
         """
         if resolution is Resolution.DISCARD:
             raise errors.BadRequestError("resolution must be COMMIT or ROLLBACK")
+        if not self._master:  # RocketMQ: "store is slave mode, so end transaction is forbidden"
+            raise errors.ForbiddenError(
+                "this broker is a slave; end the transaction on its group's master"
+            )
         origin = origin_of(transaction_id, self._broker)
         entry = self._pending.get(origin)
         if entry is None or entry.transaction_id != transaction_id:
@@ -329,7 +390,7 @@ class TransactionalMessageService:
             )
         writes = [self._op_request(origin, resolution)]
         if resolution is Resolution.COMMIT:
-            writes.insert(0, _commit_request(half))
+            writes.insert(0, transaction_records.commit_request(half))
         await self._resolve(entry, writes, resolution)
         if resolution is Resolution.COMMIT:
             self.stats.committed += 1
@@ -340,6 +401,7 @@ class TransactionalMessageService:
         self, entry: HalfEntry, writes: list[commit_log.AppendRequest], resolution: Resolution
     ) -> None:
         del self._pending[entry.origin]  # claimed: a concurrent EndTransaction sees it gone
+        term = self._term
         try:
             results = await self._store.put_messages(writes, atomic=True)
             failed = next((r for r in results if not r.status.is_stored), None)
@@ -348,9 +410,11 @@ class TransactionalMessageService:
                     f"the store refused the transaction's records: {failed.status.value}"
                 )
         except BaseException:
-            self._pending[entry.origin] = entry
+            if term == self._term:  # else the table was dropped or rebuilt meanwhile
+                self._pending[entry.origin] = entry
             raise
-        self._remember(entry, resolution, results[-1].queue_offset)
+        if term == self._term:
+            self._remember(entry, resolution, results[-1].queue_offset)
 
     def _remember(self, entry: HalfEntry, resolution: Resolution, op_offset: int) -> None:
         self._resolved[entry.origin] = resolution
@@ -404,7 +468,9 @@ class TransactionalMessageService:
             await self._give_up(entry, half)
             return None
         checks = entry.check_times + 1
-        copy = _check_copy(half, entry, checks)
+        copy = transaction_records.check_copy(
+            half, origin=entry.origin, transaction_id=entry.transaction_id, checks=checks
+        )
         result = (await self._store.put_messages([copy]))[0]
         if not result.status.is_stored:
             return None  # the next pass tries again
@@ -415,7 +481,7 @@ class TransactionalMessageService:
         entry.check_times = checks
         entry.due_ms = result.store_timestamp_ms + self.settings.transaction_check_interval_ms
         self.stats.checks += 1
-        return HalfCheck(entry.transaction_id, restored(half), checks)
+        return HalfCheck(entry.transaction_id, transaction_records.restored(half), checks)
 
     async def _give_up(self, entry: HalfEntry, half: message.StoredMessage) -> None:
         parked = commit_log.AppendRequest(
@@ -442,9 +508,15 @@ class TransactionalMessageService:
     def commit_progress(self) -> tuple[int, int]:
         """Move the check progress past what no restart needs, into the offset table.
 
+        A slave never moves it (its master owns it): it answers the progress as it is.
+
         Returns:
             ``(half progress, op progress)`` queue offsets.
         """
+        if not self._master:
+            return self._progress(topics.TRANS_HALF_TOPIC), self._progress(
+                topics.TRANS_OP_HALF_TOPIC
+            )
         half_top = self._store.max_queue_offset(topics.TRANS_HALF_TOPIC, HALF_QUEUE)
         half_at = min((e.queue_offset for e in self._pending.values()), default=half_top)
         window = self._op_window
@@ -518,44 +590,3 @@ class TransactionalMessageService:
             if got.next_begin_offset <= at:
                 break
             at = got.next_begin_offset
-
-
-def restored(half: message.StoredMessage) -> message.StoredMessage:
-    """The half message as its producer sent it: real topic and queue, no internal
-    properties (what a check-back shows and what COMMIT writes)."""
-    props = {k: v for k, v in half.properties.items() if k not in _INTERNAL_ALL}
-    topic = ids.TopicName(half.properties[P.REAL_TOPIC])
-    return dataclasses.replace(
-        half,
-        message=message.Message(topic, half.body, props, half.message.flag),
-        queue_id=ids.QueueId(int(half.properties[P.REAL_QUEUE_ID])),
-    )
-
-
-def _commit_request(half: message.StoredMessage) -> commit_log.AppendRequest:
-    """The real message of a committed half (RocketMQ ``endMessageTransaction``)."""
-    real = restored(half)
-    return commit_log.AppendRequest(
-        message=real.message,
-        queue_id=real.queue_id,
-        sys_flag=(half.sys_flag & message.SysFlag.COMPRESSED) | message.SysFlag.TRANSACTION_COMMIT,
-        born_timestamp_ms=half.born_timestamp_ms,
-        born_host=half.born_host,
-        prepared_transaction_offset=half.commit_log_offset,
-    )
-
-
-def _check_copy(
-    half: message.StoredMessage, entry: HalfEntry, checks: int
-) -> commit_log.AppendRequest:
-    props = dict(half.properties)
-    props[P.TRANSACTION_CHECK_TIMES] = str(checks)
-    props[PREPARED_QUEUE_OFFSET] = str(entry.origin)
-    props[TRANSACTION_ID] = entry.transaction_id
-    return commit_log.AppendRequest(
-        message=message.Message(half.topic, half.body, props, half.message.flag),
-        queue_id=HALF_QUEUE,
-        sys_flag=half.sys_flag & message.SysFlag.COMPRESSED,
-        born_timestamp_ms=half.born_timestamp_ms,
-        born_host=half.born_host,
-    )

@@ -10,9 +10,10 @@ checks) and hands the check to a ``CheckListener``: the gRPC layer pushes it as 
 producer answers with EndTransaction(SOURCE_SERVER_CHECK). A check that finds no producer
 still counts, as in RocketMQ (its channel lookup returns null and the check is lost).
 
-Invariant: the loop writes through ``TransactionalMessageService`` only, so a pass is safe to
+Invariants: the loop writes through ``TransactionalMessageService`` only, so a pass is safe to
 interrupt anywhere (cancellation or a crash): what was written is in the CommitLog, the rest
-is due again at the next pass. Protocol-neutral: no gRPC here.
+is due again at the next pass. A pass does nothing while the broker is a slave (it runs on every
+broker so that a promoted slave checks at once). Protocol-neutral: no gRPC here.
 """
 
 from __future__ import annotations
@@ -69,11 +70,15 @@ class TransactionCheckService:
                 _log.exception("transaction check pass failed; retrying next interval")
 
     async def check_once(self) -> int:
-        """One pass: check every due half message, then commit the check progress.
+        """One pass: check every due half message, then commit the check progress; nothing
+        while the broker is a slave (RocketMQ starts ``TransactionalMessageCheckService`` only
+        on a master, ``BrokerController.startProcessorByHa``).
 
         Returns:
             how many checks were handed to a producer.
         """
+        if not self._transactions.is_master:
+            return 0  # the master checks; a slave neither checks nor moves the progress
         sent = 0
         for entry in self._transactions.due(self._clock.now_ms()):
             check = await self._transactions.renew(entry)

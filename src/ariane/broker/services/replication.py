@@ -8,6 +8,11 @@ epoch 1 the first time it runs. ``promote``/``demote`` are the role changes of t
 ``ChangeRole`` admin RPC (RocketMQ ``changeToMaster``/``changeToSlave``): a promotion takes a
 newer epoch starting at the current CommitLog end; a demotion follows the new master, which cuts
 a diverged tail through the HA handshake (TRUNCATE).
+
+What a master owns besides the CommitLog follows the role through ``RoleFollower``s: a promotion
+calls each one's ``become_master`` once the replicated records are dispatched (the transaction
+service rebuilds its unresolved half messages from them), a demotion calls ``become_slave``
+once the store is fenced.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
+from typing import Protocol
 
 from ariane.broker import runtime as runtime_mod
 from ariane.common import ids
@@ -45,6 +52,16 @@ def advertised_ha_address(ha_listen: str, client_endpoint: str, port: int) -> st
     return f"{host}:{port}"
 
 
+class RoleFollower(Protocol):
+    """State a master owns that changes hands with the role (the transaction service)."""
+
+    def become_master(self) -> object:
+        """Take ownership: rebuild from the replicated CommitLog."""
+
+    def become_slave(self) -> None:
+        """Give ownership up: the master now decides."""
+
+
 class RoleChangeError(ValueError):
     """A role change that would go back in epochs."""
 
@@ -54,14 +71,18 @@ class ReplicationService:
 
     Args:
         runtime: the broker's state (store, registration identity).
+        followers: told of each promotion and demotion, in order.
 
     Raises:
         ValueError: the epoch file does not parse.
         OSError: the epoch file cannot be read or written.
     """
 
-    def __init__(self, runtime: runtime_mod.BrokerRuntime) -> None:
+    def __init__(
+        self, runtime: runtime_mod.BrokerRuntime, *, followers: Sequence[RoleFollower] = ()
+    ) -> None:
         self._runtime = runtime
+        self._followers = tuple(followers)
         config = runtime.settings.ha
         store = runtime.store
         self.history = epochs.EpochHistory(runtime.settings.store_dir / HA_DIR_NAME)
@@ -127,6 +148,8 @@ class ReplicationService:
         store = self._runtime.store
         store.adopt_replicated_queue_offsets()
         self.history.append(epoch, store.max_commit_log_offset)
+        for follower in self._followers:
+            follower.become_master()
         self.master.role, self.master.fenced = role, False
         self._runtime.broker_id = ids.MASTER_BROKER_ID
         self._runtime.route_changed.set()
@@ -144,6 +167,8 @@ class ReplicationService:
             raise RoleChangeError(f"cannot become slave {broker_id} at epoch {epoch}")
         self.master.fence(f"demoted at epoch {epoch}")
         self.master.role = ha_settings.BrokerRole.SLAVE
+        for follower in self._followers:
+            follower.become_slave()
         if master_ha:
             self._runtime.master_ha_address = master_ha
         self._runtime.broker_id = ids.BrokerId(broker_id)
