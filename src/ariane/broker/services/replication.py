@@ -85,6 +85,12 @@ class ReplicationService:
         """The newest epoch this broker holds."""
         return self.history.last_epoch
 
+    @property
+    def in_sync_replicas(self) -> int:
+        """A master: itself plus its connected in-sync slaves (what a SYNC_MASTER compares
+        with ``min_in_sync_replicas`` before each append); a slave: 0."""
+        return self.master.in_sync_replicas() if self.role.is_master else 0
+
     async def run(self) -> None:
         """Serve the HA port (and replicate while a slave) until cancelled."""
         runtime = self._runtime
