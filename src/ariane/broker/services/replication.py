@@ -17,6 +17,7 @@ import contextlib
 import logging
 
 from ariane.broker import runtime as runtime_mod
+from ariane.broker.services import orphan_topics
 from ariane.common import ids
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs
@@ -132,6 +133,7 @@ class ReplicationService:
         await self._stop_client()
         store = self._runtime.store
         store.adopt_replicated_queue_offsets()
+        orphan_topics.adopt(self._runtime)  # before it registers: no message without a route
         self.history.append(epoch, store.max_commit_log_offset)
         self.master.role, self.master.fenced = role, False
         self._runtime.broker_id = ids.MASTER_BROKER_ID
