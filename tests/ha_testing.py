@@ -174,8 +174,14 @@ def change_role(
 
 def send(endpoint: str, topic: str, body: bytes) -> int:
     """SendMessage of one message straight to ``endpoint``; returns the entry's status code."""
+    return send_batch(endpoint, topic, [body])[0]
 
-    async def call() -> int:
+
+def send_batch(endpoint: str, topic: str, bodies: list[bytes]) -> list[int]:
+    """One SendMessage request carrying ``bodies`` (all-or-nothing on the broker); returns each
+    entry's status code (the request's code for each when it has no entries)."""
+
+    def one(body: bytes) -> pb.v2.Message:
         props = pb.v2.SystemProperties(
             message_id=body.decode(),
             message_type=pb.v2.MessageType.NORMAL,
@@ -183,22 +189,65 @@ def send(endpoint: str, topic: str, body: bytes) -> int:
             born_host="t",
             body_encoding=pb.v2.Encoding.IDENTITY,
         )
-        msg = pb.v2.Message(topic=pb.v2.Resource(name=topic), body=body, system_properties=props)
+        return pb.v2.Message(topic=pb.v2.Resource(name=topic), body=body, system_properties=props)
+
+    async def call() -> list[int]:
         async with grpc.aio.insecure_channel(endpoint) as channel:
             answer = await rpc.unary_call(
                 channel,
                 pb.MESSAGING_SERVICE,
                 "SendMessage",
-                pb.v2_service.SendMessageRequest(messages=[msg]),
+                pb.v2_service.SendMessageRequest(messages=[one(b) for b in bodies]),
                 pb.v2_service.SendMessageResponse,
                 timeout_s=20,
                 metadata=CLIENT,
             )
         if answer.entries:
-            return int(answer.entries[0].status.code)
-        return int(answer.status.code)
+            return [int(entry.status.code) for entry in answer.entries]
+        return [int(answer.status.code)] * len(bodies)
 
     return asyncio.run(call())
+
+
+def queue_end(endpoint: str, topic: str, queue_id: int) -> int:
+    """A queue's max offset (the next one to be written) on ``endpoint`` (QueryOffset END)."""
+
+    async def call() -> int:
+        request = pb.v2_service.QueryOffsetRequest(
+            message_queue=pb.v2.MessageQueue(topic=pb.v2.Resource(name=topic), id=queue_id),
+            query_offset_policy=pb.v2.QueryOffsetPolicy.END,
+        )
+        async with grpc.aio.insecure_channel(endpoint) as channel:
+            answer = await rpc.unary_call(
+                channel,
+                pb.MESSAGING_SERVICE,
+                "QueryOffset",
+                request,
+                pb.v2_service.QueryOffsetResponse,
+                timeout_s=10,
+                metadata=CLIENT,
+            )
+        codes.raise_for_status(answer.status)
+        return int(answer.offset)
+
+    return asyncio.run(call())
+
+
+def small_store_config(tmp: pathlib.Path, name: str, extra_toml: str = "") -> tuple[str, ...]:
+    """``--config`` arguments of a broker TOML with 64 KiB CommitLog segments, 64-unit
+    ConsumeQueue files and a tiny key index (never 1 GiB files in a test), plus ``extra_toml``."""
+    config = tmp / f"{name}.toml"
+    config.write_text(
+        "[store]\n"
+        "commit_log_file_size_bytes = 65536\n"
+        "consume_queue_file_entries = 64\n"
+        "message_size_bytes_max = 16384\n"
+        "write_buffer_bytes = 131072\n"
+        "[index]\n"
+        "hash_slot_count = 64\n"
+        "index_count_max = 256\n" + extra_toml
+    )
+    return ("--config", str(config))
 
 
 def commit_log_bytes(store: pathlib.Path, end: int) -> bytes:

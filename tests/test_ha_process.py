@@ -1,7 +1,8 @@
 """Master/slave replication with real ``ariane namesrv`` and ``ariane broker`` processes: the
 slave's CommitLog is byte-identical to the master's, a SYNC_MASTER acks only with a slave in sync
-(else HA_NOT_AVAILABLE / SLAVE_PERSISTENCE_TIMEOUT), a SIGKILL of the master after acks loses
-nothing on the slave, and an old master that returns after a failover cuts its divergent tail."""
+and refuses (HA_NOT_AVAILABLE) without storing while none is, a SIGKILL of the master after
+acks loses nothing on the slave, and an old master that returns after a failover cuts its
+divergent tail."""
 
 from __future__ import annotations
 
@@ -25,12 +26,18 @@ def namesrv(tmp_path: pathlib.Path) -> Iterator[str]:
         yield endpoint
 
 
+def _small(tmp: pathlib.Path) -> tuple[str, ...]:
+    return ht.small_store_config(tmp, "small-store")
+
+
 @pytest.fixture
 def pair(tmp_path: pathlib.Path, namesrv: str) -> Iterator[tuple[ht.Broker, ht.Broker]]:
     master, slave = ht.new_broker(tmp_path, "master"), ht.new_broker(tmp_path, "slave")
     try:
-        master.start(tmp_path, namesrv, "SYNC_MASTER", broker_id=0)
-        slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha)
+        master.start(tmp_path, namesrv, "SYNC_MASTER", broker_id=0, extra=_small(tmp_path))
+        slave.start(
+            tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=_small(tmp_path)
+        )
         ht.create_topic(master.endpoint, TOPIC)
         yield master, slave
     finally:
@@ -63,19 +70,41 @@ def test_sync_master_acks_with_slave_and_slave_log_is_byte_identical(
     assert slave_stats.epoch == 1
 
 
-def test_sync_master_without_slave_answers_ha_codes_then_acks_again(
+def _stored(endpoint: str) -> tuple[int, int]:
+    """The CommitLog max offset and the topic's message count (queue max offsets) on a broker."""
+    ends = sum(ht.queue_end(endpoint, TOPIC, queue_id) for queue_id in range(2))
+    return ht.stats(endpoint).commit_log_max_offset, ends
+
+
+def test_sync_master_without_slave_refuses_without_storing_then_acks_again(
     tmp_path: pathlib.Path, namesrv: str, pair: tuple[ht.Broker, ht.Broker]
 ) -> None:
-    """Proves a SYNC_MASTER never acks silently while its slave is down, and acks once it is
-    back."""
+    """Proves a SYNC_MASTER whose slave was SIGKILLed answers HA_NOT_AVAILABLE to single and
+    batch sends without storing a byte (so a client's retries make no copies), and acks again
+    once the slave is back in sync."""
     master, slave = pair
     ht.poll(lambda: ht.send(master.endpoint, TOPIC, b"warm-up") == OK, "a slave in sync")
     slave.kill()
-    not_ok = {int(errors.Code.HA_NOT_AVAILABLE), int(errors.Code.SLAVE_PERSISTENCE_TIMEOUT)}
-    ht.poll(lambda: ht.send(master.endpoint, TOPIC, b"alone") in not_ok, "an HA error code")
-    slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha)
+    ha_not_available = int(errors.Code.HA_NOT_AVAILABLE)
+    ht.poll(
+        lambda: ht.send(master.endpoint, TOPIC, b"alone") == ha_not_available,
+        "HA_NOT_AVAILABLE",
+    )
+    before = _stored(master.endpoint)
+    for i in range(5):
+        assert ht.send(master.endpoint, TOPIC, f"refused-{i}".encode()) == ha_not_available
+    batch = [f"batch-{i}".encode() for i in range(4)]
+    assert ht.send_batch(master.endpoint, TOPIC, batch) == [ha_not_available] * 4
+    assert _stored(master.endpoint) == before, "a refused send was stored"
+    assert b"refused-" not in ht.commit_log_bytes(master.store, 1 << 20)
+    slave.start(
+        tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=_small(tmp_path)
+    )
     ht.poll(lambda: ht.send(master.endpoint, TOPIC, b"back") == OK, "acks with the slave back")
     ht.poll(lambda: _caught_up(master, slave), "the slave caught up")
+    assert ht.send_batch(master.endpoint, TOPIC, batch) == [OK] * 4
+    offset, messages = _stored(master.endpoint)
+    assert offset > before[0] and messages == before[1] + 1 + 4
 
 
 def test_sigkill_of_master_after_acks_loses_nothing_on_slave(

@@ -16,6 +16,7 @@ import pytest
 from google.protobuf.message import Message
 
 import ha_testing as ht
+from ariane import client
 from ariane.common import errors
 from ariane.grpcwire import codes, pb
 
@@ -176,3 +177,81 @@ def test_promote_refuses_a_slave_that_is_not_the_choice(
     assert "PRECONDITION_FAILED" in done.stderr
     assert ht.stats(master.endpoint).role == pb.admin.BrokerRole.BROKER_ROLE_SYNC_MASTER
     assert ht.stats(slave.endpoint).role == ht.SLAVE_ROLE
+
+
+YOUNG_TOPIC = "young-topic"
+
+
+async def _routed_bodies(namesrv: str, topic: str) -> list[bytes] | str:
+    """Every message of ``topic`` read through its name-server route, by offset from 0, sorted;
+    or the error the route lookup or a pull answered."""
+    async with client.PullConsumer(namesrv) as consumer:
+        bodies: list[bytes] = []
+        try:
+            for queue in await consumer.queues_for_topic(topic):
+                pulled = await consumer.fetch(queue, 0, max_messages=64, long_polling_timeout_s=0)
+                bodies += [m.body for m in pulled.messages]
+        except errors.ArianeError as exc:
+            return repr(exc)
+        return sorted(bodies)
+
+
+def test_failover_keeps_a_topic_younger_than_one_metadata_sync_round(
+    tmp_path: pathlib.Path, namesrv: str
+) -> None:
+    """Proves a topic created on the master after the slave's last metadata sync, whose messages
+    were replicated, is listed, routable and readable on the slave promoted after the master's
+    SIGKILL (a promoted slave never holds messages of a topic whose config it lacks)."""
+    master, slave = ht.new_broker(tmp_path, "master"), ht.new_broker(tmp_path, "slave")
+    no_round = ht.small_store_config(tmp_path, "slow-sync", "[slave_sync]\ninterval_ms = 3600000\n")
+    try:
+        master.start(tmp_path, namesrv, "SYNC_MASTER", broker_id=0, extra=no_round)
+        slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=no_round)
+        ht.create_topic(master.endpoint, YOUNG_TOPIC)
+        ht.poll(lambda: ht.send(master.endpoint, YOUNG_TOPIC, b"young-0") == OK, "a slave in sync")
+        sent = [b"young-0"]
+        for i in range(1, 6):  # a SYNC_MASTER's OK: the slave holds the bytes
+            assert ht.send(master.endpoint, YOUNG_TOPIC, f"young-{i}".encode()) == OK
+            sent.append(f"young-{i}".encode())
+        assert YOUNG_TOPIC not in _topics(slave.endpoint), "a metadata sync round copied it"
+        master.kill()
+
+        done = _promote(namesrv, 1)
+        assert done.returncode == 0, done.stderr
+
+        listed = _admin(
+            slave.endpoint, "ListTopics", pb.admin.ListTopicsRequest(), pb.admin.ListTopicsResponse
+        )
+        young = [t for t in listed.topics if t.name == YOUNG_TOPIC]
+        assert young, "the promoted slave has no config for the topic it holds messages of"
+        assert young[0].message_type == pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_NORMAL
+        assert 1 <= young[0].write_queue_nums <= 2  # the queues that hold its messages
+        ht.poll(
+            lambda: asyncio.run(_routed_bodies(namesrv, YOUNG_TOPIC)) == sorted(sent),
+            "the young topic's messages read through its route",
+        )
+    finally:
+        master.stop()
+        slave.stop()
+
+
+def test_failover_does_not_bring_back_a_topic_deleted_on_the_master(
+    namesrv: str, pair: tuple[ht.Broker, ht.Broker]
+) -> None:
+    """Proves a topic the master deleted (its deletion synced to the slave, whose ConsumeQueues
+    still hold its messages) stays deleted on the slave promoted after the master's SIGKILL."""
+    master, slave = pair
+    ht.create_topic(master.endpoint, "gone-topic")
+    for i in range(3):
+        assert ht.send(master.endpoint, "gone-topic", f"gone-{i}".encode()) == OK
+    ht.poll(lambda: "gone-topic" in _topics(slave.endpoint), "the topic synced to the slave")
+    request = pb.admin.DeleteTopicRequest(name="gone-topic")
+    _admin(master.endpoint, "DeleteTopic", request, pb.admin.DeleteTopicResponse)
+    ht.poll(lambda: "gone-topic" not in _topics(slave.endpoint), "the deletion synced")
+    assert (slave.store / "consumequeue" / "gone-topic").is_dir()
+    master.kill()
+
+    done = _promote(namesrv, 1)
+    assert done.returncode == 0, done.stderr
+
+    assert _topics(slave.endpoint) == {TOPIC}

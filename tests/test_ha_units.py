@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ariane.common import clock, ids, message, promotion
-from ariane.store import commit_log, message_store
+from ariane.store import commit_log, message_store, put_wait
 from ariane.store import settings as store_settings
 from ariane.store.ha import epochs, frames, service
 from ariane.store.ha import settings as ha_settings
@@ -89,7 +89,9 @@ def test_promotion_picks_the_most_caught_up_live_in_sync_slave() -> None:
     assert promotion.choose([master, slaves[2], slaves[3]]).broker_id is None
 
 
-def _store(tmp_path: pathlib.Path, role: ha_settings.BrokerRole) -> message_store.MessageStore:
+def _store(
+    tmp_path: pathlib.Path, role: ha_settings.BrokerRole, *, min_in_sync_replicas: int = 2
+) -> message_store.MessageStore:
     store = message_store.MessageStore.open(
         tmp_path / "store",
         store_settings.StoreSettings(commit_log_file_size_bytes=1 << 20, sync_flush_timeout_ms=200),
@@ -97,26 +99,82 @@ def _store(tmp_path: pathlib.Path, role: ha_settings.BrokerRole) -> message_stor
     )
     history = epochs.EpochHistory(tmp_path / "ha")
     history.append(1, 0)
-    store.replication = service.HAService(store, history, ha_settings.HASettings(broker_role=role))
+    config = ha_settings.HASettings(broker_role=role, min_in_sync_replicas=min_in_sync_replicas)
+    store.replication = service.HAService(store, history, config)
     return store
+
+
+def _gate(store: message_store.MessageStore) -> service.HAService:
+    assert isinstance(store.replication, service.HAService)
+    return store.replication
 
 
 def _request() -> commit_log.AppendRequest:
     return commit_log.AppendRequest(message.Message(ids.TopicName("t"), b"body"), ids.QueueId(0))
 
 
-def test_sync_master_without_slave_and_slave_refuse_silent_success(tmp_path: pathlib.Path) -> None:
-    """Proves a SYNC_MASTER with no slave answers SLAVE_NOT_AVAILABLE and a SLAVE refuses."""
+Status = commit_log.PutMessageStatus
+
+
+def test_sync_master_without_slave_refuses_before_storing_and_slave_refuses(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a SYNC_MASTER with no slave in sync refuses single and batch appends with
+    IN_SYNC_REPLICAS_NOT_ENOUGH storing nothing, and a SLAVE refuses with SERVICE_NOT_AVAILABLE."""
     store = _store(tmp_path / "m", ha_settings.BrokerRole.SYNC_MASTER)
     try:
         (result,) = store.put_messages_sync([_request()])
-        assert result.status is commit_log.PutMessageStatus.SLAVE_NOT_AVAILABLE
+        assert result.status is Status.IN_SYNC_REPLICAS_NOT_ENOUGH
+        batch = store.put_messages_sync([_request()] * 3, atomic=True)
+        assert [r.status for r in batch] == [Status.IN_SYNC_REPLICAS_NOT_ENOUGH] * 3
+        assert store.max_commit_log_offset == 0
+        assert _gate(store).in_sync_replicas() == 1
     finally:
         store.close()
     store = _store(tmp_path / "s", ha_settings.BrokerRole.SLAVE)
     try:
         (result,) = store.put_messages_sync([_request()])
-        assert result.status is commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert result.status is Status.SERVICE_NOT_AVAILABLE
         assert store.max_commit_log_offset == 0
+    finally:
+        store.close()
+
+
+def test_lone_sync_master_with_min_in_sync_replicas_one_acks_alone(tmp_path: pathlib.Path) -> None:
+    """Proves ``min_in_sync_replicas = 1`` lets a SYNC_MASTER without slaves store and ack."""
+    store = _store(tmp_path, ha_settings.BrokerRole.SYNC_MASTER, min_in_sync_replicas=1)
+    try:
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is Status.PUT_OK
+        assert store.max_commit_log_offset > 0
+    finally:
+        store.close()
+
+
+def test_slave_lost_after_the_check_times_out_stored_and_quorum_counts_reports(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves the race edge: an append let in while a slave was in sync, whose slave then went,
+    is stored and answered FLUSH_SLAVE_TIMEOUT; and with 3 replicas required the ack waits for
+    the second-highest slave report."""
+    store = _store(tmp_path / "a", ha_settings.BrokerRole.SYNC_MASTER)
+    gate = _gate(store)
+    try:
+        gate._slaves[0] = service.SlaveProgress("s", 0, 1)
+        assert gate.refusal() is None
+        results, flushed = store._submit([_request()])
+        del gate._slaves[0]  # the slave drops between the check and the wait
+        (result,) = put_wait.wait_blocking(results, flushed, gate, timeout_ms=200)
+        assert result.status is Status.FLUSH_SLAVE_TIMEOUT
+        assert store.max_commit_log_offset == results[0].wrote_bytes
+    finally:
+        store.close()
+    store = _store(tmp_path / "b", ha_settings.BrokerRole.SYNC_MASTER, min_in_sync_replicas=3)
+    gate = _gate(store)
+    try:
+        gate._slaves[0] = service.SlaveProgress("s0", 500, 1)
+        assert gate.refusal() is Status.IN_SYNC_REPLICAS_NOT_ENOUGH
+        gate._slaves[1] = service.SlaveProgress("s1", 300, 1)
+        assert (gate.refusal(), gate.in_sync_replicas(), gate.acked_offset()) == (None, 3, 300)
     finally:
         store.close()

@@ -154,6 +154,10 @@ class BrokerRuntime:
         while the broker serves no Remoting (name servers then leave it out of Remoting routes)."""
         self.master_ha_address = settings.ha.master_ha
         """A slave's master HA address: configured, or as the name servers report it."""
+        self.metadata_synced_offset = 0
+        """On a slave: the master's CommitLog end read before the listing of the last applied
+        metadata sync round (0 before any); a promotion adopts topics lacking a config only
+        if they hold messages at or above it (``services.orphan_topics``)."""
         self.master_online: Callable[[], bool] = lambda: False
         """On a slave: whether its HA stream from the master is up (``ReplicationService``
         sets it); a slave then sends caught-up classic consumers back to the master."""

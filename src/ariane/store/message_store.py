@@ -56,7 +56,6 @@ _log = logging.getLogger(__name__)
 
 PutMessageStatus = commit_log.PutMessageStatus
 
-
 GetMessageStatus = results.GetMessageStatus
 GetMessageResult = results.GetMessageResult
 StoreStats = results.StoreStats
@@ -314,9 +313,11 @@ class MessageStore:
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> tuple[list[commit_log.PutMessageResult], put_wait.Durable]:
         with self._put_lock:
-            gate = self.replication
-            if self._closed or (gate is not None and gate.refuses_writes()):
-                results = [commit_log.PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)]
+            refused = PutMessageStatus.SERVICE_NOT_AVAILABLE if self._closed else None
+            if refused is None and self.replication is not None:  # a refused batch stores nothing
+                refused = self.replication.refusal()
+            if refused is not None:
+                results = [commit_log.PutMessageResult(refused)]
                 return results * len(prepared), flush.completed_future(True)
             if isinstance(self._flusher, flush.GroupCommitService) and not self._flusher.has_room():
                 results = [commit_log.PutMessageResult(PutMessageStatus.OS_PAGE_CACHE_BUSY)]
@@ -349,10 +350,8 @@ class MessageStore:
         return put_wait.wait_blocking(results, future, self.replication, timeout_ms=timeout_ms)
 
     def put_message(self, request: commit_log.AppendRequest) -> commit_log.PutMessageResult:
-        """Append one message and wait for its flush condition (see ``put_messages_sync``).
-
-        Blocks the calling thread under SYNC_FLUSH; asyncio code uses ``put_messages``.
-        """
+        """Append one message and wait for its flush condition (``put_messages_sync``); blocks
+        the calling thread under SYNC_FLUSH (asyncio code uses ``put_messages``)."""
         return self.put_messages_sync([request])[0]
 
     async def put_messages(

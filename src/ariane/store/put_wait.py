@@ -9,7 +9,8 @@ then ``CommitLog.handleHA``).
 Invariant: a wait never changes what was stored, only the status it is answered with: a stored
 message whose flush did not complete in time is FLUSH_DISK_TIMEOUT, one whose slave condition
 did not hold is FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE; messages not stored keep their
-status.
+status. What the gate refuses before the append (``ReplicationGate.refusal``) never reaches a
+wait: it was not stored.
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ those on the loop, one wake-up per sync)."""
 class ReplicationGate(Protocol):
     """What a master's HA service decides about appends (``store.ha.service.HAService``)."""
 
-    def refuses_writes(self) -> bool:
-        """True on a slave or a fenced old master: appends answer SERVICE_NOT_AVAILABLE."""
+    def refusal(self) -> PutMessageStatus | None:
+        """Asked under the put lock before a batch is appended: ``None`` to append it, or the
+        status every message of the batch is refused with, nothing stored:
+        SERVICE_NOT_AVAILABLE on a slave or a fenced old master, IN_SYNC_REPLICAS_NOT_ENOUGH
+        on a SYNC_MASTER with too few in-sync replicas (RocketMQ controller mode)."""
         ...
 
     def replicated(self, end_offset: int) -> concurrent.futures.Future[PutMessageStatus]:
         """Completes with PUT_OK once the ack rule holds for bytes up to ``end_offset``, or
-        with SLAVE_NOT_AVAILABLE; the caller turns a wait past its timeout into
+        with SLAVE_NOT_AVAILABLE (a fenced master); the caller turns a wait past its timeout into
         FLUSH_SLAVE_TIMEOUT (RocketMQ ``CommitLog.handleHA``)."""
         ...
 

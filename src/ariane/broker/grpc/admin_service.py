@@ -41,6 +41,9 @@ class RoleChanger(Protocol):
     @property
     def epoch(self) -> int: ...
 
+    @property
+    def in_sync_replicas(self) -> int: ...
+
     async def promote(self, *, role: ha_settings.BrokerRole, epoch: int) -> None: ...
 
     async def demote(self, *, epoch: int, broker_id: int, master_ha: str) -> None: ...
@@ -299,8 +302,10 @@ class AdminService:
     ) -> pb.admin.GetBrokerRuntimeStatsResponse:
         """GetBrokerRuntimeStats: identity, CommitLog offsets, counters (``brokerRuntimeInfo``).
 
-        Until replication lands a master is an ASYNC_MASTER at epoch 0 whose confirm offset is
-        its max offset; a broker id above 0 reports SLAVE.
+        A broker without a role is an ASYNC_MASTER at epoch 0 whose confirm offset is its max
+        offset (a broker id above 0 reports SLAVE); one with a role reports it, its epoch and
+        ``extra["in_sync_replicas"]`` (a master plus its in-sync slaves, RocketMQ
+        ``inSyncReplicasNums``; 0 on a slave).
         """
         settings = self._rt.settings
         stats = self._admin.runtime_stats()
@@ -310,9 +315,11 @@ class AdminService:
             else pb.admin.BrokerRole.BROKER_ROLE_SLAVE
         )
         epoch = 0
+        extra = self._extra_stats(stats)
         if self._roles is not None:
             role = pb.admin.BrokerRole.Value(f"BROKER_ROLE_{self._roles.role.value}")  # type: ignore[assignment]
             epoch = self._roles.epoch
+            extra["in_sync_replicas"] = str(self._roles.in_sync_replicas)
         return pb.admin.GetBrokerRuntimeStatsResponse(
             status=codes.ok(),
             cluster_name=settings.cluster,
@@ -329,7 +336,7 @@ class AdminService:
             messages_in_total=stats.counters.messages_in,
             messages_out_total=stats.counters.messages_out,
             start_timestamp_ms=self._rt.start_timestamp_ms,
-            extra=self._extra_stats(stats),
+            extra=extra,
         )
 
     def _extra_stats(self, stats: admin.RuntimeStats) -> dict[str, str]:

@@ -13,7 +13,10 @@ groups it lacks are deleted, committed offsets take the master's value (RocketMQ
 the slave's table too), except the transaction check progress (group ``CID_RMQ_SYS_TRANS``): a
 slave holds none, and a promotion rebuilds the unresolved half messages from the first record of
 the half and op queues (``processors.transaction``), never from a copied progress that may lie
-past records this slave holds.
+past records this slave holds. Each round first reads the master's CommitLog end
+(``GetBrokerRuntimeStats``) and records it once applied (``BrokerRuntime.metadata_synced_offset``):
+topics deleted on the master before it stay deleted when a promotion rebuilds the configs of
+topics younger than the last round (``services.orphan_topics``).
 
 Invariant: it never writes while the broker is a master (a promotion stops the copy at once;
 the round in flight re-checks the role before applying). A failed round (name server or master
@@ -47,6 +50,8 @@ class Snapshot:
     """What one round read from the master."""
 
     master_endpoint: str
+    master_commit_log_offset: int
+    """The master's CommitLog end, read before its topic listing."""
     topics: tuple[topic_config.TopicConfig, ...]
     groups: tuple[subscriptions.SubscriptionGroupConfig, ...]
     offsets: tuple[tuple[ids.GroupName, ids.TopicName, ids.QueueId, ids.QueueOffset], ...]
@@ -124,6 +129,12 @@ class SlaveSyncService:
         return response
 
     async def _read(self, endpoint: str) -> Snapshot:
+        stats = await self._call(
+            endpoint,
+            "GetBrokerRuntimeStats",
+            pb.admin.GetBrokerRuntimeStatsRequest(),
+            pb.admin.GetBrokerRuntimeStatsResponse,
+        )
         listed = await self._call(
             endpoint,
             "ListTopics",
@@ -162,7 +173,9 @@ class SlaveSyncService:
                 )
                 for q in lag.queues
             ]
-        return Snapshot(endpoint, found_topics, found_groups, tuple(offsets))
+        return Snapshot(
+            endpoint, stats.commit_log_max_offset, found_topics, found_groups, tuple(offsets)
+        )
 
     def _apply(self, snapshot: Snapshot) -> None:
         runtime = self._runtime
@@ -185,6 +198,7 @@ class SlaveSyncService:
         for group_name, topic, queue_id, offset in snapshot.offsets:
             if group_name != transaction.CONSUMER_GROUP:  # a slave holds no check progress
                 runtime.offsets.commit(group_name, topic, queue_id, offset)
+        runtime.metadata_synced_offset = snapshot.master_commit_log_offset
         if changed:
             runtime.route_changed.set()
         _log.debug(

@@ -62,6 +62,9 @@ _STATUS_TEXT: dict[commit_log.PutMessageStatus, str] = {
     commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE: (
         "service not available now: the disk may be full or the store is stopping"
     ),
+    commit_log.PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (
+        "in-sync replicas not enough (fewer than min_in_sync_replicas): not stored, retry later"
+    ),
 }
 
 _ACCEPTED_WIRE_TYPES = {

@@ -59,7 +59,11 @@ _REFUSED = {
     PMS.PROPERTIES_SIZE_EXCEEDED: RC.MESSAGE_ILLEGAL,
     PMS.OS_PAGE_CACHE_BUSY: RC.SYSTEM_BUSY,
     PMS.SERVICE_NOT_AVAILABLE: RC.SERVICE_NOT_AVAILABLE,
+    PMS.IN_SYNC_REPLICAS_NOT_ENOUGH: RC.SYSTEM_ERROR,
 }
+"""Not stored. IN_SYNC_REPLICAS_NOT_ENOUGH is SYSTEM_ERROR as in RocketMQ's
+``SendMessageProcessor`` (remark "in-sync replicas not enough"): the clients retry it, safely,
+since nothing was stored."""
 
 
 def normalized_header(fields: Mapping[str, str]) -> dict[str, str]:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ariane.broker import runtime as runtime_mod
+from ariane.broker.services import orphan_topics
 from ariane.common import ids
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs
@@ -106,6 +107,12 @@ class ReplicationService:
         """The newest epoch this broker holds."""
         return self.history.last_epoch
 
+    @property
+    def in_sync_replicas(self) -> int:
+        """A master: itself plus its connected in-sync slaves (what a SYNC_MASTER compares
+        with ``min_in_sync_replicas`` before each append); a slave: 0."""
+        return self.master.in_sync_replicas() if self.role.is_master else 0
+
     async def run(self) -> None:
         """Serve the HA port (and replicate while a slave) until cancelled."""
         runtime = self._runtime
@@ -147,6 +154,7 @@ class ReplicationService:
         await self._stop_client()
         store = self._runtime.store
         store.adopt_replicated_queue_offsets()
+        orphan_topics.adopt(self._runtime)  # before it registers: no message without a route
         self.history.append(epoch, store.max_commit_log_offset)
         for follower in self._followers:
             follower.become_master()

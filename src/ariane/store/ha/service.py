@@ -8,11 +8,28 @@ TRANSFER frames of at most ``transfer_batch_bytes``, never crossing a segment en
 boundary, with an empty TRANSFER as heartbeat when idle. The slave REPORTs its offset after each
 batch and at least every heartbeat interval.
 
-The ack rule (``ReplicationGate``): a SLAVE, or a master that met a newer epoch (fenced),
-refuses writes; an ASYNC_MASTER acks at once; a SYNC_MASTER acks an append once some in-sync
-slave (within ``max_gap_not_in_sync_bytes``) reported its end, answers SLAVE_NOT_AVAILABLE at
-once when no slave is in sync, and the store turns a wait past ``sync_flush_timeout_ms`` into
-FLUSH_SLAVE_TIMEOUT. Never a silent success.
+The ack rule (``ReplicationGate``), in two steps. Before an append (``refusal``, under the
+store's put lock, for a whole batch at once): a SLAVE, or a master that met a newer epoch
+(fenced), refuses with SERVICE_NOT_AVAILABLE; a SYNC_MASTER with fewer in-sync replicas than
+``min_in_sync_replicas`` (itself plus the connected slaves within
+``max_gap_not_in_sync_bytes`` of its end) refuses with IN_SYNC_REPLICAS_NOT_ENOUGH. Nothing is
+stored then, so a client that retries a refused send makes no copy. This is RocketMQ's
+controller-mode check (``CommitLog.asyncPutMessage``: ``inSyncReplicasNums <
+minInSyncReplicas`` before the put); its classic mode stores first and answers
+SLAVE_NOT_AVAILABLE, a "failure" that holds the message, which the official clients' three
+retries turned into about three copies of every send after a failover left a SYNC_MASTER
+alone. After the append (``replicated``): an ASYNC_MASTER acks at once; a SYNC_MASTER acks
+once ``min_in_sync_replicas - 1`` in-sync slaves (at least one while any is in sync) reported
+its end, and the store turns a wait past ``sync_flush_timeout_ms`` into FLUSH_SLAVE_TIMEOUT.
+
+The race edge, stated honestly: the check and the wait are not one atomic step. A slave that
+drops (or falls out of sync) after an append passed the check leaves that append stored and
+waiting; unless enough slaves report its end within ``sync_flush_timeout_ms`` it is answered
+FLUSH_SLAVE_TIMEOUT (v2 ``SLAVE_PERSISTENCE_TIMEOUT``), stored, as RocketMQ answers. Only the
+appends already past the check when the slave went can end so; every later one is refused.
+With ``min_in_sync_replicas = 1`` such a waiter is acked instead once no slave is in sync (a
+lone master acks alone). A fenced master fails its waiters with SLAVE_NOT_AVAILABLE. Never a
+silent success.
 
 Threading: ``run`` and the connections live on the broker's event loop; ``replicated`` may be
 called from any thread (waiters are guarded by a lock, wake-ups go through
@@ -37,6 +54,9 @@ from ariane.store.ha import settings as ha_settings
 _log = logging.getLogger(__name__)
 
 Status = commit_log.PutMessageStatus
+
+_UNBOUNDED_OFFSET = 1 << 62
+"""``acked_offset`` when no slave report is needed: above every CommitLog offset."""
 
 
 def _done(status: Status) -> concurrent.futures.Future[Status]:
@@ -91,37 +111,65 @@ class HAService:
         """True for a slave and for a fenced old master."""
         return self.fenced or not self.role.is_master
 
+    def refusal(self) -> Status | None:
+        """See ``ReplicationGate.refusal``: SERVICE_NOT_AVAILABLE for a slave or a fenced
+        master, IN_SYNC_REPLICAS_NOT_ENOUGH for a SYNC_MASTER with fewer than
+        ``min_in_sync_replicas`` in-sync replicas (RocketMQ controller mode's check before the
+        put), else ``None`` (append)."""
+        if self.refuses_writes():
+            return Status.SERVICE_NOT_AVAILABLE
+        if (
+            self.role is ha_settings.BrokerRole.SYNC_MASTER
+            and self.in_sync_replicas() < self._settings.min_in_sync_replicas
+        ):
+            return Status.IN_SYNC_REPLICAS_NOT_ENOUGH
+        return None
+
     def replicated(self, end_offset: int) -> concurrent.futures.Future[Status]:
-        """See ``ReplicationGate.replicated``; also wakes the connections to stream."""
+        """See ``ReplicationGate.replicated``; also wakes the connections to stream.
+
+        A SYNC_MASTER append whose end the required slaves have not reported yet waits (at
+        most ``sync_waiters_max`` at once, beyond → OS_PAGE_CACHE_BUSY), also when the slaves
+        went since ``refusal`` let it in (the race edge of the module docstring).
+        """
         self._wake()
         if self.role is not ha_settings.BrokerRole.SYNC_MASTER:
             return _done(Status.PUT_OK)
         with self._lock:
-            if self.in_sync_offset() >= end_offset:
+            if self.acked_offset() >= end_offset:
                 return _done(Status.PUT_OK)
-            if not self._in_sync_slaves():
-                return _done(Status.SLAVE_NOT_AVAILABLE)
             if len(self._waiters) >= self._settings.sync_waiters_max:
                 return _done(Status.OS_PAGE_CACHE_BUSY)
             future: concurrent.futures.Future[Status] = concurrent.futures.Future()
             heapq.heappush(self._waiters, (end_offset, next(self._ids), future))
             return future
 
-    def in_sync_offset(self) -> int:
-        """The highest offset an in-sync slave reported (-1 when none is in sync)."""
-        return max((s.acked_offset for s in self._in_sync_slaves()), default=-1)
+    def in_sync_replicas(self) -> int:
+        """This master plus its connected in-sync slaves (RocketMQ ``inSyncReplicasNums``)."""
+        return 1 + len(self._in_sync_slaves())
+
+    def acked_offset(self) -> int:
+        """The CommitLog end that enough in-sync slaves reported for a SYNC_MASTER ack: the
+        ``k``-th highest report, ``k = min_in_sync_replicas - 1`` (at least 1 while a slave is
+        in sync); -1 when fewer are in sync; unbounded when none is needed (``k = 0``)."""
+        reports = sorted((s.acked_offset for s in self._in_sync_slaves()), reverse=True)
+        needed = max(self._settings.min_in_sync_replicas - 1, min(len(reports), 1))
+        if needed == 0:
+            return _UNBOUNDED_OFFSET
+        return reports[needed - 1] if len(reports) >= needed else -1
 
     def slaves(self) -> list[SlaveProgress]:
         """The connected slaves (a snapshot)."""
-        return [dataclasses.replace(s) for s in self._slaves.values()]
+        return [dataclasses.replace(s) for s in list(self._slaves.values())]
 
     def _in_sync_slaves(self) -> list[SlaveProgress]:
+        # list(): the table changes on the event loop while appends read it from other threads.
         floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
-        return [s for s in self._slaves.values() if s.acked_offset >= floor]
+        return [s for s in list(self._slaves.values()) if s.acked_offset >= floor]
 
     def _release_waiters(self) -> None:
         with self._lock:
-            acked = self.in_sync_offset()
+            acked = self.acked_offset()
             while self._waiters and self._waiters[0][0] <= acked:
                 _, _, future = heapq.heappop(self._waiters)
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
@@ -186,6 +234,7 @@ class HAService:
             _log.info("slave %s disconnected: %s", peer, group.exceptions[0])
         finally:
             self._slaves.pop(key, None)
+            self._release_waiters()  # a lone master (min_in_sync_replicas = 1) acks alone
             writer.close()
 
     async def _read_report(self, reader: asyncio.StreamReader) -> frames.Report:

@@ -21,7 +21,8 @@ class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     """Acknowledges after the local write (and flush, per ``flush_disk_type``)."""
     SYNC_MASTER = "SYNC_MASTER"
-    """Acknowledges only once an in-sync slave holds the bytes (else a timeout code)."""
+    """Acknowledges only once ``min_in_sync_replicas`` replicas hold the bytes; refuses an
+    append before storing it while fewer are in sync."""
     SLAVE = "SLAVE"
     """Replicates from the master and refuses writes."""
 
@@ -60,6 +61,18 @@ class HASettings:
     max_gap_not_in_sync_bytes: int = 256 * 1024 * 1024
     """A slave further behind than this does not count as in sync (``haMaxGapNotInSync``)."""
 
+    min_in_sync_replicas: int = 2
+    """SYNC_MASTER: how many replicas, this master counted, must be in sync for an append to
+    be accepted, and so how many must hold its bytes before it is acked (RocketMQ
+    ``minInSyncReplicas``, counted with the master as RocketMQ does). Checked BEFORE the
+    append: with fewer connected in-sync replicas the send is refused with
+    IN_SYNC_REPLICAS_NOT_ENOUGH (v2 ``HA_NOT_AVAILABLE``, Remoting ``SYSTEM_ERROR``) and
+    nothing is stored, so a client's retries make no copies. Default 2 (RocketMQ's is 1):
+    a SYNC_MASTER needs an in-sync slave, as ``SYNC_MASTER`` has always meant here, so a
+    slave promoted with no slave left refuses writes until one is in sync. 1 lets a lone
+    SYNC_MASTER take writes, acked after its own write (and flush) while no slave is in
+    sync, and after one in-sync slave's report while one is. ASYNC_MASTER ignores it."""
+
     sync_waiters_max: int = 65_536
     """SYNC_MASTER: most appends waiting for a slave at once; beyond → OS_PAGE_CACHE_BUSY."""
 
@@ -86,6 +99,7 @@ class HASettings:
             600_000,
         )
         limits.check_range("max_gap_not_in_sync_bytes", self.max_gap_not_in_sync_bytes, 1, 1 << 50)
+        limits.check_range("min_in_sync_replicas", self.min_in_sync_replicas, 1, 16)
         limits.check_range("sync_waiters_max", self.sync_waiters_max, 1, 10_000_000)
         limits.check_range("reconnect_interval_ms", self.reconnect_interval_ms, 10, 60_000)
         for address in (self.ha_listen, self.master_ha):
