@@ -179,6 +179,7 @@ def test_promote_refuses_a_slave_that_is_not_the_choice(
     assert ht.stats(slave.endpoint).role == ht.SLAVE_ROLE
 
 
+OLD_TOPIC = "old-topic"
 YOUNG_TOPIC = "young-topic"
 
 
@@ -206,7 +207,14 @@ def test_failover_keeps_a_topic_younger_than_one_metadata_sync_round(
     no_round = ht.small_store_config(tmp_path, "slow-sync", "[slave_sync]\ninterval_ms = 3600000\n")
     try:
         master.start(tmp_path, namesrv, "SYNC_MASTER", broker_id=0, extra=no_round)
+        ht.create_topic(master.endpoint, OLD_TOPIC)
+        ht.poll(  # the slave's first round must find the master through the name server
+            lambda: asyncio.run(_routed_bodies(namesrv, OLD_TOPIC)) == [],
+            "the master registered",
+        )
         slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=no_round)
+        # The slave syncs once at start, then not for an hour: the young topic comes after it.
+        ht.poll(lambda: OLD_TOPIC in _topics(slave.endpoint), "the slave's one metadata round")
         ht.create_topic(master.endpoint, YOUNG_TOPIC)
         ht.poll(lambda: ht.send(master.endpoint, YOUNG_TOPIC, b"young-0") == OK, "a slave in sync")
         sent = [b"young-0"]

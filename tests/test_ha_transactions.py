@@ -40,6 +40,9 @@ transaction_check_interval_ms = 300
 transaction_check_max = 1000
 [slave_sync]
 interval_ms = 200
+[ha]
+# The promoted slave of the failover test is left alone: it must take the COMMIT writes.
+min_in_sync_replicas = 1
 """
 
 
