@@ -5,6 +5,7 @@ epoch."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import signal
@@ -15,6 +16,7 @@ import pytest
 import ha_testing as ht
 from ariane import dev
 from ariane.common import errors
+from ariane.grpcwire import pb
 from metrics_testing import Samples, scrape, value
 
 pytestmark = pytest.mark.slow
@@ -56,11 +58,11 @@ def pair(tmp_path: pathlib.Path) -> Iterator[tuple[Metered, Metered]]:
         master, slave = Metered(tmp_path, "master"), Metered(tmp_path, "slave")
         try:
             master.start(tmp_path, namesrv, "SYNC_MASTER", broker_id=0)
-            slave.start(
-                tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.broker.ha
-            )
+            slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.broker.ha)
             ht.create_topic(master.broker.endpoint, TOPIC)
-            ht.poll(lambda: ht.send(master.broker.endpoint, TOPIC, b"warm") == OK, "an in-sync slave")
+            ht.poll(
+                lambda: ht.send(master.broker.endpoint, TOPIC, b"warm") == OK, "an in-sync slave"
+            )
             yield master, slave
         finally:
             master.broker.stop()
@@ -77,6 +79,12 @@ def _role(samples: Samples) -> str:
 def _has(samples: Samples, name: str, **labels: str) -> bool:
     want = set(labels.items())
     return any(n == name and want <= got and v == 1 for (n, got), v in samples.items())
+
+
+def _topics(endpoint: str) -> set[str]:
+    request = pb.admin.ListTopicsRequest()
+    listed = asyncio.run(ht._admin(endpoint, "ListTopics", request, pb.admin.ListTopicsResponse))
+    return {t.name for t in listed.topics}
 
 
 def _slave_series(samples: Samples, name: str) -> list[float]:
@@ -131,15 +139,14 @@ def test_role_series_follow_a_promotion_and_a_demotion(pair: tuple[Metered, Mete
     slave says SYNC_MASTER at epoch 2 with no in-sync slave, the demoted master says SLAVE and
     replicates from it."""
     master, slave = pair
+    ht.poll(lambda: TOPIC in _topics(slave.broker.endpoint), "the topic synced to the slave")
     ht.change_role(slave.broker.endpoint, "SYNC_MASTER", epoch=2, broker_id=0)
     promoted = slave.scrape()
     assert _role(promoted) == "SYNC_MASTER"
     assert value(promoted, "ariane_ha_epoch") == 2
     assert value(promoted, "ariane_ha_in_sync_slaves") == 0
 
-    ht.change_role(
-        master.broker.endpoint, "SLAVE", epoch=2, broker_id=1, master_ha=slave.broker.ha
-    )
+    ht.change_role(master.broker.endpoint, "SLAVE", epoch=2, broker_id=1, master_ha=slave.broker.ha)
     assert _role(master.scrape()) == "SLAVE"
     ht.poll(lambda: ht.send(slave.broker.endpoint, TOPIC, b"after") == OK, "acks at epoch 2")
     ht.poll(lambda: value(master.scrape(), "ariane_ha_epoch") == 2, "the old master at epoch 2")

@@ -115,6 +115,12 @@ class HAService:
         """The connected slaves (a snapshot)."""
         return [dataclasses.replace(s) for s in self._slaves.values()]
 
+    def in_sync(self, slave: SlaveProgress) -> bool:
+        """Whether ``slave`` (one of ``slaves()``) counts for a SYNC_MASTER's acks now: within
+        ``max_gap_not_in_sync_bytes`` of the CommitLog's end (read-only, for metrics)."""
+        floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
+        return slave.acked_offset >= floor
+
     def _in_sync_slaves(self) -> list[SlaveProgress]:
         floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
         return [s for s in self._slaves.values() if s.acked_offset >= floor]
