@@ -114,22 +114,13 @@ class BrokerServer:
         front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
         registrar = registration.RegistrationService(runtime, channels)
-        timeline = (
-            write_timeline.WriteTimeline(lambda: runtime.store.max_commit_log_offset, self.clock)
-            if self.replication is not None
-            else None
-        )
+        timeline = self._write_timeline(runtime)
         exposition = _exposition(
             lambda: metrics_view.snapshot(
-                runtime,
-                client_registry,
-                front,
-                latency,
-                ha=self.replication,
-                timeline=timeline,
-                transactions=processors.transactions,
-            ),
-        )
+                runtime, client_registry, front, latency, ha=self.replication,
+                timeline=timeline, transactions=processors.transactions,
+            )
+        )  # fmt: skip
         try:
             self._port = await front.start()
             if self.settings.metrics_listen:
@@ -181,6 +172,14 @@ class BrokerServer:
         return replication.ReplicationService(runtime), slave_sync.SlaveSyncService(
             runtime, channels
         )
+
+    def _write_timeline(
+        self, runtime: runtime_mod.BrokerRuntime
+    ) -> write_timeline.WriteTimeline | None:
+        """The CommitLog's write times, for the slaves' lag in seconds (``None`` without HA)."""
+        if self.replication is None:
+            return None
+        return write_timeline.WriteTimeline(lambda: runtime.store.max_commit_log_offset, self.clock)
 
     def _client_tables(self) -> tuple[clients.ClientRegistry, consumers.ConsumerRegistry]:
         """The client sessions, the consumer registry over them and the queue lock table."""
