@@ -5,6 +5,7 @@ only series a broker or name server really exports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import re
@@ -68,6 +69,7 @@ def test_dashboard_is_a_grafana_model_on_a_grid_without_overlap() -> None:
         "Per-topic throughput",
         "Per-group lag",
         "Storage",
+        "Replication, timers and transactions",
     ]
     cells: set[tuple[int, int]] = set()
     for panel in model["panels"]:
@@ -94,7 +96,18 @@ def _exported_names() -> set[str]:
         consumer_connections=1, lags=(lag,), lag_pairs_truncated=0, storage_size_bytes=1,
         flush_behind_bytes=0, dispatch_behind_bytes=0,
         disk=metrics.DiskUsage(0.5, 0.75, 0.85, 0.9), frontend_calls={0: 1},
+        commit_log_max_offset=10,
+        replication=metrics.Replication(
+            3, False, 1, (metrics.SlaveReplication("s:1", 9, 1, 0.0, True),)
+        ),
+        schedule=metrics.ScheduleBacklog(
+            1, 1, 5, 5, 1, 0, (metrics.DelayLevelBacklog(1, 1, 0.5),)
+        ),
+        transactions=metrics.TransactionCounts(1, 1, 1, 1, 0),
     )  # fmt: skip
+    slave = dataclasses.replace(
+        broker, replication=metrics.Replication(3, False, 0, master_connected=True)
+    )
     namesrv = metrics.NameServerSnapshot(
         identity=metrics.Identity("", "nameserver", "ns"),
         brokers=(metrics.BrokerMemberView("c", "b", 0),),
@@ -102,9 +115,13 @@ def _exported_names() -> set[str]:
         topic_count=1,
     )
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics.BrokerCollector(lambda: broker))
     registry.register(metrics.NameServerCollector(lambda: namesrv))
-    return {name for name, _ in parse(generate_latest(registry).decode())}
+    names = {name for name, _ in parse(generate_latest(registry).decode())}
+    for snap in (broker, slave):
+        one = CollectorRegistry(auto_describe=False)
+        one.register(metrics.BrokerCollector(lambda snap=snap: snap))  # type: ignore[misc]
+        names |= {name for name, _ in parse(generate_latest(one).decode())}
+    return names
 
 
 def test_every_panel_queries_series_that_are_exported() -> None:
@@ -119,6 +136,7 @@ def test_every_panel_queries_series_that_are_exported() -> None:
             assert names <= exported, (panel["title"], names - exported)
             queried |= names
     assert {"rocketmq_consumer_lag_messages", "rocketmq_messages_in_total"} <= queried
+    assert {"ariane_ha_slave_lag_seconds", "rocketmq_timer_dequeue_latency"} <= queried
 
 
 def test_the_name_check_catches_a_misspelt_series() -> None:

@@ -18,6 +18,7 @@ from prometheus_testing import check_rules, promtool
 SEL = alerts.CHART_SELECTOR
 BROKER = 'app_kubernetes_io_name="ariane",app_kubernetes_io_component="broker",node_id="b-0"'
 NAMESRV = 'app_kubernetes_io_name="ariane",app_kubernetes_io_component="namesrv"'
+SLAVE = f'{BROKER},slave="10.0.0.2:40000"'
 
 
 def test_operator_rendered_rules_pass_promtool_check(tmp_path: pathlib.Path) -> None:
@@ -53,15 +54,36 @@ CASES: list[tuple[str, list[dict[str, str]], int, dict[str, str]]] = [
     ("ArianeBrokerGroupWithoutMaster",
      [{"series": f"ariane_namesrv_broker_group_master{{{NAMESRV},broker_name=\"a\"}}",
        "values": "0x10"}], 5, {"broker_name": "a"}),
+    ("ArianeSlaveOutOfSync",
+     [{"series": f"ariane_ha_slave_lag_seconds{{{SLAVE}}}", "values": "0+60x20"}], 10,
+     {"slave": "10.0.0.2:40000"}),
+    ("ArianeSlaveOutOfSync",
+     [{"series": f"ariane_ha_slave_in_sync{{{SLAVE}}}", "values": "0x10"}], 6,
+     {"slave": "10.0.0.2:40000"}),
+    ("ArianeSyncMasterWithoutInSyncSlave",
+     [{"series": f"ariane_ha_in_sync_slaves{{{BROKER}}}", "values": "0x10"},
+      {"series": f"ariane_broker_role{{{BROKER},role=\"SYNC_MASTER\"}}", "values": "1x10"}],
+     3, {}),
+    ("ArianeTimerLag",
+     [{"series": f"rocketmq_timer_dequeue_latency{{{BROKER}}}", "values": "0+60000x20"}], 10,
+     {}),
+    ("ArianeTimerLag",
+     [{"series": f"ariane_delay_level_lag_seconds{{{BROKER},delay_level=\"3\"}}",
+       "values": "0+60x20"}], 10, {"delay_level": "3"}),
 ]  # fmt: skip
 
 
 def test_every_alert_has_a_case() -> None:
-    """No alert goes without a ``promtool test rules`` case."""
-    assert sorted(c[0] for c in CASES) == sorted(a.name for a in alerts.ALERTS)
+    """No alert goes without a ``promtool test rules`` case (an alert whose expression has
+    several branches has a case for each)."""
+    assert {c[0] for c in CASES} == {a.name for a in alerts.ALERTS}
 
 
-@pytest.mark.parametrize(("alert", "series", "minutes", "labels"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("alert", "series", "minutes", "labels"),
+    CASES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
+)
 def test_alert_fires_on_its_series_and_not_before(
     tmp_path: pathlib.Path,
     alert: str,

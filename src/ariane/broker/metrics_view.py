@@ -1,13 +1,18 @@
 """The broker's ``/metrics`` snapshot, built from its runtime at scrape time.
 
 ``snapshot`` reads the store's ``stats()``, the broker's plain counters, the topic, group and
-offset tables, the client sessions and the front end's per-worker call counts, and returns a
-``metrics.BrokerSnapshot``; the hot paths are not touched. It runs on the broker's event loop
-(``metrics.loop_source``), like every other reader of the runtime.
+offset tables, the client sessions, the front end's per-worker call counts, the replication
+service (live role, epoch, slaves), the schedule service's timer wheel and delay-level
+progress, and the transaction table, and returns a ``metrics.BrokerSnapshot``; the hot paths
+are not touched. It runs on the broker's event loop (``metrics.loop_source``), like every other
+reader of the runtime.
 
 Invariants: at most ``snapshots.GROUP_TOPIC_QUEUE_SERIES_MAX`` group x topic pairs get
 per-queue detail, a lag latency and a queueing latency (each latency reads one message per
-lagging queue); the rest are summed per pair only and counted as truncated.
+lagging queue); the rest are summed per pair only and counted as truncated. The role is the
+replication service's live one (a broker without HA: ASYNC_MASTER at broker id 0, else SLAVE).
+Timer, delay and transaction series are a master's only: a slave holds the same parked
+messages but never delivers or checks them until it is promoted.
 """
 
 from __future__ import annotations
@@ -17,8 +22,11 @@ import logging
 from ariane import metrics
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import frontend
+from ariane.broker.processors import transaction
+from ariane.broker.services import replication as replication_mod
+from ariane.broker.services import write_timeline
 from ariane.broker.tables import clients
-from ariane.common import ids
+from ariane.common import ids, topics
 from ariane.grpcwire import rpc
 from ariane.store import retention
 
@@ -30,19 +38,30 @@ def snapshot(
     client_registry: clients.ClientRegistry,
     front: frontend.FrontEnd,
     latency: rpc.RpcLatency | None = None,
+    *,
+    ha: replication_mod.ReplicationService | None = None,
+    timeline: write_timeline.WriteTimeline | None = None,
+    transactions: transaction.TransactionalMessageService | None = None,
 ) -> metrics.BrokerSnapshot:
-    """Everything the broker's ``/metrics`` shows, now (``latency``: the calls its gRPC guard
-    timed, none when ``None``)."""
+    """Everything the broker's ``/metrics`` shows, now.
+
+    Args:
+        latency: the calls its gRPC guard timed, none when ``None``.
+        ha: the replication service (``None``: a broker without an HA port).
+        timeline: the CommitLog's write times, for slave lag in seconds (0 without it).
+        transactions: the half-message table (``None``: no transaction series).
+    """
     settings = runtime.settings
     stats = runtime.store.stats()
     counters = runtime.counters
     sessions = client_registry.sessions()
     lags = _lags(runtime)
+    master = ha.role.is_master if ha is not None else runtime.broker_id == ids.MASTER_BROKER_ID
     return metrics.BrokerSnapshot(
         identity=metrics.Identity(
             settings.cluster, "broker", f"{settings.broker_name}-{settings.broker_id}"
         ),
-        role="ASYNC_MASTER" if settings.broker_id == ids.MASTER_BROKER_ID else "SLAVE",
+        role=_role(runtime, ha),
         writable=not stats.disk_full,
         messages_in_total=counters.messages_in,
         bytes_in_total=counters.bytes_in,
@@ -64,6 +83,92 @@ def snapshot(
         message_size_bytes=metrics.copy_histograms(
             {kind.value.lower(): h for kind, h in counters.message_size_bytes.items()}
         ),
+        commit_log_max_offset=stats.max_commit_log_offset,
+        replication=_replication(runtime, ha, timeline) if ha is not None else None,
+        schedule=_schedule(runtime) if master else None,
+        transactions=_transactions(transactions) if master and transactions else None,
+    )
+
+
+def _role(runtime: runtime_mod.BrokerRuntime, ha: replication_mod.ReplicationService | None) -> str:
+    """The live role: the replication service's, else by the broker id now."""
+    if ha is not None:
+        return ha.role.value
+    return "ASYNC_MASTER" if runtime.broker_id == ids.MASTER_BROKER_ID else "SLAVE"
+
+
+def _replication(
+    runtime: runtime_mod.BrokerRuntime,
+    ha: replication_mod.ReplicationService,
+    timeline: write_timeline.WriteTimeline | None,
+) -> metrics.Replication:
+    """Epoch, fencing, and each connected slave against this CommitLog's end (RocketMQ
+    ``DefaultHAService.getRuntimeInfo``)."""
+    end = runtime.store.max_commit_log_offset
+    slaves = tuple(
+        metrics.SlaveReplication(
+            address=s.address,
+            acked_offset=s.acked_offset,
+            lag_bytes=max(0, end - s.acked_offset),
+            lag_seconds=timeline.lag_seconds(s.acked_offset) if timeline else 0.0,
+            in_sync=ha.master.in_sync(s),
+        )
+        for s in sorted(ha.master.slaves(), key=lambda s: s.address)
+    )
+    is_master = ha.role.is_master
+    return metrics.Replication(
+        epoch=ha.epoch,
+        fenced=ha.master.fenced,
+        in_sync_slaves=sum(s.in_sync for s in slaves) if is_master else 0,
+        slaves=slaves,
+        master_connected=None if is_master else ha.client.connected,
+    )
+
+
+def _schedule(runtime: runtime_mod.BrokerRuntime) -> metrics.ScheduleBacklog:
+    """The timer wheel's backlog and lag, and per used delay level its backlog and lag
+    (RocketMQ ``TimerMessageStore`` enqueue/dequeue behind; one message read per lagging
+    level and one for the timer topic)."""
+    schedule, store = runtime.schedule, runtime.store
+    stats = schedule.stats()
+    now_ms = runtime.clock.now_ms()
+    timer_queue = ids.QueueId(0)
+    cursor = ids.QueueOffset(stats.timer_cursor)
+    behind = max(0, store.max_queue_offset(topics.TIMER_TOPIC, timer_queue) - cursor)
+    due_ms = schedule.next_timer_due_ms()
+    level_offsets = schedule.level_offsets()
+    levels: list[metrics.DelayLevelBacklog] = []
+    for level, delay_ms in enumerate(runtime.settings.schedule.delay_levels_ms, start=1):
+        queue_id = ids.QueueId(level - 1)
+        end = store.max_queue_offset(topics.SCHEDULE_TOPIC, queue_id)
+        if end == 0:
+            continue  # never used
+        at = level_offsets.get(level, ids.QueueOffset(0))
+        waiting = max(0, end - at)
+        stored_ms = _store_time_ms(runtime, topics.SCHEDULE_TOPIC, queue_id, at) if waiting else 0
+        late_ms = max(0, now_ms - stored_ms - delay_ms) if stored_ms else 0
+        levels.append(metrics.DelayLevelBacklog(level, waiting, late_ms / 1000))
+    return metrics.ScheduleBacklog(
+        timer_pending=stats.timer_pending,
+        timer_enqueue_behind=behind,
+        timer_enqueue_latency_ms=(
+            _age_ms(runtime, topics.TIMER_TOPIC, [(timer_queue, cursor)]) if behind else 0
+        ),
+        timer_dequeue_latency_ms=max(0, now_ms - due_ms) if due_ms is not None else 0,
+        delivered_total=stats.delivered,
+        recalled_total=stats.recalled,
+        levels=tuple(levels),
+    )
+
+
+def _transactions(service: transaction.TransactionalMessageService) -> metrics.TransactionCounts:
+    stats = service.stats
+    return metrics.TransactionCounts(
+        half_messages=len(service),
+        committed_total=stats.committed,
+        rolled_back_total=stats.rolled_back,
+        checks_total=stats.checks,
+        discarded_total=stats.given_up,
     )
 
 

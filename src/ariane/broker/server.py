@@ -37,7 +37,7 @@ from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, renewal, transaction_check
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
-from ariane.broker.services import registration, replication
+from ariane.broker.services import registration, replication, write_timeline
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
 from ariane.grpcwire import pb, rpc
@@ -114,7 +114,13 @@ class BrokerServer:
         front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
         registrar = registration.RegistrationService(runtime, channels)
-        exposition = _exposition(runtime, client_registry, front, latency)
+        timeline = self._write_timeline(runtime)
+        exposition = _exposition(
+            lambda: metrics_view.snapshot(
+                runtime, client_registry, front, latency, ha=self.replication,
+                timeline=timeline, transactions=processors.transactions,
+            )
+        )  # fmt: skip
         try:
             self._port = await front.start()
             if self.settings.metrics_listen:
@@ -132,7 +138,7 @@ class BrokerServer:
             )
             self.started.set()
             checker = self._check_service(processors, streams)
-            background = (checker.run, renewals.run)
+            background = (checker.run, renewals.run, *((timeline.run,) if timeline else ()))
             await self._run_services(
                 stop, runtime, registrar, client_registry, processors.consumer, front, background
             )
@@ -169,6 +175,14 @@ class BrokerServer:
             return None, None
         roles = replication.ReplicationService(runtime, followers=(processors.transactions,))
         return roles, slave_sync.SlaveSyncService(runtime, channels)
+
+    def _write_timeline(
+        self, runtime: runtime_mod.BrokerRuntime
+    ) -> write_timeline.WriteTimeline | None:
+        """The CommitLog's write times, for the slaves' lag in seconds (``None`` without HA)."""
+        if self.replication is None:
+            return None
+        return write_timeline.WriteTimeline(lambda: runtime.store.max_commit_log_offset, self.clock)
 
     def _client_tables(self) -> tuple[clients.ClientRegistry, consumers.ConsumerRegistry]:
         """The client sessions, the consumer registry over them and the queue lock table."""
@@ -340,18 +354,8 @@ def _services(
     return implementations
 
 
-def _exposition(
-    runtime: runtime_mod.BrokerRuntime,
-    client_registry: clients.ClientRegistry,
-    front: frontend.FrontEnd,
-    latency: rpc.RpcLatency,
-) -> metrics.MetricsServer:
-    """The ``/metrics`` server over snapshots taken on the broker's event loop."""
+def _exposition(source: Callable[[], metrics.BrokerSnapshot]) -> metrics.MetricsServer:
+    """The ``/metrics`` server over snapshots taken by ``source`` on the broker's event loop."""
     return metrics.MetricsServer(
-        metrics.BrokerCollector(
-            metrics.loop_source(
-                asyncio.get_running_loop(),
-                lambda: metrics_view.snapshot(runtime, client_registry, front, latency),
-            )
-        )
+        metrics.BrokerCollector(metrics.loop_source(asyncio.get_running_loop(), source))
     )

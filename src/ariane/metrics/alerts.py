@@ -8,8 +8,8 @@ selector. The operator scopes them to one Broker; the chart ships ``rules(CHART_
 drives every alert with ``promtool test rules``.
 
 The ``app_kubernetes_io_*`` labels are the target labels the operator's ServiceMonitor copies
-from the Services (``targetLabels``). Alerts on series Ariane does not export yet (HA lag, CR
-readiness) are left out rather than shipped silent.
+from the Services (``targetLabels``). Alerts on series Ariane does not export yet (CR readiness)
+are left out rather than shipped silent.
 """
 
 from __future__ import annotations
@@ -19,6 +19,13 @@ from typing import Any
 
 CHART_SELECTOR = 'app_kubernetes_io_name="ariane"'
 """The chart's rules watch every Ariane target Prometheus scrapes."""
+
+SLAVE_LAG_SECONDS_MAX = 60
+"""A slave whose oldest unacked byte is older than this, s, is out of sync (the broker's own
+rule, ``max_gap_not_in_sync_bytes``, counts too)."""
+
+TIMER_LAG_SECONDS_MAX = 60
+"""A timer or delay-level message this late, s, means delivery is falling behind."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +65,19 @@ ALERTS = (
           "1m", "critical", "disk use is above the watermark where writes are refused"),
     Alert("ArianeBrokerGroupWithoutMaster", "ariane_namesrv_broker_group_master{{{sel}}} == 0",
           "2m", "critical", "a broker group has no live master"),
+    Alert("ArianeSlaveOutOfSync",
+          f"ariane_ha_slave_lag_seconds{{{{{{sel}}}}}} > {SLAVE_LAG_SECONDS_MAX}"
+          " or ariane_ha_slave_in_sync{{{sel}}} == 0",
+          "5m", "warning", "a slave has been out of sync with its master for 5 minutes"),
+    Alert("ArianeSyncMasterWithoutInSyncSlave",
+          "ariane_ha_in_sync_slaves{{{sel}}} == 0"
+          ' and ignoring(role) ariane_broker_role{{{sel},role="SYNC_MASTER"}} == 1',
+          "1m", "critical",
+          "a SYNC_MASTER has no in-sync slave: its sends answer SLAVE_NOT_AVAILABLE"),
+    Alert("ArianeTimerLag",
+          f"rocketmq_timer_dequeue_latency{{{{{{sel}}}}}} > {TIMER_LAG_SECONDS_MAX * 1000}"
+          f" or ariane_delay_level_lag_seconds{{{{{{sel}}}}}} > {TIMER_LAG_SECONDS_MAX}",
+          "5m", "warning", "timer or delay-level messages are delivered more than a minute late"),
 )  # fmt: skip
 """Every alert, in the order they are rendered."""
 

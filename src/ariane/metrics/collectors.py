@@ -116,10 +116,16 @@ class BrokerCollector(registry.Collector):
         yield f.labelled(
             GaugeMetricFamily,
             "ariane_broker_role",
-            "1 for the broker's role",
+            "1 for the broker's role now (it changes with a promotion or a demotion)",
             ["role"],
             [([snap.role], 1)],
         )
+        if snap.replication is not None:
+            yield from _replication(f, snap.replication)
+        if snap.schedule is not None:
+            yield from _schedule(f, snap.schedule)
+        if snap.transactions is not None:
+            yield from _transactions(f, snap.transactions)
         yield f.gauge("ariane_broker_writable", "1 while the store accepts writes", snap.writable)
         yield f.labelled(
             CounterMetricFamily,
@@ -246,6 +252,11 @@ def _storage(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
         "CommitLog bytes not yet dispatched to ConsumeQueues",
         snap.dispatch_behind_bytes,
     )
+    yield f.gauge(
+        "rocketmq_brokeruntime_commitlog_maxoffset",
+        "CommitLog end offset, bytes (on a slave: what it replicated)",
+        snap.commit_log_max_offset,
+    )
     if snap.disk is None:
         return
     yield f.gauge(
@@ -263,6 +274,105 @@ def _storage(f: _Families, snap: snapshots.BrokerSnapshot) -> Iterator[Metric]:
             (["force_clean"], snap.disk.force_clean_ratio),
             (["reject_writes"], snap.disk.reject_writes_ratio),
         ],
+    )
+
+
+def _replication(f: _Families, ha: snapshots.Replication) -> Iterator[Metric]:
+    """RocketMQ 5 exports no HA series (its ``HARuntimeInfo`` is an admin call): Ariane's own,
+    named after that structure's fields."""
+    yield f.gauge("ariane_ha_epoch", "newest epoch of this broker's CommitLog", ha.epoch)
+    yield f.gauge("ariane_ha_fenced", "1 while a master refuses writes: it met a newer epoch",
+                  ha.fenced)  # fmt: skip
+    if ha.master_connected is None:
+        yield f.gauge(
+            "ariane_ha_in_sync_slaves",
+            "connected slaves within max_gap_not_in_sync_bytes (they count for SYNC acks)",
+            ha.in_sync_slaves,
+        )
+    else:
+        yield f.gauge(
+            "ariane_ha_master_connected",
+            "1 while this slave's HA stream from its master is up",
+            ha.master_connected,
+        )
+
+    def rows(value: Callable[[snapshots.SlaveReplication], float]) -> list[tuple[list[str], float]]:
+        return [([s.address], value(s)) for s in ha.slaves]
+
+    for name, doc, value in (
+        ("ariane_ha_slave_ack_offset", "CommitLog offset the slave holds, as it reported",
+         lambda s: s.acked_offset),
+        ("ariane_ha_slave_lag_bytes", "CommitLog bytes the slave has not acked yet",
+         lambda s: s.lag_bytes),
+        ("ariane_ha_slave_lag_seconds",
+         "seconds since the master wrote the oldest byte the slave has not acked (0: none)",
+         lambda s: s.lag_seconds),
+        ("ariane_ha_slave_in_sync", "1 while the slave counts for SYNC_MASTER acks",
+         lambda s: s.in_sync),
+    ):  # fmt: skip
+        yield f.labelled(GaugeMetricFamily, name, doc, ["slave"], rows(value))
+
+
+def _schedule(f: _Families, sched: snapshots.ScheduleBacklog) -> Iterator[Metric]:
+    """RocketMQ's timer series (``DefaultStoreMetricsConstant``; no ``topic`` label: the wheel
+    does not index by topic), Ariane's for the delay levels."""
+    yield f.gauge("rocketmq_timing_messages", "timer messages waiting in the wheel",
+                  sched.timer_pending)  # fmt: skip
+    yield f.gauge(
+        "rocketmq_timer_enqueue_lag",
+        "timer messages stored but not yet read into the wheel",
+        sched.timer_enqueue_behind,
+    )
+    yield f.gauge(
+        "rocketmq_timer_enqueue_latency",
+        "age in ms of the oldest timer message not yet read into the wheel",
+        sched.timer_enqueue_latency_ms,
+    )
+    yield f.gauge(
+        "rocketmq_timer_dequeue_latency",
+        "ms the earliest due timer message is late (0 when none is due)",
+        sched.timer_dequeue_latency_ms,
+    )
+    yield f.counter(
+        "ariane_schedule_delivered_messages_total",
+        "timer and delay-level messages written to their topic",
+        sched.delivered_total,
+    )
+    yield f.counter("ariane_timer_recalled_messages_total", "timer messages recalled",
+                    sched.recalled_total)  # fmt: skip
+    level = ["delay_level"]
+    yield f.labelled(
+        GaugeMetricFamily,
+        "ariane_delay_level_messages",
+        "messages parked under the delay level, not yet delivered",
+        level,
+        [([str(b.level)], b.messages) for b in sched.levels],
+    )
+    yield f.labelled(
+        GaugeMetricFamily,
+        "ariane_delay_level_lag_seconds",
+        "seconds the level's oldest due message is late (0 when none is due)",
+        level,
+        [([str(b.level)], b.lag_seconds) for b in sched.levels],
+    )
+
+
+def _transactions(f: _Families, tx: snapshots.TransactionCounts) -> Iterator[Metric]:
+    """RocketMQ's ``rocketmq_half_messages`` and commit/rollback counters (``BrokerMetrics
+    Constant``; without its ``topic`` label), Ariane's for check-backs and discards."""
+    yield f.gauge("rocketmq_half_messages", "unresolved half (prepared) messages",
+                  tx.half_messages)  # fmt: skip
+    yield f.counter("rocketmq_commit_messages_total", "transactions committed",
+                    tx.committed_total)  # fmt: skip
+    yield f.counter("rocketmq_rollback_messages_total", "transactions rolled back",
+                    tx.rolled_back_total)  # fmt: skip
+    yield f.counter(
+        "ariane_transaction_checks_total", "check-backs sent to producers", tx.checks_total
+    )
+    yield f.counter(
+        "ariane_transaction_discarded_total",
+        "half messages given up after transaction_check_max check-backs",
+        tx.discarded_total,
     )
 
 

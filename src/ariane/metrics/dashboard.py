@@ -1,8 +1,8 @@
 """Ariane's Grafana dashboard, as a plain dict built from the series ``collectors`` export.
 
 The chart ships it (``charts/ariane/files/grafana-dashboard.json``, written by
-``metrics.chartgen``) in a ConfigMap the Grafana sidecar picks up. Four rows: cluster overview,
-per-topic throughput, per-group lag, storage (HA waits for replication: issue 15).
+``metrics.chartgen``) in a ConfigMap the Grafana sidecar picks up. Five rows: cluster overview,
+per-topic throughput, per-group lag, storage, and replication, timers and transactions.
 
 Invariants: every query selects series by name with a ``{…}`` matcher (so a test can read the
 names back and check each against what the broker and name server really export); every
@@ -109,6 +109,43 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
             (f"rocketmq_storage_dispatch_behind_bytes{{{_B}}}", "dispatch {{node_id}}"),
         ), unit="bytes"),
         Panel("Writable", ((f"ariane_broker_writable{{{_B}}}", "{{node_id}}"),)),
+    )),
+    ("Replication, timers and transactions", (
+        Panel("Roles", ((f"ariane_broker_role{{{_B}}} == 1", "{{node_id}} {{role}}"),),
+              kind="stat"),
+        Panel("Epoch", ((f"max(ariane_ha_epoch{{{_B}}})", ""),), kind="stat"),
+        Panel("Fenced masters", ((f"sum(ariane_ha_fenced{{{_B}}}) or vector(0)", ""),),
+              kind="stat"),
+        Panel("Half messages", ((f"sum(rocketmq_half_messages{{{_B}}})", ""),), kind="stat"),
+        Panel("In-sync slaves per master", (
+            (f"ariane_ha_in_sync_slaves{{{_B}}}", "{{node_id}}"),
+        )),
+        Panel("CommitLog end (master written, slave replicated)", (
+            (f"rocketmq_brokeruntime_commitlog_maxoffset{{{_B}}}", "{{node_id}}"),
+        ), unit="bytes"),
+        Panel("Slave lag (bytes)", (
+            (f"ariane_ha_slave_lag_bytes{{{_B}}}", "{{node_id}} to {{slave}}"),
+        ), unit="bytes"),
+        Panel("Slave lag (age of the oldest unacked byte)", (
+            (f"ariane_ha_slave_lag_seconds{{{_B}}}", "{{node_id}} to {{slave}}"),
+        ), unit="s"),
+        Panel("Timer and delay backlog", (
+            (f"rocketmq_timing_messages{{{_B}}}", "wheel {{node_id}}"),
+            (f"rocketmq_timer_enqueue_lag{{{_B}}}", "not in the wheel {{node_id}}"),
+            (f"sum by (node_id) (ariane_delay_level_messages{{{_B}}})", "delay levels {{node_id}}"),
+        )),
+        Panel("Timer and delay lag", (
+            (f"rocketmq_timer_dequeue_latency{{{_B}}} / 1000", "timer {{node_id}}"),
+            (f"max by (node_id) (ariane_delay_level_lag_seconds{{{_B}}})",
+             "delay levels {{node_id}}"),
+        ), unit="s"),
+        Panel("Transactions", (
+            (f"rate(rocketmq_commit_messages_total{{{_B}}}[{RATE_WINDOW}])", "commit {{node_id}}"),
+            (f"rate(rocketmq_rollback_messages_total{{{_B}}}[{RATE_WINDOW}])",
+             "rollback {{node_id}}"),
+            (f"rate(ariane_transaction_checks_total{{{_B}}}[{RATE_WINDOW}])",
+             "check-back {{node_id}}"),
+        ), unit="ops"),
     )),
 )  # fmt: skip
 """The dashboard's rows and their panels, top to bottom, left to right."""

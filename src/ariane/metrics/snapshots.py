@@ -131,12 +131,114 @@ class DiskUsage:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SlaveReplication:
+    """One slave connected to this master, as it last reported (RocketMQ
+    ``HARuntimeInfo.HAConnectionRuntimeInfo``).
+
+    Attributes:
+        address: the slave's HA connection ``HOST:PORT`` as the master sees it (a reconnect
+            opens a new one, so the series of a dropped connection ends with it).
+        acked_offset: the CommitLog offset the slave holds and reported (``slaveAckOffset``).
+        lag_bytes: the master's max CommitLog offset minus ``acked_offset`` (``diff``), >= 0.
+        lag_seconds: seconds since the master wrote the oldest byte the slave has not acked,
+            rounded down to the write-time sampling; 0 when it acked everything.
+        in_sync: within ``max_gap_not_in_sync_bytes`` of the master's end (``inSync``): it
+            counts for a SYNC_MASTER's acks.
+    """
+
+    address: str
+    acked_offset: int
+    lag_bytes: int
+    lag_seconds: float
+    in_sync: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Replication:
+    """This broker's place in its replication group, now (RocketMQ ``HARuntimeInfo``).
+
+    Attributes:
+        epoch: the newest epoch this broker's CommitLog holds (it grows with each promotion).
+        fenced: a master that met a newer epoch and refuses writes until it is demoted.
+        in_sync_slaves: slaves that count for acks (``inSyncSlaveNums``); 0 on a slave.
+        slaves: the connected slaves (empty on a slave), at most one per HA connection.
+        master_connected: on a slave, whether its HA stream from the master is up
+            (``HAClientRuntimeInfo.isActivated``); ``None`` on a master.
+    """
+
+    epoch: int
+    fenced: bool
+    in_sync_slaves: int
+    slaves: tuple[SlaveReplication, ...] = ()
+    master_connected: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DelayLevelBacklog:
+    """Messages parked under one delay level (RocketMQ ``ScheduleMessageService``).
+
+    Attributes:
+        level: the delay level, 1-based. messages: stored at the level but not yet delivered.
+        lag_seconds: how late the oldest of them is (now minus its due time), 0 when none
+            is due yet.
+    """
+
+    level: int
+    messages: int
+    lag_seconds: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleBacklog:
+    """Timer and delay-level messages waiting for their time (RocketMQ ``TimerMessageStore``).
+
+    Attributes:
+        timer_pending: timer messages in the wheel (``rocketmq_timing_messages``).
+        timer_enqueue_behind: timer messages stored but not yet read into the wheel
+            (``rocketmq_timer_enqueue_lag``; they wait while the wheel is full).
+        timer_enqueue_latency_ms: age of the oldest of those, ms, 0 when none.
+        timer_dequeue_latency_ms: how late the earliest due wheel entry is, ms, 0 when none
+            is due (``rocketmq_timer_dequeue_latency``).
+        delivered_total: timer and delay-level messages written to their topic since start.
+        recalled_total: timer messages cancelled by RecallMessage since start.
+        levels: per delay level with messages stored under it, by level.
+    """
+
+    timer_pending: int
+    timer_enqueue_behind: int
+    timer_enqueue_latency_ms: int
+    timer_dequeue_latency_ms: int
+    delivered_total: int
+    recalled_total: int
+    levels: tuple[DelayLevelBacklog, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TransactionCounts:
+    """Half messages and their outcomes (RocketMQ ``TransactionalMessageService`` metrics).
+
+    Attributes:
+        half_messages: unresolved half messages now (``rocketmq_half_messages``).
+        committed_total / rolled_back_total: resolved by commit / rollback since start.
+        checks_total: check-backs sent to producers since start.
+        discarded_total: given up after ``transaction_check_max`` checks since start.
+    """
+
+    half_messages: int
+    committed_total: int
+    rolled_back_total: int
+    checks_total: int
+    discarded_total: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BrokerSnapshot:
     """What one broker's ``/metrics`` shows.
 
     Attributes:
         identity: the common labels.
-        role: ``ASYNC_MASTER`` or ``SLAVE`` (until replication lands, by broker id).
+        role: ``ASYNC_MASTER``, ``SYNC_MASTER`` or ``SLAVE``, the live role (it changes with
+            a promotion or a demotion).
         writable: the store accepts writes (not disk-full).
         messages_in_total / bytes_in_total: messages / body bytes stored by sends since start.
         messages_out_total / bytes_out_total: messages / body bytes delivered since start.
@@ -157,6 +259,10 @@ class BrokerSnapshot:
             by this process (``grpcwire.rpc.RpcLatency``), ms.
         message_size_bytes: message type (``normal``, ``fifo``) -> body sizes of the
             messages stored by sends, bytes.
+        commit_log_max_offset: the CommitLog's end, bytes (a slave's replicated offset).
+        replication: role, epoch and slaves; ``None`` for a broker without an HA port.
+        schedule: timer and delay-level backlog; ``None`` when not read.
+        transactions: half messages and their outcomes; ``None`` when not read.
     """
 
     identity: Identity
@@ -180,6 +286,10 @@ class BrokerSnapshot:
     frontend_calls: dict[int, int] = dataclasses.field(default_factory=dict)
     rpc_latency_ms: dict[tuple[str, str], HistogramCounts] = dataclasses.field(default_factory=dict)
     message_size_bytes: dict[str, HistogramCounts] = dataclasses.field(default_factory=dict)
+    commit_log_max_offset: int = 0
+    replication: Replication | None = None
+    schedule: ScheduleBacklog | None = None
+    transactions: TransactionCounts | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

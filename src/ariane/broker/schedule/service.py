@@ -230,6 +230,15 @@ class ScheduleService:
         """Counts for metrics and tests."""
         return ScheduleStats(len(self._wheel), self._cursor, self.delivered, self.recalled)
 
+    def level_offsets(self) -> dict[int, ids.QueueOffset]:
+        """Delay level -> queue offset of its next undelivered message (a copy, for metrics)."""
+        return dict(self._level_offsets)
+
+    def next_timer_due_ms(self) -> int | None:
+        """Delivery time of the earliest timer message in the wheel, ms since the epoch;
+        ``None`` when the wheel is empty (for metrics)."""
+        return self._wheel.next_due_ms()
+
     def close(self) -> None:
         """Persist the level offsets and close the timer log."""
         self._persist_level_offsets()

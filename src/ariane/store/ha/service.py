@@ -162,6 +162,12 @@ class HAService:
         """The connected slaves (a snapshot)."""
         return [dataclasses.replace(s) for s in list(self._slaves.values())]
 
+    def in_sync(self, slave: SlaveProgress) -> bool:
+        """Whether ``slave`` (one of ``slaves()``) counts for a SYNC_MASTER's acks now: within
+        ``max_gap_not_in_sync_bytes`` of the CommitLog's end (read-only, for metrics)."""
+        floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
+        return slave.acked_offset >= floor
+
     def _in_sync_slaves(self) -> list[SlaveProgress]:
         # list(): the table changes on the event loop while appends read it from other threads.
         floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
