@@ -58,9 +58,7 @@ def _extra(tmp: pathlib.Path, remoting_port: int) -> tuple[str, ...]:
 
 
 @pytest.fixture
-def pair(
-    tmp_path: pathlib.Path, namesrv: str
-) -> Iterator[tuple[ht.Broker, ht.Broker, str]]:
+def pair(tmp_path: pathlib.Path, namesrv: str) -> Iterator[tuple[ht.Broker, ht.Broker, str]]:
     """A SYNC_MASTER (with its Remoting address, the third item) and its SLAVE, in sync."""
     master, slave = ht.new_broker(tmp_path, "master"), ht.new_broker(tmp_path, "slave")
     remoting_port = dev.free_port()
@@ -70,7 +68,9 @@ def pair(
         )
         slave_extra = _extra(tmp_path, dev.free_port())
         slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=slave_extra)
-        _create_topic(master.endpoint, TIMER_TOPIC, pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_DELAY)
+        _create_topic(
+            master.endpoint, TIMER_TOPIC, pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_DELAY
+        )
         _create_topic(
             master.endpoint, LEVEL_TOPIC, pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_NORMAL
         )
@@ -159,7 +159,14 @@ async def _send_levels(remoting: str, keys: list[str], level: int) -> None:
 
 def _promote(namesrv: str, broker_id: int) -> None:
     command_line = [sys.executable, "-m", "ariane", "admin", "--endpoints", namesrv, "--json"]
-    command_line += ["broker", "promote", "--broker-name", "ha-group", "--broker-id", str(broker_id)]
+    command_line += [
+        "broker",
+        "promote",
+        "--broker-name",
+        "ha-group",
+        "--broker-id",
+        str(broker_id),
+    ]
     done = subprocess.run(command_line, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
 
@@ -199,8 +206,10 @@ def _check_exactly_once(namesrv: str, endpoint: str, keys: list[str], group: str
     timers = [k for k in keys if k.startswith("T-")]
     levels = [k for k in keys if k.startswith("L-")]
     ht.poll(
-        lambda: _stored(endpoint, TIMER_TOPIC) >= len(timers)
-        and _stored(endpoint, LEVEL_TOPIC) >= len(levels) + 1,  # + the warm-up
+        lambda: (
+            _stored(endpoint, TIMER_TOPIC) >= len(timers)
+            and _stored(endpoint, LEVEL_TOPIC) >= len(levels) + 1
+        ),  # + the warm-up
         "every scheduled message delivered by the new master",
     )
     _create_group(endpoint, group)
@@ -223,16 +232,58 @@ def test_a_sigkilled_masters_deliveries_are_not_repeated_by_the_promoted_slave(
     t0_ms = int(time.time() * 1000)
     delivered, parked = _send_all(master, remoting, t0_ms)
     ht.poll(
-        lambda: _stored(master.endpoint, TIMER_TOPIC) == K
-        and _stored(master.endpoint, LEVEL_TOPIC) == K + 1,
+        lambda: (
+            _stored(master.endpoint, TIMER_TOPIC) == K
+            and _stored(master.endpoint, LEVEL_TOPIC) == K + 1
+        ),
         "the master delivering the first half",
     )
     ht.poll(
-        lambda: ht.stats(slave.endpoint).commit_log_max_offset
-        == ht.stats(master.endpoint).commit_log_max_offset,
+        lambda: (
+            ht.stats(slave.endpoint).commit_log_max_offset
+            == ht.stats(master.endpoint).commit_log_max_offset
+        ),
         "the slave holding the master's deliveries",
     )
     master.kill()
     assert time.time() * 1000 < t0_ms + 8_000, "the second half came due before the kill"
     _promote(namesrv, 1)
     _check_exactly_once(namesrv, slave.endpoint, [*delivered, *parked], "fresh-after-kill")
+
+
+def test_a_switchover_and_back_delivers_every_key_once(
+    tmp_path: pathlib.Path, namesrv: str, pair: tuple[ht.Broker, ht.Broker, str]
+) -> None:
+    """Proves a clean switchover (slave promoted, old master demoted as its slave) and a switch
+    back deliver every timer and delay-level key once: the first half by the first master, the
+    second half by the second, nothing again by the first when it is master again."""
+    master, slave, remoting = pair
+    t0_ms = int(time.time() * 1000)
+    delivered, parked = _send_all(master, remoting, t0_ms)
+    ht.poll(
+        lambda: (
+            _stored(master.endpoint, TIMER_TOPIC) == K
+            and _stored(master.endpoint, LEVEL_TOPIC) == K + 1
+        ),
+        "the master delivering the first half",
+    )
+    _promote(namesrv, 1)  # the old master becomes slave 1 of the new one
+    assert ht.stats(master.endpoint).role == ht.SLAVE_ROLE
+    _check_exactly_once(namesrv, slave.endpoint, [*delivered, *parked], "fresh-after-switch")
+    ht.poll(
+        lambda: (
+            ht.stats(master.endpoint).commit_log_max_offset
+            == ht.stats(slave.endpoint).commit_log_max_offset
+        ),
+        "the old master replicating the new master's deliveries",
+    )
+    _promote(namesrv, 1)  # and back: the first master is master again
+    assert ht.stats(master.endpoint).broker_id == 0
+    marker = {"T-marker": int(time.time() * 1000) + 1_500}
+    asyncio.run(_send_timers(master.endpoint, marker))
+    ht.poll(  # its schedule loop has followed and delivered since the switch back
+        lambda: _stored(master.endpoint, TIMER_TOPIC) >= 2 * K + 1,
+        "the marker delivered by the first master",
+    )
+    assert _stored(master.endpoint, TIMER_TOPIC) == 2 * K + 1
+    assert _stored(master.endpoint, LEVEL_TOPIC) == 2 * K + 1
