@@ -13,9 +13,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.message import Message
 
 import ha_testing as ht
 from ariane import client, dev
@@ -85,13 +87,13 @@ def pair(tmp_path: pathlib.Path, namesrv: str) -> Iterator[tuple[ht.Broker, ht.B
         slave.stop()
 
 
-def _admin(endpoint: str, name: str, request: object, answer: type[object]) -> object:
-    response = asyncio.run(ht._admin(endpoint, name, request, answer))  # type: ignore[arg-type]
-    codes.raise_for_status(response.status)  # type: ignore[attr-defined]
+def _admin(endpoint: str, name: str, request: Message, answer: type[Any]) -> Any:
+    response = asyncio.run(ht._admin(endpoint, name, request, answer))
+    codes.raise_for_status(response.status)
     return response
 
 
-def _create_topic(endpoint: str, topic: str, message_type: int) -> None:
+def _create_topic(endpoint: str, topic: str, message_type: Any) -> None:
     request = pb.admin.CreateTopicRequest(
         topic=pb.admin.Topic(
             name=topic, read_queue_nums=2, write_queue_nums=2, perm=6, message_type=message_type
@@ -111,7 +113,7 @@ def _stored(endpoint: str, topic: str) -> int:
     """Messages stored in ``topic`` on ``endpoint`` (the sum of its queues' max offsets)."""
     request = pb.admin.GetConsumerLagRequest(group=PROBE_GROUP, topic=topic)
     lag = _admin(endpoint, "GetConsumerLag", request, pb.admin.GetConsumerLagResponse)
-    return sum(q.broker_offset for q in lag.queues)  # type: ignore[attr-defined]
+    return sum(q.broker_offset for q in lag.queues)
 
 
 async def _send_timers(endpoint: str, schedule: dict[str, int]) -> None:
@@ -135,7 +137,7 @@ async def _send_timers(endpoint: str, schedule: dict[str, int]) -> None:
             timeout_s=20,
             metadata=HEADERS,
         )
-    assert answer.status.code == errors.Code.OK, answer.status
+    assert int(answer.status.code) == int(errors.Code.OK), answer.status
 
 
 async def _send_levels(remoting: str, keys: list[str], level: int) -> None:
