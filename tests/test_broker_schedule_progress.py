@@ -217,3 +217,45 @@ def test_a_truncated_replica_derives_its_progress_again(tmp_path: pathlib.Path) 
         service.close()
         replica.close()
         master.close()
+
+
+def test_a_crash_before_the_local_files_are_written_delivers_nothing_twice(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A master whose timer log and delayOffset.json lost a delivery round (killed between the
+    batch and its local records) follows its own progress record at the next start: the
+    round's timer and level messages are not delivered again (exactly once on one broker)."""
+    manual = clock.ManualClock(start_ms=1_700_000_000_000)
+    store = _store(tmp_path, manual)
+    service = _service(tmp_path, store, manual)
+    parked = [
+        service.park(
+            request("Real", b"t" * 40, queue_id=2, UNIQ_KEY="T"),
+            delivery_ms=manual.now_ms() + 2_000,
+        ),
+        service.park_level(request("Real", b"l" * 40, queue_id=2, UNIQ_KEY="L"), 1),
+    ]
+    assert all(r.status.is_stored for r in store.put_messages_sync(parked))
+    assert _round(service) == 0
+    timer_log_path = tmp_path / "timer" / "timerlog"
+    offsets_path = tmp_path / "config" / "delayOffset.json"
+    before = (
+        timer_log_path.read_bytes(),
+        offsets_path.read_bytes() if offsets_path.exists() else b"",
+    )
+    manual.advance_ms(2_000)
+    assert _round(service) == 2
+    service.close()
+    timer_log_path.write_bytes(before[0])  # the local records of the round are lost
+    if before[1]:
+        offsets_path.write_bytes(before[1])
+    else:
+        offsets_path.unlink()
+    service = _service(tmp_path, store, manual)
+    try:
+        manual.advance_ms(60_000)
+        assert _round(service) == 0 and _round(service) == 0
+        assert _delivered(store) == {"T": 1, "L": 1}
+    finally:
+        service.close()
+        store.close()

@@ -3,8 +3,8 @@
 RocketMQ's ``delayOffset.json`` holds ``{"offsetTable": {"<level>": <next schedule-queue
 offset>}}``; Ariane keeps that table and adds ``progressOffset`` (the next
 ``rmq_sys_schedule_progress`` record to follow) and ``commitLogOffset`` (the CommitLog end when
-the file was written: the schedule state describes no byte beyond it, so a CommitLog found
-shorter at start-up means the state must be derived again). Written atomically (temp + fsync +
+the file was written, which the schedule state was derived from: a CommitLog found shorter at
+start-up was cut below it, and the state must be derived again). Written atomically (temp + fsync +
 rename); a missing file is the empty state.
 """
 

@@ -84,6 +84,11 @@ FOLLOW_READS_PER_ROUND_MAX = 16
 """Most reads of ``progress.RECORDS_PER_READ_MAX`` progress records one round follows, a
 count: a replica catching up on a long history keeps the event loop responsive."""
 
+PERSIST_INTERVAL_MS = 1_000
+"""Least time between two writes of ``delayOffset.json`` while the progress moves, ms:
+following from an older point is safe, so after a crash the next start only follows (at most)
+this much more of the progress again."""
+
 _PREPARE_REFUSALS = frozenset({S.MESSAGE_ILLEGAL, S.PROPERTIES_SIZE_EXCEEDED})
 
 
@@ -137,6 +142,7 @@ class ScheduleService:
         self._follow_offset = saved.progress_offset
         self._seen_offset = saved.commit_log_offset
         self._dirty = False
+        self._persisted_ms: int | None = None
         self.delivered = 0
         self.recalled = 0
 
@@ -302,7 +308,7 @@ class ScheduleService:
 
     def close(self) -> None:
         """Persist the level offsets and close the timer log."""
-        self._persist()
+        self._persist(force=True)
         self._timers.log.close()
 
     def replica_truncated(self, commit_log_offset: int) -> None:
@@ -325,7 +331,7 @@ class ScheduleService:
         }
         self._follow_offset = store.min_queue_offset(topics.SCHEDULE_PROGRESS_TOPIC, progress.QUEUE)
         self._dirty = True
-        self._persist()
+        self._persist(force=True)
         _log.warning("schedule: progress derived again from the CommitLog: %s", reason)
 
     # -- following the progress records -----------------------------------------------------
@@ -503,14 +509,18 @@ class ScheduleService:
             self._level_offsets[level] = offset
             self._dirty = True
 
-    def _persist(self) -> None:
-        if self._dirty:
+    def _persist(self, *, force: bool = False) -> None:
+        now_ms = self._clock.monotonic_ms()
+        recent = (
+            self._persisted_ms is not None and now_ms - self._persisted_ms < PERSIST_INTERVAL_MS
+        )
+        if self._dirty and (force or not recent):
             self._seen_offset = self._store.max_commit_log_offset
             saved = offsets_file.SavedOffsets(
                 dict(self._level_offsets), self._follow_offset, self._seen_offset
             )
             offsets_file.save(self._offsets_path, saved)
-            self._dirty = False
+            self._dirty, self._persisted_ms = False, now_ms
 
 
 def _warn_if_not_stored(
