@@ -238,7 +238,7 @@ def test_delay_level_messages_wait_their_level_and_progress_is_persisted(
     [got] = harness.delivered()
     assert message.message_id_of(got) == "L1" and P.DELAY_TIME_LEVEL not in got.properties
     saved = json.loads((harness.root / "config" / "delayOffset.json").read_text())
-    assert saved == {"offsetTable": {"2": 1}}
+    assert saved["offsetTable"] == {"2": 1} and saved["progressOffset"] == 1
     harness.service.close()
     harness.service = harness.open_service()
     harness.clock.advance_ms(10_000)

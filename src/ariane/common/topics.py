@@ -35,6 +35,8 @@ SCHEDULE_TOPIC = ids.TopicName("SCHEDULE_TOPIC_XXXX")
 """Where delay-level messages wait until due (queue id = level - 1)."""
 TIMER_TOPIC = ids.TopicName("rmq_sys_wheel_timer")
 """Where timer messages wait until their delivery time."""
+SCHEDULE_PROGRESS_TOPIC = ids.TopicName("rmq_sys_schedule_progress")
+"""Where the schedule records what each delivery batch finished (``broker.schedule.progress``)."""
 TRANS_HALF_TOPIC = ids.TopicName("RMQ_SYS_TRANS_HALF_TOPIC")
 """Where transactional half messages wait for COMMIT/ROLLBACK."""
 TRANS_OP_HALF_TOPIC = ids.TopicName("RMQ_SYS_TRANS_OP_HALF_TOPIC")
@@ -48,6 +50,7 @@ SYSTEM_TOPICS: frozenset[str] = frozenset(
     {
         SCHEDULE_TOPIC,
         TIMER_TOPIC,
+        SCHEDULE_PROGRESS_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,

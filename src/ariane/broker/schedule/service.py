@@ -16,20 +16,41 @@ Two mechanisms, as RocketMQ 5 has them:
   queue is read on from the log's cursor, so schedules survive a restart or a SIGKILL.
 
 A due message is rewritten to ``REAL_TOPIC``/``REAL_QID`` with every property kept (its
-``UNIQ_KEY`` message id too, so consumers see the id the producer got), then the progress is
-recorded. Crash order: the write to the real topic comes before the progress record, so a
-crash in between delivers that message again (at-least-once), never loses it.
+``UNIQ_KEY`` message id too, so consumers see the id the producer got).
 
-``RecallMessage`` (RocketMQ 5.3) removes a timer message from the wheel before it is due.
+**Progress travels in the CommitLog** (``progress``; the design and why): each delivery batch
+is one store append of a progress record (system topic ``rmq_sys_schedule_progress``) followed
+by the delivered messages, so a replica at any offset holds progress consistent with the
+deliveries it holds. The service *follows* those records into its local state (level offsets,
+wheel, timer log): on a broker that refuses writes (a SLAVE, a fenced or demoted old master)
+it only follows and reads the replicated timer topic into its wheel, never delivers; once the
+broker accepts writes (started as a master, or promoted) every round first follows the records
+to the end of the CommitLog, settling a batch a replica holds only part of (what it holds is
+delivered, the rest is still parked), then delivers. Local state that may describe bytes the
+CommitLog no longer holds is dropped and derived again from the CommitLog (``reset``): when
+the HA handshake cut a diverged tail (``replica_truncated``), or at open when the CommitLog
+ends below what the files had seen (recovery cut a torn tail).
+
+Crash order on one broker: the batch (record + messages) is written first, then the timer log
+and ``delayOffset.json``; a crash in between is repaired at the next start, which follows the
+record again, so a message is delivered exactly once as long as the CommitLog kept the batch (a
+SIGKILL keeps it; a machine crash under ASYNC_FLUSH may lose the batch and the record together,
+and the message is then delivered again, never lost).
+
+``RecallMessage`` (RocketMQ 5.3) removes a timer message from the wheel before it is due, and
+appends a RECALLED progress record so that a promoted replica does not deliver it either.
 
 Invariants: used from the broker's one event loop; a wheel entry handed out for delivery is
 either written (DELIVERED logged) or put back into the wheel; a message is never written to its
-topic before its delivery time (``TimerWheel.take_due``).
+topic before its delivery time (``TimerWheel.take_due``); nothing is delivered while the store
+refuses writes; applying a progress record twice changes nothing (offsets only move forward, a
+finished timer entry stays finished), so following from an older point is always safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import itertools
 import logging
@@ -37,8 +58,14 @@ import pathlib
 from collections.abc import Callable, Iterable
 
 from ariane.broker import schedule_settings
-from ariane.broker.schedule import timer_codec, timer_log, wheel
-from ariane.broker.tables import persistence
+from ariane.broker.schedule import (
+    offsets_file,
+    progress,
+    progress_codec,
+    timer_codec,
+    timers,
+    wheel,
+)
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store, record_reader
 
@@ -46,14 +73,23 @@ _log = logging.getLogger(__name__)
 
 P = message.Property
 K = timer_codec.Kind
-
-OFFSETS_FILE_NAME = "delayOffset.json"
-"""Per-level progress offsets under ``<store>/config`` (RocketMQ's file name)."""
+Origin = progress_codec.Origin
+OriginKind = progress_codec.Kind
+S = commit_log.PutMessageStatus
 
 READ_BYTES_MAX = 4 * 1024 * 1024
 """Most bytes read from one schedule or timer queue per scan."""
 
-_TIMER_QUEUE = ids.QueueId(0)
+FOLLOW_READS_PER_ROUND_MAX = 16
+"""Most reads of ``progress.RECORDS_PER_READ_MAX`` progress records one round follows, a
+count: a replica catching up on a long history keeps the event loop responsive."""
+
+PERSIST_INTERVAL_MS = 1_000
+"""Least time between two writes of ``delayOffset.json`` while the progress moves, ms:
+following from an older point is safe, so after a crash the next start only follows (at most)
+this much more of the progress again."""
+
+_PREPARE_REFUSALS = frozenset({S.MESSAGE_ILLEGAL, S.PROPERTIES_SIZE_EXCEEDED})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,12 +101,14 @@ class ScheduleStats:
         timer_cursor: next timer-topic queue offset to read into the wheel.
         delivered: messages written to their real topic since start.
         recalled: timer messages cancelled since start.
+        progress_offset: next progress record to follow (queue offset).
     """
 
     timer_pending: int
     timer_cursor: int
     delivered: int
     recalled: int
+    progress_offset: int = 0
 
 
 class ScheduleService:
@@ -97,12 +135,14 @@ class ScheduleService:
         self._settings = settings
         self._clock = time
         self._notify = notify
-        self._wheel = wheel.TimerWheel(settings.timer_pending_max)
-        self._log, records = timer_log.TimerLog.open(root)
-        self._cursor = self._replay(records)
-        self._offsets_path = persistence.config_path(root, OFFSETS_FILE_NAME)
-        self._level_offsets = _load_level_offsets(self._offsets_path)
-        self._offsets_dirty = False
+        self._timers = timers.TimerState(root, settings.timer_pending_max)
+        self._offsets_path = offsets_file.path_under(root)
+        saved = offsets_file.load(self._offsets_path)
+        self._level_offsets = saved.levels
+        self._follow_offset = saved.progress_offset
+        self._seen_offset = saved.commit_log_offset
+        self._dirty = False
+        self._persisted_ms: int | None = None
         self.delivered = 0
         self.recalled = 0
 
@@ -116,19 +156,27 @@ class ScheduleService:
         time: clock.Clock,
         notify: Callable[[Iterable[str]], object],
     ) -> ScheduleService:
-        """Replay the timer log, load the level offsets, read the timer topic on.
+        """Replay the timer log, load the level offsets, read the timer topic on; derive it all
+        again if the CommitLog ends below what they were derived from.
 
         Raises:
             OSError: the timer log cannot be opened.
             CorruptMetadataError: ``delayOffset.json`` does not parse.
         """
         service = cls(root=root, store=store, settings=settings, time=time, notify=notify)
+        if service._seen_offset > store.max_commit_log_offset:
+            service.reset(
+                f"the CommitLog ends at {store.max_commit_log_offset}, below the "
+                f"{service._seen_offset} the schedule files were derived from"
+            )
         service.enqueue_timer_messages()
         _log.info(
-            "schedule: %d timer messages pending, timer cursor %d, level offsets %s",
-            len(service._wheel),
-            service._cursor,
+            "schedule: %d timer messages pending, timer cursor %d, level offsets %s, "
+            "progress offset %d",
+            len(service._timers.wheel),
+            service._timers.cursor,
             service._level_offsets,
+            service._follow_offset,
         )
         return service
 
@@ -167,11 +215,11 @@ class ScheduleService:
         props[P.TIMER_DELIVER_MS] = str(delivery_ms)
         if ahead_ms < self._settings.timer_precision_ms:
             return _with(request, request.message.topic, request.queue_id, props)
-        if self._wheel.full:
+        if self._timers.wheel.full:
             raise errors.TooManyRequestsError(
-                f"{len(self._wheel)} timer messages are pending, the limit; retry later"
+                f"{len(self._timers.wheel)} timer messages are pending, the limit; retry later"
             )
-        return _parked(request, topics.TIMER_TOPIC, _TIMER_QUEUE, props)
+        return _parked(request, topics.TIMER_TOPIC, timers.QUEUE, props)
 
     def park_level(self, request: commit_log.AppendRequest, level: int) -> commit_log.AppendRequest:
         """Rewrite a message with delay level ``level`` into ``SCHEDULE_TOPIC_XXXX``.
@@ -191,21 +239,38 @@ class ScheduleService:
     def recall(self, message_id: str, delivery_ms: int) -> None:
         """Cancel the timer message ``message_id`` due at ``delivery_ms`` (RocketMQ 5.3
         ``RecallMessage``); reads the timer topic first, so a message just sent is found.
+        A RECALLED progress record goes to the CommitLog (not awaited), so a replica promoted
+        later does not deliver it either.
 
         Raises:
             NotFoundError: no such message is waiting (unknown, delivered or recalled).
+            ServiceUnavailableError: this broker is a slave (recall at its master).
         """
+        if self.follows:
+            raise errors.ServiceUnavailableError(
+                "this broker replicates its master's schedule; recall the message there"
+            )
         self.enqueue_timer_messages()
-        removed = self._wheel.cancel(message_id, delivery_ms)
+        removed = self._timers.wheel.cancel(message_id, delivery_ms)
         if not removed:
             raise errors.NotFoundError(
                 f"no scheduled message {message_id} due at {delivery_ms} is waiting: it was "
                 "delivered, recalled, or never scheduled here"
             )
-        self._log.append([_record(K.RECALLED, e) for e in removed])
+        self._timers.log.append([timers.record(K.RECALLED, e) for e in removed])
         self.recalled += len(removed)
+        origins = [Origin(OriginKind.RECALLED, 0, e.queue_offset) for e in removed]
+        written = self._store.submit([progress.record_request(origins, self._clock.now_ms())])
+        written.add_done_callback(_warn_if_not_stored)
 
     # -- the loop ----------------------------------------------------------------------------
+
+    @property
+    def follows(self) -> bool:
+        """Whether the store refuses writes (a SLAVE, a fenced old master): then the service
+        only follows the replicated progress and delivers nothing."""
+        gate = self._store.replication
+        return gate is not None and gate.refuses_writes()
 
     async def run(self) -> None:
         """Deliver due messages every ``tick_ms`` until cancelled (the server's task group)."""
@@ -217,18 +282,29 @@ class ScheduleService:
             await asyncio.sleep(self._settings.tick_ms / 1000)
 
     async def run_once(self) -> int:
-        """One round: read new timer messages, deliver what is due. Returns how many."""
+        """One round: read new timer messages, follow the progress records, and (unless the
+        store refuses writes) deliver what is due once every record is followed. Returns how
+        many were delivered."""
         self.enqueue_timer_messages()
-        count = await self._deliver_timers()
-        count += await self._deliver_levels()
-        self._persist_level_offsets()
-        if self._log.size_bytes > self._settings.timer_log_bytes_max:
-            self._compact()
+        active = not self.follows
+        count = 0
+        if self._follow(settle=active) and active:
+            count = await self._deliver_timers()
+            count += await self._deliver_levels()
+        self._persist()
+        if self._timers.log.size_bytes > self._settings.timer_log_bytes_max:
+            self._timers.compact()
         return count
 
     def stats(self) -> ScheduleStats:
         """Counts for metrics and tests."""
-        return ScheduleStats(len(self._wheel), self._cursor, self.delivered, self.recalled)
+        return ScheduleStats(
+            len(self._timers.wheel),
+            self._timers.cursor,
+            self.delivered,
+            self.recalled,
+            self._follow_offset,
+        )
 
     def level_offsets(self) -> dict[int, ids.QueueOffset]:
         """Delay level -> queue offset of its next undelivered message (a copy, for metrics)."""
@@ -241,84 +317,120 @@ class ScheduleService:
 
     def close(self) -> None:
         """Persist the level offsets and close the timer log."""
-        self._persist_level_offsets()
-        self._log.close()
+        self._persist(force=True)
+        self._timers.log.close()
+
+    def replica_truncated(self, commit_log_offset: int) -> None:
+        """The HA handshake cut this broker's CommitLog at ``commit_log_offset`` (a diverged
+        tail, e.g. of a demoted old master): derive the schedule progress again."""
+        self.reset(f"the CommitLog was cut at {commit_log_offset} to follow a new master")
+
+    def reset(self, reason: str) -> None:
+        """Drop the local progress (wheel, timer log, level offsets) and derive it again from
+        the CommitLog: every queue from its first retained offset, every progress record on.
+
+        Raises:
+            OSError: the timer log or ``delayOffset.json`` cannot be rewritten.
+        """
+        store = self._store
+        self._timers.reset(store.min_queue_offset(topics.TIMER_TOPIC, timers.QUEUE))
+        self._level_offsets = {
+            level: store.min_queue_offset(topics.SCHEDULE_TOPIC, ids.QueueId(level - 1))
+            for level in range(1, len(self._settings.delay_levels_ms) + 1)
+        }
+        self._follow_offset = store.min_queue_offset(topics.SCHEDULE_PROGRESS_TOPIC, progress.QUEUE)
+        self._dirty = True
+        self._persist(force=True)
+        _log.warning("schedule: progress derived again from the CommitLog: %s", reason)
+
+    # -- following the progress records -----------------------------------------------------
+
+    def _follow(self, *, settle: bool) -> bool:
+        """Apply the progress records from the follow offset on; ``True`` once nothing more
+        can be applied now. ``settle``: the CommitLog will not grow under a batch any more
+        (this broker writes): a batch it holds only part of is applied as it is."""
+        for _ in range(FOLLOW_READS_PER_ROUND_MAX):
+            result = self._store.get_messages(
+                topics.SCHEDULE_PROGRESS_TOPIC,
+                progress.QUEUE,
+                self._follow_offset,
+                max_count=progress.RECORDS_PER_READ_MAX,
+                max_bytes=READ_BYTES_MAX,
+            )
+            if not result.messages:
+                self._set_follow_offset(max(self._follow_offset, result.next_begin_offset))
+                return True
+            for record in result.messages:
+                followed = progress.written_after(self._store, record)
+                self._apply(followed)
+                if not (followed.complete or settle):
+                    return True  # the rest of the batch has not arrived yet
+                self._set_follow_offset(ids.QueueOffset(record.queue_offset + 1))
+        return False
+
+    def _apply(self, followed: progress.Followed) -> None:
+        """Finish the origins ``followed`` shows written; a level moves only over the
+        delivered prefix of its run in the batch, as its master moved it."""
+        blocked: set[int] = set()
+        finished: list[timer_codec.TimerRecord] = []
+        for origin, present in zip(followed.origins, followed.present, strict=True):
+            if origin.kind is OriginKind.LEVEL:
+                if not present or origin.level in blocked:
+                    blocked.add(origin.level)
+                    continue
+                current = self._level_offsets.get(origin.level, ids.QueueOffset(0))
+                self._advance(origin.level, max(current, ids.QueueOffset(origin.queue_offset + 1)))
+            elif present:
+                kind = K.RECALLED if origin.kind is OriginKind.RECALLED else K.DELIVERED
+                record = self._timers.finish(origin.queue_offset, kind)
+                if record is not None:
+                    finished.append(record)
+        if finished:
+            self._timers.log.append(finished)
+            self._dirty = True
+
+    def _set_follow_offset(self, offset: ids.QueueOffset) -> None:
+        if offset != self._follow_offset:
+            self._follow_offset = offset
+            self._dirty = True
 
     # -- timer messages ----------------------------------------------------------------------
 
-    def _replay(self, records: list[timer_codec.TimerRecord]) -> ids.QueueOffset:
-        live: dict[int, timer_codec.TimerRecord] = {}
-        cursor = 0
-        for record in records:
-            if record.kind is K.CURSOR:
-                cursor = max(cursor, record.queue_offset)
-            elif record.kind is K.ENQUEUED:
-                live[record.queue_offset] = record
-                cursor = max(cursor, record.queue_offset + 1)
-            else:
-                live.pop(record.queue_offset, None)
-        for offset in sorted(live):
-            r = live[offset]
-            entry = wheel.WheelEntry(
-                r.delivery_ms, offset, r.commit_log_offset, r.size_bytes, r.message_id
-            )
-            if not self._wheel.add(entry):  # a smaller wheel than before: read the rest again
-                return ids.QueueOffset(offset)
-        return ids.QueueOffset(cursor)
-
     def enqueue_timer_messages(self) -> int:
-        """Read the timer topic from the cursor into the wheel while it has room.
-
-        Mirrors RocketMQ's ``TimerEnqueueGetService``. Returns how many were added.
-        """
-        added: list[timer_codec.TimerRecord] = []
-        while not self._wheel.full:
-            room = self._wheel.capacity - len(self._wheel)
-            result = self._store.get_messages(
-                topics.TIMER_TOPIC,
-                _TIMER_QUEUE,
-                self._cursor,
-                max_count=min(room, self._settings.deliver_batch_max),
-                max_bytes=READ_BYTES_MAX,
-            )
-            for stored in result.messages:
-                entry = _wheel_entry(stored)
-                if entry is not None and self._wheel.add(entry):
-                    added.append(_record(K.ENQUEUED, entry))
-            if result.next_begin_offset <= self._cursor:
-                break
-            self._cursor = result.next_begin_offset
-            if not result.messages:
-                break
-        if added:
-            self._log.append(added)
-        return len(added)
+        """Read the timer topic from the cursor into the wheel while it has room (RocketMQ's
+        ``TimerEnqueueGetService``; ``TimerState.enqueue``). Returns how many were added."""
+        before = self._timers.cursor
+        added = self._timers.enqueue(
+            self._store, batch_max=self._settings.deliver_batch_max, read_bytes_max=READ_BYTES_MAX
+        )
+        self._dirty |= self._timers.cursor != before
+        return added
 
     async def _deliver_timers(self) -> int:
         now_ms = self._clock.now_ms()
-        due = self._wheel.take_due(now_ms, self._settings.deliver_batch_max)
+        due = self._timers.wheel.take_due(now_ms, self._settings.deliver_batch_max)
         if not due:
             return 0
-        requests: list[commit_log.AppendRequest] = []
+        items: list[tuple[int, message.StoredMessage]] = []
         kept: list[wheel.WheelEntry] = []
         finished: list[wheel.WheelEntry] = []  # delivered, or unreadable (logged): done with
         for entry in due:
-            request = self._restored(entry.commit_log_offset, entry.size_bytes)
-            if request is None:
+            parked = self._parked(entry.commit_log_offset, entry.size_bytes)
+            if parked is None:  # a replica reads the same bytes: it finishes it as well
                 finished.append(entry)
             else:
-                requests.append(request)
+                items.append((entry.queue_offset, parked))
                 kept.append(entry)
-        done = await self._write(requests)
+        done = await self._deliver(OriginKind.TIMER, 0, items)
         for entry, ok in zip(kept, done, strict=True):
             if ok:
                 finished.append(entry)
             else:
-                self._wheel.add(entry)  # still due: retried next round
-        self._log.append([_record(K.DELIVERED, e) for e in finished])
+                self._timers.wheel.add(entry)  # still due: retried next round
+        self._timers.log.append([timers.record(K.DELIVERED, e) for e in finished])
         return done.count(True)
 
-    def _restored(self, commit_log_offset: int, size_bytes: int) -> commit_log.AppendRequest | None:
+    def _parked(self, commit_log_offset: int, size_bytes: int) -> message.StoredMessage | None:
         found = self._store.get_message(ids.CommitLogOffset(commit_log_offset), size_bytes)
         if found.status is not record_reader.LookupStatus.FOUND or found.message is None:
             _log.error(
@@ -327,32 +439,51 @@ class ScheduleService:
                 found.status.value,
             )
             return None
-        return restore(found.message)
+        return found.message
 
-    async def _write(self, requests: list[commit_log.AppendRequest]) -> list[bool]:
-        """Store due messages in their topics; per request whether it was stored."""
-        if not requests:
+    async def _deliver(
+        self, kind: OriginKind, level: int, items: list[tuple[int, message.StoredMessage]]
+    ) -> list[bool]:
+        """Write the parked ``items`` (their queue offset, the message) to their topics after
+        one progress record, in one atomic append; per item whether it was stored."""
+        if not items:
             return []
-        results = await self._store.put_messages(requests)
-        done = [r.status.is_stored for r in results]
+        requests = [restore(parked) for _, parked in items]
+        origins = [
+            Origin(kind, level, offset, progress.parked_key(parked, request))
+            for (offset, parked), request in zip(items, requests, strict=True)
+        ]
+        record = progress.record_request(origins, self._clock.now_ms())
+        results = await self._store.put_messages([record, *requests], atomic=True)
+        head, tail = results[0], results[1:]
+        if head.status in _PREPARE_REFUSALS and len(items) > 1:
+            # One message the CommitLog refuses fails the atomic batch: one by one instead.
+            return [ok for item in items for ok in await self._deliver(kind, level, [item])]
+        if head.status.is_stored and head.queue_offset == self._follow_offset:
+            self._set_follow_offset(ids.QueueOffset(head.queue_offset + 1))
+        elif not head.status.is_stored and any(r.status.is_stored for r in tail):
+            _log.error(
+                "schedule: progress record refused (%s); a replica may deliver this batch again",
+                head.status.value,
+            )
+        return self._delivered([r.status for r in tail], requests)
+
+    def _delivered(
+        self, statuses: list[commit_log.PutMessageStatus], requests: list[commit_log.AppendRequest]
+    ) -> list[bool]:
+        done = [status.is_stored for status in statuses]
         failed = done.count(False)
         if failed:
             _log.warning(
                 "schedule: %d due messages not stored (%s); retrying",
                 failed,
-                next(r.status.value for r in results if not r.status.is_stored),
+                next(s.value for s in statuses if not s.is_stored),
             )
         stored_topics = {q.message.topic for q, ok in zip(requests, done, strict=True) if ok}
         self.delivered += len(requests) - failed
         if stored_topics:
             self._notify(stored_topics)
         return done
-
-    def _compact(self) -> None:
-        records = [timer_codec.TimerRecord(K.CURSOR, 0, self._cursor)]
-        records += [_record(K.ENQUEUED, e) for e in self._wheel.entries()]
-        self._log.rewrite(records)
-        _log.info("timer log compacted to %d bytes", self._log.size_bytes)
 
     # -- delay levels ------------------------------------------------------------------------
 
@@ -375,7 +506,7 @@ class ScheduleService:
                 continue
             if not due:
                 continue
-            done = await self._write([restore(m) for m in due])
+            done = await self._deliver(OriginKind.LEVEL, level, [(m.queue_offset, m) for m in due])
             ok_prefix = done.index(False) if False in done else len(done)
             if ok_prefix:
                 self._advance(level, ids.QueueOffset(due[ok_prefix - 1].queue_offset + 1))
@@ -385,13 +516,32 @@ class ScheduleService:
     def _advance(self, level: int, offset: ids.QueueOffset) -> None:
         if self._level_offsets.get(level, 0) != offset:
             self._level_offsets[level] = offset
-            self._offsets_dirty = True
+            self._dirty = True
 
-    def _persist_level_offsets(self) -> None:
-        if self._offsets_dirty:
-            table = {str(level): o for level, o in sorted(self._level_offsets.items())}
-            persistence.save_json(self._offsets_path, {"offsetTable": table})
-            self._offsets_dirty = False
+    def _persist(self, *, force: bool = False) -> None:
+        now_ms = self._clock.monotonic_ms()
+        recent = (
+            self._persisted_ms is not None and now_ms - self._persisted_ms < PERSIST_INTERVAL_MS
+        )
+        if self._dirty and (force or not recent):
+            self._seen_offset = self._store.max_commit_log_offset
+            saved = offsets_file.SavedOffsets(
+                dict(self._level_offsets), self._follow_offset, self._seen_offset
+            )
+            offsets_file.save(self._offsets_path, saved)
+            self._dirty, self._persisted_ms = False, now_ms
+
+
+def _warn_if_not_stored(
+    written: concurrent.futures.Future[list[commit_log.PutMessageResult]],
+) -> None:
+    results = written.result() if not written.cancelled() else []
+    if results and not results[0].status.is_stored:
+        _log.warning(
+            "schedule: RECALLED progress record not stored (%s); a replica promoted later "
+            "may deliver the recalled message",
+            results[0].status.value,
+        )
 
 
 def restore(stored: message.StoredMessage) -> commit_log.AppendRequest:
@@ -443,40 +593,3 @@ def _with(
 ) -> commit_log.AppendRequest:
     parked = dataclasses.replace(request.message, topic=topic, properties=props)
     return dataclasses.replace(request, message=parked, queue_id=queue_id)
-
-
-def _wheel_entry(stored: message.StoredMessage) -> wheel.WheelEntry | None:
-    raw = stored.properties.get(P.TIMER_DELIVER_MS, "")
-    if not raw.isdigit():
-        _log.error("timer message at %d has no TIMER_DELIVER_MS", stored.commit_log_offset)
-        return None
-    return wheel.WheelEntry(
-        delivery_ms=int(raw),
-        queue_offset=stored.queue_offset,
-        commit_log_offset=stored.commit_log_offset,
-        size_bytes=stored.store_size_bytes,
-        message_id=message.message_id_of(stored),
-    )
-
-
-def _record(kind: timer_codec.Kind, entry: wheel.WheelEntry) -> timer_codec.TimerRecord:
-    return timer_codec.TimerRecord(
-        kind,
-        entry.delivery_ms,
-        entry.queue_offset,
-        entry.commit_log_offset,
-        entry.size_bytes,
-        entry.message_id,
-    )
-
-
-def _load_level_offsets(path: pathlib.Path) -> dict[int, ids.QueueOffset]:
-    raw = persistence.load_json(path)
-    if raw is None:
-        return {}
-    table = persistence.expect_object(raw.get("offsetTable", {}), "delayOffset.offsetTable")
-    return {
-        int(level): ids.QueueOffset(persistence.expect_int(o, f"delayOffset.offsetTable.{level}"))
-        for level, o in table.items()
-        if level.isdigit()
-    }

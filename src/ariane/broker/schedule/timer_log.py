@@ -3,8 +3,9 @@
 ``TimerLog`` owns ``<store>/timer/timerlog`` (RocketMQ 5 keeps ``timerlog`` and ``timerwheel``
 under its store root). Appends are one ``os.write`` per batch of records on an ``O_APPEND``
 descriptor, without fsync: a SIGKILL keeps what reached the page cache; a machine crash may lose
-the last records, and then the timer topic is read again from the older cursor, so a message
-may be delivered twice, never lost (RocketMQ's at-least-once).
+the last records, and then the timer topic is read again from the older cursor and the
+progress records in the CommitLog (``progress``) finish again what was delivered or recalled:
+a message is delivered twice only if the CommitLog lost its batch too, never lost.
 
 Invariants: ``open`` truncates a torn or corrupt tail (logged, never fatal), so appends always
 follow a valid record; ``rewrite`` replaces the file atomically (temp + fsync + rename), so a

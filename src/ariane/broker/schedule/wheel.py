@@ -7,9 +7,9 @@ bounded: at most ``capacity`` entries (the service stops reading the timer topic
 full, and the send path answers TOO_MANY_REQUESTS), so memory never grows with the backlog.
 
 Invariants: an entry is in the heap and in ``_entries`` until ``take_due`` hands it out or
-``cancel`` removes it (a cancelled entry's heap item is skipped lazily, so the heap holds at
-most twice ``capacity`` items before it is rebuilt); ``take_due(now)`` never returns an entry
-whose delivery time is after ``now``. Pure: no I/O, no clock (the caller passes ``now_ms``).
+``cancel``/``remove`` removes it (a removed entry's heap item is skipped lazily, so the heap
+holds at most twice ``capacity`` items before it is rebuilt); ``take_due(now)`` never returns an
+entry whose delivery time is after ``now``. Pure: no I/O, no clock (the caller passes ``now_ms``).
 """
 
 from __future__ import annotations
@@ -95,10 +95,22 @@ class TimerWheel:
             o for o in offsets if delivery_ms is None or self._entries[o].delivery_ms == delivery_ms
         ]
         removed = [self._forget(o) for o in sorted(chosen)]
+        self._bound_heap()
+        return removed
+
+    def remove(self, queue_offset: int) -> WheelEntry | None:
+        """Remove the entry of timer-queue offset ``queue_offset`` (finished elsewhere: the
+        progress a replica follows); ``None`` when it is not held."""
+        if queue_offset not in self._entries:
+            return None
+        entry = self._forget(queue_offset)
+        self._bound_heap()
+        return entry
+
+    def _bound_heap(self) -> None:
         if len(self._heap) > 2 * self.capacity:  # bound the lazily-skipped items
             self._heap = [(e.delivery_ms, e.queue_offset) for e in self._entries.values()]
             heapq.heapify(self._heap)
-        return removed
 
     def entries(self) -> list[WheelEntry]:
         """Every held entry, in queue-offset order (for compaction)."""

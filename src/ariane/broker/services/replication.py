@@ -7,12 +7,15 @@ SLAVE), and installs the ack rule on the store (``MessageStore.replication``). A
 epoch 1 the first time it runs. ``promote``/``demote`` are the role changes of the
 ``ChangeRole`` admin RPC (RocketMQ ``changeToMaster``/``changeToSlave``): a promotion takes a
 newer epoch starting at the current CommitLog end; a demotion follows the new master, which cuts
-a diverged tail through the HA handshake (TRUNCATE).
+a diverged tail through the HA handshake (TRUNCATE), after which the schedule derives its
+progress again from the CommitLog (``ScheduleService.replica_truncated``). The schedule needs
+nothing else from a role change: it delivers only while the store accepts writes and follows
+the replicated progress records otherwise (``broker.schedule.progress``).
 
-What a master owns besides the CommitLog follows the role through ``RoleFollower``s: a promotion
-calls each one's ``become_master`` once the replicated records are dispatched (the transaction
-service rebuilds its unresolved half messages from them), a demotion calls ``become_slave``
-once the store is fenced.
+What else a master owns follows the role through ``RoleFollower``s: a promotion calls each
+one's ``become_master`` once the replicated records are dispatched (the transaction service
+rebuilds its unresolved half messages from them), a demotion calls ``become_slave`` once the
+store is fenced.
 """
 
 from __future__ import annotations
@@ -91,7 +94,11 @@ class ReplicationService:
             self.history.append(1, store.min_commit_log_offset)
         self.master = ha_service.HAService(store, self.history, config)
         self.client = ha_client.HAClient(
-            store, self.history, config, lambda: runtime.master_ha_address
+            store,
+            self.history,
+            config,
+            lambda: runtime.master_ha_address,
+            on_truncate=runtime.schedule.replica_truncated,
         )
         store.replication = self.master
         runtime.master_online = lambda: self.client.connected

@@ -36,6 +36,8 @@ class HAClient:
         config: the HA settings.
         master_address: returns the master's HA ``HOST:PORT`` ("" while unknown); asked
             before every connection, so a new master is followed.
+        on_truncate: called with the offset after a TRUNCATE cut this store's diverged tail
+            (state derived from the cut bytes, e.g. the broker's schedule, starts over).
     """
 
     def __init__(
@@ -44,8 +46,11 @@ class HAClient:
         history: epochs.EpochHistory,
         config: ha_settings.HASettings,
         master_address: Callable[[], str],
+        *,
+        on_truncate: Callable[[int], object] | None = None,
     ) -> None:
         self._store = store
+        self._on_truncate = on_truncate
         self._history = history
         self._settings = config
         self._master_address = master_address
@@ -116,6 +121,8 @@ class HAClient:
             if header.kind is frames.Kind.TRUNCATE:
                 store.truncate_replica(ids.CommitLogOffset(header.offset))
                 history.truncate(header.offset)
+                if self._on_truncate is not None:
+                    self._on_truncate(header.offset)
                 writer.write(self._report(frames.Kind.HELLO))
                 await writer.drain()
                 continue
