@@ -58,8 +58,8 @@ class Gate:
     def __init__(self) -> None:
         self.slave = True
 
-    def refuses_writes(self) -> bool:
-        return self.slave
+    def refusal(self) -> commit_log.PutMessageStatus | None:
+        return commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE if self.slave else None
 
     def replicated(self, end_offset: int) -> concurrent.futures.Future[commit_log.PutMessageStatus]:
         done = concurrent.futures.Future[commit_log.PutMessageStatus]()

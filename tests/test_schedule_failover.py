@@ -43,6 +43,9 @@ interval_ms = 200
 [schedule]
 message_delay_level = "1s 9s"
 tick_ms = 50
+[ha]
+# The slave promoted after the SIGKILL is left alone: it must take the delivery writes.
+min_in_sync_replicas = 1
 """
 HEADERS = (("x-mq-client-id", "sched-failover@1@0@t"), ("x-mq-language", "PYTHON"))
 

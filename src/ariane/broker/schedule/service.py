@@ -267,10 +267,11 @@ class ScheduleService:
 
     @property
     def follows(self) -> bool:
-        """Whether the store refuses writes (a SLAVE, a fenced old master): then the service
-        only follows the replicated progress and delivers nothing."""
+        """Whether the store refuses writes (a SLAVE, a fenced old master, a SYNC_MASTER short of
+        in-sync replicas): then the service only follows the progress records and delivers
+        nothing."""
         gate = self._store.replication
-        return gate is not None and gate.refuses_writes()
+        return gate is not None and gate.refusal() is not None
 
     async def run(self) -> None:
         """Deliver due messages every ``tick_ms`` until cancelled (the server's task group)."""
@@ -313,7 +314,7 @@ class ScheduleService:
     def next_timer_due_ms(self) -> int | None:
         """Delivery time of the earliest timer message in the wheel, ms since the epoch;
         ``None`` when the wheel is empty (for metrics)."""
-        return self._wheel.next_due_ms()
+        return self._timers.wheel.next_due_ms()
 
     def close(self) -> None:
         """Persist the level offsets and close the timer log."""
