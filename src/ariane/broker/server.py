@@ -113,7 +113,9 @@ class BrokerServer:
         latency = rpc.RpcLatency()
         front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
-        registrar = registration.RegistrationService(runtime, channels)
+        registrar = registration.RegistrationService(
+            runtime, channels, replication=self.replication
+        )
         exposition = _exposition(runtime, client_registry, front, latency)
         try:
             self._port = await front.start()

@@ -324,13 +324,18 @@ class AdminService:
             commit_log_max_offset=stats.store.max_commit_log_offset,
             commit_log_confirm_offset=stats.store.max_commit_log_offset,
             ha_lag_bytes=0,
-            writable=not stats.store.disk_full,
+            writable=not stats.store.disk_full and not self._refuses_writes(),
             disk_used_ratio=stats.disk_used_ratio,
             messages_in_total=stats.counters.messages_in,
             messages_out_total=stats.counters.messages_out,
             start_timestamp_ms=self._rt.start_timestamp_ms,
             extra=self._extra_stats(stats),
         )
+
+    def _refuses_writes(self) -> bool:
+        """Whether the role gate refuses writes (a slave, a fenced master, a lapsed lease)."""
+        gate = self._rt.store.replication
+        return gate is not None and gate.refuses_writes()
 
     def _extra_stats(self, stats: admin.RuntimeStats) -> dict[str, str]:
         store, counters = stats.store, stats.counters

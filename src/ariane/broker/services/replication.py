@@ -8,6 +8,14 @@ epoch 1 the first time it runs. ``promote``/``demote`` are the role changes of t
 ``ChangeRole`` admin RPC (RocketMQ ``changeToMaster``/``changeToSlave``): a promotion takes a
 newer epoch starting at the current CommitLog end; a demotion follows the new master, which cuts
 a diverged tail through the HA handshake (TRUNCATE).
+
+Fencing (DESIGN.md §7): a master started with a role and at least one name server keeps a
+``store.ha.lease.MasterLease`` (``[ha] lease_ms``) that the registration service renews; a
+master learning of a newer epoch of its group (``newer_epoch_seen``, from a name server's
+refusal, or a slave's HELLO/REPORT on the HA port) fences itself and stays fenced until a
+``ChangeRole`` demotes it (or promotes it under a newer epoch still). A promotion or demotion
+revokes the lease: the new master acknowledges only after a majority of name servers answered
+a renewal at its new epoch.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.common import ids
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs
+from ariane.store.ha import lease as lease_mod
 from ariane.store.ha import service as ha_service
 from ariane.store.ha import settings as ha_settings
 
@@ -71,6 +80,8 @@ class ReplicationService:
         self.client = ha_client.HAClient(
             store, self.history, config, lambda: runtime.master_ha_address
         )
+        if config.keeps_lease and runtime.settings.namesrv_addrs:
+            self.master.lease = lease_mod.MasterLease(lease_ms=config.lease_ms)
         store.replication = self.master
         runtime.master_online = lambda: self.client.connected
         self._client_task: asyncio.Task[None] | None = None
@@ -84,6 +95,20 @@ class ReplicationService:
     def epoch(self) -> int:
         """The newest epoch this broker holds."""
         return self.history.last_epoch
+
+    @property
+    def lease(self) -> lease_mod.MasterLease | None:
+        """The master's write lease, or ``None`` when it keeps none."""
+        return self.master.lease
+
+    def newer_epoch_seen(self, group_epoch: int, master: str) -> None:
+        """A name server knows ``group_epoch`` for this group: a master at an older epoch
+        fences itself (writes answer SERVICE_NOT_AVAILABLE from now on)."""
+        if group_epoch > self.epoch and self.role.is_master:
+            self.master.fence(
+                f"the name servers know epoch {group_epoch} of this group (master "
+                f"{master or 'unknown'}); this master is at epoch {self.epoch}"
+            )
 
     async def run(self) -> None:
         """Serve the HA port (and replicate while a slave) until cancelled."""
@@ -128,6 +153,8 @@ class ReplicationService:
         store.adopt_replicated_queue_offsets()
         self.history.append(epoch, store.max_commit_log_offset)
         self.master.role, self.master.fenced = role, False
+        if self.master.lease is not None:
+            self.master.lease.revoke()  # held again once the name servers know the new epoch
         self._runtime.broker_id = ids.MASTER_BROKER_ID
         self._runtime.route_changed.set()
         _log.warning(
@@ -142,7 +169,7 @@ class ReplicationService:
         """
         if epoch < self.epoch or broker_id <= 0:
             raise RoleChangeError(f"cannot become slave {broker_id} at epoch {epoch}")
-        self.master.fence(f"demoted at epoch {epoch}")
+        self.master.fence(f"demoted at epoch {epoch}")  # also revokes the lease
         self.master.role = ha_settings.BrokerRole.SLAVE
         if master_ha:
             self._runtime.master_ha_address = master_ha

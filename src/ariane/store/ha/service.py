@@ -8,9 +8,12 @@ TRANSFER frames of at most ``transfer_batch_bytes``, never crossing a segment en
 boundary, with an empty TRANSFER as heartbeat when idle. The slave REPORTs its offset after each
 batch and at least every heartbeat interval.
 
-The ack rule (``ReplicationGate``): a SLAVE, or a master that met a newer epoch (fenced),
-refuses writes; an ASYNC_MASTER acks at once; a SYNC_MASTER acks an append once some in-sync
-slave (within ``max_gap_not_in_sync_bytes``) reported its end, answers SLAVE_NOT_AVAILABLE at
+The ack rule (``ReplicationGate``): a SLAVE, a master that met a newer epoch (fenced: a slave
+showed it on the HA port, or a name server refused the master's registration or heartbeat), or a
+master whose lease ran out (``lease``, when it keeps one) refuses writes (the store answers
+SERVICE_NOT_AVAILABLE, which clients retry on another broker); an ASYNC_MASTER acks at once;
+a SYNC_MASTER acks an append once some in-sync slave (within ``max_gap_not_in_sync_bytes``)
+reported its end, answers SLAVE_NOT_AVAILABLE at
 once when no slave is in sync, and the store turns a wait past ``sync_flush_timeout_ms`` into
 FLUSH_SLAVE_TIMEOUT. Never a silent success.
 
@@ -31,7 +34,7 @@ import logging
 import threading
 
 from ariane.store import commit_log, message_store
-from ariane.store.ha import epochs, frames
+from ariane.store.ha import epochs, frames, lease
 from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
@@ -72,6 +75,8 @@ class HAService:
         self.role = config.role
         self.fenced = False
         """Set once a peer showed a newer epoch: this old master refuses writes."""
+        self.lease: lease.MasterLease | None = None
+        """The master's write lease, when it keeps one (writes need ``lease.held()``)."""
         self.port: int | None = None
         """The bound HA port, once ``run`` listens."""
         self._store = store
@@ -88,12 +93,21 @@ class HAService:
     # -- the ack rule (store.message_store.ReplicationGate) --------------------------------
 
     def refuses_writes(self) -> bool:
-        """True for a slave and for a fenced old master."""
-        return self.fenced or not self.role.is_master
+        """True for a slave, a fenced old master, and a master without a held lease."""
+        if self.fenced or not self.role.is_master:
+            return True
+        return self.lease is not None and not self.lease.held()
 
     def replicated(self, end_offset: int) -> concurrent.futures.Future[Status]:
-        """See ``ReplicationGate.replicated``; also wakes the connections to stream."""
+        """See ``ReplicationGate.replicated``; also wakes the connections to stream.
+
+        An append that passed ``refuses_writes`` but reaches its ack after the master was
+        fenced or its lease lapsed (a pause in between) answers SLAVE_NOT_AVAILABLE: stored
+        here, but maybe not in the group's newer epoch, so never a plain OK.
+        """
         self._wake()
+        if self.refuses_writes():
+            return _done(Status.SLAVE_NOT_AVAILABLE)
         if self.role is not ha_settings.BrokerRole.SYNC_MASTER:
             return _done(Status.PUT_OK)
         with self._lock:
@@ -132,6 +146,8 @@ class HAService:
         if not self.fenced:
             _log.error("fenced: %s; this broker refuses writes", reason)
         self.fenced = True
+        if self.lease is not None:
+            self.lease.revoke()
         with self._lock:
             waiters, self._waiters = self._waiters, []
         for _, _, future in waiters:
