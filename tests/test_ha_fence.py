@@ -25,9 +25,10 @@ OK = int(errors.Code.OK)
 TOPIC = "fence-topic"
 LEASE_MS = 3_000
 SENDS = 50
-ROUTE_WATCH_S = 4.0
-"""How long the route is watched after the old master resumed: its heartbeats (1 s) and the
-re-registrations they trigger took the route back within that on the unfixed code."""
+ROUTE_WATCH_S = 3.0
+"""How long the route is watched after the old master resumed and re-registered (a topic
+created on it registers at once, as its 30 s period would): its heartbeats (1 s) and
+re-registrations took the route back within that on the unfixed code."""
 
 
 def _config(tmp: pathlib.Path) -> tuple[str, ...]:
@@ -56,8 +57,10 @@ def pair(
             assert ht.send(master.endpoint, TOPIC, b"before") == OK
             ht.poll(lambda: TOPIC in ht.topics(slave.endpoint), "the topic synced to the slave")
             ht.poll(
-                lambda: ht.stats(slave.endpoint).commit_log_max_offset
-                >= ht.stats(master.endpoint).commit_log_max_offset,
+                lambda: (
+                    ht.stats(slave.endpoint).commit_log_max_offset
+                    >= ht.stats(master.endpoint).commit_log_max_offset
+                ),
                 "the slave to hold the master's bytes",
             )
             yield namesrv, master, slave
@@ -88,6 +91,7 @@ def test_a_paused_master_after_failover_acknowledges_nothing_and_keeps_no_route(
     os.kill(master.process.pid, signal.SIGCONT)
     codes = [ht.send(master.endpoint, TOPIC, f"stale-{i}".encode()) for i in range(SENDS)]
     assert OK not in codes, f"{codes.count(OK)} of {SENDS} sends acknowledged by a stale master"
+    ht.create_topic(master.endpoint, "fence-other")  # re-registers now, not in 30 s
     deadline = time.monotonic() + ROUTE_WATCH_S
     while time.monotonic() < deadline:  # the old master's heartbeats and re-registrations
         assert ht.cluster_masters(namesrv) == [(slave.endpoint, 2)]

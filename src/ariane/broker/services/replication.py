@@ -13,9 +13,9 @@ Fencing (DESIGN.md §7): a master started with a role and at least one name serv
 ``store.ha.lease.MasterLease`` (``[ha] lease_ms``) that the registration service renews; a
 master learning of a newer epoch of its group (``newer_epoch_seen``, from a name server's
 refusal, or a slave's HELLO/REPORT on the HA port) fences itself and stays fenced until a
-``ChangeRole`` demotes it (or promotes it under a newer epoch still). A promotion or demotion
-revokes the lease: the new master acknowledges only after a majority of name servers answered
-a renewal at its new epoch.
+``ChangeRole`` demotes it (or promotes it under a newer epoch still). Slaves renew the lease
+too (harmless: a slave refuses writes anyway), so a promoted slave that a majority of name
+servers heard within ``lease_ms`` acknowledges at once, and one cut off from them does not.
 """
 
 from __future__ import annotations
@@ -153,8 +153,6 @@ class ReplicationService:
         store.adopt_replicated_queue_offsets()
         self.history.append(epoch, store.max_commit_log_offset)
         self.master.role, self.master.fenced = role, False
-        if self.master.lease is not None:
-            self.master.lease.revoke()  # held again once the name servers know the new epoch
         self._runtime.broker_id = ids.MASTER_BROKER_ID
         self._runtime.route_changed.set()
         _log.warning(
