@@ -23,9 +23,12 @@ epoch (PRECONDITION_FAILED with a newer ``group_epoch``) makes it fence itself a
 (``ReplicationService.newer_epoch_seen``). Each round of registrations or heartbeats is a lease
 renewal: the round's send time is taken first, and as soon as a majority of the name servers of
 the round answered OK the lease is extended to that time + ``lease_ms``. While a lease is kept,
-heartbeats go every ``min(1 s, lease_ms / 3)`` with that as their deadline, and failed
-registrations are retried at least that often, so a healthy master renews about three times per
-lease; a paused master's first renewal after it resumes is refused if the group moved on.
+heartbeats go every ``min(1 s, lease_ms / 3)`` with a deadline of ``min(5 s, lease_ms / 3)``,
+and failed registrations are retried at least every ``min(1 s, lease_ms / 3)``, so a healthy
+master renews several times per lease; a paused master's first renewal after it resumes is
+refused if the group moved on. A round waits for every name server of it, so one hung name
+server (a registration's deadline is 5 s) spaces renewals up to about 5 s + the retry apart:
+within the default 10 s lease, but a lease much shorter than 10 s wants healthy name servers.
 """
 
 from __future__ import annotations
@@ -314,7 +317,8 @@ class RegistrationService:
     async def _heartbeat_one(
         self, addr: str, request: pb.registry.BrokerHeartbeatRequest, renewal: _Renewal
     ) -> bool:
-        timeout_s = min(CALL_TIMEOUT_S, self.renew_interval_s())
+        lease = self._lease  # a hung name server must not hold up the next renewal past a third
+        timeout_s = CALL_TIMEOUT_S if lease is None else min(CALL_TIMEOUT_S, lease.lease_ms / 3000)
         try:
             client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=timeout_s)
             answer = await client.broker_heartbeat(request)
