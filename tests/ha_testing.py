@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ariane import dev
-from ariane.grpcwire import codes, messages, pb, rpc
+from ariane.grpcwire import codes, convert, messages, pb, rpc
 
 DEADLINE_S = 30.0
 CLIENT = (("x-mq-client-id", "ha-test@1"),)
@@ -30,15 +31,27 @@ def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def running_namesrv(tmp: pathlib.Path) -> Iterator[str]:
-    """A name server process on a free port for the ``with`` block; yields ``HOST:PORT``."""
+def running_namesrv_process(
+    tmp: pathlib.Path,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A name server process on a free port for the ``with`` block; yields ``HOST:PORT`` and
+    the process (to pause or kill it)."""
     port = dev.free_port()
     proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
     try:
         dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGCONT)  # a paused one must be able to stop
         dev.stop_process(proc)
+
+
+@contextlib.contextmanager
+def running_namesrv(tmp: pathlib.Path) -> Iterator[str]:
+    """A name server process on a free port for the ``with`` block; yields ``HOST:PORT``."""
+    with running_namesrv_process(tmp) as (endpoint, _):
+        yield endpoint
 
 
 @dataclasses.dataclass
@@ -70,7 +83,8 @@ class Broker:
         extra: tuple[str, ...] = (),
     ) -> None:
         """Start (or restart on the same store) with ``role`` (and ``extra`` arguments); wait
-        until gRPC listens."""
+        until gRPC listens and, for a master, until it takes writes (a replicated master
+        acknowledges only once the name servers renewed its lease: ``store.ha.lease``)."""
         args = [
             "broker",
             "--listen",
@@ -97,6 +111,8 @@ class Broker:
         args += extra
         self.process = spawn(args, tmp / f"{self.name}.log")
         dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
+        if role != "SLAVE":
+            poll(lambda: stats(self.endpoint).writable, f"{self.name} to take writes")
 
     def kill(self) -> None:
         """SIGKILL and reap."""
@@ -110,6 +126,23 @@ class Broker:
         if self.process is not None:
             dev.stop_process(self.process)
             self.process = None
+
+
+def cluster_masters(namesrv: str, broker_name: str = "ha-group") -> list[tuple[str, int]]:
+    """(client endpoint, epoch) of the id-0 member(s) of ``broker_name`` the name server lists."""
+
+    async def call() -> pb.registry.GetClusterInfoResponse:
+        async with grpc.aio.insecure_channel(namesrv) as channel:
+            return await rpc.RegistryClient(channel, timeout_s=10).get_cluster_info()
+
+    info = asyncio.run(call())
+    return [
+        (convert.address_text(m.client_endpoint), int(m.epoch))
+        for g in info.broker_groups
+        if g.broker_name == broker_name
+        for m in g.members
+        if m.broker_id == 0
+    ]
 
 
 def new_broker(tmp: pathlib.Path, name: str) -> Broker:
@@ -146,6 +179,14 @@ def create_topic(endpoint: str, topic: str, *, message_type: str = "NORMAL") -> 
 
 
 SLAVE_ROLE = pb.admin.BrokerRole.BROKER_ROLE_SLAVE
+
+
+def topics(endpoint: str) -> set[str]:
+    """The topic names a broker holds (a slave: those its metadata sync copied)."""
+    request = pb.admin.ListTopicsRequest()
+    answer = asyncio.run(_admin(endpoint, "ListTopics", request, pb.admin.ListTopicsResponse))
+    codes.raise_for_status(answer.status)
+    return {t.name for t in answer.topics}
 
 
 def stats(endpoint: str) -> pb.admin.GetBrokerRuntimeStatsResponse:

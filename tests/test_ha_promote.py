@@ -35,7 +35,7 @@ def namesrv(tmp_path: pathlib.Path) -> Iterator[str]:
 
 def _fast_sync(tmp: pathlib.Path) -> tuple[str, ...]:
     config = tmp / "fast-sync.toml"
-    config.write_text("[slave_sync]\ninterval_ms = 200\n")
+    config.write_text("[slave_sync]\ninterval_ms = 200\n[ha]\nlease_ms = 2000\n")  # quick failover
     return ("--config", str(config))
 
 

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ariane.broker.services import registration
 from ariane.common import clock, ids, message, promotion
 from ariane.store import commit_log, message_store, put_wait
 from ariane.store import settings as store_settings
-from ariane.store.ha import epochs, frames, service
+from ariane.store.ha import epochs, frames, lease, service
 from ariane.store.ha import settings as ha_settings
 
 LONGS = st.integers(min_value=0, max_value=2**62)
@@ -151,6 +152,61 @@ def test_lone_sync_master_with_min_in_sync_replicas_one_acks_alone(tmp_path: pat
         store.close()
 
 
+class _FakeMonotonic:
+    def __init__(self) -> None:
+        self.now_ms = 1_000
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def test_a_lease_is_held_from_a_renewal_until_its_send_time_plus_lease_ms() -> None:
+    """Proves the lease is not held before the first renewal, ends lease_ms after the renewal
+    was SENT (not answered), never moves back on an older renewal, and a revoke ends it."""
+    now = _FakeMonotonic()
+    held = lease.MasterLease(lease_ms=3_000, clock=now)
+    assert not held.held() and held.remaining_ms() == 0
+    sent_ms = held.now_ms()
+    now.now_ms += 500  # the answers came back 0.5 s later
+    held.extend(sent_ms)
+    assert held.held() and held.remaining_ms() == 2_500
+    held.extend(sent_ms - 1_000)  # a slower, older round answered late
+    assert held.remaining_ms() == 2_500
+    now.now_ms = sent_ms + 3_000
+    assert not held.held()
+    held.extend(now.now_ms)
+    held.revoke()
+    assert not held.held()
+
+
+def test_a_master_without_its_lease_or_fenced_stores_nothing(tmp_path: pathlib.Path) -> None:
+    """Proves an ASYNC_MASTER keeping a lease refuses appends (SERVICE_NOT_AVAILABLE, nothing
+    written) until renewed and once it lapsed, accepts them while held, and a fence (newer
+    epoch) refuses them again even with a fresh renewal."""
+    store = _store(tmp_path, ha_settings.BrokerRole.ASYNC_MASTER)
+    gate = store.replication
+    assert isinstance(gate, service.HAService)
+    now = _FakeMonotonic()
+    gate.lease = lease.MasterLease(lease_ms=3_000, clock=now)
+    try:
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert store.max_commit_log_offset == 0
+        gate.lease.extend(now.now_ms)
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is commit_log.PutMessageStatus.PUT_OK
+        now.now_ms += 3_000
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE
+        gate.lease.extend(now.now_ms)
+        gate.fence("a name server knows epoch 2")
+        (result,) = store.put_messages_sync([_request()])
+        assert result.status is commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert not gate.lease.held()
+    finally:
+        store.close()
+
+
 def test_slave_lost_after_the_check_times_out_stored_and_quorum_counts_reports(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -178,3 +234,50 @@ def test_slave_lost_after_the_check_times_out_stored_and_quorum_counts_reports(
         assert (gate.refusal(), gate.in_sync_replicas(), gate.acked_offset()) == (None, 3, 300)
     finally:
         store.close()
+
+
+def test_an_ack_after_the_lease_lapsed_is_never_a_plain_ok(tmp_path: pathlib.Path) -> None:
+    """Proves an append that passed the gate but reaches its ack after the lease lapsed (a
+    pause in between) answers SLAVE_NOT_AVAILABLE, not PUT_OK."""
+    store = _store(tmp_path, ha_settings.BrokerRole.ASYNC_MASTER)
+    gate = store.replication
+    assert isinstance(gate, service.HAService)
+    now = _FakeMonotonic()
+    gate.lease = lease.MasterLease(lease_ms=3_000, clock=now)
+    gate.lease.extend(now.now_ms)
+    try:
+        assert gate.replicated(100).result() is commit_log.PutMessageStatus.PUT_OK
+        now.now_ms += 3_000
+        assert gate.replicated(100).result() is commit_log.PutMessageStatus.SLAVE_NOT_AVAILABLE
+    finally:
+        store.close()
+
+
+def test_lease_settings_are_checked_and_only_replicated_masters_keep_one() -> None:
+    """Proves lease_ms defaults to 10 s, 0 turns the lease off, out-of-range values are refused,
+    and a lone broker (no role) keeps no lease."""
+    assert ha_settings.HASettings().lease_ms == 10_000
+    assert not ha_settings.HASettings().keeps_lease
+    role = ha_settings.BrokerRole.ASYNC_MASTER
+    assert ha_settings.HASettings(broker_role=role).keeps_lease
+    assert not ha_settings.HASettings(broker_role=role, lease_ms=0).keeps_lease
+    for bad in (-1, 299, 600_001):
+        with pytest.raises(ValueError, match="lease_ms"):
+            ha_settings.HASettings(lease_ms=bad)
+
+
+def test_a_renewal_extends_the_lease_once_a_majority_of_name_servers_answered() -> None:
+    """Proves a renewal round to 3 name servers holds the lease only from the 2nd answer on,
+    from the round's send time, and a round to 1 name server needs its answer."""
+    assert [registration.majority(n) for n in (1, 2, 3, 4, 5)] == [1, 2, 2, 3, 3]
+    now = _FakeMonotonic()
+    held = lease.MasterLease(lease_ms=3_000, clock=now)
+    round_ = registration._Renewal(held, registration.majority(3))
+    sent_ms = now.now_ms
+    now.now_ms += 1_000
+    round_.acknowledged()
+    assert not held.held()
+    round_.acknowledged()
+    assert held.held() and held.remaining_ms() == sent_ms + 3_000 - now.now_ms
+    round_.acknowledged()
+    assert held.remaining_ms() == 2_000

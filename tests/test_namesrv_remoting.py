@@ -8,6 +8,7 @@ checking the bytes a classic client would parse.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -154,3 +155,27 @@ def test_registration_carries_the_remoting_address_to_members() -> None:
     group = manager.register_broker(registration)
     assert group.members[0].remoting_address == "127.0.0.1:10911"
     assert service.group_message(group).members[0].remoting_address == "127.0.0.1:10911"
+
+
+def test_remoting_routes_follow_the_newest_epoch_master() -> None:
+    """After a slave is promoted (id 0 at epoch 2) and the old master tries to register as id 0
+    at epoch 1, classic routes and cluster info list only the new master under "0"."""
+    manager = rim.RouteInfoManager(settings=rim.RouteSettings(), clock=clock.ManualClock())
+    old = dataclasses.replace(_registration("g", 0, "10.0.0.5:10911", {"T": 2}), epoch=1)
+    slave = dataclasses.replace(_registration("g", 1, "10.0.0.6:10911", {}), epoch=1)
+    manager.register_broker(old)
+    manager.register_broker(slave)
+    promoted = _registration("g", 0, "10.0.0.6:10911", {"T": 2})  # with its synced topics
+    manager.register_broker(
+        dataclasses.replace(promoted, client_address=slave.client_address, epoch=2)
+    )
+    with pytest.raises(rim.StaleEpochError):
+        manager.register_broker(old)
+    route = remoting_service.topic_route_data(manager.pickup_topic_route(ids.TopicName("T")))
+    assert route is not None
+    datas = route["brokerDatas"]
+    assert isinstance(datas, list)
+    assert [d["brokerAddrs"] for d in datas] == [{"0": "10.0.0.6:10911"}]
+    table = remoting_service.cluster_info(manager.cluster_info())["brokerAddrTable"]
+    assert isinstance(table, dict)
+    assert table["g"]["brokerAddrs"] == {"0": "10.0.0.6:10911"}

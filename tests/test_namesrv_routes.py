@@ -29,6 +29,7 @@ def registration(
     address: str | None = None,
     cluster: str = "DefaultCluster",
     version: int = 1,
+    epoch: int = 0,
 ) -> rim.BrokerRegistration:
     return rim.BrokerRegistration(
         cluster=ids.ClusterName(cluster),
@@ -38,6 +39,8 @@ def registration(
         ha_address=f"{broker_name}-{broker_id}.brokers:10912",
         data_version=version,
         topic_configs=configs,
+        epoch=epoch,
+        lease_ms=3_000 if epoch else 0,
     )
 
 
@@ -253,3 +256,132 @@ def test_settings_reject_unbounded_values() -> None:
     """Every RouteSettings bound must be positive and finite."""
     with pytest.raises(ValueError, match="topics_max"):
         rim.RouteSettings(topics_max=0)
+
+
+# -- epochs (DESIGN.md §7: name servers keep the route of the highest epoch) -----------------
+
+
+def _masters(manager: rim.RouteInfoManager, name: str) -> list[tuple[str, int]]:
+    """(client address, epoch) of the id-0 member in the route, in cluster info, per view."""
+    route = manager.pickup_topic_route(topic("T"))
+    listed = [g.master() for g in route.broker_groups if g.broker_name == name]
+    listed += [g.master() for g in manager.cluster_info() if g.broker_name == name]
+    return [(m.client_address, m.epoch) for m in listed if m is not None]
+
+
+def _heartbeat(manager: rim.RouteInfoManager, *, epoch: int) -> bool:
+    """BrokerHeartbeat of group g's id 0 at ``epoch`` (data version 1)."""
+    return manager.heartbeat(
+        cluster=ids.ClusterName("DefaultCluster"),
+        broker_name=ids.BrokerName("g"),
+        broker_id=ids.BrokerId(0),
+        data_version=1,
+        epoch=epoch,
+    )
+
+
+def test_a_newer_epoch_master_replaces_the_old_id_0_entry_at_once(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """A promoted slave registering as id 0 with epoch 2 replaces the epoch-1 master in routes
+    and cluster info, with no wait for the old entry to expire."""
+    manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    manager.register_broker(registration("g", topic_config("T"), broker_id=1, address="b:1"))
+    manager.register_broker(registration("g", topic_config("T"), address="b:1", epoch=2))
+    assert _masters(manager, "g") == [("b:1", 2), ("b:1", 2)]
+    assert manager.group_epoch(ids.BrokerName("g")) == 2
+    assert [m.broker_id for m in manager.cluster_info()[0].members] == [0]
+
+
+def test_an_older_epoch_master_is_refused_with_the_current_epoch_and_master(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """The old master re-registering as id 0 at epoch 1 after epoch 2 is refused with
+    PRECONDITION_FAILED naming epoch 2 and the new master, and the route keeps the new one."""
+    manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    manager.register_broker(registration("g", topic_config("T"), address="b:1", epoch=2))
+    with pytest.raises(rim.StaleEpochError) as refused:
+        manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    assert refused.value.code == errors.Code.PRECONDITION_FAILED
+    assert refused.value.group_epoch == 2
+    assert refused.value.master is not None and refused.value.master.client_address == "b:1"
+    assert "epoch 2" in str(refused.value) and "b:1" in str(refused.value)
+    assert _masters(manager, "g") == [("b:1", 2), ("b:1", 2)]
+
+
+def test_a_stale_master_heartbeat_is_refused_even_after_its_entry_was_dropped(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """A heartbeat of id 0 at an older epoch is refused (not NOT_FOUND), and refreshes nothing."""
+    manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    manager.register_broker(registration("g", topic_config("T"), address="b:1", epoch=2))
+    with pytest.raises(rim.StaleEpochError) as refused:
+        _heartbeat(manager, epoch=1)
+    assert refused.value.group_epoch == 2
+    assert _heartbeat(manager, epoch=2) is False
+
+
+def test_a_heartbeat_with_another_epoch_than_registered_asks_for_a_registration(
+    manager: rim.RouteInfoManager, manual: clock.ManualClock
+) -> None:
+    """A promoted slave's id-0 heartbeat (epoch 2) arriving before its registration does not
+    refresh the epoch-1 master's entry: it asks for a registration instead."""
+    manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    manual.advance_ms(5_000)
+    assert _heartbeat(manager, epoch=2) is True
+    master = manager.cluster_info()[0].master()
+    assert master is not None and master.heard_ago_ms == 5_000
+
+
+def test_a_slave_showing_a_newer_epoch_drops_the_stale_master_entry(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """When a slave registers with a newer epoch than the listed master (this name server
+    missed the promotion), the master entry leaves the routes and cannot come back."""
+    manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    manager.register_broker(registration("g", broker_id=1, address="c:1", epoch=2))
+    assert [m.broker_id for m in manager.cluster_info()[0].members] == [1]
+    with pytest.raises(rim.StaleEpochError):
+        manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+
+
+def test_the_group_epoch_outlives_the_expiry_of_every_member(
+    manager: rim.RouteInfoManager, manual: clock.ManualClock
+) -> None:
+    """After the whole group expired (120 s), a master at an older epoch is still refused."""
+    manager.register_broker(registration("g", topic_config("T"), address="b:1", epoch=2))
+    manual.advance_ms(rim.RouteSettings().broker_channel_expired_ms)
+    assert manager.scan_not_active_brokers() == [(ids.BrokerName("g"), ids.BrokerId(0))]
+    with pytest.raises(rim.StaleEpochError) as refused:
+        manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    assert refused.value.master is None
+
+
+def test_a_stale_master_leaving_does_not_unregister_its_successor(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """UnregisterBroker of id 0 at epoch 1 keeps the epoch-2 master; at epoch 2 it removes it."""
+    manager.register_broker(registration("g", topic_config("T"), address="b:1", epoch=2))
+    cluster, name, master = ids.ClusterName("DefaultCluster"), ids.BrokerName("g"), ids.BrokerId(0)
+    assert not manager.unregister_broker(
+        cluster=cluster, broker_name=name, broker_id=master, epoch=1
+    )
+    assert _masters(manager, "g") == [("b:1", 2), ("b:1", 2)]
+    assert manager.unregister_broker(cluster=cluster, broker_name=name, broker_id=master, epoch=2)
+
+
+def test_group_epochs_of_gone_groups_are_forgotten_beyond_the_bound(
+    manual: clock.ManualClock,
+) -> None:
+    """Epochs of groups no longer present are dropped oldest first past ``group_epochs_max``;
+    a present group's epoch is never dropped."""
+    settings = rim.RouteSettings(group_epochs_max=2, broker_channel_expired_ms=10)
+    manager = rim.RouteInfoManager(settings=settings, clock=manual)
+    manager.register_broker(registration("old", epoch=3))
+    manual.advance_ms(10)
+    manager.scan_not_active_brokers()
+    manager.register_broker(registration("g1", epoch=1))
+    manager.register_broker(registration("g2", epoch=1))
+    assert manager.group_epoch(ids.BrokerName("old")) == 0
+    assert manager.group_epoch(ids.BrokerName("g1")) == 1
+    assert manager.group_epoch(ids.BrokerName("g2")) == 1

@@ -13,6 +13,7 @@ through ``ariane.client.AdminClient``::
     ariane admin dlq list GROUP | dlq resend GROUP --id ID | --all
     ariane admin broker list | wipe-write-perm NAME… | add-write-perm NAME…
     ariane admin broker promote --broker-name G --broker-id N [--role SYNC_MASTER]
+                                [--lease-wait-s S]  (failover waits for the old master's lease)
     ariane admin cluster | brokers | topics | groups | lag     (one-word views for people)
     ariane admin top [--interval-s 2] [--iterations N]       (live rates and lag)
 
@@ -290,6 +291,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     promote.add_argument("--broker-name", required=True, metavar="GROUP")
     promote.add_argument("--broker-id", required=True, type=_positive, metavar="N")
     promote.add_argument("--role", choices=["SYNC_MASTER", "ASYNC_MASTER"], default="")
+    promote.add_argument(
+        "--lease-wait-s",
+        type=float,
+        default=admin_failover.LEASE_WAIT_S_DEFAULT,
+        metavar="S",
+        help="failover: longest wait for the old master's lease to run out (0 = refuse while it "
+        f"may be held; default {admin_failover.LEASE_WAIT_S_DEFAULT:.0f})",
+    )
 
 
 def _dlq_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -732,7 +741,11 @@ async def _broker_write_perm(client: Client, args: argparse.Namespace) -> Result
 
 async def _broker_promote(client: Client, args: argparse.Namespace) -> Result:
     outcome = await admin_failover.promote(
-        client.namesrv_endpoints, args.broker_name, args.broker_id, role=args.role
+        client.namesrv_endpoints,
+        args.broker_name,
+        args.broker_id,
+        role=args.role,
+        lease_wait_s=args.lease_wait_s,
     )
     columns = tuple((f.name, f.name.replace("_", " ")) for f in dataclasses.fields(outcome))
     return Result("promoted", columns, [dataclasses.asdict(outcome)], vertical=True)

@@ -91,6 +91,13 @@ def _add_ha_arguments(parser: argparse.ArgumentParser) -> None:
         help="a slave's master HA address (default: ask the name server)",
     )
     parser.add_argument(
+        "--lease-ms",
+        type=int,
+        metavar="MS",
+        help="a replicated master's write lease through the name servers, ms (default 10000; "
+        "0 = none)",
+    )
+    parser.add_argument(
         "--slave-read-enable",
         action="store_true",
         default=None,
@@ -167,6 +174,7 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
         "broker_role": ha_settings.BrokerRole(args.broker_role) if args.broker_role else None,
         "ha_listen": args.ha_listen,
         "master_ha": args.master_ha,
+        "lease_ms": args.lease_ms,
     }
     ha_given = {k: v for k, v in ha_flags.items() if v is not None}
     if ha_given:

@@ -113,7 +113,9 @@ class BrokerServer:
         latency = rpc.RpcLatency()
         front = frontend.build(self.settings, implementations, latency=latency)
         self.front_end = front
-        registrar = registration.RegistrationService(runtime, channels)
+        registrar = registration.RegistrationService(
+            runtime, channels, replication=self.replication
+        )
         timeline = self._write_timeline(runtime)
         exposition = _exposition(
             lambda: metrics_view.snapshot(

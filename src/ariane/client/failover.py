@@ -10,6 +10,14 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
 3. decide with the pure ``common.promotion.choose`` (never an unclean election: only a live,
    in-sync slave; a slave is in sync when within ``max_gap_not_in_sync_bytes`` of a live master,
    or, with the master down, when it answers); the named broker must be the one chosen;
+3b. failover (the master does not answer): wait until its lease has run out (DESIGN.md §7,
+   ``store.ha.lease``): every name server is asked when it last heard the group's master (id 0)
+   and what lease it keeps; while some name server heard it less than ``lease_ms`` (+
+   ``LEASE_MARGIN_MS``) ago it may still acknowledge writes, so nobody is promoted. The wait is
+   bounded by ``lease_wait_s``; beyond it the promotion is refused, saying how long until it
+   may. At least a majority of the name servers must answer (one of them saw the master's last
+   renewal), else the promotion is refused too. Then the members are read and decided again
+   (a master that resumed meanwhile makes it a switchover);
 4. planned switchover (the master answers): wait until the slave holds every byte the master has
    (``CATCH_UP_TIMEOUT_S``), so a SYNC_MASTER group loses nothing;
 5. ``ChangeRole`` on the slave: the master's role (or ``--role``), epoch + 1, broker id 0;
@@ -17,8 +25,9 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
    promoted broker's id and following its HA address (it cuts any diverged tail on connect).
 
 Errors: ``PreconditionFailedError`` when the decision refuses (the reason says why), the named
-broker is not a member, or the slave does not catch up; ``NotFoundError`` for an unknown group;
-``ServiceUnavailableError`` when no name server answers.
+broker is not a member, the slave does not catch up, or the old master's lease would outlast
+``lease_wait_s``; ``NotFoundError`` for an unknown group; ``ServiceUnavailableError`` when no
+name server answers (or, for a failover, fewer than a majority).
 """
 
 from __future__ import annotations
@@ -38,6 +47,14 @@ CATCH_UP_TIMEOUT_S = 10.0
 
 CATCH_UP_POLL_S = 0.05
 """Pause between two offset reads while waiting for the catch-up, s."""
+
+LEASE_WAIT_S_DEFAULT = 30.0
+"""Longest a failover waits for the old master's lease to run out by default, s (three default
+10 s leases)."""
+
+LEASE_MARGIN_MS = 250
+"""Extra wait past the lease as the name servers count it, ms: the name server's answer is a few
+ms old when read, and clocks on different machines run at slightly different rates."""
 
 IN_SYNC_GAP_BYTES = 256 * 1024 * 1024
 """A slave further behind a live master than this is not in sync (RocketMQ ``haMaxGapNotInSync``;
@@ -142,6 +159,74 @@ async def group_members(
         ]
     names = ", ".join(namesrv_endpoints)
     raise errors.ServiceUnavailableError(f"no name server of {names} answered")
+
+
+async def master_lease_remaining_ms(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> tuple[int, str]:
+    """How long the group's master (id 0) may still hold its write lease, by the name servers.
+
+    Returns:
+        (ms left, the master's endpoint): the longest ``lease_ms + LEASE_MARGIN_MS -
+        heard_ago_ms`` any answering name server reports (0 when none lists a master that keeps
+        a lease, or all have run out).
+
+    Raises:
+        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    """
+
+    async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
+        registry = rpc.RegistryClient(await calls.channels.get(endpoint), timeout_s=calls.timeout_s)
+        try:
+            return await registry.get_cluster_info()
+        except grpc.aio.AioRpcError:
+            return None
+
+    answers = [a for a in await asyncio.gather(*map(one, namesrv_endpoints)) if a is not None]
+    if len(answers) < len(namesrv_endpoints) // 2 + 1:
+        raise errors.ServiceUnavailableError(
+            f"only {len(answers)} of {len(namesrv_endpoints)} name servers answered: cannot tell "
+            f"whether the master of {broker_name} still holds its lease; not promoted"
+        )
+    remaining_ms, master = 0, ""
+    for info in answers:
+        for group in info.broker_groups:
+            for m in group.members:
+                if group.broker_name != broker_name or m.broker_id != 0 or m.lease_ms <= 0:
+                    continue
+                left_ms = int(m.lease_ms) + LEASE_MARGIN_MS - int(m.heard_ago_ms)
+                if left_ms > remaining_ms:
+                    remaining_ms, master = left_ms, convert.address_text(m.client_endpoint)
+    return remaining_ms, master
+
+
+async def wait_for_master_lease(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str, *, wait_s: float
+) -> float:
+    """Wait until no name server heard the group's master within its lease (+ margin).
+
+    Returns:
+        how long it waited, s.
+
+    Raises:
+        PreconditionFailedError: the lease would outlast ``wait_s`` (the message says how long).
+        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    """
+    start = time.monotonic()
+    while True:
+        remaining_ms, master = await master_lease_remaining_ms(
+            calls, namesrv_endpoints, broker_name
+        )
+        waited_s = time.monotonic() - start
+        if remaining_ms <= 0:
+            return waited_s
+        if waited_s + remaining_ms / 1000 > wait_s:
+            raise errors.PreconditionFailedError(
+                f"the master {master} of {broker_name} was heard by a name server within its "
+                f"lease: it may acknowledge writes for {remaining_ms / 1000:.1f} s more; not "
+                f"promoted (promote again then, or allow a longer lease wait)"
+            )
+        await asyncio.sleep(remaining_ms / 1000)
 
 
 def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | None, int]:
@@ -256,6 +341,7 @@ async def promote(
     *,
     role: str = "",
     timeout_s: float = 3.0,
+    lease_wait_s: float = LEASE_WAIT_S_DEFAULT,
 ) -> Outcome:
     """Promote slave ``broker_id`` of ``broker_name`` (see the module for the steps).
 
@@ -265,6 +351,8 @@ async def promote(
         broker_id: the slave to promote (its registered id, above 0).
         role: ``SYNC_MASTER``/``ASYNC_MASTER``; empty = the old master's, else SYNC_MASTER.
         timeout_s: deadline of each call, s (a member slower than this counts as down).
+        lease_wait_s: failover: longest wait for the old master's lease to run out, s (0 =
+            refuse at once while it may be held).
 
     Raises:
         PreconditionFailedError, NotFoundError, ServiceUnavailableError: see the module.
@@ -274,6 +362,10 @@ async def promote(
         calls = _Calls(channels, timeout_s)
         members = await group_members(calls, namesrv_endpoints, broker_name)
         master, epoch = decide(members, broker_id)
+        if master is None:
+            await wait_for_master_lease(calls, namesrv_endpoints, broker_name, wait_s=lease_wait_s)
+            members = await group_members(calls, namesrv_endpoints, broker_name)
+            master, epoch = decide(members, broker_id)
         slave = next(m for m in members if m.broker_id == broker_id)
         if master is not None:
             await _catch_up(calls, slave, master)

@@ -8,7 +8,10 @@ Tables, all bounded by ``RouteSettings``:
   client endpoint and HA address;
 * cluster addr table: cluster → broker names;
 * broker live table: (broker name, broker id) → last update (monotonic ms for expiry, wall ms for
-  display) and data version.
+  display) and data version;
+* group epoch table: broker name → the highest epoch any member of the group registered or
+  heartbeated with (DESIGN.md §7); it outlives the group's members, so a stale master that comes
+  back after its group expired here is still refused (bounded by ``group_epochs_max``).
 
 Invariants:
 
@@ -19,6 +22,15 @@ Invariants:
   ``scan_not_active_brokers``; removing a group's last member removes the group from every topic.
 * Every answer lists broker groups sorted by name, so every name server answers identically for
   the same registrations.
+* Epochs (the fence of a stale master): a master (broker id 0) registering or heartbeating with an
+  epoch older than its group's is refused with ``StaleEpochError`` (PRECONDITION_FAILED, carrying
+  the group's epoch and current master) and changes nothing; the stale master fences itself
+  (``broker.services.registration``). When a group's epoch grows, an id-0 entry of an older epoch
+  is dropped at once (a newer master replaces it, or a slave showed the newer epoch first), so
+  routes and cluster info only ever list the master of the highest epoch seen. RocketMQ 5's
+  name server has no epochs: its controller mode keeps them in the controller instead, and a
+  paused old master re-registering as id 0 takes its group's route back until the next
+  registration of the new one.
 * When a bound would be exceeded the request is refused with TOO_MANY_REQUESTS and no table
   changes (registrations are validated fully before anything is written).
 """
@@ -56,6 +68,10 @@ class RouteSettings:
     queue_nums_max: int = 1_024
     """Largest read or write queue count of one topic on one broker group."""
 
+    group_epochs_max: int = 4_096
+    """Broker groups whose epoch is remembered (present ones and ones whose members all
+    expired); beyond it the epochs of groups no longer present are forgotten, oldest first."""
+
     def __post_init__(self) -> None:
         for name in (
             "broker_channel_expired_ms",
@@ -64,6 +80,7 @@ class RouteSettings:
             "members_per_group_max",
             "topic_configs_per_registration_max",
             "queue_nums_max",
+            "group_epochs_max",
         ):
             value = getattr(self, name)
             if not 1 <= value <= 10_000_000:
@@ -104,6 +121,8 @@ class BrokerRegistration:
         topic_configs: the group's complete topic configs (used from masters only).
         remoting_address: ``host:port`` of its Remoting endpoint (classic clients), or "" while
             it serves none: Remoting routes leave such a broker out.
+        epoch: the newest epoch of the broker's CommitLog (0: a broker without replication).
+        lease_ms: the master lease the broker keeps through the name servers, ms (0: none).
     """
 
     cluster: ids.ClusterName
@@ -114,6 +133,8 @@ class BrokerRegistration:
     data_version: int
     topic_configs: tuple[RegisteredTopic, ...]
     remoting_address: str = ""
+    epoch: int = 0
+    lease_ms: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -138,6 +159,9 @@ class BrokerMember:
         data_version: the data version it last sent.
         last_update_ms: wall time of its last registration or heartbeat, ms since the epoch.
         remoting_address: ``host:port`` of its Remoting endpoint, or "" if it serves none.
+        epoch: the epoch it registered with.
+        lease_ms: the master lease it keeps, ms (0: none).
+        heard_ago_ms: monotonic time since its last registration or heartbeat here, ms.
     """
 
     broker_id: ids.BrokerId
@@ -146,6 +170,9 @@ class BrokerMember:
     data_version: int
     last_update_ms: ids.TimestampMs
     remoting_address: str = ""
+    epoch: int = 0
+    lease_ms: int = 0
+    heard_ago_ms: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,6 +191,20 @@ class BrokerGroup:
         """The ``ariane.common.route.BrokerData`` of this group."""
         addrs = {m.broker_id: m.client_address for m in self.members}
         return route.BrokerData(self.cluster, self.broker_name, addrs)
+
+
+class StaleEpochError(errors.PreconditionFailedError):
+    """A master (broker id 0) registered or heartbeated with an epoch older than its group's.
+
+    Attributes:
+        group_epoch: the highest epoch the name server has seen in the group.
+        master: the group's current master, if one is registered.
+    """
+
+    def __init__(self, message: str, *, group_epoch: int, master: BrokerMember | None) -> None:
+        super().__init__(message)
+        self.group_epoch = group_epoch
+        self.master = master
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -187,6 +228,8 @@ class _Addresses:
     client: str
     ha: str
     remoting: str
+    epoch: int = 0
+    lease_ms: int = 0
 
 
 @dataclasses.dataclass(slots=True)
@@ -210,25 +253,31 @@ class RouteInfoManager:
         self._broker_addr_table: dict[ids.BrokerName, _Group] = {}
         self._cluster_addr_table: dict[ids.ClusterName, set[ids.BrokerName]] = {}
         self._broker_live_table: dict[tuple[ids.BrokerName, ids.BrokerId], _Live] = {}
+        self._group_epochs: dict[ids.BrokerName, int] = {}
 
     def register_broker(self, registration: BrokerRegistration) -> BrokerGroup:
         """Record a broker and, for a master, replace its group's topic configs.
 
         Mirrors ``RouteInfoManager.registerBroker``: a broker registering the client address
-        another id of its group held (a slave promoted to master) replaces that entry.
+        another id of its group held (a slave promoted to master) replaces that entry. The
+        group's epoch grows to the registration's; an id-0 entry of an older epoch is dropped.
 
         Returns:
             The broker's group after the registration (its master tells a slave where to
             replicate from).
 
         Raises:
-            BadRequestError: for an empty cluster or broker name, a negative broker id, an
-                illegal topic name or queue counts outside 0..``queue_nums_max``.
+            BadRequestError: for an empty cluster or broker name, a negative broker id, a
+                negative epoch or lease, an illegal topic name or queue counts outside
+                0..``queue_nums_max``.
             TooManyRequestsError: if a table bound would be exceeded; nothing is changed.
+            StaleEpochError: a master with an epoch older than its group's; nothing is changed.
         """
         self._validate(registration)
         self._check_bounds(registration)
         name, broker_id = registration.broker_name, registration.broker_id
+        self._check_epoch(name, broker_id, registration.epoch)
+        self._raise_group_epoch(name, registration.epoch)
         group = self._broker_addr_table.get(name)
         if group is None:
             group = self._broker_addr_table[name] = _Group(registration.cluster, {})
@@ -241,7 +290,11 @@ class RouteInfoManager:
                 del group.addrs[other_id]
                 self._broker_live_table.pop((name, other_id), None)
         group.addrs[broker_id] = _Addresses(
-            registration.client_address, registration.ha_address, registration.remoting_address
+            registration.client_address,
+            registration.ha_address,
+            registration.remoting_address,
+            registration.epoch,
+            registration.lease_ms,
         )
         self._touch(name, broker_id, registration.data_version)
         if broker_id == ids.MASTER_BROKER_ID:
@@ -249,15 +302,23 @@ class RouteInfoManager:
         return self._group_view(name)
 
     def unregister_broker(
-        self, *, cluster: ids.ClusterName, broker_name: ids.BrokerName, broker_id: ids.BrokerId
+        self,
+        *,
+        cluster: ids.ClusterName,
+        broker_name: ids.BrokerName,
+        broker_id: ids.BrokerId,
+        epoch: int = 0,
     ) -> bool:
         """Remove one broker at once (RocketMQ ``unregisterBroker``); ``False`` if unknown.
 
         The cluster name is checked so that a stale request for another cluster's group of the
-        same name removes nothing.
+        same name removes nothing, and the epoch so that a stale master leaving does not remove
+        the id-0 entry of its successor (registered with a newer epoch).
         """
         group = self._broker_addr_table.get(broker_name)
         if group is None or group.cluster != cluster or broker_id not in group.addrs:
+            return False
+        if epoch < group.addrs[broker_id].epoch:
             return False
         self._remove_member(broker_name, broker_id)
         return True
@@ -269,25 +330,39 @@ class RouteInfoManager:
         broker_name: ids.BrokerName,
         broker_id: ids.BrokerId,
         data_version: int,
+        epoch: int = 0,
     ) -> bool:
         """Refresh a registered broker's liveness (RocketMQ ``BROKER_HEARTBEAT``).
 
+        A heartbeat with another epoch than the broker registered with refreshes nothing (the
+        entry may be another broker's: a promoted slave heartbeating as id 0 before its
+        registration arrived) and asks for a registration.
+
         Returns:
             ``True`` when the broker should register again because the name server holds a
-            different data version.
+            different data version or epoch.
 
         Raises:
+            StaleEpochError: a master (id 0) with an epoch older than its group's (checked
+                first, so a stale master learns it even after its entry was dropped).
             NotFoundError: if the broker is not registered here (it must register).
         """
+        self._check_epoch(broker_name, broker_id, epoch)
         group = self._broker_addr_table.get(broker_name)
         live = self._broker_live_table.get((broker_name, broker_id))
         if group is None or group.cluster != cluster or live is None:
             raise errors.NotFoundError(
                 f"broker {broker_name}/{broker_id} of cluster {cluster} is not registered"
             )
+        if group.addrs[broker_id].epoch != epoch:
+            return True
         held = live.data_version
         self._touch(broker_name, broker_id, held)
         return held != data_version
+
+    def group_epoch(self, broker_name: ids.BrokerName) -> int:
+        """The highest epoch seen in the group (0 when none is known)."""
+        return self._group_epochs.get(broker_name, 0)
 
     def pickup_topic_route(self, topic: ids.TopicName) -> TopicRoute:
         """The route of a topic (RocketMQ ``pickupTopicRouteData``).
@@ -340,8 +415,43 @@ class RouteInfoManager:
             self._clock.monotonic_ms(), self._clock.now_ms(), version
         )
 
+    def _check_epoch(self, name: ids.BrokerName, broker_id: ids.BrokerId, epoch: int) -> None:
+        """Refuse a master whose epoch is older than its group's (nothing changes)."""
+        group_epoch = self._group_epochs.get(name, 0)
+        if broker_id != ids.MASTER_BROKER_ID or epoch >= group_epoch:
+            return
+        master = None
+        if name in self._broker_addr_table:
+            master = self._group_view(name).master()
+        where = f" at {master.client_address}" if master is not None else ""
+        raise StaleEpochError(
+            f"broker group {name} is at epoch {group_epoch} (master{where}); a master at epoch "
+            f"{epoch} is stale and must not accept writes",
+            group_epoch=group_epoch,
+            master=master,
+        )
+
+    def _raise_group_epoch(self, name: ids.BrokerName, epoch: int) -> None:
+        """Record a newer epoch and drop an id-0 entry of an older one."""
+        if epoch <= self._group_epochs.get(name, 0):
+            return
+        self._group_epochs.pop(name, None)  # re-insert: the dict stays ordered by last change
+        self._group_epochs[name] = epoch
+        group = self._broker_addr_table.get(name)
+        master = None if group is None else group.addrs.get(ids.MASTER_BROKER_ID)
+        if master is not None and master.epoch < epoch:
+            self._remove_member(name, ids.MASTER_BROKER_ID)
+        excess = len(self._group_epochs) - self._settings.group_epochs_max
+        for stale in [n for n in self._group_epochs if n not in self._broker_addr_table]:
+            if excess <= 0:
+                break
+            if stale != name:
+                del self._group_epochs[stale]
+                excess -= 1
+
     def _group_view(self, broker_name: ids.BrokerName) -> BrokerGroup:
         group = self._broker_addr_table[broker_name]
+        now_ms = self._clock.monotonic_ms()
         members = []
         for broker_id in sorted(group.addrs):
             addresses = group.addrs[broker_id]
@@ -354,6 +464,9 @@ class RouteInfoManager:
                     live.data_version,
                     live.last_update_ms,
                     addresses.remoting,
+                    addresses.epoch,
+                    addresses.lease_ms,
+                    max(0, now_ms - live.last_update_monotonic_ms),
                 )
             )
         return BrokerGroup(group.cluster, broker_name, tuple(members))
@@ -401,6 +514,8 @@ class RouteInfoManager:
             raise errors.BadRequestError("broker name must not contain whitespace")
         if registration.broker_id < 0:
             raise errors.BadRequestError(f"broker id {registration.broker_id} is negative")
+        if registration.epoch < 0 or registration.lease_ms < 0:
+            raise errors.BadRequestError("epoch and lease_ms must not be negative")
         if not registration.client_address:
             raise errors.BadRequestError("a broker must advertise its client endpoint")
         limit = self._settings.queue_nums_max

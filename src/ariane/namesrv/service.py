@@ -1,6 +1,9 @@
 """Thin gRPC servicers of the name server: ``ariane.namesrv.v1.Registry`` and v2 ``QueryRoute``.
 
-``RegistryService`` turns registry messages into ``route_info_manager`` calls and back.
+``RegistryService`` turns registry messages into ``route_info_manager`` calls and back. A master
+refused for a stale epoch (``route_info_manager.StaleEpochError``) gets a PRECONDITION_FAILED
+status in a full response carrying ``group_epoch`` and the group's current master, so the broker
+can fence itself without parsing the message.
 ``MessagingService`` offers the v2 RPCs an access point answers (grpc-v2.md §6.1, §6.9, §8):
 
 * ``QueryRoute``: each broker group's master (id 0) at its advertised endpoint, one
@@ -62,6 +65,8 @@ def registration_of(request: pb.registry.RegisterBrokerRequest) -> rim.BrokerReg
         data_version=request.data_version,
         topic_configs=configs,
         remoting_address=request.remoting_address,
+        epoch=request.epoch,
+        lease_ms=request.lease_ms,
     )
 
 
@@ -84,6 +89,9 @@ def group_message(group: rim.BrokerGroup) -> pb.registry.BrokerGroup:
                 data_version=m.data_version,
                 last_update_timestamp_ms=m.last_update_ms,
                 remoting_address=m.remoting_address,
+                epoch=m.epoch,
+                lease_ms=m.lease_ms,
+                heard_ago_ms=m.heard_ago_ms,
             )
             for m in group.members
         ],
@@ -99,9 +107,20 @@ class RegistryService:
     async def register_broker(
         self, request: pb.registry.RegisterBrokerRequest, context: Context
     ) -> pb.registry.RegisterBrokerResponse:
-        """RegisterBroker; answers the group's master endpoints when there is a master."""
+        """RegisterBroker; answers the group's master endpoints when there is a master, and
+        PRECONDITION_FAILED with the group's epoch and master to a stale master."""
         registration = registration_of(request)
-        group = self._manager.register_broker(registration)
+        try:
+            group = self._manager.register_broker(registration)
+        except rim.StaleEpochError as exc:
+            _log.warning("refused %s/0: %s", registration.broker_name, exc)
+            refused = pb.registry.RegisterBrokerResponse(
+                status=codes.from_error(exc), group_epoch=exc.group_epoch
+            )
+            if exc.master is not None:
+                refused.master_client_endpoint.CopyFrom(address_message(exc.master.client_address))
+                refused.master_ha_address = exc.master.ha_address
+            return refused
         _log.debug(
             "registered %s/%s at %s with %d topics",
             registration.broker_name,
@@ -109,7 +128,9 @@ class RegistryService:
             registration.client_address,
             len(registration.topic_configs),
         )
-        response = pb.registry.RegisterBrokerResponse(status=codes.ok())
+        response = pb.registry.RegisterBrokerResponse(
+            status=codes.ok(), group_epoch=self._manager.group_epoch(registration.broker_name)
+        )
         master = group.master()
         if master is not None:
             response.master_client_endpoint.CopyFrom(address_message(master.client_address))
@@ -124,6 +145,7 @@ class RegistryService:
             cluster=ids.ClusterName(request.cluster_name),
             broker_name=ids.BrokerName(request.broker_name),
             broker_id=ids.BrokerId(request.broker_id),
+            epoch=request.epoch,
         )
         if not removed:
             raise errors.NotFoundError(
@@ -135,15 +157,28 @@ class RegistryService:
     async def broker_heartbeat(
         self, request: pb.registry.BrokerHeartbeatRequest, context: Context
     ) -> pb.registry.BrokerHeartbeatResponse:
-        """BrokerHeartbeat; NOT_FOUND when the broker must register first."""
-        required = self._manager.heartbeat(
-            cluster=ids.ClusterName(request.cluster_name),
-            broker_name=ids.BrokerName(request.broker_name),
-            broker_id=ids.BrokerId(request.broker_id),
-            data_version=request.data_version,
-        )
+        """BrokerHeartbeat; NOT_FOUND when the broker must register first, PRECONDITION_FAILED
+        with the group's epoch and master when a master's epoch is stale."""
+        name = ids.BrokerName(request.broker_name)
+        try:
+            required = self._manager.heartbeat(
+                cluster=ids.ClusterName(request.cluster_name),
+                broker_name=name,
+                broker_id=ids.BrokerId(request.broker_id),
+                data_version=request.data_version,
+                epoch=request.epoch,
+            )
+        except rim.StaleEpochError as exc:
+            refused = pb.registry.BrokerHeartbeatResponse(
+                status=codes.from_error(exc), group_epoch=exc.group_epoch
+            )
+            if exc.master is not None:
+                refused.master_client_endpoint.CopyFrom(address_message(exc.master.client_address))
+            return refused
         return pb.registry.BrokerHeartbeatResponse(
-            status=codes.ok(), registration_required=required
+            status=codes.ok(),
+            registration_required=required,
+            group_epoch=self._manager.group_epoch(name),
         )
 
     async def get_cluster_info(

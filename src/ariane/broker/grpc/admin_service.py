@@ -21,6 +21,7 @@ from ariane.broker.grpc import admin_convert
 from ariane.broker.processors import admin, retry
 from ariane.common import errors, ids, topics
 from ariane.grpcwire import codes, pb, rpc
+from ariane.store import commit_log
 from ariane.store.ha import settings as ha_settings
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -331,13 +332,21 @@ class AdminService:
             commit_log_max_offset=stats.store.max_commit_log_offset,
             commit_log_confirm_offset=stats.store.max_commit_log_offset,
             ha_lag_bytes=0,
-            writable=not stats.store.disk_full,
+            writable=not stats.store.disk_full and not self._refuses_writes(),
             disk_used_ratio=stats.disk_used_ratio,
             messages_in_total=stats.counters.messages_in,
             messages_out_total=stats.counters.messages_out,
             start_timestamp_ms=self._rt.start_timestamp_ms,
             extra=extra,
         )
+
+    def _refuses_writes(self) -> bool:
+        """Whether the role gate refuses writes (a slave, a fenced master, a lapsed lease); a
+        SYNC_MASTER short of ``min_in_sync_replicas`` stays writable here (its in-sync count
+        is the ``in_sync_replicas`` stat)."""
+        gate = self._rt.store.replication
+        role_refusal = commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE
+        return gate is not None and gate.refusal() is role_refusal
 
     def _extra_stats(self, stats: admin.RuntimeStats) -> dict[str, str]:
         store, counters = stats.store, stats.counters

@@ -60,7 +60,9 @@ _STATUS_ERRORS: dict[commit_log.PutMessageStatus, errors.Code] = {
 _STATUS_TEXT: dict[commit_log.PutMessageStatus, str] = {
     commit_log.PutMessageStatus.FLUSH_DISK_TIMEOUT: "stored but not flushed in time (SYNC_FLUSH)",
     commit_log.PutMessageStatus.SERVICE_NOT_AVAILABLE: (
-        "service not available now: the disk may be full or the store is stopping"
+        "service not available now: the disk may be full, the store stopping, or this broker "
+        "is no writable master (a slave, a master fenced by a newer epoch, or one whose lease "
+        "lapsed): retry on another broker"
     ),
     commit_log.PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (
         "in-sync replicas not enough (fewer than min_in_sync_replicas): not stored, retry later"

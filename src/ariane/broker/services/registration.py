@@ -16,6 +16,19 @@ once. A failed registration is retried after ``RETRY_BACKOFF_S_FIRST``, doubling
 
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
+
+Epochs and the master lease (DESIGN.md §7, ``store.ha.lease``): every registration and heartbeat
+carries the broker's epoch (and its ``lease_ms``). A name server refusing a master for a stale
+epoch (PRECONDITION_FAILED with a newer ``group_epoch``) makes it fence itself at once
+(``ReplicationService.newer_epoch_seen``). Each round of registrations or heartbeats is a lease
+renewal: the round's send time is taken first, and as soon as a majority of the name servers of
+the round answered OK the lease is extended to that time + ``lease_ms``. While a lease is kept,
+heartbeats go every ``min(1 s, lease_ms / 3)`` with a deadline of ``min(5 s, lease_ms / 3)``,
+and failed registrations are retried at least every ``min(1 s, lease_ms / 3)``, so a healthy
+master renews several times per lease; a paused master's first renewal after it resumes is
+refused if the group moved on. A round waits for every name server of it, so one hung name
+server (a registration's deadline is 5 s) spaces renewals up to about 5 s + the retry apart:
+within the default 10 s lease, but a lease much shorter than 10 s wants healthy name servers.
 """
 
 from __future__ import annotations
@@ -30,8 +43,10 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 
 from ariane.broker import runtime as runtime_mod
+from ariane.broker.services import replication as replication_mod
 from ariane.common import errors, log_limits
 from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.store.ha import lease as lease_mod
 
 _log = logging.getLogger(__name__)
 
@@ -100,6 +115,34 @@ def _is_ipv6(text: str) -> bool:
         return False
 
 
+def majority(count: int) -> int:
+    """Answers a renewal needs from ``count`` name servers (more than half; 1 of 1 or 2 of 3)."""
+    return count // 2 + 1
+
+
+class _Renewal:
+    """One round's lease renewal: extends the lease once ``needed`` name servers answered OK."""
+
+    def __init__(self, lease: lease_mod.MasterLease | None, needed: int) -> None:
+        self._lease = lease
+        self._sent_ms = lease.now_ms() if lease is not None else 0
+        self._needed = needed
+
+    def acknowledged(self) -> None:
+        self._needed -= 1
+        if self._needed == 0 and self._lease is not None:
+            self._lease.extend(self._sent_ms)
+
+
+def _master_text(
+    answer: pb.registry.RegisterBrokerResponse | pb.registry.BrokerHeartbeatResponse,
+) -> str:
+    """``host:port`` of the master a name server answered, or "" when it named none."""
+    if not answer.HasField("master_client_endpoint"):
+        return ""
+    return convert.address_text(answer.master_client_endpoint)
+
+
 def retry_backoff_s(failures: int) -> float:
     """Wait before the next registration after ``failures`` (≥ 1) failed rounds in a row, s."""
     assert failures >= 1, "a backoff follows a failure"
@@ -113,6 +156,9 @@ class RegistrationService:
     Args:
         runtime: the broker's state (topics, endpoint, identity).
         channels: the pool of channels to name servers.
+        resolver: the DNS seam (``namesrv_resolve_all``).
+        replication: the broker's role and epoch (``None`` without replication: epoch 0, no
+            lease).
     """
 
     def __init__(
@@ -120,20 +166,48 @@ class RegistrationService:
         runtime: runtime_mod.BrokerRuntime,
         channels: rpc.ChannelPool,
         resolver: Resolver = resolve_host,
+        replication: replication_mod.ReplicationService | None = None,
     ) -> None:
         self._runtime = runtime
         self._channels = channels
         self._resolver = resolver
+        self._replication = replication
         self.targets: list[str] = list(runtime.settings.namesrv_addrs)
         """The name-server endpoints of the current round (``name_server_targets``)."""
         self.registrations_ok = 0
         """Successful RegisterBroker calls since start (for tests and stats)."""
         self._failure_lines = log_limits.LineLimiter(key_interval_s=FAILURE_LOG_INTERVAL_S)
 
+    @property
+    def _lease(self) -> lease_mod.MasterLease | None:
+        return None if self._replication is None else self._replication.lease
+
+    @property
+    def _epoch(self) -> int:
+        return 0 if self._replication is None else self._replication.epoch
+
+    def renew_interval_s(self) -> float:
+        """Longest pause between two renewal rounds, s: ``HEARTBEAT_INTERVAL_S``, or a third of
+        the lease when that is shorter."""
+        lease = self._lease
+        if lease is None:
+            return HEARTBEAT_INTERVAL_S
+        return min(HEARTBEAT_INTERVAL_S, lease.lease_ms / 3000)
+
+    def _renewal(self) -> _Renewal:
+        return _Renewal(self._lease, majority(len(self.targets)))
+
+    def _newer_epoch(self, status: pb.v2.Status, group_epoch: int, master: str) -> None:
+        """Fence this master when a name server refused it for a newer epoch."""
+        refused = codes.code_of(status) == errors.Code.PRECONDITION_FAILED
+        if refused and self._replication is not None and group_epoch > self._epoch:
+            self._replication.newer_epoch_seen(group_epoch, master)
+
     def _request(self) -> pb.registry.RegisterBrokerRequest:
         runtime = self._runtime
         settings = runtime.settings
         host, port = convert.split_host_port(runtime.client_endpoint)
+        lease = self._lease
         return pb.registry.RegisterBrokerRequest(
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
@@ -141,6 +215,8 @@ class RegistrationService:
             client_endpoint=convert.address(host, port),
             ha_address=runtime.ha_address,
             remoting_address=runtime.remoting_address,
+            epoch=self._epoch,
+            lease_ms=0 if lease is None else lease.lease_ms,
             data_version=runtime.topics.data_version.counter,
             topic_configs=[
                 pb.topic.TopicConfig(
@@ -163,20 +239,25 @@ class RegistrationService:
             resolver=self._resolver,
         )
         request = self._request()
+        renewal = self._renewal()
         results = await asyncio.gather(
-            *(self._register_one(addr, request) for addr in self.targets)
+            *(self._register_one(addr, request, renewal) for addr in self.targets)
         )
         return sum(results)
 
-    async def _register_one(self, addr: str, request: pb.registry.RegisterBrokerRequest) -> bool:
+    async def _register_one(
+        self, addr: str, request: pb.registry.RegisterBrokerRequest, renewal: _Renewal
+    ) -> bool:
         try:
             client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=CALL_TIMEOUT_S)
             answer = await client.register_broker(request)
+            self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
             codes.raise_for_status(answer.status)
-        except (grpc.aio.AioRpcError, errors.ArianeError) as exc:
+        except (grpc.aio.AioRpcError, errors.ArianeError, ValueError) as exc:
             if self._failure_lines.allow(addr):  # retries come every <= 3 s during an outage
                 _log.warning("registration with name server %s failed: %s", addr, exc)
             return False
+        renewal.acknowledged()
         self.registrations_ok += 1
         if answer.HasField("master_ha_address") and not self._runtime.settings.ha.master_ha:
             self._runtime.master_ha_address = answer.master_ha_address  # RocketMQ haServerAddr
@@ -196,6 +277,8 @@ class RegistrationService:
             failures = 0 if accepted == len(self.targets) else failures + 1
             if failures:
                 wait_s = retry_backoff_s(failures)
+                if self._lease is not None:  # the retry is the next renewal
+                    wait_s = min(wait_s, self.renew_interval_s())
                 _log.info("registration retried in %.1f s (%d failed rounds)", wait_s, failures)
             else:
                 wait_s = interval_s
@@ -206,11 +289,10 @@ class RegistrationService:
         name server's heartbeat answer says the broker must register again."""
         changed = self._runtime.route_changed
         loop = asyncio.get_running_loop()
+        interval_s = self.renew_interval_s()
         while (remaining_s := deadline_s - loop.time()) > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    changed.wait(), timeout=min(remaining_s, HEARTBEAT_INTERVAL_S)
-                )
+                await asyncio.wait_for(changed.wait(), timeout=min(remaining_s, interval_s))
                 return
             if probe and not await self.heartbeat_all():
                 return
@@ -224,21 +306,31 @@ class RegistrationService:
             broker_name=settings.broker_name,
             broker_id=self._runtime.broker_id,
             data_version=self._runtime.topics.data_version.counter,
+            epoch=self._epoch,
         )
+        renewal = self._renewal()
         results = await asyncio.gather(
-            *(self._heartbeat_one(addr, request) for addr in self.targets)
+            *(self._heartbeat_one(addr, request, renewal) for addr in self.targets)
         )
         return all(results)
 
-    async def _heartbeat_one(self, addr: str, request: pb.registry.BrokerHeartbeatRequest) -> bool:
+    async def _heartbeat_one(
+        self, addr: str, request: pb.registry.BrokerHeartbeatRequest, renewal: _Renewal
+    ) -> bool:
+        lease = self._lease  # a hung name server must not hold up the next renewal past a third
+        timeout_s = CALL_TIMEOUT_S if lease is None else min(CALL_TIMEOUT_S, lease.lease_ms / 3000)
         try:
-            client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=CALL_TIMEOUT_S)
+            client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=timeout_s)
             answer = await client.broker_heartbeat(request)
+            self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
             codes.raise_for_status(answer.status)
-        except (grpc.aio.AioRpcError, errors.ArianeError) as exc:
+        except (grpc.aio.AioRpcError, errors.ArianeError, ValueError) as exc:
             _log.info("name server %s needs a registration (heartbeat: %s)", addr, exc)
             return False
-        return not answer.registration_required
+        if answer.registration_required:
+            return False
+        renewal.acknowledged()
+        return True
 
     async def unregister_all(self) -> None:
         """Tell every name server this broker is leaving (best effort, bounded)."""
@@ -247,6 +339,7 @@ class RegistrationService:
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
             broker_id=self._runtime.broker_id,
+            epoch=self._epoch,
         )
 
         async def one(addr: str) -> None:

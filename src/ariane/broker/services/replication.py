@@ -16,6 +16,14 @@ What else a master owns follows the role through ``RoleFollower``s: a promotion 
 one's ``become_master`` once the replicated records are dispatched (the transaction service
 rebuilds its unresolved half messages from them), a demotion calls ``become_slave`` once the
 store is fenced.
+
+Fencing (DESIGN.md §7): a master started with a role and at least one name server keeps a
+``store.ha.lease.MasterLease`` (``[ha] lease_ms``) that the registration service renews; a
+master learning of a newer epoch of its group (``newer_epoch_seen``, from a name server's
+refusal, or a slave's HELLO/REPORT on the HA port) fences itself and stays fenced until a
+``ChangeRole`` demotes it (or promotes it under a newer epoch still). Slaves renew the lease
+too (harmless: a slave refuses writes anyway), so a promoted slave that a majority of name
+servers heard within ``lease_ms`` acknowledges at once, and one cut off from them does not.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from ariane.broker.services import orphan_topics
 from ariane.common import ids
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs
+from ariane.store.ha import lease as lease_mod
 from ariane.store.ha import service as ha_service
 from ariane.store.ha import settings as ha_settings
 
@@ -100,6 +109,8 @@ class ReplicationService:
             lambda: runtime.master_ha_address,
             on_truncate=runtime.schedule.replica_truncated,
         )
+        if config.keeps_lease and runtime.settings.namesrv_addrs:
+            self.master.lease = lease_mod.MasterLease(lease_ms=config.lease_ms)
         store.replication = self.master
         runtime.master_online = lambda: self.client.connected
         self._client_task: asyncio.Task[None] | None = None
@@ -119,6 +130,20 @@ class ReplicationService:
         """A master: itself plus its connected in-sync slaves (what a SYNC_MASTER compares
         with ``min_in_sync_replicas`` before each append); a slave: 0."""
         return self.master.in_sync_replicas() if self.role.is_master else 0
+
+    @property
+    def lease(self) -> lease_mod.MasterLease | None:
+        """The master's write lease, or ``None`` when it keeps none."""
+        return self.master.lease
+
+    def newer_epoch_seen(self, group_epoch: int, master: str) -> None:
+        """A name server knows ``group_epoch`` for this group: a master at an older epoch
+        fences itself (writes answer SERVICE_NOT_AVAILABLE from now on)."""
+        if group_epoch > self.epoch and self.role.is_master:
+            self.master.fence(
+                f"the name servers know epoch {group_epoch} of this group (master "
+                f"{master or 'unknown'}); this master is at epoch {self.epoch}"
+            )
 
     async def run(self) -> None:
         """Serve the HA port (and replicate while a slave) until cancelled."""
@@ -180,7 +205,7 @@ class ReplicationService:
         """
         if epoch < self.epoch or broker_id <= 0:
             raise RoleChangeError(f"cannot become slave {broker_id} at epoch {epoch}")
-        self.master.fence(f"demoted at epoch {epoch}")
+        self.master.fence(f"demoted at epoch {epoch}")  # also revokes the lease
         self.master.role = ha_settings.BrokerRole.SLAVE
         for follower in self._followers:
             follower.become_slave()

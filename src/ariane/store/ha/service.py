@@ -9,18 +9,22 @@ boundary, with an empty TRANSFER as heartbeat when idle. The slave REPORTs its o
 batch and at least every heartbeat interval.
 
 The ack rule (``ReplicationGate``), in two steps. Before an append (``refusal``, under the
-store's put lock, for a whole batch at once): a SLAVE, or a master that met a newer epoch
-(fenced), refuses with SERVICE_NOT_AVAILABLE; a SYNC_MASTER with fewer in-sync replicas than
-``min_in_sync_replicas`` (itself plus the connected slaves within
+store's put lock, for a whole batch at once): a SLAVE, a master that met a newer epoch (fenced: a
+slave showed it on the HA port, or a name server refused the master's registration or
+heartbeat), or a master whose lease ran out (``lease``, when it keeps one) refuses with
+SERVICE_NOT_AVAILABLE, which clients retry on another broker; a SYNC_MASTER with fewer in-sync
+replicas than ``min_in_sync_replicas`` (itself plus the connected slaves within
 ``max_gap_not_in_sync_bytes`` of its end) refuses with IN_SYNC_REPLICAS_NOT_ENOUGH. Nothing is
 stored then, so a client that retries a refused send makes no copy. This is RocketMQ's
 controller-mode check (``CommitLog.asyncPutMessage``: ``inSyncReplicasNums <
 minInSyncReplicas`` before the put); its classic mode stores first and answers
 SLAVE_NOT_AVAILABLE, a "failure" that holds the message, which the official clients' three
 retries turned into about three copies of every send after a failover left a SYNC_MASTER
-alone. After the append (``replicated``): an ASYNC_MASTER acks at once; a SYNC_MASTER acks
-once ``min_in_sync_replicas - 1`` in-sync slaves (at least one while any is in sync) reported
-its end, and the store turns a wait past ``sync_flush_timeout_ms`` into FLUSH_SLAVE_TIMEOUT.
+alone. After the append (``replicated``): an append that reaches its ack after the master was
+fenced or its lease lapsed answers SLAVE_NOT_AVAILABLE; an ASYNC_MASTER acks at once; a
+SYNC_MASTER acks once ``min_in_sync_replicas - 1`` in-sync slaves (at least one while any is in
+sync) reported its end, and the store turns a wait past ``sync_flush_timeout_ms`` into
+FLUSH_SLAVE_TIMEOUT.
 
 The race edge, stated honestly: the check and the wait are not one atomic step. A slave that
 drops (or falls out of sync) after an append passed the check leaves that append stored and
@@ -48,7 +52,7 @@ import logging
 import threading
 
 from ariane.store import commit_log, message_store
-from ariane.store.ha import epochs, frames
+from ariane.store.ha import epochs, frames, lease
 from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
@@ -92,6 +96,8 @@ class HAService:
         self.role = config.role
         self.fenced = False
         """Set once a peer showed a newer epoch: this old master refuses writes."""
+        self.lease: lease.MasterLease | None = None
+        """The master's write lease, when it keeps one (writes need ``lease.held()``)."""
         self.port: int | None = None
         """The bound HA port, once ``run`` listens."""
         self._store = store
@@ -108,8 +114,10 @@ class HAService:
     # -- the ack rule (store.message_store.ReplicationGate) --------------------------------
 
     def refuses_writes(self) -> bool:
-        """True for a slave and for a fenced old master."""
-        return self.fenced or not self.role.is_master
+        """True for a slave, a fenced old master, and a master without a held lease."""
+        if self.fenced or not self.role.is_master:
+            return True
+        return self.lease is not None and not self.lease.held()
 
     def refusal(self) -> Status | None:
         """See ``ReplicationGate.refusal``: SERVICE_NOT_AVAILABLE for a slave or a fenced
@@ -130,9 +138,14 @@ class HAService:
 
         A SYNC_MASTER append whose end the required slaves have not reported yet waits (at
         most ``sync_waiters_max`` at once, beyond → OS_PAGE_CACHE_BUSY), also when the slaves
-        went since ``refusal`` let it in (the race edge of the module docstring).
+        went since ``refusal`` let it in (the race edge of the module docstring). An append
+        that passed ``refusal`` but reaches its ack after the master was fenced or its lease
+        lapsed (a pause in between) answers SLAVE_NOT_AVAILABLE: stored here, but maybe not in
+        the group's newer epoch, so never a plain OK.
         """
         self._wake()
+        if self.refuses_writes():
+            return _done(Status.SLAVE_NOT_AVAILABLE)
         if self.role is not ha_settings.BrokerRole.SYNC_MASTER:
             return _done(Status.PUT_OK)
         with self._lock:
@@ -186,6 +199,8 @@ class HAService:
         if not self.fenced:
             _log.error("fenced: %s; this broker refuses writes", reason)
         self.fenced = True
+        if self.lease is not None:
+            self.lease.revoke()
         with self._lock:
             waiters, self._waiters = self._waiters, []
         for _, _, future in waiters:

@@ -79,10 +79,25 @@ class HASettings:
     reconnect_interval_ms: int = 1_000
     """A slave's wait before connecting again after the connection dropped."""
 
+    lease_ms: int = 10_000
+    """How long a master may acknowledge writes after a renewal a majority of its name servers
+    answered, ms, counted from when the renewal was sent (``store.ha.lease``; renewals go every
+    ``lease_ms / 3`` at most, with the 1 s heartbeat). Applies to a master started with a
+    ``broker_role`` and at least one name server; a lone broker (no role) keeps no lease and
+    keeps acknowledging through a name-server outage. A promotion waits this long after the
+    name servers last heard the old master, so failover takes at least ``lease_ms``. 10 s:
+    three missed renewals, well below RocketMQ's 120 s broker expiry. 0 = no lease (unsafe: a
+    paused old master acknowledges writes after a failover until it meets the newer epoch)."""
+
     @property
     def role(self) -> BrokerRole:
         """The role at start, ASYNC_MASTER when none is configured."""
         return self.broker_role or BrokerRole.ASYNC_MASTER
+
+    @property
+    def keeps_lease(self) -> bool:
+        """Whether a master keeps a lease (a role is configured and ``lease_ms`` > 0)."""
+        return self.replicates and self.lease_ms > 0
 
     @property
     def replicates(self) -> bool:
@@ -102,6 +117,8 @@ class HASettings:
         limits.check_range("min_in_sync_replicas", self.min_in_sync_replicas, 1, 16)
         limits.check_range("sync_waiters_max", self.sync_waiters_max, 1, 10_000_000)
         limits.check_range("reconnect_interval_ms", self.reconnect_interval_ms, 10, 60_000)
+        if self.lease_ms:
+            limits.check_range("lease_ms", self.lease_ms, 300, 600_000)
         for address in (self.ha_listen, self.master_ha):
             if address:
                 split_address(address)

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs", "remoting_address")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs", "remoting_address", "epoch", "lease_ms")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,8 @@ class RegisterBrokerRequest(_message.Message):
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     REMOTING_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -26,27 +28,33 @@ class RegisterBrokerRequest(_message.Message):
     data_version: int
     topic_configs: _containers.RepeatedCompositeFieldContainer[_topic_pb2.TopicConfig]
     remoting_address: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ...) -> None: ...
+    epoch: int
+    lease_ms: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("status", "master_client_endpoint", "master_ha_address")
+    __slots__ = ("status", "master_client_endpoint", "master_ha_address", "group_epoch")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
     status: _definition_pb2.Status
     master_client_endpoint: _definition_pb2.Address
     master_ha_address: str
-    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ...) -> None: ...
+    group_epoch: int
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ..., group_epoch: _Optional[int] = ...) -> None: ...
 
 class UnregisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "epoch")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ...) -> None: ...
+    epoch: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class UnregisterBrokerResponse(_message.Message):
     __slots__ = ("status",)
@@ -55,40 +63,52 @@ class UnregisterBrokerResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "data_version")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "data_version", "epoch")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
     data_version: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., data_version: _Optional[int] = ...) -> None: ...
+    epoch: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., data_version: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
-    __slots__ = ("status", "registration_required")
+    __slots__ = ("status", "registration_required", "group_epoch", "master_client_endpoint")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     status: _definition_pb2.Status
     registration_required: bool
-    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ...) -> None: ...
+    group_epoch: int
+    master_client_endpoint: _definition_pb2.Address
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ..., group_epoch: _Optional[int] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ...) -> None: ...
 
 class BrokerMember(_message.Message):
-    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms", "remoting_address")
+    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms", "remoting_address", "epoch", "lease_ms", "heard_ago_ms")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     LAST_UPDATE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     REMOTING_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    HEARD_AGO_MS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     client_endpoint: _definition_pb2.Address
     ha_address: str
     data_version: int
     last_update_timestamp_ms: int
     remoting_address: str
-    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ..., remoting_address: _Optional[str] = ...) -> None: ...
+    epoch: int
+    lease_ms: int
+    heard_ago_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heard_ago_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerGroup(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "members")
