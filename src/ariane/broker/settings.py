@@ -31,6 +31,7 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [transaction]      # TransactionSettings, e.g. transaction_check_interval_ms = 30000
     [slave_sync]       # SlaveSyncSettings, e.g. interval_ms = 10000
     [server]           # gRPC ServerSettings
+    [auth]             # security AuthSettings (ACL 2.0), e.g. authentication_enabled = true
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
     [core.consumers]   # ConsumerSettings, e.g. channel_expired_ms = 120000
@@ -58,6 +59,7 @@ from ariane.broker import (
 )
 from ariane.common import ids, limits, process, topics
 from ariane.grpcwire import server as grpc_server
+from ariane.security import settings as auth_settings
 from ariane.store import index_file, retention
 from ariane.store import settings as store_settings
 from ariane.store.ha import settings as ha_settings
@@ -433,6 +435,9 @@ class BrokerSettings:
         default_factory=grpc_server.ServerSettings
     )
     """gRPC server options."""
+
+    auth: auth_settings.AuthSettings = dataclasses.field(default_factory=auth_settings.AuthSettings)
+    """Authentication and ACLs (``[auth]``; loaded only: the adapters do not check them yet)."""
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
