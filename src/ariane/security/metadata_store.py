@@ -97,14 +97,17 @@ def decode(data: bytes) -> tuple[list[model.User], list[model.Acl]]:
         payload = document["payload"]
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         version, digest = document["format"], document["sha256"]
-        users = [model.user_from_info(info) for info in payload["users"]]
-        acls = [model.acl_from_info(info) for info in payload["acls"]]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise errors.AuthMetadataError(f"The auth metadata is malformed: {exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise errors.AuthMetadataError(f"The auth metadata is malformed: {exc!r}") from None
     if version != FORMAT_VERSION:
         raise errors.AuthMetadataError(f"The auth metadata format {version!r} is unknown.")
     if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != digest:
         raise errors.AuthMetadataError("The auth metadata is corrupt (digest mismatch).")
+    try:  # the digest matched: what fails now was written by a buggy or foreign writer
+        users = [model.user_from_info(info) for info in payload["users"]]
+        acls = [model.acl_from_info(info) for info in payload["acls"]]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise errors.AuthMetadataError(f"The auth metadata is malformed: {exc!r}") from None
     return users, acls
 
 
