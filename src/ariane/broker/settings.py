@@ -31,6 +31,7 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [transaction]      # TransactionSettings, e.g. transaction_check_interval_ms = 30000
     [slave_sync]       # SlaveSyncSettings, e.g. interval_ms = 10000
     [server]           # gRPC ServerSettings
+    [auth]             # security AuthSettings (ACL 2.0), e.g. authentication_enabled = true
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
     [core.consumers]   # ConsumerSettings, e.g. channel_expired_ms = 120000
@@ -58,6 +59,7 @@ from ariane.broker import (
 )
 from ariane.common import ids, limits, process, topics
 from ariane.grpcwire import server as grpc_server
+from ariane.security import settings as auth_settings
 from ariane.store import index_file, retention
 from ariane.store import settings as store_settings
 from ariane.store.ha import settings as ha_settings
@@ -434,6 +436,10 @@ class BrokerSettings:
     )
     """gRPC server options."""
 
+    auth: auth_settings.AuthSettings = dataclasses.field(default_factory=auth_settings.AuthSettings)
+    """Authentication and ACLs (``[auth]``). The adapters do not check them yet, so switching
+    either on is refused rather than silently not enforced (issue 21: wiring pending)."""
+
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
         if self.advertised_endpoint:
@@ -455,6 +461,8 @@ class BrokerSettings:
                 raise ValueError(f"workers must be a whole number, not {self.workers!r}")
             limits.check_range("workers", self.workers, 0, WORKERS_MAX)
         limits.check_range("register_interval_ms", self.register_interval_ms, 1_000, 60_000)
+        if self.auth.authentication_enabled or self.auth.authorization_enabled:
+            raise ValueError("auth: this build does not enforce authentication yet; keep it off")
 
     def effective_workers(self) -> int:
         """How many front-end workers to run (``workers`` with ``None`` resolved)."""
