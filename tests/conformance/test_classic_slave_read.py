@@ -107,7 +107,10 @@ async def _unregister(namesrv: str, broker_id: int) -> None:
     async with grpc.aio.insecure_channel(namesrv) as channel:
         registry = rpc.RegistryClient(channel, timeout_s=10)
         request = pb.registry.UnregisterBrokerRequest(
-            cluster_name="DefaultCluster", broker_name="ha-group", broker_id=broker_id
+            cluster_name="DefaultCluster",
+            broker_name="ha-group",
+            broker_id=broker_id,
+            epoch=1,  # the master's (its first run): an older epoch would keep its entry
         )
         await registry.unregister_broker(request)
 
