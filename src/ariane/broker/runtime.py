@@ -24,9 +24,14 @@ from ariane.broker.schedule import service as schedule_service
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
+from ariane.security import metadata_store
 from ariane.store import message_store, retention
 
 _log = logging.getLogger(__name__)
+
+AUTH_DIR_NAME = "auth"
+"""The users and ACLs' directory under the store's ``config`` (RocketMQ: ``config/users``,
+``config/acls``)."""
 
 
 def _size_histograms() -> dict[message.MessageType, histogram.Histogram]:
@@ -161,6 +166,11 @@ class BrokerRuntime:
         self.master_online: Callable[[], bool] = lambda: False
         """On a slave: whether its HA stream from the master is up (``ReplicationService``
         sets it); a slave then sends caught-up classic consumers back to the master."""
+        self.auth_metadata = metadata_store.AuthMetadataStore.open(
+            root / persistence.CONFIG_DIR_NAME / AUTH_DIR_NAME, users_max=settings.auth.users_max
+        )
+        """Users and ACLs (``config/auth/auth.json``), with the ``[auth]`` bootstrap users."""
+        self.auth_metadata.init_users(settings.auth)
 
     @property
     def broker_name(self) -> ids.BrokerName:
