@@ -56,6 +56,10 @@ CONNECTION_ID_KEY = "auth.connection_id"
 NAMES_PER_BODY_MAX = 1_024
 """Most topic or group names read from one body (a heartbeat of 1 024 subscriptions)."""
 
+TEXT_CHARS_MAX = 512
+"""Longest remark or audit line, in characters: a claimed access key of megabytes is clipped
+(its length told) rather than echoed."""
+
 BodyDecoder = Callable[[bytes], remoting_requests.BodyResources]
 """Reads the resource names of one code's body; never raises (absent names on bad input)."""
 
@@ -97,7 +101,7 @@ class AuditLog:
         self._written += 1
         left_out, self.suppressed = self.suppressed, 0
         suffix = f" ({left_out} earlier refusals not logged)" if left_out else ""
-        _audit.info("%s%s", line, suffix)
+        _audit.info("%s%s", clip(line), suffix)
         return True
 
 
@@ -152,6 +156,11 @@ class RemotingGate:
         """``authentication.<status>`` and ``authorization.<status>`` per request checked."""
 
     @property
+    def cached_identities(self) -> int:
+        """How many verified identities the cache holds (0 with the cache off)."""
+        return len(self._cache) if self._cache is not None else 0
+
+    @property
     def enabled(self) -> bool:
         """Whether any check runs (authentication on)."""
         return self._auth.authentication_enabled
@@ -172,7 +181,7 @@ class RemotingGate:
             if request.is_oneway:
                 return None
             return cmd_mod.response(
-                request, codes.ResponseCode.NO_PERMISSION, remark=decision.remark
+                request, codes.ResponseCode.NO_PERMISSION, remark=clip(decision.remark)
             )
 
         return guarded
@@ -255,6 +264,13 @@ class RemotingGate:
             f"{decided.message}"
         )
         return Decision(False, decided.message, name)
+
+
+def clip(text: str) -> str:
+    """``text`` cut to ``TEXT_CHARS_MAX`` characters, saying how long it was."""
+    if len(text) <= TEXT_CHARS_MAX:
+        return text
+    return f"{text[:TEXT_CHARS_MAX]}... ({len(text)} chars)"
 
 
 def _connection_id(connection: transport.Connection) -> str:
