@@ -189,7 +189,9 @@ def test_settings_validate_and_load_from_the_broker_toml() -> None:
     assert loaded.auth.init_authentication_user == auth_settings.InitUser("root", "pw")
     assert loaded.auth.identity_cache_entries_max == 5
     assert broker_settings.from_mapping({"store_dir": "/x"}).auth == auth_settings.AuthSettings()
-    switched = broker_settings.from_mapping({"store_dir": "/x", "auth": {"authentication_enabled": True}})
+    switched = broker_settings.from_mapping(
+        {"store_dir": "/x", "auth": {"authentication_enabled": True}}
+    )
     assert switched.auth.authentication_enabled
     on = auth_settings.AuthSettings(authentication_enabled=True, authorization_enabled=True)
     assert on.authorization_enabled

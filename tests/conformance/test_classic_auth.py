@@ -181,7 +181,10 @@ def test_mqadmin_manages_users_and_acls_signed_from_tools_yml(
     home = secured.tmp / "mqadmin-home"
     (home / "conf").mkdir(parents=True)
     (home / "conf" / "tools.yml").write_text(f"accessKey: {ROOT}\nsecretKey: {ROOT_SECRET}\n")
-    run = lambda name, *args: mqadmin(classic, secured, name, *args, home=home)  # noqa: E731
+
+    def run(name: str, *args: str) -> str:
+        return mqadmin(classic, secured, name, *args, home=home)
+
     out = run("createUser", "-u", "dana", "-p", "dana-secret")
     assert "create user to" in out and "Exception" not in out, out
     out = run("createAcl", "-s", "User:dana", "-r", f"Topic:{TOPIC},Group:{GROUP}",

@@ -86,6 +86,22 @@ class QueueProgress:
         return max(0, self.broker_offset - self.scan_offset)
 
 
+def open_auth_metadata(
+    settings: broker_settings.BrokerSettings,
+) -> metadata_store.AuthMetadataStore:
+    """The broker's users and ACLs under ``<store_dir>/config/auth``, with the ``[auth]``
+    bootstrap Super users created if absent (RocketMQ ``initUser``).
+
+    Raises:
+        errors.AuthMetadataError: the metadata file is corrupt.
+        OSError: it cannot be read or written.
+    """
+    directory = settings.store_dir / persistence.CONFIG_DIR_NAME / AUTH_DIR_NAME
+    store = metadata_store.AuthMetadataStore.open(directory, users_max=settings.auth.users_max)
+    store.init_users(settings.auth)
+    return store
+
+
 class BrokerRuntime:
     """Open the store and tables of one broker under ``settings.store_dir``.
 
@@ -166,11 +182,8 @@ class BrokerRuntime:
         self.master_online: Callable[[], bool] = lambda: False
         """On a slave: whether its HA stream from the master is up (``ReplicationService``
         sets it); a slave then sends caught-up classic consumers back to the master."""
-        self.auth_metadata = metadata_store.AuthMetadataStore.open(
-            root / persistence.CONFIG_DIR_NAME / AUTH_DIR_NAME, users_max=settings.auth.users_max
-        )
+        self.auth_metadata = open_auth_metadata(settings)
         """Users and ACLs (``config/auth/auth.json``), with the ``[auth]`` bootstrap users."""
-        self.auth_metadata.init_users(settings.auth)
 
     @property
     def broker_name(self) -> ids.BrokerName:

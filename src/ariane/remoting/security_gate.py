@@ -196,9 +196,7 @@ class RemotingGate:
         if self._cache is not None:
             self._cache.forget_connection(_connection_id(connection))
 
-    def check(
-        self, connection: transport.Connection, request: cmd_mod.RemotingCommand
-    ) -> Decision:
+    def check(self, connection: transport.Connection, request: cmd_mod.RemotingCommand) -> Decision:
         """Authenticate, then authorize ``request`` (module docstring); never raises."""
         if not self.enabled:
             return ALLOWED

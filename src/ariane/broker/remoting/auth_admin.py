@@ -46,7 +46,7 @@ SYSTEM_ERROR_REMARK = "An system error occurred, please try again later."
 """RocketMQ's remark when an auth admin write fails for another reason than a rule."""
 
 
-class _Refused(Exception):
+class _RefusedError(Exception):
     """A request answered with ``code`` and ``remark`` (internal control flow)."""
 
     def __init__(self, code: RC, remark: str) -> None:
@@ -90,7 +90,7 @@ class AuthAdminHandler:
         async def handle(request: Reply) -> Reply:
             try:
                 body: bytes = handler(request)
-            except _Refused as refused:
+            except _RefusedError as refused:
                 return replies.failed(request, refused.code, refused.remark)
             except errors.AuthMetadataError as exc:
                 return replies.failed(request, RC.NO_PERMISSION, exc.message)
@@ -117,7 +117,7 @@ class AuthAdminHandler:
         info["userType"] = _known_type(info.get("userType"))
         user = model.user_from_info(info)
         if user.user_type is model.UserType.SUPER and not self._caller_is_super(request):
-            raise _Refused(RC.SYSTEM_ERROR, "The super user can only be create by super user")
+            raise _RefusedError(RC.SYSTEM_ERROR, "The super user can only be create by super user")
         self._store.create_user(user)
         return b""
 
@@ -130,12 +130,12 @@ class AuthAdminHandler:
         password = info.get("password")
         superior = self._caller_is_super(request)
         if user_type is model.UserType.SUPER and not superior:
-            raise _Refused(RC.SYSTEM_ERROR, "The super user can only be update by super user")
+            raise _RefusedError(RC.SYSTEM_ERROR, "The super user can only be update by super user")
         old = self._store.find_user(username)
         if old is None:
-            raise _Refused(RC.NO_PERMISSION, "The user is not exist")
+            raise _RefusedError(RC.NO_PERMISSION, "The user is not exist")
         if old.user_type is model.UserType.SUPER and not superior:
-            raise _Refused(RC.NO_PERMISSION, "The super user can only be update by super user")
+            raise _RefusedError(RC.NO_PERMISSION, "The super user can only be update by super user")
         self._store.update_user(
             username,
             password=password if isinstance(password, str) else None,
@@ -151,7 +151,7 @@ class AuthAdminHandler:
         if old is None:
             return b""
         if old.user_type is model.UserType.SUPER and not self._caller_is_super(request):
-            raise _Refused(RC.NO_PERMISSION, "The super user can only be update by super user")
+            raise _RefusedError(RC.NO_PERMISSION, "The super user can only be update by super user")
         self._store.delete_user(username)
         return b""
 
@@ -171,7 +171,7 @@ class AuthAdminHandler:
         """3006/3007: merge the body's ``AclInfo`` into the subject's ACL."""
         info = dict(_object(request.body))
         if not isinstance(info.get("policies"), list) or not info["policies"]:
-            raise _Refused(RC.INVALID_PARAMETER, "The body of acl is null")
+            raise _RefusedError(RC.INVALID_PARAMETER, "The body of acl is null")
         if not info.get("subject"):
             info["subject"] = request.ext_fields.get("subject", "")
         self._store.put_acl(model.acl_from_info(info))
@@ -190,7 +190,7 @@ class AuthAdminHandler:
         """3009: the subject's ACL, an empty body, or 16 for an unknown user."""
         subject = model.Subject.parse(request.ext_fields.get("subject", ""))
         if self._store.find_user(subject.username) is None:
-            raise _Refused(RC.NO_PERMISSION, "The subject is not exist.")
+            raise _RefusedError(RC.NO_PERMISSION, "The subject is not exist.")
         acl = self._store.get_acl(subject)
         return fastjson.dumps(acl.to_info()) if acl is not None else b""
 
@@ -204,7 +204,7 @@ class AuthAdminHandler:
 def _username(request: Reply) -> str:
     username = request.ext_fields.get("username", "")
     if not username.strip():
-        raise _Refused(RC.INVALID_PARAMETER, "The username is blank")
+        raise _RefusedError(RC.INVALID_PARAMETER, "The username is blank")
     return username
 
 
@@ -215,9 +215,9 @@ def _object(body: bytes) -> Mapping[str, Any]:
     try:
         data = fastjson.loads(body)
     except fastjson.JsonError as exc:
-        raise _Refused(RC.INVALID_PARAMETER, f"The body is no JSON: {exc}") from None
+        raise _RefusedError(RC.INVALID_PARAMETER, f"The body is no JSON: {exc}") from None
     if not isinstance(data, Mapping):
-        raise _Refused(RC.INVALID_PARAMETER, "The body is no JSON object")
+        raise _RefusedError(RC.INVALID_PARAMETER, "The body is no JSON object")
     return data
 
 
