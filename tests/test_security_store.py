@@ -175,9 +175,8 @@ def test_init_users_create_absent_super_users_only(tmp_path: pathlib.Path) -> No
 
 
 def test_settings_validate_and_load_from_the_broker_toml() -> None:
-    """``[auth]`` loads through the broker's settings loader; switching it on is refused while
-    no adapter enforces it; authorization without authentication and out-of-range bounds are
-    refused."""
+    """``[auth]`` loads through the broker's settings loader, switched on too; authorization
+    without authentication and out-of-range bounds are refused."""
     loaded = broker_settings.from_mapping(
         {
             "store_dir": "/tmp/x",
@@ -190,8 +189,10 @@ def test_settings_validate_and_load_from_the_broker_toml() -> None:
     assert loaded.auth.init_authentication_user == auth_settings.InitUser("root", "pw")
     assert loaded.auth.identity_cache_entries_max == 5
     assert broker_settings.from_mapping({"store_dir": "/x"}).auth == auth_settings.AuthSettings()
-    with pytest.raises(ValueError, match="does not enforce authentication yet"):
-        broker_settings.from_mapping({"store_dir": "/x", "auth": {"authentication_enabled": True}})
+    switched = broker_settings.from_mapping(
+        {"store_dir": "/x", "auth": {"authentication_enabled": True}}
+    )
+    assert switched.auth.authentication_enabled
     on = auth_settings.AuthSettings(authentication_enabled=True, authorization_enabled=True)
     assert on.authorization_enabled
     with pytest.raises(ValueError, match=r"needs auth\.authentication_enabled"):

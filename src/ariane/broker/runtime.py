@@ -24,9 +24,14 @@ from ariane.broker.schedule import service as schedule_service
 from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
+from ariane.security import metadata_store
 from ariane.store import message_store, retention
 
 _log = logging.getLogger(__name__)
+
+AUTH_DIR_NAME = "auth"
+"""The users and ACLs' directory under the store's ``config`` (RocketMQ: ``config/users``,
+``config/acls``)."""
 
 
 def _size_histograms() -> dict[message.MessageType, histogram.Histogram]:
@@ -79,6 +84,22 @@ class QueueProgress:
     def ready(self) -> int:
         """Messages stored but never delivered (RocketMQ's "ready"/unpulled; never negative)."""
         return max(0, self.broker_offset - self.scan_offset)
+
+
+def open_auth_metadata(
+    settings: broker_settings.BrokerSettings,
+) -> metadata_store.AuthMetadataStore:
+    """The broker's users and ACLs under ``<store_dir>/config/auth``, with the ``[auth]``
+    bootstrap Super users created if absent (RocketMQ ``initUser``).
+
+    Raises:
+        errors.AuthMetadataError: the metadata file is corrupt.
+        OSError: it cannot be read or written.
+    """
+    directory = settings.store_dir / persistence.CONFIG_DIR_NAME / AUTH_DIR_NAME
+    store = metadata_store.AuthMetadataStore.open(directory, users_max=settings.auth.users_max)
+    store.init_users(settings.auth)
+    return store
 
 
 class BrokerRuntime:
@@ -161,6 +182,8 @@ class BrokerRuntime:
         self.master_online: Callable[[], bool] = lambda: False
         """On a slave: whether its HA stream from the master is up (``ReplicationService``
         sets it); a slave then sends caught-up classic consumers back to the master."""
+        self.auth_metadata = open_auth_metadata(settings)
+        """Users and ACLs (``config/auth/auth.json``), with the ``[auth]`` bootstrap users."""
 
     @property
     def broker_name(self) -> ids.BrokerName:

@@ -259,7 +259,12 @@ class BrokerServer:
             return None
         host, port = grpc_server.parse_listen(listen)
         service = remoting_service.RemotingService(
-            processors, time=self.clock, locks=self.queue_locks
+            processors,
+            time=self.clock,
+            locks=self.queue_locks,
+            auth_store=runtime.auth_metadata,
+            auth=self.settings.auth,
+            cluster=self.settings.cluster,
         )
         try:
             bound_host, bound_port = await service.start(host, port)

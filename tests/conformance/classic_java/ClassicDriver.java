@@ -23,6 +23,8 @@
 //   fault-send  --topic T --count N [--interval-ms X]  (sync sends with sendLatencyFaultEnable;
 //               a failed send is printed as "failed" and the run goes on)
 // orderly, consumers and later run until their stdin closes (or the deadline passes).
+// Every scenario's producers and push consumers sign their requests when given
+// --access-key AK --secret-key SK (RocketMQ's AclClientRPCHook over SessionCredentials).
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -33,6 +35,8 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -55,6 +59,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 
 public final class ClassicDriver {
@@ -360,8 +365,15 @@ public final class ClassicDriver {
     }
   }
 
+  // The signing hook of --access-key/--secret-key, or null (unsigned requests).
+  private static RPCHook rpcHook(Args args) {
+    String ak = args.get("access-key", "");
+    if (ak.isEmpty()) return null;
+    return new AclClientRPCHook(new SessionCredentials(ak, args.get("secret-key", "")));
+  }
+
   private static DefaultMQProducer producer(Args args, String prefix) {
-    DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "classic-producer"));
+    DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "classic-producer"), rpcHook(args));
     producer.setNamesrvAddr(args.get("namesrv", ""));
     producer.setInstanceName(prefix + System.nanoTime());
     producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
@@ -370,7 +382,7 @@ public final class ClassicDriver {
   }
 
   private static DefaultMQPushConsumer consumer(Args args, String group) {
-    DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+    DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group, rpcHook(args));
     consumer.setNamesrvAddr(args.get("namesrv", ""));
     consumer.setInstanceName(args.get("instance", "push-" + System.nanoTime()));
     consumer.setMqClientApiTimeout(SEND_TIMEOUT_MS);

@@ -4,7 +4,11 @@ It owns the Remoting server (``ariane.remoting.transport``), the handler table (
 handler of this package), the classic client table, the outbox of pushed requests and the loop
 that expires silent clients. The composition root (``broker.server``) starts it on
 ``remoting_listen``, runs ``run()`` in its ``TaskGroup`` and hands ``check_listener`` to the
-transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s.
+transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s,
+the ACL admin codes 3001-3010 ``auth_admin.AuthAdminHandler``'s (when given a metadata store).
+With ``[auth]`` on, every handler of the table runs behind ``remoting.security_gate``: one
+authentication + authorization step answers NO_PERMISSION before any handler sees a refused
+request.
 Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from the transport. As
 RocketMQ's ``rejectRequest``, a slave answers sends (and send-backs) with SYSTEM_BUSY, and
 pulls too unless ``slave_read_enable`` is on (``processors.slave_read``).
@@ -18,6 +22,7 @@ import logging
 from ariane.broker import assembly
 from ariane.broker.remoting import (
     admin,
+    auth_admin,
     clients,
     membership,
     pulling,
@@ -30,7 +35,9 @@ from ariane.broker.remoting import locks as locks_mod
 from ariane.broker.remoting import outbox as outbox_mod
 from ariane.broker.tables import queue_locks
 from ariane.common import clock, message
-from ariane.remoting import codes, command, transport
+from ariane.remoting import codes, command, security_gate, transport
+from ariane.security import metadata_store
+from ariane.security import settings as auth_settings
 
 _log = logging.getLogger(__name__)
 
@@ -62,6 +69,9 @@ class RemotingService:
         time: the clock (client expiry).
         locks: the broker's queue lock table (``BrokerServer.queue_locks``, shared with gRPC
             clients); a table of this service's own when not given (tests).
+        auth_store: the broker's users and ACLs (serves 3001-3010); ``None``: not served.
+        auth: the ``[auth]`` switches (default: off, nothing checked).
+        cluster: the broker's cluster name (``Cluster:<name>`` resources).
     """
 
     def __init__(
@@ -70,7 +80,25 @@ class RemotingService:
         *,
         time: clock.Clock,
         locks: queue_locks.RebalanceLockManager | None = None,
+        auth_store: metadata_store.AuthMetadataStore | None = None,
+        auth: auth_settings.AuthSettings | None = None,
+        cluster: str = "",
     ) -> None:
+        auth = auth if auth is not None else auth_settings.AuthSettings()
+        assert auth_store is not None or not auth.authentication_enabled, "auth needs a store"
+        self._auth_admin = (
+            auth_admin.AuthAdminHandler(
+                auth_store, authentication_enabled=auth.authentication_enabled
+            )
+            if auth_store is not None
+            else None
+        )
+        self.gate = (
+            security_gate.RemotingGate(auth_store, auth, cluster=cluster, time=time)
+            if auth_store is not None
+            else None
+        )
+        """The authentication + authorization step (``None`` without a metadata store)."""
         self.locks = locks if locks is not None else queue_locks.RebalanceLockManager(time=time)
         self.table = clients.ClassicClientTable(time=time, locks=self.locks)
         self.outbox = outbox_mod.Outbox()
@@ -123,15 +151,18 @@ class RemotingService:
             (RQ.VIEW_MESSAGE_BY_ID, queries_.view_by_id),
             (RQ.QUERY_MESSAGE, queries_.query),
             *self._admin.table().items(),
+            *(self._auth_admin.table().items() if self._auth_admin is not None else ()),
         ):
             table[code] = replies.ignoring_connection(handler)
         for code in SLAVE_REFUSED_CODES:  # RocketMQ SendMessageProcessor.rejectRequest
             table[code] = replies.rejecting(table[code], self._role.rejects_send)
         for code in (RQ.PULL_MESSAGE, RQ.LITE_PULL_MESSAGE):  # PullMessageProcessor's
             table[code] = replies.rejecting(table[code], self._role.rejects_pull)
-        return table
+        return self.gate.wrap(table) if self.gate is not None else table
 
     def _on_connect(self, connection: transport.Connection) -> None:
+        if self.gate is not None:
+            self.gate.connection_opened(connection)
         connection.add_close_callback(self.membership.connection_closed)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
