@@ -202,7 +202,9 @@ def stats(endpoint: str) -> pb.admin.GetBrokerRuntimeStatsResponse:
 def change_role(
     endpoint: str, role: str, *, epoch: int, broker_id: int, master_ha: str = ""
 ) -> None:
-    """ChangeRole on one broker; raises on a non-OK status."""
+    """ChangeRole on one broker; raises on a non-OK status. A promotion returns once the
+    broker takes writes: a master keeps a lease, and a broker just (re)started holds none until
+    its first renewal with the name servers (``store.ha.lease``)."""
     request = pb.admin.ChangeRoleRequest(
         role=f"BROKER_ROLE_{role}",
         epoch=epoch,
@@ -211,6 +213,8 @@ def change_role(
     )
     answer = asyncio.run(_admin(endpoint, "ChangeRole", request, pb.admin.ChangeRoleResponse))
     codes.raise_for_status(answer.status)
+    if role != "SLAVE":
+        poll(lambda: stats(endpoint).writable, f"{endpoint} to take writes as {role}")
 
 
 def send(endpoint: str, topic: str, body: bytes) -> int:
