@@ -27,6 +27,8 @@ CREDENTIAL = (
     'secret_key = "{secret}"\n'
 )
 SECRET = "inner-secret-1"
+INNER = frames.Credential("ariane-inner", SECRET)
+NONCE = bytes(range(frames.NONCE_BYTES))
 HUGE_EPOCH = 1 << 62
 READ_DEADLINE_S = 5.0
 """How long a raw peer listens for what the master sends (a master that streams sends at once;
@@ -65,6 +67,38 @@ def _exchange(address: str, *sent: bytes) -> bytes:
     return bytes(received)
 
 
+def _read(sock: socket.socket, size: int) -> bytes:
+    """Exactly ``size`` bytes from ``sock`` (its timeout bounds each wait)."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, f"closed after {len(data)} of {size} bytes"
+        data += chunk
+    return bytes(data)
+
+
+def _auth_request(version: int = frames.HANDSHAKE_VERSION) -> bytes:
+    return frames.encode_auth_request(frames.AuthRequest(version, NONCE))
+
+
+def _recorded_hello(address: str) -> bytes:
+    """A real handshake with the credential (the master proves it and streams CommitLog bytes
+    after it); returns the AUTH_HELLO sent, as an eavesdropper would record it."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=READ_DEADLINE_S) as sock:
+        sock.sendall(_auth_request())
+        challenge = frames.decode_challenge(_read(sock, frames.CHALLENGE_BYTES))
+        expected = frames.master_proof(INNER, NONCE, challenge.nonce)
+        assert frames.proofs_equal(expected, challenge.proof)
+        proof = frames.slave_proof(INNER, challenge.nonce, NONCE, 1, 0)
+        hello = frames.encode_auth_hello(frames.AuthHello(1, 0, proof))
+        sock.sendall(hello)
+        raw = _read(sock, frames.TRANSFER_HEADER_BYTES)
+        header = frames.decode_transfer_header(raw, body_bytes_max=1 << 20)
+        assert header.kind is frames.Kind.TRANSFER and header.body_size > 0
+    return hello
+
+
 def _hello(epoch: int, offset: int) -> bytes:
     return frames.encode_report(frames.Report(frames.Kind.HELLO, epoch, offset))
 
@@ -80,7 +114,9 @@ def test_raw_hello_to_an_authenticated_ha_port_gets_nothing_and_fences_nothing(
     tmp_path: pathlib.Path, namesrv: str
 ) -> None:
     """Proves a peer without the credential that sends HELLOs (one with a huge epoch) receives
-    0 bytes and leaves the master's epoch and writability unchanged."""
+    0 bytes and leaves the master's epoch and writability unchanged, that an AUTH_HELLO recorded
+    from a real handshake gets no CommitLog byte when replayed, and that another handshake
+    version is answered with this master's version only."""
     master = ht.new_broker(tmp_path, "master")
     try:
         master.start(
@@ -90,6 +126,11 @@ def test_raw_hello_to_an_authenticated_ha_port_gets_nothing_and_fences_nothing(
         assert end > 0
         assert _exchange(master.ha, _hello(0, 0)) == b""
         assert _exchange(master.ha, _hello(HUGE_EPOCH, 0)) == b""
+        recorded = _recorded_hello(master.ha)
+        replayed = _exchange(master.ha, _auth_request(), recorded)
+        assert len(replayed) == frames.CHALLENGE_BYTES, "a replayed AUTH_HELLO got more"
+        wrong_version = _exchange(master.ha, _auth_request(version=9))
+        assert wrong_version == frames.refusal_challenge(frames.HANDSHAKE_VERSION)
         stats = ht.stats(master.endpoint)
         assert stats.epoch == 1 and stats.writable
         assert ht.send(master.endpoint, TOPIC, b"still-writable") == OK
@@ -101,7 +142,8 @@ def test_implausible_epoch_on_an_open_ha_port_does_not_fence(
     tmp_path: pathlib.Path, namesrv: str
 ) -> None:
     """Proves that without a credential (an open HA port) a HELLO with epoch 2^62 is a protocol
-    violation, not a fence: the master stays writable at its epoch."""
+    violation, not a fence: the master stays writable at its epoch; a slave asking to
+    authenticate is told the master has no credential (NO_HANDSHAKE)."""
     master = ht.new_broker(tmp_path, "master")
     try:
         master.start(
@@ -109,6 +151,8 @@ def test_implausible_epoch_on_an_open_ha_port_does_not_fence(
         )
         _fill(master, 3)
         _exchange(master.ha, _hello(HUGE_EPOCH, 0))
+        no_credential = _exchange(master.ha, _auth_request())
+        assert no_credential == frames.refusal_challenge(frames.NO_HANDSHAKE)
         stats = ht.stats(master.endpoint)
         assert stats.epoch == 1 and stats.writable
         assert ht.send(master.endpoint, TOPIC, b"still-writable") == OK
