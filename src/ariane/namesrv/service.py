@@ -115,7 +115,7 @@ class RegistryService:
         self._manager = manager
         self._auth = auth
 
-    def _refused(self, context: Context, rpc: str) -> pb.v2.Status | None:
+    def _denial(self, context: Context, rpc: str) -> pb.v2.Status | None:
         """UNAUTHORIZED when the call lacks a valid inner-credential signature, else ``None``."""
         if self._auth is None:
             return None
@@ -128,9 +128,9 @@ class RegistryService:
         """RegisterBroker; answers the group's master endpoints when there is a master,
         PRECONDITION_FAILED with the group's epoch and master to a stale master, and
         UNAUTHORIZED (tables untouched) without the inner credential's signature."""
-        refused = self._refused(context, "RegisterBroker")
-        if refused is not None:
-            return pb.registry.RegisterBrokerResponse(status=refused)
+        denial = self._denial(context, "RegisterBroker")
+        if denial is not None:
+            return pb.registry.RegisterBrokerResponse(status=denial)
         registration = registration_of(request)
         try:
             group = self._manager.register_broker(registration)
@@ -164,9 +164,9 @@ class RegistryService:
     ) -> pb.registry.UnregisterBrokerResponse:
         """UnregisterBroker; NOT_FOUND when the broker is not registered, UNAUTHORIZED
         (nothing removed) without the inner credential's signature."""
-        refused = self._refused(context, "UnregisterBroker")
-        if refused is not None:
-            return pb.registry.UnregisterBrokerResponse(status=refused)
+        denial = self._denial(context, "UnregisterBroker")
+        if denial is not None:
+            return pb.registry.UnregisterBrokerResponse(status=denial)
         removed = self._manager.unregister_broker(
             cluster=ids.ClusterName(request.cluster_name),
             broker_name=ids.BrokerName(request.broker_name),
@@ -186,9 +186,9 @@ class RegistryService:
         """BrokerHeartbeat; NOT_FOUND when the broker must register first, PRECONDITION_FAILED
         with the group's epoch and master when a master's epoch is stale, UNAUTHORIZED
         (nothing renewed) without the inner credential's signature."""
-        refused = self._refused(context, "BrokerHeartbeat")
-        if refused is not None:
-            return pb.registry.BrokerHeartbeatResponse(status=refused)
+        denial = self._denial(context, "BrokerHeartbeat")
+        if denial is not None:
+            return pb.registry.BrokerHeartbeatResponse(status=denial)
         name = ids.BrokerName(request.broker_name)
         try:
             required = self._manager.heartbeat(

@@ -278,7 +278,10 @@ class HAService:
         self._connections += 1
         try:
             opened = await self._open(reader, writer, peer)
-            hello = None if opened is None else await self._handshake(reader, writer, *opened)
+            if opened is None:
+                return
+            first, trusted = opened
+            hello = await self._handshake(reader, writer, first, trusted)
             if hello is None:
                 return
             self._slaves[key] = SlaveProgress(
@@ -286,7 +289,7 @@ class HAService:
             )
             _log.info("slave %s connected at offset %d", peer, hello.max_offset)
             async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self._read_reports(reader, key, trusted=opened[1]))
+                tasks.create_task(self._read_reports(reader, key, trusted=trusted))
                 tasks.create_task(self._stream(writer, key, hello.max_offset))
         except* (OSError, asyncio.IncompleteReadError, frames.FrameError, TimeoutError) as group:
             _log.info("slave %s disconnected: %s", peer, group.exceptions[0])
