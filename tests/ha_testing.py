@@ -32,12 +32,12 @@ def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
 
 @contextlib.contextmanager
 def running_namesrv_process(
-    tmp: pathlib.Path,
+    tmp: pathlib.Path, extra: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A name server process on a free port for the ``with`` block; yields ``HOST:PORT`` and
-    the process (to pause or kill it)."""
+    """A name server process on a free port (with ``extra`` arguments) for the ``with`` block;
+    yields ``HOST:PORT`` and the process (to pause or kill it)."""
     port = dev.free_port()
-    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
+    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}", *extra], tmp / "namesrv.log")
     try:
         dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
         yield f"127.0.0.1:{port}", proc

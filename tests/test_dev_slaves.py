@@ -48,3 +48,26 @@ def _check_pair(proc: subprocess.Popen[str]) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
+
+
+def test_dev_with_an_inner_credential_authenticates_registration_and_replication(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves ``--inner-credential`` reaches the name server, master and slave: the pair still
+    replicates (a SYNC_MASTER ack needs the authenticated slave), the name server enforces the
+    credential, and the config files holding the secret are private (0600)."""
+    command = [sys.executable, "-m", "ariane", "dev", "--data-dir", str(tmp_path)]
+    command += ["--namesrv-port", "0", "--workers", "0", "--slaves", "1"]
+    command += ["--broker-role", "SYNC_MASTER", "--inner-credential", "dev-inner:dev-secret-1"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        _check_pair(proc)
+    assert (
+        "broker registration requires the inner credential"
+        in (tmp_path / "namesrv.log").read_text()
+    )
+    for name in ("namesrv.toml", "broker.toml"):
+        path = tmp_path / name
+        assert "dev-secret-1" in path.read_text() and path.stat().st_mode & 0o077 == 0
+    assert "refused" not in (tmp_path / "broker.log").read_text()

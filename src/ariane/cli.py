@@ -43,6 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="the broker's role (default: ASYNC_MASTER with --slaves, else a lone broker)",
     )
+    dev.add_argument(
+        "--inner-credential",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ACCESS_KEY:SECRET_KEY",
+        help="give the name server, master and slaves this inner credential (no value: a "
+        "generated one): registrations are signed and the HA port serves only slaves holding it",
+    )
     admin_cli.add_arguments(
         sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
     )
@@ -67,6 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dev":
         from ariane import dev as dev_cluster
 
+        try:
+            inner = (
+                None
+                if args.inner_credential is None
+                else dev_cluster.inner_credential(args.inner_credential)
+            )
+        except ValueError as exc:
+            print(f"ariane dev: {exc}", file=sys.stderr)
+            return 2
         return dev_cluster.run_dev_cluster(
             args.data_dir,
             namesrv_port=args.namesrv_port,
@@ -74,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers,
             slaves=args.slaves,
             broker_role=args.broker_role,
+            inner=inner,
         )
     if args.command == "namesrv":
         return namesrv_main.run(args)

@@ -8,6 +8,12 @@ and the broker has registered, prints the endpoints (human-readable on stderr, o
 on stdout for scripts), and on Ctrl-C / SIGTERM stops exactly the children it started, by
 PID: SIGTERM first, SIGKILL after ``stop_grace_s``.
 
+With ``--inner-credential`` (``ACCESS_KEY:SECRET_KEY``, or no value for a generated one) the
+name server, the master and every slave get the same ``[auth]
+inner_client_authentication_credentials`` through their config files (mode 0600, never on a
+command line): registrations are then signed and checked, and the HA port serves only slaves
+that prove the credential.
+
 Invariant: no child outlives ``run_dev_cluster``; every wait is bounded.
 """
 
@@ -18,8 +24,10 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import pathlib
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -55,6 +63,41 @@ flush_disk_type = "{flush_disk_type}"
 hash_slot_count = 500000
 index_count_max = 2000000
 """
+
+
+INNER_CREDENTIAL_TOML = """
+[auth.inner_client_authentication_credentials]
+access_key = "{access_key}"
+secret_key = "{secret_key}"
+"""
+
+GENERATED_ACCESS_KEY = "ariane-inner"
+"""Access key of a generated inner credential."""
+
+
+def inner_credential(text: str) -> tuple[str, str]:
+    """``ACCESS_KEY:SECRET_KEY`` → the pair; ``""`` → a generated pair (random secret).
+
+    Raises:
+        ValueError: no ``:``, an empty part, or a character a TOML basic string cannot hold
+            as is (quote, backslash, control).
+    """
+    if not text:
+        return GENERATED_ACCESS_KEY, secrets.token_urlsafe(24)
+    access_key, sep, secret_key = text.partition(":")
+    if not sep or not access_key or not secret_key:
+        raise ValueError("--inner-credential takes ACCESS_KEY:SECRET_KEY")
+    if any(c in '"\\' or not c.isprintable() for c in text):
+        raise ValueError("--inner-credential: no quotes, backslashes or control characters")
+    return access_key, secret_key
+
+
+def _write_private(path: pathlib.Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only (it may hold a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(path, 0o600)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -237,6 +280,7 @@ def dev_cluster(
     workers: int | None = None,
     slaves: int = 0,
     broker_role: str = "",
+    inner: tuple[str, str] | None = None,
 ) -> Iterator[DevEndpoints]:
     """Run a name server and a broker as children for the duration of the ``with`` block.
 
@@ -252,6 +296,8 @@ def dev_cluster(
             run without workers.
         broker_role: the broker's role (``SYNC_MASTER``/``ASYNC_MASTER``); empty = a lone
             broker, or ASYNC_MASTER when ``slaves`` is above 0.
+        inner: the inner credential ``(access_key, secret_key)`` every child gets; ``None``:
+            none (registration and the HA port are open).
 
     Yields:
         The endpoints, once both children accept connections.
@@ -268,17 +314,13 @@ def dev_cluster(
     broker_addr, broker_remoting = (f"127.0.0.1:{p or free_port()}" for p in (broker_port, 0))
     namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))  # not 5557
     children: list[subprocess.Popen[bytes]] = []
+    namesrv_config = _write_configs(data_dir, flush_disk_type, inner)
     try:
-        namesrv = _ariane(
-            ["namesrv", "--listen", namesrv_addr, "--metrics-listen", namesrv_metrics],
-            data_dir / "namesrv.log",
-        )
-        children.append(namesrv)
-        wait_until_listening("127.0.0.1", namesrv_port, process=namesrv, timeout_s=READY_TIMEOUT_S)
+        _start_namesrv(data_dir, children, namesrv_addr, namesrv_metrics, namesrv_config)
         flags = ["--metrics-listen", broker_metrics, "--remoting-listen", broker_remoting]
         flags += [] if workers is None else ["--workers", str(workers)]
         flags += ["--broker-role", role, "--ha-listen", master_ha] if role else []
-        group = (namesrv_addr, broker_name, flush_disk_type)
+        group = (namesrv_addr, broker_name)
         _start_master(data_dir, children, group, broker_addr=broker_addr, flags=flags)
         slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
         yield DevEndpoints(
@@ -299,13 +341,45 @@ def dev_cluster(
             stop_process(child)
 
 
+def _start_namesrv(
+    data_dir: pathlib.Path,
+    children: list[subprocess.Popen[bytes]],
+    listen: str,
+    metrics_listen: str,
+    config: pathlib.Path,
+) -> None:
+    """Start ``ariane namesrv`` (appended to ``children``) and wait until it listens."""
+    args = ["namesrv", "--listen", listen, "--metrics-listen", metrics_listen]
+    namesrv = _ariane([*args, "--config", str(config)], data_dir / "namesrv.log")
+    children.append(namesrv)
+    host, port = listen.rsplit(":", 1)
+    wait_until_listening(host, int(port), process=namesrv, timeout_s=READY_TIMEOUT_S)
+
+
+def _write_configs(
+    data_dir: pathlib.Path, flush_disk_type: str, inner: tuple[str, str] | None
+) -> pathlib.Path:
+    """Write ``broker.toml`` (shared by every broker) and ``namesrv.toml``, both with the inner
+    credential when given; returns the name server's."""
+    auth_toml = (
+        ""
+        if inner is None
+        else INNER_CREDENTIAL_TOML.format(access_key=inner[0], secret_key=inner[1])
+    )
+    namesrv_config = data_dir / "namesrv.toml"
+    _write_private(namesrv_config, auth_toml)
+    broker_toml = DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type) + auth_toml
+    _write_private(data_dir / "broker.toml", broker_toml)
+    return namesrv_config
+
+
 def _start_broker(
-    data_dir: pathlib.Path, *, flush_disk_type: str, flags: list[str], name: str = ""
+    data_dir: pathlib.Path, *, flags: list[str], name: str = ""
 ) -> subprocess.Popen[bytes]:
-    """Start ``ariane broker`` over ``data_dir/store[-NAME]`` with the dev TOML and ``flags``,
-    logging to ``broker[-NAME].log``."""
+    """Start ``ariane broker`` over ``data_dir/store[-NAME]`` with the dev TOML
+    (``broker.toml``, written by ``dev_cluster``) and ``flags``, logging to
+    ``broker[-NAME].log``."""
     config_path = data_dir / "broker.toml"
-    config_path.write_text(DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type))
     suffix = f"-{name}" if name else ""
     store = str(data_dir / f"store{suffix}")
     return _ariane(
@@ -314,8 +388,8 @@ def _start_broker(
     )
 
 
-_Group = tuple[str, str, str]
-"""(name server ``HOST:PORT``, broker group name, flush disk type) of the brokers started."""
+_Group = tuple[str, str]
+"""(name server ``HOST:PORT``, broker group name) of the brokers started."""
 
 
 def _group_role(slaves: int, broker_role: str) -> str:
@@ -339,10 +413,9 @@ def _start_master(
 ) -> None:
     """Start the (master) broker, appended to ``children``; wait until it listens and has
     registered with the name server."""
-    namesrv_addr, broker_name, flush_disk_type = group
+    namesrv_addr, broker_name = group
     broker = _start_broker(
         data_dir,
-        flush_disk_type=flush_disk_type,
         flags=[
             *("--namesrv", namesrv_addr, "--listen", broker_addr, "--broker-name", broker_name),
             *flags,
@@ -364,13 +437,12 @@ def _start_slaves(
 ) -> list[str]:
     """Start ``count`` SLAVE brokers (ids 1..count) of ``master_ha``, appending each to
     ``children`` as soon as it runs; returns their gRPC endpoints once all listen."""
-    namesrv_addr, broker_name, flush_disk_type = group
+    namesrv_addr, broker_name = group
     endpoints = []
     for broker_id in range(1, count + 1):
         port = free_port()
         slave = _start_broker(
             data_dir,
-            flush_disk_type=flush_disk_type,
             name=f"slave-{broker_id}",
             flags=[
                 *("--namesrv", namesrv_addr, "--broker-name", broker_name),
@@ -402,6 +474,7 @@ def run_dev_cluster(
     workers: int | None = None,
     slaves: int = 0,
     broker_role: str = "",
+    inner: tuple[str, str] | None = None,
 ) -> int:
     """The ``ariane dev`` command: start, print endpoints, wait for Ctrl-C/SIGTERM, stop."""
     stop = threading.Event()
@@ -414,6 +487,7 @@ def run_dev_cluster(
             workers=workers,
             slaves=slaves,
             broker_role=broker_role,
+            inner=inner,
         ) as ends:
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
@@ -427,6 +501,12 @@ def run_dev_cluster(
             )
             if ends.slaves:
                 print(_group_line(ends), file=sys.stderr, flush=True)
+            if inner is not None:
+                print(
+                    f"ariane dev: inner credential {inner[0]} (secret in {data_dir}/broker.toml)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             with contextlib.suppress(KeyboardInterrupt):
                 while not stop.wait(timeout=1.0):
                     pass

@@ -556,11 +556,20 @@ class RegistryClient:
     Args:
         channel: a ``grpc.aio`` channel to the name server; the caller owns and closes it.
         timeout_s: deadline of each call (RocketMQ ``registerBrokerTimeoutMills`` is 24 s).
+        signer: called before each call for the metadata that signs it (the broker's inner
+            credential, ``namesrv.inner_auth``); ``None``: unsigned.
     """
 
-    def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float = 24.0) -> None:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        *,
+        timeout_s: float = 24.0,
+        signer: Callable[[], Sequence[tuple[str, str]]] | None = None,
+    ) -> None:
         self._channel = channel
         self._timeout_s = timeout_s
+        self._signer = signer
 
     async def _call(self, rpc: str, request: message.Message, response_type: type[M]) -> M:
         return await unary_call(
@@ -570,6 +579,7 @@ class RegistryClient:
             request,
             response_type,
             timeout_s=self._timeout_s,
+            metadata=() if self._signer is None else self._signer(),
         )
 
     async def register_broker(

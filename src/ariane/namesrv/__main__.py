@@ -8,32 +8,40 @@ assertions are part of Ariane's checks. Exits 0 after a clean shutdown, 2 for ba
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 from collections.abc import Sequence
 
 from ariane.common import process
-from ariane.namesrv import server
+from ariane.namesrv import config, server
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The name server's command-line options (shared with ``ariane namesrv``)."""
     parser.add_argument(
+        "--config",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="TOML settings file (see ariane.namesrv.config; [auth] holds the inner credential "
+        "brokers must sign registrations with); flags win over it",
+    )
+    parser.add_argument(
         "--listen",
-        default=server.DEFAULT_LISTEN,
+        default=None,
         metavar="HOST:PORT",
         help=f"gRPC and Remoting listen address (default {server.DEFAULT_LISTEN}; use "
         "0.0.0.0:9876 in a pod)",
     )
     parser.add_argument(
         "--remoting-listen",
-        default="",
         metavar="HOST:PORT",
         help="serve Remoting (classic RocketMQ clients, mqadmin) there instead of on --listen's "
         "port (default: shared with --listen; the first byte tells the protocols apart)",
+        default=None,
     )
     parser.add_argument(
         "--metrics-listen",
-        default="",
+        default=None,
         metavar="HOST:PORT",
         help="serve Prometheus /metrics there (off by default; pods use 0.0.0.0:5557)",
     )
@@ -49,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     """Run a name server from parsed arguments; returns the exit status."""
     return process.run_server(
         "ariane namesrv",
-        make_settings=lambda: server.NameServerSettings(
+        make_settings=lambda: config.load(
+            args.config,
             listen=args.listen,
             remoting_listen=args.remoting_listen,
             metrics_listen=args.metrics_listen,

@@ -31,7 +31,7 @@ from ariane import metrics
 from ariane.common import clock as clock_module
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import server as grpc_server
-from ariane.namesrv import forward, kv_config, remoting_service, service
+from ariane.namesrv import forward, inner_auth, kv_config, remoting_service, service
 from ariane.namesrv import route_info_manager as rim
 from ariane.remoting import front as remoting_front
 from ariane.remoting import transport as remoting_transport
@@ -81,6 +81,11 @@ class NameServerSettings:
         default_factory=grpc_server.ServerSettings
     )
     """gRPC server options."""
+
+    auth: inner_auth.NameServerAuthSettings = dataclasses.field(
+        default_factory=inner_auth.NameServerAuthSettings
+    )
+    """``[auth]``: the inner credential brokers must sign registrations with (``inner_auth``)."""
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
@@ -139,10 +144,16 @@ class NameServer:
             forward_timeout_s=self._settings.forward_timeout_ms / 1000,
         )
         messaging = service.MessagingService(self.manager, forwarder)
+        auth = self._settings.auth
+        if auth.enforced:
+            _log.info("broker registration requires the inner credential")
+        else:
+            _log.info("broker registration is open (no [auth] inner credential configured)")
+        checker = inner_auth.InnerAuthenticator(auth) if auth.enforced else None
         return [
             rpc.service_handler(
                 pb.REGISTRY_SERVICE,
-                service.RegistryService(self.manager),
+                service.RegistryService(self.manager, checker),
                 latency=self._latency,
             ),
             rpc.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),

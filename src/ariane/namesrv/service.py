@@ -3,7 +3,9 @@
 ``RegistryService`` turns registry messages into ``route_info_manager`` calls and back. A master
 refused for a stale epoch (``route_info_manager.StaleEpochError``) gets a PRECONDITION_FAILED
 status in a full response carrying ``group_epoch`` and the group's current master, so the broker
-can fence itself without parsing the message.
+can fence itself without parsing the message. With an inner credential configured
+(``inner_auth``), RegisterBroker, BrokerHeartbeat and UnregisterBroker without a valid signature
+answer UNAUTHORIZED and change nothing; the lookups stay open.
 ``MessagingService`` offers the v2 RPCs an access point answers (grpc-v2.md §6.1, §6.9, §8):
 
 * ``QueryRoute``: each broker group's master (id 0) at its advertised endpoint, one
@@ -28,7 +30,7 @@ import grpc
 
 from ariane.common import errors, ids, topics
 from ariane.grpcwire import codes, convert, metadata, pb, recall
-from ariane.namesrv import forward
+from ariane.namesrv import forward, inner_auth
 from ariane.namesrv import route_info_manager as rim
 
 _log = logging.getLogger(__name__)
@@ -99,16 +101,36 @@ def group_message(group: rim.BrokerGroup) -> pb.registry.BrokerGroup:
 
 
 class RegistryService:
-    """``ariane.namesrv.v1.Registry`` over a ``RouteInfoManager``."""
+    """``ariane.namesrv.v1.Registry`` over a ``RouteInfoManager``.
 
-    def __init__(self, manager: rim.RouteInfoManager) -> None:
+    Args:
+        manager: the route tables.
+        auth: checks the inner credential of the calls that change the tables; ``None``: they
+            are open (no credential configured).
+    """
+
+    def __init__(
+        self, manager: rim.RouteInfoManager, auth: inner_auth.InnerAuthenticator | None = None
+    ) -> None:
         self._manager = manager
+        self._auth = auth
+
+    def _denial(self, context: Context, rpc: str) -> pb.v2.Status | None:
+        """UNAUTHORIZED when the call lacks a valid inner-credential signature, else ``None``."""
+        if self._auth is None:
+            return None
+        reason = self._auth.refusal(metadata.headers(context), peer=context.peer(), rpc=rpc)
+        return None if reason is None else codes.status(errors.Code.UNAUTHORIZED, reason)
 
     async def register_broker(
         self, request: pb.registry.RegisterBrokerRequest, context: Context
     ) -> pb.registry.RegisterBrokerResponse:
-        """RegisterBroker; answers the group's master endpoints when there is a master, and
-        PRECONDITION_FAILED with the group's epoch and master to a stale master."""
+        """RegisterBroker; answers the group's master endpoints when there is a master,
+        PRECONDITION_FAILED with the group's epoch and master to a stale master, and
+        UNAUTHORIZED (tables untouched) without the inner credential's signature."""
+        denial = self._denial(context, "RegisterBroker")
+        if denial is not None:
+            return pb.registry.RegisterBrokerResponse(status=denial)
         registration = registration_of(request)
         try:
             group = self._manager.register_broker(registration)
@@ -140,7 +162,11 @@ class RegistryService:
     async def unregister_broker(
         self, request: pb.registry.UnregisterBrokerRequest, context: Context
     ) -> pb.registry.UnregisterBrokerResponse:
-        """UnregisterBroker; NOT_FOUND when the broker is not registered."""
+        """UnregisterBroker; NOT_FOUND when the broker is not registered, UNAUTHORIZED
+        (nothing removed) without the inner credential's signature."""
+        denial = self._denial(context, "UnregisterBroker")
+        if denial is not None:
+            return pb.registry.UnregisterBrokerResponse(status=denial)
         removed = self._manager.unregister_broker(
             cluster=ids.ClusterName(request.cluster_name),
             broker_name=ids.BrokerName(request.broker_name),
@@ -158,7 +184,11 @@ class RegistryService:
         self, request: pb.registry.BrokerHeartbeatRequest, context: Context
     ) -> pb.registry.BrokerHeartbeatResponse:
         """BrokerHeartbeat; NOT_FOUND when the broker must register first, PRECONDITION_FAILED
-        with the group's epoch and master when a master's epoch is stale."""
+        with the group's epoch and master when a master's epoch is stale, UNAUTHORIZED
+        (nothing renewed) without the inner credential's signature."""
+        denial = self._denial(context, "BrokerHeartbeat")
+        if denial is not None:
+            return pb.registry.BrokerHeartbeatResponse(status=denial)
         name = ids.BrokerName(request.broker_name)
         try:
             required = self._manager.heartbeat(

@@ -14,6 +14,12 @@ once. A failed registration is retried after ``RETRY_BACKOFF_S_FIRST``, doubling
 ``RETRY_BACKOFF_S_MAX`` (3 s), so a name server that comes back is registered with within about
 3 s; once all accept, the 30 s period is the steady state again.
 
+With ``[auth] inner_client_authentication_credentials`` set, every RegisterBroker,
+BrokerHeartbeat and UnregisterBroker is signed with that credential (as a v5 client signs:
+``security.signing.sign_grpc`` over the current UTC date-time); a name server configured with
+the same credential refuses unsigned ones (``namesrv.inner_auth``), RocketMQ's
+``innerClientAuthenticationCredentials`` on calls RocketMQ's own name server never checks.
+
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import ipaddress
 import logging
 import socket
@@ -46,6 +53,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import replication as replication_mod
 from ariane.common import errors, log_limits
 from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.security import signing
 from ariane.store.ha import lease as lease_mod
 
 _log = logging.getLogger(__name__)
@@ -178,6 +186,20 @@ class RegistrationService:
         """Successful RegisterBroker calls since start (for tests and stats)."""
         self._failure_lines = log_limits.LineLimiter(key_interval_s=FAILURE_LOG_INTERVAL_S)
 
+    def _registry(self, channel: grpc.aio.Channel, timeout_s: float) -> rpc.RegistryClient:
+        """A registry client on ``channel`` that signs with the inner credential, if any."""
+        inner = self._runtime.settings.auth.inner_client_authentication_credentials
+        if inner is None:
+            return rpc.RegistryClient(channel, timeout_s=timeout_s)
+
+        def sign() -> tuple[tuple[str, str], ...]:
+            now = signing.grpc_date_time(datetime.datetime.now(datetime.UTC))
+            return signing.sign_grpc(
+                access_key=inner.access_key, secret_key=inner.secret_key, date_time=now
+            )
+
+        return rpc.RegistryClient(channel, timeout_s=timeout_s, signer=sign)
+
     @property
     def _lease(self) -> lease_mod.MasterLease | None:
         return None if self._replication is None else self._replication.lease
@@ -249,7 +271,7 @@ class RegistrationService:
         self, addr: str, request: pb.registry.RegisterBrokerRequest, renewal: _Renewal
     ) -> bool:
         try:
-            client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=CALL_TIMEOUT_S)
+            client = self._registry(await self._channels.get(addr), CALL_TIMEOUT_S)
             answer = await client.register_broker(request)
             self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
             codes.raise_for_status(answer.status)
@@ -320,7 +342,7 @@ class RegistrationService:
         lease = self._lease  # a hung name server must not hold up the next renewal past a third
         timeout_s = CALL_TIMEOUT_S if lease is None else min(CALL_TIMEOUT_S, lease.lease_ms / 3000)
         try:
-            client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=timeout_s)
+            client = self._registry(await self._channels.get(addr), timeout_s)
             answer = await client.broker_heartbeat(request)
             self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
             codes.raise_for_status(answer.status)
@@ -344,7 +366,7 @@ class RegistrationService:
 
         async def one(addr: str) -> None:
             try:
-                client = rpc.RegistryClient(await self._channels.get(addr), timeout_s=2.0)
+                client = self._registry(await self._channels.get(addr), 2.0)
                 await client.unregister_broker(request)
             except grpc.aio.AioRpcError as exc:
                 _log.warning("unregister from %s failed: %s", addr, exc.code())

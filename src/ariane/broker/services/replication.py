@@ -24,6 +24,9 @@ refusal, or a slave's HELLO/REPORT on the HA port) fences itself and stays fence
 ``ChangeRole`` demotes it (or promotes it under a newer epoch still). Slaves renew the lease
 too (harmless: a slave refuses writes anyway), so a promoted slave that a majority of name
 servers heard within ``lease_ms`` acknowledges at once, and one cut off from them does not.
+
+With ``[auth] inner_client_authentication_credentials`` set, both HA ends prove that credential
+(``store.ha.frames`` handshake): the HA port serves only slaves that hold it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import orphan_topics
 from ariane.common import ids
 from ariane.store.ha import client as ha_client
-from ariane.store.ha import epochs
+from ariane.store.ha import epochs, frames
 from ariane.store.ha import lease as lease_mod
 from ariane.store.ha import service as ha_service
 from ariane.store.ha import settings as ha_settings
@@ -101,13 +104,18 @@ class ReplicationService:
         self.history = epochs.EpochHistory(runtime.settings.store_dir / HA_DIR_NAME)
         if config.role.is_master and not self.history.entries:
             self.history.append(1, store.min_commit_log_offset)
-        self.master = ha_service.HAService(store, self.history, config)
+        inner = runtime.settings.auth.inner_client_authentication_credentials
+        credential = (
+            None if inner is None else frames.Credential(inner.access_key, inner.secret_key)
+        )
+        self.master = ha_service.HAService(store, self.history, config, credential)
         self.client = ha_client.HAClient(
             store,
             self.history,
             config,
             lambda: runtime.master_ha_address,
             on_truncate=runtime.schedule.replica_truncated,
+            credential=credential,
         )
         if config.keeps_lease and runtime.settings.namesrv_addrs:
             self.master.lease = lease_mod.MasterLease(lease_ms=config.lease_ms)

@@ -8,6 +8,12 @@ it REPORTs its max offset; under SYNC_FLUSH it syncs before reporting, so what a
 acknowledges is on two disks. A dropped or silent connection (``housekeeping_interval_ms``) is
 reconnected after ``reconnect_interval_ms``.
 
+With an inner credential the slave opens with the authenticated handshake (``frames``): it
+sends AUTH_REQUEST with a fresh nonce, checks the master's proof in its CHALLENGE (a master
+that cannot prove the credential, has none, or speaks another handshake version is left, with
+the reason logged), and sends its HELLO as an AUTH_HELLO carrying its own proof. It never falls
+back to an unauthenticated HELLO.
+
 Invariant: the slave's CommitLog is always a prefix of the master's of the same epochs; a frame
 at any other offset than the slave's max is a protocol error and drops the connection.
 """
@@ -16,15 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 
-from ariane.common import ids
+from ariane.common import ids, log_limits
 from ariane.store import message_store
 from ariane.store import settings as store_settings
 from ariane.store.ha import epochs, frames
 from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
+
+REFUSAL_LOG_INTERVAL_S = 30.0
+"""Least time between two identical "refused" lines (a slave retries every second), s."""
 
 
 class HAClient:
@@ -38,6 +48,7 @@ class HAClient:
             before every connection, so a new master is followed.
         on_truncate: called with the offset after a TRUNCATE cut this store's diverged tail
             (state derived from the cut bytes, e.g. the broker's schedule, starts over).
+        credential: the inner credential to prove to the master; ``None``: a plain HELLO.
     """
 
     def __init__(
@@ -48,12 +59,15 @@ class HAClient:
         master_address: Callable[[], str],
         *,
         on_truncate: Callable[[int], object] | None = None,
+        credential: frames.Credential | None = None,
     ) -> None:
         self._store = store
+        self._credential = credential
         self._on_truncate = on_truncate
         self._history = history
         self._settings = config
         self._master_address = master_address
+        self._refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
         self.connected = False
         self.sessions = 0
         """Connections made since start (for tests and stats)."""
@@ -66,6 +80,9 @@ class HAClient:
             if address:
                 try:
                     await self._session(address)
+                except frames.FrameError as exc:  # a protocol or credential problem: say so
+                    if self._refusals.allow(str(exc)):
+                        _log.warning("HA connection to %s refused: %s", address, exc)
                 except (
                     OSError,
                     ValueError,
@@ -89,8 +106,7 @@ class HAClient:
         self.sessions += 1
         _log.info("replicating from %s at offset %d", address, self._store.max_commit_log_offset)
         try:
-            writer.write(self._report(frames.Kind.HELLO))
-            await writer.drain()
+            await self._hello(reader, writer)
             async with asyncio.TaskGroup() as tasks:
                 beat = tasks.create_task(self._heartbeat(writer))
                 try:
@@ -101,6 +117,41 @@ class HAClient:
             raise group.exceptions[0] from None
         finally:
             writer.close()
+
+    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Send HELLO, through the authenticated handshake when this slave has a credential.
+
+        Raises:
+            frames.FrameError: the master has no credential, speaks another handshake version
+                or failed to prove the credential.
+        """
+        credential = self._credential
+        if credential is None:
+            writer.write(self._report(frames.Kind.HELLO))
+            await writer.drain()
+            return
+        nonce = os.urandom(frames.NONCE_BYTES)
+        writer.write(
+            frames.encode_auth_request(frames.AuthRequest(frames.HANDSHAKE_VERSION, nonce))
+        )
+        await writer.drain()
+        timeout_s = self._settings.housekeeping_interval_ms / 1000
+        raw = await asyncio.wait_for(reader.readexactly(frames.CHALLENGE_BYTES), timeout_s)
+        challenge = frames.decode_challenge(raw)
+        if challenge.version == frames.NO_HANDSHAKE:
+            raise frames.FrameError("the master has no inner credential; not replicating")
+        if challenge.version != frames.HANDSHAKE_VERSION:
+            raise frames.FrameError(
+                f"the master speaks HA handshake version {challenge.version}, "
+                f"this slave {frames.HANDSHAKE_VERSION}"
+            )
+        expected = frames.master_proof(credential, nonce, challenge.nonce)
+        if not frames.proofs_equal(expected, challenge.proof):
+            raise frames.FrameError("the master failed to prove the inner credential")
+        epoch, max_offset = self._history.last_epoch, self._store.max_commit_log_offset
+        proof = frames.slave_proof(credential, challenge.nonce, nonce, epoch, max_offset)
+        writer.write(frames.encode_auth_hello(frames.AuthHello(epoch, max_offset, proof)))
+        await writer.drain()
 
     async def _heartbeat(self, writer: asyncio.StreamWriter) -> None:
         while True:

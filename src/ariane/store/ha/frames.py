@@ -23,15 +23,47 @@ Master → slave, a 33-byte header then ``body_size`` bytes of CommitLog (Rocket
     25      4     body_size           bytes that follow (0 for TRUNCATE and for heartbeats)
     29      4     reserved            0
 
+The authenticated handshake (when the group has an inner credential; Ariane's addition: RocketMQ's
+HA port has no authentication at all, security.md §8.1). The slave speaks first, the master
+answers with a fresh nonce and proves the credential itself, then the slave's HELLO carries an
+HMAC over both nonces and its fields; the connection then goes on with the frames above::
+
+    slave → master AUTH_REQUEST, 18 bytes
+    0       1     kind          AUTH_REQUEST (5)
+    1       1     version       HANDSHAKE_VERSION (1)
+    2       16    slave_nonce   random, fresh per connection
+
+    master → slave CHALLENGE, 50 bytes
+    0       1     kind          CHALLENGE (6)
+    1       1     version       the master's HANDSHAKE_VERSION; NO_HANDSHAKE (0): the master has
+                                no inner credential (nonce and proof are then zero)
+    2       16    master_nonce  random, fresh per connection
+    18      32    proof         master_proof(credential, slave_nonce, master_nonce)
+
+    slave → master AUTH_HELLO, 49 bytes (the HELLO of an authenticated connection)
+    0       1     kind          AUTH_HELLO (7)
+    1       8     epoch         as in HELLO
+    9       8     max_offset    as in HELLO
+    17      32    proof         slave_proof(credential, master_nonce, slave_nonce,
+                                            epoch, max_offset)
+
+Proofs are HMAC-SHA256 keyed by the UTF-8 secret key over a direction label, the access key
+(length-prefixed) and the fields (``_mac``); the two labels differ, so neither side's proof can
+be reflected as the other's. A recorded AUTH_HELLO is useless: it covers the master's nonce of
+its own connection. Version mismatches fail at both ends with both versions named.
+
 Invariants: ``body_size`` never exceeds the reader's cap (``decode_transfer_header`` refuses a
 larger one as a protocol error, so a corrupt or hostile peer cannot make us allocate), offsets
-and epochs are never negative.
+and epochs are never negative, every slave → master frame has a fixed size known from its first
+byte (``slave_frame_bytes``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
+import hmac
 import struct
 
 
@@ -46,6 +78,9 @@ class Kind(enum.IntEnum):
     REPORT = 2
     TRANSFER = 3
     TRUNCATE = 4
+    AUTH_REQUEST = 5
+    CHALLENGE = 6
+    AUTH_HELLO = 7
 
 
 _REPORT = struct.Struct(">Bqq")
@@ -55,6 +90,28 @@ REPORT_BYTES = _REPORT.size
 """Size of a slave → master frame (17)."""
 TRANSFER_HEADER_BYTES = _TRANSFER.size
 """Size of a master → slave header (33)."""
+
+HANDSHAKE_VERSION = 1
+"""The authenticated handshake this build speaks."""
+NO_HANDSHAKE = 0
+"""CHALLENGE version of a master without an inner credential (it cannot authenticate)."""
+NONCE_BYTES = 16
+"""Size of each side's nonce."""
+PROOF_BYTES = 32
+"""Size of an HMAC-SHA256 proof."""
+
+_AUTH_REQUEST = struct.Struct(f">BB{NONCE_BYTES}s")
+_CHALLENGE = struct.Struct(f">BB{NONCE_BYTES}s{PROOF_BYTES}s")
+_AUTH_HELLO = struct.Struct(f">Bqq{PROOF_BYTES}s")
+AUTH_REQUEST_BYTES = _AUTH_REQUEST.size
+"""Size of an AUTH_REQUEST (18)."""
+CHALLENGE_BYTES = _CHALLENGE.size
+"""Size of a CHALLENGE (50)."""
+AUTH_HELLO_BYTES = _AUTH_HELLO.size
+"""Size of an AUTH_HELLO (49)."""
+
+_MASTER_LABEL = b"ariane-ha/1 master proof"
+_SLAVE_LABEL = b"ariane-ha/1 slave hello"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,3 +189,151 @@ def decode_transfer_header(data: bytes | memoryview, *, body_bytes_max: int) -> 
     if kind == Kind.TRUNCATE and size:
         raise FrameError("a TRUNCATE frame carries no body")
     return TransferHeader(Kind(kind), epoch, epoch_start, offset, size)
+
+
+def slave_frame_bytes(kind: int) -> int:
+    """Size of the slave → master frame whose first byte is ``kind``.
+
+    Raises:
+        FrameError: ``kind`` is not a slave → master frame.
+    """
+    sizes = {
+        Kind.HELLO: REPORT_BYTES,
+        Kind.REPORT: REPORT_BYTES,
+        Kind.AUTH_REQUEST: AUTH_REQUEST_BYTES,
+        Kind.AUTH_HELLO: AUTH_HELLO_BYTES,
+    }
+    try:
+        return sizes[Kind(kind)]
+    except (ValueError, KeyError):
+        raise FrameError(f"unknown slave frame kind {kind}") from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Credential:
+    """The inner credential both ends of the HA port prove (RocketMQ
+    ``innerClientAuthenticationCredentials``); the secret never appears in a ``repr``."""
+
+    access_key: str
+    secret_key: str = dataclasses.field(repr=False)
+
+    def __post_init__(self) -> None:
+        assert self.access_key and self.secret_key, "a credential has both keys"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuthRequest:
+    """A slave's opening of an authenticated connection."""
+
+    version: int
+    nonce: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Challenge:
+    """The master's nonce and its own proof (all zero with ``NO_HANDSHAKE`` or a refusal)."""
+
+    version: int
+    nonce: bytes
+    proof: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuthHello:
+    """The HELLO of an authenticated connection, with the slave's proof."""
+
+    epoch: int
+    max_offset: int
+    proof: bytes
+
+
+def _mac(credential: Credential, label: bytes, *parts: bytes) -> bytes:
+    access_key = credential.access_key.encode("utf-8")
+    data = b"".join((label, struct.pack(">H", len(access_key)), access_key, *parts))
+    return hmac.new(credential.secret_key.encode("utf-8"), data, hashlib.sha256).digest()
+
+
+def master_proof(credential: Credential, slave_nonce: bytes, master_nonce: bytes) -> bytes:
+    """The master's proof of the credential for one connection (32 bytes)."""
+    return _mac(credential, _MASTER_LABEL, slave_nonce, master_nonce)
+
+
+def slave_proof(
+    credential: Credential, master_nonce: bytes, slave_nonce: bytes, epoch: int, max_offset: int
+) -> bytes:
+    """The slave's proof over both nonces and its HELLO fields (32 bytes)."""
+    fields = struct.pack(">qq", epoch, max_offset)
+    return _mac(credential, _SLAVE_LABEL, master_nonce, slave_nonce, fields)
+
+
+def proofs_equal(expected: bytes, received: bytes) -> bool:
+    """Constant-time comparison of two proofs."""
+    return hmac.compare_digest(expected, received)
+
+
+def encode_auth_request(request: AuthRequest) -> bytes:
+    """The 18 bytes of an AUTH_REQUEST."""
+    assert 0 <= request.version <= 255 and len(request.nonce) == NONCE_BYTES
+    return _AUTH_REQUEST.pack(Kind.AUTH_REQUEST, request.version, request.nonce)
+
+
+def decode_auth_request(data: bytes | memoryview) -> AuthRequest:
+    """Decode exactly ``AUTH_REQUEST_BYTES`` bytes (any version: the caller compares).
+
+    Raises:
+        FrameError: wrong length or kind.
+    """
+    if len(data) != AUTH_REQUEST_BYTES:
+        raise FrameError(f"an auth request is {AUTH_REQUEST_BYTES} bytes, not {len(data)}")
+    kind, version, nonce = _AUTH_REQUEST.unpack(data)
+    if kind != Kind.AUTH_REQUEST:
+        raise FrameError(f"expected AUTH_REQUEST, got kind {kind}")
+    return AuthRequest(version, nonce)
+
+
+def encode_challenge(challenge: Challenge) -> bytes:
+    """The 50 bytes of a CHALLENGE."""
+    assert 0 <= challenge.version <= 255
+    assert len(challenge.nonce) == NONCE_BYTES and len(challenge.proof) == PROOF_BYTES
+    return _CHALLENGE.pack(Kind.CHALLENGE, challenge.version, challenge.nonce, challenge.proof)
+
+
+def refusal_challenge(version: int) -> bytes:
+    """A CHALLENGE that only names ``version`` (nonce and proof zero): what a master answers
+    before closing a handshake it cannot take: ``HANDSHAKE_VERSION`` to a slave of another
+    version, ``NO_HANDSHAKE`` when it has no credential."""
+    return encode_challenge(Challenge(version, bytes(NONCE_BYTES), bytes(PROOF_BYTES)))
+
+
+def decode_challenge(data: bytes | memoryview) -> Challenge:
+    """Decode exactly ``CHALLENGE_BYTES`` bytes (any version: the caller compares).
+
+    Raises:
+        FrameError: wrong length or kind.
+    """
+    if len(data) != CHALLENGE_BYTES:
+        raise FrameError(f"a challenge is {CHALLENGE_BYTES} bytes, not {len(data)}")
+    kind, version, nonce, proof = _CHALLENGE.unpack(data)
+    if kind != Kind.CHALLENGE:
+        raise FrameError(f"expected CHALLENGE, got kind {kind}")
+    return Challenge(version, nonce, proof)
+
+
+def encode_auth_hello(hello: AuthHello) -> bytes:
+    """The 49 bytes of an AUTH_HELLO."""
+    assert hello.epoch >= 0 and hello.max_offset >= 0 and len(hello.proof) == PROOF_BYTES
+    return _AUTH_HELLO.pack(Kind.AUTH_HELLO, hello.epoch, hello.max_offset, hello.proof)
+
+
+def decode_auth_hello(data: bytes | memoryview) -> AuthHello:
+    """Decode exactly ``AUTH_HELLO_BYTES`` bytes.
+
+    Raises:
+        FrameError: wrong length or kind, or a negative field.
+    """
+    if len(data) != AUTH_HELLO_BYTES:
+        raise FrameError(f"an auth hello is {AUTH_HELLO_BYTES} bytes, not {len(data)}")
+    kind, epoch, max_offset, proof = _AUTH_HELLO.unpack(data)
+    if kind != Kind.AUTH_HELLO or epoch < 0 or max_offset < 0:
+        raise FrameError(f"bad auth hello: kind={kind} epoch={epoch} max_offset={max_offset}")
+    return AuthHello(epoch, max_offset, proof)

@@ -35,6 +35,16 @@ With ``min_in_sync_replicas = 1`` such a waiter is acked instead once no slave i
 lone master acks alone). A fenced master fails its waiters with SLAVE_NOT_AVAILABLE. Never a
 silent success.
 
+Who may connect (Ariane's addition; RocketMQ's HA port is plain and open, security.md §8.1):
+with an inner credential (``credential``), a peer must pass the authenticated handshake
+(``frames``: nonce challenge, HMAC proofs both ways) before the master sends it one CommitLog
+byte, lets its epoch fence this master, or counts it as a replica; a plain HELLO, a wrong proof
+or another handshake version is refused (rate-limited log line, connection closed). Without a
+credential the port is open (as RocketMQ's), but whatever the credentials: a REPORT beyond the
+bytes this connection was sent is a protocol violation (closed, never counted), and an
+unauthenticated epoch more than ``EPOCH_GAP_PLAUSIBLE_MAX`` above this master's is refused
+instead of fencing it. At most ``CONNECTIONS_MAX`` connections are served at once.
+
 Threading: ``run`` and the connections live on the broker's event loop; ``replicated`` may be
 called from any thread (waiters are guarded by a lock, wake-ups go through
 ``call_soon_threadsafe``).
@@ -49,8 +59,10 @@ import dataclasses
 import heapq
 import itertools
 import logging
+import os
 import threading
 
+from ariane.common import log_limits
 from ariane.store import commit_log, message_store
 from ariane.store.ha import epochs, frames, lease
 from ariane.store.ha import settings as ha_settings
@@ -61,6 +73,16 @@ Status = commit_log.PutMessageStatus
 
 _UNBOUNDED_OFFSET = 1 << 62
 """``acked_offset`` when no slave report is needed: above every CommitLog offset."""
+
+EPOCH_GAP_PLAUSIBLE_MAX = 1_024
+"""Largest epoch lead over this master's own an unauthenticated peer may show and fence it
+with (one epoch per promotion: a lead beyond this is forged or corrupt, and is refused)."""
+
+CONNECTIONS_MAX = 64
+"""Most HA connections served at once (slaves of one group plus handshakes in progress)."""
+
+REFUSAL_LOG_INTERVAL_S = 30.0
+"""Least time between two refusal lines for the same peer host and reason, s."""
 
 
 def _done(status: Status) -> concurrent.futures.Future[Status]:
@@ -76,6 +98,8 @@ class SlaveProgress:
     address: str
     acked_offset: int
     epoch: int
+    sent_offset: int = 0
+    """The CommitLog end this connection has sent (a REPORT above it is a violation)."""
 
 
 class HAService:
@@ -85,6 +109,7 @@ class HAService:
         store: the broker's store.
         history: the store's epoch history (a master always has one entry at least).
         config: the HA settings (``broker_role`` is the role at start).
+        credential: the inner credential slaves must prove; ``None``: an open HA port.
     """
 
     def __init__(
@@ -92,6 +117,7 @@ class HAService:
         store: message_store.MessageStore,
         history: epochs.EpochHistory,
         config: ha_settings.HASettings,
+        credential: frames.Credential | None = None,
     ) -> None:
         self.role = config.role
         self.fenced = False
@@ -103,6 +129,9 @@ class HAService:
         self._store = store
         self._history = history
         self._settings = config
+        self._credential = credential
+        self._refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
+        self._connections = 0
         self._slaves: dict[int, SlaveProgress] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -242,37 +271,123 @@ class HAService:
         host, port = writer.get_extra_info("peername")[:2]
         peer = f"{host}:{port}"
         key = next(self._ids)
+        if self._connections >= CONNECTIONS_MAX:
+            self._refuse(peer, f"more than {CONNECTIONS_MAX} HA connections")
+            writer.close()
+            return
+        self._connections += 1
         try:
-            hello = await self._handshake(reader, writer)
+            opened = await self._open(reader, writer, peer)
+            if opened is None:
+                return
+            first, trusted = opened
+            hello = await self._handshake(reader, writer, first, trusted)
             if hello is None:
                 return
-            self._slaves[key] = SlaveProgress(peer, hello.max_offset, hello.epoch)
+            self._slaves[key] = SlaveProgress(
+                peer, hello.max_offset, hello.epoch, sent_offset=hello.max_offset
+            )
             _log.info("slave %s connected at offset %d", peer, hello.max_offset)
             async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self._read_reports(reader, key))
-                tasks.create_task(self._stream(writer, hello.max_offset))
+                tasks.create_task(self._read_reports(reader, key, trusted=trusted))
+                tasks.create_task(self._stream(writer, key, hello.max_offset))
         except* (OSError, asyncio.IncompleteReadError, frames.FrameError, TimeoutError) as group:
             _log.info("slave %s disconnected: %s", peer, group.exceptions[0])
         finally:
+            self._connections -= 1
             self._slaves.pop(key, None)
             self._release_waiters()  # a lone master (min_in_sync_replicas = 1) acks alone
             writer.close()
 
-    async def _read_report(self, reader: asyncio.StreamReader) -> frames.Report:
+    def _refuse(self, peer: str, reason: str) -> None:
+        """Log a refused peer (at most once per host and reason per interval)."""
+        if self._refusals.allow((peer.rpartition(":")[0], reason)):
+            _log.warning("refused HA peer %s: %s", peer, reason)
+
+    async def _read_exactly(self, reader: asyncio.StreamReader, size: int) -> bytes:
         timeout_s = self._settings.housekeeping_interval_ms / 1000
-        data = await asyncio.wait_for(reader.readexactly(frames.REPORT_BYTES), timeout_s)
-        return frames.decode_report(data)
+        return await asyncio.wait_for(reader.readexactly(size), timeout_s)
+
+    async def _read_report(self, reader: asyncio.StreamReader) -> frames.Report:
+        return frames.decode_report(await self._read_exactly(reader, frames.REPORT_BYTES))
+
+    async def _open(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> tuple[frames.Report, bool] | None:
+        """The peer's first HELLO and whether it proved the credential; ``None``: refused
+        (logged; nothing but a CHALLENGE was sent)."""
+        kind = (await self._read_exactly(reader, 1))[0]
+        rest = await self._read_exactly(reader, frames.slave_frame_bytes(kind) - 1)
+        if kind == frames.Kind.AUTH_REQUEST:
+            return await self._authenticate(reader, writer, peer, bytes([kind]) + rest)
+        if self._credential is not None:
+            self._refuse(peer, "no inner credential (this HA port requires it)")
+            return None
+        hello = frames.decode_report(bytes([kind]) + rest)
+        if hello.kind is not frames.Kind.HELLO:
+            raise frames.FrameError("a connection opens with HELLO")
+        return hello, False
+
+    async def _authenticate(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, data: bytes
+    ) -> tuple[frames.Report, bool] | None:
+        """The authenticated handshake after the peer's AUTH_REQUEST ``data`` (``frames``)."""
+        request = frames.decode_auth_request(data)
+        credential = self._credential
+        if credential is None or request.version != frames.HANDSHAKE_VERSION:
+            version = frames.NO_HANDSHAKE if credential is None else frames.HANDSHAKE_VERSION
+            writer.write(frames.refusal_challenge(version))
+            await writer.drain()
+            reason = (
+                "it authenticates but this master has no inner credential"
+                if credential is None
+                else f"HA handshake version {request.version}, this master speaks {version}"
+            )
+            self._refuse(peer, reason)
+            return None
+        nonce = os.urandom(frames.NONCE_BYTES)
+        proof = frames.master_proof(credential, request.nonce, nonce)
+        writer.write(frames.encode_challenge(frames.Challenge(request.version, nonce, proof)))
+        await writer.drain()
+        try:
+            data = await self._read_exactly(reader, frames.AUTH_HELLO_BYTES)
+        except asyncio.IncompleteReadError:  # the slave did not accept this master's proof
+            self._refuse(peer, "left after the challenge (another inner credential?)")
+            return None
+        hello = frames.decode_auth_hello(data)
+        expected = frames.slave_proof(
+            credential, nonce, request.nonce, hello.epoch, hello.max_offset
+        )
+        if not frames.proofs_equal(expected, hello.proof):
+            self._refuse(peer, "wrong inner credential")
+            return None
+        return frames.Report(frames.Kind.HELLO, hello.epoch, hello.max_offset), True
+
+    def _check_epoch(self, epoch: int, *, trusted: bool) -> None:
+        """Refuse an implausible epoch lead from an unauthenticated peer (never fence on it)."""
+        own = self._history.last_epoch
+        if not trusted and epoch > own + EPOCH_GAP_PLAUSIBLE_MAX:
+            raise frames.FrameError(
+                f"implausible epoch {epoch} (this master's is {own}) from an unauthenticated "
+                "peer; not fencing"
+            )
 
     async def _handshake(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        hello: frames.Report,
+        trusted: bool,
     ) -> frames.Report | None:
-        """HELLO, then TRUNCATE + HELLO until the slave's tail agrees; ``None``: refused."""
-        for _ in range(3):
-            hello = await self._read_report(reader)
-            if hello.kind is not frames.Kind.HELLO:
-                raise frames.FrameError("a connection opens with HELLO")
+        """``hello``, then TRUNCATE + HELLO until the slave's tail agrees; ``None``: refused."""
+        for attempt in range(3):
+            if attempt:
+                hello = await self._read_report(reader)
+                if hello.kind is not frames.Kind.HELLO:
+                    raise frames.FrameError("a TRUNCATE is answered with HELLO")
             if not self.role.is_master or self.fenced:
                 return None
+            self._check_epoch(hello.epoch, trusted=trusted)
             history = self._history
             try:
                 end = self._store.max_commit_log_offset
@@ -290,17 +405,25 @@ class HAService:
             await writer.drain()
         raise frames.FrameError("the slave did not converge after TRUNCATE")
 
-    async def _read_reports(self, reader: asyncio.StreamReader, key: int) -> None:
+    async def _read_reports(self, reader: asyncio.StreamReader, key: int, *, trusted: bool) -> None:
         while True:
             report = await self._read_report(reader)
+            if report.kind is not frames.Kind.REPORT:
+                raise frames.FrameError(f"unexpected {report.kind.name} after the handshake")
+            self._check_epoch(report.epoch, trusted=trusted)
             if report.epoch > self._history.last_epoch:
                 self.fence(f"slave reports epoch {report.epoch}")
                 raise frames.FrameError("stale master")
             progress = self._slaves[key]
+            if report.max_offset > progress.sent_offset:
+                raise frames.FrameError(
+                    f"slave reports offset {report.max_offset} beyond the "
+                    f"{progress.sent_offset} this master sent it; not counted"
+                )
             progress.acked_offset, progress.epoch = report.max_offset, report.epoch
             self._release_waiters()
 
-    async def _stream(self, writer: asyncio.StreamWriter, start: int) -> None:
+    async def _stream(self, writer: asyncio.StreamWriter, key: int, start: int) -> None:
         appended = self._appended
         assert appended is not None
         heartbeat_s = self._settings.heartbeat_interval_ms / 1000
@@ -323,9 +446,10 @@ class HAService:
                         frames.Kind.TRANSFER, entry.epoch, entry.start_offset, position, 0
                     )
                 )
+            position += size
+            self._slaves[key].sent_offset = position  # before the write: a report may follow
             writer.write(frame)
             await writer.drain()
-            position += size
 
     def _next_frame(self, position: int) -> tuple[bytes | None, int]:
         """The TRANSFER frame of the bytes from ``position``, and its body size."""
