@@ -437,8 +437,8 @@ class BrokerSettings:
     """gRPC server options."""
 
     auth: auth_settings.AuthSettings = dataclasses.field(default_factory=auth_settings.AuthSettings)
-    """Authentication and ACLs (``[auth]``). The adapters do not check them yet, so switching
-    either on is refused rather than silently not enforced (issue 21: wiring pending)."""
+    """Authentication and ACLs (``[auth]``); users and ACLs live in
+    ``<store_dir>/config/auth/auth.json``."""
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
@@ -461,8 +461,6 @@ class BrokerSettings:
                 raise ValueError(f"workers must be a whole number, not {self.workers!r}")
             limits.check_range("workers", self.workers, 0, WORKERS_MAX)
         limits.check_range("register_interval_ms", self.register_interval_ms, 1_000, 60_000)
-        if self.auth.authentication_enabled or self.auth.authorization_enabled:
-            raise ValueError("auth: this build does not enforce authentication yet; keep it off")
 
     def effective_workers(self) -> int:
         """How many front-end workers to run (``workers`` with ``None`` resolved)."""
