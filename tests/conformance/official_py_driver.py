@@ -19,9 +19,10 @@ Commands::
 Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
 when the deadline passed first (printing what it saw so far); a client exception is printed as
 an ``error`` event (class name and message) and exits 4. ``RMQ_DRIVER_ACCESS_KEY`` and
-``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials``. ``push-watch`` has no count: it
-prints its client id, then every message with its receipt handle, until its stdin closes (then
-it shuts down cleanly: NotifyClientTermination) or the deadline passes.
+``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials``.
+``push-watch`` has no count: it prints its client id, then every message with its receipt
+handle, until its stdin closes (then it shuts down cleanly: NotifyClientTermination) or the
+deadline passes.
 """
 
 from __future__ import annotations

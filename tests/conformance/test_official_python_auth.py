@@ -93,9 +93,7 @@ class AuthCluster:
                     "-d", "Allow")  # fmt: skip
         return name, secret
 
-    def driver(
-        self, credentials: tuple[str, str], *args: str
-    ) -> tuple[int, list[dict[str, Any]]]:
+    def driver(self, credentials: tuple[str, str], *args: str) -> tuple[int, list[dict[str, Any]]]:
         """Run the official-client driver with ``credentials``; its exit code and events."""
         env = dict(os.environ)
         env["RMQ_DRIVER_ACCESS_KEY"], env["RMQ_DRIVER_SECRET_KEY"] = credentials
@@ -188,7 +186,7 @@ def test_official_client_refusals(auth_cluster: AuthCluster) -> None:
     code, events = auth_cluster.driver(carol, "produce", "--topic", "refusals", "--count", "1")
     assert code == 4 and _error(events)["type"] == "ForbiddenException", events
     text = auth_cluster.metrics()
-    assert 'rocketmq_authentication_total{' in text and 'result="bad_signature"' in text
+    assert "rocketmq_authentication_total{" in text and 'result="bad_signature"' in text
     assert 'result="no_match"' in text
 
 

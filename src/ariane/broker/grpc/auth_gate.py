@@ -33,10 +33,12 @@ Invariants: with authentication off no gate exists (the guard pays one ``is None
 
 from __future__ import annotations
 
+import collections
 import contextvars
+import functools
 import logging
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from ariane.broker import settings as broker_settings
@@ -78,10 +80,16 @@ _CONSUMER_TYPES = frozenset(
 )
 
 
-def _resource_name(request: Any, field: str) -> str | None:
+@functools.cache
+def _fields_of(request_class: Any) -> frozenset[str]:
+    """The field names of a request class (read once per class: descriptor lookups cost)."""
+    return frozenset(request_class.DESCRIPTOR.fields_by_name)
+
+
+def _resource_name(request: Any, field: str, fields: frozenset[str]) -> str | None:
     """``request.<field>.name`` for a ``Resource``/``Topic``/``SubscriptionGroup`` field, or a
     plain string field's value; ``None`` when the request has no such field."""
-    if field not in type(request).DESCRIPTOR.fields_by_name:
+    if field not in fields:
         return None
     value = getattr(request, field)
     return value if isinstance(value, str) else str(value.name)
@@ -90,15 +98,40 @@ def _resource_name(request: Any, field: str) -> str | None:
 def _generic_names(request: Any) -> Names:
     """Topic and group of a v2 or admin request, read by field name: ``topic``,
     ``message_queue.topic``, ``messages[].topic``; ``group``."""
+    fields = _fields_of(request.__class__)
     topics: list[str] = []
-    topic = _resource_name(request, "topic")
+    topic = _resource_name(request, "topic", fields)
     if topic is not None:
         topics.append(topic)
-    if "message_queue" in type(request).DESCRIPTOR.fields_by_name:
+    if "message_queue" in fields:
         topics.append(request.message_queue.topic.name)
-    if "messages" in type(request).DESCRIPTOR.fields_by_name:
+    if "messages" in fields:
         topics.extend(m.topic.name for m in request.messages)
-    return tuple(topics), _resource_name(request, "group")
+    return tuple(topics), _resource_name(request, "group", fields)
+
+
+class _Lru:
+    """A bounded mapping, least recently used entry evicted first (not thread-safe)."""
+
+    __slots__ = ("_entries", "_entries_max")
+
+    def __init__(self, entries_max: int) -> None:
+        self._entries_max = entries_max
+        self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+    def get(self, key: Hashable) -> Any:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._entries[key] = value
+        if len(self._entries) > self._entries_max:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 def _heartbeat_names(request: Any) -> Names:
@@ -200,6 +233,13 @@ class GrpcAuthGate:
         self._cluster = cluster
         entries = auth.identity_cache_entries_max
         self._cache = authentication.IdentityCache(entries_max=entries) if entries else None
+        self._verified = _Lru(entries) if entries else None
+        """(connection, ``authorization``, ``x-mq-date-time``) -> user: a request repeating
+        headers already verified on its connection skips parsing them (same key as the
+        identity cache: signature and signed content)."""
+        self._decided = _Lru(entries) if entries else None
+        """(RPC, names, user, peer) -> ``AuthzResult`` (RocketMQ's stateful authorization
+        cache key: channel, subject, resource, actions, IP)."""
         self._generation = store.generation
 
     def check(
@@ -229,10 +269,12 @@ class GrpcAuthGate:
         self, rpc_name: str, context: rpc.CallContext, peer: str
     ) -> model.User | errors.ArianeError:
         if self.store.generation != self._generation:
-            self._generation = self.store.generation
-            if self._cache is not None:
-                self._cache.clear()
+            self._forget_all()
         header, date_time, client_id = _headers(context)
+        key = (client_id, peer, header, date_time)
+        if self._verified is not None and (known := self._verified.get(key)) is not None:
+            self.audit.authentications["ok"] = self.audit.authentications.get("ok", 0) + 1
+            return known  # type: ignore[no-any-return]
         read = authentication.read_grpc(header, date_time)
         if isinstance(read, authentication.AuthResult):
             result = read
@@ -243,25 +285,44 @@ class GrpcAuthGate:
         self.audit.authenticated(result, address=peer, request=rpc_name)
         if result.user is None:
             return errors.UnauthorizedError(result.message)
+        if self._verified is not None:
+            self._verified.put(key, result.user)
         return result.user
+
+    def _forget_all(self) -> None:
+        """Users or ACLs changed: nothing verified or decided before still holds."""
+        self._generation = self.store.generation
+        for cache in (self._cache, self._verified, self._decided):
+            if cache is not None:
+                cache.clear()
 
     def _authorized(
         self, rpc_name: str, request: Any, user: model.User, peer: str
     ) -> errors.ArianeError | None:
         subject = user.subject
-        try:
-            needed = permissions_of(rpc_name, request, self._cluster)
-        except errors.BadRequestError as exc:  # RequestMappingError, AuthLimitError
-            result = authorization.AuthzResult(
-                authorization.AuthzStatus.DENIED, f"{subject.key}: {exc.message}"
-            )
-        else:
-            ip = requests.source_ip_of(peer)
-            result = authorization.authorize(self.store, subject, needed, ip)
+        key: tuple[Any, ...] | None = None
+        if self._decided is not None and rpc_name != _V2 + "Telemetry":
+            key = (rpc_name, NAMES_OF.get(rpc_name, _generic_names)(request), user.username, peer)
+        result = self._decided.get(key) if self._decided is not None and key else None
+        if result is None:
+            result = self._decide(rpc_name, request, subject, peer)
+            if self._decided is not None and key is not None:
+                self._decided.put(key, result)
         self.audit.authorized(result, subject=subject, address=peer, request=rpc_name)
         if result.allowed:
             return None
         return errors.ForbiddenError(result.message)
+
+    def _decide(
+        self, rpc_name: str, request: Any, subject: model.Subject, peer: str
+    ) -> authorization.AuthzResult:
+        try:
+            needed = permissions_of(rpc_name, request, self._cluster)
+        except errors.BadRequestError as exc:  # RequestMappingError, AuthLimitError
+            return authorization.AuthzResult(
+                authorization.AuthzStatus.DENIED, f"{subject.key}: {exc.message}"
+            )
+        return authorization.authorize(self.store, subject, needed, requests.source_ip_of(peer))
 
 
 AUTH_DIR = pathlib.PurePath(persistence.CONFIG_DIR_NAME, "auth")
