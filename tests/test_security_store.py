@@ -175,8 +175,9 @@ def test_init_users_create_absent_super_users_only(tmp_path: pathlib.Path) -> No
 
 
 def test_settings_validate_and_load_from_the_broker_toml() -> None:
-    """``[auth]`` loads through the broker's settings loader, switched on too; authorization
-    without authentication and out-of-range bounds are refused."""
+    """``[auth]`` loads through the broker's settings loader and can be switched on (the gRPC
+    gate enforces it); authorization without authentication and out-of-range bounds are
+    refused."""
     loaded = broker_settings.from_mapping(
         {
             "store_dir": "/tmp/x",
@@ -189,10 +190,10 @@ def test_settings_validate_and_load_from_the_broker_toml() -> None:
     assert loaded.auth.init_authentication_user == auth_settings.InitUser("root", "pw")
     assert loaded.auth.identity_cache_entries_max == 5
     assert broker_settings.from_mapping({"store_dir": "/x"}).auth == auth_settings.AuthSettings()
-    switched = broker_settings.from_mapping(
+    enabled = broker_settings.from_mapping(
         {"store_dir": "/x", "auth": {"authentication_enabled": True}}
     )
-    assert switched.auth.authentication_enabled
+    assert enabled.auth.authentication_enabled
     on = auth_settings.AuthSettings(authentication_enabled=True, authorization_enabled=True)
     assert on.authorization_enabled
     with pytest.raises(ValueError, match=r"needs auth\.authentication_enabled"):

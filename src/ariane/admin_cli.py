@@ -16,6 +16,11 @@ through ``ariane.client.AdminClient``::
                                 [--lease-wait-s S]  (failover waits for the old master's lease)
     ariane admin cluster | brokers | topics | groups | lag     (one-word views for people)
     ariane admin top [--interval-s 2] [--iterations N]       (live rates and lag)
+    ariane admin user create|update|delete|get|list …   acl create|update|delete|get|list …
+                                                  (ACL 2.0, ``admin_auth_cli``; mqadmin letters)
+
+Brokers with ACL 2.0 on need signed calls: ``--access-key``/``--secret-key`` (or
+``ARIANE_ACCESS_KEY``/``ARIANE_SECRET_KEY``) on any command.
 
 Output is a ``rich`` table, or JSON with ``--json`` (for scripts). Exit status: 0 done; 1 a
 broker or name server refused (the RocketMQ code name is printed with what to fix) or a broker
@@ -41,8 +46,9 @@ from typing import Any
 from rich import console as rich_console
 from rich import table as rich_table
 
-from ariane import admin_top
-from ariane.client import admin, admin_types, consumer, producer
+from ariane import admin_auth_cli, admin_top
+from ariane.client import admin, admin_types, consumer, producer, session
+from ariane.client import credentials as client_credentials
 from ariane.client import failover as admin_failover
 from ariane.common import errors, message
 
@@ -79,7 +85,16 @@ HINTS: dict[errors.Code, str] = {
     ),
     errors.Code.TOO_MANY_REQUESTS: "a broker limit was reached; retry later or raise the limit",
     errors.Code.UNSUPPORTED: "this broker does not support it yet",
-    errors.Code.FORBIDDEN: "send changes to the master; check the topic's permission",
+    errors.Code.FORBIDDEN: (
+        "if the message names a user and a resource, grant it: `ariane admin acl create "
+        "-s User:NAME -r RESOURCE -a ACTION -d Allow` (as a Super user); otherwise send changes "
+        "to the master and check the topic's permission"
+    ),
+    errors.Code.UNAUTHORIZED: (
+        "the brokers enforce ACL 2.0: pass --access-key and --secret-key of one of their users "
+        f"(or set {client_credentials.ACCESS_KEY_ENV} and {client_credentials.SECRET_KEY_ENV}); "
+        "check the secret key and that the user exists and is enabled"
+    ),
 }
 """What to do about a refusal, by RocketMQ code (the server's message says what was wrong)."""
 
@@ -172,6 +187,18 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         metavar="S",
         help=f"deadline of each call in seconds (default {admin.DEFAULT_TIMEOUT_S:g})",
     )
+    parser.add_argument(
+        "--access-key",
+        default=default(os.environ.get(client_credentials.ACCESS_KEY_ENV, "")),
+        metavar="AK",
+        help=f"sign calls as this ACL 2.0 user (default: ${client_credentials.ACCESS_KEY_ENV})",
+    )
+    parser.add_argument(
+        "--secret-key",
+        default=default(os.environ.get(client_credentials.SECRET_KEY_ENV, "")),
+        metavar="SK",
+        help=f"that user's secret key (default: ${client_credentials.SECRET_KEY_ENV})",
+    )
 
 
 def _topic_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -257,6 +284,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="noun", required=True, metavar="NOUN")
     _topic_arguments(sub, common)
     _group_arguments(sub, common)
+    admin_auth_cli.add_arguments(sub, common)
     msg = sub.add_parser("message", help="look up stored messages")
     verbs = msg.add_subparsers(dest="verb", required=True, metavar="VERB")
     get = verbs.add_parser("get", help="by message id or key", parents=[common])
@@ -674,10 +702,15 @@ async def _message_round_trip(client: Client, args: argparse.Namespace) -> Resul
     """
     del client  # the round trip goes through the v2 protocol, like any application
     body = f"ariane round trip {time.time_ns()}".encode()
-    async with producer.Producer(args.endpoints) as sender:
+    connection = session.ConnectionSettings(credentials=_credentials(args))
+    producing = producer.ProducerSettings(connection=connection)
+    async with producer.Producer(args.endpoints, settings=producing) as sender:
         receipt = await sender.send(args.topic, body, tag="round-trip")
     deadline = time.monotonic() + args.wait_s
-    async with consumer.SimpleConsumer(args.endpoints, args.group, args.topic) as receiver:
+    consuming = consumer.ConsumerSettings(connection=connection)
+    async with consumer.SimpleConsumer(
+        args.endpoints, args.group, args.topic, settings=consuming
+    ) as receiver:
         while time.monotonic() < deadline:
             got = await receiver.receive(max_messages=32, invisible_duration_s=30.0)
             await receiver.ack(got)
@@ -846,10 +879,34 @@ async def execute(args: argparse.Namespace, out: rich_console.Console | None = N
         ValueError: malformed endpoints or timeout.
         ArianeError: a refusal, or an unreachable name server or broker.
     """
-    async with admin.AdminClient(args.endpoints, timeout_s=args.timeout) as client:
+    credentials = _credentials(args)
+    async with admin.AdminClient(
+        args.endpoints, timeout_s=args.timeout, credentials=credentials
+    ) as client:
         if args.noun == "top":
             return await _top(client, args, out or rich_console.Console())
+        auth_handler = admin_auth_cli.HANDLERS.get((args.noun, args.verb))
+        if auth_handler is not None:
+            return Result(*await auth_handler(client, args))
         return await HANDLERS[(args.noun, args.verb)](client, args)
+
+
+def _credentials(args: argparse.Namespace) -> client_credentials.Credentials | None:
+    """The ``--access-key``/``--secret-key`` pair, or ``None`` when neither is given.
+
+    Raises:
+        UsageError: only one of the two is given.
+    """
+    access_key = getattr(args, "access_key", "")
+    secret_key = getattr(args, "secret_key", "")
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise UsageError(
+            "give both --access-key and --secret-key (or "
+            f"{client_credentials.ACCESS_KEY_ENV} and {client_credentials.SECRET_KEY_ENV})"
+        )
+    return client_credentials.Credentials(access_key, secret_key)
 
 
 def _fail(err: rich_console.Console, text: str, hint: str = "") -> None:

@@ -17,15 +17,19 @@ Commands::
                    --checker commit|rollback|unknown [--checks C] [--hold] [--deadline-s D]
 
 Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
-when the deadline passed first (printing what it saw so far). ``push-watch`` has no count: it
-prints its client id, then every message with its receipt handle, until its stdin closes (then
-it shuts down cleanly: NotifyClientTermination) or the deadline passes.
+when the deadline passed first (printing what it saw so far); a client exception is printed as
+an ``error`` event (class name and message) and exits 4. ``RMQ_DRIVER_ACCESS_KEY`` and
+``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials``.
+``push-watch`` has no count: it prints its client id, then every message with its receipt
+handle, until its stdin closes (then it shuts down cleanly: NotifyClientTermination) or the
+deadline passes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -44,6 +48,7 @@ from rocketmq import (  # type: ignore[import-untyped]
     TransactionChecker,
 )
 from rocketmq.grpc_protocol import TransactionResolution  # type: ignore[import-untyped]
+from rocketmq.v5.exception import ClientException  # type: ignore[import-untyped]
 
 _print_lock = threading.Lock()
 
@@ -56,7 +61,10 @@ def emit(event: dict[str, Any]) -> None:
 
 
 def _config(endpoints: str) -> Any:
-    return ClientConfiguration(endpoints, Credentials(), request_timeout=10)
+    credentials = Credentials(
+        os.environ.get("RMQ_DRIVER_ACCESS_KEY", ""), os.environ.get("RMQ_DRIVER_SECRET_KEY", "")
+    )
+    return ClientConfiguration(endpoints, credentials, request_timeout=10)
 
 
 def _view(msg: Any) -> dict[str, Any]:
@@ -321,7 +329,11 @@ def main() -> int:
         "push-watch": push_watch,
         "transaction": transaction,
     }
-    return handlers[args.cmd](args)
+    try:
+        return handlers[args.cmd](args)
+    except ClientException as exc:
+        emit({"event": "error", "type": type(exc).__name__, "message": str(exc)})
+        return 4
 
 
 if __name__ == "__main__":

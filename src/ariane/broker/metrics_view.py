@@ -28,6 +28,7 @@ from ariane.broker.services import write_timeline
 from ariane.broker.tables import clients
 from ariane.common import ids, topics
 from ariane.grpcwire import rpc
+from ariane.security import audit
 from ariane.store import retention
 
 _log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def snapshot(
     ha: replication_mod.ReplicationService | None = None,
     timeline: write_timeline.WriteTimeline | None = None,
     transactions: transaction.TransactionalMessageService | None = None,
+    auth: audit.AuthAudit | None = None,
 ) -> metrics.BrokerSnapshot:
     """Everything the broker's ``/metrics`` shows, now.
 
@@ -50,6 +52,7 @@ def snapshot(
         ha: the replication service (``None``: a broker without an HA port).
         timeline: the CommitLog's write times, for slave lag in seconds (0 without it).
         transactions: the half-message table (``None``: no transaction series).
+        auth: the gRPC gate's decision counts (``None``: authentication off, no series).
     """
     settings = runtime.settings
     stats = runtime.store.stats()
@@ -87,7 +90,13 @@ def snapshot(
         replication=_replication(runtime, ha, timeline) if ha is not None else None,
         schedule=_schedule(runtime) if master else None,
         transactions=_transactions(transactions) if master and transactions else None,
+        auth=_auth(auth) if auth is not None else None,
     )
+
+
+def _auth(audit_log: audit.AuthAudit) -> metrics.AuthCounts:
+    """Copies of the decision counters (read on the serving loop)."""
+    return metrics.AuthCounts(dict(audit_log.authentications), dict(audit_log.authorizations))
 
 
 def _role(runtime: runtime_mod.BrokerRuntime, ha: replication_mod.ReplicationService | None) -> str:

@@ -26,6 +26,7 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import (
     admin_service,
+    auth_gate,
     frontend,
     messaging,
     producer_streams,
@@ -76,6 +77,8 @@ class BrokerServer:
         """The live consumer groups and the queue lock table (every protocol adapter shares
         them); set by ``serve``."""
         self.remoting: remoting_service.RemotingService | None = None
+        self.auth_stores = auth_gate.AuthStores(settings)
+        """The users and ACLs (``[auth]``), opened at ``serve`` when authentication is on."""
         self.remoting_address: str = ""
         """``HOST:PORT`` the classic protocol is served on ("" when it is not); set by
         ``serve`` once bound."""
@@ -94,6 +97,7 @@ class BrokerServer:
         """
         runtime = runtime_mod.BrokerRuntime(self.settings, time=self.clock)
         self.runtime = runtime
+        self.auth_stores.use(runtime.auth_metadata)  # one user table for gRPC and Remoting
         channels = self._channel_pool()
         client_registry, consumer_registry = self._client_tables()
         lookup = routes.RouteLookup(runtime, channels)
@@ -108,10 +112,10 @@ class BrokerServer:
             (client_registry, consumer_registry),
             streams,
             renewals,
-            roles=self.replication,
+            owner=self,
         )
         latency = rpc.RpcLatency()
-        front = frontend.build(self.settings, implementations, latency=latency)
+        front = frontend.build(self.settings, implementations, latency=latency, gate=self._gate())
         self.front_end = front
         registrar = registration.RegistrationService(
             runtime, channels, replication=self.replication
@@ -121,6 +125,7 @@ class BrokerServer:
             lambda: metrics_view.snapshot(
                 runtime, client_registry, front, latency, ha=self.replication,
                 timeline=timeline, transactions=processors.transactions,
+                auth=self.auth_stores.audit,
             )
         )  # fmt: skip
         try:
@@ -155,6 +160,10 @@ class BrokerServer:
             await channels.close()
             runtime.close()
             _log.info("broker stopped")
+
+    def _gate(self) -> auth_gate.GrpcAuthGate | None:
+        """The gRPC services' authentication + authorization step (``None``: auth off)."""
+        return self.auth_stores.gate(cluster=self.settings.cluster)
 
     def _channel_pool(self) -> rpc.ChannelPool:
         """Channels to every name server (all addresses a resolved name lists) and a few more."""
@@ -331,9 +340,10 @@ def _services(
     streams: producer_streams.ProducerStreams,
     renewals: renewal.ReceiptRenewals,
     *,
-    roles: replication.ReplicationService | None,
+    owner: BrokerServer,
 ) -> list[tuple[rpc.ServiceDescriptor, object]]:
-    """The gRPC services over the processors, in ``frontend.SERVED_SERVICES`` order."""
+    """The gRPC services over the processors, in ``frontend.SERVED_SERVICES`` order (the
+    broker's role changes and users/ACLs come from ``owner``)."""
     client_registry, consumer_registry = client_tables
     service = messaging.MessagingService(
         runtime,
@@ -352,7 +362,11 @@ def _services(
         (
             pb.ADMIN_SERVICE,
             admin_service.AdminService(
-                runtime, processors.admin, roles=roles, dead_letters=processors.retry
+                runtime,
+                processors.admin,
+                roles=owner.replication,
+                dead_letters=processors.retry,
+                auth_stores=owner.auth_stores,
             ),
         ),
         (pb.INGEST_SERVICE, messaging.IngestService(service)),

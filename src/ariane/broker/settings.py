@@ -437,7 +437,8 @@ class BrokerSettings:
     """gRPC server options."""
 
     auth: auth_settings.AuthSettings = dataclasses.field(default_factory=auth_settings.AuthSettings)
-    """Authentication and ACLs (``[auth]``), checked on every port before any processor runs."""
+    """Authentication and ACLs (``[auth]``), checked on the gRPC and Remoting ports before any
+    processor runs; users and ACLs live in ``<store_dir>/config/auth/auth.json``."""
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)

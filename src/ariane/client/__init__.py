@@ -11,14 +11,15 @@ Errors are the classes of ``ariane.common.errors`` (one per RocketMQ status code
 
 Modules: ``producer``, ``consumer``, ``pull_consumer``, ``admin`` (+ ``admin_types``), ``failover``
 (promote a slave: ``ariane admin broker promote`` and the operator), and
-below them ``session``, ``route_cache``, ``transport``, ``send_stream`` (the producer's
-streaming mode) and ``message_id``.
+below them ``session``, ``route_cache``, ``transport``, ``credentials`` (ACL 2.0 signing),
+``send_stream`` (the producer's streaming mode) and ``message_id``.
 """
 
 from ariane.client import (
     admin,
     admin_types,
     consumer,
+    credentials,
     message_id,
     producer,
     pull_consumer,
@@ -48,6 +49,7 @@ from ariane.client.consumer import (
     ReceivedMessage,
     SimpleConsumer,
 )
+from ariane.client.credentials import Credentials
 from ariane.client.producer import (
     OutgoingMessage,
     PartialSendError,
@@ -76,6 +78,7 @@ __all__ = [
     "BrokerUnreachableError",
     "ConnectionSettings",
     "ConsumerSettings",
+    "Credentials",
     "DeadLetterRecord",
     "GroupInfo",
     "GroupRetryPolicy",
@@ -104,6 +107,7 @@ __all__ = [
     "admin",
     "admin_types",
     "consumer",
+    "credentials",
     "message_id",
     "producer",
     "pull_consumer",

@@ -31,7 +31,8 @@ from typing import Any
 import grpc
 
 from ariane.client import admin_types as types
-from ariane.client import transport
+from ariane.client import auth_admin, transport
+from ariane.client import credentials as credentials_mod
 from ariane.common import errors, ids, message
 from ariane.grpcwire import codes, convert, pb, rpc
 
@@ -65,7 +66,24 @@ def _refusal(master: types.BrokerMaster, status: pb.v2.Status) -> errors.ArianeE
     return errors.error_for_code(codes.code_of(status), f"{master.broker_name}: {status.message}")
 
 
-class AdminClient:
+def _members(groups: Iterable[pb.registry.BrokerGroup]) -> list[types.BrokerMaster]:
+    """Every live member (masters and slaves; a slave named ``<group>/<broker id>``)."""
+    return [
+        types.BrokerMaster(
+            cluster=group.cluster_name,
+            broker_name=(
+                group.broker_name
+                if member.broker_id == ids.MASTER_BROKER_ID
+                else f"{group.broker_name}/{member.broker_id}"
+            ),
+            endpoint=convert.address_text(member.client_endpoint),
+        )
+        for group in groups
+        for member in group.members
+    ]
+
+
+class AdminClient(auth_admin.AuthAdminCalls):
     """Cluster-wide admin calls through the name servers (RocketMQ ``DefaultMQAdminExt``).
 
     Use it as an async context manager, or call ``close()``.
@@ -75,6 +93,8 @@ class AdminClient:
             ``;``-separated string.
         timeout_s: deadline of each call, seconds.
         channels_max: most gRPC channels kept open (name servers plus brokers).
+        credentials: what every call is signed with (brokers with ACL 2.0 on); ``None``:
+            unsigned.
 
     Raises:
         ValueError: for malformed endpoints or a timeout outside 0.1..600 s.
@@ -86,7 +106,9 @@ class AdminClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         channels_max: int = 64,
+        credentials: credentials_mod.Credentials | None = None,
     ) -> None:
+        self._credentials = credentials
         if not 0.1 <= timeout_s <= 600:
             raise ValueError(f"timeout_s must be 0.1..600 seconds, not {timeout_s}")
         self._endpoints = parse_endpoints(namesrv_endpoints)
@@ -110,6 +132,9 @@ class AdminClient:
 
     # -- plumbing ---------------------------------------------------------------------------
 
+    def _headers(self) -> tuple[tuple[str, str], ...]:
+        return self._credentials.headers() if self._credentials is not None else ()
+
     async def _namesrv(self, rpc_name: str, request: Any, response_type: type[rpc.M]) -> rpc.M:
         failures: list[str] = []
         for endpoint in self._endpoints:
@@ -122,6 +147,7 @@ class AdminClient:
                     request,
                     response_type,
                     timeout_s=self._timeout_s,
+                    metadata=self._headers(),
                 )
             except grpc.aio.AioRpcError as exc:
                 failures.append(f"{endpoint}: {transport.grpc_failure(exc)}")
@@ -145,6 +171,7 @@ class AdminClient:
                 request,
                 response_type,
                 timeout_s=self._timeout_s,
+                metadata=self._headers(),
             )
         except grpc.aio.AioRpcError as exc:
             raise BrokerUnreachableError(
@@ -222,6 +249,32 @@ class AdminClient:
                 f"{', '.join(sorted(known))}"
             )
         return [known[n] for n in dict.fromkeys(broker_names)]
+
+    async def members(self, broker_names: Sequence[str] = ()) -> list[types.BrokerMaster]:
+        """Every live broker, masters and slaves (where users and ACLs are written: RocketMQ
+        ``mqadmin createUser -c`` writes to both); only those of ``broker_names`` if given.
+
+        Raises:
+            NameServerUnreachableError: no name server answered.
+            NotFoundError: no broker is registered at all.
+        """
+        info = await self._namesrv(
+            "GetClusterInfo",
+            pb.registry.GetClusterInfoRequest(),
+            pb.registry.GetClusterInfoResponse,
+        )
+        wanted = set(broker_names)
+        found = [
+            m
+            for m in _members(info.broker_groups)
+            if not wanted or m.broker_name.partition("/")[0] in wanted
+        ]
+        if not found:
+            raise errors.NotFoundError(
+                f"no broker is registered with {', '.join(self._endpoints)}"
+                + (f" for {', '.join(sorted(wanted))}" if wanted else "")
+            )
+        return found
 
     async def topic_masters(self, topic: str) -> list[types.BrokerMaster]:
         """The masters of the broker groups that hold ``topic``.

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
+from ariane.client import credentials as credentials_mod
 from ariane.client import route_cache
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids
@@ -44,6 +45,10 @@ class ConnectionSettings:
 
     channels_max: int = 64
     """Most gRPC channels kept open, name servers and brokers together (1 .. 100 000)."""
+
+    credentials: credentials_mod.Credentials | None = None
+    """What every call is signed with when the brokers enforce ACL 2.0 (RocketMQ
+    ``SessionCredentialsProvider``); ``None``: unsigned."""
 
     def __post_init__(self) -> None:
         transport_mod.check_timeout_s("request_timeout_s", self.request_timeout_s)
@@ -77,7 +82,9 @@ class Session:
         self.namesrv_endpoints = transport_mod.parse_endpoints(namesrv_endpoints)
         self.settings = settings
         self.transport = transport or transport_mod.Transport(
-            timeout_s=settings.request_timeout_s, channels_max=settings.channels_max
+            timeout_s=settings.request_timeout_s,
+            channels_max=settings.channels_max,
+            credentials=settings.credentials,
         )
         self.routes = route_cache.RouteCache(
             self._query_route,

@@ -35,6 +35,7 @@ from typing import Any
 
 import grpc
 
+from ariane.client import credentials as credentials_mod
 from ariane.common import errors, ids
 from ariane.grpcwire import codes, convert, metadata, pb, rpc
 
@@ -131,6 +132,7 @@ class Transport:
         timeout_s: default deadline of each call, seconds.
         channels_max: most channels kept open (least recently used closed first).
         client_id: the ``x-mq-client-id`` to send; a fresh one when ``None``.
+        credentials: what every call is signed with (``None``: unsigned calls).
 
     Raises:
         ValueError: for a timeout outside 0.1..600 s or a bad ``channels_max``.
@@ -142,8 +144,10 @@ class Transport:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         channels_max: int = 64,
         client_id: ids.ClientId | None = None,
+        credentials: credentials_mod.Credentials | None = None,
     ) -> None:
         check_timeout_s("timeout_s", timeout_s)
+        self._credentials = credentials
         self._timeout_s = timeout_s
         self._channels = rpc.ChannelPool(channels_max=channels_max)
         self._client_id = client_id or new_client_id()
@@ -158,6 +162,12 @@ class Transport:
     def client_id(self) -> ids.ClientId:
         """The ``x-mq-client-id`` this transport sends on every call."""
         return self._client_id
+
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        """The headers of a call made now: identity, plus the signature with credentials."""
+        if self._credentials is None:
+            return self._headers
+        return self._headers + self._credentials.headers()
 
     async def unary(
         self,
@@ -183,7 +193,7 @@ class Transport:
                 request,
                 response_type,
                 timeout_s=timeout_s or self._timeout_s,
-                metadata=self._headers,
+                metadata=self.headers(),
             )
         except grpc.aio.AioRpcError as exc:
             raise _call_error(endpoint, rpc_name, exc) from None
@@ -215,7 +225,7 @@ class Transport:
                 response_type,
                 timeout_s=timeout_s,
                 responses_max=responses_max,
-                metadata=self._headers,
+                metadata=self.headers(),
             )
         except grpc.aio.AioRpcError as exc:
             raise _call_error(endpoint, rpc_name, exc) from None
@@ -234,7 +244,7 @@ class Transport:
             request_serializer=_serialize,
             response_deserializer=pb.v2_service.SendMessageResponse.FromString,
         )
-        return SendStreamCall(endpoint, multicallable(metadata=self._headers))
+        return SendStreamCall(endpoint, multicallable(metadata=self.headers()))
 
     async def close(self) -> None:
         """Close every channel."""

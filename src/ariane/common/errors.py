@@ -35,6 +35,7 @@ The tree::
     │   ├── ConsumerGroupNotFoundError CONSUMER_GROUP_NOT_FOUND
     │   ├── MessageNotFoundError      MESSAGE_NOT_FOUND
     │   └── OffsetNotFoundError       OFFSET_NOT_FOUND
+    ├── UnauthorizedError             UNAUTHORIZED (authentication failed)
     ├── ForbiddenError                FORBIDDEN
     ├── TooManyRequestsError          TOO_MANY_REQUESTS      (retriable)
     ├── ServiceUnavailableError       INTERNAL_SERVER_ERROR  (retriable; e.g. disk full)
@@ -285,8 +286,16 @@ class OffsetNotFoundError(NotFoundError):
     code = Code.OFFSET_NOT_FOUND
 
 
+class UnauthorizedError(ArianeError):
+    """The request's credentials were missing or did not verify (RocketMQ
+    ``AuthenticationException``: unknown or disabled user, bad signature)."""
+
+    code = Code.UNAUTHORIZED
+
+
 class ForbiddenError(ArianeError):
-    """The operation is not permitted (e.g. the topic or broker lacks write permission)."""
+    """The operation is not permitted (e.g. the topic or broker lacks write permission, or the
+    ACLs deny the user this action on this resource)."""
 
     code = Code.FORBIDDEN
 

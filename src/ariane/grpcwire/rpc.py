@@ -17,6 +17,10 @@ is guarded so that a client always gets a status, never a gRPC error:
   INVALID_ARGUMENT and a one-line warning (at most one per RPC per
   ``MALFORMED_LOG_INTERVAL_S``), never grpc's ERROR traceback and INTERNAL/UNKNOWN: the
   deserializer returns a ``MalformedRequest`` instead of raising, and the guard aborts;
+* with a ``Gate`` (authentication on), the gate decides before the implementation runs: a
+  unary or server-streaming call by its request, a client-streaming call when it opens
+  (authentication) and then each request as it is read; a refusal is answered with the gate's
+  status (UNAUTHORIZED, FORBIDDEN), and ends a request stream;
 * a refusal (NOT_IMPLEMENTED, UNSUPPORTED …, ``REFUSAL_CODES``) is logged once per RPC, code
   and client (``x-mq-client-id``, else the peer), with a bounded table and a cap on lines per
   minute (``common.log_limits``).
@@ -216,6 +220,22 @@ class CallContext(Protocol):
         ...
 
 
+class Gate(Protocol):
+    """Decides whether a call may reach the implementation (``broker.grpc.auth_gate``)."""
+
+    def check(
+        self, rpc: str, request: Any | None, context: CallContext
+    ) -> errors.ArianeError | None:
+        """``None`` to let the call through, else the error to answer with.
+
+        Args:
+            rpc: ``package.Service/Method`` (``apache.rocketmq.v2.MessagingService/SendMessage``).
+            request: the request message; ``None`` when a client-streaming call opens.
+            context: the call's context.
+        """
+        ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class GuardedMethod:
     """One RPC of a service with its implementation wrapped by the status guard.
@@ -244,6 +264,7 @@ def guarded_methods(
     implementation: object,
     *,
     latency: RpcLatency | None = None,
+    gate: Gate | None = None,
 ) -> list[GuardedMethod]:
     """Every RPC of ``service`` served from ``implementation``, behind the status guard.
 
@@ -252,11 +273,12 @@ def guarded_methods(
         implementation: an object with a snake-case coroutine (or async generator, for
             server-streaming RPCs) per RPC it serves; missing ones answer NOT_IMPLEMENTED.
         latency: where the calls are timed (a private table when ``None``).
+        gate: what decides each call before the implementation (``None``: nothing does).
     """
     logs = _GuardLogs()
     timed = RpcLatency() if latency is None else latency
     return [
-        _guarded(method, getattr(implementation, snake_case(method.name), None), logs, timed)
+        _guarded(method, getattr(implementation, snake_case(method.name), None), logs, timed, gate)
         for method in service.methods
     ]
 
@@ -266,6 +288,7 @@ def service_handler(
     implementation: object,
     *,
     latency: RpcLatency | None = None,
+    gate: Gate | None = None,
 ) -> grpc.GenericRpcHandler:
     """A generic handler serving every RPC of ``service`` from ``implementation``.
 
@@ -273,9 +296,10 @@ def service_handler(
         service: the service descriptor, e.g. ``pb.MESSAGING_SERVICE``.
         implementation: as for ``guarded_methods``.
         latency: as for ``guarded_methods``.
+        gate: as for ``guarded_methods``.
     """
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-    for method in guarded_methods(service, implementation, latency=latency):
+    for method in guarded_methods(service, implementation, latency=latency, gate=gate):
         factory = HANDLER_FACTORIES[(method.client_streaming, method.server_streaming)]
         handlers[method.path.rpartition("/")[2]] = factory(
             method.call,
@@ -321,7 +345,11 @@ def _deserializer(request_class: Any) -> Callable[[bytes], Any]:
 
 
 def _guarded(
-    method: descriptor.MethodDescriptor, behavior: Any, logs: _GuardLogs, latency: RpcLatency
+    method: descriptor.MethodDescriptor,
+    behavior: Any,
+    logs: _GuardLogs,
+    latency: RpcLatency,
+    gate: Gate | None,
 ) -> GuardedMethod:
     request_class = message_class(method.input_type)
     response_class = message_class(method.output_type)
@@ -329,6 +357,10 @@ def _guarded(
     request_code = snake_case(method.name)
     has_status = STATUS_FIELD in response_class.DESCRIPTOR.fields_by_name
     client_streaming = method.client_streaming
+    checked = _Checked(f"{method.containing_service.full_name}/{method.name}", rpc, logs, gate)
+
+    def refused(request: Any, context: CallContext) -> Any:
+        return checked.refusal(response_class, None if client_streaming else request, context)
 
     async def answer(request: Any, context: CallContext) -> Any:
         if behavior is None:
@@ -346,29 +378,24 @@ def _guarded(
 
     async def unary_response(request: Any, context: CallContext) -> Any:
         started = _RequestRead(latency.timer)
-        request = await _checked_request(request, client_streaming, context, rpc, logs, started)
-        response = await answer(request, context)
+        request = await _checked_request(request, client_streaming, context, checked, started)
+        response = refused(request, context)
+        if response is None:
+            response = await answer(request, context)
         code = response.status.code if has_status else errors.Code.OK
         latency.observe(request_code, code, started.at_s)
         return response
 
-    async def responses(request: Any, context: CallContext) -> AsyncIterator[Any]:
-        if behavior is None:
-            yield _refused(response_class, codes.not_implemented(method.name), rpc, context, logs)
-            return
-        try:
-            async for response in behavior(request, context):
-                yield response
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:  # a client must get a status, never a crash
-            yield _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
-
     async def stream_response(request: Any, context: CallContext) -> AsyncIterator[Any]:
         started = _RequestRead(latency.timer)
-        request = await _checked_request(request, client_streaming, context, rpc, logs, started)
+        request = await _checked_request(request, client_streaming, context, checked, started)
+        refusal = refused(request, context)
+        if refusal is not None:
+            latency.observe(request_code, refusal.status.code, started.at_s)
+            yield refusal
+            return
         code = int(errors.Code.OK)
-        async for response in responses(request, context):
+        async for response in _responses(behavior, request, context, response_class, checked):
             if has_status and response.HasField(STATUS_FIELD):
                 code = response.status.code
             if client_streaming:  # one answer per request read: time each
@@ -387,33 +414,82 @@ def _guarded(
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Checked:
+    """What request checks need of one guarded RPC: its path (``package.Service/Method``),
+    full name, log limits and gate."""
+
+    path: str
+    rpc: str
+    logs: _GuardLogs
+    gate: Gate | None
+
+    def refusal(
+        self, response_class: type[message.Message], request: Any, context: CallContext
+    ) -> Any:
+        """The gate's refusal of a call (``request`` = ``None``: a request stream opens), or
+        ``None`` (no gate, or it let the call through)."""
+        if self.gate is None:
+            return None
+        error = self.gate.check(self.path, request, context)
+        if error is None:
+            return None
+        return _refused(response_class, codes.from_error(error), self.rpc, context, self.logs)
+
+
+async def _responses(
+    behavior: Any,
+    request: Any,
+    context: CallContext,
+    response_class: type[message.Message],
+    checked: _Checked,
+) -> AsyncIterator[Any]:
+    """The responses of a server-streaming call, ending with a refusal status on failure."""
+    rpc, logs = checked.rpc, checked.logs
+    if behavior is None:
+        name = checked.path.rpartition("/")[2]
+        yield _refused(response_class, codes.not_implemented(name), rpc, context, logs)
+        return
+    try:
+        async for response in behavior(request, context):
+            yield response
+    except grpc.aio.AbortError:
+        raise
+    except Exception as exc:  # a client must get a status, never a crash
+        yield _refused(response_class, _status_for(exc, rpc), rpc, context, logs)
+
+
 async def _checked_request(
     request: Any,
     client_streaming: bool,
     context: CallContext,
-    rpc: str,
-    logs: _GuardLogs,
+    checked: _Checked,
     request_read: _RequestRead,
 ) -> Any:
     """The request, or for a client stream an iterator that checks each and marks
     ``request_read`` when it hands one on; aborts on a malformed one with INVALID_ARGUMENT."""
     if client_streaming:
-        return _checked_stream(request, context, rpc, logs, request_read)
+        return _checked_stream(request, context, checked, request_read)
     if isinstance(request, MalformedRequest):
-        await _abort_malformed(request, context, rpc, logs)
+        await _abort_malformed(request, context, checked.rpc, checked.logs)
     return request
 
 
 async def _checked_stream(
     requests: AsyncIterator[Any],
     context: CallContext,
-    rpc: str,
-    logs: _GuardLogs,
+    checked: _Checked,
     request_read: _RequestRead,
 ) -> AsyncIterator[Any]:
+    """The requests of a client stream; a request the gate refuses raises its error, which
+    ends the call with that status (the guard answers the implementation's exception)."""
     async for request in requests:
         if isinstance(request, MalformedRequest):
-            await _abort_malformed(request, context, rpc, logs)
+            await _abort_malformed(request, context, checked.rpc, checked.logs)
+        if checked.gate is not None:
+            error = checked.gate.check(checked.path, request, context)
+            if error is not None:
+                raise error
         request_read.mark()
         yield request
 

@@ -13,6 +13,7 @@ from ariane.metrics.collectors import BrokerCollector, NameServerCollector
 from ariane.metrics.exposition import MetricsServer, loop_source
 from ariane.metrics.operator import OperatorMetrics
 from ariane.metrics.snapshots import (
+    AuthCounts,
     BrokerMemberView,
     BrokerSnapshot,
     DelayLevelBacklog,
@@ -30,6 +31,7 @@ from ariane.metrics.snapshots import (
 )
 
 __all__ = [
+    "AuthCounts",
     "BrokerCollector",
     "BrokerMemberView",
     "BrokerSnapshot",

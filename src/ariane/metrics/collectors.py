@@ -126,6 +126,8 @@ class BrokerCollector(registry.Collector):
             yield from _schedule(f, snap.schedule)
         if snap.transactions is not None:
             yield from _transactions(f, snap.transactions)
+        if snap.auth is not None:
+            yield from _auth(f, snap.auth)
         yield f.gauge("ariane_broker_writable", "1 while the store accepts writes", snap.writable)
         yield f.labelled(
             CounterMetricFamily,
@@ -354,6 +356,27 @@ def _schedule(f: _Families, sched: snapshots.ScheduleBacklog) -> Iterator[Metric
         "seconds the level's oldest due message is late (0 when none is due)",
         level,
         [([str(b.level)], b.lag_seconds) for b in sched.levels],
+    )
+
+
+def _auth(f: _Families, auth: snapshots.AuthCounts) -> Iterator[Metric]:
+    """Authentication and authorization decisions by result (RocketMQ has no auth metric;
+    the names follow its ``rocketmq_`` family, issue 21)."""
+    yield f.labelled(
+        CounterMetricFamily,
+        "rocketmq_authentication_total",
+        "requests authenticated, by result (ok, missing, malformed, unknown_user, disabled, "
+        "bad_signature)",
+        ["result"],
+        [([r], n) for r, n in sorted(auth.authentications.items())],
+    )
+    yield f.labelled(
+        CounterMetricFamily,
+        "rocketmq_authorization_total",
+        "requests authorized, by result (allowed, no_subject, unknown_user, disabled, "
+        "no_match, denied)",
+        ["result"],
+        [([r], n) for r, n in sorted(auth.authorizations.items())],
     )
 
 

@@ -232,6 +232,19 @@ class TransactionCounts:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AuthCounts:
+    """Authentication and authorization decisions since start (``security.audit``).
+
+    Attributes:
+        authentications: result (``ok``, ``missing``, ``bad_signature`` ...) -> requests.
+        authorizations: result (``allowed``, ``no_match``, ``denied`` ...) -> requests.
+    """
+
+    authentications: dict[str, int]
+    authorizations: dict[str, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BrokerSnapshot:
     """What one broker's ``/metrics`` shows.
 
@@ -263,6 +276,7 @@ class BrokerSnapshot:
         replication: role, epoch and slaves; ``None`` for a broker without an HA port.
         schedule: timer and delay-level backlog; ``None`` when not read.
         transactions: half messages and their outcomes; ``None`` when not read.
+        auth: authentication/authorization decisions; ``None`` with authentication off.
     """
 
     identity: Identity
@@ -290,6 +304,7 @@ class BrokerSnapshot:
     replication: Replication | None = None
     schedule: ScheduleBacklog | None = None
     transactions: TransactionCounts | None = None
+    auth: AuthCounts | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

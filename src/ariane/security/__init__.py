@@ -13,13 +13,15 @@ adapter (gRPC messaging and admin, Remoting broker and name server) calls the sa
   protocol-neutral ``RequestContext``;
 * ``metadata_store``: users and ACLs in one atomic, mode-0600 metadata file, bootstrap users;
 * ``settings``: the ``[auth]`` settings group;
-* ``errors``: the refused-input error tree.
+* ``errors``: the refused-input error tree;
+* ``audit``: rate-limited audit lines and counters of every decision.
 
 Invariant: no secret (password, secret key) or signature reaches a log line, a ``repr``, a
 result message or a get/list view. Import the modules, not their names.
 """
 
 from ariane.security import (
+    audit,
     authentication,
     authorization,
     errors,
@@ -32,6 +34,7 @@ from ariane.security import (
 )
 
 __all__ = [
+    "audit",
     "authentication",
     "authorization",
     "errors",

@@ -268,6 +268,26 @@ GRPC_RULES: Mapping[str, Rule] = {
     ADMIN + "ResendDeadLetters": rule_of(
         "Ariane: re-delivering a group's dead letters", need_of(RT.GROUP, "group", A.UPDATE)
     ),
+    **{
+        ADMIN + rpc_name: rule_of(f"@RocketMQAction {code}", cluster_need(A.UPDATE))
+        for rpc_name, code in (
+            ("CreateUser", "AUTH_CREATE_USER"),
+            ("UpdateUser", "AUTH_UPDATE_USER"),
+            ("DeleteUser", "AUTH_DELETE_USER"),
+            ("CreateAcl", "AUTH_CREATE_ACL"),
+            ("UpdateAcl", "AUTH_UPDATE_ACL"),
+            ("DeleteAcl", "AUTH_DELETE_ACL"),
+        )
+    },
+    **{
+        ADMIN + rpc_name: rule_of(f"@RocketMQAction {code}", cluster_need(A.GET))
+        for rpc_name, code in (
+            ("GetUser", "AUTH_GET_USER"),
+            ("ListUsers", "AUTH_LIST_USER"),
+            ("GetAcl", "AUTH_GET_ACL"),
+            ("ListAcls", "AUTH_LIST_ACL"),
+        )
+    },
     # ariane.namesrv.v1.Registry (RocketMQ's name server checks nothing: weakness 14).
     REGISTRY + "RegisterBroker": rule_of("@RocketMQAction REGISTER_BROKER", cluster_need(A.UPDATE)),
     REGISTRY + "UnregisterBroker": rule_of(

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import grpc
 
 from ariane.broker import assembly, runtime
-from ariane.broker.grpc import admin_convert
+from ariane.broker.grpc import admin_convert, auth_admin, auth_gate
 from ariane.broker.processors import admin, retry
 from ariane.common import errors, ids, topics
 from ariane.grpcwire import codes, pb, rpc
@@ -55,7 +55,7 @@ def handler(broker: runtime.BrokerRuntime) -> grpc.GenericRpcHandler:
     return rpc.service_handler(pb.ADMIN_SERVICE, AdminService(broker))
 
 
-class AdminService:
+class AdminService(auth_admin.AuthAdminRpcs):
     """The admin RPCs of one broker: decode, call the processor, encode.
 
     Args:
@@ -63,6 +63,8 @@ class AdminService:
         processor: the admin processor to call (default: ``assembly.admin_processor(broker)``).
         roles: what ChangeRole drives (``None``: ChangeRole is refused).
         dead_letters: the DLQ list/resend (default: ``assembly.retry_processor(broker)``).
+        auth_stores: the users and ACLs the user/ACL RPCs manage (``None``: those RPCs answer
+            UNSUPPORTED).
     """
 
     def __init__(
@@ -72,11 +74,13 @@ class AdminService:
         *,
         roles: RoleChanger | None = None,
         dead_letters: retry.RetryProcessor | None = None,
+        auth_stores: auth_gate.AuthStores | None = None,
     ) -> None:
         self._rt = broker
         self._admin = processor or assembly.admin_processor(broker)
         self._roles = roles
         self._dead_letters = dead_letters or assembly.retry_processor(broker)
+        self._auth_stores = auth_stores
 
     def _done(self, text: str) -> pb.v2.Status:
         return codes.ok(f"{text} on {self._rt.broker_name}")

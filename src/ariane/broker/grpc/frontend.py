@@ -72,6 +72,7 @@ class InProcessFrontEnd:
         settings: the broker's settings (listen address, gRPC options).
         implementations: ``(service descriptor, implementation)`` pairs.
         latency: where the guard times each call (``rocketmq_rpc_latency``).
+        gate: authenticates and authorizes each call first (``None``: auth off).
     """
 
     def __init__(
@@ -80,8 +81,11 @@ class InProcessFrontEnd:
         implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
         *,
         latency: rpc.RpcLatency | None = None,
+        gate: rpc.Gate | None = None,
     ) -> None:
-        handlers = [rpc.service_handler(s, impl, latency=latency) for s, impl in implementations]
+        handlers = [
+            rpc.service_handler(s, impl, latency=latency, gate=gate) for s, impl in implementations
+        ]
         self._settings = settings
         self._server = grpc_server.build(settings.server, handlers)
 
@@ -130,6 +134,9 @@ class WorkerFrontEnd:
         workers: how many worker processes to run (1..``broker_settings.WORKERS_MAX``).
         latency: where the owner's guard times each forwarded call (the owner's handling
             time; the workers' gRPC hop is not in it).
+        gate: authenticates and authorizes each forwarded call on this process (the owner of
+            the users and ACLs), before its handler; the workers check nothing (``None``: auth
+            off).
     """
 
     def __init__(
@@ -139,10 +146,13 @@ class WorkerFrontEnd:
         workers: int,
         *,
         latency: rpc.RpcLatency | None = None,
+        gate: rpc.Gate | None = None,
     ) -> None:
         assert 1 <= workers <= broker_settings.WORKERS_MAX, f"bad worker count {workers}"
         methods = [
-            m for s, impl in implementations for m in rpc.guarded_methods(s, impl, latency=latency)
+            m
+            for s, impl in implementations
+            for m in rpc.guarded_methods(s, impl, latency=latency, gate=gate)
         ]
         self._settings = settings
         self._relay = relay.RelayServer(methods, calls_max=RELAY_CALLS_MAX)
@@ -288,12 +298,14 @@ def build(
     implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
     *,
     latency: rpc.RpcLatency | None = None,
+    gate: rpc.Gate | None = None,
 ) -> FrontEnd:
-    """The front end ``settings.workers`` asks for, timing calls into ``latency``."""
+    """The front end ``settings.workers`` asks for, timing calls into ``latency`` and checking
+    them with ``gate`` (on this process either way)."""
     workers = settings.effective_workers()
     if workers == 0:
-        return InProcessFrontEnd(settings, implementations, latency=latency)
-    return WorkerFrontEnd(settings, implementations, workers, latency=latency)
+        return InProcessFrontEnd(settings, implementations, latency=latency, gate=gate)
+    return WorkerFrontEnd(settings, implementations, workers, latency=latency, gate=gate)
 
 
 # -- the worker process -------------------------------------------------------------------------

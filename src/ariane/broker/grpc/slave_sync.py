@@ -13,10 +13,12 @@ groups it lacks are deleted, committed offsets take the master's value (RocketMQ
 the slave's table too), except the transaction check progress (group ``CID_RMQ_SYS_TRANS``): a
 slave holds none, and a promotion rebuilds the unresolved half messages from the first record of
 the half and op queues (``processors.transaction``), never from a copied progress that may lie
-past records this slave holds. Each round first reads the master's CommitLog end
-(``GetBrokerRuntimeStats``) and records it once applied (``BrokerRuntime.metadata_synced_offset``):
-topics deleted on the master before it stay deleted when a promotion rebuilds the configs of
-topics younger than the last round (``services.orphan_topics``).
+past records this slave holds. With ACL 2.0 on, the calls are signed with the broker's
+``[auth.inner_client_authentication_credentials]`` (a Super user). Each round first reads the
+master's CommitLog end (``GetBrokerRuntimeStats``) and records it once applied
+(``BrokerRuntime.metadata_synced_offset``): topics deleted on the master before it stay deleted
+when a promotion rebuilds the configs of topics younger than the last round
+(``services.orphan_topics``).
 
 Invariant: it never writes while the broker is a master (a promotion stops the copy at once;
 the round in flight re-checks the role before applying). A failed round (name server or master
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import logging
 from typing import Any
 
@@ -38,6 +41,8 @@ from ariane.broker.processors import transaction
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, log_limits, topics
 from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.security import settings as auth_settings
+from ariane.security import signing
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +60,19 @@ class Snapshot:
     topics: tuple[topic_config.TopicConfig, ...]
     groups: tuple[subscriptions.SubscriptionGroupConfig, ...]
     offsets: tuple[tuple[ids.GroupName, ids.TopicName, ids.QueueId, ids.QueueOffset], ...]
+
+
+def inner_headers(auth: auth_settings.AuthSettings) -> tuple[tuple[str, str], ...]:
+    """The signature headers of a call this broker makes to another broker's gRPC services,
+    signed with ``[auth.inner_client_authentication_credentials]`` (RocketMQ
+    ``innerClientAuthenticationCredentials``); none when those are not set."""
+    inner = auth.inner_client_authentication_credentials
+    if inner is None:
+        return ()
+    now = signing.grpc_date_time(datetime.datetime.now(datetime.UTC))
+    return signing.sign_grpc(
+        access_key=inner.access_key, secret_key=inner.secret_key, date_time=now
+    )
 
 
 class SlaveSyncService:
@@ -123,7 +141,13 @@ class SlaveSyncService:
     async def _call(self, endpoint: str, name: str, request: Any, answer: type[rpc.M]) -> rpc.M:
         channel = await self._channels.get(endpoint)
         response = await rpc.unary_call(
-            channel, pb.ADMIN_SERVICE, name, request, answer, timeout_s=self._timeout_s
+            channel,
+            pb.ADMIN_SERVICE,
+            name,
+            request,
+            answer,
+            timeout_s=self._timeout_s,
+            metadata=inner_headers(self._runtime.settings.auth),
         )
         codes.raise_for_status(response.status)  # type: ignore[attr-defined]
         return response

@@ -57,7 +57,9 @@ class DataLossError(errors.ArianeError):
 
 
 def _consumer(opts: options_mod.ReadOptions, group: str | None = None) -> client.PullConsumer:
-    connection = client.ConnectionSettings(request_timeout_s=opts.pull_timeout_ms / 1000)
+    connection = client.ConnectionSettings(
+        request_timeout_s=opts.pull_timeout_ms / 1000, credentials=opts.credentials
+    )
     settings = client.PullSettings(
         connection=connection, long_polling_timeout_s=0, max_messages=opts.pull_batch_size
     )
@@ -294,7 +296,9 @@ async def _send(
     opts: options_mod.WriteOptions, rows: Iterable[tuple[str, client.OutgoingMessage]]
 ) -> int:
     settings = client.ProducerSettings(
-        connection=client.ConnectionSettings(request_timeout_s=opts.pull_timeout_ms / 1000)
+        connection=client.ConnectionSettings(
+            request_timeout_s=opts.pull_timeout_ms / 1000, credentials=opts.credentials
+        )
     )
     sent = 0
     async with client.Producer(opts.endpoints, settings=settings) as producer:

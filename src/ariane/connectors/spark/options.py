@@ -20,6 +20,8 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
+from ariane.client import credentials as credentials_mod
+
 EARLIEST = -2
 """Offset JSON value meaning a queue's min offset (as Kafka's)."""
 
@@ -78,9 +80,13 @@ _READ_KEYS = {
         "pullTimeoutMs",
         "fetchOffset.numRetries",
         "fetchOffset.retryIntervalMs",
+        "accessKey",
+        "secretKey",
     )
 }
-_WRITE_KEYS = {k.lower(): k for k in ("endpoints", "topic", "pullTimeoutMs")}
+_WRITE_KEYS = {
+    k.lower(): k for k in ("endpoints", "topic", "pullTimeoutMs", "accessKey", "secretKey")
+}
 
 
 class OptionError(ValueError):
@@ -116,6 +122,8 @@ class ReadOptions:
         pull_timeout_ms: deadline of one broker call, ms.
         fetch_retries: retries of a read or offset lookup that got no answer in time.
         fetch_retry_interval_ms: wait before the first of them, ms (then doubled).
+        credentials: ``accessKey``/``secretKey`` every call is signed with (ACL 2.0), or
+            ``None``.
     """
 
     endpoints: str
@@ -139,6 +147,7 @@ class ReadOptions:
     pull_timeout_ms: int
     fetch_retries: int
     fetch_retry_interval_ms: int
+    credentials: credentials_mod.Credentials | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -149,11 +158,32 @@ class WriteOptions:
         endpoints: the name servers.
         topic: the topic for rows without a ``topic`` column value, or ``None``.
         pull_timeout_ms: deadline of one broker call, ms.
+        credentials: ``accessKey``/``secretKey`` every call is signed with, or ``None``.
     """
 
     endpoints: str
     topic: str | None
     pull_timeout_ms: int
+    credentials: credentials_mod.Credentials | None = None
+
+
+def _credentials(found: Mapping[str, str]) -> credentials_mod.Credentials | None:
+    """The ``accessKey``/``secretKey`` options (both or neither), like the RocketMQ clients'
+    ``SessionCredentials``.
+
+    Raises:
+        OptionError: only one of the two, or an invalid key.
+    """
+    access_key = found.get("accessKey", "")
+    secret_key = found.get("secretKey", "")
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise OptionError("options accessKey and secretKey go together: give both or neither")
+    try:
+        return credentials_mod.Credentials(access_key, secret_key)
+    except ValueError as exc:
+        raise OptionError(f"options accessKey/secretKey: {exc}") from None
 
 
 def _known(options: Mapping[str, str], keys: Mapping[str, str]) -> dict[str, str]:
@@ -327,6 +357,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         ),
         fetch_retry_interval_ms=_int(found, "fetchOffset.retryIntervalMs", 1, 600_000)
         or FETCH_RETRY_INTERVAL_MS_DEFAULT,
+        credentials=_credentials(found),
     )
 
 
@@ -349,4 +380,5 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         endpoints=endpoints,
         topic=found.get("topic"),
         pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
+        credentials=_credentials(found),
     )

@@ -480,3 +480,185 @@ class ResendDeadLettersResponse(_message.Message):
     status: _definition_pb2.Status
     resent: _containers.RepeatedCompositeFieldContainer[ResentLetter]
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., resent: _Optional[_Iterable[_Union[ResentLetter, _Mapping]]] = ...) -> None: ...
+
+class User(_message.Message):
+    __slots__ = ("username", "password", "user_type", "user_status")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    USER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    USER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    password: str
+    user_type: str
+    user_status: str
+    def __init__(self, username: _Optional[str] = ..., password: _Optional[str] = ..., user_type: _Optional[str] = ..., user_status: _Optional[str] = ...) -> None: ...
+
+class CreateUserRequest(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class CreateUserResponse(_message.Message):
+    __slots__ = ("status", "user")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    user: User
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class UpdateUserRequest(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class UpdateUserResponse(_message.Message):
+    __slots__ = ("status", "user")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    user: User
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class DeleteUserRequest(_message.Message):
+    __slots__ = ("username",)
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    def __init__(self, username: _Optional[str] = ...) -> None: ...
+
+class DeleteUserResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class GetUserRequest(_message.Message):
+    __slots__ = ("username",)
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    def __init__(self, username: _Optional[str] = ...) -> None: ...
+
+class GetUserResponse(_message.Message):
+    __slots__ = ("status", "user")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    user: User
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., user: _Optional[_Union[User, _Mapping]] = ...) -> None: ...
+
+class ListUsersRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: str
+    def __init__(self, filter: _Optional[str] = ...) -> None: ...
+
+class ListUsersResponse(_message.Message):
+    __slots__ = ("status", "users")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    users: _containers.RepeatedCompositeFieldContainer[User]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ...) -> None: ...
+
+class AclEntry(_message.Message):
+    __slots__ = ("resource", "actions", "source_ips", "decision")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_IPS_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    actions: _containers.RepeatedScalarFieldContainer[str]
+    source_ips: _containers.RepeatedScalarFieldContainer[str]
+    decision: str
+    def __init__(self, resource: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ..., source_ips: _Optional[_Iterable[str]] = ..., decision: _Optional[str] = ...) -> None: ...
+
+class AclPolicy(_message.Message):
+    __slots__ = ("policy_type", "entries")
+    POLICY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    policy_type: str
+    entries: _containers.RepeatedCompositeFieldContainer[AclEntry]
+    def __init__(self, policy_type: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[AclEntry, _Mapping]]] = ...) -> None: ...
+
+class Acl(_message.Message):
+    __slots__ = ("subject", "policies")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    POLICIES_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    policies: _containers.RepeatedCompositeFieldContainer[AclPolicy]
+    def __init__(self, subject: _Optional[str] = ..., policies: _Optional[_Iterable[_Union[AclPolicy, _Mapping]]] = ...) -> None: ...
+
+class CreateAclRequest(_message.Message):
+    __slots__ = ("acl",)
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    acl: Acl
+    def __init__(self, acl: _Optional[_Union[Acl, _Mapping]] = ...) -> None: ...
+
+class CreateAclResponse(_message.Message):
+    __slots__ = ("status", "acl")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    acl: Acl
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ...) -> None: ...
+
+class UpdateAclRequest(_message.Message):
+    __slots__ = ("acl",)
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    acl: Acl
+    def __init__(self, acl: _Optional[_Union[Acl, _Mapping]] = ...) -> None: ...
+
+class UpdateAclResponse(_message.Message):
+    __slots__ = ("status", "acl")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    acl: Acl
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ...) -> None: ...
+
+class DeleteAclRequest(_message.Message):
+    __slots__ = ("subject", "policy_type", "resource")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    policy_type: str
+    resource: str
+    def __init__(self, subject: _Optional[str] = ..., policy_type: _Optional[str] = ..., resource: _Optional[str] = ...) -> None: ...
+
+class DeleteAclResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class GetAclRequest(_message.Message):
+    __slots__ = ("subject",)
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    subject: str
+    def __init__(self, subject: _Optional[str] = ...) -> None: ...
+
+class GetAclResponse(_message.Message):
+    __slots__ = ("status", "acl")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACL_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    acl: Acl
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., acl: _Optional[_Union[Acl, _Mapping]] = ...) -> None: ...
+
+class ListAclsRequest(_message.Message):
+    __slots__ = ("subject_filter", "resource_filter")
+    SUBJECT_FILTER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_FILTER_FIELD_NUMBER: _ClassVar[int]
+    subject_filter: str
+    resource_filter: str
+    def __init__(self, subject_filter: _Optional[str] = ..., resource_filter: _Optional[str] = ...) -> None: ...
+
+class ListAclsResponse(_message.Message):
+    __slots__ = ("status", "acls")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    acls: _containers.RepeatedCompositeFieldContainer[Acl]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ...) -> None: ...

@@ -124,6 +124,56 @@ class AdminStub:
                 request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersRequest.SerializeToString,
                 response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersResponse.FromString,
                 _registered_method=True)
+        self.CreateUser = channel.unary_unary(
+                '/ariane.admin.v1.Admin/CreateUser',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateUserRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateUserResponse.FromString,
+                _registered_method=True)
+        self.UpdateUser = channel.unary_unary(
+                '/ariane.admin.v1.Admin/UpdateUser',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateUserRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateUserResponse.FromString,
+                _registered_method=True)
+        self.DeleteUser = channel.unary_unary(
+                '/ariane.admin.v1.Admin/DeleteUser',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteUserRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteUserResponse.FromString,
+                _registered_method=True)
+        self.GetUser = channel.unary_unary(
+                '/ariane.admin.v1.Admin/GetUser',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetUserRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetUserResponse.FromString,
+                _registered_method=True)
+        self.ListUsers = channel.unary_unary(
+                '/ariane.admin.v1.Admin/ListUsers',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+                _registered_method=True)
+        self.CreateAcl = channel.unary_unary(
+                '/ariane.admin.v1.Admin/CreateAcl',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateAclRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateAclResponse.FromString,
+                _registered_method=True)
+        self.UpdateAcl = channel.unary_unary(
+                '/ariane.admin.v1.Admin/UpdateAcl',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateAclRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateAclResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcl = channel.unary_unary(
+                '/ariane.admin.v1.Admin/DeleteAcl',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteAclRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteAclResponse.FromString,
+                _registered_method=True)
+        self.GetAcl = channel.unary_unary(
+                '/ariane.admin.v1.Admin/GetAcl',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetAclRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetAclResponse.FromString,
+                _registered_method=True)
+        self.ListAcls = channel.unary_unary(
+                '/ariane.admin.v1.Admin/ListAcls',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -237,6 +287,67 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateUser(self, request, context):
+        """Users and ACLs (RocketMQ AUTH_* request codes 3001-3010).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcl(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateAcl(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcl(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAcl(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +440,56 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ResendDeadLetters,
                     request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersRequest.FromString,
                     response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersResponse.SerializeToString,
+            ),
+            'CreateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateUser,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateUserRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateUserResponse.SerializeToString,
+            ),
+            'UpdateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateUser,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateUserRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateUserResponse.SerializeToString,
+            ),
+            'DeleteUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUser,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteUserRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteUserResponse.SerializeToString,
+            ),
+            'GetUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUser,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetUserRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetUserResponse.SerializeToString,
+            ),
+            'ListUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsers,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListUsersRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListUsersResponse.SerializeToString,
+            ),
+            'CreateAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcl,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateAclRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateAclResponse.SerializeToString,
+            ),
+            'UpdateAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateAcl,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateAclRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateAclResponse.SerializeToString,
+            ),
+            'DeleteAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcl,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteAclRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteAclResponse.SerializeToString,
+            ),
+            'GetAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAcl,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetAclRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.GetAclResponse.SerializeToString,
+            ),
+            'ListAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAcls,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -817,6 +978,276 @@ class Admin:
             '/ariane.admin.v1.Admin/ResendDeadLetters',
             ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersRequest.SerializeToString,
             ariane_dot_admin_dot_v1_dot_admin__pb2.ResendDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/CreateUser',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.CreateUserRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.CreateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/UpdateUser',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateUserRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/DeleteUser',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteUserRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/GetUser',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.GetUserRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.GetUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/ListUsers',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListUsersRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/CreateAcl',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.CreateAclRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.CreateAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/UpdateAcl',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateAclRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.UpdateAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/DeleteAcl',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteAclRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.DeleteAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/GetAcl',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.GetAclRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.GetAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/ListAcls',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,
