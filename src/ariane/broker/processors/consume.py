@@ -187,9 +187,16 @@ class ConsumeProcessor:
             found = await self._pop_once(request, group, topic)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if found or remaining_ms <= 0:
+                if found:  # the handles must reach the slave; a failed wait still delivers
+                    await self._pop.replicated()
                 return found
             hold_s = min(slice_ms, remaining_ms) / 1000
             await self._polling.hold_any(keys, hold_s, since=since)
+
+    async def journal_replicated(self) -> errors.ArianeError | None:
+        """Wait for the POP journal records of the last acks or changes to reach the slave
+        (SYNC_MASTER); the error to answer them with, or ``None`` (``pop.replica``)."""
+        return await self._pop.replicated()
 
     async def _pop_once(
         self,
@@ -435,11 +442,12 @@ class ConsumeProcessor:
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
             )
-        state = self._pop.existing_state(group)
+        state = self._pop.existing_state(group) or self._pop.restored_state(self._groups.get(group))
         if state is None:
             raise errors.InvalidReceiptHandleError(
                 f"group {group!r} has received nothing from this broker since it started"
             )
+        self._pop.adopt_through(state, handle.topic, handle.queue_id, handle.queue_offset)
         return handle, state
 
     def reread(

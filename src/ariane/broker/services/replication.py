@@ -11,8 +11,9 @@ a diverged tail through the HA handshake (TRUNCATE).
 
 What a master owns besides the CommitLog follows the role through ``RoleFollower``s: a promotion
 calls each one's ``become_master`` once the replicated records are dispatched (the transaction
-service rebuilds its unresolved half messages from them), a demotion calls ``become_slave``
-once the store is fenced.
+service rebuilds its unresolved half messages from them, the POP service its deliveries in
+flight and done offsets from the replicated POP journal, ``broker.pop.replica``), a demotion
+calls ``become_slave`` once the store is fenced.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def advertised_ha_address(ha_listen: str, client_endpoint: str, port: int) -> st
 
 
 class RoleFollower(Protocol):
-    """State a master owns that changes hands with the role (the transaction service)."""
+    """State a master owns that changes hands with the role (the transaction service, the
+    POP service)."""
 
     def become_master(self) -> object:
         """Take ownership: rebuild from the replicated CommitLog."""
