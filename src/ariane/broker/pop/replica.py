@@ -22,13 +22,16 @@ The choice, the same facts as the local journal, replicated the same way as Rock
   synchronous with the file write, so the CommitLog holds the records in journal order.
   Batching is the hot-path bound: one extra CommitLog record per receive or AckMessage call,
   never per message.
-* **waiting**: ``replicated`` waits for the last journal write's flush and replication
-  condition, as a send does (``store.put_wait``). The receive path waits before answering
-  (so a receipt handle a client holds names a delivery its slave knows), AckMessage and
-  ChangeInvisibleDuration before answering OK: under SYNC_MASTER an ack the client got OK for
-  is on the slave. A failed wait is honest: an ack entry answers the store's error
-  (SLAVE_PERSISTENCE_TIMEOUT, HA_NOT_AVAILABLE, ...), a receive still delivers (its messages
-  are in flight on this master) and logs that a failover would bring them back at their
+* **waiting**: a POP write is a write: a receive, ack or change is refused before it changes
+  anything while the store would refuse the append (``check_writable``: a SYNC_MASTER with
+  fewer than ``min_in_sync_replicas`` in sync answers HA_NOT_AVAILABLE, as a send), and
+  ``replicated`` waits for the last journal write's flush and replication condition, as a send
+  does (``store.put_wait``). The receive path waits before answering (so a receipt handle a
+  client holds names a delivery its slave knows), AckMessage, ChangeInvisibleDuration and
+  ForwardMessageToDeadLetterQueue before answering: under SYNC_MASTER an ack the client got OK
+  for is on the slave. A failed wait is honest: an ack entry answers the store's error
+  (SLAVE_PERSISTENCE_TIMEOUT, ...; the ack holds on this master), a receive still delivers
+  (its messages are in flight here) and logs that a failover would bring them back at their
   previous attempt. Here Ariane goes further than RocketMQ, which answers such an ack OK.
 * **snapshots**: the file journal is compacted (rewritten as its live state) when it grows;
   the CommitLog cannot be, so each compaction (and every master's start, and a retention that
@@ -150,9 +153,18 @@ class JournalReplica:
         low = self._store.min_queue_offset(JOURNAL_TOPIC, JOURNAL_QUEUE)
         return self.base < low
 
-    def forget_writes(self) -> None:
-        """Nothing to wait for any more (demoted)."""
-        self._last = None
+    def check_writable(self) -> None:
+        """Refuse a receive, ack or change before it changes anything when its journal write
+        would be refused (a SYNC_MASTER with fewer than ``min_in_sync_replicas`` in sync): a
+        POP write waits for replication like any write, so it is refused like a send.
+
+        Raises:
+            HaNotAvailableError (HA_NOT_AVAILABLE), InternalServerError: the gate's refusal.
+        """
+        gate = self._store.replication
+        refused = None if gate is None else gate.refusal()
+        if refused is not None:
+            raise error_of(refused)
 
     async def replicated(self) -> commit_log.PutMessageStatus:
         """Wait for the last write's flush and replication condition (each bounded by

@@ -15,12 +15,12 @@ into a copy in ``%RETRY%<group>_<topic>``, or ``%DLQ%<group>`` after the last at
 group's only into the DLQ, its other redeliveries happen in place at the next receive), and
 compacts the journal.
 
-What the journal holds, now that retries are stored messages: the deliveries in flight (CK:
-handle version, deadline, attempt, message group) and the done offsets (ACK) above each
-group's committed offset, so that after a restart an unacked delivery is still revived and a
-stale handle is still refused. The attempt of a concurrent group's delivery is its message's
-RECONSUMETIMES + 1 (the retry copy carries it); only an orderly group, which redelivers in
-place, needs the journal's attempt to count toward the DLQ.
+What the journal holds: the deliveries in flight (CK: handle version, deadline, attempt,
+message group) and the done offsets (ACK) above each group's committed offset, so that after a
+restart an unacked delivery is still revived and a stale handle refused (a concurrent group's
+attempt is also its retry copy's RECONSUMETIMES + 1). The master of a replicating group writes
+every flush into the CommitLog too, and a promoted slave rebuilds from it (``pop.replica``;
+the roles: ``start_replicating``, ``become_master``, ``become_slave``).
 
 Every dependency is passed in (store reads, offset table, settings, clock, the reviver);
 nothing here reaches into ``BrokerRuntime``. Invariants: used from the broker's event loop
@@ -372,8 +372,8 @@ class PopService:
         return self.compact()
 
     def _live_records(self, *, committed: bool = False) -> list[pop_journal.Record]:
-        """The live state as journal records; with ``committed``, each tracked queue's
-        committed offset too, as an ACK from offset 0 (a slave's synced offsets may lag)."""
+        """The live state as journal records; with ``committed``, the committed offsets too
+        (``replica.committed_ack``: a slave's synced offsets may lag)."""
         records: list[pop_journal.Record] = []
         for state in self._states.values():
             records += state.journal_records()
@@ -462,11 +462,8 @@ class PopService:
     ) -> None:
         """Before an ack or change of a restored delivery no receive reached yet (a receipt of
         the old master, or from before a restart): open its queue and adopt the restored
-        offsets up to ``offset`` (stops at the first offset not restored).
-
-        Raises:
-            TooManyRequestsError: the group's in-flight table is full.
-        """
+        offsets up to ``offset`` (stops at the first offset not restored); raises
+        ``TooManyRequestsError`` when the group's in-flight table is full."""
         if not state.is_open(topic, queue_id):
             if (state.group, topic, queue_id) not in self._restored:
                 return
@@ -475,15 +472,17 @@ class PopService:
         while at <= offset and state.adopt_restored(topic, queue_id, at):
             at = state.scan_offset(topic, queue_id)
 
+    def check_writable(self) -> None:
+        """Raise what a POP journal write would be refused with now (``replica``)."""
+        if self._replica is not None:
+            self._replica.check_writable()
+
     def restored_state(
         self, group: subs.SubscriptionGroupConfig | None
     ) -> pop.GroupPopState | None:
-        """The state of a group that has not received since start but has restored state
-        (an ack of a receipt from before a restart or a promotion), ``None`` otherwise.
-
-        Raises:
-            TooManyRequestsError: ``group_count_max`` groups are active already.
-        """
+        """The state of a group with restored state that has not received since start (an ack
+        of a receipt from before a restart or a promotion); raises ``TooManyRequestsError``
+        past ``group_count_max``."""
         if group is None or not any(key[0] == group.group for key in self._restored):
             return None
         return self.state(group)

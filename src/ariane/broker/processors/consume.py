@@ -179,6 +179,7 @@ class ConsumeProcessor:
         topic = self._topics.require(request.topic)
         if not topic.readable:
             raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
+        self._pop.check_writable()  # its checkpoints are writes (SYNC_MASTER: replicated)
         deadline_ms = self._clock.monotonic_ms() + round(request.poll_s * 1000)
         slice_ms = self._receive.poll_slice_ms
         keys = (topic.name, topics.pop_retry_topic(group.group, topic.name))
@@ -473,6 +474,7 @@ class ConsumeProcessor:
             InvalidReceiptHandleError: the handle does not decode, is not this broker's, or is
                 not the message's current handle (stale, already acked, redelivered).
         """
+        self._pop.check_writable()
         with self._pop.batch():
             handle, state = self._handle(group, topic, receipt_text)
             outcome = state.ack(
@@ -496,6 +498,7 @@ class ConsumeProcessor:
         Raises:
             InvalidReceiptHandleError: as for ``ack``; the old handle becomes stale.
         """
+        self._pop.check_writable()
         with self._pop.batch():
             handle, state = self._handle(group, topic, receipt_text)
             changed = state.change_invisible(
