@@ -170,7 +170,8 @@ def _ack(namesrv: str, received: client.ReceivedMessage, endpoint: str) -> None:
     asyncio.run(ack())
 
 
-def _failover(namesrv: str, master: ht.Broker, slave: ht.Broker) -> None:
+def _failover(master: ht.Broker, slave: ht.Broker) -> None:
+    """SIGKILL the master, promote the slave to SYNC_MASTER at epoch 2."""
     master.kill()
     ht.change_role(slave.endpoint, "SYNC_MASTER", epoch=2, broker_id=0)
 
@@ -200,7 +201,7 @@ def test_delivery_attempts_continue_on_the_promoted_slave(
     assert (second.message_id, second.delivery_attempt) == (message_id, 2)
     _change_invisible(second, 100)
 
-    _failover(namesrv, master, slave)
+    _failover(master, slave)
     (third,) = _receive(namesrv)
     assert third.endpoint == slave.endpoint
     assert (third.message_id, third.delivery_attempt) == (message_id, 3)
@@ -215,14 +216,14 @@ def test_acks_and_old_receipts_hold_on_the_promoted_slave(
     acked on the old master is not delivered again, and that a receipt handle the old master
     issued acks on the new master (OK) and its message is not delivered again either."""
     master, slave = pair
-    ids = _send(namesrv, [b"kept-in-flight", b"acked"])
-    got = {m.message_id: m for m in _receive(namesrv, 2)}
+    sent = _send(namesrv, [b"kept-in-flight", b"acked"])
+    got: dict[str, client.ReceivedMessage] = {m.message_id: m for m in _receive(namesrv, 2)}
     received_at = time.monotonic()
-    assert set(got) == set(ids)
-    in_flight, acked = got[ids[0]], got[ids[1]]
+    assert set(got) == set(sent)
+    in_flight, acked = got[sent[0]], got[sent[1]]
     _ack(namesrv, acked, acked.endpoint)  # the later offset: the committed offset stays below
 
-    _failover(namesrv, master, slave)
+    _failover(master, slave)
     refused = None
     try:
         _ack(namesrv, in_flight, slave.endpoint)  # the old master's receipt, on the new master

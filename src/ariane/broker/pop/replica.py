@@ -17,11 +17,12 @@ written at all.
 The choice, the same facts as the local journal, replicated the same way as RocketMQ's:
 
 * **deltas**: every ``PopService.flush`` (one per receive pass, per ack batch, per revive
-  round) appends its journal bytes, as they go to the file, as ONE message to ``JOURNAL_TOPIC``
-  queue 0 (split on record boundaries only if longer than ``chunk_bytes_max``). The append is
-  synchronous with the file write, so the CommitLog holds the records in journal order.
-  Batching is the hot-path bound: one extra CommitLog record per receive or AckMessage call,
-  never per message.
+  round) hands its journal bytes, as they go to the file, to ``append``, which buffers them
+  until the end of the event loop iteration: the flushes of one iteration become ONE message
+  of ``JOURNAL_TOPIC`` queue 0 (split on record boundaries only past ``chunk_bytes_max``), in
+  flush order. Batching is the hot-path bound: at most one extra CommitLog record per loop
+  iteration, never one per message (a drain that acks every message with its own AckMessage
+  still shares records between the acks that arrive together).
 * **waiting**: a POP write is a write: a receive, ack or change is refused before it changes
   anything while the store would refuse the append (``check_writable``: a SYNC_MASTER with
   fewer than ``min_in_sync_replicas`` in sync answers HA_NOT_AVAILABLE, as a send), and
@@ -34,11 +35,12 @@ The choice, the same facts as the local journal, replicated the same way as Rock
   (its messages are in flight here) and logs that a failover would bring them back at their
   previous attempt. Here Ariane goes further than RocketMQ, which answers such an ack OK.
 * **snapshots**: the file journal is compacted (rewritten as its live state) when it grows;
-  the CommitLog cannot be, so each compaction (and every master's start, and a retention that
-  deleted the snapshot) appends the live state, plus each queue's committed offset as an ACK
-  from offset 0, in ONE atomic batch. Every journal message carries ``BASE_PROPERTY``: the
-  queue offset of the newest snapshot, so a replay reads at most one snapshot plus the deltas
-  after it (about ``journal_bytes_max``, as the file).
+  the CommitLog cannot be, so each compaction (and a master's start or promotion with state
+  restored, and a retention that deleted the snapshot) appends the live state, plus each
+  queue's committed offset as an ACK from offset 0, in ONE atomic batch. Every journal
+  message carries ``BASE_PROPERTY``: the queue offset of the newest snapshot, so a replay
+  reads at most one snapshot plus the deltas after it (about ``journal_bytes_max``, as the
+  file).
 * **promotion** (``read_state``): the slave reads its replicated journal topic from the last
   message's base to its end and folds it (``journal.replay``): exactly the state of the
   CommitLog prefix it holds, never ahead of it, whatever its periodic metadata sync copied.
@@ -48,8 +50,9 @@ keep consistent with the CommitLog across truncations), a periodic copy by the m
 (loses up to one round of acks and attempts, so no SYNC_MASTER guarantee).
 
 Invariants: only a master writes (``PopService`` replicates only between ``start_replicating``
-or ``become_master`` and ``become_slave``); the records of one flush are appended in one
-``MessageStore.submit`` call, in flush order; a snapshot is one batch (nothing interleaves).
+or ``become_master`` and ``become_slave``); the records buffered in one loop iteration are
+appended with one ``MessageStore.submit`` call, in flush order, and always before a snapshot,
+which is one batch (nothing interleaves).
 Limits: a delta or snapshot message body is at most ``chunk_bytes_max``; a replay reads at most
 ``REPLAY_BYTES_MAX`` bytes (more is an operating error: logged, the rest is not replayed).
 """
@@ -115,6 +118,13 @@ class JournalReplica:
         self.base = self._last_base()
         """Queue offset of the newest snapshot (0 before any)."""
         self._last: concurrent.futures.Future[list[commit_log.PutMessageResult]] | None = None
+        self._buffer = bytearray()
+        self._slave_wait: tuple[int, asyncio.Future[commit_log.PutMessageStatus]] | None = None
+        """The end offset of the last write a caller waits for the slave to hold, and that wait
+        (every caller of the same write shares it)."""
+        self._next: asyncio.Future[None] | None = None
+        """While records wait in ``_buffer`` for the end of the loop iteration: done once
+        they were handed to the store (``write_pending``)."""
 
     def _requests(self, chunks: Sequence[bytes], base: int) -> list[commit_log.AppendRequest]:
         now_ms = self._clock.now_ms()
@@ -129,13 +139,38 @@ class JournalReplica:
         ]
 
     def append(self, data: bytes) -> None:
-        """Append journal records (one flush) as one message (more only past the chunk size)."""
-        requests = self._requests(split(data, self._chunk_bytes_max), self.base)
-        self._last = self._store.submit(requests)
+        """Append journal records (one flush): buffered until the end of the current event
+        loop iteration, so the flushes of concurrent calls (many AckMessage calls of one
+        consumer) become one message; at once outside a loop or past ``chunk_bytes_max``."""
+        self._buffer += data
+        if self._next is not None and len(self._buffer) < self._chunk_bytes_max:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_pending()
+            return
+        if self._next is None:
+            self._next = loop.create_future()
+            loop.call_soon(self.write_pending)
+        else:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Hand the buffered records to the store now, as one message (more only past the
+        chunk size); the CommitLog then holds them in flush order."""
+        waiting, self._next = self._next, None
+        if self._buffer:
+            data, self._buffer = bytes(self._buffer), bytearray()
+            requests = self._requests(split(data, self._chunk_bytes_max), self.base)
+            self._last = self._store.submit(requests)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
 
     def snapshot(self, records: Sequence[pop_journal.Record]) -> bool:
         """Append the live state as one batch and make it the replay start; returns whether
         it was stored (refused, e.g. too few in-sync replicas: the old base stays)."""
+        self.write_pending()  # deltas before the snapshot stay before it
         data = pop_journal.encode_all(records)
         base = self._store.max_queue_offset(JOURNAL_TOPIC, JOURNAL_QUEUE)
         chunks = split(data, self._chunk_bytes_max) if data else [_EMPTY_SNAPSHOT]
@@ -169,24 +204,32 @@ class JournalReplica:
     async def replicated(self) -> commit_log.PutMessageStatus:
         """Wait for the last write's flush and replication condition (each bounded by
         ``sync_flush_timeout_ms``, as ``store.put_wait``); PUT_OK, or the failed status
-        (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, a refusal)."""
+        (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, a refusal). The
+        callers waiting for one write share one wait for its slave."""
+        if self._next is not None:
+            await asyncio.shield(self._next)
         write = self._last
         if write is None:
             return PMS.PUT_OK
         timeout_s = self._store.settings.sync_flush_timeout_ms / 1000
         try:
             async with asyncio.timeout(timeout_s):
-                results = await asyncio.shield(asyncio.wrap_future(write))
+                results = write.result() if write.done() else await _shared(write)
         except TimeoutError:
             return PMS.FLUSH_DISK_TIMEOUT
         failed = next((r.status for r in results if r.status is not PMS.PUT_OK), None)
         gate = self._store.replication
         if failed is not None or gate is None:
             return failed or PMS.PUT_OK
-        waited = gate.replicated(max(r.commit_log_offset + r.wrote_bytes for r in results))
+        end = max(r.commit_log_offset + r.wrote_bytes for r in results)
+        if self._slave_wait is None or self._slave_wait[0] != end:
+            waited = gate.replicated(end)
+            if waited.done():
+                return waited.result()
+            self._slave_wait = (end, asyncio.wrap_future(waited))
         try:
             async with asyncio.timeout(timeout_s):
-                return await asyncio.shield(asyncio.wrap_future(waited))
+                return await asyncio.shield(self._slave_wait[1])
         except TimeoutError:
             return PMS.FLUSH_SLAVE_TIMEOUT
 
@@ -258,6 +301,13 @@ def error_of(status: commit_log.PutMessageStatus) -> errors.ArianeError:
     code = _STATUS_ERRORS.get(status, errors.Code.INTERNAL_SERVER_ERROR)
     text = f"done on this broker, but its POP journal write was {status.value}"
     return errors.error_for_code(int(code), text)
+
+
+async def _shared(
+    write: concurrent.futures.Future[list[commit_log.PutMessageResult]],
+) -> list[commit_log.PutMessageResult]:
+    """The results of a write not flushed yet (SYNC_FLUSH), without cancelling it on timeout."""
+    return await asyncio.shield(asyncio.wrap_future(write))
 
 
 def committed_ack(

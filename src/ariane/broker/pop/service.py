@@ -409,10 +409,10 @@ class PopService:
 
     def start_replicating(self) -> None:
         """A master of a replicating group at start: journal into the CommitLog too (see
-        ``pop.replica``), beginning with a snapshot of what the file restored."""
+        ``pop.replica``), beginning with a snapshot of what the file restored, if anything."""
         if self._replica is None:
             self._replica = pop_replica.JournalReplica(self._store, time=self._clock)
-            self._snapshot_due = True
+            self._snapshot_due = bool(self._restored)
 
     def become_master(self) -> int:
         """A promoted slave: rebuild the POP state from the replicated journal topic (the
@@ -432,7 +432,7 @@ class PopService:
         self._restored = restored
         self._pending = bytearray()
         self.compact()
-        self._replica, self._snapshot_due = replica, True
+        self._replica, self._snapshot_due = replica, bool(restored)
         _log.warning("promoted: POP state of %d group queues rebuilt", len(restored))
         return len(restored)
 
@@ -490,6 +490,8 @@ class PopService:
     def close(self) -> None:
         """Write what is buffered and close the journal."""
         self.flush()
+        if self._replica is not None:
+            self._replica.write_pending()
         if self._journal is not None:
             self._journal.close()
 
