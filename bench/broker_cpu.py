@@ -98,6 +98,7 @@ class Options:
     drain_messages: int
     warmup_messages: int
     workers: int | None
+    broker_role: str
     py_spy: pathlib.Path | None
     cprofile: pathlib.Path | None
     record: bool
@@ -275,7 +276,9 @@ def run_round(base: pathlib.Path, opts: Options, round_index: int) -> list[Sampl
     samples: list[Sample] = []
     with (
         _cprofile_hook(opts.cprofile),
-        compare.ariane_cluster(base, opts.flush, token, workers=opts.workers) as cluster,
+        compare.ariane_cluster(
+            base, opts.flush, token, workers=opts.workers, broker_role=opts.broker_role
+        ) as cluster,
     ):
         warmup = compare.driver_args("produce", cluster, opts.warmup_messages, PRODUCERS, "")
         written = compare.run_drivers([warmup], None).timing.messages
@@ -338,6 +341,12 @@ def parse(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--drain-messages", type=int, default=20_000)
     parser.add_argument("--warmup-messages", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument(
+        "--broker-role",
+        choices=("", "ASYNC_MASTER", "SYNC_MASTER"),
+        default="",
+        help="run the broker as this master with one slave (default: a lone broker)",
+    )
     parser.add_argument("--py-spy", type=pathlib.Path, default=None, help="py-spy executable")
     parser.add_argument("--cprofile", type=pathlib.Path, default=None, help="profile directory")
     parser.add_argument("--no-record", action="store_true")
@@ -356,6 +365,7 @@ def parse(argv: Sequence[str] | None) -> Options:
         drain_messages=args.drain_messages,
         warmup_messages=args.warmup_messages,
         workers=args.workers,
+        broker_role=args.broker_role,
         py_spy=args.py_spy,
         cprofile=args.cprofile,
         record=not args.no_record,

@@ -274,16 +274,20 @@ def workers_supported() -> bool:
 
 @contextlib.contextmanager
 def ariane_cluster(
-    base: pathlib.Path, flush: str, tag: str, workers: int | None = None
+    base: pathlib.Path, flush: str, tag: str, workers: int | None = None, broker_role: str = ""
 ) -> Iterator[Cluster]:
     """A fresh ``ariane dev`` cluster with an 8-queue topic; its data is removed afterwards.
 
     ``workers`` (front-end worker processes) is passed on only when not None, so it needs a
-    build where ``workers_supported()``.
+    build where ``workers_supported()``; a ``broker_role`` (``ASYNC_MASTER``/``SYNC_MASTER``)
+    gives the broker one slave (the measured broker stays the master).
     """
     data_dir = base / f"ariane-{tag}"
     launched = time.monotonic()
     extra: dict[str, Any] = {} if workers is None else {"workers": workers}
+    if broker_role:
+        extra.update(slaves=1, broker_role=broker_role)
+    master_words = ["--metrics-listen"] if broker_role else []  # slaves run without metrics
     try:
         with dev.dev_cluster(data_dir, namesrv_port=0, flush_disk_type=flush, **extra) as endpoints:
             topic = f"compare-{tag}"
@@ -295,7 +299,7 @@ def ariane_cluster(
                 topic,
                 launched,
                 ready,
-                _child_with(["ariane", "broker", "--store-dir"]),
+                _child_with(["ariane", "broker", "--store-dir", *master_words]),
                 _child_with(["ariane", "namesrv"]),
                 data_dir,
                 None,

@@ -180,11 +180,16 @@ class BrokerServer:
         channels: rpc.ChannelPool,
         processors: assembly.Processors,
     ) -> tuple[replication.ReplicationService | None, slave_sync.SlaveSyncService | None]:
-        """The master's replication service (the transaction service follows its role) and
-        the slave's metadata sync (``None`` without HA)."""
+        """The master's replication service (the transaction and POP services follow its
+        role) and the slave's metadata sync (``None`` without HA)."""
         if not self.settings.ha.replicates:
             return None, None
-        roles = replication.ReplicationService(runtime, followers=(processors.transactions,))
+        pop = runtime.pop_service
+        if self.settings.ha.role.is_master:
+            pop.start_replicating()  # the POP journal goes into the CommitLog too (pop.replica)
+        else:
+            pop.become_slave()  # the master owns the POP state; drop any stale local journal
+        roles = replication.ReplicationService(runtime, followers=(processors.transactions, pop))
         return roles, slave_sync.SlaveSyncService(runtime, channels)
 
     def _write_timeline(

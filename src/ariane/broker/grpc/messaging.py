@@ -341,6 +341,11 @@ class MessagingService:
                 )
         if not entries:
             raise errors.BadRequestError("AckMessage carries no entry")
+        failure = await self._consumer.journal_replicated()  # SYNC_MASTER: on the slave
+        if failure is not None:
+            for result in entries:
+                if result.status.code == int(errors.Code.OK):
+                    result.status.CopyFrom(codes.from_error(failure))
         return pb.v2_service.AckMessageResponse(
             status=codes.combine(e.status for e in entries), entries=entries
         )
@@ -360,6 +365,7 @@ class MessagingService:
         handle = await self._consumer.nack(
             group, request.topic.name, current, invisible_ms, push=push
         )
+        await self._consumer.journal_replicated()  # the new handle known to the slave
         return pb.v2_service.ChangeInvisibleDurationResponse(
             status=codes.ok(), receipt_handle=handle
         )
@@ -372,6 +378,7 @@ class MessagingService:
         group = topics.validate_group(request.group.name)
         current = self.receives.take(client_id, group, request.receipt_handle)
         await self._consumer.forward_to_dlq(group, request.topic.name, current)
+        await self._consumer.journal_replicated()
         return pb.v2_service.ForwardMessageToDeadLetterQueueResponse(status=codes.ok())
 
     async def query_assignment(

@@ -4,14 +4,14 @@
 its outcomes and its journal records), ``done_window`` (done flags above the committed offset),
 ``fifo`` (per message group delivery order), ``receipt`` (the receipt-handle codec), ``journal``
 (the POP journal's record codec: checkpoint/ack records as RocketMQ's CK/ACK), ``journal_file``
-(its append-only file) and ``service`` (``PopService``, the one owner of group states, queue
-opening, start offsets and offset commits, and ``PopReviveService``, RocketMQ's
+(its append-only file), ``replica`` (the journal in the replicated CommitLog, so a promoted
+slave carries the POP state) and ``service`` (``PopService``, the one owner of group states,
+queue opening, start offsets and offset commits, and ``PopReviveService``, RocketMQ's
 ``PopReviveService``).
 
-
 Invariants: POP state (deliveries in flight, done offsets) survives a restart through the
-journal, so an unacked delivery is still revived and a stale handle still refused; a concurrent
-group's attempts live in its ``%RETRY%<group>_<topic>`` copies (``processors.retry``), an
-orderly group's (redelivered in place) in the journal, so neither can dodge ``%DLQ%<group>`` by
-a restart.
+journal and a failover through its copy in the CommitLog (``replica``), so an unacked delivery
+is still revived and a stale handle still refused; a concurrent group's attempts live in its
+``%RETRY%<group>_<topic>`` copies (``processors.retry``), an orderly group's (redelivered in
+place) in the journal, so neither can dodge ``%DLQ%<group>`` by a restart or a failover.
 """

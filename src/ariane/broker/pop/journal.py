@@ -3,9 +3,10 @@
 RocketMQ keeps POP progress in its store as checkpoint (CK) and ack records, so a broker
 restart neither forgets an unacked delivery nor resets delivery attempts. Ariane keeps the
 same facts in one append-only journal per broker (``pop_journal_file.PopJournal`` does the
-I/O); this module encodes, decodes and folds them. A concurrent group's attempts also live in
-its ``%RETRY%<group>_<topic>`` copies (RECONSUMETIMES), so a CK's attempt matters on its own
-only for orderly groups, which redeliver in place.
+I/O; a replicating master also appends them to the CommitLog, ``pop.replica``); this module
+encodes, decodes and folds them. A concurrent group's attempts also live in its
+``%RETRY%<group>_<topic>`` copies (RECONSUMETIMES), so a CK's attempt matters on its own only
+for orderly groups, which redeliver in place.
 
 Record layout (all integers big-endian)::
 

@@ -15,12 +15,12 @@ into a copy in ``%RETRY%<group>_<topic>``, or ``%DLQ%<group>`` after the last at
 group's only into the DLQ, its other redeliveries happen in place at the next receive), and
 compacts the journal.
 
-What the journal holds, now that retries are stored messages: the deliveries in flight (CK:
-handle version, deadline, attempt, message group) and the done offsets (ACK) above each
-group's committed offset, so that after a restart an unacked delivery is still revived and a
-stale handle is still refused. The attempt of a concurrent group's delivery is its message's
-RECONSUMETIMES + 1 (the retry copy carries it); only an orderly group, which redelivers in
-place, needs the journal's attempt to count toward the DLQ.
+What the journal holds: the deliveries in flight (CK: handle version, deadline, attempt,
+message group) and the done offsets (ACK) above each group's committed offset, so that after a
+restart an unacked delivery is still revived and a stale handle refused (a concurrent group's
+attempt is also its retry copy's RECONSUMETIMES + 1). The master of a replicating group writes
+every flush into the CommitLog too, and a promoted slave rebuilds from it (``pop.replica``;
+the roles: ``start_replicating``, ``become_master``, ``become_slave``).
 
 Every dependency is passed in (store reads, offset table, settings, clock, the reviver);
 nothing here reaches into ``BrokerRuntime``. Invariants: used from the broker's event loop
@@ -42,10 +42,11 @@ from ariane.broker.pop import delivery
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import journal as pop_journal
 from ariane.broker.pop import journal_file as pop_journal_file
+from ariane.broker.pop import replica as pop_replica
 from ariane.broker.tables import offsets
 from ariane.broker.tables import subscriptions as subs
 from ariane.common import clock, errors, ids, message, topics
-from ariane.store import message_store
+from ariane.store import commit_log, message_store
 
 _log = logging.getLogger(__name__)
 GMS = message_store.GetMessageStatus
@@ -95,6 +96,10 @@ class PopService:
         self._states: dict[ids.GroupName, pop.GroupPopState] = {}
         self._pending = bytearray()
         self._depth = 0
+        self._replica: pop_replica.JournalReplica | None = None
+        """Set while this broker is the master of a replicating group (``start_replicating``,
+        ``become_master``; ``become_slave`` clears it): the journal goes to the CommitLog too."""
+        self._snapshot_due = False
 
     @classmethod
     def open(
@@ -344,6 +349,8 @@ class PopService:
         if self._depth or not self._pending or self._journal is None:
             return
         data, self._pending = bytes(self._pending), bytearray()
+        if self._replica is not None:
+            self._replica.append(data)
         try:
             self._journal.append(data)
         except OSError as exc:
@@ -353,22 +360,38 @@ class PopService:
             self.compact()
 
     def maybe_compact(self) -> bool:
-        """Compact if the journal passed half of ``journal_bytes_max``; returns whether."""
+        """Compact if the journal passed half of ``journal_bytes_max``; returns whether. A
+        replicating master also writes a CommitLog snapshot when one is due (start, a failed
+        one, retention deleted the last)."""
         journal = self._journal
         if journal is None or journal.size_bytes < self._pop_settings.journal_bytes_max // 2:
+            replica = self._replica
+            if replica is not None and (self._snapshot_due or replica.base_deleted):
+                self._snapshot_due = not replica.snapshot(self._live_records(committed=True))
             return False
         return self.compact()
+
+    def _live_records(self, *, committed: bool = False) -> list[pop_journal.Record]:
+        """The live state as journal records; with ``committed``, the committed offsets too
+        (``replica.committed_ack``: a slave's synced offsets may lag)."""
+        records: list[pop_journal.Record] = []
+        for state in self._states.values():
+            records += state.journal_records()
+            if committed:
+                for topic, queue_id in state.open_queues():
+                    offset = state.committed_offset(topic, queue_id)
+                    records += pop_replica.committed_ack(state.group, topic, queue_id, offset)
+        for key, restored in sorted(self._restored.items()):
+            records += delivery.restored_records(key, restored)
+            if committed:
+                records += pop_replica.committed_ack(*key, self._offsets.query(*key) or 0)
+        return records
 
     def compact(self) -> bool:
         """Rewrite the journal as the live state (persist offsets first); returns success."""
         if self._journal is None:
             return False
-        records: list[pop_journal.Record] = []
-        for state in self._states.values():
-            records += state.journal_records()
-        for key, restored in sorted(self._restored.items()):
-            records += delivery.restored_records(key, restored)
-        data = pop_journal.encode_all(records)
+        data = pop_journal.encode_all(self._live_records())
         before = self._journal.size_bytes
         try:
             self._offsets.persist()
@@ -378,11 +401,97 @@ class PopService:
             return False
         self._pending = bytearray()
         _log.info("POP journal compacted from %d to %d bytes", before, len(data))
+        if self._replica is not None:
+            self._snapshot_due = not self._replica.snapshot(self._live_records(committed=True))
         return True
+
+    # -- roles (``services.replication.RoleFollower``) ----------------------------------------
+
+    def start_replicating(self) -> None:
+        """A master of a replicating group at start: journal into the CommitLog too (see
+        ``pop.replica``), beginning with a snapshot of what the file restored, if anything."""
+        if self._replica is None:
+            self._replica = pop_replica.JournalReplica(self._store, time=self._clock)
+            self._snapshot_due = bool(self._restored)
+
+    def become_master(self) -> int:
+        """A promoted slave: rebuild the POP state from the replicated journal topic (the
+        file journal of a slave holds nothing), raise lagging committed offsets, rewrite the
+        file journal from it and start replicating. Nothing when replicating already.
+
+        Returns:
+            how many group queues have state restored.
+        """
+        if self._replica is not None:
+            return len(self._restored)
+        replica = pop_replica.JournalReplica(self._store, time=self._clock)
+        restored, commits = pop_replica.promoted(replica.read_state(), self._offsets.query)
+        for (group, topic, queue_id), offset in commits.items():
+            self._offsets.commit(group, topic, queue_id, ids.QueueOffset(offset))
+        self._states.clear()
+        self._restored = restored
+        self._pending = bytearray()
+        self.compact()
+        self._replica, self._snapshot_due = replica, bool(restored)
+        _log.warning("promoted: POP state of %d group queues rebuilt", len(restored))
+        return len(restored)
+
+    def become_slave(self) -> None:
+        """Give the POP state up (the master owns it): forget every group's state and empty
+        the file journal, so nothing stale survives into a later promotion or restart."""
+        self._replica, self._snapshot_due = None, False
+        self._states.clear()
+        self._restored.clear()
+        self._pending = bytearray()
+        self.compact()
+
+    async def replicated(self) -> errors.ArianeError | None:
+        """Wait until the last journal write holds its flush and replication condition
+        (``pop.replica``): ``None``, or the error an ack answers (logged: a failover now
+        forgets the last deliveries and acks). ``None`` when not replicating."""
+        if self._replica is None:
+            return None
+        status = await self._replica.replicated()
+        if status is commit_log.PutMessageStatus.PUT_OK:
+            return None
+        _log.warning("POP journal write not replicated: %s", status.value)
+        return pop_replica.error_of(status)
+
+    def adopt_through(
+        self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId, offset: int
+    ) -> None:
+        """Before an ack or change of a restored delivery no receive reached yet (a receipt of
+        the old master, or from before a restart): open its queue and adopt the restored
+        offsets up to ``offset`` (stops at the first offset not restored); raises
+        ``TooManyRequestsError`` when the group's in-flight table is full."""
+        if not state.is_open(topic, queue_id):
+            if (state.group, topic, queue_id) not in self._restored:
+                return
+            self.open_queue(state, topic, queue_id)
+        at = state.scan_offset(topic, queue_id)
+        while at <= offset and state.adopt_restored(topic, queue_id, at):
+            at = state.scan_offset(topic, queue_id)
+
+    def check_writable(self) -> None:
+        """Raise what a POP journal write would be refused with now (``replica``)."""
+        if self._replica is not None:
+            self._replica.check_writable()
+
+    def restored_state(
+        self, group: subs.SubscriptionGroupConfig | None
+    ) -> pop.GroupPopState | None:
+        """The state of a group with restored state that has not received since start (an ack
+        of a receipt from before a restart or a promotion); raises ``TooManyRequestsError``
+        past ``group_count_max``."""
+        if group is None or not any(key[0] == group.group for key in self._restored):
+            return None
+        return self.state(group)
 
     def close(self) -> None:
         """Write what is buffered and close the journal."""
         self.flush()
+        if self._replica is not None:
+            self._replica.write_pending()
         if self._journal is not None:
             self._journal.close()
 

@@ -179,6 +179,7 @@ class ConsumeProcessor:
         topic = self._topics.require(request.topic)
         if not topic.readable:
             raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
+        self._pop.check_writable()  # its checkpoints are writes (SYNC_MASTER: replicated)
         deadline_ms = self._clock.monotonic_ms() + round(request.poll_s * 1000)
         slice_ms = self._receive.poll_slice_ms
         keys = (topic.name, topics.pop_retry_topic(group.group, topic.name))
@@ -187,9 +188,16 @@ class ConsumeProcessor:
             found = await self._pop_once(request, group, topic)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if found or remaining_ms <= 0:
+                if found:  # the handles must reach the slave; a failed wait still delivers
+                    await self._pop.replicated()
                 return found
             hold_s = min(slice_ms, remaining_ms) / 1000
             await self._polling.hold_any(keys, hold_s, since=since)
+
+    async def journal_replicated(self) -> errors.ArianeError | None:
+        """Wait for the POP journal records of the last acks or changes to reach the slave
+        (SYNC_MASTER); the error to answer them with, or ``None`` (``pop.replica``)."""
+        return await self._pop.replicated()
 
     async def _pop_once(
         self,
@@ -435,11 +443,12 @@ class ConsumeProcessor:
             raise errors.InvalidReceiptHandleError(
                 f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
             )
-        state = self._pop.existing_state(group)
+        state = self._pop.existing_state(group) or self._pop.restored_state(self._groups.get(group))
         if state is None:
             raise errors.InvalidReceiptHandleError(
                 f"group {group!r} has received nothing from this broker since it started"
             )
+        self._pop.adopt_through(state, handle.topic, handle.queue_id, handle.queue_offset)
         return handle, state
 
     def reread(
@@ -465,6 +474,7 @@ class ConsumeProcessor:
             InvalidReceiptHandleError: the handle does not decode, is not this broker's, or is
                 not the message's current handle (stale, already acked, redelivered).
         """
+        self._pop.check_writable()
         with self._pop.batch():
             handle, state = self._handle(group, topic, receipt_text)
             outcome = state.ack(
@@ -488,6 +498,7 @@ class ConsumeProcessor:
         Raises:
             InvalidReceiptHandleError: as for ``ack``; the old handle becomes stale.
         """
+        self._pop.check_writable()
         with self._pop.batch():
             handle, state = self._handle(group, topic, receipt_text)
             changed = state.change_invisible(

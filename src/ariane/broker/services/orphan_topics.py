@@ -30,7 +30,9 @@ lie below it was missing from a listing taken after they were written, so the ma
 and it is skipped (logged). Before any round was applied (a slave just restarted) that floor is
 0 and every such topic is adopted: keeping messages wins over forgetting a deletion. Not seen
 here: DELAY, timer and transactional messages of a young topic still parked in system topics
-(``REAL_TOPIC``); their topic gets a ConsumeQueue only when they are delivered.
+(``REAL_TOPIC``); their topic gets a ConsumeQueue only when they are delivered. System topics
+are never adopted: they are the store's own (schedule, half/op, timer, schedule progress, POP
+journal) and live in no topic table; those a master does list reach the slave by the sync.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def adopt(runtime: runtime_mod.BrokerRuntime) -> list[topic_config.TopicConfig]:
     floor = runtime.metadata_synced_offset
     by_topic: dict[str, list[consume_queue.ConsumeQueue]] = {}
     for queue in store.consume_queues.queues():
+        if topics.is_system_topic(queue.topic):  # the store's own (schedule, half, POP journal)
+            continue
         if runtime.topics.get(queue.topic) is None and queue.max_queue_offset > 0:
             by_topic.setdefault(queue.topic, []).append(queue)
     adopted = []
@@ -81,7 +85,7 @@ def adopt(runtime: runtime_mod.BrokerRuntime) -> list[topic_config.TopicConfig]:
             message_type=_one_type({kind for _, kind in newest}),
         )
         try:
-            stored = runtime.topics.create_or_update(config, system=topics.is_system_topic(name))
+            stored = runtime.topics.create_or_update(config)
         except (errors.ArianeError, OSError) as exc:
             _log.error("topic %s holds messages but its config cannot be rebuilt: %s", name, exc)
             continue

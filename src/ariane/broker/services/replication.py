@@ -12,10 +12,11 @@ progress again from the CommitLog (``ScheduleService.replica_truncated``). The s
 nothing else from a role change: it delivers only while the store accepts writes and follows
 the replicated progress records otherwise (``broker.schedule.progress``).
 
-What else a master owns follows the role through ``RoleFollower``s: a promotion calls each
-one's ``become_master`` once the replicated records are dispatched (the transaction service
-rebuilds its unresolved half messages from them), a demotion calls ``become_slave`` once the
-store is fenced.
+What a master owns besides the CommitLog follows the role through ``RoleFollower``s: a promotion
+calls each one's ``become_master`` once the replicated records are dispatched (the transaction
+service rebuilds its unresolved half messages from them, the POP service its deliveries in
+flight and done offsets from the replicated POP journal, ``broker.pop.replica``), a demotion
+calls ``become_slave`` once the store is fenced.
 
 Fencing (DESIGN.md §7): a master started with a role and at least one name server keeps a
 ``store.ha.lease.MasterLease`` (``[ha] lease_ms``) that the registration service renews; a
@@ -69,7 +70,8 @@ def advertised_ha_address(ha_listen: str, client_endpoint: str, port: int) -> st
 
 
 class RoleFollower(Protocol):
-    """State a master owns that changes hands with the role (the transaction service)."""
+    """State a master owns that changes hands with the role (the transaction service, the
+    POP service)."""
 
     def become_master(self) -> object:
         """Take ownership: rebuild from the replicated CommitLog."""
