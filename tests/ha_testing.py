@@ -181,9 +181,9 @@ def create_topic(endpoint: str, topic: str, *, message_type: str = "NORMAL") -> 
 SLAVE_ROLE = pb.admin.BrokerRole.BROKER_ROLE_SLAVE
 
 
-def topics(endpoint: str) -> set[str]:
+def topics(endpoint: str, *, include_system: bool = False) -> set[str]:
     """The topic names a broker holds (a slave: those its metadata sync copied)."""
-    request = pb.admin.ListTopicsRequest()
+    request = pb.admin.ListTopicsRequest(include_system=include_system)
     answer = asyncio.run(_admin(endpoint, "ListTopics", request, pb.admin.ListTopicsResponse))
     codes.raise_for_status(answer.status)
     return {t.name for t in answer.topics}
