@@ -297,6 +297,60 @@ def test_the_revive_loop_copies_expired_deliveries_without_a_receive(
     assert harness.runtime.offsets.query(G, T, Q0) == 1
 
 
+@pytest.mark.parametrize("first_in", ["revive loop", "receive"])
+def test_an_expiry_revived_by_the_loop_and_a_receive_at_once_is_copied_once(
+    harness: broker_harness.BrokerHarness, monkeypatch: pytest.MonkeyPatch, first_in: str
+) -> None:
+    """Proves an expired delivery is copied to %RETRY%g_orders once when the revive loop and a
+    receive both reach it while the other is still awaiting its copy's write (a SYNC_MASTER's
+    slave wait): one copy at RECONSUMETIMES 1, delivered once at attempt 2, never a second
+    copy delivered again at attempt 2 (nor the later one failing on the settled offset)."""
+    _group(harness)
+    _send_one(harness)
+    _receive(harness)
+    harness.clock.advance_ms(10_001)
+    reviver = pop_service.PopReviveService(
+        pop_service=harness.runtime.pop_service,
+        group_table=harness.runtime.groups,
+        reviver=harness.processors.consumer.revive,
+        interval_ms=1_000,
+    )
+    consumer, request = harness.processors.consumer, harness.receive_request(G, T)
+    retry_failed = harness.processors.retry.retry_failed
+    gate, writes = asyncio.Event(), []
+
+    async def held_write(*args: Any, **kwargs: Any) -> retry.SendBackResult:
+        writes.append(args)
+        if len(writes) == 1:  # the first writer waits (as for its slave) until released
+            await gate.wait()
+        return await retry_failed(*args, **kwargs)
+
+    monkeypatch.setattr(harness.processors.retry, "retry_failed", held_write)
+
+    async def revive() -> list[consume.Received]:
+        await reviver.revive_once()
+        return []
+
+    async def race() -> list[consume.Received]:
+        receive = consumer.receive(request)
+        first, second = (revive(), receive) if first_in == "revive loop" else (receive, revive())
+        held = asyncio.create_task(first)
+        for _ in range(100):  # bounded: the first writer reaches its write in a few steps
+            if writes:
+                break
+            await asyncio.sleep(0)
+        assert writes, "the first reviver never reached its write"
+        got = await second
+        gate.set()
+        return got + await held
+
+    delivered = asyncio.run(race())
+    assert [c.reconsume_times for c in _stored(harness, POP_RETRY)] == [1]
+    delivered += _receive(harness)
+    assert [r.delivery.attempt for r in delivered] == [2]
+    assert harness.runtime.offsets.query(G, T, Q0) == 1
+
+
 def test_attempts_and_parked_retries_survive_a_restart(tmp_path: pathlib.Path) -> None:
     """A nacked message parked for 5 s is delivered after a broker restart as attempt 2 (the
     count is in the stored copy, the schedule in the timer log)."""

@@ -23,8 +23,8 @@ Per queue (topic, queue id) it keeps::
 * done flags above ``committed``, as a bitmap bounded by ``pop_span_max``.
 
 How the receive path drives it, per queue: (1) ``collect_due`` → for each ``Due``: forward it
-to the DLQ (or, for a concurrent group, copy it to ``%RETRY%<group>_<topic>``: ``processors.retry``)
-then ``settle_dead_letter``, or (orderly groups) read it and ``redeliver``; (2) FIFO only:
+to the DLQ (or, for a concurrent group, copy it to ``%RETRY%<group>_<topic>``) inside
+``reviving`` (which settles it), or (orderly groups) read it and ``redeliver``; (2) FIFO only:
 ``fifo_ready`` → ``reserve`` each; (3) read new messages from ``scan_offset`` (at most
 ``scan_budget``): ``skip`` those the filter rejects, ``reserve`` the others (``None`` means FIFO
 held it back). Ack/ChangeInvisibleDuration decode the receipt handle and call ``ack`` /
@@ -49,9 +49,11 @@ Bounds: in-flight + held entries per group ≤ ``inflight_messages_max`` and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import secrets
+from collections.abc import Iterator
 
 from ariane.broker import settings
 from ariane.broker.pop import delivery, done_window, fifo
@@ -74,6 +76,9 @@ class _Queue:
     in_flight: dict[int, delivery.InFlight] = dataclasses.field(default_factory=dict)
     heap: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
     due: set[int] = dataclasses.field(default_factory=set)
+    reviving: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Due offsets whose copy is being written (``GroupPopState.reviving``) → the claimed
+    handle version."""
     held: dict[int, str] = dataclasses.field(default_factory=dict)
     order: fifo.FifoOrder | None = None
     restored: pop_journal.RestoredQueue | None = None
@@ -383,7 +388,8 @@ class GroupPopState:
         """In-flight messages whose deadline is at or before now, in offset order per queue.
 
         A due message stays in flight (its current handle still acks it, and FIFO keeps its
-        group blocked) until ``redeliver`` or ``settle_dead_letter``.
+        group blocked) until ``redeliver`` or ``settle_dead_letter``; one a caller is
+        ``reviving`` is not collected again.
 
         Args:
             topic: only this topic's queues (all when ``None``).
@@ -397,7 +403,7 @@ class GroupPopState:
             ):
                 continue
             self._expire(queue, now)
-            for offset in sorted(queue.due):
+            for offset in sorted(queue.due.difference(queue.reviving)):
                 attempt = queue.in_flight[offset].attempt + 1
                 result.append(
                     delivery.Due(
@@ -439,6 +445,31 @@ class GroupPopState:
         queue = self._queue(topic, queue_id)
         assert offset in queue.due, f"offset {offset} is not due"
         self._finish(queue, offset)
+
+    @contextlib.contextmanager
+    def reviving(
+        self, topic: ids.TopicName, queue_id: ids.QueueId, offset: ids.QueueOffset
+    ) -> Iterator[bool]:
+        """Claim a due delivery while its retry copy or dead letter is written (the write
+        awaits: a SYNC_MASTER waits for its slave; the revive loop and the receives collect
+        the same expiries, so unclaimed, one expiry could be copied twice and delivered twice
+        at one attempt). Yields whether the caller holds the claim (``False``: no longer due,
+        or another caller revives it: write nothing). A block that ends normally settles the
+        delivery unless an ack, a ChangeInvisibleDuration or a reset replaced it meanwhile;
+        one that raises only ends the claim (it stays due for the next pass)."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or offset not in queue.due or offset in queue.reviving:
+            yield False
+            return
+        version = queue.reviving[offset] = queue.in_flight[offset].handle_version
+        try:
+            yield True
+        finally:
+            del queue.reviving[offset]
+        entry = queue.in_flight.get(offset)
+        current = self._queues.get((topic, queue_id)) is queue
+        if current and entry is not None and entry.handle_version == version:
+            self._finish(queue, offset)
 
     # -- client acknowledgements -------------------------------------------------------------
 

@@ -586,15 +586,12 @@ class PopReviveService:
     ) -> int:
         moved = 0
         found = self._pop.read_messages(topic, queue_id, [d.queue_offset for d in dues])
-        for due in dues:
-            if not state.is_open(topic, queue_id):
-                break  # the topic was deleted or the group reset meanwhile
-            stored = found.get(due.queue_offset)
-            if stored is not None:
-                await self._revive(state.group, stored, failed_attempt=due.next_attempt - 1)
-                moved += 1
-            if state.in_flight(topic, queue_id, due.queue_offset) is not None:
-                state.settle_dead_letter(topic, queue_id, due.queue_offset)
+        for due in dues:  # not claimed: acked, reset, or a receive is copying it
+            with state.reviving(topic, queue_id, due.queue_offset) as claimed:
+                stored = found.get(due.queue_offset) if claimed else None
+                if stored is not None:
+                    await self._revive(state.group, stored, failed_attempt=due.next_attempt - 1)
+                    moved += 1
         if state.is_open(topic, queue_id):
             self._pop.commit(state, topic, queue_id)
         return moved

@@ -314,15 +314,13 @@ class ConsumeProcessor:
             return
         found = self._pop.read_messages(request.topic, queue_id, [d.queue_offset for d in dues])
         for due in dues:
-            stored = found.get(due.queue_offset)
-            if stored is None:  # deleted by retention meanwhile: nothing left to deliver
-                state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
-                continue
-            if due.to_dlq or not state.orderly:
-                await self._retry.retry_failed(
-                    group, stored, failed_attempt=due.next_attempt - 1, delay_ms=0
-                )
-                state.settle_dead_letter(request.topic, queue_id, due.queue_offset)
+            stored = found.get(due.queue_offset)  # None: deleted by retention, nothing to copy
+            if stored is None or due.to_dlq or not state.orderly:
+                with state.reviving(request.topic, queue_id, due.queue_offset) as claimed:
+                    if claimed and stored is not None:  # not claimed: another pass copies it
+                        await self._retry.retry_failed(
+                            group, stored, failed_attempt=due.next_attempt - 1, delay_ms=0
+                        )
                 continue
             if len(out) >= request.batch_size:
                 continue
