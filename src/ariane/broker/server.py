@@ -117,13 +117,12 @@ class BrokerServer:
         latency = rpc.RpcLatency()
         front = frontend.build(self.settings, implementations, latency=latency, gate=self._gate())
         self.front_end = front
-        registrar = registration.RegistrationService(
-            runtime, channels, replication=self.replication
-        )
+        ha = self.replication
+        registrar = registration.RegistrationService(runtime, channels, replication=ha)
         timeline = self._write_timeline(runtime)
         exposition = _exposition(
             lambda: metrics_view.snapshot(
-                runtime, client_registry, front, latency, ha=self.replication,
+                runtime, client_registry, front, latency, ha=ha,
                 timeline=timeline, transactions=processors.transactions,
                 auth=self.auth_stores.audit,
             )
