@@ -20,10 +20,12 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 import broker_harness
+from ariane.broker import settings as broker_settings
+from ariane.broker.grpc import auth_gate
 from ariane.broker.remoting import service as remoting_service
 from ariane.common import errors as common_errors
 from ariane.remoting import codes, command, fastjson, security_gate, transport
-from ariane.security import metadata_store, model, signing
+from ariane.security import audit, metadata_store, model, signing
 from ariane.security import settings as auth_settings
 
 RQ = codes.RequestCode
@@ -89,8 +91,10 @@ def run(
     tmp_path: pathlib.Path,
     scenario: Callable[[Ctx], Awaitable[None]],
     auth: auth_settings.AuthSettings = ON,
+    audit_log: audit.AuthAudit | None = None,
 ) -> None:
-    """Run ``scenario`` against a broker with ``auth`` serving Remoting on a free port."""
+    """Run ``scenario`` against a broker with ``auth`` serving Remoting on a free port, its
+    gate recording into ``audit_log`` (a new one when ``None``)."""
 
     async def main() -> None:
         harness = broker_harness.BrokerHarness(tmp_path)
@@ -102,6 +106,7 @@ def run(
             auth_store=harness.runtime.auth_metadata,
             auth=auth,
             cluster="DefaultCluster",
+            audit_log=audit_log,
         )
         host, port = await service.start("127.0.0.1", 0)
         client = transport.RemotingClient()
@@ -251,12 +256,12 @@ def test_authorization_names_resource_action_and_address(tmp_path: pathlib.Path)
 def test_refused_oneway_is_dropped_with_rate_limited_audit_lines(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An unsigned oneway offset commit gets no answer and commits nothing; refusals write one
-    audit line each, at most ``AUDIT_LINES_PER_S`` in a second, and the next line counts the
-    ones left out."""
+    """An unsigned oneway offset commit gets no answer and commits nothing; every refusal is
+    counted in the gate's ``AuthAudit``, and repeats of one refusal write one audit line in
+    the format the gRPC gate writes."""
 
     async def scenario(ctx: Ctx) -> None:
-        caplog.set_level(logging.INFO, logger="ariane.auth_audit")
+        caplog.set_level(logging.INFO, logger="ariane.security.audit")
         commit = {"consumerGroup": "g", "topic": TOPIC, "queueId": "0", "commitOffset": "5"}
         await ctx.client.invoke_oneway(
             ctx.addr, command.request(RQ.UPDATE_CONSUMER_OFFSET, commit, oneway=True)
@@ -264,18 +269,47 @@ def test_refused_oneway_is_dropped_with_rate_limited_audit_lines(
         query = {"consumerGroup": "g", "topic": TOPIC, "queueId": "0"}
         answer = await ctx.call(RQ.QUERY_CONSUMER_OFFSET, query)  # after the oneway, same link
         assert answer.code == RC.QUERY_NOT_FOUND, (answer.code, answer.remark)
-        for _ in range(security_gate.AUDIT_LINES_PER_S + 5):
-            await ctx.call(RQ.GET_BROKER_RUNTIME_INFO, user=None)
-        lines = [r.getMessage() for r in caplog.records if r.name == "ariane.auth_audit"]
-        assert lines[0].startswith("[AUTHENTICATION] User:- is authenticated failed from 127.0.0.1")
-        assert "request = 15: username cannot be null." in lines[0]
-        assert len(lines) == security_gate.AUDIT_LINES_PER_S, lines
-        ctx.h.clock.advance_ms(1_000)
-        await ctx.call(RQ.GET_BROKER_RUNTIME_INFO, user=None)
-        last = [r.getMessage() for r in caplog.records if r.name == "ariane.auth_audit"][-1]
-        assert last.endswith("(6 earlier refusals not logged)"), last
+        for _ in range(10):
+            refused = await ctx.call(RQ.GET_BROKER_RUNTIME_INFO, user=None)
+            assert refused.code == RC.NO_PERMISSION
+        lines = [r.getMessage() for r in caplog.records if r.name == "ariane.security.audit"]
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("[AUTHENTICATION] User: is authenticated failed"), lines[0]
+        assert "(username cannot be null.) from 127.0.0.1:" in lines[0], lines[0]
+        assert lines[0].endswith("for request = remoting:15."), lines[0]
+        gate = ctx.service.gate
+        assert gate is not None
+        assert gate.audit.authentications == {"missing": 11, "ok": 1}
+        assert gate.audit.suppressed == 10
 
     run(tmp_path, scenario)
+
+
+def test_remoting_refusals_count_in_the_grpc_gates_audit(tmp_path: pathlib.Path) -> None:
+    """A Remoting refusal and a Remoting authorization denial land in the broker's one
+    ``AuthAudit`` (the gRPC gate's, ``AuthStores.audit``), which is what ``/metrics`` reads."""
+    settings = broker_settings.from_mapping(
+        {"store_dir": str(tmp_path / "grpc"), "auth": {"authentication_enabled": True}}
+    )
+    stores = auth_gate.AuthStores(settings)
+    assert stores.gate(cluster="DefaultCluster") is not None
+    shared = stores.audit
+    assert shared is not None
+
+    async def scenario(ctx: Ctx) -> None:
+        gate = ctx.service.gate
+        assert gate is not None and gate.audit is shared
+        refused = await ctx.call(RQ.GET_BROKER_RUNTIME_INFO, user=None)
+        assert refused.code == RC.NO_PERMISSION
+        await add_user(ctx, "alice", "a-pw", [(f"Topic:{TOPIC}", ["Pub"])])
+        denied = await ctx.call(
+            RQ.UPDATE_AND_CREATE_TOPIC, topic_header("t2"), user=("alice", "a-pw")
+        )
+        assert denied.code == RC.NO_PERMISSION, denied.remark
+
+    run(tmp_path, scenario, audit_log=shared)
+    assert shared.authentications.get("missing") == 1, shared.authentications
+    assert shared.authorizations.get("no_match") == 1, shared.authorizations
 
 
 def test_identity_cache_never_serves_a_wrong_signature_and_follows_changes(

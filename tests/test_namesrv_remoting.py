@@ -16,9 +16,11 @@ import remoting_testing as rt
 from ariane.common import clock, ids
 from ariane.common import message as message_mod
 from ariane.grpcwire import pb
-from ariane.namesrv import kv_config, remoting_service, service
+from ariane.namesrv import inner_auth, kv_config, remoting_service, service
 from ariane.namesrv import route_info_manager as rim
 from ariane.remoting import codes, command, fastjson, transport
+from ariane.security import settings as auth_settings
+from ariane.security import signing
 
 RC = codes.RequestCode
 
@@ -179,3 +181,60 @@ def test_remoting_routes_follow_the_newest_epoch_master() -> None:
     table = remoting_service.cluster_info(manager.cluster_info())["brokerAddrTable"]
     assert isinstance(table, dict)
     assert table["g"]["brokerAddrs"] == {"0": "10.0.0.6:10911"}
+
+
+INNER = auth_settings.InnerCredentials("ariane-inner", "inner-secret")
+
+
+@pytest.mark.parametrize("enforced", [True, False])
+def test_kv_writes_need_the_inner_credential_when_enforced(enforced: bool) -> None:
+    """With the inner credential enforced, an unsigned or wrongly signed PUT/DELETE_KV_CONFIG
+    answers NO_PERMISSION and changes nothing while a signed one is served and reads stay open;
+    with no credential configured, unsigned writes are served as today."""
+    auth = inner_auth.NameServerAuthSettings(
+        inner_client_authentication_credentials=INNER if enforced else None
+    )
+    writers = inner_auth.InnerAuthenticator(auth) if auth.enforced else None
+
+    async def main() -> None:
+        manager, kv = _tables()
+        handlers = remoting_service.RemotingNameService(manager, kv, writers).handlers()
+        async with rt.running_server(handlers) as (_, addr):
+            client = transport.RemotingClient()
+
+            async def ask(code: int, secret: str | None = None, **ext: str) -> int:
+                fields = dict(ext)
+                if secret is not None:
+                    fields = signing.sign_remoting(
+                        fields,
+                        b"",
+                        access_key=INNER.access_key,
+                        secret_key=secret,
+                        version=codes.ROCKETMQ_VERSION_5_3_3,
+                    )
+                return (await client.invoke(addr, command.request(code, fields), 5)).code
+
+            put = {"namespace": "ns", "key": "k", "value": "v"}
+            unsigned = await ask(RC.PUT_KV_CONFIG, **put)
+            wrong = await ask(RC.PUT_KV_CONFIG, "guess", **put)
+            if not enforced:
+                assert (unsigned, wrong) == (0, 0)
+                assert kv.get("ns", "k") == "v"
+                assert await ask(RC.DELETE_KV_CONFIG, namespace="ns", key="k") == 0
+                assert kv.get("ns", "k") is None
+                await client.close()
+                return
+            assert unsigned == wrong == codes.ResponseCode.NO_PERMISSION
+            assert kv.get("ns", "k") is None
+            assert await ask(RC.PUT_KV_CONFIG, INNER.secret_key, **put) == 0
+            assert kv.get("ns", "k") == "v"
+            assert await ask(RC.GET_KV_CONFIG, namespace="ns", key="k") == 0  # reads stay open
+            assert await ask(RC.GET_BROKER_CLUSTER_INFO) == 0
+            refused = await ask(RC.DELETE_KV_CONFIG, namespace="ns", key="k")
+            assert refused == codes.ResponseCode.NO_PERMISSION
+            assert kv.get("ns", "k") == "v"
+            assert await ask(RC.DELETE_KV_CONFIG, INNER.secret_key, namespace="ns", key="k") == 0
+            assert kv.get("ns", "k") is None
+            await client.close()
+
+    asyncio.run(main())

@@ -278,6 +278,7 @@ class BrokerServer:
             auth_store=runtime.auth_metadata,
             auth=self.settings.auth,
             cluster=self.settings.cluster,
+            audit_log=self.auth_stores.audit,  # the gRPC gate's: one set of counters
         )
         try:
             bound_host, bound_port = await service.start(host, port)

@@ -24,6 +24,14 @@ failures) with the reason naming the user, never the secret, and leaves the tabl
 each refusal is logged, at most once per client host and reason per ``REFUSAL_LOG_INTERVAL_S``.
 Route and cluster queries stay open, as RocketMQ's clients query routes unauthenticated.
 
+The same credential guards the Remoting KV writes (100 PUT_KV_CONFIG, 102 DELETE_KV_CONFIG):
+when enforced they must carry ``AccessKey``/``Signature`` ext fields signed as
+``AclClientRPCHook`` signs (``authentication.authenticate_remoting`` over the same one-user
+directory), else they answer 16 NO_PERMISSION and change nothing (``remoting_refusal``);
+KV reads stay open, as in RocketMQ (whose name server checks nothing). A Remoting signature
+has no date-time, so a captured signed write replays verbatim (same key, same value) until
+the credential changes.
+
 Invariants: secrets never appear in a ``repr``, a log line or an answer; with no credential
 configured (or ``authentication_enabled = false``) nothing is checked, as in RocketMQ.
 """
@@ -143,6 +151,27 @@ class InnerAuthenticator:
         if reason is not None and self._lines.allow((_host(peer), rpc, reason)):
             _log.warning("refused %s from %s: %s", rpc, peer, reason)
         return reason
+
+    def remoting_refusal(
+        self, ext_fields: Mapping[str, str], body: bytes, *, version: int, peer: str, code: int
+    ) -> str | None:
+        """Why the Remoting write ``code`` is refused (RocketMQ's remark), or ``None``.
+
+        Args:
+            ext_fields: the request's ext fields (``AccessKey``, ``Signature``, the rest signed).
+            body: the request's body (signed too).
+            version: the request's ``version`` (decides how the signature is checked).
+            peer: the client's ``host:port`` (for the log line).
+            code: the request code (for the log line).
+        """
+        result = authentication.authenticate_remoting(
+            self._users, ext_fields=ext_fields, body=body, version=version
+        )
+        if result.ok:
+            return None
+        if self._lines.allow((peer.rpartition(":")[0] or peer, code, result.status)):
+            _log.warning("refused Remoting code %d from %s: %s", code, peer, result.message[:256])
+        return result.message
 
     def _stale(self, date_time: str) -> str | None:
         try:

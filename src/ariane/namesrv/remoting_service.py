@@ -6,7 +6,9 @@ Codes served (remoting.md §2, §5), over the same ``RouteInfoManager`` as the g
   TOPIC_NOT_EXIST;
 * 106 GET_BROKER_CLUSTER_INFO: ``{"brokerAddrTable":{…},"clusterAddrTable":{…}}``;
 * 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER: ``{"topicList":[…]}``;
-* 100/101/102 PUT/GET/DELETE_KV_CONFIG and 219 GET_KVLIST_BY_NAMESPACE (``kv_config``);
+* 100/101/102 PUT/GET/DELETE_KV_CONFIG and 219 GET_KVLIST_BY_NAMESPACE (``kv_config``); with
+  the inner credential enforced (``inner_auth``), 100 and 102 must be signed with it or
+  answer 16 NO_PERMISSION and change nothing (RocketMQ checks nothing); reads stay open;
 * 34 HEART_BEAT and 35 UNREGISTER_CLIENT answered 0 (``mqadmin``'s inner producer sends them to
   the name server address it was given).
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 import logging
 
 from ariane.common import errors, ids
-from ariane.namesrv import kv_config
+from ariane.namesrv import inner_auth, kv_config
 from ariane.namesrv import route_info_manager as rim
 from ariane.remoting import codes, fastjson, transport
 from ariane.remoting import command as cmd
@@ -105,11 +107,19 @@ class RemotingNameService:
     Args:
         manager: the route tables (shared with the gRPC registry).
         kv: the KV config.
+        writers: checks the inner-credential signature of KV writes (``None``: open, as in
+            RocketMQ).
     """
 
-    def __init__(self, manager: rim.RouteInfoManager, kv: kv_config.KvConfig) -> None:
+    def __init__(
+        self,
+        manager: rim.RouteInfoManager,
+        kv: kv_config.KvConfig,
+        writers: inner_auth.InnerAuthenticator | None = None,
+    ) -> None:
         self._manager = manager
         self._kv = kv
+        self._writers = writers
 
     def handlers(self) -> dict[int, transport.Handler]:
         """The handler table for ``transport.RemotingServer``."""
@@ -147,8 +157,21 @@ class RemotingNameService:
         """206: every topic with a route (``TopicList``)."""
         return cmd.response(req, body=fastjson.dumps({"topicList": self._manager.topic_names()}))
 
-    async def put_kv(self, _conn: transport.Connection, req: Reply) -> Reply:
-        """100: store ``namespace``/``key`` = ``value``."""
+    def _refused(self, conn: transport.Connection, req: Reply) -> Reply | None:
+        """NO_PERMISSION when KV writes need the inner credential and ``req`` lacks it."""
+        if self._writers is None:
+            return None
+        reason = self._writers.remoting_refusal(
+            req.ext_fields, req.body, version=req.version, peer=conn.remote_address, code=req.code
+        )
+        if reason is None:
+            return None
+        return cmd.response(req, codes.ResponseCode.NO_PERMISSION, remark=reason[:512])
+
+    async def put_kv(self, conn: transport.Connection, req: Reply) -> Reply:
+        """100: store ``namespace``/``key`` = ``value`` (signed, when enforced)."""
+        if (refused := self._refused(conn, req)) is not None:
+            return refused
         ext = req.ext_fields
         try:
             self._kv.put(ext.get("namespace", ""), ext.get("key", ""), ext.get("value", ""))
@@ -165,8 +188,10 @@ class RemotingNameService:
             return cmd.response(req, codes.ResponseCode.QUERY_NOT_FOUND, remark=remark)
         return cmd.response(req, ext_fields={"value": value})
 
-    async def delete_kv(self, _conn: transport.Connection, req: Reply) -> Reply:
-        """102: remove the entry (success whether or not it existed)."""
+    async def delete_kv(self, conn: transport.Connection, req: Reply) -> Reply:
+        """102: remove the entry (success whether or not it existed; signed, when enforced)."""
+        if (refused := self._refused(conn, req)) is not None:
+            return refused
         self._kv.delete(req.ext_fields.get("namespace", ""), req.ext_fields.get("key", ""))
         return cmd.response(req)
 

@@ -159,6 +159,11 @@ class NameServer:
             rpc.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),
         ]
 
+    def _writers(self) -> inner_auth.InnerAuthenticator | None:
+        """The check of Remoting KV writes: the inner credential's, when enforced."""
+        auth = self._settings.auth
+        return inner_auth.InnerAuthenticator(auth) if auth.enforced else None
+
     async def serve(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then shut down cleanly.
 
@@ -167,7 +172,7 @@ class NameServer:
         """
         server = grpc_server.build(self._settings.server, self._handlers())
         remoting = remoting_transport.RemotingServer(
-            remoting_service.RemotingNameService(self.manager, self.kv).handlers(),
+            remoting_service.RemotingNameService(self.manager, self.kv, self._writers()).handlers(),
             settings=self._settings.remoting,
         )
         private_dir = tempfile.mkdtemp(prefix="ariane-namesrv-")

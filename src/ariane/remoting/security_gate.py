@@ -17,9 +17,12 @@ over the protocol-neutral core (``ariane.security``):
    subject and the peer's IP (``authorization.authorize``);
 3. a refusal answers **16 NO_PERMISSION** with RocketMQ's text as the remark ("User:alice is
    not found.", "User:alice check signature failed.", "User:alice has no permission to access
-   Topic:T from 10.0.0.7, no matched policies."), and a oneway request is dropped; each refusal
-   writes one line to the ``ariane.auth_audit`` logger, at most ``AUDIT_LINES_PER_S`` a second
-   (the lines left out are counted in the next one). Allowed requests are not logged.
+   Topic:T from 10.0.0.7, no matched policies."), and a oneway request is dropped;
+4. every decision is counted, and every refusal logged (rate-limited), in the broker's one
+   ``security.audit.AuthAudit`` -- the object its gRPC gate records into -- so
+   ``rocketmq_authentication_total{result}`` / ``rocketmq_authorization_total{result}`` on
+   ``/metrics`` count both protocols and the audit lines have one format (the request is named
+   ``remoting:<code>``). Allowed requests are counted, never logged.
 
 With both switches off the handler table is returned unchanged: nothing reads ``AccessKey``.
 
@@ -30,25 +33,26 @@ resources it can name (a required one missing is a refusal, never an exception).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from ariane.common import clock as clock_mod
 from ariane.common import topics
 from ariane.remoting import codes, fastjson, transport
 from ariane.remoting import command as cmd_mod
-from ariane.security import authentication, authorization, errors, remoting_requests, requests
+from ariane.security import (
+    audit,
+    authentication,
+    authorization,
+    errors,
+    remoting_requests,
+    requests,
+)
 from ariane.security import settings as auth_settings
 
 _log = logging.getLogger(__name__)
-_audit = logging.getLogger("ariane.auth_audit")
-
-AUDIT_LINES_PER_S = 10
-"""Most audit lines written per second; more refusals in the same second are only counted."""
 
 CONNECTION_ID_KEY = "auth.connection_id"
 """Where a connection's id for the identity cache lives in ``Connection.attributes``."""
@@ -70,39 +74,6 @@ class Directory(authentication.UserDirectory, authorization.AclDirectory, Protoc
     @property
     def generation(self) -> int:
         """Bumped by every change of users or ACLs."""
-
-
-class AuditLog:
-    """Rate-limited refusal lines on the ``ariane.auth_audit`` logger (RocketMQ writes
-    ``RocketmqAuthAudit`` lines, unbounded; security.md §9).
-
-    Args:
-        time: the clock (``monotonic_ms``).
-        lines_per_s: most lines per second.
-    """
-
-    def __init__(self, *, time: clock_mod.Clock, lines_per_s: int = AUDIT_LINES_PER_S) -> None:
-        assert lines_per_s >= 1, lines_per_s
-        self._time = time
-        self._lines_per_s = lines_per_s
-        self._second = -1
-        self._written = 0
-        self.suppressed = 0
-        """Refusals not written since the last line (reported in the next one)."""
-
-    def refused(self, line: str) -> bool:
-        """Write ``line`` unless this second's budget is spent; whether it was written."""
-        second = self._time.monotonic_ms() // 1000
-        if second != self._second:
-            self._second, self._written = second, 0
-        if self._written >= self._lines_per_s:
-            self.suppressed += 1
-            return False
-        self._written += 1
-        left_out, self.suppressed = self.suppressed, 0
-        suffix = f" ({left_out} earlier refusals not logged)" if left_out else ""
-        _audit.info("%s%s", clip(line), suffix)
-        return True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,7 +101,8 @@ class RemotingGate:
         directory: users and ACLs.
         auth: the ``[auth]`` switches and the identity cache bound.
         cluster: the server's cluster name (``Cluster:<name>`` resources).
-        time: the clock of the audit budget.
+        audit_log: where decisions are counted and refusals logged -- the broker's gRPC gate's
+            (``AuthStores.audit``) so both protocols share counters; a new one when ``None``.
         body_resources: code -> reader of the names its body holds (``BODY_RESOURCES``).
     """
 
@@ -140,7 +112,7 @@ class RemotingGate:
         auth: auth_settings.AuthSettings,
         *,
         cluster: str,
-        time: clock_mod.Clock,
+        audit_log: audit.AuthAudit | None = None,
         body_resources: Mapping[int, BodyDecoder] | None = None,
     ) -> None:
         self._directory = directory
@@ -151,9 +123,8 @@ class RemotingGate:
         self._cache = authentication.IdentityCache(entries_max=entries) if entries else None
         self._generation = directory.generation
         self._ids = itertools.count(1)
-        self.audit = AuditLog(time=time)
-        self.counts: collections.Counter[str] = collections.Counter()
-        """``authentication.<status>`` and ``authorization.<status>`` per request checked."""
+        self.audit = audit_log if audit_log is not None else audit.AuthAudit()
+        """Decision counters and rate-limited refusal lines (shared with the gRPC gate)."""
 
     @property
     def cached_identities(self) -> int:
@@ -205,13 +176,9 @@ class RemotingGate:
         self._generation = self._directory.generation
         peer = connection.remote_address
         result = self._authenticate(connection, request)
-        self.counts[f"authentication.{result.status.value}"] += 1
+        self.audit.authenticated(result, address=peer, request=_request_name(request))
         name = result.username or ""
         if not result.ok:
-            self.audit.refused(
-                f"[AUTHENTICATION] User:{name or '-'} is authenticated failed from {peer} "
-                f"for request = {request.code}: {result.message}"
-            )
             return Decision(False, result.message, name)
         if not self._auth.authorization_enabled:
             return Decision(True, "", name)
@@ -243,25 +210,22 @@ class RemotingGate:
                 request.code, request.ext_fields, cluster=self._cluster, body=body
             )
         except errors.SecurityError as exc:
-            self.counts["authorization.UNMAPPABLE"] += 1
-            self.audit.refused(
-                f"[AUTHORIZATION] Subject = User:{name} is Deny from {peer} "
-                f"for request = {request.code}: {exc.message}"
+            decided = authorization.AuthzResult(authorization.AuthzStatus.DENIED, exc.message)
+        else:
+            decided = authorization.authorize(
+                self._directory, result.subject, needed, requests.source_ip_of(peer)
             )
-            return Decision(False, exc.message, name)
-        decided = authorization.authorize(
-            self._directory, result.subject, needed, requests.source_ip_of(peer)
+        self.audit.authorized(
+            decided, subject=result.subject, address=peer, request=_request_name(request)
         )
-        self.counts[f"authorization.{decided.status.value}"] += 1
         if decided.allowed:
             return Decision(True, "", name)
-        what = decided.permission.describe() if decided.permission else "-"
-        self.audit.refused(
-            f"[AUTHORIZATION] Subject = User:{name} is Deny Action = {what} from sourceIp = "
-            f"{requests.source_ip_of(peer) or peer} for request = {request.code}: "
-            f"{decided.message}"
-        )
         return Decision(False, decided.message, name)
+
+
+def _request_name(request: cmd_mod.RemotingCommand) -> str:
+    """How audit lines name a Remoting request (gRPC lines name the RPC path)."""
+    return f"remoting:{request.code}"
 
 
 def clip(text: str) -> str:

@@ -10,7 +10,8 @@ same facts (user, client address, resource, action, decision, request) to the lo
 will; and it counts every decision for ``/metrics``
 (``rocketmq_authentication_total{result}``, ``rocketmq_authorization_total{result}``).
 
-Invariants: a line or a counter label never holds a secret or a signature; the counter tables
+Invariants: a line or a counter label never holds a secret or a signature; a line's user
+name, resource and reason are clipped to ``FIELD_CHARS_MAX``; the counter tables
 are bounded by the status enums; successes are counted, never logged.
 """
 
@@ -29,6 +30,16 @@ resource), s."""
 
 AUDIT_LINES_PER_MINUTE_MAX = 60
 """Most audit lines written per minute over all refusals (the rest are counted only)."""
+
+FIELD_CHARS_MAX = 256
+"""Longest user name or reason written in a line, in characters: a claimed access key of
+megabytes (a Remoting ext field is bounded only by the frame) is clipped, its length told."""
+
+
+def _clip(text: str) -> str:
+    if len(text) <= FIELD_CHARS_MAX:
+        return text
+    return f"{text[:FIELD_CHARS_MAX]}... ({len(text)} chars)"
 
 
 class AuthAudit:
@@ -65,8 +76,8 @@ class AuthAudit:
             return
         _log.info(
             "[AUTHENTICATION] User:%s is authenticated failed (%s) from %s for request = %s.",
-            result.username or "",
-            result.message,
+            _clip(result.username or ""),
+            _clip(result.message),
             address,
             request,
         )
@@ -95,10 +106,10 @@ class AuthAudit:
         _log.info(
             "[AUTHORIZATION] Subject = %s is Deny Action = %s from %s on resource = %s "
             "for request = %s: %s",
-            subject_key,
+            _clip(subject_key),
             actions,
             address,
-            resource,
+            _clip(resource),
             request,
-            result.message,
+            _clip(result.message),
         )

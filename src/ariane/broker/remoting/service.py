@@ -36,7 +36,7 @@ from ariane.broker.remoting import outbox as outbox_mod
 from ariane.broker.tables import queue_locks
 from ariane.common import clock, message
 from ariane.remoting import codes, command, security_gate, transport
-from ariane.security import metadata_store
+from ariane.security import audit, metadata_store
 from ariane.security import settings as auth_settings
 
 _log = logging.getLogger(__name__)
@@ -72,6 +72,8 @@ class RemotingService:
         auth_store: the broker's users and ACLs (serves 3001-3010); ``None``: not served.
         auth: the ``[auth]`` switches (default: off, nothing checked).
         cluster: the broker's cluster name (``Cluster:<name>`` resources).
+        audit_log: the broker's decision counters and audit lines (``AuthStores.audit``, the
+            gRPC gate's), so ``/metrics`` counts both protocols; a new one when ``None``.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class RemotingService:
         auth_store: metadata_store.AuthMetadataStore | None = None,
         auth: auth_settings.AuthSettings | None = None,
         cluster: str = "",
+        audit_log: audit.AuthAudit | None = None,
     ) -> None:
         auth = auth if auth is not None else auth_settings.AuthSettings()
         assert auth_store is not None or not auth.authentication_enabled, "auth needs a store"
@@ -94,7 +97,7 @@ class RemotingService:
             else None
         )
         self.gate = (
-            security_gate.RemotingGate(auth_store, auth, cluster=cluster, time=time)
+            security_gate.RemotingGate(auth_store, auth, cluster=cluster, audit_log=audit_log)
             if auth_store is not None
             else None
         )
