@@ -253,7 +253,8 @@ def test_classic_client_sends_and_consumes_with_credentials_and_is_refused_witho
     errors = [str(e.get("message")) for e in events if e["event"] == "error"]
     assert code == 2 and errors, events
     assert "still failed" in errors[0], errors  # the client retries 16, then gives up
-    assert "User:app is authenticated failed from 127.0.0.1" in secured.broker_log.read_text()
+    refused = "User:app is authenticated failed (User:app check signature failed.) from 127.0.0.1"
+    assert refused in secured.broker_log.read_text()  # the audit line (security.audit)
     code, events = _run(java, "push", "--topic", TOPIC, "--group", "acl-other", "--count", "1",
                         "--deadline-s", "12", *creds)  # fmt: skip
     received = [e for e in events if e["event"] == "received"]
