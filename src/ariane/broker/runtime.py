@@ -25,7 +25,7 @@ from ariane.broker.tables import offsets, persistence, subscriptions, topic_conf
 from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
 from ariane.security import metadata_store
-from ariane.store import message_store, retention
+from ariane.store import index_file, message_store, retention
 
 _log = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ class BrokerRuntime:
 
     Raises:
         OSError: if the store cannot be opened (``retention.VolumeTooSmallError`` when its
-            volume cannot hold CommitLog segments; segments are sized to the volume).
+            volume cannot hold CommitLog segments; segments and IndexFiles are sized to the
+            volume).
         CorruptMetadataError: if a config file exists but does not parse.
     """
 
@@ -124,7 +125,7 @@ class BrokerRuntime:
             root,
             retention.store_settings_for_volume(root, settings.store),
             clock=time,
-            index=settings.index,
+            index=index_file.settings_for_volume(root, settings.index),
         )
         self.index = self.store.key_index
         """The store's key index (query by key and by client message id)."""

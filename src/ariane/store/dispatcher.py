@@ -8,6 +8,13 @@ message through its ConsumeQueue); ``ReputMessageService`` tails the CommitLog f
 
 The key index is pluggable through ``KeyIndexSink``; it receives ``topic#KEY`` for each key of
 a message and ``topic#UNIQ_KEY`` for its client message id, as RocketMQ's ``IndexService``.
+
+Invariant: the index is secondary. A key-index write that raises ``OSError`` (``ENOSPC`` when
+no new IndexFile fits on the volume) never fails the dispatch nor the message: the batch is
+counted in ``index_write_failure_count`` and logged without a traceback, at most one line per
+``INDEX_FAILURE_LOG_INTERVAL_S`` naming how many failures it suppressed. Those messages are
+stored, consumable and readable by offset, but a query by key does not find them (a documented
+gap; RocketMQ logs an error per message and also leaves them unindexed).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from ariane.common import ids
+from ariane.common import ids, log_limits
 from ariane.common import message as message_mod
 from ariane.store import commit_log, consume_queue, message_codec
 
@@ -26,6 +33,9 @@ _log = logging.getLogger(__name__)
 KEY_SEPARATOR = "#"
 
 _TRANSACTION_TYPE_MASK = message_mod.TRANSACTION_TYPE_MASK
+
+INDEX_FAILURE_LOG_INTERVAL_S = 60.0
+"""Least time between two log lines about failing key-index writes, s."""
 
 
 class KeyIndexSink(Protocol):
@@ -82,6 +92,12 @@ class Dispatcher:
         """Deleted topics: topic → the CommitLog offset at its deletion. Records of the topic
         below it belong to the deleted incarnation and are never dispatched again (recovery
         re-dispatching the tail must not bring them back into a re-created topic)."""
+        self.index_write_failure_count = 0
+        """Messages whose key-index write raised ``OSError`` since start (counted per batch
+        that failed: some of its messages may have been indexed before the failure)."""
+        self.index_failure_log = log_limits.LineLimiter(key_interval_s=INDEX_FAILURE_LOG_INTERVAL_S)
+        """Bounds the lines about failing index writes (replaceable, for a test's clock)."""
+        self._index_failures_reported = 0
 
     def dispatch(self, requests: Sequence[commit_log.DispatchRequest]) -> None:
         """Write the units and index keys of ``requests`` (in CommitLog order).
@@ -129,11 +145,31 @@ class Dispatcher:
         # ``getattr``, not ``isinstance`` against the runtime-checkable Protocol: that check
         # walks the Protocol's members on every call (3 % of a SYNC_FLUSH send's CPU).
         put_many = getattr(key_index, "put_many", None)
-        if put_many is not None:
-            put_many(indexed)
+        try:
+            if put_many is not None:
+                put_many(indexed)
+                return
+            for keys, offset, store_timestamp_ms in indexed:
+                key_index.put(keys, offset, ids.TimestampMs(store_timestamp_ms))
+        except OSError as error:
+            self._index_failed(error, len(indexed))
+
+    def _index_failed(self, error: OSError, message_count: int) -> None:
+        """Count a failed index write; log it unless a line went out within the interval."""
+        self.index_write_failure_count += message_count
+        limiter = self.index_failure_log
+        if not limiter.allow("index-write"):
             return
-        for keys, offset, store_timestamp_ms in indexed:
-            key_index.put(keys, offset, ids.TimestampMs(store_timestamp_ms))
+        suppressed = max(0, limiter.suppressed - self._index_failures_reported)
+        self._index_failures_reported = limiter.suppressed
+        _log.error(
+            "key index write failed (%s): %d message(s) stored without index entries (not "
+            "found by key); %d more failed write(s) since the last such line, %d messages in all",
+            error,
+            message_count,
+            suppressed,
+            self.index_write_failure_count,
+        )
 
     def _write_run(
         self,

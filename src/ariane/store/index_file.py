@@ -26,7 +26,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
-from collections.abc import Iterator
+import re
+import shutil
+from collections.abc import Callable, Iterator
 
 from ariane.common import ids, limits
 from ariane.store import file_layer, index_codec
@@ -40,6 +42,19 @@ FILE_SIZE_BYTES_MAX = 2**31 - 1
 """Largest index file, in bytes: RocketMQ sizes index files with a Java ``int``."""
 
 _SECOND_MS = 1000
+
+INDEX_SHARE_OF_VOLUME_MAX = 0.10
+"""Largest share of the store's volume one IndexFile may take. Index files are preallocated
+whole (RocketMQ's default geometry is a 420 MB file), so on a small volume the configured
+geometry is scaled down to this share (``settings_for_volume``)."""
+
+INDEX_COUNT_MIN = 10_000
+"""Fewest entries of an IndexFile scaled to a small volume (a file of about 210 KB)."""
+
+DiskUsageFn = Callable[[pathlib.Path], tuple[int, int, int]]
+"""``shutil.disk_usage``'s shape (``os.statvfs``): ``(total, used, free)`` bytes at a path."""
+
+_FILE_NAME = re.compile(r"^\d{17}$")
 
 
 class IndexFileError(Exception):
@@ -57,12 +72,15 @@ class IndexSettings:
 
     hash_slot_count: int = 5_000_000
     """Hash slots per file (RocketMQ ``maxHashSlotNum``), 1 .. 100,000,000. More slots mean
-    shorter collision chains; each costs 4 bytes of file."""
+    shorter collision chains; each costs 4 bytes of file. On a volume where a file of the
+    configured geometry exceeds ``INDEX_SHARE_OF_VOLUME_MAX`` (10 %) of it, the broker scales
+    this and ``index_count_max`` down together (``settings_for_volume``)."""
 
     index_count_max: int = 20_000_000
     """Entry capacity per file, counting the unused entry 0 (RocketMQ ``maxIndexNum``),
     2 .. 100,000,000; a file holds ``index_count_max - 1`` keys, then a new file is created.
-    Each entry costs 20 bytes of file."""
+    Each entry costs 20 bytes of file. Scaled down on a small volume to at most 10 % of it,
+    never below ``INDEX_COUNT_MIN`` (``settings_for_volume``)."""
 
     query_results_max: int = 64
     """Most offsets one query returns (RocketMQ ``maxMsgsNumBatch``), 1 .. 10,000; larger
@@ -81,6 +99,92 @@ class IndexSettings:
     def file_size_bytes(self) -> int:
         """Size of one index file, in bytes (420,000,040 with the defaults)."""
         return index_codec.file_size_bytes(self.hash_slot_count, self.index_count_max)
+
+
+def settings_for_volume(
+    root: pathlib.Path, config: IndexSettings, *, usage: DiskUsageFn = shutil.disk_usage
+) -> IndexSettings:
+    """``config`` with its geometry fitted to the volume holding the store root ``root``.
+
+    RocketMQ's 420 MB default file cannot be preallocated on a small volume (every index write
+    then failed). Rule, decided once at open: existing files under ``root / INDEX_DIR_NAME``
+    keep their geometry when it is ``config``'s or a scaled-down version of it (the geometry is
+    part of the on-disk layout); otherwise ``config`` when one file takes at most
+    ``INDEX_SHARE_OF_VOLUME_MAX`` of the volume, else both counts scaled by the same factor
+    (the slots-per-entry ratio, hence chain lengths, unchanged) to the largest file within
+    that share, with at least ``INDEX_COUNT_MIN`` entries (or ``config``'s count, if fewer).
+    A scaled geometry is logged once, as a warning naming the settings.
+
+    Args:
+        root: the store root (it exists).
+        config: the configured index settings.
+        usage: the ``shutil.disk_usage`` seam (``os.statvfs``), for tests.
+
+    Raises:
+        OSError: the volume cannot be probed.
+    """
+    _total, used, free = usage(root)
+    volume_bytes = used + free
+    existing = _existing_file_bytes(root / INDEX_DIR_NAME)
+    if existing is not None:
+        fitted = _geometry_of_size(config, existing)
+        if fitted is not None:
+            return fitted
+    share = int(volume_bytes * INDEX_SHARE_OF_VOLUME_MAX)
+    if config.file_size_bytes <= share:
+        return config
+    floor = min(INDEX_COUNT_MIN, config.index_count_max)
+    per_entry = 20 + 4 * config.hash_slot_count / config.index_count_max
+    count = max(floor, min(config.index_count_max, int(share / per_entry)))
+    while count > floor and _scaled(config, count).file_size_bytes > share:
+        count -= 1
+    fitted = _scaled(config, count)
+    _log.warning(
+        "IndexFiles of %d bytes (index.hash_slot_count=%d, index.index_count_max=%d) instead of "
+        "%d: the volume holding %s has %d bytes and one index file takes at most %d%% of it; "
+        "give the store a larger volume or set both settings to silence this",
+        fitted.file_size_bytes,
+        fitted.hash_slot_count,
+        fitted.index_count_max,
+        config.file_size_bytes,
+        root,
+        volume_bytes,
+        round(INDEX_SHARE_OF_VOLUME_MAX * 100),
+    )
+    return fitted
+
+
+def _scaled(config: IndexSettings, index_count_max: int) -> IndexSettings:
+    """``config`` with ``index_count_max`` entries and slots in the configured proportion."""
+    slots = max(1, index_count_max * config.hash_slot_count // config.index_count_max)
+    return dataclasses.replace(config, hash_slot_count=slots, index_count_max=index_count_max)
+
+
+def _geometry_of_size(config: IndexSettings, size_bytes: int) -> IndexSettings | None:
+    """The scaled ``config`` (``_scaled``) whose files are ``size_bytes``, if there is one.
+
+    The file size strictly increases with the entry count, so a binary search finds it.
+    """
+    low, high = 2, config.index_count_max
+    while low <= high:
+        middle = (low + high) // 2
+        candidate = _scaled(config, middle)
+        if candidate.file_size_bytes == size_bytes:
+            return candidate
+        if candidate.file_size_bytes < size_bytes:
+            low = middle + 1
+        else:
+            high = middle - 1
+    return None
+
+
+def _existing_file_bytes(directory: pathlib.Path) -> int | None:
+    """The size of the oldest index file in ``directory`` (``None`` if there is none)."""
+    try:
+        names = sorted(n for n in directory.iterdir() if _FILE_NAME.match(n.name))
+    except FileNotFoundError:
+        return None
+    return names[0].stat().st_size if names else None
 
 
 _INDEX_COUNT = 5

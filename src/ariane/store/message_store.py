@@ -595,5 +595,6 @@ class MessageStore:
             recovery_clean=self.recovery_report.clean,
             recovery_scanned_records=self.recovery_report.scanned_records,
             disk_full=log.disk_full,
+            index_write_failure_count=self.dispatcher.index_write_failure_count,
             **self._counts,
         )

@@ -86,6 +86,9 @@ class StoreStats:
     unconsumed_deleted_message_count: int = 0
     """Messages a subscribed consumer group had not consumed, deleted by retention since start
     (by age, or forced with ``force_delete_unconsumed``)."""
+    index_write_failure_count: int = 0
+    """Messages stored without key-index entries because the index write failed (``ENOSPC``
+    when no IndexFile fits), since start; they are not found by a query by key."""
 
 
 def out_of_range(
