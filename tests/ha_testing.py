@@ -18,6 +18,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ariane import dev
+from ariane.common import errors
 from ariane.grpcwire import codes, convert, messages, pb, rpc
 
 DEADLINE_S = 30.0
@@ -276,6 +277,35 @@ def queue_end(endpoint: str, topic: str, queue_id: int) -> int:
         return int(answer.offset)
 
     return asyncio.run(call())
+
+
+@contextlib.contextmanager
+def synced_pair(
+    tmp: pathlib.Path, namesrv: str, topic: str, extra: tuple[str, ...]
+) -> Iterator[tuple[Broker, Broker]]:
+    """An ASYNC_MASTER and its SLAVE started with ``extra``, ``topic`` created with one message,
+    held until the slave has synced the topic and holds the master's bytes; both stopped after
+    the block (a SIGSTOPped one is continued first)."""
+    master, slave = new_broker(tmp, "master"), new_broker(tmp, "slave")
+    try:
+        master.start(tmp, namesrv, "ASYNC_MASTER", broker_id=0, extra=extra)
+        slave.start(tmp, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=extra)
+        create_topic(master.endpoint, topic)
+        assert send(master.endpoint, topic, b"before") == int(errors.Code.OK)
+        poll(lambda: topic in topics(slave.endpoint), "the topic synced to the slave")
+        poll(
+            lambda: (
+                stats(slave.endpoint).commit_log_max_offset
+                >= stats(master.endpoint).commit_log_max_offset
+            ),
+            "the slave to hold the master's bytes",
+        )
+        yield master, slave
+    finally:
+        for broker in (master, slave):
+            if broker.process is not None:
+                broker.process.send_signal(signal.SIGCONT)
+            broker.stop()
 
 
 def small_store_config(tmp: pathlib.Path, name: str, extra_toml: str = "") -> tuple[str, ...]:

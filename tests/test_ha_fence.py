@@ -47,28 +47,12 @@ def pair(
     tmp_path: pathlib.Path,
 ) -> Iterator[tuple[str, ht.Broker, ht.Broker]]:
     """A name server and an ASYNC_MASTER + SLAVE pair with a topic the slave has synced."""
-    master, slave = ht.new_broker(tmp_path, "master"), ht.new_broker(tmp_path, "slave")
     extra = _config(tmp_path)
-    with ht.running_namesrv(tmp_path) as namesrv:
-        try:
-            master.start(tmp_path, namesrv, "ASYNC_MASTER", broker_id=0, extra=extra)
-            slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=extra)
-            ht.create_topic(master.endpoint, TOPIC)
-            assert ht.send(master.endpoint, TOPIC, b"before") == OK
-            ht.poll(lambda: TOPIC in ht.topics(slave.endpoint), "the topic synced to the slave")
-            ht.poll(
-                lambda: (
-                    ht.stats(slave.endpoint).commit_log_max_offset
-                    >= ht.stats(master.endpoint).commit_log_max_offset
-                ),
-                "the slave to hold the master's bytes",
-            )
-            yield namesrv, master, slave
-        finally:
-            for broker in (master, slave):
-                if broker.process is not None:
-                    broker.process.send_signal(signal.SIGCONT)
-                broker.stop()
+    with (
+        ht.running_namesrv(tmp_path) as namesrv,
+        ht.synced_pair(tmp_path, namesrv, TOPIC, extra) as (master, slave),
+    ):
+        yield namesrv, master, slave
 
 
 def test_a_paused_master_after_failover_acknowledges_nothing_and_keeps_no_route(

@@ -149,28 +149,14 @@ def _old_listed_after_new(samples: list[Sample], old: str, new: str) -> list[Sam
 @pytest.fixture
 def pair(tmp_path: pathlib.Path) -> Iterator[tuple[str, ht.Broker, ht.Broker]]:
     """A name server and an ASYNC_MASTER + SLAVE pair (2 s lease) with a topic the slave synced."""
-    master, slave = ht.new_broker(tmp_path, "master"), ht.new_broker(tmp_path, "slave")
     extra = ht.small_store_config(
         tmp_path, "gap", f"[ha]\nlease_ms = {LEASE_MS}\n[slave_sync]\ninterval_ms = 200\n"
     )
-    with ht.running_namesrv(tmp_path) as namesrv:
-        try:
-            master.start(tmp_path, namesrv, "ASYNC_MASTER", broker_id=0, extra=extra)
-            slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=extra)
-            ht.create_topic(master.endpoint, TOPIC)
-            assert ht.send(master.endpoint, TOPIC, b"before") == OK
-            ht.poll(lambda: TOPIC in ht.topics(slave.endpoint), "the topic synced to the slave")
-            ht.poll(
-                lambda: (
-                    ht.stats(slave.endpoint).commit_log_max_offset
-                    >= ht.stats(master.endpoint).commit_log_max_offset
-                ),
-                "the slave to hold the master's bytes",
-            )
-            yield namesrv, master, slave
-        finally:
-            master.stop()
-            slave.stop()
+    with (
+        ht.running_namesrv(tmp_path) as namesrv,
+        ht.synced_pair(tmp_path, namesrv, TOPIC, extra) as (master, slave),
+    ):
+        yield namesrv, master, slave
 
 
 def test_failover_leaves_no_route_hole_longer_than_lease_plus_renewal(
