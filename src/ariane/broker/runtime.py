@@ -98,7 +98,9 @@ def open_auth_metadata(
     """
     directory = settings.store_dir / persistence.CONFIG_DIR_NAME / AUTH_DIR_NAME
     store = metadata_store.AuthMetadataStore.open(directory, users_max=settings.auth.users_max)
-    store.init_users(settings.auth)
+    created = store.init_users(settings.auth)
+    if created:
+        _log.info("auth: created bootstrap super users %s", ", ".join(created))
     return store
 
 

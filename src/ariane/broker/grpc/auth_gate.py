@@ -37,12 +37,11 @@ import collections
 import contextvars
 import functools
 import logging
-import pathlib
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ariane.broker import runtime
 from ariane.broker import settings as broker_settings
-from ariane.broker.tables import persistence
 from ariane.common import errors
 from ariane.grpcwire import metadata, pb, rpc
 from ariane.security import (
@@ -325,11 +324,6 @@ class GrpcAuthGate:
         return authorization.authorize(self.store, subject, needed, requests.source_ip_of(peer))
 
 
-AUTH_DIR = pathlib.PurePath(persistence.CONFIG_DIR_NAME, "auth")
-"""Where a broker keeps its users and ACLs, under its ``store_dir`` (RocketMQ:
-``<storePathRootDir>/config/users`` and ``.../acls``)."""
-
-
 class AuthStores:
     """A broker's users and ACLs, opened at start when authentication is on, else on first
     use by an admin user/ACL RPC (so a broker with auth off touches no auth file).
@@ -357,14 +351,7 @@ class AuthStores:
             OSError: the directory or file cannot be created, read or written.
         """
         if self._store is None:
-            auth = self._settings.auth
-            store = metadata_store.AuthMetadataStore.open(
-                self._settings.store_dir / AUTH_DIR, users_max=auth.users_max
-            )
-            created = store.init_users(auth)
-            if created:
-                _log.info("auth: created bootstrap super users %s", ", ".join(created))
-            self._store = store
+            self._store = runtime.open_auth_metadata(self._settings)
         return self._store
 
     def gate(self, *, cluster: str) -> GrpcAuthGate | None:
