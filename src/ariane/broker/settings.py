@@ -32,6 +32,7 @@ TOML layout (every key optional; a table per nested group, keys are the field na
     [slave_sync]       # SlaveSyncSettings, e.g. interval_ms = 10000
     [server]           # gRPC ServerSettings
     [auth]             # security AuthSettings (ACL 2.0), e.g. authentication_enabled = true
+    [tls]              # common.tls TlsSettings, e.g. server_mode = "enforcing", cert_path = ...
     [core.topics]      # TopicSettings, e.g. auto_create_topic_enable = true
     [core.subscriptions]  [core.offsets]  [core.pop]  [core.filters]  [core.long_polling]
     [core.consumers]   # ConsumerSettings, e.g. channel_expired_ms = 120000
@@ -57,7 +58,7 @@ from ariane.broker import (
     slave_sync_settings,
     transaction_settings,
 )
-from ariane.common import ids, limits, process, topics
+from ariane.common import ids, limits, process, tls, topics
 from ariane.grpcwire import server as grpc_server
 from ariane.security import settings as auth_settings
 from ariane.store import index_file, retention
@@ -439,6 +440,10 @@ class BrokerSettings:
     auth: auth_settings.AuthSettings = dataclasses.field(default_factory=auth_settings.AuthSettings)
     """Authentication and ACLs (``[auth]``), checked on the gRPC and Remoting ports before any
     processor runs; users and ACLs live in ``<store_dir>/config/auth/auth.json``."""
+
+    tls: tls.TlsSettings = dataclasses.field(default_factory=tls.TlsSettings)
+    """TLS of every listener — gRPC, Remoting, HA — and of the connections this broker dials
+    (``[tls]``: mode, PEM paths, client certificates; ``common.tls``)."""
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)

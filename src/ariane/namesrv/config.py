@@ -15,6 +15,12 @@ Layout (every key optional; flags given on the command line win over the file)::
     [auth.inner_client_authentication_credentials]
     access_key = "ariane-inner"            # the brokers' [auth] credential
     secret_key = "..."
+    [tls]
+    server_mode = "enforcing"              # disabled | permissive | enforcing
+    cert_path = "/etc/ariane/tls/tls.crt"
+    key_path = "/etc/ariane/tls/tls.key"
+    trust_cert_path = "/etc/ariane/tls/ca.crt"
+    need_client_auth = "none"              # none | optional | require
 
 Unknown keys and values of the wrong type are refused with the key's dotted path; values out of
 bounds are refused by the settings' own checks. Keep the file readable by the name server only
@@ -28,6 +34,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from ariane.common import tls
 from ariane.namesrv import inner_auth, server
 from ariane.security import settings as auth_settings
 
@@ -43,6 +50,15 @@ _TOP_LEVEL: dict[str, type] = {
 _AUTH: dict[str, type] = {"authentication_enabled": bool, "date_time_skew_ms_max": int}
 _CREDENTIAL: dict[str, type] = {"access_key": str, "secret_key": str}
 _CREDENTIAL_KEY = "inner_client_authentication_credentials"
+_TLS: dict[str, type] = {
+    "server_mode": str,
+    "cert_path": str,
+    "key_path": str,
+    "trust_cert_path": str,
+    "need_client_auth": str,
+    "handshake_timeout_ms": int,
+    "reload_check_interval_ms": int,
+}
 
 
 def load(path: pathlib.Path | None, **overrides: Any) -> server.NameServerSettings:
@@ -59,7 +75,7 @@ def load(path: pathlib.Path | None, **overrides: Any) -> server.NameServerSettin
 
 def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> server.NameServerSettings:
     """Settings from a parsed TOML mapping (see ``load``)."""
-    values = _scalars(raw, _TOP_LEVEL, "", extra={"auth"})
+    values = _scalars(raw, _TOP_LEVEL, "", extra={"auth", "tls"})
     values.update({k: v for k, v in overrides.items() if v is not None})
     auth = raw.get("auth", {})
     if not isinstance(auth, Mapping):
@@ -75,8 +91,24 @@ def from_mapping(raw: Mapping[str, Any], **overrides: Any) -> server.NameServerS
             raise ValueError(f"[{where}] needs access_key and secret_key")
         auth_values[_CREDENTIAL_KEY] = auth_settings.InnerCredentials(**keys)
     return server.NameServerSettings(
-        **values, auth=inner_auth.NameServerAuthSettings(**auth_values)
+        **values, auth=inner_auth.NameServerAuthSettings(**auth_values), tls=_tls(raw)
     )
+
+
+def _tls(raw: Mapping[str, Any]) -> tls.TlsSettings:
+    """The ``[tls]`` table (``ValueError`` naming a bad key or value)."""
+    table = raw.get("tls", {})
+    if not isinstance(table, Mapping):
+        raise ValueError("[tls] must be a table")
+    values: dict[str, Any] = _scalars(table, _TLS, "tls", extra=set())
+    for key, kind in (("server_mode", tls.TlsMode), ("need_client_auth", tls.ClientAuth)):
+        if key in values:
+            try:
+                values[key] = kind(values[key])
+            except ValueError:
+                choices = "|".join(m.value for m in kind)
+                raise ValueError(f"tls.{key}={values[key]!r} is not one of {choices}") from None
+    return tls.TlsSettings(**values)
 
 
 def _scalars(

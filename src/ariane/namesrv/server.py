@@ -29,6 +29,7 @@ import grpc
 
 from ariane import metrics
 from ariane.common import clock as clock_module
+from ariane.common import tls
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import forward, inner_auth, kv_config, remoting_service, service
@@ -86,6 +87,9 @@ class NameServerSettings:
         default_factory=inner_auth.NameServerAuthSettings
     )
     """``[auth]``: the inner credential brokers must sign registrations with (``inner_auth``)."""
+
+    tls: tls.TlsSettings = dataclasses.field(default_factory=tls.TlsSettings)
+    """TLS of the name server's port (``[tls]``; ``common.tls``): gRPC and Remoting alike."""
 
     def __post_init__(self) -> None:
         grpc_server.parse_listen(self.listen)
