@@ -1,5 +1,7 @@
 """Helpers for replication tests with real processes: a name server, brokers with roles, raw
-SendMessage/admin calls that return the exact status code, and CommitLog byte comparison."""
+SendMessage/admin calls that return the exact status code, and CommitLog byte comparison. Calls
+take an optional ``user`` (access key, secret key): they are then signed as the official clients
+sign (ACL 2.0), for brokers with ``[auth] authentication_enabled``."""
 
 from __future__ import annotations
 
@@ -18,11 +20,20 @@ import grpc
 from google.protobuf.message import Message
 
 from ariane import dev
+from ariane.client import credentials
 from ariane.common import errors
 from ariane.grpcwire import codes, convert, messages, pb, rpc
 
 DEADLINE_S = 30.0
 CLIENT = (("x-mq-client-id", "ha-test@1"),)
+
+User = tuple[str, str]
+"""An access key and its secret key."""
+
+
+def signed(user: User | None) -> tuple[tuple[str, str], ...]:
+    """The v2 signature headers of one call as ``user``, signed now (none for ``None``)."""
+    return credentials.Credentials(*user).headers() if user is not None else ()
 
 
 def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
@@ -64,6 +75,8 @@ class Broker:
     port: int
     ha_port: int
     process: subprocess.Popen[bytes] | None = None
+    user: User | None = None
+    """Who ``start`` signs its readiness polls as (a broker enforcing authentication)."""
 
     @property
     def endpoint(self) -> str:
@@ -113,7 +126,10 @@ class Broker:
         self.process = spawn(args, tmp / f"{self.name}.log")
         dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
         if role != "SLAVE":
-            poll(lambda: stats(self.endpoint).writable, f"{self.name} to take writes")
+            poll(
+                lambda: stats(self.endpoint, user=self.user).writable,
+                f"{self.name} to take writes",
+            )
 
     def kill(self) -> None:
         """SIGKILL and reap."""
@@ -146,9 +162,9 @@ def cluster_masters(namesrv: str, broker_name: str = "ha-group") -> list[tuple[s
     ]
 
 
-def new_broker(tmp: pathlib.Path, name: str) -> Broker:
-    """A broker with fresh ports and its own store directory."""
-    return Broker(name, tmp / name, dev.free_port(), dev.free_port())
+def new_broker(tmp: pathlib.Path, name: str, *, user: User | None = None) -> Broker:
+    """A broker with fresh ports and its own store directory (``user``: see ``Broker.user``)."""
+    return Broker(name, tmp / name, dev.free_port(), dev.free_port(), user=user)
 
 
 def poll(check: Callable[[], bool], what: str) -> None:
@@ -159,12 +175,32 @@ def poll(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.1)
 
 
-async def _admin(endpoint: str, name: str, request: Message, answer: type[Any]) -> Any:
+async def _admin(
+    endpoint: str, name: str, request: Message, answer: type[Any], *, user: User | None = None
+) -> Any:
     async with grpc.aio.insecure_channel(endpoint) as channel:
-        return await rpc.unary_call(channel, pb.ADMIN_SERVICE, name, request, answer, timeout_s=10)
+        return await rpc.unary_call(
+            channel,
+            pb.ADMIN_SERVICE,
+            name,
+            request,
+            answer,
+            timeout_s=10,
+            metadata=signed(user),
+        )
 
 
-def create_topic(endpoint: str, topic: str, *, message_type: str = "NORMAL") -> None:
+def admin(
+    endpoint: str, name: str, request: Message, answer: type[Any], *, user: User | None = None
+) -> Any:
+    """One ``ariane.admin.v1.Admin`` call (signed as ``user``); the response, whatever its
+    status."""
+    return asyncio.run(_admin(endpoint, name, request, answer, user=user))
+
+
+def create_topic(
+    endpoint: str, topic: str, *, message_type: str = "NORMAL", user: User | None = None
+) -> None:
     """Create a 2-queue topic of ``message_type`` (NORMAL, TRANSACTION, ...) on a master."""
     request = pb.admin.CreateTopicRequest(
         topic=pb.admin.Topic(
@@ -175,33 +211,43 @@ def create_topic(endpoint: str, topic: str, *, message_type: str = "NORMAL") -> 
             message_type=f"TOPIC_MESSAGE_TYPE_{message_type}",
         )
     )
-    answer = asyncio.run(_admin(endpoint, "CreateTopic", request, pb.admin.CreateTopicResponse))
+    answer = admin(endpoint, "CreateTopic", request, pb.admin.CreateTopicResponse, user=user)
     codes.raise_for_status(answer.status)
 
 
 SLAVE_ROLE = pb.admin.BrokerRole.BROKER_ROLE_SLAVE
 
 
-def topics(endpoint: str, *, include_system: bool = False) -> set[str]:
+def topics(endpoint: str, *, include_system: bool = False, user: User | None = None) -> set[str]:
     """The topic names a broker holds (a slave: those its metadata sync copied)."""
     request = pb.admin.ListTopicsRequest(include_system=include_system)
-    answer = asyncio.run(_admin(endpoint, "ListTopics", request, pb.admin.ListTopicsResponse))
+    answer = admin(endpoint, "ListTopics", request, pb.admin.ListTopicsResponse, user=user)
     codes.raise_for_status(answer.status)
     return {t.name for t in answer.topics}
 
 
-def stats(endpoint: str) -> pb.admin.GetBrokerRuntimeStatsResponse:
+def stats(endpoint: str, *, user: User | None = None) -> pb.admin.GetBrokerRuntimeStatsResponse:
     """The broker's runtime stats (role, epoch, CommitLog offsets)."""
     request = pb.admin.GetBrokerRuntimeStatsRequest()
-    answer = asyncio.run(
-        _admin(endpoint, "GetBrokerRuntimeStats", request, pb.admin.GetBrokerRuntimeStatsResponse)
+    answer = admin(
+        endpoint,
+        "GetBrokerRuntimeStats",
+        request,
+        pb.admin.GetBrokerRuntimeStatsResponse,
+        user=user,
     )
     assert isinstance(answer, pb.admin.GetBrokerRuntimeStatsResponse)
     return answer
 
 
 def change_role(
-    endpoint: str, role: str, *, epoch: int, broker_id: int, master_ha: str = ""
+    endpoint: str,
+    role: str,
+    *,
+    epoch: int,
+    broker_id: int,
+    master_ha: str = "",
+    user: User | None = None,
 ) -> None:
     """ChangeRole on one broker; raises on a non-OK status. A promotion returns once the
     broker takes writes: a master keeps a lease, and a broker just (re)started holds none until
@@ -212,18 +258,20 @@ def change_role(
         broker_id=broker_id,
         master_ha_address=master_ha,
     )
-    answer = asyncio.run(_admin(endpoint, "ChangeRole", request, pb.admin.ChangeRoleResponse))
+    answer = admin(endpoint, "ChangeRole", request, pb.admin.ChangeRoleResponse, user=user)
     codes.raise_for_status(answer.status)
     if role != "SLAVE":
-        poll(lambda: stats(endpoint).writable, f"{endpoint} to take writes as {role}")
+        poll(lambda: stats(endpoint, user=user).writable, f"{endpoint} to take writes as {role}")
 
 
-def send(endpoint: str, topic: str, body: bytes) -> int:
+def send(endpoint: str, topic: str, body: bytes, *, user: User | None = None) -> int:
     """SendMessage of one message straight to ``endpoint``; returns the entry's status code."""
-    return send_batch(endpoint, topic, [body])[0]
+    return send_batch(endpoint, topic, [body], user=user)[0]
 
 
-def send_batch(endpoint: str, topic: str, bodies: list[bytes]) -> list[int]:
+def send_batch(
+    endpoint: str, topic: str, bodies: list[bytes], *, user: User | None = None
+) -> list[int]:
     """One SendMessage request carrying ``bodies`` (all-or-nothing on the broker); returns each
     entry's status code (the request's code for each when it has no entries)."""
 
@@ -246,7 +294,7 @@ def send_batch(endpoint: str, topic: str, bodies: list[bytes]) -> list[int]:
                 pb.v2_service.SendMessageRequest(messages=[one(b) for b in bodies]),
                 pb.v2_service.SendMessageResponse,
                 timeout_s=20,
-                metadata=CLIENT,
+                metadata=CLIENT + signed(user),
             )
         if answer.entries:
             return [int(entry.status.code) for entry in answer.entries]

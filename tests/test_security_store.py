@@ -119,6 +119,45 @@ def test_a_failed_write_changes_nothing(tmp_path: pathlib.Path) -> None:
     assert [u.username for u in Store.open(tmp_path).list_users()] == ["alice"]
 
 
+def test_replace_adopts_a_copy_in_one_write_only_when_different(tmp_path: pathlib.Path) -> None:
+    """``replace`` (a slave adopting its master's users and ACLs) writes once when the copy
+    differs and never when it is equal, drops users and ACLs the copy lacks except the kept
+    bootstrap names, lets the copy's version of a kept name win, and refuses a copy over
+    ``users_max`` or with an orphan ACL without changing anything."""
+    writes: list[bytes] = []
+
+    def writer(path: pathlib.Path, data: bytes) -> None:
+        writes.append(data)
+        metadata_store.write_atomically(path, data)
+
+    store = Store.open(tmp_path, users_max=3, writer=writer)
+    for name in ("root", "inner", "stale"):
+        store.create_user(_user(name, user_type=model.UserType.SUPER))
+    store.put_acl(_acl("stale", ("Topic:t", "Pub", "Allow")))
+    master_users = [_user("alice", "alice-secret"), _user("inner", "rotated-secret")]
+    master_acls = [_acl("alice", ("Topic:orders", "Pub,Sub", "Allow"))]
+    writes.clear()
+    assert store.replace(master_users, master_acls, keep=("root", "inner"))
+    assert len(writes) == 1
+    assert [u.username for u in store.list_users()] == ["alice", "inner", "root"]
+    inner = store.find_user("inner")
+    assert inner is not None and inner.password == "rotated-secret"
+    assert [a.subject.username for a in store.list_acls()] == ["alice"]
+    assert not store.replace(master_users, master_acls, keep=("root", "inner"))
+    assert len(writes) == 1, "an equal copy rewrote the file"
+    reloaded = Store.open(tmp_path)
+    assert reloaded.export() == store.export()
+    generation = store.generation
+    too_many = [*master_users, _user("bob"), _user("carol")]
+    with pytest.raises(errors.AuthLimitError):
+        store.replace(too_many, master_acls, keep=("root",))
+    with pytest.raises(errors.AuthMetadataError):
+        store.replace(master_users, [_acl("nobody", ("Topic:t", "Pub", "Allow"))])
+    with pytest.raises(errors.AuthMetadataError):
+        store.replace([*master_users, _user("alice", "other")], [])
+    assert len(writes) == 1 and store.generation == generation
+
+
 def test_a_corrupt_file_is_refused(tmp_path: pathlib.Path) -> None:
     """A file whose payload does not match its digest, or is not JSON, is refused at load."""
     store = Store.open(tmp_path)

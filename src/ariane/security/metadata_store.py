@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import pathlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from ariane.security import errors, model, settings
@@ -338,6 +338,53 @@ class AuthMetadataStore:
             self.create_user(model.User(model.check_username(name), secret, model.UserType.SUPER))
             created.append(model.Username(name))
         return created
+
+    def export(self) -> tuple[list[model.User], list[model.Acl]]:
+        """Every user, secret included, by name, and every ACL, by subject: what a slave copies
+        (``replace``). Never show these; only the inner-only export RPC sends them."""
+        return [u for _, u in sorted(self._users.items())], [
+            a for _, a in sorted(self._acls.items())
+        ]
+
+    def replace(
+        self,
+        users: Iterable[model.User],
+        acls: Iterable[model.Acl],
+        *,
+        keep: Collection[str] = (),
+    ) -> bool:
+        """Hold exactly ``users`` and ``acls`` (a slave adopting its master's), plus this
+        store's own users named in ``keep`` that ``users`` lacks, with their ACLs (the
+        bootstrap users of this server's ``[auth]``); one atomic write, none when nothing
+        differs. Returns whether anything changed.
+
+        Raises:
+            errors.AuthMetadataError: two users or ACLs of one name, or an ACL of a user absent
+                from the result (nothing changed).
+            errors.AuthLimitError: more than ``users_max`` users (nothing changed).
+            OSError: the write failed (nothing changed).
+        """
+        user_list, acl_list = list(users), list(acls)
+        wanted_users = {u.username: u for u in user_list}
+        wanted_acls = {a.subject.username: a for a in acl_list}
+        if len(wanted_users) != len(user_list) or len(wanted_acls) != len(acl_list):
+            raise errors.AuthMetadataError("The copy holds two users or acls of one name.")
+        for name in keep:
+            if name not in wanted_users and name in self._users:
+                wanted_users[name] = self._users[name]
+                if name in self._acls:
+                    wanted_acls.setdefault(name, self._acls[name])
+        if len(wanted_users) > self._users_max:
+            raise errors.AuthLimitError(f"The users would be more than {self._users_max}")
+        if set(wanted_acls) - set(wanted_users):
+            raise errors.AuthMetadataError("An acl's subject is not exist.")
+        if wanted_users == self._users and wanted_acls == self._acls:
+            return False
+        self._commit(wanted_users, wanted_acls)
+        _log.info(
+            "auth: replaced by a copy: %d users, %d ACLs", len(wanted_users), len(wanted_acls)
+        )
+        return True
 
     def snapshot(self) -> dict[str, Any]:
         """Counts for logs and metrics (no names, no secrets)."""

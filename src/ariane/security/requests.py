@@ -288,6 +288,11 @@ GRPC_RULES: Mapping[str, Rule] = {
             ("ListAcls", "AUTH_LIST_ACL"),
         )
     },
+    ADMIN + "ExportAuthMetadata": rule_of(
+        "Ariane: a slave's copy of users and ACLs; the handler answers the inner credential"
+        " user alone",
+        cluster_need(A.GET),
+    ),
     # ariane.namesrv.v1.Registry (RocketMQ's name server checks nothing: weakness 14).
     REGISTRY + "RegisterBroker": rule_of("@RocketMQAction REGISTER_BROKER", cluster_need(A.UPDATE)),
     REGISTRY + "UnregisterBroker": rule_of(

@@ -9,7 +9,11 @@ create a Super user, make a user Super, or change or delete a Super user (Rocket
 SYSTEM_ERROR / NO_PERMISSION; Ariane FORBIDDEN). With authentication off there is no caller
 and, as in RocketMQ, no such check.
 
-Invariant: a reply never carries a password (``UserView`` has none).
+``ExportAuthMetadata`` (Ariane only) gives a slave its master's users, secrets included, and
+ACLs (``grpc.slave_sync``); it answers the broker's inner credential user alone.
+
+Invariant: a reply never carries a password (``UserView`` has none), except
+``ExportAuthMetadata``'s to the inner credential user (``UserSecret``).
 """
 
 from __future__ import annotations
@@ -84,6 +88,32 @@ def acl_of(message: pb.admin.Acl) -> model.Acl:
 
 def _is_super(user_type: str) -> bool:
     return bool(user_type) and model.UserType.of(user_type) is model.UserType.SUPER
+
+
+def user_secret_message(user: model.User) -> pb.admin.UserSecret:
+    """The ``UserSecret`` message of a user, secret key included (``ExportAuthMetadata``)."""
+    return pb.admin.UserSecret(
+        username=user.username,
+        secret_key=user.password,
+        user_type=user.user_type.value,
+        user_status=user.user_status.value,
+    )
+
+
+def user_of_secret(message: pb.admin.UserSecret) -> model.User:
+    """The user of a ``UserSecret`` message.
+
+    Raises:
+        security.errors.AuthMetadataError: a bad name, a blank secret, an unknown type/status.
+    """
+    return model.user_from_info(
+        {
+            "username": message.username,
+            "password": message.secret_key,
+            "userType": message.user_type,
+            "userStatus": message.user_status,
+        }
+    )
 
 
 def _require_super() -> None:
@@ -206,3 +236,41 @@ class AuthAdminRpcs:
         """ListAcls (AUTH_LIST_ACL): ACLs filtered by subject and resource text."""
         acls = self._store().list_acls(request.subject_filter, request.resource_filter)
         return pb.admin.ListAclsResponse(status=codes.ok(), acls=[acl_message(a) for a in acls])
+
+    async def export_auth_metadata(
+        self, request: pb.admin.ExportAuthMetadataRequest, context: rpc.CallContext
+    ) -> pb.admin.ExportAuthMetadataResponse:
+        """ExportAuthMetadata (Ariane only): every user with its secret key, by name, and every
+        ACL, by subject, for a slave's metadata sync (``grpc.slave_sync``).
+
+        RocketMQ 5.3 has nothing like it: ``SlaveSynchronize.syncAll`` copies topics, offsets,
+        delay offsets, groups and request modes but no user or ACL; ``mqadmin createUser -c``
+        writes every master and slave one by one, so a slave that was down or added later
+        lacks them when promoted. Ariane's slaves copy them every round instead.
+
+        Only the user of ``[auth.inner_client_authentication_credentials]`` may call it, not
+        any Super user: the answer holds every secret. Without TLS on the channel the copy,
+        secrets included, crosses the network in plaintext, like every other inner call.
+
+        Raises:
+            UnauthorizedError: no verified caller (authentication is off on this broker).
+            ForbiddenError: the caller is not the inner credential user, or this broker has
+                none configured.
+        """
+        user = auth_gate.caller()
+        if user is None:
+            raise errors.UnauthorizedError(
+                "ExportAuthMetadata needs the inner credential: authentication is off here"
+            )
+        inner = self._auth_stores.inner_access_key if self._auth_stores is not None else None
+        if inner is None or user.username != inner:
+            raise errors.ForbiddenError(
+                "ExportAuthMetadata answers only the inner credential user,"
+                f" not User:{user.username}"
+            )
+        users, acls = self._store().export()
+        return pb.admin.ExportAuthMetadataResponse(
+            status=codes.ok(),
+            users=[user_secret_message(u) for u in users],
+            acls=[acl_message(a) for a in acls],
+        )

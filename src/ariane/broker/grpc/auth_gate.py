@@ -338,6 +338,13 @@ class AuthStores:
         self.audit: audit.AuthAudit | None = None
         """The gate's decision counters once ``gate`` made one (``None``: auth off)."""
 
+    @property
+    def inner_access_key(self) -> str | None:
+        """The user name of ``[auth.inner_client_authentication_credentials]`` (the one caller
+        ``ExportAuthMetadata`` answers), or ``None`` when none is configured."""
+        inner = self._settings.auth.inner_client_authentication_credentials
+        return inner.access_key if inner is not None else None
+
     def use(self, store: metadata_store.AuthMetadataStore) -> None:
         """Serve ``store``, already opened (the runtime's, which the Remoting gate and the
         auth admin codes share), so both protocols see one table of users and ACLs."""

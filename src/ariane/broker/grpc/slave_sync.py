@@ -1,4 +1,5 @@
-"""``SlaveSyncService``: a slave copies its master's topics, groups and consumer offsets.
+"""``SlaveSyncService``: a slave copies its master's topics, groups, consumer offsets, users
+and ACLs.
 
 Mirrors RocketMQ ``SlaveSynchronize.syncAll`` (topic config, subscription groups, consumer
 offsets; every 10 s): the HA stream carries only CommitLog bytes, so without this a promoted
@@ -20,6 +21,17 @@ master's CommitLog end (``GetBrokerRuntimeStats``) and records it once applied
 when a promotion rebuilds the configs of topics younger than the last round
 (``services.orphan_topics``).
 
+With authentication on (``[auth] authentication_enabled``), each round also reads the master's
+users, secret keys included (the slave must verify signatures once promoted), and ACLs over the
+inner-only ``ExportAuthMetadata`` RPC (answered to the inner credential user alone) and makes its
+own ``config/auth/auth.json`` equal in one atomic write, only when different; its own bootstrap
+users (``init_authentication_user``, the inner credential) stay when the master lacks them, and
+take the master's version when it has them (a password rotated there holds here too). RocketMQ
+5.3's ``SlaveSynchronize.syncAll`` copies no user or ACL (``mqadmin createUser -c`` writes each
+master and slave once, so a slave that was down then, or added later, lacks them when promoted).
+Without TLS on the channel these secrets cross the network in plaintext like every inner call.
+A master too old to serve the export is skipped (warned); a refusal fails the round.
+
 Invariant: it never writes while the broker is a master (a promotion stops the copy at once;
 the round in flight re-checks the role before applying). A failed round (name server or master
 unreachable, a refusal) is logged and retried next period; nothing is applied half-read.
@@ -36,13 +48,13 @@ from typing import Any
 import grpc
 
 from ariane.broker import runtime as runtime_mod
-from ariane.broker.grpc import admin_convert
+from ariane.broker.grpc import admin_convert, auth_admin
 from ariane.broker.processors import transaction
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, log_limits, topics
 from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.security import model, signing
 from ariane.security import settings as auth_settings
-from ariane.security import signing
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +72,8 @@ class Snapshot:
     topics: tuple[topic_config.TopicConfig, ...]
     groups: tuple[subscriptions.SubscriptionGroupConfig, ...]
     offsets: tuple[tuple[ids.GroupName, ids.TopicName, ids.QueueId, ids.QueueOffset], ...]
+    auth: tuple[tuple[model.User, ...], tuple[model.Acl, ...]] | None = None
+    """The master's users (with secrets) and ACLs; ``None``: not copied this round."""
 
 
 def inner_headers(auth: auth_settings.AuthSettings) -> tuple[tuple[str, str], ...]:
@@ -198,8 +212,36 @@ class SlaveSyncService:
                 for q in lag.queues
             ]
         return Snapshot(
-            endpoint, stats.commit_log_max_offset, found_topics, found_groups, tuple(offsets)
+            endpoint,
+            stats.commit_log_max_offset,
+            found_topics,
+            found_groups,
+            tuple(offsets),
+            await self._read_auth(endpoint),
         )
+
+    async def _read_auth(
+        self, endpoint: str
+    ) -> tuple[tuple[model.User, ...], tuple[model.Acl, ...]] | None:
+        """The master's users and ACLs, converted (a bad one raises before anything is
+        applied); ``None`` with authentication off here or a master without the export."""
+        if not self._runtime.settings.auth.authentication_enabled:
+            return None
+        try:
+            exported = await self._call(
+                endpoint,
+                "ExportAuthMetadata",
+                pb.admin.ExportAuthMetadataRequest(),
+                pb.admin.ExportAuthMetadataResponse,
+            )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            if self._failures.allow("export"):
+                _log.warning("master %s cannot export users and ACLs: not copied", endpoint)
+            return None
+        users = tuple(auth_admin.user_of_secret(u) for u in exported.users)
+        return users, tuple(auth_admin.acl_of(a) for a in exported.acls)
 
     def _apply(self, snapshot: Snapshot) -> None:
         runtime = self._runtime
@@ -225,6 +267,10 @@ class SlaveSyncService:
         runtime.metadata_synced_offset = snapshot.master_commit_log_offset
         if changed:
             runtime.route_changed.set()
+        if snapshot.auth is not None:
+            users, acls = snapshot.auth
+            keep = bootstrap_usernames(runtime.settings.auth)
+            runtime.auth_metadata.replace(users, acls, keep=keep)
         _log.debug(
             "synced %d topics, %d groups, %d offsets from %s",
             len(snapshot.topics),
@@ -232,6 +278,17 @@ class SlaveSyncService:
             len(snapshot.offsets),
             snapshot.master_endpoint,
         )
+
+
+def bootstrap_usernames(auth: auth_settings.AuthSettings) -> tuple[str, ...]:
+    """The users ``[auth]`` creates at start (``init_authentication_user``, the inner
+    credential): a slave keeps its own when its master lacks them."""
+    names = []
+    if auth.init_authentication_user is not None:
+        names.append(auth.init_authentication_user.username)
+    if auth.inner_client_authentication_credentials is not None:
+        names.append(auth.inner_client_authentication_credentials.access_key)
+    return tuple(names)
 
 
 def _master_of(group: pb.registry.BrokerGroup, master_ha: str) -> str:

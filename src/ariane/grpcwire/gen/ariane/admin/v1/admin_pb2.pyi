@@ -662,3 +662,29 @@ class ListAclsResponse(_message.Message):
     status: _definition_pb2.Status
     acls: _containers.RepeatedCompositeFieldContainer[Acl]
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ...) -> None: ...
+
+class UserSecret(_message.Message):
+    __slots__ = ("username", "secret_key", "user_type", "user_status")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    SECRET_KEY_FIELD_NUMBER: _ClassVar[int]
+    USER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    USER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    secret_key: str
+    user_type: str
+    user_status: str
+    def __init__(self, username: _Optional[str] = ..., secret_key: _Optional[str] = ..., user_type: _Optional[str] = ..., user_status: _Optional[str] = ...) -> None: ...
+
+class ExportAuthMetadataRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ExportAuthMetadataResponse(_message.Message):
+    __slots__ = ("status", "users", "acls")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    users: _containers.RepeatedCompositeFieldContainer[UserSecret]
+    acls: _containers.RepeatedCompositeFieldContainer[Acl]
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., users: _Optional[_Iterable[_Union[UserSecret, _Mapping]]] = ..., acls: _Optional[_Iterable[_Union[Acl, _Mapping]]] = ...) -> None: ...

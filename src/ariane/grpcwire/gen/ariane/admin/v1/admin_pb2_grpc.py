@@ -174,6 +174,11 @@ class AdminStub:
                 request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
                 response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
                 _registered_method=True)
+        self.ExportAuthMetadata = channel.unary_unary(
+                '/ariane.admin.v1.Admin/ExportAuthMetadata',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ExportAuthMetadataRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ExportAuthMetadataResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -348,6 +353,13 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportAuthMetadata(self, request, context):
+        """Inner only: a slave copies its master's users (secrets included) and ACLs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -490,6 +502,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListAcls,
                     request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.FromString,
                     response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.SerializeToString,
+            ),
+            'ExportAuthMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportAuthMetadata,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ExportAuthMetadataRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ExportAuthMetadataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1248,6 +1265,33 @@ class Admin:
             '/ariane.admin.v1.Admin/ListAcls',
             ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
             ariane_dot_admin_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportAuthMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/ExportAuthMetadata',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ExportAuthMetadataRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ExportAuthMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
