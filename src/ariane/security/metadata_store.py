@@ -365,8 +365,8 @@ class AuthMetadataStore:
             OSError: the write failed (nothing changed).
         """
         user_list, acl_list = list(users), list(acls)
-        wanted_users = {u.username: u for u in user_list}
-        wanted_acls = {a.subject.username: a for a in acl_list}
+        wanted_users: dict[str, model.User] = {u.username: u for u in user_list}
+        wanted_acls: dict[str, model.Acl] = {a.subject.username: a for a in acl_list}
         if len(wanted_users) != len(user_list) or len(wanted_acls) != len(acl_list):
             raise errors.AuthMetadataError("The copy holds two users or acls of one name.")
         for name in keep:
