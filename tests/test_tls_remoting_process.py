@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import http.client
 import pathlib
+import ssl
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import grpc
@@ -41,13 +45,19 @@ class Processes:
     enforcing_port: int
     permissive: str
     files: ca.LocalTlsFiles
+    metrics_port: int
+    """The enforcing broker's ``/metrics`` (HTTPS)."""
 
 
-def _broker(tmp: pathlib.Path, name: str, namesrv: str, toml: str) -> tuple[list[str], int]:
-    """``ariane broker`` arguments with a Remoting port and ``toml`` (small store); the port."""
+def _broker(
+    tmp: pathlib.Path, name: str, namesrv: str, toml: str, *extra: str
+) -> tuple[list[str], int]:
+    """``ariane broker`` arguments with a Remoting port, ``toml`` (small store) and ``extra``;
+    the Remoting port."""
     remoting_port = dev.free_port()
     return [
         "broker",
+        *extra,
         *("--listen", f"127.0.0.1:{dev.free_port()}", "--store-dir", str(tmp / name)),
         *("--namesrv", namesrv, "--workers", "0", "--broker-name", name),
         *("--remoting-listen", f"127.0.0.1:{remoting_port}"),
@@ -63,8 +73,13 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
     config = tmp / "namesrv.toml"
     config.write_text(tls_testing.tls_toml(files, "enforcing"))
     with ha_testing.running_namesrv_process(tmp, ("--config", str(config))) as (namesrv, _):
+        metrics_port = dev.free_port()
         enforcing_args, enforcing_port = _broker(
-            tmp, "enforcing", namesrv, tls_testing.tls_toml(files, "enforcing")
+            tmp,
+            "enforcing",
+            namesrv,
+            tls_testing.tls_toml(files, "enforcing"),
+            *("--metrics-listen", f"127.0.0.1:{metrics_port}"),
         )
         permissive_args, permissive_port = _broker(
             tmp, "permissive", namesrv, tls_testing.tls_toml(files, "permissive")
@@ -84,6 +99,7 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
                 enforcing_port,
                 f"127.0.0.1:{permissive_port}",
                 files,
+                metrics_port,
             )
         finally:
             for proc in procs:
@@ -111,17 +127,22 @@ def test_enforcing_broker_closes_a_plaintext_client_without_executing_its_reques
     assert made.code == RC.SUCCESS, made.remark
 
 
-def test_enforcing_broker_sends_and_reads_offsets_over_tls(processes: Processes) -> None:
-    """Over TLS a client creates a topic, sends two messages on one connection and reads the
-    queue's max offset 2 (a whole classic round trip through the decrypted stream)."""
-    context = tls_testing.client_context(processes.files)
+def _create_topic(processes: Processes) -> None:
+    """Create ``TOPIC`` on the enforcing broker over TLS (idempotent)."""
     made = tls_testing.call(
         processes.enforcing,
         RQ.UPDATE_AND_CREATE_TOPIC,
         tls_testing.topic_header(TOPIC),
-        context=context,
+        context=tls_testing.client_context(processes.files),
     )
     assert made.code == RC.SUCCESS, made.remark
+
+
+def test_enforcing_broker_sends_and_reads_offsets_over_tls(processes: Processes) -> None:
+    """Over TLS a client creates a topic, sends two messages on one connection and reads the
+    queue's max offset 2 (a whole classic round trip through the decrypted stream)."""
+    context = tls_testing.client_context(processes.files)
+    _create_topic(processes)
 
     async def go() -> int:
         client = transport.RemotingClient(ssl_context=context)
@@ -180,6 +201,21 @@ def test_enforcing_name_server_serves_remoting_and_grpc_over_tls_on_its_shared_p
         asyncio.run(grpc_call(None))
 
 
+def _scrape(url: str, context: ssl.SSLContext | None) -> str:
+    with urllib.request.urlopen(url, timeout=10, context=context) as answer:
+        return str(answer.read().decode())
+
+
+def test_enforcing_broker_serves_metrics_over_https_only(processes: Processes) -> None:
+    """``/metrics`` of an enforcing broker answers over HTTPS (verified against the CA) and a
+    plain HTTP scrape gets no answer."""
+    context = tls_testing.client_context(processes.files)
+    body = _scrape(f"https://127.0.0.1:{processes.metrics_port}/metrics", context)
+    assert "rocketmq_" in body
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        _scrape(f"http://127.0.0.1:{processes.metrics_port}/metrics", None)
+
+
 def test_rotated_certificate_is_served_within_60_s_while_an_open_connection_keeps_sending(
     processes: Processes,
 ) -> None:
@@ -187,6 +223,7 @@ def test_rotated_certificate_is_served_within_60_s_while_an_open_connection_keep
     get within 60 s (polled), while one connection opened before keeps sending throughout and
     after (established sessions are not dropped)."""
     files = processes.files
+    _create_topic(processes)
     before = tls_testing.served_fingerprint(processes.enforcing_port, files)
     assert before == tls_testing.file_fingerprint(files)
     context = tls_testing.client_context(files)
@@ -224,3 +261,7 @@ def test_rotated_certificate_is_served_within_60_s_while_an_open_connection_keep
 
     served, sent = asyncio.run(go())
     assert served == tls_testing.file_fingerprint(files) and sent >= 1
+    ha_testing.poll(  # the metrics port shares the process's certificate (reload interval)
+        lambda: tls_testing.served_fingerprint(processes.metrics_port, files) == served,
+        "/metrics to serve the rotated certificate",
+    )

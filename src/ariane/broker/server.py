@@ -59,6 +59,9 @@ class BrokerServer:
     Args:
         settings: validated broker settings.
         clock: the time source (defaults to the system clock).
+
+    Raises:
+        OSError: ``[tls]`` files that do not read or load (named).
     """
 
     def __init__(
@@ -84,9 +87,9 @@ class BrokerServer:
         self.remoting: remoting_service.RemotingService | None = None
         self.auth_stores = auth_gate.AuthStores(settings)
         """The users and ACLs (``[auth]``), opened at ``serve`` when authentication is on."""
-        self.server_tls: tls.ServerTls | None = None
-        """The process's one TLS (``[tls]``, built at ``serve`` unless ``disabled``), handed to
-        every listener; ``None``: plaintext everywhere."""
+        self.server_tls = tls.process_server_tls(settings.tls)
+        """The process's one TLS (``[tls]``, unless ``disabled``), handed to every listener;
+        ``None``: plaintext everywhere."""
         self.remoting_address: str = ""
         """``HOST:PORT`` the classic protocol is served on ("" when it is not); set by
         ``serve`` once bound."""
@@ -103,8 +106,6 @@ class BrokerServer:
         Raises:
             OSError: the store cannot be opened or the listen address cannot be bound.
         """
-        if self.settings.tls.enabled:
-            self.server_tls = tls.ServerTls(self.settings.tls)  # the files load, or no start
         runtime = runtime_mod.BrokerRuntime(self.settings, time=self.clock)
         self.runtime = runtime
         self.auth_stores.use(runtime.auth_metadata)  # one user table for gRPC and Remoting
@@ -140,8 +141,8 @@ class BrokerServer:
         try:
             self._port = await front.start()
             if self.settings.metrics_listen:
-                self.metrics_port = exposition.start(self.settings.metrics_listen)
-                _log.info("metrics on http://%s/metrics", self.settings.metrics_listen)
+                self.metrics_port = exposition.start(self.settings.metrics_listen, self.server_tls)
+                _log.info("metrics on %s/metrics", exposition.url(self.settings.metrics_listen))
             runtime.advertise(self.settings.client_endpoint(self._port))
             self.remoting = await self._start_remoting(processors, runtime)
             _log.info(

@@ -388,3 +388,19 @@ def peer_client_context(settings: TlsSettings) -> ssl.SSLContext | None:
     return client_context(
         settings.trust_cert_path or None, cert_path=settings.cert_path, key_path=settings.key_path
     )
+
+
+def process_server_tls(settings: TlsSettings) -> ServerTls | None:
+    """The one ``ServerTls`` of a process, for every listener: ``None`` when ``server_mode`` is
+    ``disabled`` (plaintext everywhere).
+
+    Raises:
+        OSError: the files do not read or load (named; a ``ValueError`` of ``ServerTls`` is
+            raised as an ``OSError`` so that the process's runner logs it and exits 1).
+    """
+    if not settings.enabled:
+        return None
+    try:
+        return ServerTls(settings)
+    except ValueError as exc:
+        raise OSError(f"[tls]: {exc}") from None

@@ -191,8 +191,7 @@ class NameServer:
         )
         private_dir = tempfile.mkdtemp(prefix="ariane-namesrv-")
         try:
-            if self._settings.tls.enabled:
-                self.server_tls = tls.ServerTls(self._settings.tls)  # loads, or no start
+            self.server_tls = tls.process_server_tls(self._settings.tls)  # loads, or no start
             closer = await self._listen(server, remoting, private_dir)
         except BaseException:
             shutil.rmtree(private_dir, ignore_errors=True)
@@ -210,8 +209,8 @@ class NameServer:
         )
         try:
             if self._settings.metrics_listen:
-                self.metrics_port = exposition.start(self._settings.metrics_listen)
-                _log.info("metrics on http://%s/metrics", self._settings.metrics_listen)
+                self.metrics_port = exposition.start(self._settings.metrics_listen, self.server_tls)
+                _log.info("metrics on %s/metrics", exposition.url(self._settings.metrics_listen))
             self.started.set()
             async with asyncio.TaskGroup() as tasks:
                 scan = tasks.create_task(self._scan_loop(), name="scan-not-active-brokers")
