@@ -10,6 +10,10 @@ transaction check-backs (``TransactionalMessageCheckService``) and the renewal o
 consumers' invisible time (the proxy's ``DefaultReceiptHandleManager``). ``serve``
 returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
 closes the store cleanly (so the next start needs no recovery scan).
+
+TLS: one ``common.tls.ServerTls`` per process (``server_tls``, from ``[tls]`` unless
+``disabled``) is handed to every listener (Remoting, HA); every port of the process has the same
+mode, so the endpoints it registers match the transport its callers use.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ariane.broker.remoting import transactions as remoting_transactions
 from ariane.broker.services import registration, replication, write_timeline
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
+from ariane.common import tls
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import server as grpc_server
 from ariane.store import clean_service
@@ -54,6 +59,9 @@ class BrokerServer:
     Args:
         settings: validated broker settings.
         clock: the time source (defaults to the system clock).
+
+    Raises:
+        OSError: ``[tls]`` files that do not read or load (named).
     """
 
     def __init__(
@@ -79,6 +87,9 @@ class BrokerServer:
         self.remoting: remoting_service.RemotingService | None = None
         self.auth_stores = auth_gate.AuthStores(settings)
         """The users and ACLs (``[auth]``), opened at ``serve`` when authentication is on."""
+        self.server_tls = tls.process_server_tls(settings.tls)
+        """The process's one TLS (``[tls]``, unless ``disabled``), handed to every listener;
+        ``None``: plaintext everywhere."""
         self.remoting_address: str = ""
         """``HOST:PORT`` the classic protocol is served on ("" when it is not); set by
         ``serve`` once bound."""
@@ -130,8 +141,8 @@ class BrokerServer:
         try:
             self._port = await front.start()
             if self.settings.metrics_listen:
-                self.metrics_port = exposition.start(self.settings.metrics_listen)
-                _log.info("metrics on http://%s/metrics", self.settings.metrics_listen)
+                self.metrics_port = exposition.start(self.settings.metrics_listen, self.server_tls)
+                _log.info("metrics on %s/metrics", exposition.url(self.settings.metrics_listen))
             runtime.advertise(self.settings.client_endpoint(self._port))
             self.remoting = await self._start_remoting(processors, runtime)
             _log.info(
@@ -188,7 +199,9 @@ class BrokerServer:
             pop.start_replicating()  # the POP journal goes into the CommitLog too (pop.replica)
         else:
             pop.become_slave()  # the master owns the POP state; drop any stale local journal
-        roles = replication.ReplicationService(runtime, followers=(processors.transactions, pop))
+        roles = replication.ReplicationService(
+            runtime, followers=(processors.transactions, pop), server_tls=self.server_tls
+        )
         return roles, slave_sync.SlaveSyncService(runtime, channels)
 
     def _write_timeline(
@@ -281,7 +294,7 @@ class BrokerServer:
             audit_log=self.auth_stores.audit,  # the gRPC gate's: one set of counters
         )
         try:
-            bound_host, bound_port = await service.start(host, port)
+            bound_host, bound_port = await service.start(host, port, self.server_tls)
         except OSError as exc:
             if self.settings.remoting_listen_explicit:
                 raise

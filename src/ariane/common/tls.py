@@ -366,3 +366,41 @@ def client_context(
     if cert_path:
         context.load_cert_chain(cert_path, key_path or None)
     return context
+
+
+def peer_client_context(settings: TlsSettings) -> ssl.SSLContext | None:
+    """The context a server process dials its peers with (a slave → its master's HA port, a
+    Remoting client inside a server), or ``None`` for plaintext.
+
+    After RocketMQ's ``NettyClientConfig.useTLS = tls.enable || enforcing``: TLS
+    exactly when this process's own ``server_mode`` is ``enforcing`` (a permissive process
+    dials plaintext, which every peer in a mixed rollout still accepts), verifying the peer
+    against ``trust_cert_path`` (the system roots when empty; host names checked) and
+    presenting ``cert_path``/``key_path`` as the client certificate, so peers with
+    ``need_client_auth = "require"`` accept inner traffic too. Build one per connection to pick
+    up rotated files.
+
+    Raises:
+        OSError, ssl.SSLError: files that do not read or load.
+    """
+    if settings.server_mode is not TlsMode.ENFORCING:
+        return None
+    return client_context(
+        settings.trust_cert_path or None, cert_path=settings.cert_path, key_path=settings.key_path
+    )
+
+
+def process_server_tls(settings: TlsSettings) -> ServerTls | None:
+    """The one ``ServerTls`` of a process, for every listener: ``None`` when ``server_mode`` is
+    ``disabled`` (plaintext everywhere).
+
+    Raises:
+        OSError: the files do not read or load (named; a ``ValueError`` of ``ServerTls`` is
+            raised as an ``OSError`` so that the process's runner logs it and exits 1).
+    """
+    if not settings.enabled:
+        return None
+    try:
+        return ServerTls(settings)
+    except ValueError as exc:
+        raise OSError(f"[tls]: {exc}") from None

@@ -23,6 +23,12 @@ Invariants of every route answer, which Java and Go rely on:
 * every queueData has a brokerData of the same brokerName, no list or map is null, and
   ``brokerAddrs`` is keyed by the broker id as a quoted string (``"0"`` = master);
 * JSON is compact (Go splits addresses on ``,`` and the first ``:``).
+
+Transport: a broker's Remoting address is handed out as it registered it, whatever transport the
+caller used. That matches because every port of a process has one ``[tls]`` mode and the
+brokers of a cluster are given the name server's mode (a deployment rule, not checked here): a
+classic client that reached an ``enforcing`` name server over TLS finds brokers that speak TLS
+too (``permissive`` ones speak both).
 """
 
 from __future__ import annotations

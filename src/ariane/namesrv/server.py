@@ -13,6 +13,13 @@ Port layout: by default both protocols share ``listen`` (RocketMQ's 9876). A
 the others (HTTP/2) to the gRPC server, which then listens only on a Unix socket in a private
 temporary directory. ``remoting_listen`` set to another address serves Remoting there and gRPC
 directly on ``listen``, with no extra hop.
+
+TLS: one ``common.tls.ServerTls`` per process (``server_tls``, from ``[tls]`` unless
+``disabled``). On the shared port the front terminates TLS for both protocols (gRPC then reaches
+the Unix socket in plaintext, inside this process's private directory); with a separate
+``remoting_listen`` the Remoting port serves ``[tls]`` itself. Every port has the same mode, so
+the broker endpoints QueryRoute hands out (one per broker, all brokers of a cluster sharing a
+mode) match the transport the caller used.
 """
 
 from __future__ import annotations
@@ -134,6 +141,9 @@ class NameServer:
         """The bound ``/metrics`` port when ``settings.metrics_listen`` is set and serving."""
         self.started = asyncio.Event()
         """Set once the gRPC server is listening (``port`` is then known)."""
+        self.server_tls: tls.ServerTls | None = None
+        """The process's one TLS (``[tls]``, built at ``serve`` unless ``disabled``), handed to
+        every listener; ``None``: plaintext."""
 
     @property
     def port(self) -> int:
@@ -181,6 +191,7 @@ class NameServer:
         )
         private_dir = tempfile.mkdtemp(prefix="ariane-namesrv-")
         try:
+            self.server_tls = tls.process_server_tls(self._settings.tls)  # loads, or no start
             closer = await self._listen(server, remoting, private_dir)
         except BaseException:
             shutil.rmtree(private_dir, ignore_errors=True)
@@ -198,8 +209,8 @@ class NameServer:
         )
         try:
             if self._settings.metrics_listen:
-                self.metrics_port = exposition.start(self._settings.metrics_listen)
-                _log.info("metrics on http://%s/metrics", self._settings.metrics_listen)
+                self.metrics_port = exposition.start(self._settings.metrics_listen, self.server_tls)
+                _log.info("metrics on %s/metrics", exposition.url(self._settings.metrics_listen))
             self.started.set()
             async with asyncio.TaskGroup() as tasks:
                 scan = tasks.create_task(self._scan_loop(), name="scan-not-active-brokers")
@@ -227,11 +238,17 @@ class NameServer:
             OSError: an address cannot be bound.
         """
         settings = self._settings
+        server_tls = self.server_tls
         if settings.remoting_listen and settings.remoting_listen != settings.listen:
+            # TODO(gRPC TLS engineer): gRPC bound directly on ``listen`` does not pass the front,
+            # so it needs grpcio server credentials from ``self.server_tls`` (``material()``);
+            # until then only the Remoting port below serves ``[tls]``.
             self._port = grpc_server.bind(server, settings.listen)
             await server.start()
             self.remoting_port = await _start_listener(
-                server, remoting.start, settings.remoting_listen
+                server,
+                lambda host, port: remoting.start(host, port, server_tls),
+                settings.remoting_listen,
             )
             return remoting.close
         path = os.path.join(private_dir, "grpc.sock")
@@ -240,7 +257,7 @@ class NameServer:
         await server.start()
         front = remoting_front.SharedPortFront(remoting, grpc_unix_path=path)
         self._port = self.remoting_port = await _start_listener(
-            server, front.start, settings.listen
+            server, lambda host, port: front.start(host, port, server_tls), settings.listen
         )
         return front.close
 

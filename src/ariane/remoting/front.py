@@ -13,6 +13,13 @@ The splice is two ``asyncio.Protocol``s writing into each other's transport, wit
 either side's close closing both. It adds one local hop to every gRPC call; the name server
 measures it (README, "Classic (Remoting) clients").
 
+TLS (``start``'s ``server_tls``, the name server's ``[tls]``): the listener is a
+``common.tls_listener.Listener``, which decides TLS or plaintext by the mode from the very first
+byte (0x16) and terminates TLS here; the sniffer above then sees decrypted bytes and tells
+Remoting from HTTP/2 as without TLS. The splice to gRPC stays plaintext on the private Unix
+socket (or loopback port), so a gRPC client's TLS (ALPN ``h2``) ends at this front, and one
+certificate, re-read on change, serves both protocols.
+
 Ownership: the front owns its listening socket, the splices and the Remoting connection tasks;
 ``close`` ends them all.
 """
@@ -25,6 +32,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from ariane.common import tls, tls_listener
 from ariane.remoting import transport
 
 _log = logging.getLogger(__name__)
@@ -134,18 +142,22 @@ class SharedPortFront:
         self._remoting = remoting
         self._grpc_unix_path = grpc_unix_path
         self._grpc_address = grpc_address
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | tls_listener.Listener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.splices: set[_Splice] = set()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port`` (port 0 picks one); returns the bound address.
+    async def start(
+        self, host: str, port: int, server_tls: tls.ServerTls | None = None
+    ) -> tuple[str, int]:
+        """Listen on ``host:port`` (port 0 picks one) with the process's TLS (``None``:
+        plaintext); returns the bound address.
 
         Raises:
             OSError: the address cannot be bound.
         """
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Sniff(self), host, port)
+        self._server = await tls_listener.create_server(
+            lambda: _Sniff(self), host, port, server_tls
+        )
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 

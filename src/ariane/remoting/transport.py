@@ -25,7 +25,13 @@ at most ``request_finish_s``, and only requests that merely wait for something t
 come without the oneway flag and right before it closes its connection, and the oneway offset
 commit of a client shutting down too. Bytes delivered before a connection failed count
 as well: ``FrameStreamProtocol`` reads them out of the socket before it ends the stream (asyncio
-would drop them when a reply finds the peer reset).
+would drop them when a reply finds the peer reset; not over TLS, where they are ciphertext).
+
+TLS (``[tls]``, ``common.tls``): ``RemotingServer.start`` takes the process's ``ServerTls`` and
+listens through ``common.tls_listener`` (the first byte picks TLS or plaintext by the mode; an
+``enforcing`` port closes a plaintext connection before reading a frame, unlike RocketMQ's bug
+#10110); ``RemotingClient`` takes an ``ssl.SSLContext`` and dials TLS with it. Handlers see
+decrypted frames either way.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 
+from ariane.common import tls, tls_listener
 from ariane.remoting import codes
 from ariane.remoting import command as cmd_mod
 
@@ -105,9 +113,10 @@ class FrameStreamProtocol(asyncio.StreamReaderProtocol):
 def unread_input(transport: asyncio.BaseTransport) -> bytes:
     """The bytes waiting in ``transport``'s socket receive queue (at most
     ``UNREAD_INPUT_BYTES_MAX``), read without blocking; empty if there is no socket or it has
-    nothing more (end of stream, reset after the data, or an error)."""
+    nothing more (end of stream, reset after the data, or an error). Empty over TLS too: the
+    socket then holds ciphertext, which only the (failed) TLS layer could decrypt."""
     sock = transport.get_extra_info("socket")
-    if sock is None:
+    if sock is None or transport.get_extra_info("ssl_object") is not None:
         return b""
     chunks: list[bytes] = []
     total = 0
@@ -426,11 +435,18 @@ class Connection:
 
 
 async def _open_connection(
-    host: str, port: int
+    host: str, port: int, ssl_context: ssl.SSLContext | None = None
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """``asyncio.open_connection`` with a ``FrameStreamProtocol``."""
+    """``asyncio.open_connection`` with a ``FrameStreamProtocol`` (TLS with ``ssl_context``,
+    the server's certificate checked against ``host``)."""
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.create_connection(stream_protocol, host, port)
+    transport, protocol = await loop.create_connection(
+        stream_protocol,
+        host,
+        port,
+        ssl=ssl_context,
+        server_hostname=host if ssl_context is not None else None,
+    )
     return protocol.reader, asyncio.StreamWriter(transport, protocol, protocol.reader, loop)
 
 
@@ -461,17 +477,29 @@ class RemotingServer:
         self._settings = settings or TransportSettings()
         self._on_connect = on_connect
         self._connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | tls_listener.Listener | None = None
 
     @property
     def connections(self) -> frozenset[Connection]:
         """The open connections."""
         return frozenset(self._connections)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port`` (port 0 picks one) and return the bound address."""
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: stream_protocol(self._accept), host, port)
+    async def start(
+        self, host: str, port: int, server_tls: tls.ServerTls | None = None
+    ) -> tuple[str, int]:
+        """Listen on ``host:port`` (port 0 picks one) and return the bound address.
+
+        With ``server_tls`` (the process's ``[tls]``, permissive or enforcing) the port is a
+        ``tls_listener.Listener``: a connection's first byte picks TLS or plaintext by the mode
+        (RocketMQ ``TlsModeHandler``), and under ``enforcing`` a plaintext connection is closed
+        before any frame is read. ``None``: plaintext, ``loop.create_server`` as before.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        self._server = await tls_listener.create_server(
+            lambda: stream_protocol(self._accept), host, port, server_tls
+        )
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
@@ -524,7 +552,11 @@ class RemotingClient:
         handlers: handlers for requests the servers send (e.g. CHECK_TRANSACTION_STATE);
             absent codes get REQUEST_CODE_NOT_SUPPORTED.
         settings: the bounds.
-        connect_timeout_s: seconds to wait for a TCP connection.
+        connect_timeout_s: seconds to wait for a TCP connection (and its TLS handshake).
+        ssl_context: dial every address over TLS with this client context (``common.tls.
+            client_context``: verifies the server, presents a client certificate when it has
+            one); ``None``: plaintext. RocketMQ's ``NettyClientConfig.useTLS``, except that the
+            server's certificate is always verified (its clients trust all by default).
     """
 
     def __init__(
@@ -533,7 +565,9 @@ class RemotingClient:
         *,
         settings: TransportSettings | None = None,
         connect_timeout_s: float = 3.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self._ssl_context = ssl_context
         self._handlers = dict(handlers or {})
         self._settings = settings or TransportSettings()
         self._connect_timeout_s = connect_timeout_s
@@ -554,7 +588,9 @@ class RemotingClient:
             host, _, port = addr.rpartition(":")
             try:
                 async with asyncio.timeout(self._connect_timeout_s):
-                    reader, writer = await _open_connection(host.strip("[]"), int(port))
+                    reader, writer = await _open_connection(
+                        host.strip("[]"), int(port), self._ssl_context
+                    )
             except (OSError, TimeoutError, ValueError) as exc:
                 raise ConnectionClosedError(f"cannot connect to {addr}: {exc}") from exc
             connection = Connection(reader, writer, self._handlers, self._settings)

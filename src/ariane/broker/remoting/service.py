@@ -8,7 +8,7 @@ transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHa
 the ACL admin codes 3001-3010 ``auth_admin.AuthAdminHandler``'s (when given a metadata store).
 With ``[auth]`` on, every handler of the table runs behind ``remoting.security_gate``: one
 authentication + authorization step answers NO_PERMISSION before any handler sees a refused
-request.
+request. With ``[tls]`` the port serves by the process's mode (``transport.RemotingServer.start``).
 Codes not in the table answer REQUEST_CODE_NOT_SUPPORTED (3) from the transport. As
 RocketMQ's ``rejectRequest``, a slave answers sends (and send-backs) with SYSTEM_BUSY, and
 pulls too unless ``slave_read_enable`` is on (``processors.slave_read``).
@@ -34,7 +34,7 @@ from ariane.broker.remoting import (
 from ariane.broker.remoting import locks as locks_mod
 from ariane.broker.remoting import outbox as outbox_mod
 from ariane.broker.tables import queue_locks
-from ariane.common import clock, message
+from ariane.common import clock, message, tls
 from ariane.remoting import codes, command, security_gate, transport
 from ariane.security import audit, metadata_store
 from ariane.security import settings as auth_settings
@@ -168,13 +168,16 @@ class RemotingService:
             self.gate.connection_opened(connection)
         connection.add_close_callback(self.membership.connection_closed)
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port`` (0 picks a port); returns the bound address.
+    async def start(
+        self, host: str, port: int, server_tls: tls.ServerTls | None = None
+    ) -> tuple[str, int]:
+        """Listen on ``host:port`` (0 picks a port) with the process's TLS (``None``:
+        plaintext); returns the bound address.
 
         Raises:
             OSError: the address cannot be bound.
         """
-        return await self.server.start(host, port)
+        return await self.server.start(host, port, server_tls)
 
     async def run(self) -> None:
         """Send pushed requests and expire silent clients until cancelled."""

@@ -27,7 +27,9 @@ too (harmless: a slave refuses writes anyway), so a promoted slave that a majori
 servers heard within ``lease_ms`` acknowledges at once, and one cut off from them does not.
 
 With ``[auth] inner_client_authentication_credentials`` set, both HA ends prove that credential
-(``store.ha.frames`` handshake): the HA port serves only slaves that hold it.
+(``store.ha.frames`` handshake): the HA port serves only slaves that hold it. With ``[tls]`` the
+HA port serves by the process's mode and a slave whose mode is ``enforcing`` dials its master
+over TLS (``common.tls.peer_client_context``); the credential handshake runs inside TLS.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Protocol
 
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import orphan_topics
-from ariane.common import ids
+from ariane.common import ids, tls
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs, frames
 from ariane.store.ha import lease as lease_mod
@@ -90,6 +92,9 @@ class ReplicationService:
     Args:
         runtime: the broker's state (store, registration identity).
         followers: told of each promotion and demotion, in order.
+        server_tls: the process's TLS (``BrokerServer.server_tls``): the HA port serves by its
+            mode, and the slave side dials TLS when ``[tls] server_mode`` is ``enforcing``;
+            ``None``: plaintext both ways.
 
     Raises:
         ValueError: the epoch file does not parse.
@@ -97,7 +102,11 @@ class ReplicationService:
     """
 
     def __init__(
-        self, runtime: runtime_mod.BrokerRuntime, *, followers: Sequence[RoleFollower] = ()
+        self,
+        runtime: runtime_mod.BrokerRuntime,
+        *,
+        followers: Sequence[RoleFollower] = (),
+        server_tls: tls.ServerTls | None = None,
     ) -> None:
         self._runtime = runtime
         self._followers = tuple(followers)
@@ -110,7 +119,10 @@ class ReplicationService:
         credential = (
             None if inner is None else frames.Credential(inner.access_key, inner.secret_key)
         )
-        self.master = ha_service.HAService(store, self.history, config, credential)
+        self.master = ha_service.HAService(
+            store, self.history, config, credential, server_tls=server_tls
+        )
+        tls_settings = runtime.settings.tls
         self.client = ha_client.HAClient(
             store,
             self.history,
@@ -118,6 +130,7 @@ class ReplicationService:
             lambda: runtime.master_ha_address,
             on_truncate=runtime.schedule.replica_truncated,
             credential=credential,
+            tls_context=lambda: tls.peer_client_context(tls_settings),
         )
         if config.keeps_lease and runtime.settings.namesrv_addrs:
             self.master.lease = lease_mod.MasterLease(lease_ms=config.lease_ms)

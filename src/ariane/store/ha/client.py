@@ -14,6 +14,11 @@ that cannot prove the credential, has none, or speaks another handshake version 
 the reason logged), and sends its HELLO as an AUTH_HELLO carrying its own proof. It never falls
 back to an unauthenticated HELLO.
 
+With ``tls_context`` (the broker's ``[tls] server_mode = "enforcing"``) the connection is TLS:
+the master's certificate is verified against ``trust_cert_path`` and its host name, and this
+broker's certificate is presented; the handshake above then runs inside TLS. A certificate the
+slave cannot verify is an ``ssl.SSLError`` (an ``OSError``): logged, retried.
+
 Invariant: the slave's CommitLog is always a prefix of the master's of the same epochs; a frame
 at any other offset than the slave's max is a protocol error and drops the connection.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 from collections.abc import Callable
 
 from ariane.common import ids, log_limits
@@ -49,6 +55,10 @@ class HAClient:
         on_truncate: called with the offset after a TRUNCATE cut this store's diverged tail
             (state derived from the cut bytes, e.g. the broker's schedule, starts over).
         credential: the inner credential to prove to the master; ``None``: a plain HELLO.
+        tls_context: builds the client context of each connection (``common.tls.
+            peer_client_context``: verifies the master against the trust file, presents this
+            broker's certificate; built per connection so rotated files are used); ``None``:
+            plaintext.
     """
 
     def __init__(
@@ -60,7 +70,9 @@ class HAClient:
         *,
         on_truncate: Callable[[int], object] | None = None,
         credential: frames.Credential | None = None,
+        tls_context: Callable[[], ssl.SSLContext | None] | None = None,
     ) -> None:
+        self._tls_context = tls_context
         self._store = store
         self._credential = credential
         self._on_truncate = on_truncate
@@ -80,7 +92,7 @@ class HAClient:
             if address:
                 try:
                     await self._session(address)
-                except frames.FrameError as exc:  # a protocol or credential problem: say so
+                except (frames.FrameError, ssl.SSLError) as exc:  # refused: say so
                     if self._refusals.allow(str(exc)):
                         _log.warning("HA connection to %s refused: %s", address, exc)
                 except (
@@ -101,7 +113,13 @@ class HAClient:
     async def _session(self, address: str) -> None:
         host, port = ha_settings.split_address(address)
         timeout_s = self._settings.housekeeping_interval_ms / 1000
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        context = self._tls_context() if self._tls_context is not None else None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host, port, ssl=context, server_hostname=host if context is not None else None
+            ),
+            timeout_s,
+        )
         self.connected = True
         self.sessions += 1
         _log.info("replicating from %s at offset %d", address, self._store.max_commit_log_offset)

@@ -45,6 +45,10 @@ bytes this connection was sent is a protocol violation (closed, never counted), 
 unauthenticated epoch more than ``EPOCH_GAP_PLAUSIBLE_MAX`` above this master's is refused
 instead of fencing it. At most ``CONNECTIONS_MAX`` connections are served at once.
 
+TLS (``server_tls``, Ariane's addition: RocketMQ's HA port is plain NIO): the port serves by the
+process's ``[tls]`` mode through ``common.tls_listener``; the handshake above runs inside TLS,
+unchanged.
+
 Threading: ``run`` and the connections live on the broker's event loop; ``replicated`` may be
 called from any thread (waiters are guarded by a lock, wake-ups go through
 ``call_soon_threadsafe``).
@@ -62,7 +66,7 @@ import logging
 import os
 import threading
 
-from ariane.common import log_limits
+from ariane.common import log_limits, tls, tls_listener
 from ariane.store import commit_log, message_store
 from ariane.store.ha import epochs, frames, lease
 from ariane.store.ha import settings as ha_settings
@@ -110,6 +114,9 @@ class HAService:
         history: the store's epoch history (a master always has one entry at least).
         config: the HA settings (``broker_role`` is the role at start).
         credential: the inner credential slaves must prove; ``None``: an open HA port.
+        server_tls: the process's TLS (``[tls]``): the HA port then serves by its mode (an
+            ``enforcing`` port closes a plaintext connection before its first frame is read);
+            ``None``: plaintext.
     """
 
     def __init__(
@@ -118,7 +125,10 @@ class HAService:
         history: epochs.EpochHistory,
         config: ha_settings.HASettings,
         credential: frames.Credential | None = None,
+        *,
+        server_tls: tls.ServerTls | None = None,
     ) -> None:
+        self._server_tls = server_tls
         self.role = config.role
         self.fenced = False
         """Set once a peer showed a newer epoch: this old master refuses writes."""
@@ -260,7 +270,9 @@ class HAService:
         self._loop = asyncio.get_running_loop()
         self._appended = asyncio.Event()
         host, port = ha_settings.split_address(self._settings.ha_listen)
-        server = await asyncio.start_server(self._connection, host, port)
+        server = await tls_listener.create_server(
+            tls_listener.stream_server_protocol(self._connection), host, port, self._server_tls
+        )
         self.port = server.sockets[0].getsockname()[1]
         _log.info("HA port listening on %s:%d", host, self.port)
         self.listening.set()
