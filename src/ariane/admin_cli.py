@@ -20,7 +20,10 @@ through ``ariane.client.AdminClient``::
                                                   (ACL 2.0, ``admin_auth_cli``; mqadmin letters)
 
 Brokers with ACL 2.0 on need signed calls: ``--access-key``/``--secret-key`` (or
-``ARIANE_ACCESS_KEY``/``ARIANE_SECRET_KEY``) on any command.
+``ARIANE_ACCESS_KEY``/``ARIANE_SECRET_KEY``) on any command. A cluster serving TLS needs
+``--tls --ca-file PATH`` (or ``ARIANE_TLS=1``, ``ARIANE_CA_FILE``): name servers and brokers are
+verified against that CA (without ``--ca-file``: the system's roots); a plaintext call to an
+``enforcing`` port fails as unreachable, with that fix printed.
 
 Output is a ``rich`` table, or JSON with ``--json`` (for scripts). Exit status: 0 done; 1 a
 broker or name server refused (the RocketMQ code name is printed with what to fix) or a broker
@@ -51,10 +54,18 @@ from ariane.client import admin, admin_types, consumer, producer, session
 from ariane.client import credentials as client_credentials
 from ariane.client import failover as admin_failover
 from ariane.common import errors, message
+from ariane.grpcwire import tls as grpc_tls
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_NAMESRV_UNREACHABLE = 3
+
+TLS_ENV = "ARIANE_TLS"
+CA_FILE_ENV = "ARIANE_CA_FILE"
+"""Environment variables for ``--tls`` (``1``/``true``/``yes``) and ``--ca-file``."""
+
+TLS_HINT = f"if the cluster serves TLS, pass --tls --ca-file PATH (or {TLS_ENV}=1, {CA_FILE_ENV})"
+"""Printed with an unreachable name server or broker when the call was plaintext."""
 
 ENDPOINTS_ENV = "NAMESRV_ADDR"
 """Environment variable with the name servers when ``--endpoints`` is absent (RocketMQ's)."""
@@ -198,6 +209,19 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=default(os.environ.get(client_credentials.SECRET_KEY_ENV, "")),
         metavar="SK",
         help=f"that user's secret key (default: ${client_credentials.SECRET_KEY_ENV})",
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        default=default(os.environ.get(TLS_ENV, "").lower() in ("1", "true", "yes")),
+        help=f"speak TLS to name servers and brokers (default: ${TLS_ENV})",
+    )
+    parser.add_argument(
+        "--ca-file",
+        default=default(os.environ.get(CA_FILE_ENV, "")),
+        metavar="PATH",
+        help=f"PEM CA that signed the servers' certificates, with --tls (default: "
+        f"${CA_FILE_ENV}; none: the system's roots)",
     )
 
 
@@ -702,7 +726,7 @@ async def _message_round_trip(client: Client, args: argparse.Namespace) -> Resul
     """
     del client  # the round trip goes through the v2 protocol, like any application
     body = f"ariane round trip {time.time_ns()}".encode()
-    connection = session.ConnectionSettings(credentials=_credentials(args))
+    connection = session.ConnectionSettings(credentials=_credentials(args), tls=_tls(args))
     producing = producer.ProducerSettings(connection=connection)
     async with producer.Producer(args.endpoints, settings=producing) as sender:
         receipt = await sender.send(args.topic, body, tag="round-trip")
@@ -779,6 +803,7 @@ async def _broker_promote(client: Client, args: argparse.Namespace) -> Result:
         args.broker_id,
         role=args.role,
         lease_wait_s=args.lease_wait_s,
+        tls=client.tls,
     )
     columns = tuple((f.name, f.name.replace("_", " ")) for f in dataclasses.fields(outcome))
     return Result("promoted", columns, [dataclasses.asdict(outcome)], vertical=True)
@@ -881,7 +906,7 @@ async def execute(args: argparse.Namespace, out: rich_console.Console | None = N
     """
     credentials = _credentials(args)
     async with admin.AdminClient(
-        args.endpoints, timeout_s=args.timeout, credentials=credentials
+        args.endpoints, timeout_s=args.timeout, credentials=credentials, tls=_tls(args)
     ) as client:
         if args.noun == "top":
             return await _top(client, args, out or rich_console.Console())
@@ -909,6 +934,14 @@ def _credentials(args: argparse.Namespace) -> client_credentials.Credentials | N
     return client_credentials.Credentials(access_key, secret_key)
 
 
+def _tls(args: argparse.Namespace) -> grpc_tls.ClientTls | None:
+    """``--tls``/``--ca-file`` as client TLS options, or ``None`` for plaintext (``--ca-file``
+    alone does not turn TLS on: ``ARIANE_CA_FILE`` may be set for another cluster)."""
+    if not getattr(args, "tls", False):
+        return None
+    return grpc_tls.ClientTls(ca_file=getattr(args, "ca_file", ""))
+
+
 def _fail(err: rich_console.Console, text: str, hint: str = "") -> None:
     err.print(f"ariane admin: {text}", markup=False, highlight=False, soft_wrap=True)
     if hint:
@@ -933,11 +966,16 @@ def run(
         _fail(err, str(exc), "see `ariane admin --help`")
         return EXIT_USAGE
     except admin.NameServerUnreachableError as exc:
-        _fail(err, f"cannot reach a name server: {exc.message}", "start one with `ariane dev`")
+        hint = "start one with `ariane dev`" if _tls(args) else f"start one, or {TLS_HINT}"
+        _fail(err, f"cannot reach a name server: {exc.message}", hint)
         return EXIT_NAMESRV_UNREACHABLE
     except admin.BrokerUnreachableError as exc:
-        _fail(err, f"UNREACHABLE: {exc.message}", "check the broker process and its address")
+        hint = "check the broker process and its address"
+        _fail(err, f"UNREACHABLE: {exc.message}", hint if _tls(args) else f"{hint}; {TLS_HINT}")
         return EXIT_REFUSED
+    except OSError as exc:  # --ca-file unreadable
+        _fail(err, str(exc), "check --ca-file")
+        return EXIT_USAGE
     except errors.ArianeError as exc:
         _fail(err, f"{exc.code.name}: {exc.message}", HINTS.get(exc.code, ""))
         return EXIT_REFUSED

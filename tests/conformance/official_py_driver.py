@@ -19,7 +19,10 @@ Commands::
 Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
 when the deadline passed first (printing what it saw so far); a client exception is printed as
 an ``error`` event (class name and message) and exits 4. ``RMQ_DRIVER_ACCESS_KEY`` and
-``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials``.
+``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials``;
+``RMQ_DRIVER_TLS=1`` turns the client's ``tls_enable`` on (it verifies the servers against the
+system roots, or ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``). ``produce --interval-s S`` paces the
+sends (a producer that keeps sending while something else happens).
 ``push-watch`` has no count: it prints its client id, then every message with its receipt
 handle, until its stdin closes (then it shuts down cleanly: NotifyClientTermination) or the
 deadline passes.
@@ -67,6 +70,11 @@ def _config(endpoints: str) -> Any:
     return ClientConfiguration(endpoints, credentials, request_timeout=10)
 
 
+def _tls() -> bool:
+    """Whether ``RMQ_DRIVER_TLS`` asks for the client's ``tls_enable``."""
+    return os.environ.get("RMQ_DRIVER_TLS", "") == "1"
+
+
 def _view(msg: Any) -> dict[str, Any]:
     return {
         "received_ms": int(time.time() * 1000),
@@ -85,7 +93,7 @@ def _view(msg: Any) -> dict[str, Any]:
 
 def produce(args: argparse.Namespace) -> int:
     """Send ``count`` messages one by one with the official Producer; print each receipt."""
-    producer = Producer(_config(args.endpoints), (args.topic,))
+    producer = Producer(_config(args.endpoints), (args.topic,), tls_enable=_tls())
     producer.startup()
     try:
         for i in range(args.count):
@@ -113,6 +121,8 @@ def produce(args: argparse.Namespace) -> int:
                     "recall_handle": receipt.recall_handle,
                 }
             )
+            if args.interval_s:
+                time.sleep(args.interval_s)  # pacing, not waiting for anything
             if args.recall == i:
                 recalled = producer.recall_message(args.topic, receipt.recall_handle)
                 emit({"event": "recalled", "message_id": str(recalled)})
@@ -125,7 +135,11 @@ def simple_consume(args: argparse.Namespace) -> int:
     """Receive until ``count`` messages were handled (acked unless ``--no-ack``)."""
     expression = FilterExpression(args.filter) if args.filter else FilterExpression()
     consumer = SimpleConsumer(
-        _config(args.endpoints), args.group, {args.topic: expression}, await_duration=args.await_s
+        _config(args.endpoints),
+        args.group,
+        {args.topic: expression},
+        await_duration=args.await_s,
+        tls_enable=_tls(),
     )
     consumer.startup()
     handled = 0
@@ -165,7 +179,11 @@ def push_consume(args: argparse.Namespace) -> int:
     ``--linger-s`` longer (redeliveries show up as more ``consumed`` events)."""
     listener = _Listener(fail=args.fail, sleep_s=args.sleep_s)
     consumer = PushConsumer(
-        _config(args.endpoints), args.group, listener, {args.topic: FilterExpression()}
+        _config(args.endpoints),
+        args.group,
+        listener,
+        {args.topic: FilterExpression()},
+        tls_enable=_tls(),
     )
     consumer.startup()
     emit({"event": "started"})
@@ -191,7 +209,11 @@ class _Watcher(MessageListener):  # type: ignore[misc]
 def push_watch(args: argparse.Namespace) -> int:
     """Run a PushConsumer until stdin closes or the deadline, printing what it consumes."""
     consumer = PushConsumer(
-        _config(args.endpoints), args.group, _Watcher(), {args.topic: FilterExpression()}
+        _config(args.endpoints),
+        args.group,
+        _Watcher(),
+        {args.topic: FilterExpression()},
+        tls_enable=_tls(),
     )
     consumer.startup()
     emit({"event": "started", "client_id": consumer.client_id})
@@ -234,7 +256,7 @@ def transaction(args: argparse.Namespace) -> int:
     until the checker was asked ``--checks`` times or the deadline; with ``--hold`` keep the
     producer (and its checker) running until stdin closes."""
     checker = _Checker(args.checker)
-    producer = Producer(_config(args.endpoints), (args.topic,), checker)
+    producer = Producer(_config(args.endpoints), (args.topic,), checker, tls_enable=_tls())
     producer.startup()
     deadline = time.monotonic() + args.deadline_s
     try:
@@ -286,6 +308,7 @@ def main() -> int:
     p.add_argument("--prefix", default="m")
     p.add_argument("--delay-s", type=int, default=0)
     p.add_argument("--recall", type=int, default=-1)
+    p.add_argument("--interval-s", type=float, default=0.0)
     s = sub.add_parser("simple-consume")
     s.add_argument("--endpoints", required=True)
     s.add_argument("--group", required=True)

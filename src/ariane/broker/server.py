@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from ariane import metrics
@@ -48,6 +48,7 @@ from ariane.common import clock as clock_mod
 from ariane.common import tls
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import server as grpc_server
+from ariane.grpcwire import tls as grpc_tls
 from ariane.store import clean_service
 
 _log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class BrokerServer:
             owner=self,
         )
         latency = rpc.RpcLatency()
-        front = frontend.build(self.settings, implementations, latency=latency, gate=self._gate())
+        front = self._front_end(implementations, latency)
         self.front_end = front
         ha = self.replication
         registrar = registration.RegistrationService(runtime, channels, replication=ha)
@@ -171,18 +172,33 @@ class BrokerServer:
             runtime.close()
             _log.info("broker stopped")
 
+    def _front_end(
+        self,
+        implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+        latency: rpc.RpcLatency,
+    ) -> frontend.FrontEnd:
+        """How gRPC is served: checked by the gate, in the ``[tls]`` mode (``server_tls``)."""
+        return frontend.build(
+            self.settings, implementations, latency=latency, gate=self._gate(),
+            server_tls=self.server_tls,
+        )  # fmt: skip
+
     def _gate(self) -> auth_gate.GrpcAuthGate | None:
         """The gRPC services' authentication + authorization step (``None``: auth off)."""
         return self.auth_stores.gate(cluster=self.settings.cluster)
 
     def _channel_pool(self) -> rpc.ChannelPool:
-        """Channels to every name server (all addresses a resolved name lists) and a few more."""
+        """Channels to every name server (all addresses a resolved name lists) and a few more
+        (the master, other brokers), TLS when this broker is ``enforcing``."""
         namesrv_max = (
             registration.NAMESRV_ADDRESSES_MAX
             if self.settings.namesrv_resolve_all
             else len(self.settings.namesrv_addrs)
         )
-        return rpc.ChannelPool(channels_max=namesrv_max + 8)
+        return rpc.ChannelPool(
+            channels_max=namesrv_max + 8,
+            credentials=grpc_tls.inner_credentials(self.settings.tls),
+        )
 
     def _ha_services(
         self,

@@ -70,12 +70,14 @@ from ariane.client.transport import (
     NameServerUnreachableError,
     PartialFailureError,
 )
+from ariane.grpcwire.tls import ClientTls
 
 __all__ = [
     "AdminClient",
     "BrokerMaster",
     "BrokerStats",
     "BrokerUnreachableError",
+    "ClientTls",
     "ConnectionSettings",
     "ConsumerSettings",
     "Credentials",

@@ -35,6 +35,7 @@ from ariane.client import auth_admin, transport
 from ariane.client import credentials as credentials_mod
 from ariane.common import errors, ids, message
 from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import tls as grpc_tls
 
 _log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class AdminClient(auth_admin.AuthAdminCalls):
         channels_max: most gRPC channels kept open (name servers plus brokers).
         credentials: what every call is signed with (brokers with ACL 2.0 on); ``None``:
             unsigned.
+        tls: TLS to name servers and brokers (``None``: plaintext).
 
     Raises:
         ValueError: for malformed endpoints or a timeout outside 0.1..600 s.
@@ -107,13 +109,18 @@ class AdminClient(auth_admin.AuthAdminCalls):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         channels_max: int = 64,
         credentials: credentials_mod.Credentials | None = None,
+        tls: grpc_tls.ClientTls | None = None,
     ) -> None:
         self._credentials = credentials
+        self.tls = tls
+        """The TLS options (``failover`` dials the brokers with them too)."""
         if not 0.1 <= timeout_s <= 600:
             raise ValueError(f"timeout_s must be 0.1..600 seconds, not {timeout_s}")
         self._endpoints = parse_endpoints(namesrv_endpoints)
         self._timeout_s = timeout_s
-        self._channels = rpc.ChannelPool(channels_max=channels_max)
+        self._channels = rpc.ChannelPool(
+            channels_max=channels_max, credentials=None if tls is None else tls.credentials()
+        )
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ import grpc
 
 from ariane.common import errors, promotion
 from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import tls as grpc_tls
 
 CATCH_UP_TIMEOUT_S = 10.0
 """Longest wait for the slave to hold the live master's bytes before a switchover, s."""
@@ -300,16 +301,21 @@ class BrokerState:
     writable: bool
 
 
+def _tls(tls: grpc_tls.ClientTls | None) -> grpc.ChannelCredentials | None:
+    return None if tls is None else tls.credentials()
+
+
 async def broker_states(
-    endpoints: list[str], *, timeout_s: float = 3.0
+    endpoints: list[str], *, timeout_s: float = 3.0, tls: grpc_tls.ClientTls | None = None
 ) -> list[BrokerState | None]:
-    """Ask each broker at ``endpoints`` for its role, epoch and offsets, at once.
+    """Ask each broker at ``endpoints`` for its role, epoch and offsets, at once (over TLS
+    with ``tls``).
 
     Returns:
         One entry per endpoint, in order; ``None`` for a broker that did not answer within
         ``timeout_s`` (down, as ``promote`` counts it).
     """
-    channels = rpc.ChannelPool(channels_max=len(endpoints) + 1)
+    channels = rpc.ChannelPool(channels_max=len(endpoints) + 1, credentials=_tls(tls))
     try:
         calls = _Calls(channels, timeout_s)
         found = await asyncio.gather(*(calls.stats(e) for e in endpoints))
@@ -342,6 +348,7 @@ async def promote(
     role: str = "",
     timeout_s: float = 3.0,
     lease_wait_s: float = LEASE_WAIT_S_DEFAULT,
+    tls: grpc_tls.ClientTls | None = None,
 ) -> Outcome:
     """Promote slave ``broker_id`` of ``broker_name`` (see the module for the steps).
 
@@ -353,11 +360,12 @@ async def promote(
         timeout_s: deadline of each call, s (a member slower than this counts as down).
         lease_wait_s: failover: longest wait for the old master's lease to run out, s (0 =
             refuse at once while it may be held).
+        tls: TLS to the name servers and brokers (``None``: plaintext).
 
     Raises:
         PreconditionFailedError, NotFoundError, ServiceUnavailableError: see the module.
     """
-    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 16)
+    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 16, credentials=_tls(tls))
     try:
         calls = _Calls(channels, timeout_s)
         members = await group_members(calls, namesrv_endpoints, broker_name)

@@ -22,6 +22,7 @@ from ariane.client import route_cache
 from ariane.client import transport as transport_mod
 from ariane.common import clock, errors, ids
 from ariane.grpcwire import convert, pb
+from ariane.grpcwire import tls as grpc_tls
 
 _log = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ class ConnectionSettings:
     credentials: credentials_mod.Credentials | None = None
     """What every call is signed with when the brokers enforce ACL 2.0 (RocketMQ
     ``SessionCredentialsProvider``); ``None``: unsigned."""
+
+    tls: grpc_tls.ClientTls | None = None
+    """TLS to name servers and brokers (the CA file that verifies them, an optional client
+    certificate); ``None``: plaintext (the official Python client's ``tls_enable``)."""
 
     def __post_init__(self) -> None:
         transport_mod.check_timeout_s("request_timeout_s", self.request_timeout_s)
@@ -85,6 +90,7 @@ class Session:
             timeout_s=settings.request_timeout_s,
             channels_max=settings.channels_max,
             credentials=settings.credentials,
+            tls=settings.tls,
         )
         self.routes = route_cache.RouteCache(
             self._query_route,

@@ -1,9 +1,12 @@
 """Calls of ``apache.rocketmq.v2.MessagingService`` for the producer and consumer clients.
 
-One ``Transport`` per client instance holds what every call shares: a bounded pool of plaintext
-channels keyed by ``host:port``, the client's identity (the ``x-mq-client-id`` header every v2
-call must carry, grpc-v2.md §4, shaped like the official clients' ``host@pid@index@base36(ns)``),
-the default deadline, and the mapping of gRPC-level failures to Ariane's error tree:
+One ``Transport`` per client instance holds what every call shares: a bounded pool of channels
+keyed by ``host:port`` (plaintext, or TLS with ``tls``: the CA file that verifies the servers
+and an optional client certificate; every name server and broker of a cluster serves the same
+transport, so one setting covers both), the client's identity (the ``x-mq-client-id`` header
+every v2 call must carry, grpc-v2.md §4, shaped like the official clients'
+``host@pid@index@base36(ns)``), the default deadline, and the mapping of gRPC-level failures
+to Ariane's error tree:
 
     ArianeError
     ├── RequestTimeoutError            the call's deadline passed (DEADLINE_EXCEEDED)
@@ -38,6 +41,7 @@ import grpc
 from ariane.client import credentials as credentials_mod
 from ariane.common import errors, ids
 from ariane.grpcwire import codes, convert, metadata, pb, rpc
+from ariane.grpcwire import tls as grpc_tls
 
 DEFAULT_TIMEOUT_S = 10.0
 """Deadline of each call, in seconds (the official clients use 3 s; ours carry bigger batches)."""
@@ -133,9 +137,12 @@ class Transport:
         channels_max: most channels kept open (least recently used closed first).
         client_id: the ``x-mq-client-id`` to send; a fresh one when ``None``.
         credentials: what every call is signed with (``None``: unsigned calls).
+        tls: TLS options (``None``: plaintext).
 
     Raises:
-        ValueError: for a timeout outside 0.1..600 s or a bad ``channels_max``.
+        ValueError: for a timeout outside 0.1..600 s or a bad ``channels_max``, or TLS files
+            that are not PEM.
+        OSError: TLS files that cannot be read.
     """
 
     def __init__(
@@ -145,11 +152,14 @@ class Transport:
         channels_max: int = 64,
         client_id: ids.ClientId | None = None,
         credentials: credentials_mod.Credentials | None = None,
+        tls: grpc_tls.ClientTls | None = None,
     ) -> None:
         check_timeout_s("timeout_s", timeout_s)
         self._credentials = credentials
         self._timeout_s = timeout_s
-        self._channels = rpc.ChannelPool(channels_max=channels_max)
+        self._channels = rpc.ChannelPool(
+            channels_max=channels_max, credentials=None if tls is None else tls.credentials()
+        )
         self._client_id = client_id or new_client_id()
         self._headers: tuple[tuple[str, str], ...] = (
             (metadata.CLIENT_ID, self._client_id),

@@ -710,19 +710,23 @@ call at once: "connection attempt timed out before receiving SETTINGS frame"."""
 
 
 class ChannelPool:
-    """A bounded set of plaintext ``grpc.aio`` channels keyed by ``host:port``.
+    """A bounded set of ``grpc.aio`` channels keyed by ``host:port``, plaintext or TLS.
 
     The least recently used channel is closed when a new address would exceed
     ``channels_max``. Not thread-safe: use it from one event loop.
 
     Args:
         channels_max: most channels kept open at once.
+        credentials: TLS for every channel (``grpcwire.tls``); ``None``: plaintext.
     """
 
-    def __init__(self, *, channels_max: int = 64) -> None:
+    def __init__(
+        self, *, channels_max: int = 64, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
         if not 1 <= channels_max <= 100_000:
             raise ValueError(f"channels_max must be 1..100000, not {channels_max}")
         self._channels_max = channels_max
+        self._credentials = credentials
         self._channels: collections.OrderedDict[str, grpc.aio.Channel] = collections.OrderedDict()
 
     def __len__(self) -> int:
@@ -737,15 +741,17 @@ class ChannelPool:
         while len(self._channels) >= self._channels_max:
             _, oldest = self._channels.popitem(last=False)
             await oldest.close()
-        channel = grpc.aio.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
-                ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
-                ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
-                ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS_MAX),
-            ],
+        options = [
+            ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
+            ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS_MAX),
+        ]
+        channel = (
+            grpc.aio.insecure_channel(address, options=options)
+            if self._credentials is None
+            else grpc.aio.secure_channel(address, self._credentials, options=options)
         )
         self._channels[address] = channel
         return channel

@@ -9,7 +9,8 @@
 * No ``SO_REUSEPORT``: starting a second server on a port in use fails instead of sharing it,
   except for a broker's front-end workers, which share the port its owner reserved
   (``reserve_port``: checked free without ``SO_REUSEPORT`` first, then held with it).
-* Plaintext; TLS on a second port is the broker's business when it lands.
+* Plaintext, or TLS with ``credentials`` (``grpcwire.tls``); ``grpcwire.ports`` picks by the
+  ``[tls]`` mode (``permissive`` binds Unix sockets behind a splicing front).
 """
 
 from __future__ import annotations
@@ -104,20 +105,49 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port_text)
 
 
-def bind(server: grpc.aio.Server, listen: str) -> int:
-    """Listen on ``HOST:PORT`` in plaintext; returns the bound port.
+def bind(
+    server: grpc.aio.Server,
+    listen: str,
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+) -> int:
+    """Listen on ``HOST:PORT``, in plaintext or with TLS ``credentials``; returns the bound
+    port.
 
     Raises:
         ValueError: for a malformed address.
         OSError: if the address cannot be bound (in use, not local).
     """
     host, port = parse_listen(listen)
+    return _add_port(server, convert.join_host_port(host, port), credentials, listen)
+
+
+def bind_unix(
+    server: grpc.aio.Server, path: str, credentials: grpc.ServerCredentials | None
+) -> None:
+    """Listen on the Unix socket ``path`` as well, in plaintext or with TLS ``credentials``.
+
+    Raises:
+        OSError: if the socket cannot be created.
+    """
+    _add_port(server, f"unix:{path}", credentials, path)
+
+
+def _add_port(
+    server: grpc.aio.Server,
+    target: str,
+    credentials: grpc.ServerCredentials | None,
+    shown: str,
+) -> int:
     try:
-        bound = server.add_insecure_port(convert.join_host_port(host, port))
+        if credentials is None:
+            bound = server.add_insecure_port(target)
+        else:
+            bound = server.add_secure_port(target, credentials)
     except RuntimeError as exc:  # grpcio raises RuntimeError when binding fails
-        raise OSError(f"cannot listen on {listen}: {exc}") from exc
+        raise OSError(f"cannot listen on {shown}: {exc}") from exc
     if bound == 0:
-        raise OSError(f"cannot listen on {listen}")
+        raise OSError(f"cannot listen on {shown}")
     return bound
 
 

@@ -39,6 +39,7 @@ from ariane.common import clock as clock_module
 from ariane.common import tls
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import server as grpc_server
+from ariane.grpcwire import tls as grpc_tls
 from ariane.namesrv import forward, inner_auth, kv_config, remoting_service, service
 from ariane.namesrv import route_info_manager as rim
 from ariane.remoting import front as remoting_front
@@ -131,7 +132,10 @@ class NameServer:
         self._settings = settings
         self._clock = clock or clock_module.SystemClock()
         self.manager = rim.RouteInfoManager(settings=settings.route, clock=self._clock)
-        self._channels = rpc.ChannelPool(channels_max=settings.broker_channels_max)
+        self._channels = rpc.ChannelPool(  # forwards to brokers: TLS when enforcing
+            channels_max=settings.broker_channels_max,
+            credentials=grpc_tls.inner_credentials(settings.tls),
+        )
         self._latency = rpc.RpcLatency()
         self.kv = kv_config.KvConfig(entries_max=settings.kv_entries_max)
         self._port: int | None = None

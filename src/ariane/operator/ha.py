@@ -78,6 +78,8 @@ class AdminSeam:
     def __init__(self, namesrv: str, pod_overrides: Mapping[str, str]) -> None:
         self._namesrv = namesrv
         self._overrides = dict(pod_overrides)
+        self._tls = metadata.client_tls_from_env()
+        """TLS of the admin calls (``metadata.TLS_ENV``), or ``None``."""
 
     def members(
         self, namespace: str, group: str, pods: Sequence[resources.Manifest], replicas: int
@@ -86,7 +88,9 @@ class AdminSeam:
         by_ordinal = {roller.ordinal(p): p for p in pods}
         names = [f"{group}-{o}" for o in range(replicas)]
         endpoints = [pod_endpoint(namespace, group, n, self._overrides) for n in names]
-        states = asyncio.run(client_failover.broker_states(endpoints, timeout_s=ADMIN_TIMEOUT_S))
+        states = asyncio.run(
+            client_failover.broker_states(endpoints, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls)
+        )
         views = []
         for ordinal, state in enumerate(states):
             pod = by_ordinal.get(ordinal)
@@ -109,7 +113,9 @@ class AdminSeam:
             ariane.common.errors.ArianeError: the promotion was refused or not possible.
         """
         outcome = asyncio.run(
-            client_failover.promote((self._namesrv,), group, broker_id, timeout_s=ADMIN_TIMEOUT_S)
+            client_failover.promote(
+                (self._namesrv,), group, broker_id, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls
+            )
         )
         text = (
             f"{outcome.reason}: broker {broker_id} of {group} is {outcome.role} at epoch "
@@ -125,7 +131,9 @@ class AdminSeam:
         """
 
         async def call() -> None:
-            async with admin.AdminClient(self._namesrv, timeout_s=ADMIN_TIMEOUT_S) as client:
+            async with admin.AdminClient(
+                self._namesrv, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls
+            ) as client:
                 await client.set_write_perm(groups, writable=writable)
 
         asyncio.run(call())
@@ -138,7 +146,9 @@ class AdminSeam:
         """
 
         async def call() -> dict[str, int]:
-            async with admin.AdminClient(self._namesrv, timeout_s=ADMIN_TIMEOUT_S) as client:
+            async with admin.AdminClient(
+                self._namesrv, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls
+            ) as client:
                 names = sorted({g.name for g in await client.list_groups()})
                 lag: dict[str, int] = {}
                 for name in names:

@@ -159,7 +159,9 @@ def _client(memo: kopf.Memo, body: kopf.Body) -> admin.AdminClient:
     endpoint = metadata.namesrv_endpoint(
         str(body.metadata.namespace), body["spec"]["broker"], memo.overrides
     )
-    return admin.AdminClient(endpoint, timeout_s=metadata.ADMIN_TIMEOUT_S)
+    return admin.AdminClient(
+        endpoint, timeout_s=metadata.ADMIN_TIMEOUT_S, tls=metadata.client_tls_from_env()
+    )
 
 
 async def _admin_reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) -> None:

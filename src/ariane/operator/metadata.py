@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from ariane.client import admin, admin_types
 from ariane.common import message
+from ariane.grpcwire import tls as grpc_tls
 from ariane.operator import model, resources, status
 
 _log = logging.getLogger(__name__)
@@ -47,6 +48,20 @@ def string_map_from_env(variable: str, environ: Mapping[str, str] | None = None)
     ):
         raise ValueError(f"{variable} must be a JSON object of strings, not {text!r}")
     return parsed
+
+
+TLS_ENV: Final = "ARIANE_TLS"
+CA_FILE_ENV: Final = "ARIANE_CA_FILE"
+"""The operator's admin calls speak TLS with ``ARIANE_TLS=1`` (``true``/``yes``), verified
+against the PEM CA at ``ARIANE_CA_FILE`` (none: the system's roots); as ``ariane admin``."""
+
+
+def client_tls_from_env(environ: Mapping[str, str] | None = None) -> grpc_tls.ClientTls | None:
+    """The TLS options of ``TLS_ENV``/``CA_FILE_ENV``, or ``None`` for plaintext."""
+    env = os.environ if environ is None else environ
+    if env.get(TLS_ENV, "").strip().lower() not in ("1", "true", "yes"):
+        return None
+    return grpc_tls.ClientTls(ca_file=env.get(CA_FILE_ENV, "").strip())
 
 
 def overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

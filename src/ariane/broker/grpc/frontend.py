@@ -18,6 +18,12 @@ broker that owns the CommitLog.
   SIGINT (the owner stops it), stops on SIGTERM, and exits by itself when the owner's socket
   closes, so a SIGKILLed broker leaves no serving workers behind.
 
+TLS (``[tls]``): both front ends expose the port through ``grpcwire.ports.ServedPort``:
+``enforcing`` is grpcio's own TLS (``add_secure_port``, certificates reloaded on change),
+``permissive`` a first-byte splice to a TLS and a plaintext Unix socket. Workers get the
+``[tls]`` settings on their command line and each builds its own ``ServerTls`` (one per
+process), so each re-reads rotated files itself.
+
 Invariants: the port is held (by the owner's reservation socket or a worker) from ``start`` to
 ``stop``; the owner never serves a call before every worker has said hello; a worker serves
 only while its relay connection is open.
@@ -41,7 +47,8 @@ import tempfile
 from collections.abc import Sequence
 
 from ariane.broker import settings as broker_settings
-from ariane.grpcwire import pb, relay, rpc
+from ariane.common import tls
+from ariane.grpcwire import pb, ports, relay, rpc
 from ariane.grpcwire import server as grpc_server
 
 _log = logging.getLogger(__name__)
@@ -73,6 +80,7 @@ class InProcessFrontEnd:
         implementations: ``(service descriptor, implementation)`` pairs.
         latency: where the guard times each call (``rocketmq_rpc_latency``).
         gate: authenticates and authorizes each call first (``None``: auth off).
+        server_tls: the process's TLS (``None``: ``disabled``).
     """
 
     def __init__(
@@ -82,12 +90,15 @@ class InProcessFrontEnd:
         *,
         latency: rpc.RpcLatency | None = None,
         gate: rpc.Gate | None = None,
+        server_tls: tls.ServerTls | None = None,
     ) -> None:
         handlers = [
             rpc.service_handler(s, impl, latency=latency, gate=gate) for s, impl in implementations
         ]
         self._settings = settings
         self._server = grpc_server.build(settings.server, handlers)
+        self.port_front = ports.ServedPort(settings.listen, server_tls)
+        """The public port in the ``[tls]`` mode."""
 
     @property
     def workers(self) -> int:
@@ -100,9 +111,7 @@ class InProcessFrontEnd:
         Raises:
             OSError: if the listen address cannot be bound.
         """
-        port = grpc_server.bind(self._server, self._settings.listen)
-        await self._server.start()
-        return port
+        return await self.port_front.start(self._server)
 
     def calls_by_worker(self) -> dict[int, int]:
         """No workers, so no forwarded calls."""
@@ -114,7 +123,9 @@ class InProcessFrontEnd:
 
     async def stop(self) -> None:
         """Stop serving, letting calls in flight finish within the grace period."""
+        self.port_front.stop_accepting()
         await self._server.stop(self._settings.server.shutdown_grace_ms / 1000)
+        await self.port_front.stop()
 
 
 @dataclasses.dataclass(slots=True)
@@ -137,6 +148,7 @@ class WorkerFrontEnd:
         gate: authenticates and authorizes each forwarded call on this process (the owner of
             the users and ACLs), before its handler; the workers check nothing (``None``: auth
             off).
+        server_tls: the process's TLS (``None``: ``disabled``); the workers get its settings.
     """
 
     def __init__(
@@ -147,6 +159,7 @@ class WorkerFrontEnd:
         *,
         latency: rpc.RpcLatency | None = None,
         gate: rpc.Gate | None = None,
+        server_tls: tls.ServerTls | None = None,
     ) -> None:
         assert 1 <= workers <= broker_settings.WORKERS_MAX, f"bad worker count {workers}"
         methods = [
@@ -155,6 +168,7 @@ class WorkerFrontEnd:
             for m in rpc.guarded_methods(s, impl, latency=latency, gate=gate)
         ]
         self._settings = settings
+        self._tls_settings = None if server_tls is None else server_tls.settings
         self._relay = relay.RelayServer(methods, calls_max=RELAY_CALLS_MAX)
         self._workers = [_Worker(index) for index in range(workers)]
         self._holder: socket.socket | None = None
@@ -213,6 +227,7 @@ class WorkerFrontEnd:
             json.dumps(dataclasses.asdict(self._settings.server)),
             "--log-level",
             logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+            *(("--tls-settings", tls_to_json(self._tls_settings)) if self._tls_settings else ()),
             stdin=asyncio.subprocess.DEVNULL,
         )
 
@@ -299,30 +314,58 @@ def build(
     *,
     latency: rpc.RpcLatency | None = None,
     gate: rpc.Gate | None = None,
+    server_tls: tls.ServerTls | None = None,
 ) -> FrontEnd:
     """The front end ``settings.workers`` asks for, timing calls into ``latency`` and checking
-    them with ``gate`` (on this process either way)."""
+    them with ``gate`` (on this process either way), serving ``server_tls``'s mode."""
     workers = settings.effective_workers()
     if workers == 0:
-        return InProcessFrontEnd(settings, implementations, latency=latency, gate=gate)
-    return WorkerFrontEnd(settings, implementations, workers, latency=latency, gate=gate)
+        return InProcessFrontEnd(
+            settings, implementations, latency=latency, gate=gate, server_tls=server_tls
+        )
+    return WorkerFrontEnd(
+        settings, implementations, workers, latency=latency, gate=gate, server_tls=server_tls
+    )
+
+
+def tls_to_json(settings: tls.TlsSettings) -> str:
+    """``settings`` as the JSON a worker's ``--tls-settings`` takes."""
+    values = dataclasses.asdict(settings)
+    values["server_mode"] = settings.server_mode.value
+    values["need_client_auth"] = settings.need_client_auth.value
+    return json.dumps(values)
+
+
+def tls_from_json(text: str) -> tls.TlsSettings:
+    """The ``TlsSettings`` of ``tls_to_json``'s text (``ValueError`` if malformed)."""
+    values = json.loads(text)
+    values["server_mode"] = tls.TlsMode(values["server_mode"])
+    values["need_client_auth"] = tls.ClientAuth(values["need_client_auth"])
+    return tls.TlsSettings(**values)
 
 
 # -- the worker process -------------------------------------------------------------------------
 
 
 async def serve_worker(
-    relay_socket: str, listen: str, index: int, settings: grpc_server.ServerSettings
+    relay_socket: str,
+    listen: str,
+    index: int,
+    settings: grpc_server.ServerSettings,
+    tls_settings: tls.TlsSettings | None = None,
 ) -> None:
-    """Serve as front-end worker ``index`` until SIGTERM or until the owner goes away.
+    """Serve as front-end worker ``index`` until SIGTERM or until the owner goes away, in
+    ``tls_settings``' mode (``None``: plaintext).
 
     Raises:
         OSError: if the relay socket or the port cannot be reached/bound.
+        ValueError: the TLS files do not load.
     """
     forwarder = await relay.RelayForwarder.connect(relay_socket)
     server = grpc_server.build(settings, forwarder.handlers(SERVED_SERVICES), reuse_port=True)
-    grpc_server.bind(server, listen)
-    await server.start()
+    server_tls = tls.ServerTls(tls_settings) if tls_settings and tls_settings.enabled else None
+    served = ports.ServedPort(listen, server_tls, reuse_port=True)
+    await served.start(server)
     forwarder.hello(os.getpid(), index)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -333,7 +376,9 @@ async def serve_worker(
     if forwarder.lost.is_set():
         _log.warning("worker %d: the broker's store process went away; stopping", index)
         _remove_relay_dir(relay_socket)  # the owner died without cleaning up
+    served.stop_accepting()
     await server.stop(0 if forwarder.lost.is_set() else settings.shutdown_grace_ms / 1000)
+    await served.stop()
     for task in (lost, stopped):
         task.cancel()
     forwarder.close()
@@ -355,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--server-settings", required=True, help="ServerSettings as JSON")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--tls-settings", default="", help="[tls] as JSON (default: none)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches the owner
     logging.basicConfig(
@@ -363,9 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     settings = grpc_server.ServerSettings(**json.loads(args.server_settings))
+    tls_settings = tls_from_json(args.tls_settings) if args.tls_settings else None
     try:
-        asyncio.run(serve_worker(args.relay, args.listen, args.index, settings))
-    except OSError as exc:
+        asyncio.run(serve_worker(args.relay, args.listen, args.index, settings, tls_settings))
+    except (OSError, ValueError) as exc:
         _log.error("front-end worker %d: %s", args.index, exc)
         return 1
     return 0

@@ -5,6 +5,13 @@ its name servers (``Registry.GetTopicRoute``) in order and converts the answer w
 ``grpcwire.convert.query_route_queues``, the one code path every access point shares. When no
 name server answers, it answers with its own queues at its own endpoint, so a client pointed at
 a broker keeps working while the name servers are down.
+
+Transport: the endpoints answered are the brokers' advertised ``host:port`` with no scheme.
+Every port of a process has the same ``[tls]`` mode (one ``ServerTls`` per process), and a
+cluster's processes share it, so a caller that reached this access point over TLS dials the
+brokers of the route over TLS too, and a plaintext caller plaintext (``permissive`` serves
+both): the route's endpoints match the caller's transport. The certificates' SANs must name
+every advertised host.
 """
 
 from __future__ import annotations

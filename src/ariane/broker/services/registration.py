@@ -20,6 +20,11 @@ BrokerHeartbeat and UnregisterBroker is signed with that credential (as a v5 cli
 the same credential refuses unsigned ones (``namesrv.inner_auth``), RocketMQ's
 ``innerClientAuthenticationCredentials`` on calls RocketMQ's own name server never checks.
 
+TLS: the channels come from the broker's pool, which dials TLS exactly when the broker's own
+``[tls] server_mode`` is ``enforcing`` (``grpcwire.tls.inner_credentials``: verifying the name
+server against ``trust_cert_path``, presenting the broker's certificate for mTLS), as RocketMQ's
+``NettyClientConfig.useTLS = tls.enable || enforcing``; a ``permissive`` broker dials plaintext.
+
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
 

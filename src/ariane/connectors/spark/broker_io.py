@@ -58,7 +58,7 @@ class DataLossError(errors.ArianeError):
 
 def _consumer(opts: options_mod.ReadOptions, group: str | None = None) -> client.PullConsumer:
     connection = client.ConnectionSettings(
-        request_timeout_s=opts.pull_timeout_ms / 1000, credentials=opts.credentials
+        request_timeout_s=opts.pull_timeout_ms / 1000, credentials=opts.credentials, tls=opts.tls
     )
     settings = client.PullSettings(
         connection=connection, long_polling_timeout_s=0, max_messages=opts.pull_batch_size
@@ -297,7 +297,9 @@ async def _send(
 ) -> int:
     settings = client.ProducerSettings(
         connection=client.ConnectionSettings(
-            request_timeout_s=opts.pull_timeout_ms / 1000, credentials=opts.credentials
+            request_timeout_s=opts.pull_timeout_ms / 1000,
+            credentials=opts.credentials,
+            tls=opts.tls,
         )
     )
     sent = 0

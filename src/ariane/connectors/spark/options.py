@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 
 from ariane.client import credentials as credentials_mod
+from ariane.grpcwire import tls as grpc_tls
 
 EARLIEST = -2
 """Offset JSON value meaning a queue's min offset (as Kafka's)."""
@@ -82,10 +83,13 @@ _READ_KEYS = {
         "fetchOffset.retryIntervalMs",
         "accessKey",
         "secretKey",
+        "tls",
+        "caFile",
     )
 }
 _WRITE_KEYS = {
-    k.lower(): k for k in ("endpoints", "topic", "pullTimeoutMs", "accessKey", "secretKey")
+    k.lower(): k
+    for k in ("endpoints", "topic", "pullTimeoutMs", "accessKey", "secretKey", "tls", "caFile")
 }
 
 
@@ -124,6 +128,8 @@ class ReadOptions:
         fetch_retry_interval_ms: wait before the first of them, ms (then doubled).
         credentials: ``accessKey``/``secretKey`` every call is signed with (ACL 2.0), or
             ``None``.
+        tls: ``tls=true`` (+ ``caFile``, a PEM CA path readable on the driver and every
+            executor; none: the system's roots), or ``None`` for plaintext.
     """
 
     endpoints: str
@@ -148,6 +154,7 @@ class ReadOptions:
     fetch_retries: int
     fetch_retry_interval_ms: int
     credentials: credentials_mod.Credentials | None = None
+    tls: grpc_tls.ClientTls | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,12 +166,29 @@ class WriteOptions:
         topic: the topic for rows without a ``topic`` column value, or ``None``.
         pull_timeout_ms: deadline of one broker call, ms.
         credentials: ``accessKey``/``secretKey`` every call is signed with, or ``None``.
+        tls: as ``ReadOptions.tls``.
     """
 
     endpoints: str
     topic: str | None
     pull_timeout_ms: int
     credentials: credentials_mod.Credentials | None = None
+    tls: grpc_tls.ClientTls | None = None
+
+
+def _tls(found: Mapping[str, str]) -> grpc_tls.ClientTls | None:
+    """The ``tls`` / ``caFile`` options: TLS verified against ``caFile`` (none: the system's
+    roots), or ``None`` for plaintext.
+
+    Raises:
+        OptionError: ``caFile`` without ``tls=true``, or a malformed ``tls``.
+    """
+    ca_file = found.get("caFile", "")
+    if not _bool(found, "tls", False):
+        if ca_file:
+            raise OptionError("option caFile needs tls=true (the cluster serves TLS)")
+        return None
+    return grpc_tls.ClientTls(ca_file=ca_file)
 
 
 def _credentials(found: Mapping[str, str]) -> credentials_mod.Credentials | None:
@@ -358,6 +382,7 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         fetch_retry_interval_ms=_int(found, "fetchOffset.retryIntervalMs", 1, 600_000)
         or FETCH_RETRY_INTERVAL_MS_DEFAULT,
         credentials=_credentials(found),
+        tls=_tls(found),
     )
 
 
@@ -381,4 +406,5 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         topic=found.get("topic"),
         pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
         credentials=_credentials(found),
+        tls=_tls(found),
     )
