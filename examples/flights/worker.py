@@ -10,6 +10,10 @@ acknowledged send.
 ``consume``: receives with a SimpleConsumer of the FIFO group from ``--threads`` threads, acks
 each message and prints ``R <flight id> <tail> <seq> <receive ns>``; stops when stdin closes
 (the parent decides when everything arrived) or at ``--deadline-s``.
+
+With ``--access-key``/``--secret-key`` the client signs its requests (ACL 2.0); with ``--tls`` it
+dials TLS (``tls_enable=True``), verifying the servers with the roots grpcio reads from
+``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (the parent points it at the cluster's CA).
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ def _shard_of(tail: str, shards: int) -> int:
     return zlib.crc32(tail.encode()) % shards
 
 
+def _config(args: argparse.Namespace) -> Any:
+    """The client configuration: endpoints, and credentials when given."""
+    credentials = Credentials(args.access_key, args.secret_key)
+    return ClientConfiguration(args.endpoints, credentials, request_timeout=10)
+
+
 def _send_planes(producer: Any, topic: str, flights: list[dataset.Flight]) -> None:
     for flight in flights:
         msg = Message()
@@ -64,8 +74,7 @@ def produce(args: argparse.Namespace) -> int:
     per_thread: list[list[dataset.Flight]] = [[] for _ in range(args.threads)]
     for flight in mine:  # already in departure order; planes stay whole within one thread
         per_thread[_shard_of(flight.tailnum + "#", args.threads)].append(flight)
-    config = ClientConfiguration(args.endpoints, Credentials(), request_timeout=10)
-    producer = Producer(config, (args.topic,))
+    producer = Producer(_config(args), (args.topic,), tls_enable=args.tls)
     producer.startup()
     try:
         threads = [
@@ -92,9 +101,12 @@ def _receive_loop(consumer: Any, stop: threading.Event, deadline: float) -> None
 
 def consume(args: argparse.Namespace) -> int:
     """Receive and ack until stdin closes or the deadline passes."""
-    config = ClientConfiguration(args.endpoints, Credentials(), request_timeout=10)
     consumer = SimpleConsumer(
-        config, args.group, {args.topic: FilterExpression()}, await_duration=args.await_s
+        _config(args),
+        args.group,
+        {args.topic: FilterExpression()},
+        await_duration=args.await_s,
+        tls_enable=args.tls,
     )
     consumer.startup()
     stop = threading.Event()
@@ -130,6 +142,9 @@ def main() -> int:
         sp.add_argument("--endpoints", required=True)
         sp.add_argument("--topic", required=True)
         sp.add_argument("--threads", type=int, default=16)
+        sp.add_argument("--access-key", default="", help="ACL 2.0 user (empty: unsigned)")
+        sp.add_argument("--secret-key", default="")
+        sp.add_argument("--tls", action="store_true", help="dial TLS (tls_enable=True)")
     args = parser.parse_args()
     return produce(args) if args.cmd == "produce" else consume(args)
 

@@ -35,7 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="broker front-end worker processes (0 = none; default: the CPU count)",
     )
     dev.add_argument(
-        "--slaves", type=int, default=0, metavar="N", help="SLAVE brokers replicating the broker"
+        "--slaves",
+        type=int,
+        default=None,
+        metavar="N",
+        help="SLAVE brokers replicating the broker (default 0; 1 with --secure)",
     )
     dev.add_argument(
         "--broker-role",
@@ -51,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ACCESS_KEY:SECRET_KEY",
         help="give the name server, master and slaves this inner credential (no value: a "
         "generated one): registrations are signed and the HA port serves only slaves holding it",
+    )
+    dev.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS enforcing on every port (a CA generated in DATA_DIR/tls/ca.pem), ACL 2.0 on, a "
+        "Super user written to DATA_DIR/credentials.json, and a slave (unless --slaves)",
     )
     admin_cli.add_arguments(
         sub.add_parser("admin", help="topics, groups, lag, messages (through the name server)")
@@ -90,9 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             namesrv_port=args.namesrv_port,
             broker_port=args.broker_port,
             workers=args.workers,
-            slaves=args.slaves,
+            slaves=(
+                args.slaves
+                if args.slaves is not None
+                else dev_cluster.SECURE_SLAVES_DEFAULT * args.secure
+            ),
             broker_role=args.broker_role,
             inner=inner,
+            secure=args.secure,
         )
     if args.command == "namesrv":
         return namesrv_main.run(args)

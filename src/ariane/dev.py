@@ -14,6 +14,15 @@ inner_client_authentication_credentials`` through their config files (mode 0600,
 command line): registrations are then signed and checked, and the HA port serves only slaves
 that prove the credential.
 
+With ``--secure`` (``dev_cluster(secure=True)``) the cluster is what a security team would
+accept (issue 21's laptop path): a CA generated in ``<data-dir>/tls/`` (``ca.pem``; reused on
+the next start) issues the servers' certificate (SANs ``localhost``, ``127.0.0.1``, ``::1``);
+every port — gRPC, Remoting, HA — serves TLS ``enforcing``; authentication and authorization
+are on; the Super user of ``[auth.init_authentication_user]`` is written to
+``<data-dir>/credentials.json`` (``{"access_key": ..., "secret_key": ...}``, mode 0600, reused
+on the next start since the store keeps the user it bootstrapped); an inner credential is
+generated unless given; a slave is started unless ``slaves`` says otherwise.
+
 Invariant: no child outlives ``run_dev_cluster``; every wait is bounded.
 """
 
@@ -39,6 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 import grpc
 
 from ariane.grpcwire import rpc
+from ariane.security import ca
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +83,83 @@ secret_key = "{secret_key}"
 
 GENERATED_ACCESS_KEY = "ariane-inner"
 """Access key of a generated inner credential."""
+
+SECURE_TOML = """
+[tls]
+server_mode = "enforcing"
+cert_path = "{cert_path}"
+key_path = "{key_path}"
+trust_cert_path = "{ca_path}"
+"""
+
+SECURE_BROKER_AUTH_TOML = """
+[auth]
+authentication_enabled = true
+authorization_enabled = true
+
+[auth.init_authentication_user]
+username = "{access_key}"
+password = "{secret_key}"
+"""
+
+SUPER_USER = "admin"
+"""Access key of the Super user ``ariane dev --secure`` generates."""
+
+SECURE_SLAVES_DEFAULT = 1
+"""Slaves ``ariane dev --secure`` starts unless ``--slaves`` says otherwise."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DevSecurity:
+    """What ``--secure`` generated: the CA clients trust and the Super user's credentials."""
+
+    ca_path: pathlib.Path
+    """The CA certificate (``<data-dir>/tls/ca.pem``): clients verify the servers with it."""
+
+    credentials_path: pathlib.Path
+    """``<data-dir>/credentials.json``, the Super user's ``access_key``/``secret_key``."""
+
+    files: ca.LocalTlsFiles
+    """Every PEM file written (the servers' certificate and key, a client certificate)."""
+
+    super_user: tuple[str, str] = dataclasses.field(repr=False)
+    """``(access_key, secret_key)`` of the Super user."""
+
+    inner: tuple[str, str] = dataclasses.field(repr=False)
+    """The inner credential every server signs with."""
+
+
+def prepare_security(data_dir: pathlib.Path, inner: tuple[str, str] | None) -> DevSecurity:
+    """Generate (or reuse) the CA, the servers' certificate and the Super user under
+    ``data_dir``; ``inner``: the inner credential (``None``: generated).
+
+    Raises:
+        OSError: ``data_dir`` is not writable.
+        ValueError: an existing ``credentials.json`` or CA does not load.
+    """
+    files = ca.write_local(data_dir / "tls")
+    credentials_path = data_dir / "credentials.json"
+    if credentials_path.exists():
+        try:
+            saved = json.loads(credentials_path.read_text())
+            user = (str(saved["access_key"]), str(saved["secret_key"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f'{credentials_path} is not {{"access_key": ..., "secret_key": ...}}: {exc}'
+                " (remove it and the store to start over)"
+            ) from None
+    else:
+        user = (SUPER_USER, secrets.token_urlsafe(24))
+        _write_private(
+            credentials_path, json.dumps({"access_key": user[0], "secret_key": user[1]}) + "\n"
+        )
+    return DevSecurity(
+        ca_path=files.ca_path,
+        credentials_path=credentials_path,
+        files=files,
+        super_user=user,
+        inner=inner if inner is not None else inner_credential(""),
+    )
 
 
 def inner_credential(text: str) -> tuple[str, str]:
@@ -118,6 +205,8 @@ class DevEndpoints:
         slave_data_dirs: each slave's store root, in the same order.
         broker_remoting: ``host:port`` of the broker's classic protocol (Remoting: classic Java
             and Go clients dial it after the name server routes them there).
+        ca_path: with ``--secure``, the CA certificate clients verify the servers with ("": plain).
+        credentials_path: with ``--secure``, the Super user's credentials file ("": plain).
     """
 
     namesrv: str
@@ -131,6 +220,8 @@ class DevEndpoints:
     slaves: tuple[str, ...] = ()
     slave_data_dirs: tuple[str, ...] = ()
     broker_remoting: str = ""
+    ca_path: str = ""
+    credentials_path: str = ""
 
 
 FREE_PORT_FLOOR = 10_000
@@ -215,16 +306,27 @@ def _wait_for(
     raise RuntimeError(f"{failure} within {timeout_s} s")
 
 
-async def _registered(namesrv: str, broker_name: str) -> bool:
-    async with grpc.aio.insecure_channel(namesrv) as channel:
+async def _registered(namesrv: str, broker_name: str, ca_pem: bytes | None) -> bool:
+    channel = (
+        grpc.aio.insecure_channel(namesrv)
+        if ca_pem is None
+        else grpc.aio.secure_channel(namesrv, grpc.ssl_channel_credentials(ca_pem))
+    )
+    async with channel:
         info = await rpc.RegistryClient(channel, timeout_s=2.0).get_cluster_info()
     return any(g.broker_name == broker_name and g.members for g in info.broker_groups)
 
 
 def wait_until_registered(
-    namesrv: str, broker_name: str, *, process: subprocess.Popen[bytes], timeout_s: float
+    namesrv: str,
+    broker_name: str,
+    *,
+    process: subprocess.Popen[bytes],
+    timeout_s: float,
+    ca_path: pathlib.Path | None = None,
 ) -> None:
-    """Poll the name server until ``broker_name`` is registered with it.
+    """Poll the name server until ``broker_name`` is registered with it (over TLS verified by
+    ``ca_path`` when given).
 
     A broker accepts connections (its front-end workers listen) a moment before it registers;
     clients that start from the name server need the registration.
@@ -233,9 +335,11 @@ def wait_until_registered(
         RuntimeError: if ``process`` exits first or ``timeout_s`` passes.
     """
 
+    ca_pem = None if ca_path is None else ca_path.read_bytes()
+
     def registered() -> bool:
         with contextlib.suppress(grpc.RpcError):
-            return asyncio.run(_registered(namesrv, broker_name))
+            return asyncio.run(_registered(namesrv, broker_name, ca_pem))
         return False
 
     _wait_for(
@@ -281,6 +385,7 @@ def dev_cluster(
     slaves: int = 0,
     broker_role: str = "",
     inner: tuple[str, str] | None = None,
+    secure: bool = False,
 ) -> Iterator[DevEndpoints]:
     """Run a name server and a broker as children for the duration of the ``with`` block.
 
@@ -297,7 +402,9 @@ def dev_cluster(
         broker_role: the broker's role (``SYNC_MASTER``/``ASYNC_MASTER``); empty = a lone
             broker, or ASYNC_MASTER when ``slaves`` is above 0.
         inner: the inner credential ``(access_key, secret_key)`` every child gets; ``None``:
-            none (registration and the HA port are open).
+            none (registration and the HA port are open), or a generated one with ``secure``.
+        secure: TLS enforcing on every port with a generated CA, ACL 2.0 on, a generated Super
+            user (``prepare_security``; the module docstring).
 
     Yields:
         The endpoints, once both children accept connections.
@@ -314,14 +421,20 @@ def dev_cluster(
     broker_addr, broker_remoting = (f"127.0.0.1:{p or free_port()}" for p in (broker_port, 0))
     namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))  # not 5557
     children: list[subprocess.Popen[bytes]] = []
-    namesrv_config = _write_configs(data_dir, flush_disk_type, inner)
+    security = prepare_security(data_dir, inner) if secure else None
+    namesrv_config = _write_configs(
+        data_dir, flush_disk_type, security.inner if security else inner, security
+    )
+    ca_path = security.ca_path if security else None
     try:
         _start_namesrv(data_dir, children, namesrv_addr, namesrv_metrics, namesrv_config)
         flags = ["--metrics-listen", broker_metrics, "--remoting-listen", broker_remoting]
         flags += [] if workers is None else ["--workers", str(workers)]
         flags += ["--broker-role", role, "--ha-listen", master_ha] if role else []
         group = (namesrv_addr, broker_name)
-        _start_master(data_dir, children, group, broker_addr=broker_addr, flags=flags)
+        _start_master(
+            data_dir, children, group, broker_addr=broker_addr, flags=flags, ca_path=ca_path
+        )
         slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
         yield DevEndpoints(
             namesrv=namesrv_addr,
@@ -335,6 +448,8 @@ def dev_cluster(
             slaves=tuple(slave_addrs),
             slave_data_dirs=tuple(str(data_dir / f"store-slave-{i}") for i in range(1, slaves + 1)),
             broker_remoting=broker_remoting,
+            ca_path=str(security.ca_path) if security else "",
+            credentials_path=str(security.credentials_path) if security else "",
         )
     finally:
         for child in reversed(children):
@@ -357,19 +472,32 @@ def _start_namesrv(
 
 
 def _write_configs(
-    data_dir: pathlib.Path, flush_disk_type: str, inner: tuple[str, str] | None
+    data_dir: pathlib.Path,
+    flush_disk_type: str,
+    inner: tuple[str, str] | None,
+    security: DevSecurity | None = None,
 ) -> pathlib.Path:
     """Write ``broker.toml`` (shared by every broker) and ``namesrv.toml``, both with the inner
-    credential when given; returns the name server's."""
+    credential when given (and ``[tls]`` and, for brokers, ``[auth]`` with ``security``);
+    returns the name server's."""
     auth_toml = (
         ""
         if inner is None
         else INNER_CREDENTIAL_TOML.format(access_key=inner[0], secret_key=inner[1])
     )
+    tls_toml = ""
+    broker_auth = ""
+    if security is not None:
+        files = security.files
+        tls_toml = SECURE_TOML.format(
+            cert_path=files.cert_path, key_path=files.key_path, ca_path=files.ca_path
+        )
+        user, secret = security.super_user
+        broker_auth = SECURE_BROKER_AUTH_TOML.format(access_key=user, secret_key=secret)
     namesrv_config = data_dir / "namesrv.toml"
-    _write_private(namesrv_config, auth_toml)
-    broker_toml = DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type) + auth_toml
-    _write_private(data_dir / "broker.toml", broker_toml)
+    _write_private(namesrv_config, tls_toml + auth_toml)
+    broker_toml = DEV_BROKER_TOML.format(flush_disk_type=flush_disk_type)
+    _write_private(data_dir / "broker.toml", broker_toml + tls_toml + broker_auth + auth_toml)
     return namesrv_config
 
 
@@ -410,9 +538,10 @@ def _start_master(
     *,
     broker_addr: str,
     flags: list[str],
+    ca_path: pathlib.Path | None = None,
 ) -> None:
     """Start the (master) broker, appended to ``children``; wait until it listens and has
-    registered with the name server."""
+    registered with the name server (asked over TLS verified by ``ca_path`` when given)."""
     namesrv_addr, broker_name = group
     broker = _start_broker(
         data_dir,
@@ -424,7 +553,9 @@ def _start_master(
     children.append(broker)
     _, port = broker_addr.rsplit(":", 1)
     wait_until_listening("127.0.0.1", int(port), process=broker, timeout_s=READY_TIMEOUT_S)
-    wait_until_registered(namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S)
+    wait_until_registered(
+        namesrv_addr, broker_name, process=broker, timeout_s=READY_TIMEOUT_S, ca_path=ca_path
+    )
 
 
 def _start_slaves(
@@ -475,6 +606,7 @@ def run_dev_cluster(
     slaves: int = 0,
     broker_role: str = "",
     inner: tuple[str, str] | None = None,
+    secure: bool = False,
 ) -> int:
     """The ``ariane dev`` command: start, print endpoints, wait for Ctrl-C/SIGTERM, stop."""
     stop = threading.Event()
@@ -488,6 +620,7 @@ def run_dev_cluster(
             slaves=slaves,
             broker_role=broker_role,
             inner=inner,
+            secure=secure,
         ) as ends:
             print(json.dumps(dataclasses.asdict(ends)), flush=True)
             print(
@@ -501,7 +634,15 @@ def run_dev_cluster(
             )
             if ends.slaves:
                 print(_group_line(ends), file=sys.stderr, flush=True)
-            if inner is not None:
+            if secure:
+                print(
+                    f"ariane dev: TLS enforcing on every port (CA {ends.ca_path}), ACL on;"
+                    f" Super user in {ends.credentials_path}; e.g. ariane admin --tls --ca-file"
+                    f" {ends.ca_path} --access-key ... --secret-key ... --endpoints {ends.namesrv}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            elif inner is not None:
                 print(
                     f"ariane dev: inner credential {inner[0]} (secret in {data_dir}/broker.toml)",
                     file=sys.stderr,
