@@ -5,10 +5,8 @@ front-end worker; a plaintext client is refused there; a ``permissive`` broker (
 serves both; a certificate rotated on disk reaches new connections while an open producer
 keeps sending; ``ariane admin --tls --ca-file`` works and fails clearly without ``--tls``.
 
-The name server process gets ``[tls] enforcing`` too (so its forwards to brokers dial TLS). Until
-the name server serves TLS itself (the shared-port front is another change), a TLS terminator
-in this test process fronts it; once the name server answers TLS, ``namesrv_tls`` uses it
-directly.
+The name server process gets ``[tls] enforcing`` too: clients reach it over TLS, and its forwards
+to brokers dial TLS.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ import pytest
 
 import ha_testing
 from ariane import client, dev
-from ariane.common import tls, tls_listener
+from ariane.common import tls
 from ariane.grpcwire import pb, rpc
 from ariane.security import ca
 
@@ -69,52 +67,6 @@ def _speaks_tls(endpoint: str, ca_path: pathlib.Path) -> bool:
     return False
 
 
-class _Terminator:
-    """TLS in, plaintext out: a stand-in for the name server's own TLS (see the module)."""
-
-    def __init__(self, target: str, files: ca.LocalTlsFiles) -> None:
-        self._target = target.rsplit(":", 1)
-        settings = tls.TlsSettings(
-            server_mode=tls.TlsMode.ENFORCING,
-            cert_path=str(files.cert_path),
-            key_path=str(files.key_path),
-        )
-        self._tls = tls.ServerTls(settings)
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self.port = 0
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._run(),))
-        self._thread.start()
-        assert self._ready.wait(30), "the TLS terminator did not start"
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, ConnectionError):
-            while chunk := await reader.read(1 << 16):
-                writer.write(chunk)
-                await writer.drain()
-        writer.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self._target)
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-
-    async def _run(self) -> None:
-        self._stop = asyncio.Event()
-        factory = tls_listener.stream_server_protocol(self._serve)
-        server = await tls_listener.create_server(factory, "127.0.0.1", 0, self._tls)
-        self.port = int(server.sockets[0].getsockname()[1])
-        self._ready.set()
-        await self._stop.wait()
-        server.close()
-
-    def close(self) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-        self._loop.close()
-
-
 class TlsCluster:
     """A name server, an enforcing broker (one front-end worker) and a permissive one."""
 
@@ -122,30 +74,31 @@ class TlsCluster:
         self,
         tmp: pathlib.Path,
         files: ca.LocalTlsFiles,
-        namesrv: tuple[str, str],
+        namesrv: str,
         processes: list[subprocess.Popen[bytes]],
     ) -> None:
         self.tmp = tmp
         self.files = files
-        self.plain_namesrv, self.namesrv = namesrv
+        self.namesrv = namesrv
         self.processes = processes
         self.enforcing = self._broker("tls-a", "enforcing", workers=1)
-        # a permissive broker dials plaintext (tls-common.md): it registers nowhere it could
-        # not; the tests call it directly
+        # a permissive broker dials plaintext (tls-common.md), so the enforcing name server
+        # refuses its registration; the tests call it directly
         self.permissive = self._broker("tls-b", "permissive", workers=0)
 
     def _broker(self, name: str, mode: str, *, workers: int) -> str:
         port = dev.free_port()
         config = ha_testing.small_store_config(self.tmp, name, _tls_toml(self.files, mode))
-        namesrv = self.namesrv if mode == "enforcing" else self.plain_namesrv
         args = ["broker", *config, "--listen", f"127.0.0.1:{port}", "--broker-name", name]
-        args += ["--store-dir", str(self.tmp / name), "--namesrv", namesrv]
+        args += ["--store-dir", str(self.tmp / name), "--namesrv", self.namesrv]
         args += ["--workers", str(workers)]
         process = ha_testing.spawn(args, self.tmp / f"{name}.log")
         self.processes.append(process)
         dev.wait_until_listening("127.0.0.1", port, process=process, timeout_s=60)
         if mode == "enforcing":
-            dev.wait_until_registered(self.plain_namesrv, name, process=process, timeout_s=60)
+            dev.wait_until_registered(
+                self.namesrv, name, process=process, timeout_s=60, ca_path=self.files.ca_path
+            )
         return f"127.0.0.1:{port}"
 
     def client_tls(self) -> client.ClientTls:
@@ -190,16 +143,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
     config.write_text(_tls_toml(files, "enforcing"))
     extra = ("--config", str(config))
     with ha_testing.running_namesrv_process(tmp, extra) as (namesrv, _):
-        terminator = None if _speaks_tls(namesrv, files.ca_path) else _Terminator(namesrv, files)
-        tls_namesrv = namesrv if terminator is None else f"127.0.0.1:{terminator.port}"
+        assert _speaks_tls(namesrv, files.ca_path), "the enforcing name server answers TLS"
         processes: list[subprocess.Popen[bytes]] = []
         try:
-            yield TlsCluster(tmp, files, (namesrv, tls_namesrv), processes)
+            yield TlsCluster(tmp, files, namesrv, processes)
         finally:
             for process in processes:
                 dev.stop_process(process)
-            if terminator is not None:
-                terminator.close()
 
 
 def _served_fingerprint(endpoint: str, ca_path: pathlib.Path) -> str:

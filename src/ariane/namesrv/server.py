@@ -38,6 +38,7 @@ from ariane import metrics
 from ariane.common import clock as clock_module
 from ariane.common import tls
 from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import ports as grpc_ports
 from ariane.grpcwire import server as grpc_server
 from ariane.grpcwire import tls as grpc_tls
 from ariane.namesrv import forward, inner_auth, kv_config, remoting_service, service
@@ -244,17 +245,23 @@ class NameServer:
         settings = self._settings
         server_tls = self.server_tls
         if settings.remoting_listen and settings.remoting_listen != settings.listen:
-            # TODO(gRPC TLS engineer): gRPC bound directly on ``listen`` does not pass the front,
-            # so it needs grpcio server credentials from ``self.server_tls`` (``material()``);
-            # until then only the Remoting port below serves ``[tls]``.
-            self._port = grpc_server.bind(server, settings.listen)
-            await server.start()
+            # gRPC bound directly on ``listen`` (not through the front): grpcio does the TLS
+            # of ``[tls]`` itself (``grpcwire.ports``: credentials re-read on rotation, a
+            # splicing front for ``permissive``)
+            served = grpc_ports.ServedPort(settings.listen, server_tls)
+            self._port = await served.start(server)
             self.remoting_port = await _start_listener(
                 server,
                 lambda host, port: remoting.start(host, port, server_tls),
                 settings.remoting_listen,
             )
-            return remoting.close
+
+            async def close_both() -> None:
+                served.stop_accepting()
+                await remoting.close()
+                await served.stop()
+
+            return close_both
         path = os.path.join(private_dir, "grpc.sock")
         if server.add_insecure_port(f"unix:{path}") == 0:
             raise OSError(f"cannot listen on unix:{path}")
