@@ -43,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 
 import grpc
@@ -414,46 +415,60 @@ def dev_cluster(
         ValueError: ``slaves`` out of range.
     """
     role = _group_role(slaves, broker_role)
-    master_ha = f"127.0.0.1:{free_port()}" if role else ""
     data_dir.mkdir(parents=True, exist_ok=True)
-    namesrv_port = namesrv_port or free_port()
-    namesrv_addr = f"127.0.0.1:{namesrv_port}"
-    broker_addr, broker_remoting = (f"127.0.0.1:{p or free_port()}" for p in (broker_port, 0))
-    namesrv_metrics, broker_metrics = (f"127.0.0.1:{free_port()}" for _ in range(2))  # not 5557
-    children: list[subprocess.Popen[bytes]] = []
     security = prepare_security(data_dir, inner) if secure else None
-    namesrv_config = _write_configs(
-        data_dir, flush_disk_type, security.inner if security else inner, security
-    )
-    ca_path = security.ca_path if security else None
+    plan = _plan(data_dir, namesrv_port, broker_port, role, slaves, security)
+    children: list[subprocess.Popen[bytes]] = []
+    namesrv_config = _write_configs(data_dir, flush_disk_type, inner, security)
     try:
-        _start_namesrv(data_dir, children, namesrv_addr, namesrv_metrics, namesrv_config)
-        flags = ["--metrics-listen", broker_metrics, "--remoting-listen", broker_remoting]
+        namesrv_metrics = urllib.parse.urlsplit(plan.namesrv_metrics).netloc
+        _start_namesrv(data_dir, children, plan.namesrv, namesrv_metrics, namesrv_config)
+        broker_metrics = urllib.parse.urlsplit(plan.broker_metrics).netloc
+        flags = ["--metrics-listen", broker_metrics, "--remoting-listen", plan.broker_remoting]
         flags += [] if workers is None else ["--workers", str(workers)]
-        flags += ["--broker-role", role, "--ha-listen", master_ha] if role else []
-        group = (namesrv_addr, broker_name)
-        _start_master(
-            data_dir, children, group, broker_addr=broker_addr, flags=flags, ca_path=ca_path
+        flags += ["--broker-role", role, "--ha-listen", plan.master_ha] if role else []
+        group = (plan.namesrv, broker_name)
+        ca_path = security.ca_path if security else None
+        _start_master(data_dir, children, group, plan.broker, flags=flags, ca_path=ca_path)
+        slave_addrs = _start_slaves(
+            data_dir, children, group, count=slaves, master_ha=plan.master_ha
         )
-        slave_addrs = _start_slaves(data_dir, children, group, count=slaves, master_ha=master_ha)
-        yield DevEndpoints(
-            namesrv=namesrv_addr,
-            namesrv_remoting=namesrv_addr,
-            broker=broker_addr,
-            data_dir=str(data_dir),
-            namesrv_metrics=f"http://{namesrv_metrics}/metrics",
-            broker_metrics=f"http://{broker_metrics}/metrics",
-            broker_role=role,
-            master_ha=master_ha,
-            slaves=tuple(slave_addrs),
-            slave_data_dirs=tuple(str(data_dir / f"store-slave-{i}") for i in range(1, slaves + 1)),
-            broker_remoting=broker_remoting,
-            ca_path=str(security.ca_path) if security else "",
-            credentials_path=str(security.credentials_path) if security else "",
-        )
+        yield dataclasses.replace(plan, slaves=tuple(slave_addrs))
     finally:
         for child in reversed(children):
             stop_process(child)
+
+
+def _plan(
+    data_dir: pathlib.Path,
+    namesrv_port: int,
+    broker_port: int,
+    role: str,
+    slaves: int,
+    security: DevSecurity | None,
+) -> DevEndpoints:
+    """The cluster's addresses on 127.0.0.1 (free ports where 0), before anything starts
+    (``slaves`` is filled in once they run)."""
+
+    def address(port: int = 0) -> str:
+        return f"127.0.0.1:{port or free_port()}"
+
+    scheme = "https" if security else "http"  # /metrics follows [tls] enforcing
+    namesrv = address(namesrv_port)
+    return DevEndpoints(
+        namesrv=namesrv,
+        namesrv_remoting=namesrv,
+        broker=address(broker_port),
+        data_dir=str(data_dir),
+        namesrv_metrics=f"{scheme}://{address()}/metrics",  # not 5557
+        broker_metrics=f"{scheme}://{address()}/metrics",
+        broker_role=role,
+        master_ha=address() if role else "",
+        slave_data_dirs=tuple(str(data_dir / f"store-slave-{i}") for i in range(1, slaves + 1)),
+        broker_remoting=address(),
+        ca_path=str(security.ca_path) if security else "",
+        credentials_path=str(security.credentials_path) if security else "",
+    )
 
 
 def _start_namesrv(
@@ -478,8 +493,10 @@ def _write_configs(
     security: DevSecurity | None = None,
 ) -> pathlib.Path:
     """Write ``broker.toml`` (shared by every broker) and ``namesrv.toml``, both with the inner
-    credential when given (and ``[tls]`` and, for brokers, ``[auth]`` with ``security``);
-    returns the name server's."""
+    credential when given (and ``[tls]`` and, for brokers, ``[auth]`` with ``security``, whose
+    inner credential wins); returns the name server's."""
+    if security is not None:
+        inner = security.inner
     auth_toml = (
         ""
         if inner is None
@@ -535,8 +552,8 @@ def _start_master(
     data_dir: pathlib.Path,
     children: list[subprocess.Popen[bytes]],
     group: _Group,
-    *,
     broker_addr: str,
+    *,
     flags: list[str],
     ca_path: pathlib.Path | None = None,
 ) -> None:
