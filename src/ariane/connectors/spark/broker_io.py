@@ -56,7 +56,13 @@ class DataLossError(errors.ArianeError):
     """Offsets a query needs are gone (retention deleted them, or the queue disappeared)."""
 
 
-def _consumer(opts: options_mod.ReadOptions, group: str | None = None) -> client.PullConsumer:
+def _consumer(opts: options_mod.ReadOptions) -> client.PullConsumer:
+    """A pull consumer of ``opts``: signed and over TLS as the options say, reading as
+    ``consumerGroup`` when one is given. RocketMQ's PULL_MESSAGE always names a group, and with
+    ACL 2.0 on the pull needs ``Sub`` on it (``security.requests``), so a query that reads as a
+    Normal user must name a group its ACL allows; offsets are committed to it only with
+    ``commitOffsetsToBroker``."""
+    group = opts.consumer_group
     connection = client.ConnectionSettings(
         request_timeout_s=opts.pull_timeout_ms / 1000, credentials=opts.credentials, tls=opts.tls
     )
@@ -278,7 +284,7 @@ async def _retried(opts: options_mod.ReadOptions, call: Callable[[], Awaitable[T
 
 
 async def _commit(opts: options_mod.ReadOptions, end: ranges.OffsetMap) -> None:
-    async with _consumer(opts, opts.consumer_group) as consumer:
+    async with _consumer(opts) as consumer:
         offsets = {
             client.MessageQueue(topic, *ranges.parse_key(key)): offset
             for topic, queues in end.items()
