@@ -1,8 +1,9 @@
 """One ACL 2.0 cluster for a conformance module: a real ``ariane namesrv`` and one ``ariane
 broker`` process with authentication and authorization on (``[auth]``), its gRPC port, its
 Remoting port (explicit, so the classic clients reach it through the name server's routes) and
-its ``/metrics``; users and ACLs are made with ``ariane admin`` signed as the bootstrap Super user
-``ROOT``.
+its ``/metrics``; users and ACLs are made with ``ariane admin`` (``user``, as a user types it) or
+with Ariane's ``AdminClient`` in this process (``provision``, one call for a test's topic, user and
+ACL), both signed as the bootstrap Super user ``ROOT``.
 
 The cluster's start (settings, flags) lives here only, so a transport switch (TLS) is one more
 parameter of ``AclCluster`` for every module that uses it. Each test makes its own users, topics
@@ -11,6 +12,7 @@ and groups; the module stops the processes by PID (``running``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pathlib
@@ -20,7 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import ha_testing
-from ariane import dev
+from ariane import client, dev
 
 ROOT = ("root", "root-secret")
 """The bootstrap Super user of ``[auth.init_authentication_user]``."""
@@ -97,6 +99,27 @@ class AclCluster:
         for resources, actions in acls:
             self.ok("acl", "create", "-s", f"User:{name}", "-r", resources, "-a", actions,
                     "-d", "Allow")  # fmt: skip
+        return name, secret
+
+    def provision(self, topic: str, name: str, *acls: tuple[str, str]) -> tuple[str, str]:
+        """Create ``topic`` (one queue) and user ``name`` with one Allow entry per (resource,
+        actions) through Ariane's ``AdminClient`` as root; the user's keys."""
+        secret = f"{name}-secret"
+
+        async def run() -> None:
+            root = client.Credentials(*ROOT)
+            async with client.AdminClient(self.namesrv, credentials=root) as admin:
+                await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+                await admin.create_user(name, secret)
+                for resource, actions in acls:
+                    await admin.put_acl(
+                        f"User:{name}",
+                        resources=[resource],
+                        actions=actions.split(","),
+                        decision="Allow",
+                    )
+
+        asyncio.run(run())
         return name, secret
 
     def metrics(self) -> str:

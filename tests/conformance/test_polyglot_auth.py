@@ -203,8 +203,7 @@ def test_user_with_pub_and_sub_sends_and_receives(cluster: AclCluster, driver: D
     """A Normal user with Pub,Sub on its topic and Sub on its group sends three messages and
     consumes each of them."""
     name, topic, group = _names(driver, "ok")
-    cluster.ok("topic", "create", topic, "--queues", "2")
-    user = cluster.user(name, (f"Topic:{topic}", "Pub,Sub"), (f"Group:{group}", "Sub"))
+    user = cluster.provision(topic, name, (f"Topic:{topic}", "Pub,Sub"), (f"Group:{group}", "Sub"))
     got = driver.round_trip(topic, group, user, deadline_s=ROUND_TRIP_DEADLINE_S)
     assert got.code == 0, f"{got.events}\n{got.log[-3000:]}"
     sent = {e["message_id"] for e in got.of("sent")}
@@ -218,8 +217,7 @@ def test_wrong_secret_is_refused_as_unauthenticated(cluster: AclCluster, driver:
     (Node: UnauthorizedException 40100; classic Go: CODE 16; Go v5: its log's heartbeat
     code=UNAUTHORIZED) and the broker's audit line records it."""
     name, topic, group = _names(driver, "wrong")
-    cluster.ok("topic", "create", topic, "--queues", "1")
-    cluster.user(name, (f"Topic:{topic}", "Pub,Sub"), (f"Group:{group}", "Sub"))
+    cluster.provision(topic, name, (f"Topic:{topic}", "Pub,Sub"), (f"Group:{group}", "Sub"))
     got = driver.round_trip(topic, group, (name, "not-the-secret"), deadline_s=REFUSAL_DEADLINE_S)
     assert got.code == 2 and not got.of("sent"), got.events
     reason = f"User:{name} check signature failed."
@@ -238,8 +236,7 @@ def test_user_without_sub_on_the_group_is_forbidden(cluster: AclCluster, driver:
     """A user with Pub,Sub on the topic but no Sub on the group sends, and its consumer is
     refused as forbidden naming the group (40300 / Remoting 16), receiving nothing."""
     name, topic, group = _names(driver, "nogroup")
-    cluster.ok("topic", "create", topic, "--queues", "1")
-    user = cluster.user(name, (f"Topic:{topic}", "Pub,Sub"))
+    user = cluster.provision(topic, name, (f"Topic:{topic}", "Pub,Sub"))
     got = driver.round_trip(topic, group, user, deadline_s=REFUSAL_DEADLINE_S)
     assert len(got.of("sent")) == COUNT and not got.of("received"), got.events
     denial = f"User:{name} has no permission to access Group:{group}"
