@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 from typing import Any
 
@@ -33,6 +34,8 @@ FETCH_TIMEOUT_S = 900
 """Longest cold fetch + build of one client (downloads and a Go build on a busy 2-core machine)."""
 
 CLIENTS = ("java", "go")
+NODE_DIR = HERE / "node"
+NPM_TIMEOUT_S = 600
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -66,11 +69,22 @@ class Client:
     command: tuple[str, ...]
     env: dict[str, str]
 
-    def run(self, scenario: str, *args: str, endpoints: str, timeout_s: float = 180) -> Outcome:
+    def run(
+        self,
+        scenario: str,
+        *args: str,
+        endpoints: str,
+        timeout_s: float = 180,
+        exit_codes: tuple[int, ...] = (0, 3),
+        env: dict[str, str] | None = None,
+    ) -> Outcome:
         """Run one scenario against ``endpoints``; raises if the process crashed or hung.
 
+        ``exit_codes`` are the outcomes the caller reads (2, a client error, when it expects a
+        refusal); ``env`` is added to the client's environment.
+
         Raises:
-            AssertionError: an exit code other than 0 or 3, with the stderr tail.
+            AssertionError: an exit code not in ``exit_codes``, with the stderr tail.
             subprocess.TimeoutExpired: the driver outlived ``timeout_s``.
         """
         done = subprocess.run(
@@ -79,10 +93,10 @@ class Client:
             text=True,
             timeout=timeout_s,
             check=False,
-            env=self.env,
+            env={**self.env, **(env or {})},
         )
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode not in (0, 3):
+        if done.returncode not in exit_codes:
             raise AssertionError(
                 f"{self.name} driver {scenario} {args} failed ({done.returncode}): "
                 f"{done.stderr[-3000:]}"
@@ -116,3 +130,18 @@ def build(name: str, log_dir: pathlib.Path) -> Client:
     binary = script_output(HERE / "go" / "build.sh")
     env["rocketmq.client.logRoot"] = str(log_dir)
     return Client(name, (binary,), env)
+
+
+def node_driver() -> pathlib.Path:
+    """``node/driver.mjs`` with its pinned dependencies installed (``npm ci`` when missing)."""
+    npm = shutil.which("npm")
+    assert npm is not None, "npm is required (Node 20 is part of this machine's toolchain)"
+    if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=NODE_DIR,
+            check=True,
+            timeout=NPM_TIMEOUT_S,
+            capture_output=True,
+        )
+    return NODE_DIR / "driver.mjs"

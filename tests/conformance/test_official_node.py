@@ -4,32 +4,20 @@ from __future__ import annotations
 
 import json
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 
+from conformance import polyglot
 from conformance.conftest import Cluster
 
 pytestmark = pytest.mark.slow
-
-NODE_DIR = pathlib.Path(__file__).resolve().parent / "node"
 
 
 @pytest.fixture(scope="module")
 def node_client() -> pathlib.Path:
     """The Node driver with its pinned dependencies installed (``npm ci``)."""
-    npm = shutil.which("npm")
-    assert npm is not None, "npm is required (Node 20 is part of this machine's toolchain)"
-    if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=NODE_DIR,
-            check=True,
-            timeout=600,
-            capture_output=True,
-        )
-    return NODE_DIR / "driver.mjs"
+    return polyglot.node_driver()
 
 
 def test_node_client_sends_receives_and_acks(cluster: Cluster, node_client: pathlib.Path) -> None:

@@ -14,7 +14,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,75 +22,17 @@ import pytest
 import ha_testing
 from ariane import client, dev
 from ariane.common import errors
+from conformance import acl_cluster
+from conformance.acl_cluster import ROOT
 
 pytestmark = pytest.mark.slow
 
 HERE = pathlib.Path(__file__).resolve().parent
 DRIVER = HERE / "official_py_driver.py"
-ROOT = ("root", "root-secret")
-"""The bootstrap Super user of ``[auth.init_authentication_user]``."""
 
 
-class AuthCluster:
-    """A name server and a broker enforcing ACL 2.0, and helpers that drive them."""
-
-    def __init__(self, tmp: pathlib.Path, namesrv: str) -> None:
-        self.tmp = tmp
-        self.namesrv = namesrv
-        self.port = dev.free_port()
-        self.metrics_port = dev.free_port()
-        config = tmp / "broker.toml"
-        config.write_text(
-            f'metrics_listen = "127.0.0.1:{self.metrics_port}"\n'
-            "[store]\n"
-            "commit_log_file_size_bytes = 1048576\n"
-            "consume_queue_file_entries = 1024\n"
-            "[index]\n"
-            "hash_slot_count = 64\n"
-            "index_count_max = 256\n"
-            "[auth]\n"
-            "authentication_enabled = true\n"
-            "authorization_enabled = true\n"
-            "[auth.init_authentication_user]\n"
-            f'username = "{ROOT[0]}"\n'
-            f'password = "{ROOT[1]}"\n'
-        )
-        args = ["broker", "--config", str(config), "--listen", f"127.0.0.1:{self.port}"]
-        args += ["--store-dir", str(tmp / "store"), "--namesrv", namesrv, "--workers", "1"]
-        self.process = ha_testing.spawn([*args, "--broker-name", "auth-a"], tmp / "broker.log")
-        dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=60)
-        dev.wait_until_registered(namesrv, "auth-a", process=self.process, timeout_s=60)
-
-    def admin(
-        self, *args: str, credentials: tuple[str, str] | None = ROOT
-    ) -> subprocess.CompletedProcess[str]:
-        """``python -m ariane admin`` signed as ``credentials`` (unsigned when ``None``)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ARIANE_")}
-        if credentials is not None:
-            env["ARIANE_ACCESS_KEY"], env["ARIANE_SECRET_KEY"] = credentials
-        return subprocess.run(
-            [sys.executable, "-m", "ariane", "admin", "--endpoints", self.namesrv, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            env=env,
-        )
-
-    def ok(self, *args: str) -> str:
-        """Run an admin command as root; fail the test if it fails."""
-        done = self.admin(*args)
-        assert done.returncode == 0, f"admin {args}: {done.stderr}"
-        return done.stdout
-
-    def user(self, name: str, *acls: tuple[str, str]) -> tuple[str, str]:
-        """Create user ``name`` with one Allow entry per (resources, actions); its keys."""
-        secret = f"{name}-secret"
-        self.ok("user", "create", "-u", name, "-p", secret)
-        for resources, actions in acls:
-            self.ok("acl", "create", "-s", f"User:{name}", "-r", resources, "-a", actions,
-                    "-d", "Allow")  # fmt: skip
-        return name, secret
+class AuthCluster(acl_cluster.AclCluster):
+    """The module's ACL cluster (``acl_cluster``) and the official Python driver."""
 
     def driver(self, credentials: tuple[str, str], *args: str) -> tuple[int, list[dict[str, Any]]]:
         """Run the official-client driver with ``credentials``; its exit code and events."""
@@ -108,12 +49,6 @@ class AuthCluster:
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         assert done.returncode in (0, 3, 4), done.stderr[-3000:]
         return done.returncode, events
-
-    def metrics(self) -> str:
-        """The broker's ``/metrics`` text."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return str(answer.read().decode())
 
 
 @pytest.fixture(scope="module")

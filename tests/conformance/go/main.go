@@ -5,10 +5,13 @@
 //
 // Usage: godriver SCENARIO --endpoints H:P --topic T [--group G] [--count N] [--mode sync|async]
 // [--groups G] [--tags A,B] [--expr E] [--expr-type TAG|SQL92] [--expect N] [--linger-s S]
-// [--deadline-s S] [--delay-ms D]. Scenarios: send-consume, push-redelivery, transaction (the Go
+// [--deadline-s S] [--delay-ms D] [--access-key AK --secret-key SK]. Scenarios: send-consume, push-redelivery, transaction (the Go
 // client has no recall API), push-watch (a PushConsumer that prints what it consumes until its
-// stdin closes, then stops gracefully). Exit codes: 0 done, 3 the deadline passed before
-// `expect` messages arrived (push-watch: before stdin closed), 2 a client error.
+// stdin closes, then stops gracefully). With --access-key the client signs as that user
+// (Config.Credentials, ACL 2.0). Exit codes: 0 done, 3 the deadline passed before `expect`
+// messages arrived (push-watch: before stdin closed), 2 a client error: its `error` event
+// carries the gRPC status `code` when the access point answered one (a refusal, 40100 or
+// 40300, also ends a receive loop).
 package main
 
 import (
@@ -26,10 +29,12 @@ import (
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 )
 
 type options struct {
 	endpoints, topic, group, mode, tags, expr, exprType string
+	accessKey, secretKey                                string
 	count, groups, expect, lingerS, deadlineS, delayMs  int
 }
 
@@ -51,8 +56,19 @@ func emit(event string, kv ...any) {
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, err)
-	emit("error", "message", err.Error())
+	if status, ok := rmq.AsErrRpcStatus(err); ok {
+		emit("error", "message", err.Error(), "code", status.GetCode())
+	} else {
+		emit("error", "message", err.Error())
+	}
 	os.Exit(2)
+}
+
+// refused: the access point refused the credentials (40100) or the request (40300).
+func refused(err error) bool {
+	status, ok := rmq.AsErrRpcStatus(err)
+	return ok && (status.GetCode() == int32(v2.Code_UNAUTHORIZED) ||
+		status.GetCode() == int32(v2.Code_FORBIDDEN))
 }
 
 func parse() string {
@@ -70,6 +86,8 @@ func parse() string {
 	fs.IntVar(&opts.lingerS, "linger-s", 0, "keep receiving this long after expect")
 	fs.IntVar(&opts.deadlineS, "deadline-s", 60, "give up after this long")
 	fs.IntVar(&opts.delayMs, "delay-ms", 0, "delivery delay; 0 = none")
+	fs.StringVar(&opts.accessKey, "access-key", "", "ACL 2.0 user (none: unsigned)")
+	fs.StringVar(&opts.secretKey, "secret-key", "", "the user's secret")
 	if len(os.Args) < 2 {
 		fail(fmt.Errorf("usage: godriver SCENARIO [flags]"))
 	}
@@ -86,7 +104,9 @@ func config() *rmq.Config {
 	return &rmq.Config{
 		Endpoint:      opts.endpoints,
 		ConsumerGroup: opts.group,
-		Credentials:   &credentials.SessionCredentials{},
+		Credentials: &credentials.SessionCredentials{
+			AccessKey: opts.accessKey, AccessSecret: opts.secretKey,
+		},
 	}
 }
 
@@ -99,10 +119,25 @@ func newProducer(checker *rmq.TransactionChecker) rmq.Producer {
 	if err != nil {
 		fail(err)
 	}
-	if err := p.Start(); err != nil {
-		fail(err)
-	}
+	start(p)
 	return p
+}
+
+// start starts a client within --deadline-s. Start (v5.1.3) waits without bound for the
+// broker's settings over Telemetry, and a broker that refuses the credentials (40100) or the
+// group (40300) answers that stream with a status only, which the client logs ("failed to send
+// heartbeat, code=UNAUTHORIZED") and retries forever: past the deadline the driver fails.
+func start(client interface{ Start() error }) {
+	started := make(chan error, 1)
+	go func() { started <- client.Start() }()
+	select {
+	case err := <-started:
+		if err != nil {
+			fail(err)
+		}
+	case <-time.After(time.Duration(opts.deadlineS) * time.Second):
+		fail(fmt.Errorf("start: no settings from the broker within %d s", opts.deadlineS))
+	}
 }
 
 func message(i int, body string) *rmq.Message {
@@ -185,16 +220,16 @@ func consume() int {
 	if err != nil {
 		fail(err)
 	}
-	if err := c.Start(); err != nil {
-		fail(err)
-	}
+	start(c)
 	defer c.GracefulStop()
 	deadline := time.Now().Add(time.Duration(opts.deadlineS) * time.Second)
 	lingerUntil := time.Time{}
 	received := 0
 	for time.Now().Before(deadline) && (lingerUntil.IsZero() || time.Now().Before(lingerUntil)) {
 		batch, err := c.Receive(context.TODO(), 16, 30*time.Second)
-		if err != nil {
+		if err != nil && refused(err) {
+			fail(err)
+		} else if err != nil {
 			// MESSAGE_NOT_FOUND after a long poll with nothing to deliver is an error in Go.
 			fmt.Fprintln(os.Stderr, "receive:", err)
 		}
@@ -234,9 +269,7 @@ func pushRedelivery() int {
 	if err != nil {
 		fail(err)
 	}
-	if err := c.Start(); err != nil {
-		fail(err)
-	}
+	start(c)
 	defer c.GracefulStop()
 	deadline := time.Now().Add(time.Duration(opts.deadlineS) * time.Second)
 	for succeeded.Load() < int64(opts.count) && time.Now().Before(deadline) {
@@ -261,9 +294,7 @@ func pushWatch() int {
 	if err != nil {
 		fail(err)
 	}
-	if err := c.Start(); err != nil {
-		fail(err)
-	}
+	start(c)
 	emit("started", "client_id", "")
 	closed := make(chan struct{})
 	go func() {

@@ -16,6 +16,9 @@
 //   - transaction: sends m-0 (commit), m-1 (rollback), m-2 (unknown, committed by the check-back);
 //     prints `sent` per message and `checked` per check-back, until stdin closes.
 //
+// --access-key AK --secret-key SK make every scenario's client sign its Remoting requests as that
+// user (WithCredentials, the client's AccessKey/Signature ext fields).
+//
 // Every scenario ends at --deadline-s (exit 3). Exit codes: 0 done, 3 deadline, 2 a client error.
 // The client's own log (logrus) goes to stderr, which the test keeps in a file.
 package main
@@ -44,6 +47,7 @@ const onewaySettle = time.Second
 
 type options struct {
 	namesrv, topic, group, mode, model, prefix, instance                string
+	accessKey, secretKey                                                string
 	count, orders, delayLevel, retryDelayLevel, maxReconsume, deadlineS int
 	orderly, fail                                                       bool
 }
@@ -87,6 +91,8 @@ func parse() string {
 	fs.IntVar(&opts.deadlineS, "deadline-s", 60, "give up after this long")
 	fs.BoolVar(&opts.orderly, "orderly", false, "consume orderly (locks the queues)")
 	fs.BoolVar(&opts.fail, "fail", false, "answer every delivery with ConsumeRetryLater")
+	fs.StringVar(&opts.accessKey, "access-key", "", "ACL user the client signs as (none: unsigned)")
+	fs.StringVar(&opts.secretKey, "secret-key", "", "the user's secret")
 	if len(os.Args) < 2 {
 		fail(fmt.Errorf("usage: goclassic SCENARIO [flags]"))
 	}
@@ -101,6 +107,11 @@ func parse() string {
 
 func resolver() primitive.NsResolver {
 	return primitive.NewPassthroughResolver([]string{opts.namesrv})
+}
+
+// credentials are --access-key/--secret-key; empty (the client then signs nothing) without them.
+func credentials() primitive.Credentials {
+	return primitive.Credentials{AccessKey: opts.accessKey, SecretKey: opts.secretKey}
 }
 
 // deadline exits with code 3 after --deadline-s.
@@ -164,6 +175,7 @@ func runSend() {
 	popts := []producer.Option{
 		producer.WithNsResolver(resolver()), producer.WithGroupName(opts.group),
 		producer.WithInstanceName(opts.instance), producer.WithRetry(2),
+		producer.WithCredentials(credentials()),
 	}
 	if opts.orders > 0 {
 		popts = append(popts, producer.WithQueueSelector(orderSelector{}))
@@ -277,7 +289,7 @@ func runPush() {
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithConsumerOrder(opts.orderly),
 		consumer.WithMaxReconsumeTimes(int32(opts.maxReconsume)),
-		consumer.WithStrategy(allocate),
+		consumer.WithStrategy(allocate), consumer.WithCredentials(credentials()),
 	)
 	if err != nil {
 		fail(err)
@@ -350,7 +362,8 @@ func (txListener) CheckLocalTransaction(msg *primitive.MessageExt) primitive.Loc
 func runTransaction() {
 	p, err := rocketmq.NewTransactionProducer(txListener{},
 		producer.WithNsResolver(resolver()), producer.WithGroupName(opts.group),
-		producer.WithInstanceName(opts.instance), producer.WithRetry(2))
+		producer.WithInstanceName(opts.instance), producer.WithRetry(2),
+		producer.WithCredentials(credentials()))
 	if err != nil {
 		fail(err)
 	}

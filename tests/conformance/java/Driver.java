@@ -5,8 +5,12 @@
 // Usage: java -cp <jars>:<classes> Driver SCENARIO --endpoints H:P --topic T [--group G]
 //        [--count N] [--mode sync|async] [--groups G] [--tags A,B] [--expr E]
 //        [--expr-type TAG|SQL92] [--expect N] [--linger-s S] [--deadline-s S] [--delay-ms D]
+//        [--access-key AK --secret-key SK]
 // Scenarios: send-consume, push-redelivery, transaction, recall (see tests/conformance/polyglot.py).
-// Exit codes: 0 done, 3 the deadline passed before `expect` messages arrived, 2 a client error.
+// With --access-key, every client signs with StaticSessionCredentialsProvider(AK, SK) (ACL 2.0).
+// Exit codes: 0 done, 3 the deadline passed before `expect` messages arrived, 2 a client error
+// (its `error` event names the client's exception class in `type`; a refusal of the access
+// point, UnauthorizedException or ForbiddenException, also ends a receive loop with it).
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -19,7 +23,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
+import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
+import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
@@ -32,6 +39,8 @@ import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.apis.producer.Transaction;
 import org.apache.rocketmq.client.apis.producer.TransactionResolution;
+import org.apache.rocketmq.client.java.exception.ForbiddenException;
+import org.apache.rocketmq.client.java.exception.UnauthorizedException;
 
 public final class Driver {
   private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
@@ -42,11 +51,15 @@ public final class Driver {
     for (int i = 1; i + 1 < args.length; i += 2) {
       opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
     }
-    config = ClientConfiguration.newBuilder()
+    ClientConfigurationBuilder builder = ClientConfiguration.newBuilder()
         .setEndpoints(opt("endpoints", "127.0.0.1:9876"))
         .enableSsl(false)
-        .setRequestTimeout(Duration.ofSeconds(5))
-        .build();
+        .setRequestTimeout(Duration.ofSeconds(5));
+    if (opts.containsKey("access-key")) {
+      builder.setCredentialProvider(
+          new StaticSessionCredentialsProvider(opt("access-key", ""), opt("secret-key", "")));
+    }
+    config = builder.build();
   }
 
   public static void main(String[] args) {
@@ -55,7 +68,8 @@ public final class Driver {
       code = new Driver(args).run(args[0]);
     } catch (Throwable e) {
       e.printStackTrace();
-      emit("error", "message", String.valueOf(e));
+      Throwable cause = clientException(e);
+      emit("error", "message", String.valueOf(cause), "type", cause.getClass().getSimpleName());
       code = 2;
     }
     System.out.flush();
@@ -78,6 +92,22 @@ public final class Driver {
       default:
         throw new IllegalArgumentException("unknown scenario " + scenario);
     }
+  }
+
+  /** The first ClientException in e's cause chain (the client wraps them), else e. */
+  private static Throwable clientException(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof ClientException) {
+        return t;
+      }
+    }
+    return e;
+  }
+
+  /** Whether e is the access point refusing the credentials (40100) or the request (40300). */
+  private static boolean refusal(Throwable e) {
+    Throwable cause = clientException(e);
+    return cause instanceof UnauthorizedException || cause instanceof ForbiddenException;
   }
 
   private String opt(String key, String fallback) {
@@ -166,6 +196,9 @@ public final class Driver {
       try {
         batch = consumer.receive(16, Duration.ofSeconds(30));
       } catch (Exception e) {
+        if (refusal(e)) {
+          throw e;
+        }
         System.err.println("receive: " + e);
         continue;
       }
