@@ -292,3 +292,26 @@ def test_user_without_sub_on_the_group_is_forbidden(cluster: AclCluster, driver:
     elif driver.name == "go":
         assert f"code=FORBIDDEN, status message=[{denial}" in got.log, got.log[-3000:]
     _wait_logged(cluster, denial)
+
+
+def test_node_verifies_the_server_against_its_roots(
+    tls_cluster: AclCluster, tmp_path: pathlib.Path
+) -> None:
+    """Node v5 with ``sslEnabled`` verifies the server: without
+    ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (grpc-js's default roots, which lack the cluster's CA)
+    it sends nothing and fails with
+    UNAVAILABLE on the untrusted chain; the round trips above pass only because that variable
+    names the CA."""
+    topic, group = "t-node-roots", "g-node-roots"
+    user = tls_cluster.provision(topic, "u-node-roots", (f"Topic:{topic}", "Pub,Sub"))
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"}
+    done = subprocess.run(
+        ["node", str(polyglot.node_driver()), tls_cluster.namesrv, topic, group, "1",
+         "--access-key", user[0], "--secret-key", user[1], "--tls"],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    got = Outcome(done.returncode, _events(done.stdout), done.stderr)
+    assert got.code == 2 and not got.of("sent"), got.events
+    error = got.error()
+    assert error["code"] == 14, error  # UNAVAILABLE: the handshake failed
+    assert "self-signed certificate in certificate chain" in error["message"], error
