@@ -182,10 +182,16 @@ class AclCluster:
 
 
 @contextlib.contextmanager
-def running(tmp: pathlib.Path, tls_mode: str, kind: type[C] = AclCluster) -> Iterator[C]:  # type: ignore[assignment]
-    """A name server and an ``AclCluster`` (or its subclass ``kind``) in ``tmp``, both serving
-    ``tls_mode`` on every port (certificates written to ``tmp/certs``), for the ``with`` block;
-    both stopped by PID after."""
+def running(tmp: pathlib.Path, tls_mode: str) -> Iterator[AclCluster]:
+    """A name server and an ``AclCluster`` in ``tmp``, both serving ``tls_mode`` on every port
+    (certificates written to ``tmp/certs``), for the ``with`` block; both stopped by PID after."""
+    with running_as(tmp, tls_mode, AclCluster) as made:
+        yield made
+
+
+@contextlib.contextmanager
+def running_as(tmp: pathlib.Path, tls_mode: str, kind: type[C]) -> Iterator[C]:
+    """``running`` with the cluster made as ``kind`` (a subclass adding a module's helpers)."""
     files = None if tls_mode == "disabled" else ca.write_local(tmp / "certs")
     extra: tuple[str, ...] = ()
     if files is not None:

@@ -63,7 +63,7 @@ class AuthCluster(acl_cluster.AclCluster):
 def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
     """One ACL-enforcing broker (plus name server), TLS enforcing, for the module; stopped by
     PID after."""
-    with acl_cluster.running(tmp_path_factory.mktemp("auth"), "enforcing", AuthCluster) as made:
+    with acl_cluster.running_as(tmp_path_factory.mktemp("auth"), "enforcing", AuthCluster) as made:
         yield made
 
 
