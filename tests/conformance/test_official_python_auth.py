@@ -1,6 +1,13 @@
-"""ACL 2.0 on the broker's gRPC services, end to end: real name server and broker processes
-(``[auth]`` on, one front-end worker, so every call crosses the relay to the store owner), the
-official Python client 5.1.2 with ``Credentials``, ``ariane admin`` and Ariane's own client.
+"""ACL 2.0 on the broker's gRPC services over TLS, end to end: real name server and broker
+processes (``[auth]`` on, TLS **enforcing** on every port, one front-end worker, so every call
+crosses the relay to the store owner), the official Python client 5.1.2 with ``Credentials`` and
+``tls_enable=True``, ``ariane admin --tls --ca-file`` and Ariane's own client with ``ClientTls``.
+
+The official Python client verifies the server (``grpc.ssl_channel_credentials()``, host name
+checked: security.md §8.3) against grpcio's default roots, which
+``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` points at the cluster's CA; with plaintext every test here
+fails (enforcing closes plaintext, and a TLS client meets a plaintext-only cluster with a failed
+handshake).
 
 One broker serves the module; each test uses its own users, topics and groups.
 """
@@ -19,8 +26,7 @@ from typing import Any
 
 import pytest
 
-import ha_testing
-from ariane import client, dev
+from ariane import client
 from ariane.common import errors
 from conformance import acl_cluster
 from conformance.acl_cluster import ROOT
@@ -36,8 +42,10 @@ class AuthCluster(acl_cluster.AclCluster):
 
     def driver(self, credentials: tuple[str, str], *args: str) -> tuple[int, list[dict[str, Any]]]:
         """Run the official-client driver with ``credentials``; its exit code and events."""
-        env = dict(os.environ)
+        env = {**os.environ, **self.client_env()}
         env["RMQ_DRIVER_ACCESS_KEY"], env["RMQ_DRIVER_SECRET_KEY"] = credentials
+        if self.tls_mode == "enforcing":
+            env["RMQ_DRIVER_TLS"] = "1"  # tls_enable=True
         done = subprocess.run(
             [sys.executable, str(DRIVER), *args, "--endpoints", self.namesrv],
             capture_output=True,
@@ -53,14 +61,10 @@ class AuthCluster(acl_cluster.AclCluster):
 
 @pytest.fixture(scope="module")
 def auth_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthCluster]:
-    """One ACL-enforcing broker (plus name server) for the module; stopped by PID after."""
-    tmp = tmp_path_factory.mktemp("auth")
-    with ha_testing.running_namesrv(tmp) as namesrv:
-        made = AuthCluster(tmp, namesrv)
-        try:
-            yield made
-        finally:
-            dev.stop_process(made.process)
+    """One ACL-enforcing broker (plus name server), TLS enforcing, for the module; stopped by
+    PID after."""
+    with acl_cluster.running_as(tmp_path_factory.mktemp("auth"), "enforcing", AuthCluster) as made:
+        yield made
 
 
 def _error(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -152,7 +156,8 @@ def test_our_client_signs_every_call(auth_cluster: AuthCluster) -> None:
     the producer is refused UNAUTHORIZED."""
     auth_cluster.ok("topic", "create", "ours", "--queues", "1")
     dave = auth_cluster.user("dave", ("Topic:ours", "Pub,Sub"), ("Group:ours-g", "Sub"))
-    connection = client.ConnectionSettings(credentials=client.Credentials(*dave))
+    tls = auth_cluster.client_tls()
+    connection = client.ConnectionSettings(credentials=client.Credentials(*dave), tls=tls)
 
     async def run() -> None:
         settings = client.ProducerSettings(connection=connection)
@@ -169,7 +174,8 @@ def test_our_client_signs_every_call(auth_cluster: AuthCluster) -> None:
                     break
             await consumer.ack(got)
         assert [m.message_id for m in got] == [receipt.message_id]
-        async with client.Producer(auth_cluster.namesrv) as unsigned:
+        plain = client.ProducerSettings(connection=client.ConnectionSettings(tls=tls))
+        async with client.Producer(auth_cluster.namesrv, settings=plain) as unsigned:
             with pytest.raises(errors.UnauthorizedError):
                 await unsigned.send("ours", b"unsigned")
 

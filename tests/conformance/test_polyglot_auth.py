@@ -1,11 +1,27 @@
-"""ACL 2.0 with the official Java v5 (5.0.8), Go v5 (v5.1.3) and Node v5 (1.0.8) clients and the
-classic Go client (v2.1.2, Remoting), unmodified, against one real ``ariane namesrv`` + ``ariane
-broker`` pair with authentication and authorization on (``acl_cluster``), reached through the
-name server as a user's application does. Each client signs as its own API takes credentials
-(security.md §8.3): Java ``StaticSessionCredentialsProvider``, Go ``Config.Credentials``, Node
-``sessionCredentials``, classic Go ``WithCredentials``. Each test makes its own users, topics and
-groups; each client is one parameter of the module's tests, and its options are built in one
-place (``Driver.options``: a TLS switch will be one more).
+"""ACL 2.0 over TLS with the official Java v5 (5.0.8), Go v5 (v5.1.3) and Node v5 (1.0.8) clients
+and the classic Go client (v2.1.2, Remoting), unmodified, against a real ``ariane namesrv`` +
+``ariane broker`` pair with authentication and authorization on (``acl_cluster``), reached
+through the name server as a user's application does. Each client signs as its own API takes
+credentials (security.md §8.3): Java ``StaticSessionCredentialsProvider``, Go
+``Config.Credentials``, Node ``sessionCredentials``, classic Go ``WithCredentials``. Each test
+makes its own users, topics and groups; each client is one parameter of the module's tests, and
+its options are built in one place (``Driver.options``).
+
+Transport (TLS + ACL is the production configuration, so there is no plaintext rerun):
+
+* Java v5, Go v5 and Node v5 run against a cluster with TLS **enforcing** on every port of the
+  name server and the broker, so a client that did not speak TLS could not pass a single test
+  (each test fails against a plaintext-only cluster: the TLS client's handshake meets a
+  plaintext server). Their switches: Java ``enableSsl(true)`` and Go ``EnableSsl = true`` (both
+  trust any certificate: they prove the wire, not verification), Node ``sslEnabled: true``,
+  which verifies chain and host name with grpc-js's default roots, pointed at the cluster's CA
+  by ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (grpc-js ``tls-helpers`` reads it; checked here).
+* Classic Go v2.1.2 has no TLS at all (``WithTls`` exists only on its unreleased master), so
+  it cannot reach an enforcing port. It runs against a second cluster with TLS
+  **permissive** (TLS and plaintext on the same ports, RocketMQ's default mode), plaintext: the
+  configuration an operator must keep while such clients remain, and the one that shows ACL
+  does not depend on the transport (a plaintext connection on a TLS-capable port meets the same
+  authentication and authorization). That cluster is started only when classic Go runs.
 
 What each client shows of a refusal, read from its sources:
 
@@ -31,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import subprocess
 import time
@@ -46,6 +63,8 @@ pytestmark = pytest.mark.slow
 
 HERE = pathlib.Path(__file__).resolve().parent
 CLIENTS = ("java", "go", "node", "go-classic")
+NO_TLS = frozenset({"go-classic"})
+"""Clients without TLS (classic Go v2.1.2): they use the permissive cluster."""
 COUNT = 3
 """Messages per round trip."""
 ROUND_TRIP_DEADLINE_S = 60
@@ -96,8 +115,13 @@ class Driver:
             self._classic = polyglot.script_output(HERE / "go_classic" / "build.sh")
 
     def options(self, credentials: tuple[str, str]) -> list[str]:
-        """The client's connection options (credentials; the place of a TLS switch)."""
-        return ["--access-key", credentials[0], "--secret-key", credentials[1]]
+        """The client's connection options: credentials, and its TLS switch when the cluster
+        enforces TLS (Java ``enableSsl``, Go ``EnableSsl``, Node ``sslEnabled``)."""
+        signed = ["--access-key", credentials[0], "--secret-key", credentials[1]]
+        if self.cluster.tls_mode != "enforcing":
+            return signed
+        switch = {"java": ["--tls", "true"], "go": ["--tls"], "node": ["--tls"]}[self.name]
+        return [*signed, *switch]
 
     def round_trip(
         self, topic: str, group: str, credentials: tuple[str, str], *, deadline_s: int
@@ -114,6 +138,7 @@ class Driver:
                 ["node", str(self._node), self.cluster.namesrv, topic, group, str(COUNT),
                  *self.options(credentials)],
                 capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
+                env={**os.environ, **self.cluster.client_env()},
             )  # fmt: skip
             assert done.returncode in (0, 2, 3), done.stderr[-3000:]
             return Outcome(done.returncode, _events(done.stdout), done.stderr)
@@ -170,19 +195,34 @@ class Driver:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
-    """One ACL-enforcing name server + broker for the module; stopped by PID after."""
-    with acl_cluster.running(tmp_path_factory.mktemp("acl")) as made:
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
+    """The ACL name server + broker with TLS enforcing on every port; stopped by PID after."""
+    with acl_cluster.running(tmp_path_factory.mktemp("acl-tls"), "enforcing") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def permissive_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
+    """The ACL name server + broker with TLS permissive, for clients without TLS."""
+    with acl_cluster.running(tmp_path_factory.mktemp("acl-permissive"), "permissive") as made:
         yield made
 
 
 @pytest.fixture(scope="module", params=CLIENTS)
-def driver(
-    request: pytest.FixtureRequest, cluster: AclCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Driver:
-    """One client's driver, fetched and built (cached by a stamp), its logs in a temp dir."""
+def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Driver:
+    """One client's driver, fetched and built (cached by a stamp), its logs in a temp dir, on
+    the cluster its transport reaches (``NO_TLS``: permissive, else enforcing)."""
     name: str = request.param
+    cluster: AclCluster = request.getfixturevalue(
+        "permissive_cluster" if name in NO_TLS else "tls_cluster"
+    )
     return Driver(name, cluster, tmp_path_factory.mktemp(f"{name}-logs"))
+
+
+@pytest.fixture
+def cluster(driver: Driver) -> AclCluster:
+    """The cluster of this test's client."""
+    return driver.cluster
 
 
 def _names(driver: Driver, test: str) -> tuple[str, str, str]:
@@ -252,3 +292,26 @@ def test_user_without_sub_on_the_group_is_forbidden(cluster: AclCluster, driver:
     elif driver.name == "go":
         assert f"code=FORBIDDEN, status message=[{denial}" in got.log, got.log[-3000:]
     _wait_logged(cluster, denial)
+
+
+def test_node_verifies_the_server_against_its_roots(
+    tls_cluster: AclCluster, tmp_path: pathlib.Path
+) -> None:
+    """Node v5 with ``sslEnabled`` verifies the server: without
+    ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (grpc-js's default roots, which lack the cluster's CA)
+    it sends nothing and fails with
+    UNAVAILABLE on the untrusted chain; the round trips above pass only because that variable
+    names the CA."""
+    topic, group = "t-node-roots", "g-node-roots"
+    user = tls_cluster.provision(topic, "u-node-roots", (f"Topic:{topic}", "Pub,Sub"))
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"}
+    done = subprocess.run(
+        ["node", str(polyglot.node_driver()), tls_cluster.namesrv, topic, group, "1",
+         "--access-key", user[0], "--secret-key", user[1], "--tls"],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    got = Outcome(done.returncode, _events(done.stdout), done.stderr)
+    assert got.code == 2 and not got.of("sent"), got.events
+    error = got.error()
+    assert error["code"] == 14, error  # UNAVAILABLE: the handshake failed
+    assert "self-signed certificate in certificate chain" in error["message"], error

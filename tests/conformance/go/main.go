@@ -5,10 +5,11 @@
 //
 // Usage: godriver SCENARIO --endpoints H:P --topic T [--group G] [--count N] [--mode sync|async]
 // [--groups G] [--tags A,B] [--expr E] [--expr-type TAG|SQL92] [--expect N] [--linger-s S]
-// [--deadline-s S] [--delay-ms D] [--access-key AK --secret-key SK]. Scenarios: send-consume, push-redelivery, transaction (the Go
+// [--deadline-s S] [--delay-ms D] [--access-key AK --secret-key SK] [--tls]. Scenarios: send-consume, push-redelivery, transaction (the Go
 // client has no recall API), push-watch (a PushConsumer that prints what it consumes until its
 // stdin closes, then stops gracefully). With --access-key the client signs as that user
-// (Config.Credentials, ACL 2.0). Exit codes: 0 done, 3 the deadline passed before `expect`
+// (Config.Credentials, ACL 2.0). --tls sets the client's EnableSsl (default here: plaintext; the
+// client then skips verifying the server, InsecureSkipVerify). Exit codes: 0 done, 3 the deadline passed before `expect`
 // messages arrived (push-watch: before stdin closed), 2 a client error: its `error` event
 // carries the gRPC status `code` when the access point answered one (a refusal, 40100 or
 // 40300, also ends a receive loop).
@@ -35,6 +36,7 @@ import (
 type options struct {
 	endpoints, topic, group, mode, tags, expr, exprType string
 	accessKey, secretKey                                string
+	tls                                                 bool
 	count, groups, expect, lingerS, deadlineS, delayMs  int
 }
 
@@ -88,6 +90,7 @@ func parse() string {
 	fs.IntVar(&opts.delayMs, "delay-ms", 0, "delivery delay; 0 = none")
 	fs.StringVar(&opts.accessKey, "access-key", "", "ACL 2.0 user (none: unsigned)")
 	fs.StringVar(&opts.secretKey, "secret-key", "", "the user's secret")
+	fs.BoolVar(&opts.tls, "tls", false, "TLS to the access point (rmq.EnableSsl)")
 	if len(os.Args) < 2 {
 		fail(fmt.Errorf("usage: godriver SCENARIO [flags]"))
 	}
@@ -346,12 +349,13 @@ func transaction() int {
 }
 
 func main() {
-	// Plaintext: the switch exists from v5.1.3 on (grpc-v2.md, per-client notes).
-	rmq.EnableSsl = false
 	os.Setenv("mq.consoleAppender.enabled", "false")
 	rmq.ResetLogger()
+	scenario := parse()
+	// Plaintext unless --tls: the switch exists from v5.1.3 on (grpc-v2.md, per-client notes).
+	rmq.EnableSsl = opts.tls
 	var code int
-	switch scenario := parse(); scenario {
+	switch scenario {
 	case "send-consume":
 		produce()
 		code = consume()

@@ -5,9 +5,11 @@
 // Usage: java -cp <jars>:<classes> Driver SCENARIO --endpoints H:P --topic T [--group G]
 //        [--count N] [--mode sync|async] [--groups G] [--tags A,B] [--expr E]
 //        [--expr-type TAG|SQL92] [--expect N] [--linger-s S] [--deadline-s S] [--delay-ms D]
-//        [--access-key AK --secret-key SK]
+//        [--access-key AK --secret-key SK] [--tls true|false]
 // Scenarios: send-consume, push-redelivery, transaction, recall (see tests/conformance/polyglot.py).
 // With --access-key, every client signs with StaticSessionCredentialsProvider(AK, SK) (ACL 2.0).
+// --tls true turns the client's enableSsl on (default here: plaintext); the client then trusts
+// any server certificate (its InsecureTrustManagerFactory), so TLS is proved by the wire only.
 // Exit codes: 0 done, 3 the deadline passed before `expect` messages arrived, 2 a client error
 // (its `error` event names the client's exception class in `type`; a refusal of the access
 // point, UnauthorizedException or ForbiddenException, also ends a receive loop with it).
@@ -53,7 +55,7 @@ public final class Driver {
     }
     ClientConfigurationBuilder builder = ClientConfiguration.newBuilder()
         .setEndpoints(opt("endpoints", "127.0.0.1:9876"))
-        .enableSsl(false)
+        .enableSsl(Boolean.parseBoolean(opt("tls", "false")))
         .setRequestTimeout(Duration.ofSeconds(5));
     if (opts.containsKey("access-key")) {
       builder.setCredentialProvider(

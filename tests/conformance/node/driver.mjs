@@ -1,8 +1,9 @@
 // Drives the official rocketmq-client-nodejs (npm, 1.0.8) for Ariane's conformance tests.
-// Usage: node driver.mjs ENDPOINTS TOPIC GROUP COUNT [--access-key AK --secret-key SK]
+// Usage: node driver.mjs ENDPOINTS TOPIC GROUP COUNT [--access-key AK --secret-key SK] [--tls]
 // Sends COUNT messages with tag "node", then receives and acks them with a SimpleConsumer,
 // printing one JSON line per event. With --access-key both clients sign as that user
-// (`sessionCredentials`, ACL 2.0). Exits 0 when every sent message was received and acked,
+// (`sessionCredentials`, ACL 2.0). --tls sets `sslEnabled: true`: grpc-js verifies the server
+// (chain and host) against its default roots, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH when set. Exits 0 when every sent message was received and acked,
 // 3 when the bounded loop gave up first, 2 on a client error: its `error` event names the
 // client's exception (`type`, e.g. UnauthorizedException) and its response `code`.
 import { Producer, SimpleConsumer } from 'rocketmq-client-nodejs';
@@ -17,9 +18,10 @@ const flag = (name) => {
 const accessKey = flag('access-key');
 const sessionCredentials = accessKey === undefined
   ? undefined : { accessKey, accessSecret: flag('secret-key') ?? '' };
+const sslEnabled = flags.includes('--tls');
 
 async function roundTrip() {
-  const producer = new Producer({ endpoints, sessionCredentials, requestTimeout: 10000 });
+  const producer = new Producer({ endpoints, sessionCredentials, sslEnabled, requestTimeout: 10000 });
   await producer.startup();
   const sent = new Set();
   for (let i = 0; i < count; i++) {
@@ -32,7 +34,7 @@ async function roundTrip() {
   await producer.shutdown();
 
   const consumer = new SimpleConsumer({
-    endpoints, sessionCredentials, consumerGroup: group, subscriptions: new Map().set(topic, '*'),
+    endpoints, sessionCredentials, sslEnabled, consumerGroup: group, subscriptions: new Map().set(topic, '*'),
     requestTimeout: 10000, awaitDuration: 5000,
   });
   await consumer.startup();
