@@ -110,6 +110,7 @@ class Options:
     broker_role: str
     security: tuple[str, ...]
     py_spy: pathlib.Path | None
+    py_spy_native: bool
     cprofile: pathlib.Path | None
     record: bool
     command: str
@@ -152,9 +153,12 @@ def _commands(row: str, cluster: compare.Cluster, opts: Options, token: str) -> 
     return [compare.driver_args(kind, cluster, opts.drain_messages, threads, group)]
 
 
-def _start_py_spy(exe: pathlib.Path, pid: int, out: pathlib.Path) -> subprocess.Popen[bytes]:
+def _start_py_spy(
+    exe: pathlib.Path, pid: int, out: pathlib.Path, native: bool = False
+) -> subprocess.Popen[bytes]:
     args = [str(exe), "record", "--pid", str(pid), "--format", "raw"]
-    args += ["--rate", str(PY_SPY_RATE_HZ), "--nonblocking", "--output", str(out)]
+    args += ["--native"] if native else ["--nonblocking"]  # py-spy: --native pauses the process
+    args += ["--rate", str(PY_SPY_RATE_HZ), "--output", str(out)]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -245,7 +249,7 @@ def _run_row(
     if opts.py_spy is not None:
         for name, pid in [("owner", cluster.broker_pid), *(("worker", w) for w in workers)]:
             out = pathlib.Path(tempfile.gettempdir()) / f"broker-cpu-{row}-{round_index}-{pid}.txt"
-            spies[f"{name} {pid}"] = (out, _start_py_spy(opts.py_spy, pid, out))
+            spies[f"{name} {pid}"] = (out, _start_py_spy(opts.py_spy, pid, out, opts.py_spy_native))
         time.sleep(0.5)  # let py-spy attach before the timed span (not a synchronisation)
     if opts.cprofile is not None:
         os.kill(cluster.broker_pid, signal.SIGUSR1)  # our own child: the hook starts cProfile
@@ -393,6 +397,11 @@ def parse(argv: Sequence[str] | None) -> Options:
         help="comma list of off,on: plain cluster, `ariane dev --secure` (interleaved per round)",
     )
     parser.add_argument("--py-spy", type=pathlib.Path, default=None, help="py-spy executable")
+    parser.add_argument(
+        "--py-spy-native",
+        action="store_true",
+        help="py-spy --native: C frames too (grpcio's core, TLS), blocking the sampled process",
+    )
     parser.add_argument("--cprofile", type=pathlib.Path, default=None, help="profile directory")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
@@ -416,6 +425,7 @@ def parse(argv: Sequence[str] | None) -> Options:
         broker_role=args.broker_role,
         security=security,
         py_spy=args.py_spy,
+        py_spy_native=args.py_spy_native,
         cprofile=args.cprofile,
         record=not args.no_record,
         command=report.command_line("bench.broker_cpu"),
