@@ -27,6 +27,13 @@ the thread's CPU clock, so time the loop spends preempted or blocked does not co
 roughly doubles the owner's CPU, so only its call counts and shares mean something) and prints
 the largest own and cumulative times.
 
+``--security off,on`` measures the cost of security on the same workload: every round runs a
+plain cluster and then one started as ``ariane dev --secure`` (TLS enforcing on every port,
+ACL 2.0 authentication and authorization on; ``bench.compare.ariane_cluster(secure=True)``), whose
+drivers sign every call as its Super user over TLS (the official client's ``Credentials`` and
+``tls_enable``); the table then gives each row for both and the ratio on/off of the broker's
+µs per message (issue 21: the goal is < 1.10). The default is ``off`` alone.
+
 Results: ``bench/results/broker_cpu-<UTC stamp>.json`` and ``.md`` (unless ``--no-record``).
 """
 
@@ -56,6 +63,8 @@ from bench import compare
 
 ROWS = ("send1", "send8", "simple", "push")
 """What ``--rows`` selects from."""
+SECURITY = ("off", "on")
+"""What ``--security`` selects from: a plain cluster, or ``ariane dev --secure``."""
 PRODUCERS = 8
 """Producer processes of the ``send8`` row (and of the untimed top-up)."""
 PY_SPY_RATE_HZ = 100
@@ -99,7 +108,9 @@ class Options:
     warmup_messages: int
     workers: int | None
     broker_role: str
+    security: tuple[str, ...]
     py_spy: pathlib.Path | None
+    py_spy_native: bool
     cprofile: pathlib.Path | None
     record: bool
     command: str
@@ -117,6 +128,7 @@ class Sample:
     workers_cpu_s: float
     ext_cores: float
     profiled: bool
+    security: str = "off"
 
     @property
     def owner_us(self) -> float:
@@ -141,9 +153,12 @@ def _commands(row: str, cluster: compare.Cluster, opts: Options, token: str) -> 
     return [compare.driver_args(kind, cluster, opts.drain_messages, threads, group)]
 
 
-def _start_py_spy(exe: pathlib.Path, pid: int, out: pathlib.Path) -> subprocess.Popen[bytes]:
+def _start_py_spy(
+    exe: pathlib.Path, pid: int, out: pathlib.Path, native: bool = False
+) -> subprocess.Popen[bytes]:
     args = [str(exe), "record", "--pid", str(pid), "--format", "raw"]
-    args += ["--rate", str(PY_SPY_RATE_HZ), "--nonblocking", "--output", str(out)]
+    args += ["--native"] if native else ["--nonblocking"]  # py-spy: --native pauses the process
+    args += ["--rate", str(PY_SPY_RATE_HZ), "--output", str(out)]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -226,7 +241,7 @@ def _cprofile_hook(directory: pathlib.Path | None) -> Iterator[None]:
 
 
 def _run_row(
-    row: str, cluster: compare.Cluster, opts: Options, round_index: int, token: str
+    row: str, cluster: compare.Cluster, opts: Options, round_index: int, token: str, security: str
 ) -> Sample:
     workers = process_cpu.descendants(cluster.broker_pid)
     gate = machine.wait_for_quiet(compare.QUIET_BUSY_CORES_MAX, 30.0)
@@ -234,7 +249,7 @@ def _run_row(
     if opts.py_spy is not None:
         for name, pid in [("owner", cluster.broker_pid), *(("worker", w) for w in workers)]:
             out = pathlib.Path(tempfile.gettempdir()) / f"broker-cpu-{row}-{round_index}-{pid}.txt"
-            spies[f"{name} {pid}"] = (out, _start_py_spy(opts.py_spy, pid, out))
+            spies[f"{name} {pid}"] = (out, _start_py_spy(opts.py_spy, pid, out, opts.py_spy_native))
         time.sleep(0.5)  # let py-spy attach before the timed span (not a synchronisation)
     if opts.cprofile is not None:
         os.kill(cluster.broker_pid, signal.SIGUSR1)  # our own child: the hook starts cProfile
@@ -255,9 +270,11 @@ def _run_row(
         workers_cpu_s=sum(cpu.get(pid, 0.0) for pid in workers),
         ext_cores=result.load.ext_cores,
         profiled=bool(spies) or opts.cprofile is not None,
+        security=security,
     )
     print(
-        f"{row} round {round_index}: {sample.messages} msgs in {sample.seconds:.1f} s, owner "
+        f"{row} security {security} round {round_index}: {sample.messages} msgs in "
+        f"{sample.seconds:.1f} s, owner "
         f"{sample.owner_us:.0f} µs/msg, workers {sample.workers_us:.0f} µs/msg, ext_cores "
         f"{sample.ext_cores:.2f} (gate busy {gate.busy_cores:.2f})",
         file=sys.stderr,
@@ -270,14 +287,22 @@ def _run_row(
     return sample
 
 
-def run_round(base: pathlib.Path, opts: Options, round_index: int) -> list[Sample]:
-    """One fresh cluster, the warm-up, then every row of ``opts.rows``."""
-    token = f"{round_index}-{int(time.time())}"
+def run_round(
+    base: pathlib.Path, opts: Options, round_index: int, security: str = "off"
+) -> list[Sample]:
+    """One fresh cluster (secured when ``security`` is ``on``), the warm-up, then every row of
+    ``opts.rows``."""
+    token = f"{round_index}-{security}-{int(time.time())}"
     samples: list[Sample] = []
     with (
         _cprofile_hook(opts.cprofile),
         compare.ariane_cluster(
-            base, opts.flush, token, workers=opts.workers, broker_role=opts.broker_role
+            base,
+            opts.flush,
+            token,
+            workers=opts.workers,
+            broker_role=opts.broker_role,
+            secure=security == "on",
         ) as cluster,
     ):
         warmup = compare.driver_args("produce", cluster, opts.warmup_messages, PRODUCERS, "")
@@ -289,27 +314,45 @@ def run_round(base: pathlib.Path, opts: Options, round_index: int) -> list[Sampl
                     share = -(-missing // PRODUCERS)
                     fill = compare.driver_args("produce", cluster, share, 1, "")
                     written += compare.run_drivers([fill] * PRODUCERS, None).timing.messages
-            sample = _run_row(row, cluster, opts, round_index, token)
+            sample = _run_row(row, cluster, opts, round_index, token, security)
             samples.append(sample)
             written += sample.messages if row.startswith("send") else 0
     return samples
 
 
+def _security_ratio(samples: Sequence[Sample], row: str) -> str:
+    """Broker µs/msg with security on over off for ``row`` (medians), or "" without both."""
+    by = {
+        security: [
+            s.owner_us + s.workers_us for s in samples if (s.row, s.security) == (row, security)
+        ]
+        for security in SECURITY
+    }
+    if not by["off"] or not by["on"]:
+        return ""
+    return f"{statistics.median(by['on']) / max(statistics.median(by['off']), 1e-9):.2f}"
+
+
 def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
-    """The table: per row the median over rounds of owner and worker µs/msg."""
+    """The table: per row (and security setting) the median over rounds of owner and worker
+    µs/msg, and the on/off ratio of the broker's µs/msg when both ran."""
     rows = []
     for row in recorded["settings"]["rows"]:
-        mine = [s for s in samples if s.row == row]
-        if not mine:
-            continue
-        owner = statistics.median(s.owner_us for s in mine)
-        workers = statistics.median(s.workers_us for s in mine)
-        rate = statistics.median(s.messages / max(s.seconds, 1e-9) for s in mine)
-        ext = max(s.ext_cores for s in mine)
-        cells = [f"{owner:.0f}", f"{workers:.0f}", f"{owner + workers:.0f}", f"{rate:,.0f}"]
-        rows.append([row, *cells, f"{ext:.2f}", "yes" if mine[0].profiled else "no"])
-    headers = ["row", "owner µs/msg", "workers µs/msg", "broker µs/msg", "msgs/s", "ext_cores"]
-    table = report.markdown_table([*headers, "py-spy"], rows)
+        for security in recorded["settings"].get("security", ["off"]):
+            mine = [s for s in samples if (s.row, s.security) == (row, security)]
+            if not mine:
+                continue
+            owner = statistics.median(s.owner_us for s in mine)
+            workers = statistics.median(s.workers_us for s in mine)
+            rate = statistics.median(s.messages / max(s.seconds, 1e-9) for s in mine)
+            ext = max(s.ext_cores for s in mine)
+            ratio = _security_ratio(samples, row) if security == "on" else ""
+            cells = [f"{owner:.0f}", f"{workers:.0f}", f"{owner + workers:.0f}", ratio]
+            cells += [f"{rate:,.0f}", f"{ext:.2f}", "yes" if mine[0].profiled else "no"]
+            rows.append([row, security, *cells])
+    headers = ["row", "security", "owner µs/msg", "workers µs/msg", "broker µs/msg"]
+    headers += ["on/off", "msgs/s", "ext_cores", "py-spy"]
+    table = report.markdown_table(headers, rows)
     settings, info = recorded["settings"], recorded["machine"]
     return "\n".join(
         [
@@ -320,7 +363,8 @@ def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
             f"- {recorded['started_utc']}, flush {settings['flush']}, rounds "
             f"{settings['rounds']}, commit {info['git_commit'][:12]}, load average at start "
             f"{info['load_average_at_start']}.",
-            "- Cells: median over rounds; ext_cores: the largest outside load of a round.",
+            "- Cells: median over rounds; ext_cores: the largest outside load of a round; "
+            "on/off: broker µs/msg with security on over off (`--security off,on`).",
             "",
             table,
         ]
@@ -347,13 +391,26 @@ def parse(argv: Sequence[str] | None) -> Options:
         default="",
         help="run the broker as this master with one slave (default: a lone broker)",
     )
+    parser.add_argument(
+        "--security",
+        default="off",
+        help="comma list of off,on: plain cluster, `ariane dev --secure` (interleaved per round)",
+    )
     parser.add_argument("--py-spy", type=pathlib.Path, default=None, help="py-spy executable")
+    parser.add_argument(
+        "--py-spy-native",
+        action="store_true",
+        help="py-spy --native: C frames too (grpcio's core, TLS), blocking the sampled process",
+    )
     parser.add_argument("--cprofile", type=pathlib.Path, default=None, help="profile directory")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
     rows = tuple(r for r in args.rows.split(",") if r)
     if not rows or not set(rows) <= set(ROWS):
         parser.error(f"--rows takes a comma list of {', '.join(ROWS)}")
+    security = tuple(dict.fromkeys(x for x in args.security.split(",") if x))
+    if not security or not set(security) <= set(SECURITY):
+        parser.error("--security takes a comma list of off,on")
     for name in ("send_messages", "drain_messages", "warmup_messages"):
         if not 1 <= getattr(args, name) <= 200_000:
             parser.error(f"--{name.replace('_', '-')} must be 1..200000")
@@ -366,7 +423,9 @@ def parse(argv: Sequence[str] | None) -> Options:
         warmup_messages=args.warmup_messages,
         workers=args.workers,
         broker_role=args.broker_role,
+        security=security,
         py_spy=args.py_spy,
+        py_spy_native=args.py_spy_native,
         cprofile=args.cprofile,
         record=not args.no_record,
         command=report.command_line("bench.broker_cpu"),
@@ -380,7 +439,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-broker-cpu-", dir=bench.REPO))
     try:
         info = machine.machine_info(base, bench.REPO)
-        samples = [s for r in range(opts.rounds) for s in run_round(base, opts, r)]
+        samples = [
+            sample
+            for r in range(opts.rounds)
+            for security in opts.security
+            for sample in run_round(base, opts, r, security)
+        ]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     settings = dataclasses.asdict(opts)

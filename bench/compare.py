@@ -119,7 +119,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import bench
-from ariane import dev
+from ariane import client, dev
 from ariane.benchmark import client_bench, machine, measure, process_cpu, report
 from bench import classic_java, recovery
 from bench.peers.rocketmq import peer
@@ -274,24 +274,40 @@ def workers_supported() -> bool:
 
 @contextlib.contextmanager
 def ariane_cluster(
-    base: pathlib.Path, flush: str, tag: str, workers: int | None = None, broker_role: str = ""
+    base: pathlib.Path,
+    flush: str,
+    tag: str,
+    workers: int | None = None,
+    broker_role: str = "",
+    *,
+    secure: bool = False,
 ) -> Iterator[Cluster]:
     """A fresh ``ariane dev`` cluster with an 8-queue topic; its data is removed afterwards.
 
     ``workers`` (front-end worker processes) is passed on only when not None, so it needs a
     build where ``workers_supported()``; a ``broker_role`` (``ASYNC_MASTER``/``SYNC_MASTER``)
-    gives the broker one slave (the measured broker stays the master).
+    gives the broker one slave (the measured broker stays the master). ``secure``: ``ariane dev
+    --secure`` (TLS enforcing on every port, ACL 2.0 on); the topic is created as its Super
+    user, and for the ``with`` block the drivers started by ``run_drivers`` sign as that user
+    over TLS (``secured_drivers``).
     """
     data_dir = base / f"ariane-{tag}"
     launched = time.monotonic()
     extra: dict[str, Any] = {} if workers is None else {"workers": workers}
     if broker_role:
         extra.update(slaves=1, broker_role=broker_role)
+    if secure:
+        extra["secure"] = True
     master_words = ["--metrics-listen"] if broker_role else []  # slaves run without metrics
     try:
-        with dev.dev_cluster(data_dir, namesrv_port=0, flush_disk_type=flush, **extra) as endpoints:
+        with (
+            dev.dev_cluster(data_dir, namesrv_port=0, flush_disk_type=flush, **extra) as endpoints,
+            secured_drivers(endpoints),
+        ):
             topic = f"compare-{tag}"
-            asyncio.run(client_bench.create_topic(endpoints.namesrv, topic))
+            asyncio.run(
+                client_bench.create_topic(endpoints.namesrv, topic, **_admin_auth(endpoints))
+            )
             ready = time.monotonic() - launched
             yield Cluster(
                 "ariane",
@@ -307,6 +323,45 @@ def ariane_cluster(
             )
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _admin_auth(endpoints: dev.DevEndpoints) -> dict[str, Any]:
+    """``create_topic``'s ``credentials`` and ``tls`` for a secured cluster ({} for a plain one)."""
+    if not endpoints.credentials_path:
+        return {}
+    saved = json.loads(pathlib.Path(endpoints.credentials_path).read_text())
+    return {
+        "credentials": client.Credentials(saved["access_key"], saved["secret_key"]),
+        "tls": client.ClientTls(ca_file=endpoints.ca_path),
+    }
+
+
+@contextlib.contextmanager
+def secured_drivers(endpoints: dev.DevEndpoints) -> Iterator[None]:
+    """For a secured cluster, the environment that makes every official-client driver started
+    meanwhile sign as its Super user over TLS verified against its CA
+    (``official_client_driver``'s ``RMQ_DRIVER_*`` and ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``);
+    restored after. Nothing for a plain cluster."""
+    if not endpoints.credentials_path:
+        yield
+        return
+    saved = json.loads(pathlib.Path(endpoints.credentials_path).read_text())
+    wanted = {
+        "RMQ_DRIVER_ACCESS_KEY": saved["access_key"],
+        "RMQ_DRIVER_SECRET_KEY": saved["secret_key"],
+        "RMQ_DRIVER_TLS": "1",
+        "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": endpoints.ca_path,
+    }
+    before = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """``bench.compare`` summarises A/B rounds into medians and Ariane/RocketMQ ratios, flags noisy
-runs, and refuses bad arguments (no benchmark is run here)."""
+runs, and refuses bad arguments; ``bench.broker_cpu`` sets security on against off (no
+benchmark is run here)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pathlib
 import subprocess
 
 import pytest
-from bench import compare
+from bench import broker_cpu, compare
 
 
 def _sample(
@@ -118,3 +119,29 @@ def test_driver_events_are_read_past_lines_that_are_not_json(tmp_path: pathlib.P
     with subprocess.Popen(["printf", lines], stdout=subprocess.PIPE, text=True) as proc:
         event = compare._read_event(proc, "ready", tmp_path / "driver.log")
     assert event == {"event": "ready", "n": 1}
+
+
+def test_broker_cpu_security_rows_give_the_on_off_ratio_of_medians() -> None:
+    """``--security off,on`` is parsed (unknown values refused) and the table gives each row for
+    both settings, with the ratio of the broker's median µs/msg on over off on the ``on`` line."""
+    opts = broker_cpu.parse(["--rows", "send1", "--security", "off,on", "--no-record"])
+    assert opts.security == ("off", "on")
+    with pytest.raises(SystemExit):
+        broker_cpu.parse(["--security", "tls"])
+
+    def sample(security: str, round_index: int, owner_cpu_s: float) -> broker_cpu.Sample:
+        return broker_cpu.Sample(
+            "send1", round_index, 1000, 2.0, owner_cpu_s, 0.1, 0.0, False, security
+        )
+
+    samples = [sample("off", 0, 0.2), sample("on", 0, 0.3), sample("off", 1, 0.4)]
+    recorded = {
+        "command": "x",
+        "started_utc": "t",
+        "settings": {"rows": ["send1"], "security": ["off", "on"], "flush": "F", "rounds": 2},
+        "machine": {"git_commit": "0" * 40, "load_average_at_start": [0.0]},
+    }
+    page = broker_cpu.markdown(recorded, samples)
+    # off: median of 300 and 500 µs = 400 µs; on: 400 µs → 1.00
+    assert "| send1 | off | 300 | 100 | 400 |  |" in page
+    assert "| send1 | on | 300 | 100 | 400 | 1.00 |" in page

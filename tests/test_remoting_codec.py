@@ -212,6 +212,27 @@ def test_malformed_frames_raise_frame_error(frame: bytes) -> None:
         command.decode_frame(frame)
 
 
+def test_invalid_utf8_in_a_header_decodes_as_java_decodes_it() -> None:
+    """Bad UTF-8 in a ROCKETMQ header's remark, ext key and value, and in a JSON header,
+    decodes with U+FFFD (Java's ``new String(bytes, UTF_8)``) rather than failing the frame,
+    so the server can answer the request."""
+    ext = struct.pack(">h", 3) + b"k\xc3x" + struct.pack(">i", 2) + b"\xffv"
+    binary = (
+        struct.pack(">hBhii", 10, 0, 479, 5, 0)
+        + struct.pack(">i", 2)
+        + b"r\xfe"
+        + struct.pack(">i", len(ext))
+        + ext
+    )
+    decoded = command.decode_frame(struct.pack(">i", (1 << 24) | len(binary)) + binary)
+    assert (decoded.code, decoded.opaque, decoded.remark) == (10, 5, "r\ufffd")
+    assert decoded.ext_fields == {"k\ufffdx": "\ufffdv"}
+    header = b'{"code":17,"extFields":{"AccessKey":"ro\xffot"},"opaque":6}'
+    decoded = command.decode_frame(struct.pack(">i", len(header)) + header)
+    assert (decoded.code, decoded.opaque) == (17, 6)
+    assert decoded.ext_fields == {"AccessKey": "ro\ufffdot"}
+
+
 def test_frame_length_limits() -> None:
     """A length prefix above ``FRAME_BYTES_MAX - 4`` or below 4 is refused, and ``encode``
     refuses a frame above the limit."""

@@ -533,13 +533,20 @@ def cluster(options: Options, base: pathlib.Path, round_index: int) -> Iterator[
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-async def create_topic(namesrv: str, topic: str) -> None:
-    """Create ``topic`` on every master and wait until the name server routes it.
+async def create_topic(
+    namesrv: str,
+    topic: str,
+    *,
+    credentials: client.Credentials | None = None,
+    tls: client.ClientTls | None = None,
+) -> None:
+    """Create ``topic`` on every master and wait until the name server routes it; signed with
+    ``credentials`` and over ``tls`` when given (a secured cluster).
 
     Raises:
         RuntimeError: the route did not appear within ``ROUTE_WAIT_S``.
     """
-    async with client.AdminClient(namesrv) as admin:
+    async with client.AdminClient(namesrv, credentials=credentials, tls=tls) as admin:
         await admin.create_topic(topic)
         deadline = time.monotonic() + ROUTE_WAIT_S
         while time.monotonic() < deadline:

@@ -41,6 +41,12 @@ starts its clock there), ``{"event": "progress", "done": n}`` about four times a
 latency per call (send, or receive for consume). The client is shut down only after the parent
 closes stdin, so the parent can read this process's CPU time over exactly the timed window.
 Every loop is bounded by ``--deadline-s``.
+
+Against a secured cluster (``ariane dev --secure``): ``RMQ_DRIVER_ACCESS_KEY`` /
+``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials`` (it signs every
+call), and ``RMQ_DRIVER_TLS=1`` turns its ``tls_enable`` on (it verifies the servers against
+``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` or the system roots); the same variables as the
+conformance driver's.
 """
 
 from __future__ import annotations
@@ -67,6 +73,12 @@ from rocketmq import (  # type: ignore[import-untyped]
 )
 
 PROGRESS_INTERVAL_S = 0.25
+ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_ENV = (
+    "RMQ_DRIVER_ACCESS_KEY",
+    "RMQ_DRIVER_SECRET_KEY",
+    "RMQ_DRIVER_TLS",
+)
+"""The environment of a driver against a secured cluster (module docstring)."""
 E2E_GRACE_S = 10.0
 """How long ``e2e`` waits for the rest of the expected messages after ``expect <n>``."""
 
@@ -89,7 +101,15 @@ def emit(event: dict[str, Any]) -> None:
 
 
 def _config(endpoints: str) -> Any:
-    return ClientConfiguration(endpoints, Credentials(), request_timeout=10)
+    credentials = Credentials(
+        os.environ.get(ACCESS_KEY_ENV, ""), os.environ.get(SECRET_KEY_ENV, "")
+    )
+    return ClientConfiguration(endpoints, credentials, request_timeout=10)
+
+
+def _tls() -> bool:
+    """Whether ``RMQ_DRIVER_TLS`` asks for the client's ``tls_enable``."""
+    return os.environ.get(TLS_ENV, "") == "1"
 
 
 def _run_threads(
@@ -145,7 +165,7 @@ def _send_counted(producer: Any, msg: Any, tally: Tally) -> bool:
 
 def produce(args: argparse.Namespace) -> int:
     """Send ``count`` messages from ``threads`` threads, one per call."""
-    producer = Producer(_config(args.endpoints), (args.topic,))
+    producer = Producer(_config(args.endpoints), (args.topic,), tls_enable=_tls())
     producer.startup()
     body = os.urandom(args.body_bytes)
     tally = Tally()
@@ -179,6 +199,7 @@ def consume(args: argparse.Namespace) -> int:
         args.group,
         {args.topic: FilterExpression()},
         await_duration=5,
+        tls_enable=_tls(),
     )
     consumer.startup()
     tally = Tally()
@@ -241,6 +262,7 @@ def push(args: argparse.Namespace) -> int:
         listener,
         {args.topic: FilterExpression()},
         consumption_thread_count=args.threads,
+        tls_enable=_tls(),
     )
     consumer.startup()
     emit({"event": "ready"})
@@ -263,7 +285,7 @@ def _paced_body(sequence: int, size: int) -> bytes:
 
 def paced(args: argparse.Namespace) -> int:
     """Send on a fixed schedule (``--rate`` per second); see the module docstring."""
-    producer = Producer(_config(args.endpoints), (args.topic,))
+    producer = Producer(_config(args.endpoints), (args.topic,), tls_enable=_tls())
     producer.startup()
     warmup = round(args.rate * args.warmup_s)
     total = warmup + round(args.rate * args.duration_s)
@@ -352,10 +374,13 @@ def _e2e_start(args: argparse.Namespace, tally: _E2eTally, stop: threading.Event
             _E2eListener(tally),
             subscription,
             consumption_thread_count=args.threads,
+            tls_enable=_tls(),
         )
         consumer.startup()
         return consumer
-    consumer = SimpleConsumer(_config(args.endpoints), args.group, subscription, await_duration=5)
+    consumer = SimpleConsumer(
+        _config(args.endpoints), args.group, subscription, await_duration=5, tls_enable=_tls()
+    )
     consumer.startup()
 
     def work(index: int) -> None:

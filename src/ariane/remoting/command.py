@@ -26,8 +26,15 @@ The JSON header is what Java's fastjson writes: keys sorted, compact separators,
 ``flag`` bit 0 marks a response, bit 1 a oneway request. ``opaque`` pairs a response with its
 request on one connection; responses may come in any order.
 
+Header text that is not valid UTF-8 (a JSON header, or a remark, ext key or ext value of a
+ROCKETMQ header) decodes with U+FFFD in place of each bad sequence, as Java's ``new String(bytes,
+UTF_8)`` in ``RemotingSerializable``/``RocketMQSerializable`` does: the request is still read, so
+the server answers it (an ``AccessKey`` of bad bytes is then refused NO_PERMISSION by the security
+gate) instead of closing a connection whose opaque it knows.
+
 Invariants: ``decode_frame(encode(c)[4:])`` equals ``c`` for any command ``encode`` accepts (in
-either header encoding), and every malformed input raises ``FrameError`` and nothing else.
+either header encoding) whose text holds no lone surrogate, and every malformed input raises
+``FrameError`` and nothing else.
 A frame longer than ``FRAME_BYTES_MAX`` is refused on both sides (Java closes the channel).
 """
 
@@ -313,8 +320,8 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
-        fields = json.loads(bytes(header).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        fields = json.loads(bytes(header).decode("utf-8", "replace"))
+    except (ValueError, RecursionError) as exc:
         raise FrameError(f"header is not JSON: {exc}") from exc
     if not isinstance(fields, dict):
         raise FrameError("JSON header is not an object")
@@ -388,7 +395,7 @@ def _decode_binary_header(header: memoryview) -> RemotingCommand:
             key, p = _read_string(header, p, _SHORT)
             value, p = _read_string(header, p, _INT)
             ext[key or ""] = value or ""
-    except (struct.error, UnicodeDecodeError) as exc:
+    except struct.error as exc:
         raise FrameError(f"binary header does not decode: {exc}") from exc
     try:
         language_code = codes.LanguageCode(language)
@@ -413,4 +420,4 @@ def _read_string(view: memoryview, p: int, length: struct.Struct) -> tuple[str |
         raise FrameError(f"string of {n} bytes runs past the header")
     if n == 0:
         return None, p  # Java decodes a zero length as null
-    return bytes(view[p : p + n]).decode("utf-8"), p + n
+    return bytes(view[p : p + n]).decode("utf-8", "replace"), p + n
