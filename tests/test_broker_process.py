@@ -262,6 +262,7 @@ def _routed(namesrv: str, topic: str) -> bool:
     return codes.code_of(answer.status) == errors.Code.OK
 
 
+@pytest.mark.solo
 def test_a_restarted_name_server_routes_the_broker_again_within_seconds(
     tmp_path: pathlib.Path,
 ) -> None:

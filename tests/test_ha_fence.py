@@ -19,7 +19,7 @@ import ha_testing as ht
 from ariane.client import failover
 from ariane.common import errors
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.solo]
 
 OK = int(errors.Code.OK)
 TOPIC = "fence-topic"

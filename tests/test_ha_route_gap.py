@@ -33,7 +33,7 @@ from ariane.client import failover
 from ariane.common import errors, ids
 from ariane.grpcwire import convert, pb, rpc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.solo]
 
 OK = int(errors.Code.OK)
 TOPIC = "gap-topic"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import pathlib
 import shutil
@@ -18,17 +19,20 @@ NODE_DIR = pathlib.Path(__file__).resolve().parent / "node"
 
 @pytest.fixture(scope="module")
 def node_client() -> pathlib.Path:
-    """The Node driver with its pinned dependencies installed (``npm ci``)."""
+    """The Node driver with its pinned dependencies installed (``npm ci``, one install at a
+    time: an flock on ``node_modules.lock`` beside it keeps parallel workers off each other)."""
     npm = shutil.which("npm")
     assert npm is not None, "npm is required (Node 20 is part of this machine's toolchain)"
-    if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=NODE_DIR,
-            check=True,
-            timeout=600,
-            capture_output=True,
-        )
+    with (NODE_DIR / "node_modules.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=NODE_DIR,
+                check=True,
+                timeout=600,
+                capture_output=True,
+            )
     return NODE_DIR / "driver.mjs"
 
 
