@@ -3,6 +3,8 @@
 official Python client 5.1.2 with ``Credentials``, ``ariane admin`` and Ariane's own client.
 
 One broker serves the module; each test uses its own users, topics and groups.
+
+Own cluster: the broker runs with [auth] on and its own users and ACLs.
 """
 
 from __future__ import annotations
