@@ -28,8 +28,14 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# tests/ in PYTEST_WORKERS pytest-xdist workers (much of a test's time is spent waiting on the
+# brokers and clients it starts, so more workers than the 2 cores pay, until the CPU is saturated:
+# README: Tests), one test file per worker at a time (module-scoped clusters start once); then the
+# `solo` tests, which assert wall-clock bounds, alone. Each run prints its 20 slowest tests.
+PYTEST_WORKERS ?= 3
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not solo"
+	$(BIN)/pytest -m solo
 
 # A real Kubernetes control plane (e2e/testenv/build.sh: built with Go from the Go module proxy,
 # cached under ~/.cache/ariane or $$TESTENV_CACHE; a cold build prints progress), then the tests

@@ -3,6 +3,9 @@
 One operator and one loopback cluster (``ariane.dev.dev_cluster``: name server + broker on
 127.0.0.1) serve the whole module; the operator reaches that name server through the override
 seam (``metadata.OVERRIDE_ENV``), never a cluster address. Each test works in its own namespace.
+
+Own cluster: the operator under test must reach a name server through its override seam; one
+loopback cluster serves the module.
 """
 
 from __future__ import annotations

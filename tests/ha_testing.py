@@ -1,7 +1,11 @@
 """Helpers for replication tests with real processes: a name server, brokers with roles, raw
 SendMessage/admin calls that return the exact status code, and CommitLog byte comparison. Calls
 take an optional ``user`` (access key, secret key): they are then signed as the official clients
-sign (ACL 2.0), for brokers with ``[auth] authentication_enabled``."""
+sign (ACL 2.0), for brokers with ``[auth] authentication_enabled``.
+
+Processes start, stop and are waited for through the one process layer,
+``e2e.testenv.processes`` (``spawn``, ``running_namesrv_process`` and ``poll`` here are thin
+aliases kept because dozens of test files call them)."""
 
 from __future__ import annotations
 
@@ -11,12 +15,11 @@ import dataclasses
 import pathlib
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+from e2e.testenv import processes
 from google.protobuf.message import Message
 
 from ariane import dev
@@ -25,6 +28,18 @@ from ariane.common import errors
 from ariane.grpcwire import codes, convert, messages, pb, rpc
 
 DEADLINE_S = 30.0
+SMALL_STORE_TOML = (
+    "[store]\n"
+    "commit_log_file_size_bytes = 1048576\n"
+    "consume_queue_file_entries = 4096\n"
+    "message_size_bytes_max = 262144\n"
+    "[index]\n"
+    "hash_slot_count = 1024\n"
+    "index_count_max = 4096\n"
+)
+"""What a broker started without ``--config`` runs with: 1 MiB CommitLog segments, 4,096-unit
+ConsumeQueue files and a small key index (RocketMQ's 1 GiB segments and 420 MB index are
+nobody's subject here; a test about sizes passes its own ``--config``)."""
 CLIENT = (("x-mq-client-id", "ha-test@1"),)
 
 User = tuple[str, str]
@@ -36,27 +51,16 @@ def signed(user: User | None) -> tuple[tuple[str, str], ...]:
     return credentials.Credentials(*user).headers() if user is not None else ()
 
 
-def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m ariane ARGS`` with output appended to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+spawn = processes.spawn_ariane
+"""Start ``python -m ariane ARGS`` with output appended to ``log`` (tracked for log tails)."""
 
 
-@contextlib.contextmanager
 def running_namesrv_process(
     tmp: pathlib.Path, extra: tuple[str, ...] = ()
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+) -> contextlib.AbstractContextManager[tuple[str, subprocess.Popen[bytes]]]:
     """A name server process on a free port (with ``extra`` arguments) for the ``with`` block;
     yields ``HOST:PORT`` and the process (to pause or kill it)."""
-    port = dev.free_port()
-    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}", *extra], tmp / "namesrv.log")
-    try:
-        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
-        yield f"127.0.0.1:{port}", proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGCONT)  # a paused one must be able to stop
-        dev.stop_process(proc)
+    return processes.running_namesrv(tmp / "namesrv.log", extra)
 
 
 @contextlib.contextmanager
@@ -122,6 +126,10 @@ class Broker:
         ]
         if master_ha:
             args += ["--master-ha", master_ha]
+        if "--config" not in extra:
+            config = tmp / f"{self.name}-small-store.toml"
+            config.write_text(SMALL_STORE_TOML)
+            args += ["--config", str(config)]
         args += extra
         self.process = spawn(args, tmp / f"{self.name}.log")
         dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
@@ -168,11 +176,8 @@ def new_broker(tmp: pathlib.Path, name: str, *, user: User | None = None) -> Bro
 
 
 def poll(check: Callable[[], bool], what: str) -> None:
-    """Poll ``check`` until true; fail after ``DEADLINE_S``."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    """Poll ``check`` until true; ``TimeoutError`` naming ``what`` after ``DEADLINE_S``."""
+    processes.wait_until(check, timeout_s=DEADLINE_S, what=what)
 
 
 async def _admin(

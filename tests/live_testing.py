@@ -1,6 +1,7 @@
 """Helpers for client tests against a live cluster: poll with a deadline, create a routed topic,
 receive and ack a known number of messages; start real name-server and broker processes and
-SIGKILL a broker by its PID."""
+SIGKILL a broker by its PID (``spawn``, ``namesrv_process`` and ``kill`` go through the one process
+layer, ``e2e.testenv.processes``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import asyncio
 import contextlib
 import pathlib
 import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
+from e2e.testenv import processes
+
 from ariane import client, dev
 from ariane.common import errors, message
+from ha_testing import SMALL_STORE_TOML
 
 DEADLINE_S = 60.0
 """Longest wait for any condition."""
@@ -75,58 +78,35 @@ async def drain(
     return got
 
 
-def spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    """``python -m ariane ARGS`` with stdout and stderr appended to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+spawn = processes.spawn_ariane
+"""``python -m ariane ARGS`` with stdout and stderr appended to ``log`` (tracked)."""
 
 
 @contextlib.contextmanager
 def namesrv_process(tmp: pathlib.Path) -> Iterator[str]:
-    """A real ``ariane namesrv`` on a free port; yields its ``HOST:PORT``."""
-    port = dev.free_port()
-    proc = spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / "namesrv.log")
-    try:
-        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
-        yield f"127.0.0.1:{port}"
-    finally:
-        assert dev.stop_process(proc) == 0
+    """A real ``ariane namesrv`` on a free port; yields its ``HOST:PORT``; must exit 0."""
+    with processes.running_namesrv(tmp / "namesrv.log", check_exit=True, timeout_s=DEADLINE_S) as (
+        endpoint,
+        _,
+    ):
+        yield endpoint
 
 
 def start_broker(
     tmp: pathlib.Path, namesrv: str, port: int, *, name: str = "broker-k", remoting_port: int = 0
 ) -> subprocess.Popen[bytes]:
-    """A real ``ariane broker`` storing under ``tmp/<name>``, listening on ``port`` (and serving
-    the classic protocol on ``remoting_port`` when one is given)."""
+    """A real ``ariane broker`` storing under ``tmp/<name>`` in 1 MiB CommitLog segments
+    (``ha_testing.SMALL_STORE_TOML``), listening on ``port`` (and serving the classic protocol
+    on ``remoting_port`` when one is given)."""
+    config = tmp / f"{name}-small-store.toml"
+    config.write_text(SMALL_STORE_TOML)
     args = ["broker", "--listen", f"127.0.0.1:{port}", "--store-dir", str(tmp / name)]
+    args += ["--config", str(config)]
     args += ["--remoting-listen", f"127.0.0.1:{remoting_port}"] if remoting_port else []
     proc = spawn([*args, "--broker-name", name, "--namesrv", namesrv], tmp / f"{name}.log")
     dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
     return proc
 
 
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a process by its PID (no clean shutdown: nothing is flushed or persisted), then
-    wait until the processes it had started (a broker's front-end workers) are gone too.
-
-    The workers share the broker's port (SO_REUSEPORT): while an orphaned one still accepts, a
-    broker restarted on that port looks listening before it is, and the next call is refused.
-    """
-    children = _children(proc.pid)
-    proc.kill()
-    proc.wait(timeout=DEADLINE_S)
-    deadline = time.monotonic() + DEADLINE_S
-    while (alive := [pid for pid in children if pathlib.Path(f"/proc/{pid}").exists()]) and (
-        time.monotonic() < deadline
-    ):
-        time.sleep(0.05)
-    assert not alive, f"children {alive} of killed process {proc.pid} outlived it by {DEADLINE_S} s"
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (from /proc/<pid>/task/*/children)."""
-    found: list[int] = []
-    for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found += [int(c) for c in (task / "children").read_text().split()]
-    return found
+kill = processes.kill_tree
+"""SIGKILL a process by its PID, then wait until its children (front-end workers) are gone."""

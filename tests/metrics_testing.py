@@ -7,11 +7,10 @@ import asyncio
 import contextlib
 import dataclasses
 import pathlib
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 
+from e2e.testenv import processes
 from prometheus_client import parser
 
 from ariane import client, dev
@@ -30,9 +29,7 @@ class Cluster:
     namesrv_metrics: str
 
 
-def _spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+_spawn = processes.spawn_ariane  # the one process layer (tracked for log tails)
 
 
 @contextlib.contextmanager

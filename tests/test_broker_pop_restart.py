@@ -3,6 +3,8 @@ the broker SIGKILLed between deliveries of a message nobody acks.
 
 RocketMQ keeps POP checkpoints in its store, so a poison message cannot dodge the DLQ by a
 broker restart; Ariane's POP journal must give the same guarantee.
+
+Own cluster: the broker is SIGKILLed and restarted on its store.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ A broker registers with every name server given; clients get the same route from
 stop unregisters it at once (not after the 120 s expiry) and closes the store cleanly, so a
 restart on the same directory serves the same messages; ``ariane dev`` prints its endpoints and
 stops both children on SIGTERM.
+
+Own cluster: starting, stopping and restarting these processes is the subject.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
+from e2e.testenv import processes
 
 from ariane import dev
 from ariane.broker.services import registration
@@ -35,20 +38,13 @@ CLIENT = (("x-mq-client-id", "process-test@1"),)
 DEADLINE_S = 30.0
 
 
-def _spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+_spawn = processes.spawn_ariane
 
 
 @contextlib.contextmanager
 def _namesrv(tmp: pathlib.Path, name: str) -> Iterator[str]:
-    port = dev.free_port()
-    proc = _spawn(["namesrv", "--listen", f"127.0.0.1:{port}"], tmp / f"{name}.log")
-    try:
-        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
-        yield f"127.0.0.1:{port}"
-    finally:
-        assert dev.stop_process(proc) == 0
+    with processes.running_namesrv(tmp / f"{name}.log", check_exit=True) as (endpoint, _):
+        yield endpoint
 
 
 def _broker(tmp: pathlib.Path, namesrvs: list[str], port: int) -> subprocess.Popen[bytes]:
@@ -79,10 +75,7 @@ def _registered(namesrv: str) -> bool:
 
 
 def _poll(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    processes.wait_until(check, timeout_s=DEADLINE_S, what=what)
 
 
 async def _admin_create_topic(broker: str, name: str) -> None:
@@ -262,6 +255,7 @@ def _routed(namesrv: str, topic: str) -> bool:
     return codes.code_of(answer.status) == errors.Code.OK
 
 
+@pytest.mark.solo
 def test_a_restarted_name_server_routes_the_broker_again_within_seconds(
     tmp_path: pathlib.Path,
 ) -> None:

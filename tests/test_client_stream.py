@@ -2,7 +2,9 @@
 processes: streamed batches are stored and received in message-group order; each request gets
 exactly the answer unary SendMessage gives (a bad message its own status, an unknown topic
 TOPIC_NOT_FOUND) and the stream stays usable; the producer writes unanswered batches again on a
-new stream after the broker restarts, losing no acknowledged message."""
+new stream after the broker restarts, losing no acknowledged message.
+
+Own cluster: the broker is restarted under a live stream."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 credential a raw TCP peer that sends a HELLO gets no byte and cannot fence the master, a slave
 with the credential replicates byte-identically while one with a wrong credential gets nothing;
 without a credential (the port is open) a hello with an implausible epoch still cannot fence the
-master and a fake slave reporting offset 2^62 never makes a SYNC_MASTER acknowledge a send."""
+master and a fake slave reporting offset 2^62 never makes a SYNC_MASTER acknowledge a send.
+
+Own cluster: master/slave pairs with and without an inner credential, fenced at by raw peers."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 over a paused (SIGSTOPped) master, the old master answers no send OK and never takes its group's
 route back at the name server; a master cut off from its name server stops acknowledging once
 its lease runs out, and acknowledges again once renewed; promotion waits for the old master's
-lease."""
+lease.
+
+Own cluster: masters are paused (SIGSTOP), cut off from their name server and failed over."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import ha_testing as ht
 from ariane.client import failover
 from ariane.common import errors
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.solo]
 
 OK = int(errors.Code.OK)
 TOPIC = "fence-topic"

@@ -7,6 +7,8 @@ DLQ, acked messages stay acked, and a receipt handle the old master issued acks 
 The brokers run with 64 KiB CommitLog segments, a 0.2 s revive/poll slice and a 0.2 s metadata
 sync; invisible durations are cut short with ChangeInvisibleDuration (a receive takes 10 s at
 least), so the module takes well under a minute.
+
+Own cluster: the master is SIGKILLed and its slave promoted.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 slave's CommitLog is byte-identical to the master's, a SYNC_MASTER acks only with a slave in sync
 and refuses (HA_NOT_AVAILABLE) without storing while none is, a SIGKILL of the master after
 acks loses nothing on the slave, and an old master that returns after a failover cuts its
-divergent tail."""
+divergent tail.
+
+Own cluster: masters are SIGKILLed, slaves stopped and old masters returned after a failover."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """``ariane admin broker promote`` and the slave's metadata sync with real processes: a planned
 switchover makes the slave a SYNC_MASTER at epoch 2 that serves the master's topic, group and
 consumer offsets without re-creating them, and demotes the old master into its slave; a failover
-(master SIGKILLed) promotes the slave, and the old master rejoins as its slave."""
+(master SIGKILLed) promotes the slave, and the old master rejoins as its slave.
+
+Own cluster: brokers are switched over, failed over (SIGKILL) and rejoined."""
 
 from __future__ import annotations
 

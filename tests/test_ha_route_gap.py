@@ -14,7 +14,9 @@ registration of a master is retried within one renewal period, ``min(1 s, lease_
 has it back at its next OK round; so any hole longer than ``lease_ms`` + one renewal period is
 a defect (``GAP_BOUND_S``). The dead master still listed before the promotion (the failover
 waits for its lease, ``client.failover.wait_for_master_lease``) is not a hole: it is measured
-apart and reported."""
+apart and reported.
+
+Own cluster: the master is SIGKILLed or switched over while the name server's routes are watched."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from ariane.client import failover
 from ariane.common import errors, ids
 from ariane.grpcwire import convert, pb, rpc
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.solo]
 
 OK = int(errors.Code.OK)
 TOPIC = "gap-topic"

@@ -7,6 +7,8 @@ checks the rest back over a producer's Telemetry stream. A demoted old master st
 The brokers run with a 1 s transaction timeout and a 0.3 s check interval (``[transaction]``),
 1 MiB CommitLog segments and a 0.2 s metadata sync, so the whole module takes well under a
 minute.
+
+Own cluster: the master is SIGKILLed and its slave promoted (1 s transaction timeout).
 """
 
 from __future__ import annotations

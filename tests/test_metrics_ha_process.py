@@ -1,7 +1,9 @@
 """A SYNC_MASTER and its slave, real processes, show their replication on ``/metrics``: the live
 role, the epoch, the in-sync slave count, the slave's acked offset and its lag in bytes and
 seconds while it is stopped, and, after a ChangeRole promotion and demotion, the new roles and
-epoch."""
+epoch.
+
+Own cluster: the slave is stopped and the pair promoted and demoted."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 ``ariane broker`` processes: a broker holding the inner credential registers (and keeps its
 lease), while forged RegisterBroker/BrokerHeartbeat/UnregisterBroker calls without it, with a
 wrong secret or with a stale signed date-time answer UNAUTHORIZED and leave the real route, the
-real master's epoch and its writability untouched; route lookups stay open."""
+real master's epoch and its writability untouched; route lookups stay open.
+
+Own cluster: the name server and broker run with an inner credential, and forged registrations
+target their route."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Timer and delay-level messages across a promotion, with real processes (name server,
 SYNC_MASTER, SLAVE; 64 KiB CommitLog segments): what the master delivered before it was
 SIGKILLed (or switched over) is not delivered again by the promoted slave, and what it had
-parked but not delivered is delivered by the promoted slave, each key exactly once."""
+parked but not delivered is delivered by the promoted slave, each key exactly once.
+
+Own cluster: the master is SIGKILLed or switched over with timers parked."""
 
 from __future__ import annotations
 

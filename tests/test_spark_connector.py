@@ -1,6 +1,9 @@
 """The ``rocketmq`` Spark data source against real ``ariane namesrv`` + ``ariane broker``
 processes and real PySpark in local mode: batch reads, options, streaming with read limits and
-``availableNow``, the sink, and exactly-once output across a SIGKILL of the driver."""
+``availableNow``, the sink, and exactly-once output across a SIGKILL of the driver.
+
+Own cluster: one module-scoped cluster serves the module; the broker-crash test SIGKILLs and
+restarts its own broker."""
 
 from __future__ import annotations
 

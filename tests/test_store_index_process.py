@@ -4,6 +4,8 @@ broker: real ``ariane namesrv``/``ariane broker`` processes, ``ariane admin mess
 The broker is SIGKILLed, one byte of its 6th record is flipped on disk, and recovery cuts the
 CommitLog there; the key index must follow, or the messages written at the reused offsets are
 never indexed (``--key new1`` answered MESSAGE_NOT_FOUND, issue 10).
+
+Own cluster: the broker is SIGKILLed and a byte of its CommitLog flipped on disk.
 """
 
 from __future__ import annotations

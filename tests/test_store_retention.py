@@ -1,4 +1,6 @@
-"""Retention plans delete the right commit-log segments and gate writes on the disk watermarks."""
+"""Retention plans delete the right commit-log segments and gate writes on the disk watermarks.
+
+Own cluster: the broker runs on a small volume whose disk watermarks are the subject."""
 
 from __future__ import annotations
 

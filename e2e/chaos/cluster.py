@@ -16,9 +16,9 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
 
 from ariane import dev
+from e2e.testenv import processes
 
 GROUP_NAME = "chaos-group"
 START_TIMEOUT_S = 30.0
@@ -28,9 +28,7 @@ SLAVE_SYNC_INTERVAL_MS = 500
 """The slaves' metadata sync period in the chaos runs, ms (production: 10 s)."""
 
 
-def _spawn(args: list[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ariane", *args], stdout=out, stderr=out)
+_spawn = processes.spawn_ariane  # the one process layer (tracked for log tails)
 
 
 @dataclasses.dataclass

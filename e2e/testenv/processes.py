@@ -1,4 +1,13 @@
-"""Child processes of the test environment: start with a log file, poll, stop by PID.
+"""Child processes of the tests (tests/ and e2e/): start with a log file, poll, stop by PID.
+
+The one process layer of the test suites (issue 22): ``spawn_ariane`` starts ``python -m ariane
+...`` (a name server, a broker of any role, ``ariane dev``), ``running_namesrv`` a name server for
+a ``with`` block, ``track`` records any other child (an official-client driver) with its log,
+``kill_tree`` SIGKILLs a broker and waits for its front-end workers, ``wait_until`` polls with a
+deadline and names what it waited for; ``ManagedProcess`` runs the control plane's components.
+Every process started through ``spawn_ariane``/``track`` is remembered (the last
+``TRACKED_MAX``) with its log, so tests/conftest.py attaches the log tails of the processes a
+failing test started (or that still run) to its report (``log_tails``).
 
 Invariants: every process is started by this module and remembered by its ``Popen`` object;
 stopping sends SIGTERM, waits a bounded time, then SIGKILL, only to that PID (never by name).
@@ -8,12 +17,16 @@ Every wait is a poll against a deadline.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import itertools
 import logging
 import pathlib
+import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ariane import dev
 
@@ -22,6 +35,12 @@ logger = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.1
 STOP_GRACE_S = 10.0
 LOG_TAIL_LINES = 40
+TRACKED_MAX = 256
+"""Processes remembered for log tails (the oldest are forgotten first)."""
+READY_TIMEOUT_S = 30.0
+"""Longest wait for a started name server to listen, s."""
+KILL_TIMEOUT_S = 60.0
+"""Longest wait for a SIGKILLed process and its children to be gone, s."""
 
 
 class StartupError(RuntimeError):
@@ -137,3 +156,117 @@ class ManagedProcess:
                 logger.warning("%s (pid %d) ignored SIGTERM; killing", self.name, self.popen.pid)
                 self.popen.kill()
         return self.popen.wait()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tracked:
+    """A child started by a test and where its output goes."""
+
+    seq: int
+    """Order of start (0, 1, ...): ``log_tails(since)`` picks those started since a mark."""
+    popen: subprocess.Popen[bytes] | subprocess.Popen[str]
+    log_path: pathlib.Path
+
+
+_tracked: collections.deque[Tracked] = collections.deque(maxlen=TRACKED_MAX)
+_seq = itertools.count()
+
+
+def track(popen: subprocess.Popen[bytes] | subprocess.Popen[str], log_path: pathlib.Path) -> None:
+    """Remember ``popen`` (writing its output to ``log_path``) for ``log_tails``."""
+    _tracked.append(Tracked(next(_seq), popen, log_path))
+
+
+def started_mark() -> int:
+    """A mark for ``log_tails``: processes started from now on are after it."""
+    return _tracked[-1].seq + 1 if _tracked else 0
+
+
+def log_tails(since: int, lines: int = LOG_TAIL_LINES) -> list[tuple[str, str]]:
+    """``(title, last lines of the log)`` of each tracked process started at or after ``since``
+    or still running, one entry per log file, oldest first."""
+    seen: set[pathlib.Path] = set()
+    out: list[tuple[str, str]] = []
+    for entry in list(_tracked):
+        if entry.log_path in seen or (entry.seq < since and entry.popen.poll() is not None):
+            continue
+        seen.add(entry.log_path)
+        try:
+            with entry.log_path.open(errors="replace") as log_file:
+                tail = "".join(collections.deque(log_file, maxlen=lines))
+        except OSError:
+            continue
+        state = "running" if entry.popen.poll() is None else f"exit {entry.popen.returncode}"
+        out.append((f"pid {entry.popen.pid} ({state}) {entry.log_path}", tail))
+    return out
+
+
+def spawn_ariane(args: Sequence[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """Start ``python -m ariane ARGS`` with stdout and stderr appended to ``log``; tracked."""
+    with log.open("ab") as out:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "ariane", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    track(popen, log)
+    return popen
+
+
+@contextlib.contextmanager
+def running_namesrv(
+    log: pathlib.Path,
+    extra: Sequence[str] = (),
+    *,
+    check_exit: bool = False,
+    timeout_s: float = READY_TIMEOUT_S,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """An ``ariane namesrv`` on a free port (with ``extra`` arguments) for the ``with`` block,
+    its output in ``log``; yields ``HOST:PORT`` and the process (to pause or kill it). Stopped by
+    PID on exit (SIGCONT first: a paused one must be able to stop).
+
+    Raises:
+        RuntimeError: it exited or did not listen within ``timeout_s``.
+        AssertionError: ``check_exit`` and its exit status on the clean stop was not 0.
+    """
+    port = dev.free_port()
+    proc = spawn_ariane(["namesrv", "--listen", f"127.0.0.1:{port}", *extra], log)
+    try:
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=timeout_s)
+        yield f"127.0.0.1:{port}", proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGCONT)
+        status = dev.stop_process(proc)
+    assert not check_exit or status == 0, f"name server exited with {status}"
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a process by its PID (no clean shutdown: nothing is flushed or persisted), then
+    wait until the processes it had started (a broker's front-end workers) are gone too.
+
+    The workers share the broker's port (SO_REUSEPORT): while an orphaned one still accepts, a
+    broker restarted on that port looks listening before it is, and the next call is refused.
+
+    Raises:
+        AssertionError: a child outlived it by ``KILL_TIMEOUT_S``.
+    """
+    children = _children(proc.pid)
+    proc.kill()
+    proc.wait(timeout=KILL_TIMEOUT_S)
+    deadline = time.monotonic() + KILL_TIMEOUT_S
+    while (alive := [pid for pid in children if pathlib.Path(f"/proc/{pid}").exists()]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert not alive, f"children {alive} of killed process {proc.pid} outlived it"
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found

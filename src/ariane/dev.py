@@ -229,6 +229,11 @@ FREE_PORT_FLOOR = 10_000
 """Lowest port ``free_port`` hands out (above the well-known and common service ports)."""
 FREE_PORT_TRIES = 64
 """Random ports ``free_port`` tries before it falls back to the OS's pick."""
+PORT_RANGE_ENV = "ARIANE_PORT_RANGE"
+"""Environment variable ``LOW-HIGH`` (half-open, within [``FREE_PORT_FLOOR``, 65536)): the ports
+``free_port`` draws from instead of the whole room below the ephemeral range. The test suite
+gives each pytest-xdist worker its own slice (``worker_port_range``, set in tests/conftest.py)
+so two workers never hand out the same port; child processes inherit it."""
 _EPHEMERAL_RANGE_FILE = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range")
 _ports_given: set[int] = set()
 _port_picker = random.Random()  # its own generator: a test seeding ``random`` does not repeat ports
@@ -241,13 +246,13 @@ def free_port(host: str = "127.0.0.1") -> int:
     (``net.ipv4.ip_local_port_range``, 32768-60999 here), where any outgoing connection on the
     machine may take it between this call and the caller's bind: seen as "Address already in
     use" at a server's start on a loaded machine. So the port is drawn at random from
-    [``FREE_PORT_FLOOR``, the range's start), skipping ports this process handed out before,
-    and checked by binding it; after ``FREE_PORT_TRIES`` misses (or with no room below the
-    range) the OS picks.
+    ``port_range()`` ([``FREE_PORT_FLOOR``, the range's start), or ``$ARIANE_PORT_RANGE``),
+    skipping ports this process handed out before, and checked by binding it; after
+    ``FREE_PORT_TRIES`` misses (or with fewer than 1,024 ports of room) the OS picks.
     """
-    low = _ephemeral_low()
-    for _ in range(FREE_PORT_TRIES if low - FREE_PORT_FLOOR >= 1024 else 0):
-        port = _port_picker.randrange(FREE_PORT_FLOOR, low)
+    low, high = port_range()
+    for _ in range(FREE_PORT_TRIES if high - low >= 1024 else 0):
+        port = _port_picker.randrange(low, high)
         if port in _ports_given:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -260,6 +265,36 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def port_range() -> tuple[int, int]:
+    """``[low, high)``: the ports ``free_port`` draws from.
+
+    ``$ARIANE_PORT_RANGE`` (``LOW-HIGH``) when set and valid (``FREE_PORT_FLOOR <= LOW < HIGH
+    <= 65536``), else [``FREE_PORT_FLOOR``, the start of the kernel's ephemeral range).
+    """
+    raw = os.environ.get(PORT_RANGE_ENV, "")
+    low_text, _, high_text = raw.partition("-")
+    if low_text.isdigit() and high_text.isdigit():
+        low, high = int(low_text), int(high_text)
+        if FREE_PORT_FLOOR <= low < high <= 65536:
+            return low, high
+    return FREE_PORT_FLOOR, _ephemeral_low()
+
+
+def worker_port_range(index: int, count: int) -> str:
+    """``LOW-HIGH`` for ``$ARIANE_PORT_RANGE``: slice ``index`` of ``count`` equal, disjoint
+    slices of [``FREE_PORT_FLOOR``, the ephemeral range's start) (one per parallel test worker).
+
+    Raises:
+        ValueError: ``index`` not in [0, ``count``).
+    """
+    if not 0 <= index < count:
+        raise ValueError(f"worker {index} of {count}")
+    room = _ephemeral_low() - FREE_PORT_FLOOR
+    width = room // count
+    low = FREE_PORT_FLOOR + index * width
+    return f"{low}-{low + width}"
 
 
 def _ephemeral_low() -> int:

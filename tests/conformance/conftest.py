@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from e2e.testenv import processes
 
 import live_testing
 from ariane import dev
@@ -101,10 +102,7 @@ class ProcessCluster(Cluster):
         self.broker_process = self.start_broker()
 
     def _spawn(self, args: list[str], log: str) -> subprocess.Popen[bytes]:
-        with (self.data_dir / log).open("ab") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "ariane", *args], stdout=out, stderr=subprocess.STDOUT
-            )
+        return processes.spawn_ariane(args, self.data_dir / log)
 
     def start_broker(self) -> subprocess.Popen[bytes]:
         """Start the broker on the cluster's store and port; wait until it is registered."""
@@ -161,6 +159,8 @@ class DriverProcess:
                 cwd=REPO,
                 env=env,
             )
+        if log is not None:
+            processes.track(self.process, log)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

@@ -21,6 +21,7 @@ message's first attempt), ``transaction`` (commit, rollback and unknown-then-che
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -133,15 +134,19 @@ def build(name: str, log_dir: pathlib.Path) -> Client:
 
 
 def node_driver() -> pathlib.Path:
-    """``node/driver.mjs`` with its pinned dependencies installed (``npm ci`` when missing)."""
+    """``node/driver.mjs`` with its pinned dependencies installed (``npm ci`` when missing; one
+    install at a time: an flock on ``node_modules.lock`` beside it keeps parallel pytest workers
+    off each other)."""
     npm = shutil.which("npm")
     assert npm is not None, "npm is required (Node 20 is part of this machine's toolchain)"
-    if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=NODE_DIR,
-            check=True,
-            timeout=NPM_TIMEOUT_S,
-            capture_output=True,
-        )
+    with (NODE_DIR / "node_modules.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").is_dir():
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=NODE_DIR,
+                check=True,
+                timeout=NPM_TIMEOUT_S,
+                capture_output=True,
+            )
     return NODE_DIR / "driver.mjs"

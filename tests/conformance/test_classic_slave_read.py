@@ -9,6 +9,9 @@ RocketMQ's name server drops a broker the moment its Remoting channel closes
 (``BrokerHousekeepingService.onChannelDestroy``); Ariane's brokers register over gRPC and are
 dropped after 120 s of silence, so the test unregisters the killed master itself, as that
 channel close would, instead of waiting.
+
+Own cluster: it SIGKILLs the master of an ASYNC_MASTER + SLAVE pair started with --slave-read-
+enable.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ The ``mqadmin`` tests run the official ``MQAdminStartup`` main class (``classic_
 ClassicJava.mqadmin``) against a cluster of their own (no fake broker registered), whose
 broker serves Remoting, and assert on what mqadmin prints, as a user reads it: mqadmin exits 0
 even when a command failed, so no output may carry an exception.
+
+Own cluster: it registers a second broker group with the name server and writes KV config, which
+other modules' route and cluster answers must not see.
 """
 
 from __future__ import annotations

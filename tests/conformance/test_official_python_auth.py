@@ -10,6 +10,8 @@ fails (enforcing closes plaintext, and a TLS client meets a plaintext-only clust
 handshake).
 
 One broker serves the module; each test uses its own users, topics and groups.
+
+Own cluster: the broker runs with [auth] on and its own users and ACLs.
 """
 
 from __future__ import annotations

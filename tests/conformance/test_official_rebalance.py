@@ -14,6 +14,9 @@ Which consumer reads which queue is what the consumers print: each consumed mess
 handle names its queue. A round sends one message to each of twelve message groups (they hash
 onto all six queues) and waits until each was consumed; rounds repeat until every queue is read
 by exactly the consumer the averaging strategy gives it over the live client ids.
+
+Own cluster: the broker's consumer idle expiry is shortened to 15 s, and consumers are SIGKILLed and
+SIGSTOPped.
 """
 
 from __future__ import annotations

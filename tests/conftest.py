@@ -1,0 +1,55 @@
+"""Suite-wide settings for running tests/ in parallel with pytest-xdist (``make unit``).
+
+- Each xdist worker draws ports from its own slice (``$ARIANE_PORT_RANGE``, see
+  ``ariane.dev.free_port``): two workers never hand out the same port, and the processes a test
+  starts inherit the slice.
+- A failing test's report carries the log tails of the processes it started, or that still
+  run (module-scoped clusters), through the one process layer (``e2e.testenv.processes``).
+- ``solo``: a test that asserts a wall-clock bound (a lease, a route hole, a restart within
+  seconds) and so must not share the machine's 2 cores with other tests: ``make unit`` runs
+  those after the parallel run, one at a time (``-m solo``).
+
+Invariant: nothing here changes what a test asserts or how long it may take.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+
+import pytest
+from e2e.testenv import processes
+
+from ariane import dev
+
+_MARK = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Registers ``solo``; gives this xdist worker (if any) its own port slice."""
+    config.addinivalue_line(
+        "markers",
+        "solo: asserts a wall-clock bound; run alone, after the parallel run (make unit)",
+    )
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit():
+        os.environ[dev.PORT_RANGE_ENV] = dev.worker_port_range(int(worker[2:]), int(count))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Marks where this test's processes start (for the log tails of its report)."""
+    item.stash[_MARK] = processes.started_mark()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed phase's report gets a section per process log (started by the test or running)."""
+    report = yield
+    if report.failed and _MARK in item.stash:
+        for title, tail in processes.log_tails(item.stash[_MARK]):
+            report.sections.append((f"log tail: {title}", tail))
+    return report
