@@ -3,7 +3,7 @@ and a slave with TLS enforcing on every port and ACL 2.0 on, writes the CA and t
 credentials where the issue says, and the official Python client (``tls_enable=True``, signed)
 sends and receives through it while unsigned, plaintext or unverified clients are refused.
 
-It starts its own cluster: the subject is the ``ariane dev`` command itself.
+Own cluster: the subject is the ``ariane dev --secure`` command itself.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 (``[auth]`` on, the inner credential set): a user and an ACL created on the master alone appear
 on the slave within a sync round (its password never in a GetUser answer), and after a failover
 the official Python client signs in as that user on the promoted slave; the export RPC the copy
-uses answers only the inner credential user, not another Super user nor an unsigned caller."""
+uses answers only the inner credential user, not another Super user nor an unsigned caller.
+
+Own cluster: it SIGKILLs the master and promotes the slave."""
 
 from __future__ import annotations
 

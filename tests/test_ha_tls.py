@@ -7,6 +7,9 @@ single byte is sent to it.
 One module-scoped group: a permissive name server (the brokers register with it whatever their
 gRPC transport), an ASYNC_MASTER and a SLAVE, both enforcing, with 64 KiB CommitLog segments.
 Messages go in over the master's TLS Remoting port (no plaintext gRPC to an enforcing broker).
+
+Own cluster: a master and a slave with ``[tls]`` enforcing and their own certificates are the
+subject.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ keeps sending; ``ariane admin --tls --ca-file`` works and fails clearly without 
 
 The name server process gets ``[tls] enforcing`` too: clients reach it over TLS, and its forwards
 to brokers dial TLS.
+
+Own cluster: enforcing and permissive ``[tls]`` processes and a certificate rotated on disk are
+the subject.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ sending.
 One module-scoped set of processes: an enforcing name server, an enforcing broker and a
 permissive broker (no gRPC TLS is needed here: every request goes over Remoting or the name
 server's front).
+
+Own cluster: enforcing and permissive ``[tls]`` processes and a certificate rotated on disk
+are the subject.
 """
 
 from __future__ import annotations
