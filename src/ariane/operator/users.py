@@ -23,8 +23,9 @@ already-absent is success, verified with ``get_user`` (a partial fan-out could h
 
 The operator's own admin calls are signed (``operator_credentials``) when the Broker has
 ``spec.auth.enabled``: as the Super user whose keys are in the Secret
-``operator_secret_name(broker)`` (``accessKey``/``secretKey``), which the operator owns per
-Broker, creates with it, and renders as the broker's ``[auth.init_authentication_user]``.
+``operator_secret_name(broker)`` (``accessKey``/``secretKey``), which the operator generates
+once per Broker (``reconcile.ensure_operator_secret``, owned by the Broker) and renders as the
+brokers' ``[auth.init_authentication_user]`` (``model.auth_toml``, read with ``--auth-config``).
 
 Invariants: every step is idempotent; the username is ``metadata.name``; a secret key is never
 logged, put in an event, a condition or ``status``; a Secret the CR does not own is never
@@ -44,15 +45,13 @@ from typing import Any, Final, Protocol
 
 from ariane.client import admin_types, auth_admin, credentials
 from ariane.common import errors
-from ariane.operator import metadata, resources, status
+from ariane.operator import metadata, model, resources, status
 
 ROTATE_ANNOTATION: Final = "ariane.dev/rotate-secret"
 """Set or change this annotation's value to have the operator generate a new secret key."""
 
 KEY_BYTES: Final = 32
 """Random bytes of a generated secret key (256 bits, URL-safe base64: 43 characters)."""
-
-OPERATOR_SECRET_SUFFIX: Final = "-operator-auth"
 
 
 class SpecProblem(errors.ArianeError):
@@ -150,7 +149,7 @@ def username(body: Mapping[str, Any]) -> str:
 
 def operator_secret_name(broker: str) -> str:
     """The Secret holding the operator's Super user keys for Broker ``broker``."""
-    return f"{broker}{OPERATOR_SECRET_SUFFIX}"
+    return model.operator_secret_name(broker)
 
 
 def resource_key(resource: str, pattern_type: str) -> str:
