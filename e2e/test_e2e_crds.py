@@ -41,6 +41,19 @@ def _topic(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def _user(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "RocketMQUser",
+        "metadata": {"name": name},
+        "spec": {"broker": "demo", **spec},
+    }
+
+
+def _acl(resource: str, *actions: str, **extra: Any) -> dict[str, Any]:
+    return {"authorization": {"acls": [{"resource": resource, "actions": list(actions), **extra}]}}
+
+
 def _broker(name: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
@@ -50,11 +63,12 @@ def _broker(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def test_crds_are_established_with_three_kinds(crds: list[str]) -> None:
-    """The apiserver accepts all three structural CRDs (CEL rules compile) and serves them."""
+def test_crds_are_established_with_four_kinds(crds: list[str]) -> None:
+    """The apiserver accepts all four structural CRDs (CEL rules compile) and serves them."""
     assert sorted(crds) == [
         "brokers.ariane.dev",
         "consumergroups.ariane.dev",
+        "rocketmqusers.ariane.dev",
         "topics.ariane.dev",
     ]
 
@@ -92,6 +106,36 @@ def test_defaults_are_filled_in(k8s: cluster.Cluster, namespace: str, crds: list
     assert broker["spec"]["nameServer"] == {"replicas": 1}
 
 
+def test_user_defaults_and_printer_columns(
+    k8s: cluster.Cluster, namespace: str, crds: list[str]
+) -> None:
+    """A minimal RocketMQUser gets userType Normal, hmac authentication and LITERAL/Allow
+    entries, and ``kubectl get`` shows its Broker, type and Secret columns."""
+    body = _user("alice", **_acl("Topic:orders", "Pub", "Sub"))
+    assert _apply(k8s, namespace, body).returncode == 0
+    custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
+
+    user = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "rocketmqusers", "alice")
+    table = k8s.kubectl("get", "rmqu", "-n", namespace).stdout
+
+    assert user["spec"] == {
+        "broker": "demo",
+        "userType": "Normal",
+        "authentication": {"type": "hmac"},
+        "authorization": {
+            "acls": [
+                {
+                    "resource": "Topic:orders",
+                    "actions": ["Pub", "Sub"],
+                    "patternType": "LITERAL",
+                    "decision": "Allow",
+                }
+            ]
+        },
+    }
+    assert table.split()[:6] == ["NAME", "READY", "BROKER", "TYPE", "SECRET", "AGE"]
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -111,6 +155,35 @@ def test_defaults_are_filled_in(k8s: cluster.Cluster, namespace: str, crds: list
                 "spec": {"broker": "demo", "resetOffset": {"requestId": "1", "to": "Timestamp"}},
             },
             "needs resetOffset.timestamp",
+        ),
+        (
+            _user("bad", authentication={"type": "hmac", "secretRef": {"name": "s", "key": "k"}}),
+            "exactly one of type (hmac) and secretRef",
+        ),
+        (_user("bad", authentication={}), "exactly one of type (hmac) and secretRef"),
+        (
+            _user("bad", authentication={"secretRef": {"name": "bad", "key": "k"}}),
+            "may not name the user's own Secret",
+        ),
+        (_user("bad", userType="Admin"), 'Unsupported value: "Admin"'),
+        (_user("bad", **_acl("Topic:t", "Publish")), 'Unsupported value: "Publish"'),
+        (_user("bad", **_acl("Topic:t")), "should have at least 1 items"),
+        (_user("bad", **_acl("Queue:t", "Pub")), "spec.authorization.acls[0].resource"),
+        (
+            _user("bad", **_acl("Cluster", "Get", patternType="PREFIXED")),
+            "patternType PREFIXED applies to Topic:<prefix> or Group:<prefix> only",
+        ),
+        (
+            _user(
+                "bad",
+                authorization={
+                    "acls": [
+                        {"resource": "Topic:t", "actions": ["Pub"]},
+                        {"resource": "Topic:t", "actions": ["Sub"]},
+                    ]
+                },
+            ),
+            "each resource (with its patternType) appears once",
         ),
     ],
 )

@@ -17,7 +17,7 @@ def test_chart_crds_are_byte_identical_to_top_level_crds() -> None:
     chart = {p.name: p.read_bytes() for p in (CHART / "crds").iterdir()}
 
     assert top == chart
-    assert len(top) == 3
+    assert len(top) == 4
 
 
 def test_values_match_their_schema_keys() -> None:

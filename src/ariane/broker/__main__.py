@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import pathlib
 import sys
+import tomllib
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,13 @@ from ariane.store.ha import settings as ha_settings
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The broker's command-line options (shared with ``ariane broker``)."""
     parser.add_argument("--config", type=pathlib.Path, help="TOML settings file")
+    parser.add_argument(
+        "--auth-config",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="TOML file whose [auth] table replaces the config's (keys kept out of --config: "
+        "the operator mounts it from a Secret)",
+    )
     parser.add_argument(
         "--namesrv",
         action="append",
@@ -160,11 +168,10 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
         "cluster": args.cluster,
         "slave_read_enable": args.slave_read_enable,
     }
-    settings = (
-        broker_settings.load_toml(args.config, **overrides)
-        if args.config
-        else broker_settings.from_mapping({}, **overrides)
-    )
+    raw = tomllib.loads(args.config.read_text()) if args.config else {}
+    if args.auth_config:
+        raw = {**raw, "auth": tomllib.loads(args.auth_config.read_text()).get("auth", {})}
+    settings = broker_settings.from_mapping(raw, **overrides)
     if args.flush_disk_type:
         store = dataclasses.replace(
             settings.store, flush_disk_type=store_settings.FlushDiskType(args.flush_disk_type)

@@ -2,9 +2,11 @@
 
 Broker: create/update/resume apply the model (``reconcile.reconcile_broker``, sync, in kopf's
 thread pool) and a timer re-applies it every ``RESYNC_ENV`` seconds, which reverts drift and
-refreshes readiness. Topic and ConsumerGroup: create/update/resume and a timer create-or-replace
-them through the admin API (``metadata``); a delete handler (behind the ``FINALIZER``) removes
-them from the brokers. Settings (``configure``): diff base and handler progress in
+refreshes readiness. Topic, ConsumerGroup and RocketMQUser: create/update/resume and a timer
+create-or-replace them through the admin API (``metadata``, ``users``: the user, its ACL and its
+Secret); a delete handler (behind the ``FINALIZER``) removes them from the brokers. Admin calls
+are signed as the operator's Super user when the Broker has ``spec.auth.enabled``.
+Settings (``configure``): diff base and handler progress in
 ``status.kopf`` (declared by the CRDs; never in annotations), a finalizer under ``ariane.dev``,
 events posted for handler outcomes. A CR annotated ``ariane.dev/pause-reconciliation: "true"``
 is left alone and says so in its conditions.
@@ -28,7 +30,7 @@ import kubernetes  # type: ignore[import-untyped]
 from ariane import metrics
 from ariane.client import admin
 from ariane.common import errors
-from ariane.operator import ha, kube, metadata, reconcile, resources, status
+from ariane.operator import ha, kube, metadata, reconcile, resources, status, users
 
 _log = logging.getLogger(__name__)
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -155,36 +157,72 @@ async def _broker_of(memo: kopf.Memo, body: kopf.Body) -> dict[str, Any]:
     return found
 
 
-def _client(memo: kopf.Memo, body: kopf.Body) -> admin.AdminClient:
-    endpoint = metadata.namesrv_endpoint(
-        str(body.metadata.namespace), body["spec"]["broker"], memo.overrides
-    )
+async def _client(memo: kopf.Memo, body: kopf.Body, broker: dict[str, Any]) -> admin.AdminClient:
+    """An admin client to the Broker's name servers, signed as the operator's Super user when
+    the Broker has ``spec.auth.enabled`` (keys in ``users.operator_secret_name``)."""
+    namespace, name = str(body.metadata.namespace), str(body["spec"]["broker"])
+    signed = None
+    if broker.get("spec", {}).get("auth", {}).get("enabled", False):
+        secret = await asyncio.to_thread(
+            memo.kube.get, "v1", "Secret", namespace, users.operator_secret_name(name)
+        )
+        if not secret:
+            raise users.SpecProblem(f"Secret {users.operator_secret_name(name)!r} not found yet")
+        try:
+            signed = users.operator_credentials(secret)
+        except ValueError as error:
+            raise users.SpecProblem(f"{users.operator_secret_name(name)}: {error}") from None
     return admin.AdminClient(
-        endpoint, timeout_s=metadata.ADMIN_TIMEOUT_S, tls=metadata.client_tls_from_env()
+        metadata.namesrv_endpoint(namespace, name, memo.overrides),
+        timeout_s=metadata.ADMIN_TIMEOUT_S,
+        tls=metadata.client_tls_from_env(),
+        credentials=signed,
+    )
+
+
+async def _step(client: admin.AdminClient, body: kopf.Body, memo: kopf.Memo) -> dict[str, Any]:
+    kind = str(body["kind"])
+    if kind == "Topic":
+        return await metadata.reconcile_topic(client, body, _now())
+    if kind == "ConsumerGroup":
+        return await metadata.reconcile_group(client, body, _now())
+    return await users.reconcile_user(
+        client,
+        memo.kube,
+        body,
+        _now(),
+        endpoints=";".join(client.namesrv_endpoints),
+        ca_file=client.tls.ca_file if client.tls is not None else "",
     )
 
 
 async def _admin_reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) -> None:
     kind = str(body["kind"])
     RECONCILES.labels(kind).inc()
-    if not await _broker_of(memo, body):
+    broker = await _broker_of(memo, body)
+    if not broker:
         FAILURES.labels(kind).inc()
         message = f"Broker {body['spec']['broker']!r} not found in this namespace"
         _write(patch, metadata.failed_status(body, _now(), "BrokerNotFound", message))
         kopf.warn(body, reason="BrokerNotFound", message=message)
         raise kopf.TemporaryError(message, delay=RETRY_DELAY_S)
-    step = metadata.reconcile_topic if kind == "Topic" else metadata.reconcile_group
     with DURATION.labels(kind).time():
         try:
-            async with _client(memo, body) as client:
-                result = await step(client, body, _now())
-        except errors.ArianeError as error:
+            async with await _client(memo, body, broker) as client:
+                result = await _step(client, body, memo)
+        except (errors.ArianeError, kubernetes.client.ApiException) as error:
             FAILURES.labels(kind).inc()
-            _write(patch, metadata.failed_status(body, _now(), "BrokerError", str(error)))
-            kopf.warn(body, reason="BrokerError", message=str(error))
-            raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_S) from None
+            reason = "SecretError" if isinstance(error, users.SpecProblem) else "BrokerError"
+            text = str(error) if isinstance(error, errors.ArianeError) else _api_text(error)
+            _write(patch, metadata.failed_status(body, _now(), reason, text))
+            kopf.warn(body, reason=reason, message=text)
+            raise kopf.TemporaryError(text, delay=RETRY_DELAY_S) from None
     _write(patch, result)
     _last_success["monotonic_s"] = time.monotonic()
+
+
+def _api_text(error: kubernetes.client.ApiException) -> str:
+    return f"Kubernetes API: {error.status} {error.reason}"
 
 
 async def _admin_delete(body: kopf.Body, memo: kopf.Memo, logger: Logger) -> None:
@@ -196,11 +234,13 @@ async def _admin_delete(body: kopf.Body, memo: kopf.Memo, logger: Logger) -> Non
         logger.info("Broker %s is gone: nothing to delete", body["spec"]["broker"])
         return
     try:
-        async with _client(memo, body) as client:
+        async with await _client(memo, body, broker) as client:
             if body["kind"] == "Topic":
                 await client.delete_topic(metadata.topic_name(body))
-            else:
+            elif body["kind"] == "ConsumerGroup":
                 await client.delete_group(metadata.group_name(body))
+            else:
+                await users.delete_user(client, users.username(body))
     except errors.NotFoundError:
         logger.info("already absent from the brokers")
     except errors.ArianeError as error:
@@ -208,19 +248,20 @@ async def _admin_delete(body: kopf.Body, memo: kopf.Memo, logger: Logger) -> Non
 
 
 async def admin_changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
-    """A Topic/ConsumerGroup was created or changed (or the operator restarted), or its resync
-    timer fired: create-or-replace it on every master of its Broker, refresh route/lag."""
+    """A Topic/ConsumerGroup/RocketMQUser was created or changed (or the operator restarted), or
+    its resync timer fired: create-or-replace it on every broker of its Broker, refresh status."""
     await _admin_reconcile(body, patch, memo)
     if "reason" in kwargs:  # a change handler (timers get no cause): say what was done
         kopf.info(body, reason="Applied", message="applied on the brokers")
 
 
 async def admin_deleted(body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:
-    """A Topic/ConsumerGroup CR is being deleted: delete it from the brokers, then let it go."""
+    """A Topic/ConsumerGroup/RocketMQUser CR is being deleted: delete it from the brokers, then
+    let it go."""
     await _admin_delete(body, memo, logger)
 
 
-ADMIN_PLURALS: Final = ("topics", "consumergroups")
+ADMIN_PLURALS: Final = ("topics", "consumergroups", "rocketmqusers")
 for _plural in ADMIN_PLURALS:
     kopf.on.resume(G, V, _plural)(admin_changed)
     kopf.on.create(G, V, _plural)(admin_changed)

@@ -104,9 +104,10 @@ def _paused(body: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any] |
     return {"conditions": status.merge(body.get("status", {}).get("conditions", []), [paused])}
 
 
-def _converged(
+def converged_conditions(
     body: Mapping[str, Any], now: datetime.datetime, message_text: str
 ) -> list[dict[str, Any]]:
+    """Conditions saying the CR is applied: Ready True, not Progressing, not Degraded, running."""
     generation = int(body["metadata"].get("generation", 0))
     done = [
         status.condition(status.PAUSED, False, "Running", "reconciling", generation, now),
@@ -166,7 +167,7 @@ async def reconcile_topic(
         for t in stored
     ]
     return {
-        "conditions": _converged(body, now, f"on {len(route)} broker group(s)"),
+        "conditions": converged_conditions(body, now, f"on {len(route)} broker group(s)"),
         "observedGeneration": int(body["metadata"].get("generation", 0)),
         "topicName": name,
         "route": route,
@@ -231,7 +232,7 @@ async def reconcile_group(
         }
     lag = lag_by_topic(await client.consumer_lag(name))
     result.update(
-        conditions=_converged(body, now, f"lag {sum(e['lag'] for e in lag)} messages"),
+        conditions=converged_conditions(body, now, f"lag {sum(e['lag'] for e in lag)} messages"),
         observedGeneration=int(body["metadata"].get("generation", 0)),
         groupName=name,
         lag=lag,

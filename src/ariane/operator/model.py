@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import math
@@ -108,6 +109,11 @@ def namesrv_name(broker: str) -> str:
 def config_map_name(broker: str) -> str:
     """Name of the ConfigMap holding ``broker.toml``."""
     return f"{broker}-config"
+
+
+def operator_secret_name(broker: str) -> str:
+    """The Secret of the operator's own Super user for Broker ``broker`` (``spec.auth``)."""
+    return f"{broker}-operator-auth"
 
 
 def namesrv_headless_name(broker: str) -> str:
@@ -290,6 +296,55 @@ def roles_config_map(
         "kind": "ConfigMap",
         "metadata": _metadata(owner, roles_config_map_name(owner.name), "broker"),
         "data": {group: str(masters.get(group, 0)) for group in groups},
+    }
+
+
+AUTH_DIR: Final = "/etc/ariane/auth"
+AUTH_FILE: Final = "auth.toml"
+OPERATOR_USER: Final = "ariane-operator"
+"""Access key of the operator's Super user (``[auth.init_authentication_user]``)."""
+INNER_USER: Final = "ariane-inner"
+"""Access key the servers sign their own calls with (slave sync, registration)."""
+
+
+def auth_enabled(spec: resources.BrokerSpec) -> bool:
+    """Whether the Broker has ACL 2.0 on (``spec.auth.enabled``)."""
+    return bool(spec.get("auth", {}).get("enabled", False))
+
+
+def auth_toml(operator_key: str, inner_key: str) -> str:
+    """The ``[auth]`` table every broker of an ``auth.enabled`` Broker reads (``--auth-config``):
+    authentication and authorization on, the operator's Super user as the init user, and the
+    inner credential."""
+    return render_toml(
+        {
+            "auth": {
+                "authentication_enabled": True,
+                "authorization_enabled": True,
+                "init_authentication_user": {"username": OPERATOR_USER, "password": operator_key},
+                "inner_client_authentication_credentials": {
+                    "access_key": INNER_USER,
+                    "secret_key": inner_key,
+                },
+            }
+        }
+    )
+
+
+def operator_secret(owner: Owner, operator_key: str, inner_key: str) -> resources.Manifest:
+    """The Secret of the operator's Super user (``accessKey``/``secretKey``, what it signs its
+    admin calls with) and the brokers' ``auth.toml``; owned by the Broker, never logged."""
+    data = {
+        "accessKey": OPERATOR_USER,
+        "secretKey": operator_key,
+        AUTH_FILE: auth_toml(operator_key, inner_key),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _metadata(owner, operator_secret_name(owner.name), "broker"),
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
 
 
@@ -505,6 +560,9 @@ def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> di
     }
     if spec.get("resources"):
         container["resources"] = spec["resources"]
+    if auth_enabled(spec):
+        container["args"] += ["--auth-config", f"{AUTH_DIR}/{AUTH_FILE}"]
+        container["volumeMounts"].append({"name": "auth", "mountPath": AUTH_DIR, "readOnly": True})
     return container
 
 
@@ -546,22 +604,38 @@ def group_statefulset(
             "template": {
                 "metadata": {
                     "labels": labels(owner, "broker", group),
-                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash(toml_text)},
+                    "annotations": {
+                        CONFIG_HASH_ANNOTATION: config_hash(
+                            toml_text + ("\n# auth\n" if auth_enabled(spec) else "")
+                        )
+                    },
                 },
                 "spec": {
                     "securityContext": _pod_security_context(),
                     "terminationGracePeriodSeconds": 60,
                     "containers": [broker_container(owner, group, spec)],
-                    "volumes": [
-                        {"name": "config", "configMap": {"name": config_map_name(owner.name)}},
-                        {"name": "tmp", "emptyDir": {}},
-                    ],
+                    "volumes": _broker_volumes(owner, spec),
                     **_scheduling(spec, _spread_by_host(selector)),
                 },
             },
             "volumeClaimTemplates": [_claim_template(spec, claim_size)],
         },
     }
+
+
+def _broker_volumes(owner: Owner, spec: resources.BrokerSpec) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": config_map_name(owner.name)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if auth_enabled(spec):  # only auth.toml: the broker never sees the operator's keys twice
+        secret = {
+            "secretName": operator_secret_name(owner.name),
+            "items": [{"key": AUTH_FILE, "path": AUTH_FILE}],
+            "defaultMode": 0o440,
+        }
+        volumes.append({"name": "auth", "secret": secret})
+    return volumes
 
 
 def group_pdb(owner: Owner, group: str) -> resources.Manifest:

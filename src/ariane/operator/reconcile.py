@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -118,6 +119,31 @@ def observe(live_objects: Sequence[resources.Manifest]) -> tuple[list[dict[str, 
     return groups, all_ready
 
 
+def ensure_operator_secret(
+    client: kube.Kube, owner: model.Owner, spec: resources.BrokerSpec
+) -> None:
+    """With ``spec.auth.enabled``, create the operator's Super user Secret once (random keys);
+    an existing one is never changed (its keys are already the brokers' init user: a new key
+    would lock the operator out; a Secret an admin made there is used as it is).
+
+    Raises:
+        kubernetes.client.ApiException: the Secret could not be read or created.
+    """
+    if not model.auth_enabled(spec):
+        return
+    name = model.operator_secret_name(owner.name)
+    if client.get("v1", "Secret", owner.namespace, name):
+        return
+    keys = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    client.apply(model.operator_secret(owner, *keys))
+    _log.info(
+        "broker %s/%s: generated the operator's Super user Secret %s",
+        owner.namespace,
+        owner.name,
+        name,
+    )
+
+
 def reconcile_broker(
     client: kube.Kube,
     broker: dict[str, Any],
@@ -159,8 +185,8 @@ def reconcile_broker(
             status.condition(status.DEGRADED, True, "InvalidSpec", str(error), generation, now),
         ]
         return {"conditions": status.merge(old, bad)}
-    masters = live_masters(client, owner)
-    claim_sizes = live_claim_sizes(client, owner)
+    ensure_operator_secret(client, owner, broker.get("spec", {}))
+    masters, claim_sizes = live_masters(client, owner), live_claim_sizes(client, owner)
     objects = model.desired_objects(owner, broker.get("spec", {}), masters, claim_sizes)
     live: list[resources.Manifest] = []
     for step in STEPS:

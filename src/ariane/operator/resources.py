@@ -47,6 +47,12 @@ class FailoverSpec(TypedDict, total=False):
     masterDownTimeoutSeconds: int
 
 
+class AuthSpec(TypedDict, total=False):
+    """``spec.auth``: ACL 2.0 on the brokers, the operator signing as its own Super user."""
+
+    enabled: bool
+
+
 class BrokerSpec(TypedDict, total=False):
     """``Broker.spec``: one cluster (RocketMQ ``brokerClusterName``) of name servers and groups."""
 
@@ -59,6 +65,7 @@ class BrokerSpec(TypedDict, total=False):
     flushDiskType: str
     storage: StorageSpec
     failover: FailoverSpec
+    auth: AuthSpec
     resources: dict[str, Any]
     config: dict[str, Any]
     metrics: MetricsSpec
