@@ -6,6 +6,9 @@ has ``spec.auth.enabled``, and the operator signs its admin calls with the keys 
 ``<broker>-operator-auth``, which the test fills with that Super user (in a cluster the operator
 generates it). The operator reaches the name server through the override seam and speaks TLS
 (``ARIANE_TLS``/``ARIANE_CA_FILE``), so the user's Secret carries that CA as ``ca.crt``.
+
+Own cluster: a secure cluster (TLS enforcing, ACL on, its Super user handed to the operator) is
+the subject; no other e2e module runs one.
 """
 
 from __future__ import annotations
