@@ -134,6 +134,10 @@ class RealNode:
         if self.cluster.settings.keep_work_dir:
             kept = self.cluster.work_dir.with_name(self.cluster.work_dir.name + "-kept")
             shutil.copytree(self.cluster.work_dir / "logs", kept, dirs_exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copytree(
+                    self.cluster.work_dir / "pod-logs", kept / "pods", dirs_exist_ok=True
+                )
             logger.warning("kept the real node's logs in %s", kept)
         self.journal.restore()
         if self.lock is not None:
@@ -586,25 +590,44 @@ def start(artifacts: Artifacts, settings: cluster.Settings | None = None) -> Rea
     return node
 
 
+def run_pod(
+    node: RealNode, namespace: str, pod: dict[str, Any], timeout_s: float = POD_TIMEOUT_S
+) -> tuple[str, str]:
+    """Creates ``pod`` (``restartPolicy: Never``), waits until it ends; its phase and log.
+
+    Raises:
+        TimeoutError: it neither Succeeded nor Failed within ``timeout_s``.
+    """
+    core = kubernetes.client.CoreV1Api(node.cluster.api_client)
+    name = pod["metadata"]["name"]
+    core.create_namespaced_pod(namespace, pod)
+    phase: list[str] = []
+
+    def ended() -> bool:
+        phase.append(str(core.read_namespaced_pod(name, namespace).status.phase))
+        return phase[-1] in ("Succeeded", "Failed")
+
+    processes.wait_until(ended, timeout_s=timeout_s, what=f"pod {name} to end")
+    return phase[-1], pod_log(node, namespace, name)
+
+
 def run_to_completion(
     node: RealNode, namespace: str, pod: dict[str, Any], timeout_s: float = POD_TIMEOUT_S
 ) -> str:
-    """Creates ``pod`` (``restartPolicy: Never``), waits until it Succeeded; returns its log.
+    """``run_pod`` that must succeed; returns the log.
 
     Raises:
         processes.StartupError: the pod Failed (the message holds its log).
         TimeoutError: it did not finish within ``timeout_s``.
     """
+    phase, log = run_pod(node, namespace, pod, timeout_s)
+    if phase != "Succeeded":
+        raise processes.StartupError(f"pod {pod['metadata']['name']} failed:\n{log}")
+    return log
+
+
+def pod_log(node: RealNode, namespace: str, name: str) -> str:
+    """The log of the pod's (first) container, as text (the client's own decoding mangles it)."""
     core = kubernetes.client.CoreV1Api(node.cluster.api_client)
-    name = pod["metadata"]["name"]
-    core.create_namespaced_pod(namespace, pod)
-
-    def done() -> bool:
-        phase = core.read_namespaced_pod(name, namespace).status.phase
-        if phase == "Failed":
-            log = core.read_namespaced_pod_log(name, namespace)
-            raise processes.StartupError(f"pod {name} failed:\n{log}")
-        return bool(phase == "Succeeded")
-
-    processes.wait_until(done, timeout_s=timeout_s, what=f"pod {name} Succeeded")
-    return str(core.read_namespaced_pod_log(name, namespace))
+    response = core.read_namespaced_pod_log(name, namespace, _preload_content=False)
+    return bytes(response.data).decode("utf-8", "replace")

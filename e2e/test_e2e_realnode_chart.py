@@ -1,0 +1,213 @@
+"""The chart on the real node: helm install → operator pod → broker pods → official client.
+
+Shares the session's real-node cluster (``real_node``); everything runs in pods from the image
+built from the Dockerfile, the client in a pod of the client image (Dockerfile.client).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+
+from e2e import operator_support
+from e2e.testenv import processes, realnode
+
+pytestmark = pytest.mark.realnode
+
+
+DRIVER = (
+    pathlib.Path(__file__).resolve().parents[1] / "tests" / "conformance" / "official_py_driver.py"
+)
+TOPIC = "orders"
+GROUP = "billing"
+ROLL_TIMEOUT_S = 240.0
+
+
+def _apply(node: realnode.RealNode, namespace: str, body: dict[str, Any]) -> None:
+    node.cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(body))
+
+
+def _broker(node: realnode.RealNode, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = kubernetes.client.CustomObjectsApi(
+        node.cluster.api_client
+    ).get_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo")
+    return found
+
+
+def _ready(node: realnode.RealNode, namespace: str) -> bool:
+    conditions = _broker(node, namespace).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _wait(node: realnode.RealNode, namespace: str, check: Any, what: str) -> None:
+    try:
+        processes.wait_until(check, timeout_s=ROLL_TIMEOUT_S, what=what)
+    except TimeoutError as error:
+        pods = node.cluster.kubectl("get", "pods", "-o", "wide", "-n", namespace, check=False)
+        state = json.dumps(_broker(node, namespace).get("status", {}))[-4000:]
+        raise AssertionError(f"{error}\npods:\n{pods.stdout}\nstatus: {state}") from error
+
+
+def _driver_pod(node: realnode.RealNode, name: str, *args: str) -> dict[str, Any]:
+    """A pod running the official-client driver (tests/conformance) from the client image."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "client",
+                    "image": node.artifacts.client_image,
+                    "imagePullPolicy": "Never",
+                    "args": ["/driver/official_py_driver.py", *args],
+                    "securityContext": {"readOnlyRootFilesystem": True},
+                    "volumeMounts": [
+                        {"name": "driver", "mountPath": "/driver"},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "driver", "configMap": {"name": "driver"}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+def _events(log: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+
+
+def _driver(node: realnode.RealNode, namespace: str, name: str, *args: str) -> list[dict[str, Any]]:
+    """Runs the driver in a pod until it exits 0; its JSON events."""
+    log = realnode.run_to_completion(node, namespace, _driver_pod(node, name, *args))
+    assert _events(log), f"the driver in pod {name} printed no event:\n{log[-3000:]}"
+    return _events(log)
+
+
+def _produce_until_accepted(
+    node: realnode.RealNode, namespace: str, endpoints: str, prefix: str, count: int
+) -> set[str]:
+    """Sends ``count`` messages, a new driver pod per attempt until one sends them all (a
+    SYNC_MASTER refuses sends until its slave is in sync again); every id acknowledged on the
+    way, by any attempt."""
+    acknowledged: set[str] = set()
+    attempts: list[str] = []
+
+    def attempt() -> bool:
+        name = f"produce-{prefix}-{len(attempts)}"
+        attempts.append(name)
+        args = ("produce", "--endpoints", endpoints, "--topic", TOPIC, "--count", str(count))
+        phase, log = realnode.run_pod(
+            node, namespace, _driver_pod(node, name, *args, "--prefix", prefix)
+        )
+        acknowledged.update(e["message_id"] for e in _events(log) if e["event"] == "sent")
+        return phase == "Succeeded"
+
+    try:
+        processes.wait_until(attempt, timeout_s=ROLL_TIMEOUT_S, what=f"{count} sends accepted")
+    except TimeoutError as error:
+        last = realnode.pod_log(node, namespace, attempts[-1])[-2000:] if attempts else ""
+        pods = node.cluster.kubectl("get", "pods", "-o", "wide", "-n", namespace, check=False)
+        raise AssertionError(f"{error}; last attempt:\n{last}\npods:\n{pods.stdout}") from error
+    return acknowledged
+
+
+def _running_container(core: Any, namespace: str, pod: str) -> str:
+    """The id of ``pod``'s running container, "" when it is not running."""
+    [status] = core.read_namespaced_pod(pod, namespace).status.container_statuses
+    if status.state.running is None or not status.container_id:
+        return ""
+    return str(status.container_id).split("://", 1)[1]
+
+
+def _kill_until_failover(node: realnode.RealNode, core: Any, ns: str, master: str) -> int:
+    """SIGKILLs ``master``'s container through containerd, and again each time the kubelet
+    restarts it (a master that keeps dying), until the roles ConfigMap names another master;
+    the number of kills. A restart can beat the operator's look; the kubelet's back-off after
+    the second kill cannot."""
+    before = _roles(core, ns)
+    killed: set[str] = set()
+
+    def failed_over() -> bool:
+        if _roles(core, ns) != before:
+            return True
+        container = _running_container(core, ns, master)
+        if container and container not in killed:
+            node.kill_container(container)
+            killed.add(container)
+        return False
+
+    _wait(node, ns, failed_over, f"the operator's failover away from {master}")
+    return len(killed)
+
+
+def _install(node: realnode.RealNode, ns: str) -> None:
+    """``helm install`` the chart (operator only) with the built image; a SYNC_MASTER + slave
+    Broker ``demo`` (the name the chart's ``helm test`` smoke pod expects), a Topic and a
+    ConsumerGroup; waits until the Broker is Ready."""
+    repository, tag = node.image.rsplit(":", 1)
+    node.cluster.helm(
+        "install", "rel", str(operator_support.CHART_DIR), "--namespace", ns, "--wait",
+        "--timeout", "3m", f"--set=image.repository={repository}", f"--set=image.tag={tag}",
+        "--set=image.pullPolicy=Never", "--set=operator.resyncSeconds=2",
+        f"--set=operator.watchNamespaces={{{ns}}}",
+    )  # fmt: skip
+    _apply(node, ns, {
+        "apiVersion": "ariane.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "demo"},
+        "spec": {
+            "image": node.image, "imagePullPolicy": "Never", "groups": 1, "replicasPerGroup": 2,
+            "brokerRole": "SYNC_MASTER", "flushDiskType": "SYNC_FLUSH",
+            "failover": {"masterDownTimeoutSeconds": 2}, "storage": {"size": "1Gi"},
+            "config": {"slave_sync": {"interval_ms": 300}},
+        },
+    })  # fmt: skip
+    for kind, name, spec in (("Topic", TOPIC, {"queues": 2}), ("ConsumerGroup", GROUP, {})):
+        body = {"apiVersion": "ariane.dev/v1alpha1", "kind": kind, "metadata": {"name": name}}
+        _apply(node, ns, {**body, "spec": {"broker": "demo", **spec}})
+    _wait(node, ns, lambda: _ready(node, ns), "Broker demo Ready")
+
+
+def _roles(core: Any, ns: str) -> dict[str, str]:
+    return dict(core.read_namespaced_config_map("demo-roles", ns).data or {})
+
+
+def test_helm_install_round_trip_and_failover_after_a_container_sigkill(
+    real_node: realnode.RealNode, real_namespace: str
+) -> None:
+    """``helm install`` runs the operator as a pod under the chart's ServiceAccount; it runs a
+    SYNC_MASTER + slave group in pods on hostPath volumes; ``helm test`` passes; the official
+    Python client in a pod sends and receives through the name-server Service; after the
+    master's container is SIGKILLed through containerd the operator fails over to the slave,
+    and every acknowledged message, before and after, is received."""
+    node, ns = real_node, real_namespace
+    core = kubernetes.client.CoreV1Api(node.cluster.api_client)
+    _install(node, ns)
+    [operator] = core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/instance=rel").items
+    assert (operator.spec.service_account_name, operator.status.phase) == ("rel-ariane", "Running")
+    node.cluster.helm("test", "rel", "--namespace", ns, "--timeout", "3m")
+    driver = {"metadata": {"name": "driver"}, "data": {DRIVER.name: DRIVER.read_text()}}
+    core.create_namespaced_config_map(ns, driver)
+    endpoints = f"demo-namesrv.{ns}.svc.cluster.local:9876"
+    sent = _produce_until_accepted(node, ns, endpoints, "before", 20)
+    assert len(sent) >= 20
+
+    roles_before = _roles(core, ns)
+    killed = _kill_until_failover(node, core, ns, f"demo-a-{roles_before['demo-a']}")
+    assert killed, "the master's container was never killed"
+    assert _roles(core, ns) != roles_before
+    _wait(node, ns, lambda: _ready(node, ns), "Broker demo Ready after the failover")
+    sent |= _produce_until_accepted(node, ns, endpoints, "after", 20)
+
+    consume = ("simple-consume", "--endpoints", endpoints, "--group", GROUP, "--topic", TOPIC)
+    received = _driver(
+        node, ns, "consume", *consume, "--count", str(len(sent)), "--deadline-s", "90"
+    )
+    got = {e["message_id"] for e in received if e["event"] == "received"}
+    assert sent <= got, f"acknowledged but never received: {sorted(sent - got)}"
