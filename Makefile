@@ -39,10 +39,13 @@ unit: $(STAMP)
 
 # A real Kubernetes control plane (e2e/testenv/build.sh: built with Go from the Go module proxy,
 # cached under ~/.cache/ariane or $$TESTENV_CACHE; a cold build prints progress), then the tests
-# that run against it. Without Go those tests are skipped, loudly.
+# that run against it. Without Go those tests are skipped, loudly. build-node.sh installs the
+# Debian packages of the real test node (containerd, runc, CNI, buildah, ...) and builds kubelet,
+# kube-proxy and CoreDNS; build-image.sh builds the image from the Dockerfile (cached by content).
 e2e: $(STAMP)
 	@if command -v go >/dev/null; then \
-	  bash e2e/testenv/build.sh && TESTENV_REQUIRED=1 $(BIN)/pytest e2e; \
+	  bash e2e/testenv/build.sh && bash e2e/testenv/build-node.sh && bash e2e/testenv/build-image.sh \
+	  && TESTENV_REQUIRED=1 $(BIN)/pytest e2e; \
 	else \
 	  echo "WARNING: no Go toolchain: Kubernetes e2e tests skipped (README: Test environment)"; \
 	  $(BIN)/pytest e2e; \

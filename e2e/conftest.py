@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
-from e2e.testenv import build, cluster, processes
+from e2e.testenv import build, cluster, processes, realnode
 
 NAMESPACE_READY_TIMEOUT_S = 60.0
 
@@ -23,6 +23,15 @@ NAMESPACE_READY_TIMEOUT_S = 60.0
 def pytest_configure(config: pytest.Config) -> None:
     """Registers the ``k8s`` marker (tests that need the real control plane)."""
     config.addinivalue_line("markers", "k8s: needs the real test control plane (e2e/testenv)")
+    config.addinivalue_line(
+        "markers", "realnode: needs the real test node (kubelet, containerd; e2e/testenv)"
+    )
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("TESTENV_REQUIRED") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +63,50 @@ def k8s(k8s_bin_dir: pathlib.Path) -> Iterator[cluster.Cluster]:
         else:
             os.environ["KUBECONFIG"] = previous
         running.stop()
+
+
+@pytest.fixture(scope="session")
+def real_node() -> Iterator[realnode.RealNode]:
+    """One real-node cluster (kubelet, containerd, kube-proxy, CoreDNS) for the whole session.
+
+    Needs root and the outputs of build.sh, build-node.sh and build-image.sh (``make e2e``
+    builds them); skipped with the reason otherwise (a failure under ``TESTENV_REQUIRED=1``).
+    """
+    if os.geteuid() != 0:
+        _missing("the real test node needs root (containerd, bridge, iptables)")
+    try:
+        artifacts = realnode.Artifacts(
+            control_plane_bin=build.cached_bin_dir(),
+            node_dir=build.cached_output(build.NODE_SCRIPT),
+            image_dir=build.cached_output(build.IMAGE_SCRIPT),
+        )
+    except build.NotBuiltError as error:
+        _missing(str(error))
+    settings = cluster.Settings(
+        keep_work_dir=os.environ.get("TESTENV_KEEP") == "1",
+        ready_timeout_s=120.0,
+        command_timeout_s=240.0,
+    )
+    node = realnode.start(artifacts, settings)
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def real_namespace(real_node: realnode.RealNode) -> Iterator[str]:
+    """A fresh namespace on the real node whose ``default`` ServiceAccount exists."""
+    core = kubernetes.client.CoreV1Api(real_node.cluster.api_client)
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name}})
+    processes.wait_until(
+        lambda: core.read_namespaced_service_account("default", name) is not None,
+        timeout_s=NAMESPACE_READY_TIMEOUT_S,
+        what=f"ServiceAccount default in namespace {name}",
+    )
+    yield name
+    core.delete_namespace(name)
 
 
 @pytest.fixture

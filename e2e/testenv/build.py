@@ -55,3 +55,31 @@ def build() -> pathlib.Path:
         ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=True
     )
     return pathlib.Path(result.stdout.strip().splitlines()[-1])
+
+
+NODE_SCRIPT = BUILD_SCRIPT.with_name("build-node.sh")
+"""Builds the real node's kubelet, kube-proxy, CoreDNS and pause image (and installs packages)."""
+IMAGE_SCRIPT = BUILD_SCRIPT.with_name("build-image.sh")
+"""Builds the Ariane image from the Dockerfile with buildah, cached by content."""
+
+
+def cached_output(script: pathlib.Path) -> pathlib.Path:
+    """The output directory of a built ``script --check`` (build-node.sh, build-image.sh).
+
+    Raises:
+        NotBuiltError: not built for the current inputs.
+        subprocess.CalledProcessError: the script failed otherwise.
+    """
+    result = subprocess.run(
+        ["bash", str(script), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=CHECK_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode == NOT_BUILT_EXIT:
+        raise NotBuiltError(
+            f"{script.name} has not built the current inputs; run `make e2e` or `bash {script}`"
+        )
+    result.check_returncode()
+    return pathlib.Path(result.stdout.strip().splitlines()[-1])

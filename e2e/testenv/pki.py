@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import subprocess
+from collections.abc import Sequence
 
 VALIDITY_DAYS = 3650
 RSA_BITS = 2048
@@ -55,8 +56,17 @@ def _signed(cwd: pathlib.Path, name: str, subject: str, extensions: str) -> None
     _openssl(cwd, *sign.split())
 
 
-def make_pki(directory: pathlib.Path) -> Pki:
+def make_pki(
+    directory: pathlib.Path, extra_sans: Sequence[str] = (), node_name: str | None = None
+) -> Pki:
     """Creates the cluster's keys and certificates in ``directory`` (created if missing).
+
+    Args:
+        directory: where the PEM files go.
+        extra_sans: more subjectAltName entries for the apiserver (``IP:...``/``DNS:...``), e.g.
+            the bridge IP and service IP of the real test node.
+        node_name: also make ``kubelet.{crt,key}``: ``CN=system:node:<name>, O=system:nodes``
+            (the Node authorizer's identity), serving and client, for the same addresses.
 
     Raises:
         subprocess.CalledProcessError: openssl failed.
@@ -68,9 +78,19 @@ def make_pki(directory: pathlib.Path) -> Pki:
         directory,
         "apiserver",
         "/CN=kube-apiserver",
-        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
-        "extendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+        + "".join(f",{san}" for san in extra_sans)
+        + "\nextendedKeyUsage=serverAuth\n",
     )
+    if node_name is not None:
+        node_ips = ",".join(san for san in extra_sans if san.startswith("IP:"))
+        _signed(
+            directory,
+            "kubelet",
+            f"/O=system:nodes/CN=system:node:{node_name}",
+            f"subjectAltName=DNS:{node_name},IP:127.0.0.1{',' + node_ips if node_ips else ''}\n"
+            "extendedKeyUsage=serverAuth,clientAuth\n",
+        )
     _signed(directory, "admin", "/O=system:masters/CN=admin", "extendedKeyUsage=clientAuth\n")
     _openssl(directory, "genrsa", "-out", "sa.key", str(RSA_BITS))
     _openssl(directory, "rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")

@@ -11,6 +11,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+import ariane
 from ariane import admin_cli
 from ariane.benchmark import cli as bench_cli
 from ariane.broker import __main__ as broker_main
@@ -21,6 +22,7 @@ from ariane.operator import __main__ as operator_main
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-parser per component."""
     parser = argparse.ArgumentParser(prog="ariane", description="RocketMQ-compatible broker")
+    parser.add_argument("--version", action="version", version=f"ariane {ariane.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     namesrv_main.add_arguments(sub.add_parser("namesrv", help="run a name server"))
     broker_main.add_arguments(sub.add_parser("broker", help="run a broker"))

@@ -1,0 +1,279 @@
+"""The chart on the real node: helm install → operator pod → broker pods → official client.
+
+Shares the session's real-node cluster (``real_node``); everything runs in pods from the image
+built from the Dockerfile, the client in a pod of the client image (Dockerfile.client).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import pathlib
+from typing import Any
+
+import kubernetes  # type: ignore[import-untyped]
+import pytest
+
+from e2e import operator_support
+from e2e.testenv import processes, realnode
+
+pytestmark = pytest.mark.realnode
+
+
+DRIVER = (
+    pathlib.Path(__file__).resolve().parents[1] / "tests" / "conformance" / "official_py_driver.py"
+)
+TOPIC = "orders"
+GROUP = "billing"
+ROLL_TIMEOUT_S = 240.0
+
+
+def _apply(node: realnode.RealNode, namespace: str, body: dict[str, Any]) -> None:
+    node.cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(body))
+
+
+def _broker(node: realnode.RealNode, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = kubernetes.client.CustomObjectsApi(
+        node.cluster.api_client
+    ).get_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo")
+    return found
+
+
+def _ready(node: realnode.RealNode, namespace: str) -> bool:
+    conditions = _broker(node, namespace).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _wait(node: realnode.RealNode, namespace: str, check: Any, what: str) -> None:
+    try:
+        processes.wait_until(check, timeout_s=ROLL_TIMEOUT_S, what=what)
+    except TimeoutError as error:
+        raise AssertionError(f"{error}\n{_diagnose(node, namespace)}") from error
+
+
+def _diagnose(node: realnode.RealNode, namespace: str) -> str:
+    """Pods, the Broker's status and the log tails of the operator and broker containers."""
+    kubectl = functools.partial(node.cluster.kubectl, "-n", namespace, check=False)
+    parts = [
+        kubectl("get", "pods", "-o", "wide").stdout,
+        json.dumps(_broker(node, namespace).get("status", {}))[-3000:],
+    ]
+    for target in (f"deploy/{_release(namespace)}-ariane", "demo-a-0", "demo-a-1"):
+        for previous in ((), ("--previous",)):
+            tail = kubectl("logs", target, "--tail=25", *previous).stdout
+            parts.append(f"--- {target} {' '.join(previous)}\n{tail}")
+    return "\n".join(parts)
+
+
+def _driver_pod(node: realnode.RealNode, name: str, *args: str) -> dict[str, Any]:
+    """A pod running the official-client driver (tests/conformance) from the client image."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "client",
+                    "image": node.artifacts.client_image,
+                    "imagePullPolicy": "Never",
+                    "args": ["/driver/official_py_driver.py", *args],
+                    "securityContext": {"readOnlyRootFilesystem": True},
+                    "volumeMounts": [
+                        {"name": "driver", "mountPath": "/driver"},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "driver", "configMap": {"name": "driver"}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+def _events(log: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+
+
+def _driver(node: realnode.RealNode, namespace: str, name: str, *args: str) -> list[dict[str, Any]]:
+    """Runs the driver in a pod until it exits 0; its JSON events."""
+    log = realnode.run_to_completion(node, namespace, _driver_pod(node, name, *args))
+    assert _events(log), f"the driver in pod {name} printed no event:\n{log[-3000:]}"
+    return _events(log)
+
+
+def _produce_until_accepted(
+    node: realnode.RealNode,
+    namespace: str,
+    endpoints: str,
+    prefix: str,
+    count: int,
+    timeout_s: float = ROLL_TIMEOUT_S,
+) -> set[str]:
+    """Sends ``count`` messages, a new driver pod per attempt until one sends them all (a
+    SYNC_MASTER refuses sends until its slave is in sync again); every id acknowledged on the
+    way, by any attempt."""
+    acknowledged: set[str] = set()
+    attempts: list[str] = []
+
+    def attempt() -> bool:
+        name = f"produce-{prefix}-{len(attempts)}"
+        attempts.append(name)
+        args = ("produce", "--endpoints", endpoints, "--topic", TOPIC, "--count", str(count))
+        phase, log = realnode.run_pod(
+            node, namespace, _driver_pod(node, name, *args, "--prefix", prefix)
+        )
+        acknowledged.update(e["message_id"] for e in _events(log) if e["event"] == "sent")
+        return phase == "Succeeded"
+
+    try:
+        processes.wait_until(attempt, timeout_s=timeout_s, what=f"{count} sends accepted")
+    except TimeoutError as error:
+        last = realnode.pod_log(node, namespace, attempts[-1])[-2000:] if attempts else ""
+        raise AssertionError(
+            f"{error}; last attempt:\n{last}\n{_diagnose(node, namespace)}"
+        ) from error
+    return acknowledged
+
+
+def _running_container(core: Any, namespace: str, pod: str) -> tuple[str, Any]:
+    """The id and start time of ``pod``'s running container; ("", None) when none runs."""
+    [status] = core.read_namespaced_pod(pod, namespace).status.container_statuses
+    if status.state.running is None or not status.container_id:
+        return "", None
+    return str(status.container_id).split("://", 1)[1], status.state.running.started_at
+
+
+def _kill_until_failover(node: realnode.RealNode, core: Any, ns: str, master: str) -> int:
+    """SIGKILLs ``master``'s container through containerd, and again each time the kubelet
+    restarts it (a master that keeps dying), until the roles ConfigMap names another master;
+    then once more if the container running then started before that change. Returns the
+    number of kills.
+
+    Why the last kill: the broker reads its role from the ConfigMap (an env var) when its
+    container starts, and a container started just before the failover comes back as a stale
+    master at the old epoch; the name server refuses it, but nothing demotes it, so the new
+    SYNC_MASTER stays without a slave and refuses every send (found by this test; reported).
+    """
+    before = _roles(core, ns)
+    killed: set[str] = set()
+    changed_at: list[datetime.datetime] = []
+
+    def settled() -> bool:
+        if not changed_at and _roles(core, ns) != before:
+            changed_at.append(datetime.datetime.now(datetime.UTC))
+        container, started = _running_container(core, ns, master)
+        stale = not changed_at or started < changed_at[0]
+        if container and container not in killed and stale:
+            node.kill_container(container)
+            killed.add(container)
+        return bool(changed_at) and bool(container) and not stale
+
+    _wait(node, ns, settled, f"the operator's failover away from {master}, {master} back")
+    return len(killed)
+
+
+def _release(namespace: str) -> str:
+    """The Helm release of a test: one per namespace (the chart's ClusterRole is named after it)."""
+    return f"rel-{namespace}"
+
+
+def _install(node: realnode.RealNode, ns: str) -> None:
+    """``helm install`` the chart (operator only) with the built image; a SYNC_MASTER + slave
+    Broker ``demo`` (the name the chart's ``helm test`` smoke pod expects), a Topic and a
+    ConsumerGroup; waits until the Broker is Ready."""
+    repository, tag = node.image.rsplit(":", 1)
+    node.cluster.helm(
+        "install", _release(ns), str(operator_support.CHART_DIR), "--namespace", ns, "--wait",
+        "--timeout", "3m", f"--set=image.repository={repository}", f"--set=image.tag={tag}",
+        "--set=image.pullPolicy=Never", "--set=operator.resyncSeconds=2",
+        f"--set=operator.watchNamespaces={{{ns}}}",
+    )  # fmt: skip
+    _apply(node, ns, {
+        "apiVersion": "ariane.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "demo"},
+        "spec": {
+            "image": node.image, "imagePullPolicy": "Never", "groups": 1, "replicasPerGroup": 2,
+            "brokerRole": "SYNC_MASTER", "flushDiskType": "SYNC_FLUSH",
+            "failover": {"masterDownTimeoutSeconds": 2}, "storage": {"size": "1Gi"},
+            "config": {"slave_sync": {"interval_ms": 300}},
+        },
+    })  # fmt: skip
+    for kind, name, spec in (("Topic", TOPIC, {"queues": 2}), ("ConsumerGroup", GROUP, {})):
+        body = {"apiVersion": "ariane.dev/v1alpha1", "kind": kind, "metadata": {"name": name}}
+        _apply(node, ns, {**body, "spec": {"broker": "demo", **spec}})
+    _wait(node, ns, lambda: _ready(node, ns), "Broker demo Ready")
+
+
+def _roles(core: Any, ns: str) -> dict[str, str]:
+    return dict(core.read_namespaced_config_map("demo-roles", ns).data or {})
+
+
+def _installed(node: realnode.RealNode, ns: str) -> tuple[Any, str, set[str]]:
+    """The chart installed with a Broker serving (checked: operator pod, ``helm test``), the
+    driver ConfigMap, and 20 messages sent by the official client; (core API, name-server
+    endpoints, the acknowledged message ids)."""
+    core = kubernetes.client.CoreV1Api(node.cluster.api_client)
+    _install(node, ns)
+    release = _release(ns)
+    selector = f"app.kubernetes.io/instance={release}"
+    [operator] = core.list_namespaced_pod(ns, label_selector=selector).items
+    assert operator.spec.service_account_name == f"{release}-ariane"
+    assert operator.status.phase == "Running"
+    driver = {"metadata": {"name": "driver"}, "data": {DRIVER.name: DRIVER.read_text()}}
+    core.create_namespaced_config_map(ns, driver)
+    endpoints = f"demo-namesrv.{ns}.svc.cluster.local:9876"
+    sent = _produce_until_accepted(node, ns, endpoints, "before", 20)  # slave in sync by then
+    assert len(sent) >= 20
+    smoke = node.cluster.helm("test", release, "--namespace", ns, "--timeout", "3m", check=False)
+    assert smoke.returncode == 0, (
+        f"helm test failed:\n{smoke.stdout}{smoke.stderr}\n{_diagnose(node, ns)}"
+    )
+    return core, endpoints, sent
+
+
+def _receive_all(node: realnode.RealNode, ns: str, endpoints: str, sent: set[str]) -> None:
+    consume = ("simple-consume", "--endpoints", endpoints, "--group", GROUP, "--topic", TOPIC)
+    received = _driver(
+        node, ns, "consume", *consume, "--count", str(len(sent)), "--deadline-s", "90"
+    )
+    got = {e["message_id"] for e in received if e["event"] == "received"}
+    assert sent <= got, f"acknowledged but never received: {sorted(sent - got)}"
+
+
+def test_helm_install_then_a_round_trip_with_the_official_client(
+    real_node: realnode.RealNode, real_namespace: str
+) -> None:
+    """``helm install`` runs the operator as a pod under the chart's ServiceAccount; it runs a
+    SYNC_MASTER + slave group in pods on hostPath volumes; ``helm test`` passes; the official
+    Python client in pods sends and receives every message through the name-server Service."""
+    _, endpoints, sent = _installed(real_node, real_namespace)
+
+    _receive_all(real_node, real_namespace, endpoints, sent)
+
+
+@pytest.mark.xfail(
+    reason="operator/broker bug found here: a master container restarted around the failover "
+    "comes back as a stale master (epoch refused by the name server) and is never demoted, so "
+    "the new SYNC_MASTER has no slave and refuses every send; passes when the timing avoids it",
+    strict=False,
+)
+def test_failover_after_the_master_container_is_sigkilled_loses_nothing(
+    real_node: realnode.RealNode, real_namespace: str
+) -> None:
+    """After the master's container is SIGKILLed through containerd (again while the kubelet
+    restarts it), the operator fails over to the slave, the group takes sends again, and every
+    acknowledged message, before and after, is received."""
+    node, ns = real_node, real_namespace
+    core, endpoints, sent = _installed(node, ns)
+
+    roles_before = _roles(core, ns)
+    killed = _kill_until_failover(node, core, ns, f"demo-a-{roles_before['demo-a']}")
+    assert killed, "the master's container was never killed"
+    assert _roles(core, ns) != roles_before
+    _wait(node, ns, lambda: _ready(node, ns), "Broker demo Ready after the failover")
+    sent |= _produce_until_accepted(node, ns, endpoints, "after", 20, timeout_s=120.0)
+
+    _receive_all(node, ns, endpoints, sent)
