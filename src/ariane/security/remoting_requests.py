@@ -277,6 +277,14 @@ _ROWS: Sequence[tuple[int, str, requests.Rule]] = (
         ),
     ),
     (
+        205,
+        "WIPE_WRITE_PERM_OF_BROKER",
+        rule_of(
+            _annotated("WipeWritePermOfBrokerRequestHeader"),
+            cluster_need(A.UPDATE),
+        ),
+    ),
+    (
         206,
         "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         rule_of(
@@ -356,6 +364,14 @@ _ROWS: Sequence[tuple[int, str, requests.Rule]] = (
         rule_of(
             _SPECIAL,
             need_of(RT.TOPIC, "b", A.PUB, retry_actions=_RETRY_SUB, retry_group_field="a"),
+        ),
+    ),
+    (
+        327,
+        "ADD_WRITE_PERM_OF_BROKER",
+        rule_of(
+            _annotated("AddWritePermOfBrokerRequestHeader"),
+            cluster_need(A.UPDATE),
         ),
     ),
     (

@@ -30,6 +30,7 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   A reset of one queue (``queueId`` >= 0) is refused with INVALID_PARAMETER. Unlike RocketMQ's
   broker, which also corrects an online consumer's next pull, a classic consumer online during
   the reset keeps its position and commits over it: reset a stopped group.
+* ``DELETE_TOPIC_IN_BROKER`` (215) and ``DELETE_SUBSCRIPTIONGROUP`` (207): ``admin_changes``.
 
 Every handler answers a missing or malformed header field with INVALID_PARAMETER (29) and never
 raises. Invariant: no admin rule lives here, only decoding, encoding and RocketMQ's codes.
@@ -41,7 +42,7 @@ import logging
 from collections.abc import Hashable
 
 from ariane.broker.processors import admin, admin_stats
-from ariane.broker.remoting import admin_bodies, clients, replies
+from ariane.broker.remoting import admin_bodies, admin_changes, clients, replies
 from ariane.broker.tables import topic_config
 from ariane.common import errors
 from ariane.remoting import codes, command
@@ -53,7 +54,8 @@ Reply = command.RemotingCommand
 
 
 class AdminHandler:
-    """Serves 17, 200, 202, 208, 203, 351, 28, 300 and 222.
+    """Serves 17, 200, 202, 208, 203, 351, 28, 300 and 222; 215 and 207 through
+    ``admin_changes.DeleteHandler``.
 
     Args:
         admin_processor: the broker's admin operations.
@@ -65,6 +67,7 @@ class AdminHandler:
     ) -> None:
         self._admin = admin_processor
         self._table = table
+        self._deletes = admin_changes.DeleteHandler(admin_processor)
 
     async def update_topic(self, request: Reply) -> Reply:
         """17: create or replace a topic from the ``CreateTopicRequestHeader``."""
@@ -212,6 +215,8 @@ class AdminHandler:
             rq.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             rq.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             rq.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            rq.DELETE_TOPIC_IN_BROKER: self._deletes.delete_topic,
+            rq.DELETE_SUBSCRIPTIONGROUP: self._deletes.delete_group,
         }
 
 
