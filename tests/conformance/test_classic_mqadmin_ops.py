@@ -10,6 +10,7 @@ against the module's one cluster, and asserts on what mqadmin printed as a user 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 import re
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from ariane import dev
+from ariane.remoting import codes, command, fastjson, transport
 from conformance import classic_driver
 from conformance.test_official_classic import _config, _mqadmin, _until
 
@@ -109,3 +111,71 @@ def test_mqadmin_wipes_and_adds_write_permission(
     )
     assert '"perm":6' in route, route
     assert "SEND_OK" in _mqadmin(java, ends, "sendMessage", "-t", "mq-perm", "-p", "y")
+
+
+def _properties(out: str) -> dict[str, str]:
+    """The ``key  =  value`` lines getBrokerConfig printed."""
+    pairs = (line.split("=", 1) for line in out.splitlines() if "=  " in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def test_mqadmin_reads_and_changes_the_broker_config(
+    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
+) -> None:
+    """getBrokerConfig -b shows the running broker's settings under RocketMQ's names;
+    updateBrokerConfig refuses a key that cannot change live by name (CODE: 16) and changes
+    a live one (autoCreateTopicEnable), which getBrokerConfig then shows."""
+    addr = ends.broker_remoting
+    values = _properties(_mqadmin(java, ends, "getBrokerConfig", "-b", addr))
+    assert (values["brokerName"], values["brokerClusterName"]) == ("broker-a", "DefaultCluster")
+    assert (values["brokerId"], values["listenPort"]) == ("0", addr.rpartition(":")[2])
+    assert values["autoCreateTopicEnable"] == "false", values
+
+    update = ("updateBrokerConfig", "-b", addr, "-k")
+    refused = java.mqadmin(*update, "brokerName", "-v", "x", namesrv=ends.namesrv_remoting)
+    assert "CODE: 16" in refused and "cannot change brokerName" in refused, refused
+    out = _mqadmin(java, ends, *update, "autoCreateTopicEnable", "-v", "true")
+    assert f"update broker config success, {addr}" in out, out
+    values = _properties(_mqadmin(java, ends, "getBrokerConfig", "-b", addr))
+    assert (values["autoCreateTopicEnable"], values["brokerName"]) == ("true", "broker-a")
+
+
+def test_mqadmin_lists_producer_connections(
+    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
+) -> None:
+    """producerConnection -g -t lists a classic producer heartbeating to the broker (its client
+    id, address, language and version V5_3_3) while it is connected; for a group without an
+    online producer it prints RocketMQ's refusal naming the group."""
+    _make_topic(java, ends, "mq-prod")
+    args = ("producerConnection", "-g", "mq-pg", "-t", "mq-prod")
+
+    async def online() -> str:
+        client = transport.RemotingClient()
+        try:
+            peer = await client.connection(ends.broker_remoting)
+            beat = await peer.request(
+                command.request(codes.RequestCode.HEART_BEAT, body=_producer_heartbeat()), 10.0
+            )
+            assert beat.code == codes.ResponseCode.SUCCESS, beat.remark
+            out = await asyncio.to_thread(java.mqadmin, *args, namesrv=ends.namesrv_remoting)
+            return out
+        finally:
+            await client.close()
+
+    out = asyncio.run(online())
+    rows = [line.split() for line in out.splitlines() if "10.0.0.7@mq-producer" in line]
+    assert len(rows) == 1 and rows[0][2].startswith("127.0.0.1:"), out
+    assert rows[0][:2] + rows[0][3:] == ["0001", "10.0.0.7@mq-producer", "JAVA", "V5_3_3"], out
+    gone = java.mqadmin(*args[:2], "mq-nobody", *args[3:], namesrv=ends.namesrv_remoting)
+    assert "the producer group[mq-nobody] not exist" in gone, gone
+
+
+def _producer_heartbeat() -> bytes:
+    """A classic producer's HEART_BEAT body (``HeartbeatData``) for group ``mq-pg``."""
+    return fastjson.dumps(
+        {
+            "clientID": "10.0.0.7@mq-producer",
+            "producerDataSet": [{"groupName": "mq-pg"}],
+            "consumerDataSet": [],
+        }
+    )

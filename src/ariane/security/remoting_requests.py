@@ -277,6 +277,11 @@ _ROWS: Sequence[tuple[int, str, requests.Rule]] = (
         ),
     ),
     (
+        204,
+        "GET_PRODUCER_CONNECTION_LIST",
+        rule_of(_annotated("GetProducerConnectionListRequestHeader"), cluster_need(A.GET)),
+    ),
+    (
         205,
         "WIPE_WRITE_PERM_OF_BROKER",
         rule_of(

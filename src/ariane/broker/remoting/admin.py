@@ -18,6 +18,8 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   group or topic answers an empty table, on which mqadmin asks 203.
 * ``GET_CONSUMER_CONNECTION_LIST`` (203): the group's live classic clients and subscriptions,
   or CONSUMER_NOT_ONLINE (206).
+* ``GET_PRODUCER_CONNECTION_LIST`` (204): the producer group's live classic clients, or
+  SYSTEM_ERROR (1) "the producer group[...] not exist" (RocketMQ's code for it).
 * ``GET_TOPIC_CONFIG`` (351): the topic's config, or TOPIC_NOT_EXIST (17), which mqadmin's
   ``consumerProgress`` and ``topicStatus`` tolerate.
 * ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures.
@@ -54,7 +56,7 @@ Reply = command.RemotingCommand
 
 
 class AdminHandler:
-    """Serves 17, 200, 202, 208, 203, 351, 28, 300 and 222; 215 and 207 through
+    """Serves 17, 200, 202, 208, 203, 204, 351, 28, 300 and 222; 215 and 207 through
     ``admin_changes.DeleteHandler``.
 
     Args:
@@ -149,6 +151,20 @@ class AdminHandler:
             )
         return replies.ok(request, body=admin_bodies.consumer_connection_body(found, _address))
 
+    async def producer_connections(self, request: Reply) -> Reply:
+        """204: the producer group's live clients, or SYSTEM_ERROR (1) naming the group when
+        none heartbeats here (RocketMQ's answer)."""
+        try:
+            group = replies.Header(request.ext_fields).text("producerGroup")
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        found = self._table.producer_details(group)
+        if found is None:
+            return replies.failed(
+                request, RC.SYSTEM_ERROR, f"the producer group[{group}] not exist"
+            )
+        return replies.ok(request, body=admin_bodies.producer_connection_body(found, _address))
+
     async def topic_config(self, request: Reply) -> Reply:
         """351: the topic's config, or TOPIC_NOT_EXIST (17)."""
         try:
@@ -211,6 +227,7 @@ class AdminHandler:
             rq.GET_TOPIC_STATS_INFO: self.topic_stats,
             rq.GET_CONSUME_STATS: self.consume_stats,
             rq.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            rq.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             rq.GET_TOPIC_CONFIG: self.topic_config,
             rq.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             rq.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,

@@ -259,6 +259,24 @@ def consumer_connection_body(
     )
 
 
+def producer_connection_body(
+    details: Sequence[tuple[str, Hashable, clients.ClientVersion]],
+    address_of: Callable[[Hashable], str],
+) -> bytes:
+    """``ProducerConnection``: the producer group's live clients (``clientAddr`` = their
+    socket peer)."""
+    connections = [
+        {
+            "clientAddr": address_of(connection),
+            "clientId": client_id,
+            "language": client.language,
+            "version": client.version,
+        }
+        for client_id, connection, client in details
+    ]
+    return fastjson.dumps({"connectionSet": connections})
+
+
 def subscription_data(sub: clients.Subscription) -> dict[str, object]:
     """A ``SubscriptionData`` bean: TAG expressions list their tags and Java hash codes."""
     tags = (

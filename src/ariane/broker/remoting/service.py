@@ -4,7 +4,8 @@ It owns the Remoting server (``ariane.remoting.transport``), the handler table (
 handler of this package), the classic client table, the outbox of pushed requests and the loop
 that expires silent clients. The composition root (``broker.server``) starts it on
 ``remoting_listen``, runs ``run()`` in its ``TaskGroup`` and hands ``check_listener`` to the
-transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s,
+transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s
+(``broker_config.BrokerConfigHandler``'s for 26/25),
 the ACL admin codes 3001-3010 ``auth_admin.AuthAdminHandler``'s (when given a metadata store).
 With ``[auth]`` on, every handler of the table runs behind ``remoting.security_gate``: one
 authentication + authorization step answers NO_PERMISSION before any handler sees a refused
@@ -23,6 +24,7 @@ from ariane.broker import assembly
 from ariane.broker.remoting import (
     admin,
     auth_admin,
+    broker_config,
     clients,
     membership,
     pulling,
@@ -74,6 +76,8 @@ class RemotingService:
         cluster: the broker's cluster name (``Cluster:<name>`` resources).
         audit_log: the broker's decision counters and audit lines (``AuthStores.audit``, the
             gRPC gate's), so ``/metrics`` counts both protocols; a new one when ``None``.
+        config: serves ``getBrokerConfig``/``updateBrokerConfig`` (26/25); ``None``: not
+            served (tests without a broker runtime).
     """
 
     def __init__(
@@ -86,7 +90,9 @@ class RemotingService:
         auth: auth_settings.AuthSettings | None = None,
         cluster: str = "",
         audit_log: audit.AuthAudit | None = None,
+        config: broker_config.BrokerConfigHandler | None = None,
     ) -> None:
+        self._config = config
         auth = auth if auth is not None else auth_settings.AuthSettings()
         assert auth_store is not None or not auth.authentication_enabled, "auth needs a store"
         self._auth_admin = (
@@ -155,6 +161,7 @@ class RemotingService:
             (RQ.QUERY_MESSAGE, queries_.query),
             *self._admin.table().items(),
             *(self._auth_admin.table().items() if self._auth_admin is not None else ()),
+            *self._config_handlers(),
         ):
             table[code] = replies.ignoring_connection(handler)
         for code in SLAVE_REFUSED_CODES:  # RocketMQ SendMessageProcessor.rejectRequest
@@ -162,6 +169,14 @@ class RemotingService:
         for code in (RQ.PULL_MESSAGE, RQ.LITE_PULL_MESSAGE):  # PullMessageProcessor's
             table[code] = replies.rejecting(table[code], self._role.rejects_pull)
         return self.gate.wrap(table) if self.gate is not None else table
+
+    def _config_handlers(self) -> list[tuple[int, replies.RequestHandler]]:
+        if self._config is None:
+            return []
+        return [
+            (RQ.GET_BROKER_CONFIG, self._config.get_config),
+            (RQ.UPDATE_BROKER_CONFIG, self._config.update_config),
+        ]
 
     def _on_connect(self, connection: transport.Connection) -> None:
         if self.gate is not None:
