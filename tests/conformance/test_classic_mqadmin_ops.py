@@ -179,3 +179,16 @@ def _producer_heartbeat() -> bytes:
             "consumerDataSet": [],
         }
     )
+
+
+def test_mqadmin_broker_status_shows_live_tps(
+    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
+) -> None:
+    """After a send, brokerStatus shows putTps (RocketMQ's 10 s, 1 min and 10 min rates) with a
+    1-minute rate above 0, and getTransferedTps in the same form."""
+    _make_topic(java, ends, "mq-tps")
+    assert "SEND_OK" in _mqadmin(java, ends, "sendMessage", "-t", "mq-tps", "-p", "rate")
+    out = _mqadmin(java, ends, "brokerStatus", "-b", ends.broker_remoting)
+    found = re.search(r"putTps\s*:\s*([\d.]+) ([\d.]+) ([\d.]+)", out)
+    assert found is not None and float(found.group(2)) > 0, out
+    assert re.search(r"getTransferedTps\s*:\s*[\d.]+ [\d.]+ [\d.]+", out), out

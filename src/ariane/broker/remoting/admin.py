@@ -22,7 +22,8 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   SYSTEM_ERROR (1) "the producer group[...] not exist" (RocketMQ's code for it).
 * ``GET_TOPIC_CONFIG`` (351): the topic's config, or TOPIC_NOT_EXIST (17), which mqadmin's
   ``consumerProgress`` and ``topicStatus`` tolerate.
-* ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures.
+* ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures, with the live
+  ``putTps``/``getTransferedTps`` of ``rates.TpsSampler`` (10 s, 1 min, 10 min).
 * ``QUERY_TOPIC_CONSUME_BY_WHO`` (300): the groups whose online clients subscribe to the
   topic plus the groups with committed offsets on it.
 * ``INVOKE_BROKER_TO_RESET_OFFSET`` (222): RocketMQ 5's server-side reset
@@ -44,7 +45,7 @@ import logging
 from collections.abc import Hashable
 
 from ariane.broker.processors import admin, admin_stats
-from ariane.broker.remoting import admin_bodies, admin_changes, clients, replies
+from ariane.broker.remoting import admin_bodies, admin_changes, clients, rates, replies
 from ariane.broker.tables import topic_config
 from ariane.common import errors
 from ariane.remoting import codes, command
@@ -62,13 +63,18 @@ class AdminHandler:
     Args:
         admin_processor: the broker's admin operations.
         table: the classic client table (who is online, subscribing to what).
+        tps: the live put/delivered rates of 28 (``None``: not answered).
     """
 
     def __init__(
-        self, admin_processor: admin.AdminProcessor, table: clients.ClassicClientTable
+        self,
+        admin_processor: admin.AdminProcessor,
+        table: clients.ClassicClientTable,
+        tps: rates.TpsSampler | None = None,
     ) -> None:
         self._admin = admin_processor
         self._table = table
+        self._tps = tps
         self._deletes = admin_changes.DeleteHandler(admin_processor)
 
     async def update_topic(self, request: Reply) -> Reply:
@@ -180,6 +186,7 @@ class AdminHandler:
             self._admin.runtime_stats(),
             master=self._admin.is_master,
             earliest_ms=self._admin.earliest_store_time_ms(),
+            tps=self._tps.rates() if self._tps is not None else None,
         )
         return replies.ok(request, body=body)
 

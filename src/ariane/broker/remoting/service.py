@@ -29,6 +29,7 @@ from ariane.broker.remoting import (
     membership,
     pulling,
     queries,
+    rates,
     replies,
     sending,
     transactions,
@@ -78,6 +79,8 @@ class RemotingService:
             gRPC gate's), so ``/metrics`` counts both protocols; a new one when ``None``.
         config: serves ``getBrokerConfig``/``updateBrokerConfig`` (26/25); ``None``: not
             served (tests without a broker runtime).
+        tps: the put/delivered rates 28 answers, sampled by ``run`` every
+            ``rates.SAMPLE_INTERVAL_S``; ``None``: 28 answers none.
     """
 
     def __init__(
@@ -91,8 +94,10 @@ class RemotingService:
         cluster: str = "",
         audit_log: audit.AuthAudit | None = None,
         config: broker_config.BrokerConfigHandler | None = None,
+        tps: rates.TpsSampler | None = None,
     ) -> None:
         self._config = config
+        self._tps = tps
         auth = auth if auth is not None else auth_settings.AuthSettings()
         assert auth_store is not None or not auth.authentication_enabled, "auth needs a store"
         self._auth_admin = (
@@ -117,7 +122,7 @@ class RemotingService:
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
-        self._admin = admin.AdminHandler(processors.admin, self.table)
+        self._admin = admin.AdminHandler(processors.admin, self.table, tps)
         self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
@@ -195,10 +200,17 @@ class RemotingService:
         return await self.server.start(host, port, server_tls)
 
     async def run(self) -> None:
-        """Send pushed requests and expire silent clients until cancelled."""
+        """Send pushed requests, expire silent clients and sample the rates until cancelled."""
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.outbox.run(), name="remoting-outbox")
             tasks.create_task(self._expire(), name="remoting-client-expiry")
+            if self._tps is not None:
+                tasks.create_task(self._sample(self._tps), name="remoting-tps-sampler")
+
+    async def _sample(self, tps: rates.TpsSampler) -> None:
+        while True:
+            tps.sample()
+            await asyncio.sleep(rates.SAMPLE_INTERVAL_S)
 
     async def _expire(self) -> None:
         while True:
