@@ -192,3 +192,23 @@ def test_mqadmin_broker_status_shows_live_tps(
     found = re.search(r"putTps\s*:\s*([\d.]+) ([\d.]+) ([\d.]+)", out)
     assert found is not None and float(found.group(2)) > 0, out
     assert re.search(r"getTransferedTps\s*:\s*[\d.]+ [\d.]+ [\d.]+", out), out
+
+
+def test_mqadmin_finds_and_prints_messages(
+    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
+) -> None:
+    """A message mqadmin sendMessage stored is found by queryMsgByUniqueKey (its unique key),
+    and printed with its body by printMsg and consumeMessage (pulls from every queue)."""
+    _make_topic(java, ends, "mq-print")
+    out = _mqadmin(java, ends, "sendMessage", "-t", "mq-print", "-p", "hello-print", "-k", "pk")
+    ((_, queue, status, msg_id),) = [
+        line.split() for line in out.splitlines() if line.split()[:1] == ["broker-a"]
+    ]
+    assert status == "SEND_OK", out
+    out = _mqadmin(java, ends, "queryMsgByUniqueKey", "-t", "mq-print", "-i", msg_id)
+    assert re.search(r"Topic:\s+mq-print", out) and re.search(r"Keys:\s+\[pk\]", out), out
+    assert re.search(rf"Queue ID:\s+{queue}\b", out), out
+    out = _mqadmin(java, ends, "printMsg", "-t", "mq-print", "-d", "true")
+    assert re.search(rf"MSGID: {msg_id} .* BODY: hello-print", out), out
+    out = _mqadmin(java, ends, "consumeMessage", "-t", "mq-print")
+    assert "Consume ok" in out and "hello-print" in out, out
