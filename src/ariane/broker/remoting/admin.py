@@ -30,7 +30,9 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   (``useServerSideResetOffset``, its default): every readable queue of ``topic`` moves to the
   first offset stored at or after ``timestamp`` (ms; 0 = the earliest, negative = the latest),
   persisted at once, whether or not a consumer is online; answers ``ResetOffsetBody``.
-  A reset of one queue (``queueId`` >= 0) is refused with INVALID_PARAMETER. Unlike RocketMQ's
+  With ``queueId`` >= 0 (``mqadmin resetOffsetByTime -b BROKER -q ID``), only that queue
+  moves, to ``offset`` when given (clamped to the queue's min..max; mqadmin sends the offset
+  it found with SEARCH_OFFSET_BY_TIMESTAMP, or ``-o``), else by ``timestamp``. Unlike RocketMQ's
   broker, which also corrects an online consumer's next pull, a classic consumer online during
   the reset keeps its position and commits over it: reset a stopped group.
 * ``DELETE_TOPIC_IN_BROKER`` (215) and ``DELETE_SUBSCRIPTIONGROUP`` (207): ``admin_changes``.
@@ -200,16 +202,14 @@ class AdminHandler:
         return replies.ok(request, body=admin_bodies.group_list_body(groups))
 
     async def reset_offset(self, request: Reply) -> Reply:
-        """222: move ``group`` on every readable queue of ``topic`` to ``timestamp``."""
+        """222: move ``group`` on every readable queue of ``topic`` (or ``queueId``) to
+        ``timestamp`` (or ``offset``)."""
         try:
             header = replies.Header(request.ext_fields)
             topic, group = header.text("topic"), header.text("group")
             timestamp_ms = header.integer("timestamp")
-            if header.integer("queueId", -1) >= 0:
-                raise replies.HeaderError(
-                    "a reset of one queue (queueId >= 0) is not supported; reset the whole "
-                    "topic by timestamp"
-                )
+            queue_id = header.integer("queueId", -1)
+            offset = header.integer("offset", -1) if queue_id >= 0 else -1
             if timestamp_ms < 0:
                 target = admin.ResetTarget.LATEST
             elif timestamp_ms == 0:
@@ -217,7 +217,12 @@ class AdminHandler:
             else:
                 target = admin.ResetTarget.TIMESTAMP
             name, offsets = self._admin.reset_offset(
-                group, topic, target, timestamp_ms=max(0, timestamp_ms)
+                group,
+                topic,
+                target,
+                timestamp_ms=max(0, timestamp_ms),
+                queue_id=queue_id if queue_id >= 0 else None,
+                offset=offset if offset >= 0 else None,
             )
         except errors.ArianeError as exc:
             return replies.error(request, exc)
