@@ -274,7 +274,9 @@ def test_runtime_info_reports_store_and_traffic(tmp_path: pathlib.Path) -> None:
 def test_reset_offset_by_time_moves_the_group_on_every_queue(tmp_path: pathlib.Path) -> None:
     """222 (server-side reset) moves a group to the latest offsets for a negative timestamp
     and to the earliest for 0, with no consumer online, answers ResetOffsetBody and commits
-    the offsets; a one-queue reset, a missing group and an unknown topic are refused."""
+    the offsets; with ``queueId`` (mqadmin ``-q``) only that queue moves, to ``offset``
+    clamped to the queue's range or by timestamp; a queue the topic lacks, a missing group and
+    an unknown topic are refused."""
 
     async def scenario(ctx: Ctx) -> None:
         peer, h = await ctx.connect(), ctx.h
@@ -289,8 +291,17 @@ def test_reset_offset_by_time_moves_the_group_on_every_queue(tmp_path: pathlib.P
         earliest = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, {**header, "timestamp": "0"})
         assert fastjson.loads(earliest.body)["offsetTable"][MQ(TOPIC, BROKER, 2)] == 0
         assert h.processors.puller.get_offset("reset-g", TOPIC, 2) == 0  # type: ignore[arg-type]
-        one_queue = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, {**header, "queueId": "1"})
-        assert one_queue.code == RC.INVALID_PARAMETER
+        one_queue = {**header, "queueId": "2", "offset": "2"}  # mqadmin resetOffsetByTime -q
+        reply = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, one_queue)
+        assert fastjson.loads(reply.body)["offsetTable"] == {MQ(TOPIC, BROKER, 2): 2}
+        assert h.processors.puller.get_offset("reset-g", TOPIC, 2) == 2  # type: ignore[arg-type]
+        clamped = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, {**one_queue, "offset": "99"})
+        assert fastjson.loads(clamped.body)["offsetTable"] == {MQ(TOPIC, BROKER, 2): 3}
+        by_time = {**header, "queueId": "2", "timestamp": "0"}
+        reply = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, by_time)
+        assert fastjson.loads(reply.body)["offsetTable"] == {MQ(TOPIC, BROKER, 2): 0}
+        no_queue = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, {**header, "queueId": "9"})
+        assert no_queue.code == RC.INVALID_PARAMETER
         no_group = {k: v for k, v in header.items() if k != "group"}
         assert (await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, no_group)).code == 29
         unknown = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, {**header, "topic": "nope"})

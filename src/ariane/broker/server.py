@@ -40,6 +40,8 @@ from ariane.broker.grpc import (
 )
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, renewal, transaction_check
+from ariane.broker.remoting import broker_config as remoting_broker_config
+from ariane.broker.remoting import rates as remoting_rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
 from ariane.broker.services import registration, replication, write_timeline
@@ -308,6 +310,10 @@ class BrokerServer:
             auth=self.settings.auth,
             cluster=self.settings.cluster,
             audit_log=self.auth_stores.audit,  # the gRPC gate's: one set of counters
+            config=remoting_broker_config.BrokerConfigHandler(runtime),
+            tps=remoting_rates.TpsSampler(
+                lambda: (runtime.counters.messages_in, runtime.counters.messages_out)
+            ),
         )
         try:
             bound_host, bound_port = await service.start(host, port, self.server_tls)

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, ids, route
+from ariane.grpcwire import codes as grpc_codes
 from ariane.grpcwire import metadata, pb, rpc
 from ariane.namesrv import route_info_manager as rim
 
@@ -117,3 +118,52 @@ class Forwarder:
             if broker_name in masters:
                 return broker_name
         raise errors.ForbiddenError(f"no live broker serves topic {topic!r} readable")
+
+    async def set_write_perm(self, broker_name: ids.BrokerName, *, writable: bool) -> int:
+        """Wipe or add the write permission of every ordinary topic on the master of
+        ``broker_name`` (its ``Admin.WipeWritePerm`` / ``AddWritePerm``); returns how many
+        topics changed. The master persists the change and registers again at once, so this
+        name server's routes follow it.
+
+        Raises:
+            NotFoundError: the group is unknown or has no live master.
+            ProxyTimeoutError / ServiceUnavailableError: the master did not answer.
+            ArianeError: the master refused (its status, e.g. FORBIDDEN).
+        """
+        group = self._manager.broker_group(broker_name)
+        master = None if group is None else group.master()
+        if master is None:
+            raise errors.NotFoundError(f"broker group {broker_name!r} has no live master")
+        channel = await self._channels.get(master.client_address)
+        answer: pb.admin.AddWritePermResponse | pb.admin.WipeWritePermResponse
+        try:
+            if writable:
+                answer = await rpc.unary_call(
+                    channel,
+                    pb.ADMIN_SERVICE,
+                    "AddWritePerm",
+                    pb.admin.AddWritePermRequest(),
+                    pb.admin.AddWritePermResponse,
+                    timeout_s=self._forward_timeout_s,
+                )
+            else:
+                answer = await rpc.unary_call(
+                    channel,
+                    pb.ADMIN_SERVICE,
+                    "WipeWritePerm",
+                    pb.admin.WipeWritePermRequest(),
+                    pb.admin.WipeWritePermResponse,
+                    timeout_s=self._forward_timeout_s,
+                )
+        except grpc.aio.AioRpcError as exc:
+            _log.warning("write perm call to %s failed: %s", master.client_address, exc)
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise errors.ProxyTimeoutError(
+                    f"broker {broker_name} did not answer in time"
+                ) from None
+            raise errors.ServiceUnavailableError(
+                f"broker {broker_name} could not be reached: {exc.code().name}"
+            ) from None
+        if not grpc_codes.is_success(answer.status):
+            raise errors.error_for_code(grpc_codes.code_of(answer.status), answer.status.message)
+        return answer.topics_changed

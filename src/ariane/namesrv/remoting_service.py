@@ -9,6 +9,18 @@ Codes served (remoting.md §2, §5), over the same ``RouteInfoManager`` as the g
 * 100/101/102 PUT/GET/DELETE_KV_CONFIG and 219 GET_KVLIST_BY_NAMESPACE (``kv_config``); with
   the inner credential enforced (``inner_auth``), 100 and 102 must be signed with it or
   answer 16 NO_PERMISSION and change nothing (RocketMQ checks nothing); reads stay open;
+* 216 DELETE_TOPIC_IN_NAMESRV (``mqadmin deleteTopic``, after the brokers deleted it): ext
+  ``topic``, ``clusterName`` → the topic leaves the routes of that cluster's groups (a master
+  that still has it lists it again at its next registration);
+* 205 WIPE_WRITE_PERM_OF_BROKER / 327 ADD_WRITE_PERM_OF_BROKER (``mqadmin wipeWritePerm`` /
+  ``addWritePerm``): ext ``brokerName`` → ext ``wipeTopicCount`` / ``addTopicCount``. RocketMQ
+  changes only the name server's own route table, which a name-server restart or the broker's
+  next changed registration undoes, and the broker keeps accepting writes from clients with
+  older routes. Ariane passes the change to the group's master (``Forwarder.set_write_perm``,
+  the broker's ``Admin.WipeWritePerm``/``AddWritePerm``): the broker persists it, refuses
+  writes itself, and registers again at once, so every name server's routes follow. An
+  unknown group or one without a live master answers SYSTEM_ERROR (1) with the reason, as
+  does a master that refused (16 NO_PERMISSION when it refused for permission);
 * 34 HEART_BEAT and 35 UNREGISTER_CLIENT answered 0 (``mqadmin``'s inner producer sends them to
   the name server address it was given).
 
@@ -34,6 +46,7 @@ too (``permissive`` ones speak both).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from ariane.common import errors, ids
 from ariane.namesrv import inner_auth, kv_config
@@ -44,6 +57,9 @@ from ariane.remoting import command as cmd
 _log = logging.getLogger(__name__)
 
 Reply = cmd.RemotingCommand
+
+WritePermSetter = Callable[[ids.BrokerName, bool], Awaitable[int]]
+"""(broker group, writable) -> topics changed on its master (``Forwarder.set_write_perm``)."""
 
 
 def broker_data(group: rim.BrokerGroup) -> dict[str, object] | None:
@@ -115,6 +131,8 @@ class RemotingNameService:
         kv: the KV config.
         writers: checks the inner-credential signature of KV writes (``None``: open, as in
             RocketMQ).
+        write_perm: sets a group's write permission on its master (205/327); ``None``: those
+            codes answer SYSTEM_ERROR (a name server built without brokers to call, tests).
     """
 
     def __init__(
@@ -122,10 +140,12 @@ class RemotingNameService:
         manager: rim.RouteInfoManager,
         kv: kv_config.KvConfig,
         writers: inner_auth.InnerAuthenticator | None = None,
+        write_perm: WritePermSetter | None = None,
     ) -> None:
         self._manager = manager
         self._kv = kv
         self._writers = writers
+        self._write_perm = write_perm
 
     def handlers(self) -> dict[int, transport.Handler]:
         """The handler table for ``transport.RemotingServer``."""
@@ -140,6 +160,9 @@ class RemotingNameService:
             request.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
             request.HEART_BEAT: self.accept,
             request.UNREGISTER_CLIENT: self.accept,
+            request.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            request.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm,
+            request.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
         }
 
     async def get_route(self, _conn: transport.Connection, req: Reply) -> Reply:
@@ -213,3 +236,42 @@ class RemotingNameService:
     async def accept(self, _conn: transport.Connection, req: Reply) -> Reply:
         """34, 35: success with nothing to do (a name server keeps no client table)."""
         return cmd.response(req)
+
+    async def delete_topic(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """216: drop ``topic`` from the routes of ``clusterName``'s groups (all when absent)."""
+        topic = req.ext_fields.get("topic", "").strip()
+        if not topic:
+            return cmd.response(req, codes.ResponseCode.INVALID_PARAMETER, remark="no topic")
+        cluster = req.ext_fields.get("clusterName", "").strip()
+        removed = self._manager.delete_topic(
+            ids.TopicName(topic), ids.ClusterName(cluster) if cluster else None
+        )
+        _log.info("topic %s deleted from the routes of %d groups (%s)", topic, removed, cluster)
+        return cmd.response(req)
+
+    async def wipe_write_perm(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """205: make the group's ordinary topics read-only; ext ``wipeTopicCount``."""
+        return await self._set_write_perm(req, writable=False, count_field="wipeTopicCount")
+
+    async def add_write_perm(self, _conn: transport.Connection, req: Reply) -> Reply:
+        """327: give the group's ordinary topics write back; ext ``addTopicCount``."""
+        return await self._set_write_perm(req, writable=True, count_field="addTopicCount")
+
+    async def _set_write_perm(self, req: Reply, *, writable: bool, count_field: str) -> Reply:
+        broker_name = req.ext_fields.get("brokerName", "").strip()
+        if not broker_name:
+            return cmd.response(req, codes.ResponseCode.INVALID_PARAMETER, remark="no brokerName")
+        if self._write_perm is None:
+            remark = "this name server cannot reach brokers"
+            return cmd.response(req, codes.ResponseCode.SYSTEM_ERROR, remark=remark)
+        try:
+            changed = await self._write_perm(ids.BrokerName(broker_name), writable)
+        except errors.ArianeError as exc:
+            code = (
+                codes.ResponseCode.NO_PERMISSION
+                if isinstance(exc, (errors.ForbiddenError, errors.UnauthorizedError))
+                else codes.ResponseCode.SYSTEM_ERROR
+            )
+            return cmd.response(req, code, remark=exc.message[:512])
+        _log.info("write permission of %s %s: %d topics", broker_name, writable, changed)
+        return cmd.response(req, ext_fields={count_field: str(changed)})

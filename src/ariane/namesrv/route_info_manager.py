@@ -377,6 +377,24 @@ class RouteInfoManager:
         groups = tuple(self._group_view(n) for n in names if n in self._broker_addr_table)
         return TopicRoute(topic, tuple(by_broker[n] for n in names), groups)
 
+    def delete_topic(self, topic: ids.TopicName, cluster: ids.ClusterName | None = None) -> int:
+        """Forget ``topic`` on the groups of ``cluster`` (every group when ``None``); returns
+        how many groups served it (RocketMQ ``RouteInfoManager.deleteTopic``). A master that
+        still has the topic lists it again at its next registration."""
+        by_broker = self._topic_queue_table.get(topic)
+        if not by_broker:
+            return 0
+        gone = [
+            name
+            for name in by_broker
+            if cluster is None
+            or (group := self._broker_addr_table.get(name)) is None
+            or group.cluster == cluster
+        ]
+        for name in gone:
+            self._remove_topic_broker(topic, name)
+        return len(gone)
+
     def broker_group(self, broker_name: ids.BrokerName) -> BrokerGroup | None:
         """The group named ``broker_name``, or ``None`` if no member of it is registered."""
         if broker_name not in self._broker_addr_table:

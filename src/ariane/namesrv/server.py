@@ -36,7 +36,7 @@ import grpc
 
 from ariane import metrics
 from ariane.common import clock as clock_module
-from ariane.common import tls
+from ariane.common import ids, tls
 from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import ports as grpc_ports
 from ariane.grpcwire import server as grpc_server
@@ -178,6 +178,15 @@ class NameServer:
             rpc.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),
         ]
 
+    async def _write_perm(self, broker_name: ids.BrokerName, writable: bool) -> int:
+        """205/327 of the Remoting port: the group master's write permission, set."""
+        forwarder = forward.Forwarder(
+            self.manager,
+            self._channels,
+            forward_timeout_s=self._settings.forward_timeout_ms / 1000,
+        )
+        return await forwarder.set_write_perm(broker_name, writable=writable)
+
     def _writers(self) -> inner_auth.InnerAuthenticator | None:
         """The check of Remoting KV writes: the inner credential's, when enforced."""
         auth = self._settings.auth
@@ -191,7 +200,9 @@ class NameServer:
         """
         server = grpc_server.build(self._settings.server, self._handlers())
         remoting = remoting_transport.RemotingServer(
-            remoting_service.RemotingNameService(self.manager, self.kv, self._writers()).handlers(),
+            remoting_service.RemotingNameService(
+                self.manager, self.kv, self._writers(), self._write_perm
+            ).handlers(),
             settings=self._settings.remoting,
         )
         private_dir = tempfile.mkdtemp(prefix="ariane-namesrv-")

@@ -277,6 +277,19 @@ _ROWS: Sequence[tuple[int, str, requests.Rule]] = (
         ),
     ),
     (
+        204,
+        "GET_PRODUCER_CONNECTION_LIST",
+        rule_of(_annotated("GetProducerConnectionListRequestHeader"), cluster_need(A.GET)),
+    ),
+    (
+        205,
+        "WIPE_WRITE_PERM_OF_BROKER",
+        rule_of(
+            _annotated("WipeWritePermOfBrokerRequestHeader"),
+            cluster_need(A.UPDATE),
+        ),
+    ),
+    (
         206,
         "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         rule_of(
@@ -356,6 +369,14 @@ _ROWS: Sequence[tuple[int, str, requests.Rule]] = (
         rule_of(
             _SPECIAL,
             need_of(RT.TOPIC, "b", A.PUB, retry_actions=_RETRY_SUB, retry_group_field="a"),
+        ),
+    ),
+    (
+        327,
+        "ADD_WRITE_PERM_OF_BROKER",
+        rule_of(
+            _annotated("AddWritePermOfBrokerRequestHeader"),
+            cluster_need(A.UPDATE),
         ),
     ),
     (

@@ -41,13 +41,7 @@ from typing import Generic, TypeVar
 from ariane.broker.processors import admin_deps, admin_stats
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
-from ariane.store import (
-    dispatcher,
-    message_codec,
-    message_store,
-    record_reader,
-    retention,
-)
+from ariane.store import dispatcher, message_codec, message_store, record_reader, retention
 
 _log = logging.getLogger(__name__)
 
@@ -372,26 +366,34 @@ class AdminProcessor:
         return admin_stats.earliest_store_time_ms(self._d.store)
 
     def reset_offset(
-        self, group_name: str, topic_name: str, target: ResetTarget, *, timestamp_ms: int = 0
+        self,
+        group_name: str,
+        topic_name: str,
+        target: ResetTarget,
+        *,
+        timestamp_ms: int = 0,
+        queue_id: int | None = None,
+        offset: int | None = None,
     ) -> tuple[ids.TopicName, dict[ids.QueueId, ids.QueueOffset]]:
-        """Move a group on every readable queue of a topic; in-flight messages there are
+        """Move a group on every readable queue of a topic (only ``queue_id`` when given, to
+        ``offset`` when given, clamped to the queue's min..max); in-flight messages there are
         forgotten. A new group is created with defaults (as on first use).
 
         Returns:
-            the topic and the new offset of each of its readable queues.
+            the topic and the new offset of each queue moved.
 
         Raises:
-            BadRequestError: a TIMESTAMP target with ``timestamp_ms`` <= 0.
-            TopicNotFoundError: no such topic.
+            BadRequestError: a TIMESTAMP target with ``timestamp_ms`` <= 0 (and no ``offset``),
+                or ``queue_id`` not a readable queue. TopicNotFoundError: no such topic.
         """
         self.require_master()
         topic = self.existing_topic(topic_name)
-        offset_at = self._reset_target(topic.name, target, timestamp_ms)
+        queues = range(topic.read_queue_nums) if queue_id is None else [queue_id]
+        if queue_id is not None and not 0 <= queue_id < topic.read_queue_nums:
+            raise errors.BadRequestError(f"{topic.name} has no readable queue {queue_id}")
+        offset_at = self._reset_target(topic.name, target, timestamp_ms, offset)
         group = self._d.group_table.require(group_name).group
-        new_offsets = {
-            ids.QueueId(q): ids.QueueOffset(offset_at(ids.QueueId(q)))
-            for q in range(topic.read_queue_nums)
-        }
+        new_offsets = {ids.QueueId(q): ids.QueueOffset(offset_at(ids.QueueId(q))) for q in queues}
         self._d.offset_table.reset(group, topic.name, new_offsets)
         self._d.pop_service.reset_queues(group, topic.name, new_offsets)
         self._d.persist_offsets()
@@ -399,9 +401,13 @@ class AdminProcessor:
         return topic.name, new_offsets
 
     def _reset_target(
-        self, topic: ids.TopicName, target: ResetTarget, timestamp_ms: int
+        self, topic: ids.TopicName, target: ResetTarget, timestamp_ms: int, offset: int | None
     ) -> Callable[[ids.QueueId], int]:
         store = self._d.store
+        if offset is not None:
+            return lambda q: min(
+                max(offset, store.min_queue_offset(topic, q)), store.max_queue_offset(topic, q)
+            )
         if target is ResetTarget.EARLIEST:
             return lambda q: store.min_queue_offset(topic, q)
         if target is ResetTarget.LATEST:
@@ -577,12 +583,7 @@ class AdminProcessor:
             changed += 1
         if changed:
             self._d.route_changed.set()
-        log = _log.info if writable else _log.warning
-        log(
-            "admin: write permission %s %d topics",
-            "added to" if writable else "wiped from",
-            changed,
-        )
+        (_log.info if writable else _log.warning)("admin: write perm %s: %d", writable, changed)
         return changed
 
 

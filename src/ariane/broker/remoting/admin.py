@@ -18,18 +18,24 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   group or topic answers an empty table, on which mqadmin asks 203.
 * ``GET_CONSUMER_CONNECTION_LIST`` (203): the group's live classic clients and subscriptions,
   or CONSUMER_NOT_ONLINE (206).
+* ``GET_PRODUCER_CONNECTION_LIST`` (204): the producer group's live classic clients, or
+  SYSTEM_ERROR (1) "the producer group[...] not exist" (RocketMQ's code for it).
 * ``GET_TOPIC_CONFIG`` (351): the topic's config, or TOPIC_NOT_EXIST (17), which mqadmin's
   ``consumerProgress`` and ``topicStatus`` tolerate.
-* ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures.
+* ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures, with the live
+  ``putTps``/``getTransferedTps`` of ``rates.TpsSampler`` (10 s, 1 min, 10 min).
 * ``QUERY_TOPIC_CONSUME_BY_WHO`` (300): the groups whose online clients subscribe to the
   topic plus the groups with committed offsets on it.
 * ``INVOKE_BROKER_TO_RESET_OFFSET`` (222): RocketMQ 5's server-side reset
   (``useServerSideResetOffset``, its default): every readable queue of ``topic`` moves to the
   first offset stored at or after ``timestamp`` (ms; 0 = the earliest, negative = the latest),
   persisted at once, whether or not a consumer is online; answers ``ResetOffsetBody``.
-  A reset of one queue (``queueId`` >= 0) is refused with INVALID_PARAMETER. Unlike RocketMQ's
+  With ``queueId`` >= 0 (``mqadmin resetOffsetByTime -b BROKER -q ID``), only that queue
+  moves, to ``offset`` when given (clamped to the queue's min..max; mqadmin sends the offset
+  it found with SEARCH_OFFSET_BY_TIMESTAMP, or ``-o``), else by ``timestamp``. Unlike RocketMQ's
   broker, which also corrects an online consumer's next pull, a classic consumer online during
   the reset keeps its position and commits over it: reset a stopped group.
+* ``DELETE_TOPIC_IN_BROKER`` (215) and ``DELETE_SUBSCRIPTIONGROUP`` (207): ``admin_changes``.
 
 Every handler answers a missing or malformed header field with INVALID_PARAMETER (29) and never
 raises. Invariant: no admin rule lives here, only decoding, encoding and RocketMQ's codes.
@@ -41,7 +47,7 @@ import logging
 from collections.abc import Hashable
 
 from ariane.broker.processors import admin, admin_stats
-from ariane.broker.remoting import admin_bodies, clients, replies
+from ariane.broker.remoting import admin_bodies, admin_changes, clients, rates, replies
 from ariane.broker.tables import topic_config
 from ariane.common import errors
 from ariane.remoting import codes, command
@@ -53,18 +59,25 @@ Reply = command.RemotingCommand
 
 
 class AdminHandler:
-    """Serves 17, 200, 202, 208, 203, 351, 28, 300 and 222.
+    """Serves 17, 200, 202, 208, 203, 204, 351, 28, 300 and 222; 215 and 207 through
+    ``admin_changes.DeleteHandler``.
 
     Args:
         admin_processor: the broker's admin operations.
         table: the classic client table (who is online, subscribing to what).
+        tps: the live put/delivered rates of 28 (``None``: not answered).
     """
 
     def __init__(
-        self, admin_processor: admin.AdminProcessor, table: clients.ClassicClientTable
+        self,
+        admin_processor: admin.AdminProcessor,
+        table: clients.ClassicClientTable,
+        tps: rates.TpsSampler | None = None,
     ) -> None:
         self._admin = admin_processor
         self._table = table
+        self._tps = tps
+        self._deletes = admin_changes.DeleteHandler(admin_processor)
 
     async def update_topic(self, request: Reply) -> Reply:
         """17: create or replace a topic from the ``CreateTopicRequestHeader``."""
@@ -146,6 +159,20 @@ class AdminHandler:
             )
         return replies.ok(request, body=admin_bodies.consumer_connection_body(found, _address))
 
+    async def producer_connections(self, request: Reply) -> Reply:
+        """204: the producer group's live clients, or SYSTEM_ERROR (1) naming the group when
+        none heartbeats here (RocketMQ's answer)."""
+        try:
+            group = replies.Header(request.ext_fields).text("producerGroup")
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        found = self._table.producer_details(group)
+        if found is None:
+            return replies.failed(
+                request, RC.SYSTEM_ERROR, f"the producer group[{group}] not exist"
+            )
+        return replies.ok(request, body=admin_bodies.producer_connection_body(found, _address))
+
     async def topic_config(self, request: Reply) -> Reply:
         """351: the topic's config, or TOPIC_NOT_EXIST (17)."""
         try:
@@ -161,6 +188,7 @@ class AdminHandler:
             self._admin.runtime_stats(),
             master=self._admin.is_master,
             earliest_ms=self._admin.earliest_store_time_ms(),
+            tps=self._tps.rates() if self._tps is not None else None,
         )
         return replies.ok(request, body=body)
 
@@ -174,16 +202,14 @@ class AdminHandler:
         return replies.ok(request, body=admin_bodies.group_list_body(groups))
 
     async def reset_offset(self, request: Reply) -> Reply:
-        """222: move ``group`` on every readable queue of ``topic`` to ``timestamp``."""
+        """222: move ``group`` on every readable queue of ``topic`` (or ``queueId``) to
+        ``timestamp`` (or ``offset``)."""
         try:
             header = replies.Header(request.ext_fields)
             topic, group = header.text("topic"), header.text("group")
             timestamp_ms = header.integer("timestamp")
-            if header.integer("queueId", -1) >= 0:
-                raise replies.HeaderError(
-                    "a reset of one queue (queueId >= 0) is not supported; reset the whole "
-                    "topic by timestamp"
-                )
+            queue_id = header.integer("queueId", -1)
+            offset = header.integer("offset", -1) if queue_id >= 0 else -1
             if timestamp_ms < 0:
                 target = admin.ResetTarget.LATEST
             elif timestamp_ms == 0:
@@ -191,7 +217,12 @@ class AdminHandler:
             else:
                 target = admin.ResetTarget.TIMESTAMP
             name, offsets = self._admin.reset_offset(
-                group, topic, target, timestamp_ms=max(0, timestamp_ms)
+                group,
+                topic,
+                target,
+                timestamp_ms=max(0, timestamp_ms),
+                queue_id=queue_id if queue_id >= 0 else None,
+                offset=offset if offset >= 0 else None,
             )
         except errors.ArianeError as exc:
             return replies.error(request, exc)
@@ -208,10 +239,13 @@ class AdminHandler:
             rq.GET_TOPIC_STATS_INFO: self.topic_stats,
             rq.GET_CONSUME_STATS: self.consume_stats,
             rq.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            rq.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             rq.GET_TOPIC_CONFIG: self.topic_config,
             rq.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             rq.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             rq.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            rq.DELETE_TOPIC_IN_BROKER: self._deletes.delete_topic,
+            rq.DELETE_SUBSCRIPTIONGROUP: self._deletes.delete_group,
         }
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from ariane.broker.processors import admin, admin_stats
-from ariane.broker.remoting import clients, replies
+from ariane.broker.remoting import clients, rates, replies
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import allocate, errors, hashing, ids, message, route
 from ariane.remoting import fastjson
@@ -259,6 +259,24 @@ def consumer_connection_body(
     )
 
 
+def producer_connection_body(
+    details: Sequence[tuple[str, Hashable, clients.ClientVersion]],
+    address_of: Callable[[Hashable], str],
+) -> bytes:
+    """``ProducerConnection``: the producer group's live clients (``clientAddr`` = their
+    socket peer)."""
+    connections = [
+        {
+            "clientAddr": address_of(connection),
+            "clientId": client_id,
+            "language": client.language,
+            "version": client.version,
+        }
+        for client_id, connection, client in details
+    ]
+    return fastjson.dumps({"connectionSet": connections})
+
+
 def subscription_data(sub: clients.Subscription) -> dict[str, object]:
     """A ``SubscriptionData`` bean: TAG expressions list their tags and Java hash codes."""
     tags = (
@@ -277,12 +295,20 @@ def subscription_data(sub: clients.Subscription) -> dict[str, object]:
     }
 
 
-def runtime_info_body(stats: admin.RuntimeStats, *, master: bool, earliest_ms: int) -> bytes:
+def runtime_info_body(
+    stats: admin.RuntimeStats,
+    *,
+    master: bool,
+    earliest_ms: int,
+    tps: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+) -> bytes:
     """``KVTable`` of ``GET_BROKER_RUNTIME_INFO``: the keys ``mqadmin clusterList`` and
     ``brokerStatus`` read that Ariane knows. Message totals count since the broker started
-    (the "morning" snapshots are 0); TPS, thread-pool, page-cache and timer keys are not sent
-    because Ariane does not measure them (``clusterList`` then prints ``null`` or 0 for them).
-    ``earliestMessageTimeStamp`` is absent while the store holds no message."""
+    (the "morning" snapshots are 0); ``tps`` (put, delivered rates per window, messages/s,
+    ``rates.TpsSampler``) gives ``putTps`` and ``getTransferedTps`` (absent when ``None``);
+    thread-pool, page-cache and timer keys are not sent because Ariane does not measure them
+    (``clusterList`` then prints ``null`` or 0 for them). ``earliestMessageTimeStamp`` is
+    absent while the store holds no message."""
     store, counters = stats.store, stats.counters
     table: dict[str, str | None] = {
         "brokerActive": str(master).lower(),
@@ -308,6 +334,9 @@ def runtime_info_body(stats: admin.RuntimeStats, *, master: bool, earliest_ms: i
         "consumerOffsetCount": str(stats.consumer_offset_count),
         "sentToDlqTotal": str(counters.sent_to_dlq),
     }
+    if tps is not None:
+        table["putTps"] = rates.rocketmq_text(tps[0])
+        table["getTransferedTps"] = rates.rocketmq_text(tps[1])
     return fastjson.dumps({"table": table})
 
 

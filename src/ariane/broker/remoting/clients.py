@@ -182,7 +182,21 @@ class ClassicClientTable:
         ``ConsumerManager.queryTopicConsumeByWho``)."""
         return sorted(g for g, found in self._consumers.items() if topic in found.subscriptions)
 
-    def register_producer(self, group: str, client_id: str, connection: Hashable) -> None:
+    def producer_details(self, group: str) -> list[tuple[str, Hashable, ClientVersion]] | None:
+        """(client id, connection, language and version) of the producer group's live
+        clients by id, or ``None`` when none heartbeats here (``GET_PRODUCER_CONNECTION_LIST``)."""
+        members = self._producers.get(group)
+        if not members:
+            return None
+        return [(cid, m.connection, m.client) for cid, m in sorted(members.items())]
+
+    def register_producer(
+        self,
+        group: str,
+        client_id: str,
+        connection: Hashable,
+        client: ClientVersion = ClientVersion(),
+    ) -> None:
         """Record a producer heartbeat (``ProducerManager.registerProducer``).
 
         Raises:
@@ -192,7 +206,7 @@ class ClassicClientTable:
         if members is None:
             _check_room(len(self._producers), GROUPS_MAX, "producer groups")
             members = self._producers[group] = {}
-        _touch(members, client_id, connection, self._clock.now_ms())
+        _touch(members, client_id, connection, self._clock.now_ms(), client)
 
     def unregister(
         self, client_id: str, *, consumer_group: str = "", producer_group: str = ""

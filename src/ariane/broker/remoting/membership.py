@@ -57,7 +57,7 @@ class MembershipHandler:
             client_id = _text(data, "clientID")
             client = clients.ClientVersion(request.language.name, request.version)
             for producer in _objects(data.get("producerDataSet")):
-                self._table.register_producer(_text(producer, "groupName"), client_id, peer)
+                self._table.register_producer(_text(producer, "groupName"), client_id, peer, client)
             changed = [
                 group
                 for consumer in _objects(data.get("consumerDataSet"))

@@ -4,7 +4,8 @@ It owns the Remoting server (``ariane.remoting.transport``), the handler table (
 handler of this package), the classic client table, the outbox of pushed requests and the loop
 that expires silent clients. The composition root (``broker.server``) starts it on
 ``remoting_listen``, runs ``run()`` in its ``TaskGroup`` and hands ``check_listener`` to the
-transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s,
+transaction check service. The admin codes ``mqadmin`` sends are ``admin.AdminHandler``'s
+(``broker_config.BrokerConfigHandler``'s for 26/25),
 the ACL admin codes 3001-3010 ``auth_admin.AuthAdminHandler``'s (when given a metadata store).
 With ``[auth]`` on, every handler of the table runs behind ``remoting.security_gate``: one
 authentication + authorization step answers NO_PERMISSION before any handler sees a refused
@@ -23,10 +24,12 @@ from ariane.broker import assembly
 from ariane.broker.remoting import (
     admin,
     auth_admin,
+    broker_config,
     clients,
     membership,
     pulling,
     queries,
+    rates,
     replies,
     sending,
     transactions,
@@ -74,6 +77,10 @@ class RemotingService:
         cluster: the broker's cluster name (``Cluster:<name>`` resources).
         audit_log: the broker's decision counters and audit lines (``AuthStores.audit``, the
             gRPC gate's), so ``/metrics`` counts both protocols; a new one when ``None``.
+        config: serves ``getBrokerConfig``/``updateBrokerConfig`` (26/25); ``None``: not
+            served (tests without a broker runtime).
+        tps: the put/delivered rates 28 answers, sampled by ``run`` every
+            ``rates.SAMPLE_INTERVAL_S``; ``None``: 28 answers none.
     """
 
     def __init__(
@@ -86,7 +93,11 @@ class RemotingService:
         auth: auth_settings.AuthSettings | None = None,
         cluster: str = "",
         audit_log: audit.AuthAudit | None = None,
+        config: broker_config.BrokerConfigHandler | None = None,
+        tps: rates.TpsSampler | None = None,
     ) -> None:
+        self._config = config
+        self._tps = tps
         auth = auth if auth is not None else auth_settings.AuthSettings()
         assert auth_store is not None or not auth.authentication_enabled, "auth needs a store"
         self._auth_admin = (
@@ -111,7 +122,7 @@ class RemotingService:
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
-        self._admin = admin.AdminHandler(processors.admin, self.table)
+        self._admin = admin.AdminHandler(processors.admin, self.table, tps)
         self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
@@ -155,6 +166,7 @@ class RemotingService:
             (RQ.QUERY_MESSAGE, queries_.query),
             *self._admin.table().items(),
             *(self._auth_admin.table().items() if self._auth_admin is not None else ()),
+            *self._config_handlers(),
         ):
             table[code] = replies.ignoring_connection(handler)
         for code in SLAVE_REFUSED_CODES:  # RocketMQ SendMessageProcessor.rejectRequest
@@ -162,6 +174,14 @@ class RemotingService:
         for code in (RQ.PULL_MESSAGE, RQ.LITE_PULL_MESSAGE):  # PullMessageProcessor's
             table[code] = replies.rejecting(table[code], self._role.rejects_pull)
         return self.gate.wrap(table) if self.gate is not None else table
+
+    def _config_handlers(self) -> list[tuple[int, replies.RequestHandler]]:
+        if self._config is None:
+            return []
+        return [
+            (RQ.GET_BROKER_CONFIG, self._config.get_config),
+            (RQ.UPDATE_BROKER_CONFIG, self._config.update_config),
+        ]
 
     def _on_connect(self, connection: transport.Connection) -> None:
         if self.gate is not None:
@@ -180,10 +200,17 @@ class RemotingService:
         return await self.server.start(host, port, server_tls)
 
     async def run(self) -> None:
-        """Send pushed requests and expire silent clients until cancelled."""
+        """Send pushed requests, expire silent clients and sample the rates until cancelled."""
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self.outbox.run(), name="remoting-outbox")
             tasks.create_task(self._expire(), name="remoting-client-expiry")
+            if self._tps is not None:
+                tasks.create_task(self._sample(self._tps), name="remoting-tps-sampler")
+
+    async def _sample(self, tps: rates.TpsSampler) -> None:
+        while True:
+            tps.sample()
+            await asyncio.sleep(rates.SAMPLE_INTERVAL_S)
 
     async def _expire(self) -> None:
         while True:

@@ -309,6 +309,16 @@ class SubscriptionGroupManager(persistence.VersionedTable[SubscriptionGroupConfi
         self._settings = group_settings
         _log.info("loaded %d subscription groups from %s", len(self), path)
 
+    @property
+    def table_settings(self) -> settings.SubscriptionSettings:
+        """The limits and auto-create switches in use now."""
+        return self._settings
+
+    def apply_settings(self, new: settings.SubscriptionSettings) -> None:
+        """Use ``new`` from the next request on (``mqadmin updateBrokerConfig``'s live keys;
+        ``new`` validated itself when built). Entries already stored are not re-checked."""
+        self._settings = new
+
     def require(self, group: str) -> SubscriptionGroupConfig:
         """The config of ``group``, created with defaults on first use when auto-create is on.
 

@@ -153,6 +153,16 @@ class TopicConfigManager(persistence.VersionedTable[TopicConfig]):
         self._settings = topic_settings
         _log.info("loaded %d topics from %s", len(self), path)
 
+    @property
+    def table_settings(self) -> settings.TopicSettings:
+        """The limits and auto-create switches in use now."""
+        return self._settings
+
+    def apply_settings(self, new: settings.TopicSettings) -> None:
+        """Use ``new`` from the next request on (``mqadmin updateBrokerConfig``'s live keys;
+        ``new`` validated itself when built). Entries already stored are not re-checked."""
+        self._settings = new
+
     def require(self, name: str, *, auto_create: bool = False) -> TopicConfig:
         """The config of ``name``; for producers, create it when auto-create is on.
 
