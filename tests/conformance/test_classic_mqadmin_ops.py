@@ -6,6 +6,9 @@ change commands against a real ``ariane namesrv`` + ``ariane broker`` pair: ``de
 Each mqadmin run is a JVM of a few seconds, so each test batches the commands of one concern
 against the module's one cluster, and asserts on what mqadmin printed as a user reads it
 (mqadmin exits 0 even when a command failed).
+
+Own cluster: the commands change the broker for everyone (write permission wiped, live config
+updated, topics and groups deleted), so no other module may share it.
 """
 
 from __future__ import annotations
