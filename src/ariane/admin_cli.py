@@ -804,6 +804,7 @@ async def _broker_promote(client: Client, args: argparse.Namespace) -> Result:
         role=args.role,
         lease_wait_s=args.lease_wait_s,
         tls=client.tls,
+        credentials=client.credentials,
     )
     columns = tuple((f.name, f.name.replace("_", " ")) for f in dataclasses.fields(outcome))
     return Result("promoted", columns, [dataclasses.asdict(outcome)], vertical=True)

@@ -123,6 +123,11 @@ class AdminClient(auth_admin.AuthAdminCalls):
         )
 
     @property
+    def credentials(self) -> credentials_mod.Credentials | None:
+        """What every call is signed with (``failover.promote`` signs with them too)."""
+        return self._credentials
+
+    @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
         """The name servers, in the order they are tried."""
         return self._endpoints

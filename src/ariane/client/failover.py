@@ -39,6 +39,7 @@ from typing import Any
 
 import grpc
 
+from ariane.client import credentials as client_credentials
 from ariane.common import errors, promotion
 from ariane.grpcwire import codes, convert, pb, rpc
 from ariane.grpcwire import tls as grpc_tls
@@ -99,19 +100,50 @@ class Outcome:
 
 
 class _Calls:
-    def __init__(self, channels: rpc.ChannelPool, timeout_s: float) -> None:
+    """The admin and registry calls of one promotion, each signed with ``credentials`` (fresh
+    ``Credentials.headers()`` per call) when given."""
+
+    def __init__(
+        self,
+        channels: rpc.ChannelPool,
+        timeout_s: float,
+        credentials: client_credentials.Credentials | None = None,
+    ) -> None:
         self.channels = channels
         self.timeout_s = timeout_s
+        self.credentials = credentials
+
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        """The signature headers of one call (none without credentials)."""
+        return () if self.credentials is None else self.credentials.headers()
+
+    async def registry(self, endpoint: str) -> rpc.RegistryClient:
+        """A signed registry client to the name server at ``endpoint``."""
+        channel = await self.channels.get(endpoint)
+        signer = None if self.credentials is None else self.headers
+        return rpc.RegistryClient(channel, timeout_s=self.timeout_s, signer=signer)
 
     async def admin(self, endpoint: str, name: str, request: Any, answer: type[rpc.M]) -> rpc.M:
         channel = await self.channels.get(endpoint)
         response = await rpc.unary_call(
-            channel, pb.ADMIN_SERVICE, name, request, answer, timeout_s=self.timeout_s
+            channel,
+            pb.ADMIN_SERVICE,
+            name,
+            request,
+            answer,
+            timeout_s=self.timeout_s,
+            metadata=self.headers(),
         )
         codes.raise_for_status(response.status)  # type: ignore[attr-defined]
         return response
 
     async def stats(self, endpoint: str) -> pb.admin.GetBrokerRuntimeStatsResponse | None:
+        """The broker's stats, ``None`` when it does not answer.
+
+        Raises:
+            UnauthorizedError, ForbiddenError: the broker refused the (unsigned or wrongly
+                signed) call: it is up, and counting it down would misreport the group.
+        """
         try:
             return await self.admin(
                 endpoint,
@@ -119,6 +151,11 @@ class _Calls:
                 pb.admin.GetBrokerRuntimeStatsRequest(),
                 pb.admin.GetBrokerRuntimeStatsResponse,
             )
+        except (errors.UnauthorizedError, errors.ForbiddenError) as error:
+            raise type(error)(
+                f"{endpoint} refused GetBrokerRuntimeStats: {error} (ACL 2.0 is on: sign the "
+                "calls with a Super user's access and secret keys)"
+            ) from None
         except (grpc.aio.AioRpcError, errors.ArianeError):
             return None
 
@@ -144,7 +181,7 @@ async def group_members(
         NotFoundError: the group is not registered.
     """
     for endpoint in namesrv_endpoints:
-        registry = rpc.RegistryClient(await calls.channels.get(endpoint), timeout_s=calls.timeout_s)
+        registry = await calls.registry(endpoint)
         try:
             info = await registry.get_cluster_info()
         except grpc.aio.AioRpcError:
@@ -177,7 +214,7 @@ async def master_lease_remaining_ms(
     """
 
     async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
-        registry = rpc.RegistryClient(await calls.channels.get(endpoint), timeout_s=calls.timeout_s)
+        registry = await calls.registry(endpoint)
         try:
             return await registry.get_cluster_info()
         except grpc.aio.AioRpcError:
@@ -306,18 +343,25 @@ def _tls(tls: grpc_tls.ClientTls | None) -> grpc.ChannelCredentials | None:
 
 
 async def broker_states(
-    endpoints: list[str], *, timeout_s: float = 3.0, tls: grpc_tls.ClientTls | None = None
+    endpoints: list[str],
+    *,
+    timeout_s: float = 3.0,
+    tls: grpc_tls.ClientTls | None = None,
+    credentials: client_credentials.Credentials | None = None,
 ) -> list[BrokerState | None]:
     """Ask each broker at ``endpoints`` for its role, epoch and offsets, at once (over TLS
-    with ``tls``).
+    with ``tls``, each call signed with ``credentials`` when given).
 
     Returns:
         One entry per endpoint, in order; ``None`` for a broker that did not answer within
         ``timeout_s`` (down, as ``promote`` counts it).
+
+    Raises:
+        UnauthorizedError, ForbiddenError: a broker refused the call (ACL 2.0 on).
     """
     channels = rpc.ChannelPool(channels_max=len(endpoints) + 1, credentials=_tls(tls))
     try:
-        calls = _Calls(channels, timeout_s)
+        calls = _Calls(channels, timeout_s, credentials)
         found = await asyncio.gather(*(calls.stats(e) for e in endpoints))
     finally:
         await channels.close()
@@ -349,6 +393,7 @@ async def promote(
     timeout_s: float = 3.0,
     lease_wait_s: float = LEASE_WAIT_S_DEFAULT,
     tls: grpc_tls.ClientTls | None = None,
+    credentials: client_credentials.Credentials | None = None,
 ) -> Outcome:
     """Promote slave ``broker_id`` of ``broker_name`` (see the module for the steps).
 
@@ -361,13 +406,17 @@ async def promote(
         lease_wait_s: failover: longest wait for the old master's lease to run out, s (0 =
             refuse at once while it may be held).
         tls: TLS to the name servers and brokers (``None``: plaintext).
+        credentials: what every call is signed with (a Super user's keys when the brokers
+            enforce ACL 2.0, as ``mqadmin -ak/-sk`` does); ``None``: unsigned.
 
     Raises:
         PreconditionFailedError, NotFoundError, ServiceUnavailableError: see the module.
+        UnauthorizedError, ForbiddenError: a broker refused the calls (ACL 2.0 on, unsigned
+            or not a Super user); nothing was changed when the stats were refused.
     """
     channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 16, credentials=_tls(tls))
     try:
-        calls = _Calls(channels, timeout_s)
+        calls = _Calls(channels, timeout_s, credentials)
         members = await group_members(calls, namesrv_endpoints, broker_name)
         master, epoch = decide(members, broker_id)
         if master is None:

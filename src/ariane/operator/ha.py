@@ -17,13 +17,17 @@ only ever changed on the broker groups named (never cluster-wide).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from ariane.client import admin
+from ariane.client import credentials as client_credentials
 from ariane.client import failover as client_failover
 from ariane.common import errors
 from ariane.operator import failover, metadata, model, resources, roller
+
+_log = logging.getLogger(__name__)
 
 POD_OVERRIDE_ENV: Final = "ARIANE_OPERATOR_POD_OVERRIDES"
 """Environment variable holding the JSON pod → ``host:port`` override map (empty = pod DNS)."""
@@ -73,24 +77,43 @@ class AdminSeam:
     Args:
         namesrv: ``host:port`` of the Broker's name server (``metadata.namesrv_endpoint``).
         pod_overrides: the ``POD_OVERRIDE_ENV`` map.
+        credentials: the operator's Super user of this Broker (``spec.auth.enabled``, the
+            ``<broker>-operator-auth`` Secret): every call (stats, ChangeRole, write permission,
+            lag) is signed with it; ``None``: unsigned.
     """
 
-    def __init__(self, namesrv: str, pod_overrides: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        pod_overrides: Mapping[str, str],
+        credentials: client_credentials.Credentials | None = None,
+    ) -> None:
         self._namesrv = namesrv
         self._overrides = dict(pod_overrides)
+        self._credentials = credentials
         self._tls = metadata.client_tls_from_env()
         """TLS of the admin calls (``metadata.TLS_ENV``), or ``None``."""
 
     def members(
         self, namespace: str, group: str, pods: Sequence[resources.Manifest], replicas: int
     ) -> list[failover.MemberView]:
-        """See ``GroupAdmin``; a missing pod or a silent broker is a member with no role."""
+        """See ``GroupAdmin``; a missing pod or a silent broker is a member with no role (so is
+        every broker when they refuse the operator's calls: logged, never a failover)."""
         by_ordinal = {roller.ordinal(p): p for p in pods}
         names = [f"{group}-{o}" for o in range(replicas)]
         endpoints = [pod_endpoint(namespace, group, n, self._overrides) for n in names]
-        states = asyncio.run(
-            client_failover.broker_states(endpoints, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls)
-        )
+        try:
+            states = asyncio.run(
+                client_failover.broker_states(
+                    endpoints,
+                    timeout_s=ADMIN_TIMEOUT_S,
+                    tls=self._tls,
+                    credentials=self._credentials,
+                )
+            )
+        except (errors.UnauthorizedError, errors.ForbiddenError) as error:
+            _log.warning("%s: no HA decision: %s", group, error)  # never a failover on this
+            states = [None] * len(endpoints)
         views = []
         for ordinal, state in enumerate(states):
             pod = by_ordinal.get(ordinal)
@@ -114,7 +137,12 @@ class AdminSeam:
         """
         outcome = asyncio.run(
             client_failover.promote(
-                (self._namesrv,), group, broker_id, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls
+                (self._namesrv,),
+                group,
+                broker_id,
+                timeout_s=ADMIN_TIMEOUT_S,
+                tls=self._tls,
+                credentials=self._credentials,
             )
         )
         text = (
@@ -122,6 +150,14 @@ class AdminSeam:
             f"{outcome.epoch}" + (", old master demoted" if outcome.old_master_demoted else "")
         )
         return text, outcome.epoch
+
+    def _client(self) -> admin.AdminClient:
+        return admin.AdminClient(
+            self._namesrv,
+            timeout_s=ADMIN_TIMEOUT_S,
+            tls=self._tls,
+            credentials=self._credentials,
+        )
 
     def set_write_perm(self, groups: Sequence[str], *, writable: bool) -> None:
         """See ``GroupAdmin``.
@@ -131,9 +167,7 @@ class AdminSeam:
         """
 
         async def call() -> None:
-            async with admin.AdminClient(
-                self._namesrv, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls
-            ) as client:
+            async with self._client() as client:
                 await client.set_write_perm(groups, writable=writable)
 
         asyncio.run(call())
@@ -146,9 +180,7 @@ class AdminSeam:
         """
 
         async def call() -> dict[str, int]:
-            async with admin.AdminClient(
-                self._namesrv, timeout_s=ADMIN_TIMEOUT_S, tls=self._tls
-            ) as client:
+            async with self._client() as client:
                 names = sorted({g.name for g in await client.list_groups()})
                 lag: dict[str, int] = {}
                 for name in names:

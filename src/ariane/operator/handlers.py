@@ -22,13 +22,14 @@ import datetime
 import logging
 import os
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 import kopf
 import kubernetes  # type: ignore[import-untyped]
 
 from ariane import metrics
-from ariane.client import admin
+from ariane.client import admin, credentials
 from ariane.common import errors
 from ariane.operator import ha, kube, metadata, reconcile, resources, status, users
 
@@ -102,12 +103,23 @@ def _write(patch: kopf.Patch, result: dict[str, Any]) -> None:
         patch.status[key] = value
 
 
+def _seam_credentials(body: kopf.Body, memo: kopf.Memo) -> credentials.Credentials | None:
+    """What the Broker's failover, switchover and drain calls are signed with; ``None`` also
+    while its Secret is not there yet (``reconcile`` creates it; the next run signs)."""
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    try:
+        return _operator_credentials(memo.kube, namespace, name, dict(body))
+    except users.SpecProblem as problem:
+        _log.warning("Broker %s/%s: HA calls unsigned: %s", namespace, name, problem)
+        return None
+
+
 def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -> None:
     RECONCILES.labels("Broker").inc()
     namesrv = metadata.namesrv_endpoint(
         str(body.metadata.namespace), str(body.metadata.name), memo.overrides
     )
-    admin_seam = ha.AdminSeam(namesrv, memo.pod_overrides)
+    admin_seam = ha.AdminSeam(namesrv, memo.pod_overrides, _seam_credentials(body, memo))
     notes: list[reconcile.Note] = []
     with DURATION.labels("Broker").time():
         try:
@@ -157,21 +169,31 @@ async def _broker_of(memo: kopf.Memo, body: kopf.Body) -> dict[str, Any]:
     return found
 
 
+def _operator_credentials(
+    kube_client: kube.Kube, namespace: str, name: str, broker: Mapping[str, Any]
+) -> credentials.Credentials | None:
+    """The operator's Super user of Broker ``name`` when it has ``spec.auth.enabled`` (keys in
+    ``users.operator_secret_name``), else ``None`` (blocking: a Kubernetes read).
+
+    Raises:
+        users.SpecProblem: auth is on but the Secret is missing or malformed.
+    """
+    if not broker.get("spec", {}).get("auth", {}).get("enabled", False):
+        return None
+    secret = kube_client.get("v1", "Secret", namespace, users.operator_secret_name(name))
+    if not secret:
+        raise users.SpecProblem(f"Secret {users.operator_secret_name(name)!r} not found yet")
+    try:
+        return users.operator_credentials(secret)
+    except ValueError as error:
+        raise users.SpecProblem(f"{users.operator_secret_name(name)}: {error}") from None
+
+
 async def _client(memo: kopf.Memo, body: kopf.Body, broker: dict[str, Any]) -> admin.AdminClient:
     """An admin client to the Broker's name servers, signed as the operator's Super user when
-    the Broker has ``spec.auth.enabled`` (keys in ``users.operator_secret_name``)."""
+    the Broker has ``spec.auth.enabled`` (``_operator_credentials``)."""
     namespace, name = str(body.metadata.namespace), str(body["spec"]["broker"])
-    signed = None
-    if broker.get("spec", {}).get("auth", {}).get("enabled", False):
-        secret = await asyncio.to_thread(
-            memo.kube.get, "v1", "Secret", namespace, users.operator_secret_name(name)
-        )
-        if not secret:
-            raise users.SpecProblem(f"Secret {users.operator_secret_name(name)!r} not found yet")
-        try:
-            signed = users.operator_credentials(secret)
-        except ValueError as error:
-            raise users.SpecProblem(f"{users.operator_secret_name(name)}: {error}") from None
+    signed = await asyncio.to_thread(_operator_credentials, memo.kube, namespace, name, broker)
     return admin.AdminClient(
         metadata.namesrv_endpoint(namespace, name, memo.overrides),
         timeout_s=metadata.ADMIN_TIMEOUT_S,
