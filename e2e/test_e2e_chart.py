@@ -89,13 +89,19 @@ def test_rendered_operator_args_parse_with_the_real_cli(
 
 
 def test_rbac_is_scoped_to_what_the_operator_manages(k8s: cluster.Cluster, namespace: str) -> None:
-    """The ClusterRole grants no wildcards, no secrets, and status access only via /status."""
+    """The ClusterRole grants no wildcards and status access only via /status; Secrets (which
+    RocketMQUser needs: the user's own Secret, ``secretRef`` keys, the operator's per-Broker
+    keys) in exactly one rule, with no verb beyond create/read/update/delete. Narrowing that to
+    the Secrets the operator owns (a namespaced Role per watched namespace) is issue 24 item 4."""
     role = _kinds(_render(k8s, namespace))["ClusterRole"]
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
 
     assert "*" not in resources and "*" not in verbs
-    assert "secrets" not in resources
+    secret_rules = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
+    assert len(secret_rules) == 1 and secret_rules[0]["resources"] == ["secrets"], secret_rules
+    crud = {"get", "list", "watch", "create", "update", "patch", "delete"}
+    assert set(secret_rules[0]["verbs"]) <= crud, secret_rules
     assert {"brokers/status", "statefulsets", "poddisruptionbudgets", "events"} <= resources
 
 
