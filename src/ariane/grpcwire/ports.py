@@ -38,6 +38,7 @@ import tempfile
 import grpc
 
 from ariane.common import log_limits, tls
+from ariane.common.splice import Splice
 from ariane.grpcwire import server as grpc_server
 from ariane.grpcwire import tls as grpc_tls
 
@@ -48,56 +49,6 @@ CONNECTIONS_MAX = 65_536
 
 PRIVATE_DIR_PREFIX = "ariane-grpc-tls-"
 """Name prefix of the private directory holding a permissive port's two Unix sockets."""
-
-
-class _Splice(asyncio.Protocol):
-    """One side of a spliced connection: bytes received here are written to ``peer``, with
-    flow control (a full peer buffer pauses reading here) and half-closes passed on."""
-
-    def __init__(self, front: PermissiveFront) -> None:
-        self.front = front
-        self.transport: asyncio.Transport | None = None
-        self.peer: _Splice | None = None
-        self.pending: list[bytes] = []
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.front.splices.add(self)
-
-    def attach(self, peer: _Splice) -> None:
-        """Forward to ``peer`` from now on (flushing what arrived before)."""
-        self.peer = peer
-        assert peer.transport is not None
-        for chunk in self.pending:
-            peer.transport.write(chunk)
-        self.pending.clear()
-
-    def data_received(self, data: bytes) -> None:
-        if self.peer is None or self.peer.transport is None:
-            self.pending.append(data)
-            return
-        self.peer.transport.write(data)
-
-    def eof_received(self) -> bool:
-        peer_transport = None if self.peer is None else self.peer.transport
-        if peer_transport is not None and peer_transport.can_write_eof():
-            peer_transport.write_eof()
-            return True
-        return False
-
-    def pause_writing(self) -> None:
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.resume_reading()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.front.splices.discard(self)
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.close()
 
 
 class _Sniff(asyncio.Protocol):
@@ -150,7 +101,7 @@ class PermissiveFront:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._limiter = log_limits.LineLimiter(key_interval_s=60.0)
-        self.splices: set[_Splice] = set()
+        self.splices: set[Splice] = set()
         self.tls_accepted = 0
         self.plaintext_accepted = 0
         self.refused = 0
@@ -178,7 +129,7 @@ class PermissiveFront:
     def splice(self, client: asyncio.Transport, first: bytes) -> None:
         """Hand ``client`` (whose first bytes are ``first``) to the socket its first byte names."""
         verdict = tls.classify_first_byte(first[0], tls.TlsMode.PERMISSIVE)
-        inbound = _Splice(self)
+        inbound = Splice(self.splices)
         client.set_protocol(inbound)
         inbound.connection_made(client)
         inbound.data_received(first)
@@ -193,10 +144,10 @@ class PermissiveFront:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _connect(self, client: asyncio.Transport, inbound: _Splice, path: str) -> None:
+    async def _connect(self, client: asyncio.Transport, inbound: Splice, path: str) -> None:
         loop = asyncio.get_running_loop()
         try:
-            _, outbound = await loop.create_unix_connection(lambda: _Splice(self), path)
+            _, outbound = await loop.create_unix_connection(lambda: Splice(self.splices), path)
         except OSError as exc:
             self.refuse(("connect",), f"cannot reach the gRPC server at {path}: {exc}")
             client.close()

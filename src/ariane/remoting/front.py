@@ -8,9 +8,10 @@ starts with its 4-byte big-endian length, whose high byte is 0 for every frame u
 handed to a ``transport.RemotingServer``; any other is spliced, bytes unchanged, to the gRPC
 server listening on an internal address (a Unix socket or a loopback port).
 
-The splice is two ``asyncio.Protocol``s writing into each other's transport, with flow control
-(a peer that does not read pauses reading from the other side), half-closes passed on, and
-either side's close closing both. It adds one local hop to every gRPC call; the name server
+The splice (``common.splice``, shared with the broker's permissive gRPC front) is two
+``asyncio.Protocol``s writing into each other's transport, with flow control (a peer that does
+not read pauses reading from the other side), half-closes passed on, and either side's close
+closing both. It adds one local hop to every gRPC call; the name server
 measures it (README, "Classic (Remoting) clients").
 
 TLS (``start``'s ``server_tls``, the name server's ``[tls]``): the listener is a
@@ -33,63 +34,13 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ariane.common import tls, tls_listener
+from ariane.common.splice import Splice
 from ariane.remoting import transport
 
 _log = logging.getLogger(__name__)
 
 SNIFF_TIMEOUT_S = 30.0
 """A connection that sends nothing for this long is closed before it is classified."""
-
-
-class _Splice(asyncio.Protocol):
-    """One direction's receiving end: bytes received here are written to ``peer``."""
-
-    def __init__(self, front: SharedPortFront) -> None:
-        self.front = front
-        self.transport: asyncio.Transport | None = None
-        self.peer: _Splice | None = None
-        self.pending: list[bytes] = []
-        self.peer_paused = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.front.splices.add(self)
-
-    def attach(self, peer: _Splice) -> None:
-        """Start forwarding to ``peer`` (flushing what arrived before it existed)."""
-        self.peer = peer
-        assert peer.transport is not None
-        for chunk in self.pending:
-            peer.transport.write(chunk)
-        self.pending.clear()
-
-    def data_received(self, data: bytes) -> None:
-        if self.peer is None or self.peer.transport is None:
-            self.pending.append(data)
-            return
-        self.peer.transport.write(data)
-
-    def eof_received(self) -> bool:
-        peer_transport = None if self.peer is None else self.peer.transport
-        if peer_transport is not None and peer_transport.can_write_eof():
-            peer_transport.write_eof()
-            return True  # keep the other direction open until it ends too
-        return False
-
-    def pause_writing(self) -> None:
-        # Our transport's buffer is full: stop reading from the side that fills it.
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.resume_reading()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.front.splices.discard(self)
-        if self.peer is not None and self.peer.transport is not None:
-            self.peer.transport.close()
 
 
 class _Sniff(asyncio.Protocol):
@@ -144,7 +95,7 @@ class SharedPortFront:
         self._grpc_address = grpc_address
         self._server: asyncio.Server | tls_listener.Listener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.splices: set[_Splice] = set()
+        self.splices: set[Splice] = set()
 
     async def start(
         self, host: str, port: int, server_tls: tls.ServerTls | None = None
@@ -173,24 +124,24 @@ class SharedPortFront:
 
     def hand_to_grpc(self, client: asyncio.Transport, first: bytes) -> None:
         """Splice ``client`` to the gRPC server, ``first`` being its first bytes."""
-        inbound = _Splice(self)
+        inbound = Splice(self.splices)
         client.set_protocol(inbound)
         inbound.connection_made(client)
         inbound.data_received(first)
         client.pause_reading()  # until the gRPC side is connected
         self._own(self._connect_grpc(client, inbound))
 
-    async def _connect_grpc(self, client: asyncio.Transport, inbound: _Splice) -> None:
+    async def _connect_grpc(self, client: asyncio.Transport, inbound: Splice) -> None:
         loop = asyncio.get_running_loop()
         try:
             if self._grpc_unix_path:
                 _, outbound = await loop.create_unix_connection(
-                    lambda: _Splice(self), self._grpc_unix_path
+                    lambda: Splice(self.splices), self._grpc_unix_path
                 )
             else:
                 assert self._grpc_address is not None
                 host, port = self._grpc_address
-                _, outbound = await loop.create_connection(lambda: _Splice(self), host, port)
+                _, outbound = await loop.create_connection(lambda: Splice(self.splices), host, port)
         except OSError as exc:
             _log.warning("cannot reach the internal gRPC server: %s", exc)
             client.close()
