@@ -33,6 +33,7 @@ import grpc
 import pytest
 
 import ha_testing
+import tls_testing
 from ariane import client, dev
 from ariane.common import tls
 from ariane.grpcwire import pb, rpc
@@ -44,17 +45,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 DRIVER = HERE / "conformance" / "official_py_driver.py"
 ROTATION_DEADLINE_S = 60.0
 """The issue's bound: a rotated certificate reaches new connections within a minute."""
-
-
-def _tls_toml(files: ca.LocalTlsFiles, mode: str) -> str:
-    return (
-        "[tls]\n"
-        f'server_mode = "{mode}"\n'
-        f'cert_path = "{files.cert_path}"\n'
-        f'key_path = "{files.key_path}"\n'
-        f'trust_cert_path = "{files.ca_path}"\n'
-        "reload_check_interval_ms = 200\n"
-    )
 
 
 def _speaks_tls(endpoint: str, ca_path: pathlib.Path) -> bool:
@@ -91,7 +81,8 @@ class TlsCluster:
 
     def _broker(self, name: str, mode: str, *, workers: int) -> str:
         port = dev.free_port()
-        config = ha_testing.small_store_config(self.tmp, name, _tls_toml(self.files, mode))
+        tls_table = tls_testing.tls_toml(self.files, mode, reload_ms=200)
+        config = ha_testing.small_store_config(self.tmp, name, tls_table)
         args = ["broker", *config, "--listen", f"127.0.0.1:{port}", "--broker-name", name]
         args += ["--store-dir", str(self.tmp / name), "--namesrv", self.namesrv]
         args += ["--workers", str(workers)]
@@ -143,7 +134,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
     tmp = tmp_path_factory.mktemp("tlsgrpc")
     files = ca.write_local(tmp / "tls")
     config = tmp / "namesrv.toml"
-    config.write_text(_tls_toml(files, "enforcing"))
+    config.write_text(tls_testing.tls_toml(files, "enforcing", reload_ms=200))
     extra = ("--config", str(config))
     with ha_testing.running_namesrv_process(tmp, extra) as (namesrv, _):
         assert _speaks_tls(namesrv, files.ca_path), "the enforcing name server answers TLS"
