@@ -14,7 +14,11 @@
 # {ariane.tar, ariane-client.tar (docker-archives), IMAGE and CLIENT_IMAGE (their names,
 # localhost/ariane[-client]:<key>), STAMP}. The client image adds the official RocketMQ Python
 # client (e2e/testenv/Dockerfile.client). buildah's storage
-# lives in the cache too (image-store/), so the base image and the wheel stage are reused.
+# lives in the cache too (image-overlay/, the kernel's overlay driver: layers are stored as diffs,
+# where the vfs driver kept a full copy of the file system per layer, ~16 GB for five builds), so
+# the base image is reused. Only the newest KEEP_BUILDS builds are kept; the untagged intermediate
+# images of `--layers` are pruned after each build (every src/ change rebuilds the wheel stage, so
+# they are never reused), and a store of the old vfs layout (image-store/) is removed.
 #
 # Usage: build-image.sh [REPO_ROOT]     build if needed; the last stdout line is the output dir
 #        build-image.sh --check [ROOT]  exit 0 and print the dir if built, else exit 3
@@ -54,8 +58,13 @@ flock 9
 if is_built; then log "cached: $OUT ($IMAGE)"; echo "$OUT"; exit 0; fi
 
 T0=$SECONDS
-STORE=$ROOT/image-store
-BUILDAH=(nice -n 19 buildah --root "$STORE/root" --runroot "$STORE/runroot" --storage-driver vfs)
+STORE=$ROOT/image-overlay
+KEEP_BUILDS=3
+BUILDAH=(nice -n 19 buildah --root "$STORE/root" --runroot "$STORE/runroot" --storage-driver overlay)
+if [[ -d $ROOT/image-store/root/vfs ]]; then
+  log "removing the old vfs image store ($(du -sh "$ROOT/image-store" | cut -f1))"
+  rm -rf "$ROOT/image-store"
+fi
 rm -rf "$OUT"
 mkdir -p "$OUT/logs" "$STORE"
 
@@ -105,11 +114,13 @@ done
 echo "$IMAGE" > "$OUT/IMAGE"
 echo "$CLIENT_IMAGE" > "$OUT/CLIENT_IMAGE"
 echo "$KEY" > "$OUT/STAMP"
-# Keep the newest five builds; older ones are dropped with their store images.
-for old in $(ls -1dt "$ROOT"/image-[0-9a-f]* 2>/dev/null | tail -n +6); do
+# Keep the newest KEEP_BUILDS builds; older ones are dropped with their store images, then the
+# untagged intermediate images (dangling once their build's tags are gone or superseded).
+for old in $(ls -1dt "$ROOT"/image-[0-9a-f]* 2>/dev/null | tail -n +$((KEEP_BUILDS + 1))); do
   "${BUILDAH[@]}" rmi "localhost/ariane-client:${old##*/image-}" "localhost/ariane:${old##*/image-}" \
     >/dev/null 2>&1 || true
   rm -rf "$old"
 done
+"${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || true
 log "built in $((SECONDS - T0)) s: $OUT ($IMAGE)"
 echo "$OUT"
