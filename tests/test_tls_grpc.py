@@ -24,6 +24,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ import ha_testing
 import tls_testing
 from ariane import client, dev
 from ariane.common import tls
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import pb, ports, rpc
 from ariane.security import ca
 
 pytestmark = pytest.mark.slow
@@ -218,6 +219,22 @@ def test_permissive_serves_tls_and_plaintext(cluster: TlsCluster) -> None:
     assert plain.broker_name == secure.broker_name == "tls-b"
     served = _served_fingerprint(cluster.permissive, cluster.files.ca_path)
     assert served == _pem_fingerprint(cluster.files.cert_path.read_bytes())
+
+
+def test_permissive_splices_to_abstract_sockets_that_leave_no_file(cluster: TlsCluster) -> None:
+    """The permissive broker's two inner gRPC sockets are Linux abstract ones (listed in
+    /proc/net/unix under its pid, no path), so a SIGKILL leaves nothing in the temp directory
+    (the private directory they used to live in stayed behind)."""
+    pid = cluster.processes[-1].pid  # the permissive broker, started last
+    prefix = f"@{ports.SOCKET_NAME_PREFIX}{pid}-"
+    names = {
+        line.split()[-1]
+        for line in pathlib.Path("/proc/net/unix").read_text().splitlines()[1:]
+        if line.split()[-1].startswith(prefix)
+    }
+    assert sorted(name.rsplit("-", 1)[1] for name in names) == ["plain", "tls"], names
+    leftovers = [p.name for p in pathlib.Path(tempfile.gettempdir()).glob(f"ariane-grpc-*{pid}*")]
+    assert leftovers == []
 
 
 def test_ariane_clients_and_admin_over_tls(cluster: TlsCluster) -> None:

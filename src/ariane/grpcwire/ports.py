@@ -5,7 +5,9 @@
   does TLS and reloads rotated certificates; a plaintext client fails its handshake; no Python
   in the data path).
 * ``permissive``: grpcio cannot tell TLS from plaintext on one port, so the server listens on
-  two Unix sockets in a private directory (0700): one secure (same credentials), one plaintext;
+  two Linux abstract Unix sockets (named ``ariane-grpc-<pid>-<random>-tls`` / ``-plain``; no file
+  system entry, so nothing is left behind when the process is SIGKILLed): one secure (same
+  credentials), one plaintext;
   an asyncio front (``PermissiveFront``) listens on the TCP port, waits for a connection's first
   byte and, by ``common.tls.classify_first_byte`` (``0x16`` = TLS handshake record, RocketMQ's
   ``TlsModeHandler`` rule), splices the raw bytes, unchanged, to one socket or the other. The
@@ -21,9 +23,13 @@ client address in this mode). Run ``enforcing`` when every client speaks TLS.
 Bounds: at most ``CONNECTIONS_MAX`` client connections spliced at once (more are closed at
 accept); a connection that sends nothing for ``handshake_timeout_ms`` is closed.
 
-Ownership: a ``ServedPort`` owns its front, the splices and the private directory; ``stop``
-ends them (after the caller stopped the gRPC server, so calls in flight drained through the
-splices first).
+Who can reach the two sockets: any process in the same network namespace that guesses the
+random name, exactly as it can reach the public TCP port that serves the same two things in
+this mode, so the sockets add no way in (their peer address is ``unix:`` either way).
+
+Ownership: a ``ServedPort`` owns its front and the splices; ``stop`` ends them (after the
+caller stopped the gRPC server, so calls in flight drained through the splices first); the
+abstract sockets go with the server.
 """
 
 from __future__ import annotations
@@ -32,8 +38,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
-import tempfile
+import secrets
 
 import grpc
 
@@ -47,8 +52,8 @@ _log = logging.getLogger(__name__)
 CONNECTIONS_MAX = 65_536
 """Client connections a permissive front splices at once."""
 
-PRIVATE_DIR_PREFIX = "ariane-grpc-tls-"
-"""Name prefix of the private directory holding a permissive port's two Unix sockets."""
+SOCKET_NAME_PREFIX = "ariane-grpc-"
+"""Name prefix of a permissive port's two abstract Unix sockets."""
 
 
 class _Sniff(asyncio.Protocol):
@@ -87,7 +92,7 @@ class PermissiveFront:
     server's TLS Unix socket or its plaintext one.
 
     Args:
-        tls_path: the secure Unix socket.
+        tls_path: the secure Unix socket (an abstract one starts with a NUL byte).
         plain_path: the plaintext Unix socket.
         first_byte_timeout_s: longest wait for a connection's first byte.
     """
@@ -194,7 +199,6 @@ class ServedPort:
         self._listen = listen
         self._tls = server_tls
         self._reuse_port = reuse_port
-        self._dir = ""
         self.front: PermissiveFront | None = None
         """The splicing front in ``permissive`` mode, once started."""
 
@@ -214,15 +218,15 @@ class ServedPort:
             port = grpc_server.bind(server, self._listen, credentials=credentials)
             await server.start()
             return port
-        self._dir = tempfile.mkdtemp(prefix=PRIVATE_DIR_PREFIX)  # 0700: ours only
-        tls_path = os.path.join(self._dir, "tls.sock")
-        plain_path = os.path.join(self._dir, "plain.sock")
-        grpc_server.bind_unix(server, tls_path, grpc_tls.server_credentials(self._tls))
-        grpc_server.bind_unix(server, plain_path, None)
+        name = f"{SOCKET_NAME_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+        grpc_server.bind_unix_abstract(
+            server, f"{name}-tls", grpc_tls.server_credentials(self._tls)
+        )
+        grpc_server.bind_unix_abstract(server, f"{name}-plain", None)
         await server.start()
         self.front = PermissiveFront(
-            tls_path,
-            plain_path,
+            f"\0{name}-tls",
+            f"\0{name}-plain",
             first_byte_timeout_s=self._tls.settings.handshake_timeout_ms / 1000,
         )
         host, port = grpc_server.parse_listen(self._listen)
@@ -234,8 +238,6 @@ class ServedPort:
             self.front.stop_accepting()
 
     async def stop(self) -> None:
-        """Close the front's splices and the private directory (after the server stopped)."""
+        """Close the front's splices (after the server stopped)."""
         if self.front is not None:
             await self.front.close()
-        if self._dir:
-            shutil.rmtree(self._dir, ignore_errors=True)

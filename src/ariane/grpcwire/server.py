@@ -122,15 +122,17 @@ def bind(
     return _add_port(server, convert.join_host_port(host, port), credentials, listen)
 
 
-def bind_unix(
-    server: grpc.aio.Server, path: str, credentials: grpc.ServerCredentials | None
+def bind_unix_abstract(
+    server: grpc.aio.Server, name: str, credentials: grpc.ServerCredentials | None
 ) -> None:
-    """Listen on the Unix socket ``path`` as well, in plaintext or with TLS ``credentials``.
+    """Listen on the Linux abstract Unix socket ``name`` (no NUL; gRPC's ``unix-abstract:``
+    address) as well, in plaintext or with TLS ``credentials``. Clients reach it at the path
+    ``"\\0" + name``; it vanishes with the process.
 
     Raises:
-        OSError: if the socket cannot be created.
+        OSError: if the socket cannot be created (e.g. the name is taken).
     """
-    _add_port(server, f"unix:{path}", credentials, path)
+    _add_port(server, f"unix-abstract:{name}", credentials, f"@{name}")
 
 
 def _add_port(
