@@ -85,8 +85,8 @@ def test_worker_tls_settings_round_trip() -> None:
 
 def test_inner_credentials_only_when_enforcing() -> None:
     """A server process dials its peers over TLS only when its own mode is ``enforcing``."""
-    assert grpc_tls.inner_credentials(tls.TlsSettings()) is None
+    assert grpc_tls.inner_credentials(tls.TlsSettings(), lambda: None) is None
     permissive = tls.TlsSettings(
         server_mode=tls.TlsMode.PERMISSIVE, cert_path="/c.pem", key_path="/k.pem"
     )
-    assert grpc_tls.inner_credentials(permissive) is None
+    assert grpc_tls.inner_credentials(permissive, lambda: None) is None

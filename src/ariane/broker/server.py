@@ -199,7 +199,7 @@ class BrokerServer:
         )
         return rpc.ChannelPool(
             channels_max=namesrv_max + 8,
-            credentials=grpc_tls.inner_credentials(self.settings.tls),
+            credentials=grpc_tls.inner_credentials(self.settings.tls, lambda: self.server_tls),
         )
 
     def _ha_services(

@@ -47,13 +47,14 @@ plaintext channels to other servers (an access point forwarding to brokers).
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 import grpc
 from google.protobuf import descriptor, message, message_factory
@@ -709,31 +710,92 @@ so a server process that took longer to answer a new connection on a loaded mach
 call at once: "connection attempt timed out before receiving SETTINGS frame"."""
 
 
+@runtime_checkable
+class CredentialsSource(Protocol):
+    """Channel credentials that may change over a process's life (a rotated client
+    certificate): ``current()`` answers ``(generation, credentials)``, the generation growing
+    with each change (``grpcwire.tls.InnerCredentials``)."""
+
+    def current(self) -> tuple[int, grpc.ChannelCredentials]:
+        """The credentials for a new channel and their generation."""
+        ...
+
+
+RETIRED_CHANNEL_GRACE_S = 60.0
+"""How long a channel replaced because the pool's credentials changed keeps serving the calls
+already on it (a long-polling call lasts up to 30 s) before it is closed, s."""
+
+
 class ChannelPool:
     """A bounded set of ``grpc.aio`` channels keyed by ``host:port``, plaintext or TLS.
 
     The least recently used channel is closed when a new address would exceed
     ``channels_max``. Not thread-safe: use it from one event loop.
 
+    With a ``CredentialsSource``, each ``get`` asks it for the current credentials; when their
+    generation changed (a client certificate rotated on disk), every open channel is retired:
+    new calls get new channels made with the new credentials, calls already on the old ones
+    finish, and the old channels are closed ``RETIRED_CHANNEL_GRACE_S`` later (or by
+    ``close``). A channel's own reconnects would otherwise present the old certificate forever.
+
     Args:
-        channels_max: most channels kept open at once.
-        credentials: TLS for every channel (``grpcwire.tls``); ``None``: plaintext.
+        channels_max: most channels kept open at once (retired ones not counted).
+        credentials: TLS for every channel (``grpcwire.tls``), fixed or from a source;
+            ``None``: plaintext.
     """
 
     def __init__(
-        self, *, channels_max: int = 64, credentials: grpc.ChannelCredentials | None = None
+        self,
+        *,
+        channels_max: int = 64,
+        credentials: grpc.ChannelCredentials | CredentialsSource | None = None,
     ) -> None:
         if not 1 <= channels_max <= 100_000:
             raise ValueError(f"channels_max must be 1..100000, not {channels_max}")
         self._channels_max = channels_max
-        self._credentials = credentials
+        self._source: CredentialsSource | None = None
+        self._credentials: grpc.ChannelCredentials | None = None
+        if isinstance(credentials, CredentialsSource):
+            self._source = credentials
+        else:
+            self._credentials = credentials
+        self._generation = 0
         self._channels: collections.OrderedDict[str, grpc.aio.Channel] = collections.OrderedDict()
+        self._retiring: set[asyncio.Task[None]] = set()
+        self.retired_channels = 0
+        """Channels replaced because the credentials changed."""
 
     def __len__(self) -> int:
         return len(self._channels)
 
+    def _follow_source(self) -> None:
+        """Take the source's credentials; retire every channel when they changed."""
+        assert self._source is not None
+        generation, credentials = self._source.current()
+        if generation == self._generation:
+            return
+        if self._channels:
+            retired = list(self._channels.values())
+            self._channels.clear()
+            self.retired_channels += len(retired)
+            task = asyncio.get_running_loop().create_task(self._close_later(retired))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+        self._generation, self._credentials = generation, credentials
+
+    @staticmethod
+    async def _close_later(channels: list[grpc.aio.Channel]) -> None:
+        try:
+            await asyncio.sleep(RETIRED_CHANNEL_GRACE_S)
+        finally:
+            for channel in channels:
+                await channel.close()
+
     async def get(self, address: str) -> grpc.aio.Channel:
-        """The channel to ``host:port``, opened on first use."""
+        """The channel to ``host:port``, opened on first use (with the source's current
+        credentials)."""
+        if self._source is not None:
+            self._follow_source()
         channel = self._channels.get(address)
         if channel is not None:
             self._channels.move_to_end(address)
@@ -757,7 +819,10 @@ class ChannelPool:
         return channel
 
     async def close(self) -> None:
-        """Close every channel."""
+        """Close every channel, the retired ones too."""
         while self._channels:
             _, channel = self._channels.popitem(last=False)
             await channel.close()
+        for task in list(self._retiring):
+            task.cancel()  # closes its channels now
+        await asyncio.gather(*self._retiring, return_exceptions=True)

@@ -27,8 +27,12 @@ against ``trust_cert_path`` and presenting ``cert_path``/``key_path`` (so ``requ
 inner traffic too). RocketMQ's clients trust every server by default; Ariane's always verify the
 chain and the host name (the certificate's SANs must name every address clients dial).
 
+Inner credentials follow the process's ``ServerTls`` (``InnerCredentials``): when the files
+change, the channel pools retire their channels and dial again with the new certificate.
+
 Invariants: the fetcher never raises into grpcio (a failure keeps the certificate in service);
-client key files are read once, when the credentials are made.
+the key files of Ariane's own clients (``ClientTls``) are read once, when the credentials are
+made; a server process's inner credentials are re-read with its served certificate.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 
 import grpc
 
@@ -157,16 +162,51 @@ class ClientTls:
         )
 
 
-def inner_credentials(settings: tls.TlsSettings) -> grpc.ChannelCredentials | None:
-    """What a server process dials name servers and brokers with: TLS when ``settings`` is
-    ``enforcing`` (verifying against ``trust_cert_path``, presenting ``cert_path``), else
-    ``None`` (plaintext; ``permissive`` is the migration mode whose peers may be plaintext).
+class InnerCredentials:
+    """The channel credentials a server process dials its peers with, following the
+    process's ``ServerTls``: the same files (``trust_cert_path`` verifies the peer,
+    ``cert_path``/``key_path`` are presented), re-read when they change, so a rotated
+    certificate reaches new inner connections without a restart (a ``rpc.CredentialsSource``
+    for ``rpc.ChannelPool``). Thread-safe.
 
-    Raises:
-        OSError, ValueError: as ``channel_credentials``.
+    Args:
+        server_tls: the process's ``ServerTls`` (enforcing), or ``None`` while it is not
+            loaded yet (a name server loads it when it starts serving).
     """
+
+    def __init__(self, server_tls: Callable[[], tls.ServerTls | None]) -> None:
+        self._tls = server_tls
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._credentials: grpc.ChannelCredentials | None = None
+
+    def current(self) -> tuple[int, grpc.ChannelCredentials]:
+        """``(generation, credentials)`` for a new channel (files re-checked when due).
+
+        Raises:
+            RuntimeError: the process has not loaded its ``[tls]`` files yet.
+        """
+        server_tls = self._tls()
+        if server_tls is None:
+            raise RuntimeError("an inner TLS channel was asked for before [tls] was loaded")
+        material = server_tls.material()
+        with self._lock:
+            if self._credentials is None or material.generation != self._generation:
+                self._credentials = grpc.ssl_channel_credentials(
+                    root_certificates=material.trust_pem,
+                    private_key=material.private_key_pem,
+                    certificate_chain=material.cert_chain_pem,
+                )
+                self._generation = material.generation
+            return self._generation, self._credentials
+
+
+def inner_credentials(
+    settings: tls.TlsSettings, server_tls: Callable[[], tls.ServerTls | None]
+) -> InnerCredentials | None:
+    """What a server process dials name servers and brokers with: TLS when ``settings`` is
+    ``enforcing`` (``InnerCredentials`` over the process's ``server_tls``), else ``None``
+    (plaintext; ``permissive`` is the migration mode whose peers may be plaintext)."""
     if settings.server_mode is not tls.TlsMode.ENFORCING:
         return None
-    return channel_credentials(
-        settings.trust_cert_path or None, cert_path=settings.cert_path, key_path=settings.key_path
-    )
+    return InnerCredentials(server_tls)

@@ -135,7 +135,7 @@ class NameServer:
         self.manager = rim.RouteInfoManager(settings=settings.route, clock=self._clock)
         self._channels = rpc.ChannelPool(  # forwards to brokers: TLS when enforcing
             channels_max=settings.broker_channels_max,
-            credentials=grpc_tls.inner_credentials(settings.tls),
+            credentials=grpc_tls.inner_credentials(settings.tls, lambda: self.server_tls),
         )
         self._latency = rpc.RpcLatency()
         self.kv = kv_config.KvConfig(entries_max=settings.kv_entries_max)
