@@ -7,9 +7,10 @@ ACL), both signed as the bootstrap Super user ``ROOT``.
 
 Transport (``tls_mode``): ``enforcing`` (the production configuration, TLS + ACL: every port of
 the name server and the broker refuses plaintext; certificates from ``security.ca.write_local``,
-SANs ``localhost``/``127.0.0.1``), ``permissive`` (TLS and plaintext on the same ports, for the
-clients that have no TLS) or ``disabled`` (plaintext only: what proves a client's TLS switch is
-really on, since a TLS client fails against it). Every helper here (``admin``, ``provision``,
+SANs ``localhost``/``127.0.0.1``; every client of the conformance modules has a TLS switch,
+classic Go too since its master's ``WithTls``), ``permissive`` (TLS and plaintext on the same
+ports) or ``disabled`` (plaintext only: what proves a client's TLS switch is really on, since a
+TLS client fails against it). Every helper here (``admin``, ``provision``,
 ``metrics``, ``client_env``) follows the mode, so a module switches transport in one place.
 
 The cluster's start (settings, flags) lives here only. Each test makes its own users, topics and

@@ -1,5 +1,10 @@
-"""The official classic Go client (``github.com/apache/rocketmq-client-go/v2`` v2.1.2, Remoting),
-unmodified, against real ``ariane namesrv`` + ``ariane broker`` processes.
+"""The official classic Go client (``github.com/apache/rocketmq-client-go/v2``, Remoting),
+unmodified, against real ``ariane namesrv`` + ``ariane broker`` processes (plaintext; the same
+client over TLS + ACL is ``test_polyglot_auth.py``).
+
+The version is the Go module proxy's pseudo-version of the client's unreleased master,
+``v2.1.3-0.20251226070945-2173d070fd1b``: the last release, v2.1.2, has no TLS, and master has
+``WithTls`` (apache/rocketmq-client-go#951). These scenarios passed on v2.1.2 before the bump.
 
 The client runs in its own process through ``go_classic/main.go`` (fetched from the Go module proxy
 and built by ``go_classic/build.sh`` into ``~/.cache/ariane``) and reaches the broker through the

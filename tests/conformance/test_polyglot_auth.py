@@ -1,5 +1,6 @@
 """ACL 2.0 over TLS with the official Java v5 (5.0.8), Go v5 (v5.1.3) and Node v5 (1.0.8) clients
-and the classic Go client (v2.1.2, Remoting), unmodified, against a real ``ariane namesrv`` +
+and the classic Go client (Remoting; the pseudo-version v2.1.3-0.20251226070945-2173d070fd1b of its
+unreleased master, the first with TLS), unmodified, against a real ``ariane namesrv`` +
 ``ariane broker`` pair with authentication and authorization on (``acl_cluster``), reached
 through the name server as a user's application does. Each client signs as its own API takes
 credentials (security.md §8.3): Java ``StaticSessionCredentialsProvider``, Go
@@ -9,19 +10,24 @@ its options are built in one place (``Driver.options``).
 
 Transport (TLS + ACL is the production configuration, so there is no plaintext rerun):
 
-* Java v5, Go v5 and Node v5 run against a cluster with TLS **enforcing** on every port of the
-  name server and the broker, so a client that did not speak TLS could not pass a single test
-  (each test fails against a plaintext-only cluster: the TLS client's handshake meets a
-  plaintext server). Their switches: Java ``enableSsl(true)`` and Go ``EnableSsl = true`` (both
-  trust any certificate: they prove the wire, not verification), Node ``sslEnabled: true``,
-  which verifies chain and host name with grpc-js's default roots, pointed at the cluster's CA
-  by ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (grpc-js ``tls-helpers`` reads it; checked here).
-* Classic Go v2.1.2 has no TLS at all (``WithTls`` exists only on its unreleased master), so
-  it cannot reach an enforcing port. It runs against a second cluster with TLS
-  **permissive** (TLS and plaintext on the same ports, RocketMQ's default mode), plaintext: the
-  configuration an operator must keep while such clients remain, and the one that shows ACL
-  does not depend on the transport (a plaintext connection on a TLS-capable port meets the same
-  authentication and authorization). That cluster is started only when classic Go runs.
+Every client runs against one cluster with TLS **enforcing** on every port of the name server
+and the broker, so a client that did not speak TLS could not pass a single test (each test fails
+against a plaintext-only cluster: the TLS client's handshake meets a plaintext server; and a
+plaintext client meets closed connections here, which ``test_classic_go_without_tls_is_refused``
+shows). The switches:
+
+* Java ``enableSsl(true)`` and Go v5 ``EnableSsl = true`` trust any certificate: they prove the
+  wire, not verification.
+* Node ``sslEnabled: true`` verifies chain and host name with grpc-js's default roots, pointed at
+  the cluster's CA by ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (grpc-js ``tls-helpers`` reads it;
+  checked here).
+* Classic Go ``producer/consumer.WithTls(true)`` (apache/rocketmq-client-go#951). Its last
+  release, v2.1.2, has no TLS at all, so the driver pins the module proxy's pseudo-version of
+  the unreleased master; ``test_classic_go.py`` passes unchanged on it (its one source change:
+  ``UnknowState`` was renamed ``UnkonwnState``). The client dials with
+  ``tls.Config{InsecureSkipVerify: true}`` (``internal/remote/tcp_conn.go``) and no client
+  certificate, as RocketMQ's classic clients trust all by default: it too proves the wire, not
+  verification. Ariane's own inner traffic (broker → name server, HA) still verifies its peers.
 
 What each client shows of a refusal, read from its sources:
 
@@ -63,8 +69,6 @@ pytestmark = pytest.mark.slow
 
 HERE = pathlib.Path(__file__).resolve().parent
 CLIENTS = ("java", "go", "node", "go-classic")
-NO_TLS = frozenset({"go-classic"})
-"""Clients without TLS (classic Go v2.1.2): they use the permissive cluster."""
 COUNT = 3
 """Messages per round trip."""
 ROUND_TRIP_DEADLINE_S = 60
@@ -73,6 +77,9 @@ REFUSAL_DEADLINE_S = 10
 up by themselves."""
 RUN_TIMEOUT_S = 150.0
 LOG_DEADLINE_S = 10.0
+PLAINTEXT_DEADLINE_S = 5
+"""How long classic Go without TLS may try: its first dial already meets the closed connection
+(it would keep retrying its route lookup until the deadline)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,12 +107,16 @@ def _events(text: str) -> list[dict[str, Any]]:
 
 class Driver:
     """One official client's driver, run as the ``round_trip`` every test uses: send ``COUNT``
-    messages to a topic, then consume them in a group, signed as a user."""
+    messages to a topic, then consume them in a group, signed as a user. ``tls=False`` leaves
+    the client's TLS switch off (to show that the enforcing cluster refuses it)."""
 
-    def __init__(self, name: str, cluster: AclCluster, logs: pathlib.Path) -> None:
+    def __init__(
+        self, name: str, cluster: AclCluster, logs: pathlib.Path, *, tls: bool = True
+    ) -> None:
         self.name = name
         self.cluster = cluster
         self.logs = logs
+        self.tls = tls
         self._runs = 0
         if name in ("java", "go"):
             self._built = polyglot.build(name, logs)
@@ -116,12 +127,13 @@ class Driver:
 
     def options(self, credentials: tuple[str, str]) -> list[str]:
         """The client's connection options: credentials, and its TLS switch when the cluster
-        enforces TLS (Java ``enableSsl``, Go ``EnableSsl``, Node ``sslEnabled``)."""
+        enforces TLS and ``tls`` is on (Java ``enableSsl``, Go ``EnableSsl``, Node
+        ``sslEnabled``, classic Go ``WithTls``)."""
         signed = ["--access-key", credentials[0], "--secret-key", credentials[1]]
-        if self.cluster.tls_mode != "enforcing":
+        if not self.tls or self.cluster.tls_mode != "enforcing":
             return signed
-        switch = {"java": ["--tls", "true"], "go": ["--tls"], "node": ["--tls"]}[self.name]
-        return [*signed, *switch]
+        switch = {"java": ["--tls", "true"], "go": ["--tls"], "node": ["--tls"]}
+        return [*signed, *switch.get(self.name, ["--tls"])]
 
     def round_trip(
         self, topic: str, group: str, credentials: tuple[str, str], *, deadline_s: int
@@ -201,22 +213,16 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster
         yield made
 
 
-@pytest.fixture(scope="module")
-def permissive_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
-    """The ACL name server + broker with TLS permissive, for clients without TLS."""
-    with acl_cluster.running(tmp_path_factory.mktemp("acl-permissive"), "permissive") as made:
-        yield made
-
-
 @pytest.fixture(scope="module", params=CLIENTS)
-def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Driver:
+def driver(
+    request: pytest.FixtureRequest,
+    tls_cluster: AclCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Driver:
     """One client's driver, fetched and built (cached by a stamp), its logs in a temp dir, on
-    the cluster its transport reaches (``NO_TLS``: permissive, else enforcing)."""
+    the enforcing cluster."""
     name: str = request.param
-    cluster: AclCluster = request.getfixturevalue(
-        "permissive_cluster" if name in NO_TLS else "tls_cluster"
-    )
-    return Driver(name, cluster, tmp_path_factory.mktemp(f"{name}-logs"))
+    return Driver(name, tls_cluster, tmp_path_factory.mktemp(f"{name}-logs"))
 
 
 @pytest.fixture
@@ -315,3 +321,17 @@ def test_node_verifies_the_server_against_its_roots(
     error = got.error()
     assert error["code"] == 14, error  # UNAVAILABLE: the handshake failed
     assert "self-signed certificate in certificate chain" in error["message"], error
+
+
+def test_classic_go_without_tls_is_refused(tls_cluster: AclCluster, tmp_path: pathlib.Path) -> None:
+    """Classic Go with its TLS switch off (plaintext, as v2.1.2 always dials) sends nothing to
+    the enforcing cluster: the name server closes each plaintext connection, so the client never
+    learns a route; the classic Go round trips above pass only because ``WithTls`` is on."""
+    topic = "t-go-classic-plain"
+    user = tls_cluster.provision(topic, "u-go-classic-plain", (f"Topic:{topic}", "Pub,Sub"))
+    plain = Driver("go-classic", tls_cluster, tmp_path, tls=False)
+    assert "--tls" not in plain.options(user)
+    got = plain.round_trip(topic, "g-go-classic-plain", user, deadline_s=PLAINTEXT_DEADLINE_S)
+    assert got.code in (2, 3) and not got.of("sent"), got.events
+    closed = [line for line in got.log.splitlines() if "conn error, close connection" in line]
+    assert any(tls_cluster.namesrv in line for line in closed), got.log[-3000:]

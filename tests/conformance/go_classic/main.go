@@ -1,5 +1,6 @@
 // Command goclassic drives the official classic Go client (github.com/apache/rocketmq-client-go/v2,
-// unmodified, pinned in go.mod; it speaks the Remoting protocol) through one conformance scenario
+// unmodified, pinned in go.mod to the pseudo-version of its unreleased master, the first with
+// TLS; it speaks the Remoting protocol) through one conformance scenario
 // against an Ariane name server and prints one JSON object per line: the events the Python tests
 // parse. build.sh compiles it into the Ariane cache; nothing here is Ariane's.
 //
@@ -18,6 +19,13 @@
 //
 // --access-key AK --secret-key SK make every scenario's client sign its Remoting requests as that
 // user (WithCredentials, the client's AccessKey/Signature ext fields).
+//
+// --tls makes every scenario's client dial the name server and the brokers over TLS
+// (producer/consumer.WithTls(true), apache/rocketmq-client-go#951). The client does not verify
+// the server (tls.Config{InsecureSkipVerify: true}, internal/remote/tcp_conn.go) and presents no
+// client certificate, so a run proves the wire, not verification. WithTls writes the client's
+// package-global remote.DefaultRemotingClientConfig (every client's options point at it), so it
+// switches TLS for every client of the process: one scenario per process keeps that harmless.
 //
 // Every scenario ends at --deadline-s (exit 3). Exit codes: 0 done, 3 deadline, 2 a client error.
 // The client's own log (logrus) goes to stderr, which the test keeps in a file.
@@ -49,7 +57,7 @@ type options struct {
 	namesrv, topic, group, mode, model, prefix, instance                string
 	accessKey, secretKey                                                string
 	count, orders, delayLevel, retryDelayLevel, maxReconsume, deadlineS int
-	orderly, fail                                                       bool
+	orderly, fail, tls                                                  bool
 }
 
 var (
@@ -93,6 +101,7 @@ func parse() string {
 	fs.BoolVar(&opts.fail, "fail", false, "answer every delivery with ConsumeRetryLater")
 	fs.StringVar(&opts.accessKey, "access-key", "", "ACL user the client signs as (none: unsigned)")
 	fs.StringVar(&opts.secretKey, "secret-key", "", "the user's secret")
+	fs.BoolVar(&opts.tls, "tls", false, "dial over TLS (WithTls; the server is not verified)")
 	if len(os.Args) < 2 {
 		fail(fmt.Errorf("usage: goclassic SCENARIO [flags]"))
 	}
@@ -175,7 +184,7 @@ func runSend() {
 	popts := []producer.Option{
 		producer.WithNsResolver(resolver()), producer.WithGroupName(opts.group),
 		producer.WithInstanceName(opts.instance), producer.WithRetry(2),
-		producer.WithCredentials(credentials()),
+		producer.WithCredentials(credentials()), producer.WithTls(opts.tls),
 	}
 	if opts.orders > 0 {
 		popts = append(popts, producer.WithQueueSelector(orderSelector{}))
@@ -290,6 +299,7 @@ func runPush() {
 		consumer.WithConsumerOrder(opts.orderly),
 		consumer.WithMaxReconsumeTimes(int32(opts.maxReconsume)),
 		consumer.WithStrategy(allocate), consumer.WithCredentials(credentials()),
+		consumer.WithTls(opts.tls),
 	)
 	if err != nil {
 		fail(err)
@@ -343,7 +353,7 @@ func (txListener) state(body string) primitive.LocalTransactionState {
 	case "m-1":
 		return primitive.RollbackMessageState
 	}
-	return primitive.UnknowState
+	return primitive.UnkonwnState // UnknowState in v2.1.2: the constant was renamed on master
 }
 
 func (l txListener) ExecuteLocalTransaction(msg *primitive.Message) primitive.LocalTransactionState {
@@ -363,7 +373,7 @@ func runTransaction() {
 	p, err := rocketmq.NewTransactionProducer(txListener{},
 		producer.WithNsResolver(resolver()), producer.WithGroupName(opts.group),
 		producer.WithInstanceName(opts.instance), producer.WithRetry(2),
-		producer.WithCredentials(credentials()))
+		producer.WithCredentials(credentials()), producer.WithTls(opts.tls))
 	if err != nil {
 		fail(err)
 	}
