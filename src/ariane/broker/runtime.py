@@ -123,9 +123,11 @@ class BrokerRuntime:
         self.clock = time
         root = settings.store_dir
         root.mkdir(parents=True, exist_ok=True)
+        slave = not settings.ha.role.is_master  # a slave repairs a damaged CommitLog from its master
+        store_settings = dataclasses.replace(settings.store, repair_from_master=slave)
         self.store = message_store.MessageStore.open(
             root,
-            retention.store_settings_for_volume(root, settings.store),
+            retention.store_settings_for_volume(root, store_settings),
             clock=time,
             index=index_file.settings_for_volume(root, settings.index),
         )
