@@ -1,7 +1,10 @@
 """Bit flips and truncation of one replica's CommitLog (``e2e.chaos.corruption``) with real
 processes: a slave restarted on a damaged CommitLog cuts it at the first bad record and
 re-fetches the rest from its master until both are byte-identical; a master restarted on a
-damaged record keeps serving and never delivers that record's bytes."""
+damaged record keeps serving and never delivers that record's bytes.
+
+Own cluster: a slave is stopped, its files damaged, and restarted against its master.
+"""
 
 from __future__ import annotations
 

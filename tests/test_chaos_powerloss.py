@@ -2,7 +2,10 @@
 the broker is SIGKILLed mid-stream and every unsynced write is then dropped (a random prefix of
 them kept, torn). Under SYNC_FLUSH every acknowledged message survives; under ASYNC_FLUSH only a
 tail of the CommitLog is lost and the recovered store is consistent (ConsumeQueues never point
-past the CommitLog, queue offsets dense, nothing corrupt read)."""
+past the CommitLog, queue offsets dense, nothing corrupt read).
+
+Own cluster: the broker's store sits on a FUSE mount that loses power under it.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pytest
 from e2e.chaos import powerloss
 
 import ha_testing
+from ariane import dev
 from ariane.common import clock, errors, ids
 from ariane.store import GetMessageStatus, MessageStore, StoreSettings
 
@@ -101,7 +105,7 @@ def _power_loss_run(tmp: pathlib.Path, flush: str, flush_interval_ms: int) -> tu
     layer = powerloss.PowerLossMount(tmp / "disk", tmp / "layer.log")
     extra = ("--flush-disk-type", flush, *_config(tmp, flush_interval_ms))
     broker = ha_testing.Broker("pl", layer.store, 0, 0)
-    broker.port, broker.ha_port = ha_testing.dev.free_port(), ha_testing.dev.free_port()
+    broker.port, broker.ha_port = dev.free_port(), dev.free_port()
     try:
         with ha_testing.running_namesrv(tmp) as namesrv:
             layer.mount()

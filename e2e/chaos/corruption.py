@@ -41,7 +41,10 @@ def commit_log_records(store_dir: pathlib.Path) -> list[tuple[pathlib.Path, int,
         at = 0
         while at + _SIZE_MAGIC.size <= len(data):
             total, magic = _SIZE_MAGIC.unpack_from(data, at)
-            if total <= 0 or magic not in (message_codec.MAGIC_CODE_V1, message_codec.MAGIC_CODE_V2):
+            if total <= 0 or magic not in (
+                message_codec.MAGIC_CODE_V1,
+                message_codec.MAGIC_CODE_V2,
+            ):
                 break
             found.append((segment, at, total))
             at += total

@@ -150,7 +150,7 @@ class UndoLog:
 
 def _operations(root: pathlib.Path, undo: UndoLog) -> Any:
     """The mfusepy ``Operations`` of the pass-through layer over ``root``."""
-    import mfusepy
+    import mfusepy  # type: ignore[import-untyped]
 
     def real(path: str) -> str:
         return str(root / path.lstrip("/"))
@@ -195,7 +195,10 @@ def _operations(root: pathlib.Path, undo: UndoLog) -> Any:
             os.chmod(real(path), mode)
 
         def utimens(self, path: str, times: tuple[int, int] | None = None) -> None:
-            os.utime(real(path), ns=times)
+            if times is None:
+                os.utime(real(path))
+            else:
+                os.utime(real(path), ns=times)
 
         def statfs(self, path: str) -> dict[str, int]:
             st = os.statvfs(real(path))
@@ -298,7 +301,13 @@ class PowerLossMount:
         """Start the layer process and wait until the mount point is a mount."""
         with self._log.open("a") as err:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "e2e.chaos.powerloss", str(self.backing), str(self.mountpoint)],
+                [
+                    sys.executable,
+                    "-m",
+                    "e2e.chaos.powerloss",
+                    str(self.backing),
+                    str(self.mountpoint),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

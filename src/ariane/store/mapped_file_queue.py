@@ -112,7 +112,9 @@ class MappedFileQueue:
         self._layer.make_dirs(self.directory)
         loaded: list[mapped_file.MappedFile] = []
         names = [
-            n for n in self._layer.list_dir(self.directory) if mapped_file.start_offset_of(n) is not None
+            n
+            for n in self._layer.list_dir(self.directory)
+            if mapped_file.start_offset_of(n) is not None
         ]
         padded = False
         for position, name in enumerate(names):

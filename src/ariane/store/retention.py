@@ -449,8 +449,7 @@ def segment_size_for_volume(
             fit on the volume.
     """
     laid_out = existing_bytes is not None and (
-        existing_bytes in (configured_bytes, smallest_bytes)
-        or existing_bytes % _PAGE_BYTES == 0
+        existing_bytes in (configured_bytes, smallest_bytes) or existing_bytes % _PAGE_BYTES == 0
     )  # any other size is a file cut behind the store's back, not a layout
     if laid_out and existing_bytes is not None and existing_bytes <= configured_bytes:
         size = existing_bytes
