@@ -1,7 +1,7 @@
 """Bit flips and truncation of one replica's CommitLog (``e2e.chaos.corruption``) with real
 processes: a slave restarted on a damaged CommitLog cuts it at the first bad record and
-re-fetches the rest from its master until both are byte-identical; a master restarted on a
-damaged record keeps serving and never delivers that record's bytes.
+re-fetches the rest from its master until both are byte-identical, then follows new writes
+(a master's handling of a damaged record is proved in process by ``test_store_recovery``).
 
 Own cluster: a slave is stopped, its files damaged, and restarted against its master.
 """

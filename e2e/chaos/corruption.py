@@ -11,9 +11,8 @@ the heal is restarting the broker on the damaged store, then waiting for it to m
   lost tail of a file would be). A slave pads the segment, rescans and re-fetches; a master
   refuses to start (``StoreLayoutError``), as RocketMQ does, so that a failover to its slave
   keeps what it had.
-- ``flip_consume_queue_unit``: one bit of a ConsumeQueue unit's CommitLog offset. Units carry
-  no CRC (as in RocketMQ); the record it now points at fails its PHYSICALOFFSET check, so the
-  read answers CORRUPT and nothing corrupt is delivered.
+
+ConsumeQueue and index damage is not injected yet (units carry no CRC, as in RocketMQ).
 
 Only the files of the store given are touched; nothing runs in the background.
 """
@@ -25,7 +24,7 @@ import random
 import struct
 from typing import Any
 
-from ariane.store import consume_queue, message_codec
+from ariane.store import message_codec
 
 _SIZE_MAGIC = struct.Struct(">ii")
 
@@ -85,15 +84,3 @@ def truncate_commit_log(store_dir: pathlib.Path, rng: random.Random) -> dict[str
     with newest.open("r+b") as handle:
         handle.truncate(size)
     return {"kind": "truncate_commit_log", "file": newest.name, "size": size}
-
-
-def flip_consume_queue_unit(
-    store_dir: pathlib.Path, topic: str, queue_id: int, unit: int, rng: random.Random
-) -> dict[str, Any]:
-    """Flip one random bit of the CommitLog offset of unit ``unit`` of a ConsumeQueue (in its
-    first file)."""
-    files = sorted((store_dir / "consumequeue" / topic / str(queue_id)).iterdir())
-    position = unit * consume_queue.UNIT_BYTES + rng.randrange(4, 8)  # the offset's low bytes
-    bit = rng.randrange(8)
-    flip_bit(files[0], position, bit)
-    return {"kind": "flip_consume_queue_unit", "topic": topic, "queue": queue_id, "unit": unit}
