@@ -5,6 +5,8 @@ from __future__ import annotations
 import pathlib
 import random
 
+import pytest
+
 from ariane.common import clock, limits
 from ariane.store import (
     LookupStatus,
@@ -14,6 +16,7 @@ from ariane.store import (
     file_layer,
     high_water,
     mapped_file,
+    mapped_file_queue,
     message_store,
     settings,
 )
@@ -95,7 +98,8 @@ def test_without_the_crc_check_the_garbage_stays_and_appends_land_after_it() -> 
 
 
 def test_clean_restart_reads_no_records() -> None:
-    """After close(), open trusts the checkpoint and scans nothing: an early bad body goes unseen.
+    """After close(), open trusts the checkpoint and rescans nothing: a bad body older than the
+    newest three segments (the only ones CRC-checked on a clean start) goes unseen.
 
     The same files opened as after a crash without a checkpoint are fully scanned and cut there.
     """
@@ -355,3 +359,55 @@ def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
         assert store.key_index.query(f"T#old{i}", max_count=10, begin_ms=0, end_ms=2**62) == []
     for i in range(3):
         assert mem.query_key(f"T#new{i}") == [new[i].commit_log_offset]
+
+
+def test_a_clean_start_finds_a_bit_flip_in_the_newest_segments_and_only_a_slave_cuts() -> None:
+    """Proves a bit flip in the newest three segments is found on a clean start: a slave's
+    store (``repair_from_master``) cuts there for its master to refill, a master's keeps every
+    record and answers CORRUPT for the damaged one, never its bytes."""
+    mem = MemoryStore.open()
+    results = _fill(mem, 40)
+    mem.store.close()
+    _corrupt_body(mem, results[-5])
+    master = mem.reopen()
+    assert master.max_commit_log_offset == results[-1].commit_log_offset + results[-1].wrote_bytes
+    assert master.get_message(results[-5].commit_log_offset).status is LookupStatus.CORRUPT
+    got = read(master, 30)
+    assert [m.queue_offset for m in got.messages] == [*range(30, 35), *range(36, 40)]
+    master.close()
+    slave = mem.reopen(tiny_settings(repair_from_master=True))
+    assert not slave.recovery_report.clean
+    assert slave.max_commit_log_offset == results[-5].commit_log_offset
+    assert slave.max_queue_offset(T, Q0) == 35
+    slave.close()
+
+
+def test_a_truncated_newest_segment_is_padded_on_a_slave_and_refused_on_a_master(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a newest CommitLog segment cut short mid-record stops a master's store from
+    opening (StoreLayoutError, as RocketMQ) while a slave's pads it, rescans and keeps every
+    record before the cut."""
+    config = tiny_settings()
+    store = message_store.MessageStore.open(tmp_path, config, clock=clock.SystemClock())
+    results = store.put_messages_sync([request(body=bytes(150)) for _ in range(20)])
+    store.close()
+    victim = results[-3]
+    size = config.commit_log_file_size_bytes
+    segment = (
+        tmp_path / "commitlog" / mapped_file.file_name_of(victim.commit_log_offset // size * size)
+    )
+    assert segment == max(p for p in (tmp_path / "commitlog").iterdir() if p.name.isdigit())
+    with segment.open("r+b") as handle:
+        handle.truncate(victim.commit_log_offset % size + 40)
+    with pytest.raises(mapped_file_queue.StoreLayoutError, match="bytes"):
+        message_store.MessageStore.open(tmp_path, config, clock=clock.SystemClock())
+    slave_config = tiny_settings(repair_from_master=True)
+    slave = message_store.MessageStore.open(tmp_path, slave_config, clock=clock.SystemClock())
+    try:
+        assert segment.stat().st_size == size
+        assert slave.max_commit_log_offset == victim.commit_log_offset
+        assert slave.max_queue_offset(T, Q0) == 17
+        assert all(m.body == bytes(150) for m in read(slave, 0).messages)
+    finally:
+        slave.close()

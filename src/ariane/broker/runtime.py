@@ -26,6 +26,7 @@ from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
 from ariane.security import metadata_store
 from ariane.store import index_file, message_store, retention
+from ariane.store import settings as store_settings
 
 _log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class BrokerRuntime:
         root.mkdir(parents=True, exist_ok=True)
         self.store = message_store.MessageStore.open(
             root,
-            retention.store_settings_for_volume(root, settings.store),
+            _store_settings(settings),
             clock=time,
             index=index_file.settings_for_volume(root, settings.index),
         )
@@ -293,3 +294,11 @@ class BrokerRuntime:
     def queue_datas(self) -> list[tuple[topic_config.TopicConfig, route.QueueData]]:
         """Every topic of this broker with its QueueData (what registration sends)."""
         return [(t, t.queue_data(self.broker_name)) for t in self.topics.list_all()]
+
+
+def _store_settings(settings: broker_settings.BrokerSettings) -> store_settings.StoreSettings:
+    """The store's settings: its segments fitted to the volume, and a slave's store repairing
+    a damaged CommitLog from its master (``StoreSettings.repair_from_master``)."""
+    slave = not settings.ha.role.is_master
+    fitted = retention.store_settings_for_volume(settings.store_dir, settings.store)
+    return dataclasses.replace(fitted, repair_from_master=slave)

@@ -26,7 +26,17 @@ DISK_FULL_WARNING_INTERVAL_S = 10.0
 """Least time between two warnings that a segment could not be allocated (a full disk fails
 every append until space frees; one line per interval, not one traceback per request)."""
 
+_PAD_CHUNK_BYTES = 1024 * 1024
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _pad(handle: file_layer.RandomAccessFile, size: int, size_bytes: int) -> None:
+    """Extend an open file from ``size`` to ``size_bytes`` with zeros and sync it."""
+    while size < size_bytes:
+        chunk = min(size_bytes - size, _PAD_CHUNK_BYTES)
+        handle.pwrite(bytes(chunk), size)
+        size += chunk
+    handle.sync()
 
 
 class StoreLayoutError(Exception):
@@ -84,31 +94,51 @@ class MappedFileQueue:
         """The segments, oldest first (a snapshot)."""
         return self._files
 
-    def load(self) -> None:
+    def load(self, *, pad_short_tail: bool = False) -> bool:
         """Open every segment in the directory; all start full (recovery sets positions).
+
+        Args:
+            pad_short_tail: a newest segment shorter than the segment size (truncated behind
+                the store's back) is padded with zeros to its size instead of refused; the
+                caller must then rescan (a slave does, and re-fetches what was cut).
+
+        Returns:
+            whether a short newest segment was padded.
 
         Raises:
             StoreLayoutError: on a file of the wrong size or a gap between segments.
-            OSError: if a file cannot be opened.
+            OSError: if a file cannot be opened or padded.
         """
         self._layer.make_dirs(self.directory)
         loaded: list[mapped_file.MappedFile] = []
-        for name in self._layer.list_dir(self.directory):
-            start = mapped_file.start_offset_of(name)
-            if start is None:
-                continue
+        names = [
+            n
+            for n in self._layer.list_dir(self.directory)
+            if mapped_file.start_offset_of(n) is not None
+        ]
+        padded = False
+        for position, name in enumerate(names):
+            start = int(name)
             path = self.directory / name
             size = self._layer.file_size(path)
+            handle = self._layer.open_file(path)
+            if size < self.file_size_bytes and pad_short_tail and position == len(names) - 1:
+                _log.warning("%s is %d bytes: padded with zeros", path, size)
+                _pad(handle, size, self.file_size_bytes)
+                size, padded = self.file_size_bytes, True
             if size != self.file_size_bytes:
+                handle.close()
                 raise StoreLayoutError(f"{path} is {size} bytes; expected {self.file_size_bytes}")
             if loaded and loaded[-1].end_offset != start:
+                handle.close()
                 raise StoreLayoutError(
                     f"gap before {path}: previous ends at {loaded[-1].end_offset}"
                 )
-            segment = self._wrap(path, start, self._layer.open_file(path))
+            segment = self._wrap(path, start, handle)
             segment.set_positions(size)
             loaded.append(segment)
         self._files = tuple(loaded)
+        return padded
 
     def _wrap(
         self, path: pathlib.Path, start: int, handle: file_layer.RandomAccessFile

@@ -146,7 +146,7 @@ class MessageStore:
         layer.make_dirs(self.root)
         unclean = checkpoint.abort_marker_exists(layer, self._abort_path)
         saved = self._checkpoint.load()
-        self.commit_log.log.load()
+        padded = self.commit_log.log.load(pad_short_tail=self.settings.repair_from_master)
         self.consume_queues.load()
         self._deleted.load(self.commit_log.min_offset)
         self.recovery_report = recovery.recover(
@@ -154,7 +154,7 @@ class MessageStore:
             self.consume_queues,
             self.dispatcher,
             saved,
-            unclean=unclean,
+            unclean=unclean or padded,  # a cut newest segment padded on a slave: rescan it
             index=self._index,
         )
         self._reput = dispatcher.ReputMessageService(

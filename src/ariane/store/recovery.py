@@ -1,9 +1,16 @@
 """Start-up recovery of the CommitLog and ConsumeQueues (RocketMQ ``recoverNormally/Abnormally``).
 
 Clean stop (no ``abort`` file, a valid checkpoint): the checkpoint's flushed offset is the end
-of the CommitLog. Nothing is scanned; the only check is that the 8 bytes at that offset are
-zero (a cheap sign the tail is what the checkpoint says). If that check fails, recovery falls
-back to the unclean path.
+of the CommitLog; the 8 bytes at that offset must be zero (a cheap sign the tail is what the
+checkpoint says), else recovery falls back to the unclean path. The records of the newest
+``verify_segments_on_clean_start`` segments (3, as RocketMQ ``recoverNormally`` rescans from the
+third-newest file) are CRC-checked: a bit flip there is found at start-up. RocketMQ cuts the
+CommitLog at the first bad record on any broker; Ariane cuts only a slave
+(``repair_from_master``), whose HA client then asks its master for everything from
+the cut on (a repair from its peer, byte-identical); a master keeps the record (cutting would
+drop acknowledged messages that follow it, and its slaves would then be told to cut them too)
+and reads of it answer CORRUPT, never its bytes. Damage in older segments is found by reads
+(every read is CRC-checked), not at start-up.
 
 Unclean stop: walk back from the newest segment to the first one that starts at or below
 ``min(flushed, dispatched)`` of the checkpoint, at most ``max_recovery_commit_log_files``
@@ -87,8 +94,13 @@ def recover(
     Raises:
         OSError: if truncation or syncing fails.
     """
-    if saved is not None and not unclean and _tail_is_clean(log, saved.flushed_commit_log_offset):
+    clean = saved is not None and not unclean
+    if clean and saved is not None and _tail_is_clean(log, saved.flushed_commit_log_offset):
         end = saved.flushed_commit_log_offset
+        bad = _first_corrupt_before(log, end)
+        if bad is not None and log.settings.repair_from_master:
+            report = _recover_unclean(log, queues, feed, saved, index, floor_max=bad)
+            return _finish(log, queues, index, report)
         log.log.set_max_offset(end)
         queues.truncate_from_commit_log_offset(end)
         feed.dispatched_offset = ids.CommitLogOffset(min(saved.dispatched_commit_log_offset, end))
@@ -101,11 +113,47 @@ def recover(
         report = RecoveryReport(True, 0, 0, -1, start, "")
     else:
         report = _recover_unclean(log, queues, feed, saved, index)
+    return _finish(log, queues, index, report)
+
+
+def _finish(
+    log: commit_log.CommitLog,
+    queues: consume_queue.ConsumeQueueStore,
+    index: index_service.IndexService | None,
+    report: RecoveryReport,
+) -> RecoveryReport:
     if index is not None:
         index.truncate_after(log.max_offset)
     log.set_queue_offset_table(queues.next_offset_table())
     log.high_water.cover(log.max_offset)  # raised here, not on the first append's path
     return report
+
+
+def _first_corrupt_before(log: commit_log.CommitLog, end: int) -> int | None:
+    """The offset of the first record below ``end`` in the newest
+    ``verify_segments_on_clean_start`` segments that fails its checks (CRCs included), or
+    ``None``. Logged either way it is handled: a slave cuts there, a master keeps it."""
+    files = log.log.files
+    count = log.settings.verify_segments_on_clean_start
+    if count == 0 or not files:
+        return None
+    start = files[max(0, len(files) - count)].start_offset
+    for item in log.scan(start, check_crc=True):
+        if item.offset >= end or item.result.status is message_codec.DecodeStatus.END:
+            return None
+        if item.result.status is not message_codec.DecodeStatus.OK:
+            cut = log.settings.repair_from_master
+            _log.error(
+                "CommitLog record at %d is corrupt (%s) below the clean end %d: %s",
+                item.offset,
+                item.result.reason,
+                end,
+                "cut there, the rest is re-fetched from the master"
+                if cut
+                else "kept (a master never cuts acknowledged data); reads of it answer CORRUPT",
+            )
+            return item.offset
+    return None
 
 
 def _tail_is_clean(log: commit_log.CommitLog, end: int) -> bool:
@@ -140,11 +188,15 @@ def _recover_unclean(
     feed: dispatcher.Dispatcher,
     saved: checkpoint.Checkpoint | None,
     index: index_service.IndexService | None,
+    *,
+    floor_max: int | None = None,
 ) -> RecoveryReport:
     if saved is None:
         floor = log.log.min_offset
     else:
         floor = min(saved.flushed_commit_log_offset, saved.dispatched_commit_log_offset)
+    if floor_max is not None:
+        floor = min(floor, floor_max)
     start = _scan_start(log, floor)
     redispatch_from = start if saved is None else max(start, saved.dispatched_commit_log_offset)
     _log.warning("unclean stop: rescanning the CommitLog from %d", start)

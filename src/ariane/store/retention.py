@@ -68,6 +68,8 @@ one being written, one to delete, and room for the watermarks in between."""
 
 SEGMENT_SIZE_ALIGN_BYTES = 1024 * 1024
 """A segment sized to the volume is a multiple of this (1 MiB)."""
+_PAGE_BYTES = 4096
+"""A segment on disk sized neither as configured nor in pages was cut short, not laid out."""
 
 
 class VolumeTooSmallError(OSError):
@@ -429,7 +431,9 @@ def segment_size_for_volume(
     """The CommitLog segment size to use on a volume (pure; see ``store_settings_for_volume``).
 
     Rule: segments already on disk keep their size when it is at most the configured one (the
-    size is part of the on-disk layout, so a resized volume never turns into a layout error);
+    size is part of the on-disk layout, so a resized volume never turns into a layout error;
+    a size neither configured nor a page multiple is a truncated file, left to
+    ``MappedFileQueue.load``);
     otherwise the configured size (RocketMQ ``mappedFileSizeCommitLog``, 1 GiB) when it is at
     most ``SEGMENT_SHARE_OF_VOLUME_MAX`` of the volume, else that share rounded down to
     ``SEGMENT_SIZE_ALIGN_BYTES`` but never below ``smallest_bytes``.
@@ -444,7 +448,10 @@ def segment_size_for_volume(
         VolumeTooSmallError: if ``SEGMENTS_PER_VOLUME_MIN`` segments of the chosen size do not
             fit on the volume.
     """
-    if existing_bytes is not None and existing_bytes <= configured_bytes:
+    laid_out = existing_bytes is not None and (
+        existing_bytes in (configured_bytes, smallest_bytes) or existing_bytes % _PAGE_BYTES == 0
+    )  # any other size is a file cut behind the store's back, not a layout
+    if laid_out and existing_bytes is not None and existing_bytes <= configured_bytes:
         size = existing_bytes
     else:
         share = int(volume_bytes * SEGMENT_SHARE_OF_VOLUME_MAX)

@@ -85,6 +85,18 @@ class StoreSettings:
     check_crc_on_recover: bool = True
     """Verify body and record CRCs in the rescan after an unclean stop (``checkCRCOnRecover``)."""
 
+    verify_segments_on_clean_start: int = 3
+    """Newest CommitLog segments whose records are CRC-checked on a clean start too (RocketMQ
+    ``recoverNormally`` rescans from the third-newest file); 0 trusts the checkpoint alone."""
+
+    repair_from_master: bool = False
+    """A slave's store (the broker sets it for the SLAVE role): a corrupt record found by that
+    check cuts the CommitLog there, and a truncated newest segment is padded and rescanned,
+    the HA client then re-fetching the rest from the master. RocketMQ cuts at a corrupt record
+    on any broker and refuses a short segment; a master here keeps the record (reads of it
+    answer CORRUPT) and refuses a short segment (StoreLayoutError), cutting no acknowledged
+    message."""
+
     write_buffer_bytes: int = 8 * 1024 * 1024
     """Reusable encode buffer; a batch larger than this is written in several calls (Ariane)."""
 
@@ -122,6 +134,7 @@ class StoreSettings:
         _check_range("sync_flush_timeout_ms", self.sync_flush_timeout_ms, 1, 600_000)
         _check_range("sync_flush_waiters_max", self.sync_flush_waiters_max, 1, 10_000_000)
         _check_range("max_recovery_commit_log_files", self.max_recovery_commit_log_files, 1, 10_000)
+        _check_range("verify_segments_on_clean_start", self.verify_segments_on_clean_start, 0, 1000)
         _check_range("write_buffer_bytes", self.write_buffer_bytes, 1024, 1024 * 1024 * 1024)
         _check_range("consume_queue_count_max", self.consume_queue_count_max, 1, 10_000_000)
         _check_range("get_message_scan_units_max", self.get_message_scan_units_max, 1, 1_000_000)
