@@ -9,10 +9,7 @@ Own cluster: the broker's store sits on a FUSE mount that loses power under it.
 
 from __future__ import annotations
 
-import ctypes.util
-import os
 import pathlib
-import shutil
 import threading
 
 import pytest
@@ -23,14 +20,12 @@ from ariane import dev
 from ariane.common import clock, errors, ids
 from ariane.store import GetMessageStatus, MessageStore, StoreSettings
 
-pytestmark = pytest.mark.skipif(
-    not (
-        os.path.exists("/dev/fuse")
-        and shutil.which("fusermount3")
-        and ctypes.util.find_library("fuse3")
-    ),
-    reason="needs /dev/fuse, fusermount3 and libfuse 3",
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def _fuse() -> None:
+    """libfuse 3 and ``fusermount3`` installed (from Debian) before the first mount."""
+    powerloss.ensure_fuse()
+
 
 TOPIC = "powerloss"
 ACKS_BEFORE_KILL = 150

@@ -30,6 +30,7 @@ after the crash began.
 
 from __future__ import annotations
 
+import ctypes.util
 import dataclasses
 import errno
 import os
@@ -46,6 +47,46 @@ MOUNT_TIMEOUT_S = 15.0
 """Longest wait for the layer to mount or unmount, s."""
 UNDO_BYTES_MAX = 512 * 1024 * 1024
 """Unsynced bytes the layer remembers across all files; past this writes fail with EIO."""
+
+
+FUSE_PACKAGE = "fuse3"
+"""The Debian package with ``fusermount3`` and libfuse 3 (``ensure_fuse`` installs it)."""
+
+APT_TIMEOUT_S = 300
+"""Longest ``apt-get install`` of ``FUSE_PACKAGE``, s."""
+
+
+def _fuse_missing() -> list[str]:
+    missing = [] if shutil.which("fusermount3") else ["fusermount3"]
+    return missing + ([] if ctypes.util.find_library("fuse3") else ["libfuse3"])
+
+
+def ensure_fuse() -> None:
+    """Make the FUSE layer usable: install ``fuse3`` from Debian when ``fusermount3`` or
+    libfuse 3 is missing (as root, like ``e2e/testenv/build-node.sh`` installs its packages).
+
+    Raises:
+        RuntimeError: ``/dev/fuse`` is absent (the kernel's fuse module is not loaded:
+            ``modprobe fuse``), or the package could not be installed (apt-get's output named).
+    """
+    if not os.path.exists("/dev/fuse"):
+        raise RuntimeError("/dev/fuse is missing: load the kernel's fuse module (modprobe fuse)")
+    if not _fuse_missing():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise RuntimeError(f"{_fuse_missing()} missing: install Debian's {FUSE_PACKAGE} package")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    command = ["apt-get", "-o", "DPkg::Lock::Timeout=120", "install", "-y", "-q",
+               "--no-install-recommends", FUSE_PACKAGE]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env,
+                          timeout=APT_TIMEOUT_S, check=False)  # fmt: skip
+    if done.returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env,
+                       timeout=APT_TIMEOUT_S, check=False)  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, env=env,
+                              timeout=APT_TIMEOUT_S, check=False)  # fmt: skip
+    if done.returncode != 0 or _fuse_missing():
+        raise RuntimeError(f"apt-get install {FUSE_PACKAGE} failed: {done.stderr[-2000:]}")
 
 
 @dataclasses.dataclass(slots=True)
