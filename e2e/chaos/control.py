@@ -68,12 +68,11 @@ class Control:
         except grpc.aio.AioRpcError:
             return None
 
-    async def promote(self) -> str:
-        """Fail over to the slave (``admin_failover.promote``, retried up to
-        ``PROMOTE_TIMEOUT_S``), then ``reconcile`` without demoting; returns a note of what
-        happened."""
+    async def promote(self, *, retry_s: float = PROMOTE_TIMEOUT_S) -> str:
+        """Fail over to the slave (``admin_failover.promote``, retried for ``retry_s``), then
+        ``reconcile`` without demoting; returns a note of what happened."""
         c = self.cluster
-        deadline = time.monotonic() + PROMOTE_TIMEOUT_S
+        deadline = time.monotonic() + retry_s
         note = ""
         while True:
             try:

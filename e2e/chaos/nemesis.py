@@ -23,9 +23,10 @@ or silently dropping (drawn per fault):
 * ``partition_bridge``: two halves that cannot talk, one node talking to both;
 * ``partition_failover``: the master cut from the name server and the slave (and, drawn, from
   the clients too); once its lease ran out the slave is promoted behind its back; at heal the
-  stale master meets the new epoch and is demoted in place. Under SYNC_MASTER no acknowledged
-  message may be lost by it, under ASYNC_MASTER what the stale master acknowledged before its
-  lease ran out may be;
+  stale master meets the new epoch and is demoted in place. Once promoted, the old master's own
+  ``writable`` (read on its real port) is noted: its lease ran out, so it must say ``False``.
+  Under SYNC_MASTER no acknowledged message may be lost by it, under ASYNC_MASTER what the
+  stale master acknowledged before its lease ran out may be;
 * ``net_slow`` (latency 100-400 ms with jitter) and ``net_loss`` (a third of the connections
   stall and close after 1 s) on every link of one node.
 
@@ -221,7 +222,9 @@ async def _partition_failover(cluster: cluster_mod.Cluster, rng: random.Random) 
     heal_net = await _network(cluster).cut(pairs, drop=rng.random() < 0.5)
     control = control_mod.Control(cluster)
     try:
-        note = await control.promote()
+        note = await control.promote(retry_s=0.0)  # a refusal (the master answers) is final
+        stale = await control.stats(old)  # its lease ran out: it must refuse writes by now
+        writable = "no answer" if stale is None else str(stale.writable)
     finally:
         await control.close()
 
@@ -233,7 +236,7 @@ async def _partition_failover(cluster: cluster_mod.Cluster, rng: random.Random) 
         finally:
             await control.close()
         seen = "clients still reach it" if with_clients else "isolated"
-        return f"cut {old.name} ({seen}); {note}"
+        return f"cut {old.name} ({seen}); {note}; stale master writable: {writable}"
 
     return heal
 

@@ -123,6 +123,7 @@ class Network:
 
     def start(self) -> None:
         """Start the server and wait for its API."""
+        self._log.parent.mkdir(parents=True, exist_ok=True)
         with self._log.open("ab") as out:
             self._process = subprocess.Popen(
                 [str(self._binary), "-host", "127.0.0.1", "-port", str(self._api_port)],
