@@ -21,12 +21,15 @@ or silently dropping (drawn per fault):
 * ``partition_isolate``: one node (clients, name server, master or slave) cut from all others;
 * ``partition_halves``: the four nodes split two against two;
 * ``partition_bridge``: two halves that cannot talk, one node talking to both;
-* ``partition_failover``: the master cut from the name server and the slave (and, drawn, from
-  the clients too); once its lease ran out the slave is promoted behind its back; at heal the
+* ``partition_failover``: the master cut from every other node; once its lease ran out the
+  slave is promoted behind its back (``ariane admin broker promote``: a failover); at heal the
   stale master meets the new epoch and is demoted in place. Once promoted, the old master's own
   ``writable`` (read on its real port) is noted: its lease ran out, so it must say ``False``.
   Under SYNC_MASTER no acknowledged message may be lost by it, under ASYNC_MASTER what the
   stale master acknowledged before its lease ran out may be;
+* ``partition_failover_clients``: the same with the clients (and the admin, which dials as they
+  do) still reaching the old master: the admin sees it alive, so the promotion is a switchover
+  that waits for the slave to catch up and refuses (noted) when it cannot;
 * ``net_slow`` (latency 100-400 ms with jitter) and ``net_loss`` (a third of the connections
   stall and close after 1 s) on every link of one node.
 
@@ -212,10 +215,18 @@ def _bridge(cluster: cluster_mod.Cluster, rng: random.Random) -> tuple[str, set[
     return f"bridge via {middle}, {left} | rest", pairs
 
 
-async def _partition_failover(cluster: cluster_mod.Cluster, rng: random.Random) -> Heal:
+def _partition_failover(*, with_clients: bool) -> Inject:
+    async def inject(cluster: cluster_mod.Cluster, rng: random.Random) -> Heal:
+        return await _failover_behind(cluster, rng, with_clients=with_clients)
+
+    return inject
+
+
+async def _failover_behind(
+    cluster: cluster_mod.Cluster, rng: random.Random, *, with_clients: bool
+) -> Heal:
     old = cluster.master
     others = [cluster.namesrv.name, cluster.slave.name]
-    with_clients = rng.random() < 0.5
     if not with_clients:
         others.append(network_mod.CLIENT)
     pairs = {frozenset((old.name, other)) for other in others}
@@ -280,7 +291,18 @@ register("kill_namesrv", _restart("namesrv", kill=True), resources=("namesrv",))
 register("partition_isolate", _cut(_isolate), needs_network=True)
 register("partition_halves", _cut(_halves), needs_network=True)
 register("partition_bridge", _cut(_bridge), needs_network=True)
-register("partition_failover", _partition_failover, resources=("brokers",), needs_network=True)
+register(
+    "partition_failover",
+    _partition_failover(with_clients=False),
+    resources=("brokers",),
+    needs_network=True,
+)
+register(
+    "partition_failover_clients",
+    _partition_failover(with_clients=True),
+    resources=("brokers",),
+    needs_network=True,
+)
 register(
     "net_slow",
     _toxic("latency", lambda rng: {"latency": rng.randint(100, 400), "jitter": 100}, 1.0),
