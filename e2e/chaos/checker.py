@@ -27,9 +27,10 @@ timeout or a lost connection; it may have been stored). From it:
 ``history_lines`` renders the history as OpenChaos's history file: tab-separated lines
 ``<process>\tenqueue\tREQUEST\t<value>\t<shardingKey>\t<timestamp>`` (Jepsen's invoke),
 ``<process>\t<op>\tRESPONSE\t<SUCCESS|FAILURE|UNKNOWN>\t<value>\t<shardingKey>\t<timestamp>
-\t<latency>\t<extra>\t<endToEndLatency>`` (ok / fail / info; a delivery is a ``dequeue``
-SUCCESS) and ``fault\t<name>\tstart|end\t<timestamp>``, timestamps in ms since the epoch, sorted
-by time, so OpenChaos's ``QueueChecker`` and ``RTOChecker`` read it as their own.
+\t<latency>\t<extra>\t<endToEndLatency>`` (ok / fail / info; ``extra`` names a failure's
+exception; a delivery is a ``dequeue`` SUCCESS) and ``fault\t<name>\tstart|end\t<timestamp>``,
+timestamps in ms since the epoch, sorted by time, so OpenChaos's ``QueueChecker`` and
+``RTOChecker`` read it as their own.
 
 Invariant: no I/O, no clock; the same history gives the same report.
 """
@@ -71,6 +72,8 @@ class Send:
     """``OK``, ``FAIL`` or ``INFO``; empty: ``OK`` when acked, else ``INFO``."""
     process: int = 0
     """The client (producer) that sent it."""
+    error: str = ""
+    """The failure's exception class name (empty when acknowledged)."""
 
     @property
     def result(self) -> str:
@@ -242,7 +245,7 @@ def history_lines(
         ended = epoch_ms + s.at_ms
         fields = (
             *(s.process, "enqueue", "RESPONSE", _OPENCHAOS_RESULT[s.result], s.message_id),
-            *(s.group, ended, s.at_ms - s.started_ms, "null", 0),
+            *(s.group, ended, s.at_ms - s.started_ms, s.error or "null", 0),
         )
         timed.append((ended, 1, "\t".join(map(str, fields))))
     for d in deliveries:

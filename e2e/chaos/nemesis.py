@@ -234,8 +234,10 @@ async def _failover_behind(
     control = control_mod.Control(cluster)
     try:
         note = await control.promote(retry_s=0.0)  # a refusal (the master answers) is final
-        stale = await control.stats(old)  # its lease ran out: it must refuse writes by now
-        writable = "no answer" if stale is None else str(stale.writable)
+        writable = "n/a (not promoted)"
+        if note.startswith("promoted"):  # its lease ran out: it must refuse writes by now
+            stale = await control.stats(old)
+            writable = "no answer" if stale is None else str(stale.writable)
     finally:
         await control.close()
 

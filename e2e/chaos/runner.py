@@ -92,20 +92,24 @@ async def _produce(
     endpoint: str, process: int, history: History, stop: asyncio.Event, pause_s: float
 ) -> None:
     group = f"g{process}"
-    settings = client.ProducerSettings(connection=_connection(), send_attempts=2)
+    # One attempt per send: a failure's outcome is then that attempt's (a retry after a timeout
+    # that stored the message would turn a stored message into a definite-looking failure).
+    settings = client.ProducerSettings(connection=_connection(), send_attempts=1)
     async with client.Producer(endpoint, settings=settings) as producer:
         seq = 0
         while not stop.is_set():
             body = f"{group}-{seq}"
             invoked = history.now_ms()
-            result = checker.OK
+            result, error = checker.OK, ""
             try:
                 await producer.send(TOPIC, body.encode(), message_group=group)
             except Exception as exc:  # any failure: not acknowledged
-                result = outcome(exc)
+                result, error = outcome(exc), type(exc).__name__
             acked = result == checker.OK
             history.sends.append(
-                checker.Send(body, group, seq, acked, history.now_ms(), invoked, result, process)
+                checker.Send(
+                    body, group, seq, acked, history.now_ms(), invoked, result, process, error
+                )
             )
             seq += 1
             await asyncio.sleep(pause_s if acked else max(pause_s, 0.1))
