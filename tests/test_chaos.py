@@ -14,6 +14,9 @@ import shutil
 import pytest
 from e2e.chaos import checker, nemesis, network, runner
 
+from ariane.client import transport
+from ariane.common import errors
+
 
 def _send(group: str, seq: int, at_ms: int, *, acked: bool = True) -> checker.Send:
     return checker.Send(f"{group}-{seq}", group, seq, acked, at_ms)
@@ -97,6 +100,15 @@ def test_history_is_openchaos_tab_separated_and_time_ordered() -> None:
         ["fault", "partition_isolate", "end", "1080"],
         ["0", "enqueue", "RESPONSE", "UNKNOWN", "g0-1", "g0", "1090", "50", "null", "0"],
     ]
+
+
+def test_a_send_fails_definitely_only_on_a_brokers_refusal() -> None:
+    """Proves a broker's refusal is a definite ``fail`` while a timeout, an unreachable broker or
+    any non-broker error is ``info`` (it may have been stored)."""
+    assert runner.outcome(errors.HaNotAvailableError("no slave")) == checker.FAIL
+    assert runner.outcome(errors.SlavePersistenceTimeoutError("slow")) == checker.INFO
+    assert runner.outcome(transport.BrokerUnreachableError("cut")) == checker.INFO
+    assert runner.outcome(TimeoutError()) == checker.INFO
 
 
 def test_partitions_cut_the_proxies_between_the_two_sides() -> None:

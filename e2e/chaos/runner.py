@@ -28,7 +28,7 @@ from rich import console as rich_console
 from rich import table as rich_table
 
 from ariane import client
-from ariane.client import session
+from ariane.client import session, transport
 from ariane.common import errors, message
 from e2e.chaos import checker
 from e2e.chaos import cluster as cluster_mod
@@ -73,6 +73,7 @@ def _connection() -> session.ConnectionSettings:
 
 
 _INDETERMINATE = (
+    transport.BrokerUnreachableError,  # no gRPC answer: the request may have been stored
     errors.PersistenceTimeoutError,
     errors.SlavePersistenceTimeoutError,
     errors.RequestTimeoutError,
