@@ -32,8 +32,10 @@ imports: $(STAMP)
 # brokers and clients it starts, so more workers than the 2 cores pay, until the CPU is saturated:
 # README: Tests), one test file per worker at a time (module-scoped clusters start once); then the
 # `solo` tests, which assert wall-clock bounds, alone. Each run prints its 20 slowest tests.
+# Toxiproxy for the chaos tests' partitions is built first (cached; without Go they skip).
 PYTEST_WORKERS ?= 3
 unit: $(STAMP)
+	@if command -v go >/dev/null; then bash e2e/chaos/toxiproxy.sh >/dev/null; fi
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not solo"
 	$(BIN)/pytest -m solo
 
@@ -57,14 +59,18 @@ test: lint typecheck imports unit e2e
 run: $(STAMP)
 	$(BIN)/python -m examples.flights.pipeline
 
-# Long chaos runs (e2e/chaos): >= 20 faults on a name server + master/slave group, SYNC_MASTER +
-# SYNC_FLUSH (must lose nothing) then ASYNC_MASTER + ASYNC_FLUSH (reports what it lost); JSON
-# reports in e2e/chaos/results/. `make test` runs a short one (tests/test_chaos.py).
+# Long chaos runs (e2e/chaos): 100 overlapping faults (processes, Toxiproxy partitions, delay and
+# loss, clock jumps) on a name server + master/slave group, SYNC_MASTER + SYNC_FLUSH (must lose
+# nothing) then ASYNC_MASTER + ASYNC_FLUSH (reports what it lost); JSON reports and OpenChaos
+# histories in e2e/chaos/results/. Toxiproxy is built once from the Go module proxy
+# (e2e/chaos/toxiproxy.sh). `make test` runs short ones (tests/test_chaos.py).
 .PHONY: chaos
 chaos: $(STAMP)
-	$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --out e2e/chaos/results/sync-master-sync-flush.json
-	-$(BIN)/python -m e2e.chaos --faults 24 --seed 13 --role ASYNC_MASTER --flush ASYNC_FLUSH \
-	  --out e2e/chaos/results/async-master-async-flush.json
+	$(BIN)/python -m e2e.chaos --faults 100 --seed 13 --out e2e/chaos/results/sync-master-sync-flush.json \
+	  --history e2e/chaos/results/sync-master-sync-flush.history
+	-$(BIN)/python -m e2e.chaos --faults 100 --seed 13 --role ASYNC_MASTER --flush ASYNC_FLUSH \
+	  --out e2e/chaos/results/async-master-async-flush.json \
+	  --history e2e/chaos/results/async-master-async-flush.history
 
 # Regenerate src/ariane/grpcwire/gen from src/ariane/grpcwire/protos (commit the result;
 # tests/test_protos.py fails while the committed code is stale).

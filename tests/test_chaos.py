@@ -1,15 +1,21 @@
 """The chaos checker counts what it should (lost, duplicated, order per message group,
-unavailability) on hand-made histories, and a short chaos run with real processes (SIGKILL of
-the master with promotion, SIGKILL of the slave, SIGSTOP of the master) loses no acknowledged
-message under SYNC_MASTER + SYNC_FLUSH."""
+unavailability, RTO) and writes an OpenChaos history on hand-made histories; the network cuts
+the right proxies; and two short chaos runs with real processes lose no acknowledged message
+under SYNC_MASTER + SYNC_FLUSH: process faults one at a time (SIGKILL of the master with
+promotion, SIGKILL of the slave, SIGSTOP of the master), and a partition that isolates the
+master past its lease while the slave is promoted behind its back."""
 
 from __future__ import annotations
 
 import asyncio
 import pathlib
+import shutil
 
 import pytest
-from e2e.chaos import checker, nemesis, runner
+from e2e.chaos import checker, nemesis, network, runner
+
+from ariane.client import transport
+from ariane.common import errors
 
 
 def _send(group: str, seq: int, at_ms: int, *, acked: bool = True) -> checker.Send:
@@ -52,6 +58,81 @@ def test_checker_unavailability_counts_gaps_without_acks() -> None:
     assert report.unavailable_total_ms == 3_000 + 1_200
 
 
+def test_checker_rto_is_fault_to_first_ack_invoked_after_it() -> None:
+    """Proves each fault's RTO runs from its injection to the end of the first acknowledged send
+    invoked at or after it (an ack invoked before it does not count), p50/p99 over the faults
+    that recovered, and one without any later ack counts as unrecovered."""
+    sends = [
+        checker.Send("a-0", "a", 0, True, 1_200, 900),  # invoked before the fault at 1 000
+        checker.Send("a-1", "a", 1, False, 4_000, 1_300, checker.INFO),
+        checker.Send("a-2", "a", 2, True, 6_000, 4_100),
+        checker.Send("a-3", "a", 3, False, 9_500, 9_000, checker.FAIL),
+    ]
+    faults = [
+        checker.FaultSpan("f1", 1_000, 2_000),
+        checker.FaultSpan("f2", 4_000, 4_500),
+        checker.FaultSpan("f3", 8_000, 8_500),
+    ]
+    report = checker.check(sends, [checker.Delivery("a-3", 9_600)], faults)
+    assert report.rto_ms == (5_000, 2_000, None)
+    assert (report.rto_p50_ms, report.rto_p99_ms, report.rto_max_ms) == (2_000, 5_000, 5_000)
+    assert report.rto_unrecovered == 1
+    assert report.failed_delivered == 1  # a-3 was refused, yet delivered
+
+
+def test_history_is_openchaos_tab_separated_and_time_ordered() -> None:
+    """Proves the history file has OpenChaos's columns: an enqueue REQUEST per invoke, a
+    RESPONSE with SUCCESS/FAILURE/UNKNOWN, value, sharding key, wall ms and latency, dequeue
+    SUCCESS per delivery, fault start/end lines, all sorted by time."""
+    sends = [
+        checker.Send("g0-0", "g0", 0, True, 30, 10, checker.OK, 0),
+        checker.Send("g0-1", "g0", 1, False, 90, 40, checker.INFO, 0),
+    ]
+    deliveries = [checker.Delivery("g0-0", 60, 1)]
+    faults = [checker.FaultSpan("partition_isolate", 35, 80)]
+    lines = checker.history_lines(sends, deliveries, faults, 1_000, consumer_process_base=4)
+    assert [line.rstrip("\n").split("\t") for line in lines] == [
+        ["0", "enqueue", "REQUEST", "g0-0", "g0", "1010"],
+        ["0", "enqueue", "RESPONSE", "SUCCESS", "g0-0", "g0", "1030", "20", "null", "0"],
+        ["fault", "partition_isolate", "start", "1035"],
+        ["0", "enqueue", "REQUEST", "g0-1", "g0", "1040"],
+        ["5", "dequeue", "RESPONSE", "SUCCESS", "g0-0", "g0", "1060", "0", "null", "0"],
+        ["fault", "partition_isolate", "end", "1080"],
+        ["0", "enqueue", "RESPONSE", "UNKNOWN", "g0-1", "g0", "1090", "50", "null", "0"],
+    ]
+
+
+def test_a_send_fails_definitely_only_on_a_brokers_refusal() -> None:
+    """Proves a broker's refusal is a definite ``fail`` while a timeout, an unreachable broker or
+    any non-broker error is ``info`` (it may have been stored)."""
+    assert runner.outcome(errors.HaNotAvailableError("no slave")) == checker.FAIL
+    assert runner.outcome(errors.SlavePersistenceTimeoutError("slow")) == checker.INFO
+    assert runner.outcome(transport.BrokerUnreachableError("cut")) == checker.INFO
+    assert runner.outcome(TimeoutError()) == checker.INFO
+
+
+def test_partitions_cut_the_proxies_between_the_two_sides() -> None:
+    """Proves isolating a node cuts every pair with it, two halves cut only across, and a
+    bridge node keeps talking to both halves while they cannot talk to each other."""
+    nodes = ("client", "namesrv", "broker-a", "broker-b")
+    assert network.isolate("broker-a", nodes) == {
+        frozenset(("broker-a", n)) for n in ("client", "namesrv", "broker-b")
+    }
+    halves = network.split(("client", "broker-a"), nodes)
+    assert frozenset(("client", "broker-a")) not in halves
+    assert halves == {
+        frozenset(p)
+        for p in (
+            ("client", "namesrv"),
+            ("client", "broker-b"),
+            ("broker-a", "namesrv"),
+            ("broker-a", "broker-b"),
+        )
+    }
+    bridged = network.bridge("namesrv", nodes, ["broker-a"])
+    assert bridged == {frozenset(("broker-a", "client")), frozenset(("broker-a", "broker-b"))}
+
+
 @pytest.mark.slow
 def test_short_chaos_run_loses_nothing_with_sync_master_and_sync_flush(
     tmp_path: pathlib.Path,
@@ -60,11 +141,41 @@ def test_short_chaos_run_loses_nothing_with_sync_master_and_sync_flush(
     SIGSTOPped) with producers and consumers running end with every acknowledged message
     delivered, in order per message group, and the group healed each time."""
     kinds = ("kill_master", "kill_slave", "pause_master")
-    schedule = nemesis.Schedule(faults=3, seed=5, kinds=kinds, gap_s=(1.0, 2.0))
+    schedule = nemesis.Schedule(faults=3, seed=5, kinds=kinds, gap_s=(1.0, 2.0), overlap=False)
     workload = runner.Workload(drain_quiet_s=10.0, drain_max_s=60.0)
-    report = asyncio.run(runner.run(tmp_path, schedule=schedule, workload=workload))
+    report = asyncio.run(runner.run(tmp_path, schedule=schedule, workload=workload, network=False))
     result, faults = report["result"], report["faults"]
     assert len(faults) == 3 and all(f["in_sync"] for f in faults), faults
     assert result["acked"] > 100, result
     assert result["lost"] == 0, result
     assert result["order_violations"] == 0, result
+
+
+@pytest.mark.slow
+def test_a_master_partitioned_past_its_lease_stops_acking_and_loses_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a SYNC_MASTER cut (through Toxiproxy) from the name server, the slave and the
+    clients for longer than its lease says it is not writable once the slave is promoted behind
+    its back, and that after the heal (the stale master demoted in place) every acknowledged
+    message is delivered, in order per message group, with an OpenChaos history written."""
+    if shutil.which("go") is None:
+        pytest.skip("no Go toolchain to build Toxiproxy (README: Test environment)")
+    schedule = nemesis.Schedule(
+        faults=1, seed=7, kinds=("partition_failover",), gap_s=(1.0, 1.5), hold_s=(1.0, 1.5)
+    )
+    workload = runner.Workload(drain_quiet_s=10.0, drain_max_s=60.0)
+    history = tmp_path / "history.tsv"
+    report = asyncio.run(
+        runner.run(tmp_path, schedule=schedule, workload=workload, history_path=history)
+    )
+    result, (fault,) = report["result"], report["faults"]
+    assert "promoted" in fault["note"], fault
+    assert "stale master writable: False" in fault["note"], fault
+    assert result["acked"] > 50, result
+    assert result["lost"] == 0, result
+    assert result["order_violations"] == 0, result
+    assert result["rto_unrecovered"] == 0, result
+    lines = history.read_text().splitlines()
+    assert lines[0].split("\t")[1:3] == ["enqueue", "REQUEST"]
+    assert any(line.startswith("fault\tpartition_failover\tstart\t") for line in lines)

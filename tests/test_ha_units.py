@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ariane.broker.services import registration
+from ariane.client import failover
 from ariane.common import clock, ids, message, promotion
+from ariane.grpcwire import pb
 from ariane.store import commit_log, message_store, put_wait
 from ariane.store import settings as store_settings
 from ariane.store.ha import epochs, frames, lease, service
@@ -88,6 +90,21 @@ def test_promotion_picks_the_most_caught_up_live_in_sync_slave() -> None:
     assert promotion.choose([alive, *slaves]).broker_id is None
     assert promotion.choose([alive, *slaves], force=True).broker_id == 2
     assert promotion.choose([master, slaves[2], slaves[3]]).broker_id is None
+
+
+def test_a_failover_takes_an_epoch_above_the_unreachable_masters_registered_one() -> None:
+    """Proves a failover never reuses the epoch of a master it cannot reach: a slave demoted at
+    epoch 2 that received no byte of it still reports epoch 1, the name server lists the cut-off
+    master at epoch 2, and the promotion takes epoch 3 (epoch 2 twice: two masters)."""
+    stats = pb.admin.GetBrokerRuntimeStatsResponse(
+        role=pb.admin.BrokerRole.BROKER_ROLE_SLAVE, epoch=1, commit_log_max_offset=100
+    )
+    members = [
+        failover.MemberState(0, "m:1", "m:2", None, registered_epoch=2),
+        failover.MemberState(1, "s:1", "s:2", stats, registered_epoch=1),
+    ]
+    master, epoch = failover.decide(members, 1)
+    assert (master, epoch) == (None, 3)
 
 
 def _store(

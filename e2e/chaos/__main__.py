@@ -26,22 +26,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", choices=["SYNC_MASTER", "ASYNC_MASTER"], default="SYNC_MASTER")
     parser.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="SYNC_FLUSH")
     parser.add_argument(
-        "--kinds", default=",".join(nemesis.KINDS), help="comma-separated fault kinds"
+        "--kinds",
+        default="",
+        help=f"comma-separated fault kinds (default: all): {','.join(nemesis.REGISTRY)}",
+    )
+    parser.add_argument(
+        "--wait-healed",
+        action="store_true",
+        help="one fault at a time, each into a healed, in-sync group (the first runs' mode)",
+    )
+    parser.add_argument("--concurrency", type=int, default=2, help="most faults in force at once")
+    parser.add_argument(
+        "--no-network", action="store_true", help="no Toxiproxy: process and clock faults only"
     )
     parser.add_argument("--out", type=pathlib.Path, help="write the JSON report here")
+    parser.add_argument("--history", type=pathlib.Path, help="write the OpenChaos history here")
     parser.add_argument("--work", type=pathlib.Path, help="stores and logs (default: a temp dir)")
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.kinds.split(",") if k)
-    unknown = set(kinds) - set(nemesis.KINDS)
-    if unknown or args.faults < 1:
-        parser.error(f"unknown fault kinds {sorted(unknown)} or --faults < 1")
+    unknown = set(kinds) - set(nemesis.REGISTRY)
+    if unknown or args.faults < 1 or args.concurrency < 1:
+        parser.error(f"unknown fault kinds {sorted(unknown)}, or --faults/--concurrency < 1")
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("ariane.client").setLevel(logging.ERROR)  # retries during faults: expected
-    schedule = nemesis.Schedule(faults=args.faults, seed=args.seed, kinds=kinds)
+    schedule = nemesis.Schedule(
+        faults=args.faults,
+        seed=args.seed,
+        kinds=kinds,
+        overlap=not args.wait_healed,
+        concurrency_max=args.concurrency,
+    )
     with tempfile.TemporaryDirectory(prefix="ariane-chaos-") as tmp:
         work = args.work or pathlib.Path(tmp)
         report = asyncio.run(
-            runner.run(work, schedule=schedule, role=args.role, flush_disk_type=args.flush)
+            runner.run(
+                work,
+                schedule=schedule,
+                role=args.role,
+                flush_disk_type=args.flush,
+                network=not args.no_network,
+                history_path=args.history,
+            )
         )
     if args.out:
         runner.write(report, args.out)

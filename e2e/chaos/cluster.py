@@ -2,8 +2,19 @@
 
 ``Cluster`` knows which broker is master now (a promotion swaps the roles) and restarts each
 process on its own port and store, so a restart is the same node coming back. Every process
-logs to ``<work>/<name>.log``. The brokers flush with ``flush_disk_type`` and sync their
-metadata every ``SLAVE_SYNC_INTERVAL_MS``.
+logs to ``<work>/<name>.log``. The brokers flush with ``flush_disk_type``, sync their metadata
+every ``SLAVE_SYNC_INTERVAL_MS`` and hold a write lease of ``LEASE_MS`` through the name server.
+
+With a ``network`` (``network.Network``, Toxiproxy) every connection between two nodes crosses
+a proxy: each broker registers through its own proxy to the name server, advertises its gRPC
+and HA proxies, and a slave dials its master's HA proxy; ``client_namesrv_endpoint`` is the
+clients' way in. The classic protocol (Remoting) is off then (no peer dials it). Without one,
+everything is dialed directly (the faults are then process faults only). ``Node.endpoint`` is
+always the real port: the nemesis's health checks never cross a proxy.
+
+Each broker's wall clock can be jumped (``jump_clock``): it starts with the
+``clockshim/sitecustomize.py`` hook reading its offset file (see that module for why not
+libfaketime).
 
 Invariant: at most one broker is started with a master role (a restarted old master comes back
 as the slave of the promoted one; a planned restart of the master keeps it master).
@@ -18,6 +29,7 @@ import signal
 import subprocess
 
 from ariane import dev
+from e2e.chaos import network as network_mod
 from e2e.testenv import processes
 
 GROUP_NAME = "chaos-group"
@@ -26,6 +38,12 @@ START_TIMEOUT_S = 30.0
 
 SLAVE_SYNC_INTERVAL_MS = 500
 """The slaves' metadata sync period in the chaos runs, ms (production: 10 s)."""
+
+LEASE_MS = 4_000
+"""The master's write lease through the name server in the chaos runs, ms (production: 10 s):
+shorter, so a partitioned master stops acknowledging and a failover may start sooner."""
+
+CLOCK_SHIM_DIR = pathlib.Path(__file__).with_name("clockshim")
 
 
 _spawn = processes.spawn_ariane  # the one process layer (tracked for log tails)
@@ -92,21 +110,73 @@ class Cluster:
         flush_disk_type: ``SYNC_FLUSH`` or ``ASYNC_FLUSH``.
     """
 
-    def __init__(self, work: pathlib.Path, *, role: str, flush_disk_type: str) -> None:
+    def __init__(
+        self,
+        work: pathlib.Path,
+        *,
+        role: str,
+        flush_disk_type: str,
+        network: network_mod.Network | None = None,
+    ) -> None:
         work.mkdir(parents=True, exist_ok=True)
         self.work = work
         self.role = role
         self.flush_disk_type = flush_disk_type
+        self.network = network
         self.namesrv = Node("namesrv", dev.free_port())
         self.master = Node("broker-a", dev.free_port(), dev.free_port())
         self.slave = Node("broker-b", dev.free_port(), dev.free_port())
         self.config = work / "broker.toml"
         self.config.write_text(f"[slave_sync]\ninterval_ms = {SLAVE_SYNC_INTERVAL_MS}\n")
+        if network is not None:
+            for dialer in (network_mod.CLIENT, self.master.name, self.slave.name):
+                network.add(dialer, self.namesrv.name, "grpc", self.namesrv.port)
+            for broker, peer in ((self.master, self.slave), (self.slave, self.master)):
+                network.add(network_mod.CLIENT, broker.name, "grpc", broker.port)
+                network.add(peer.name, broker.name, "ha", broker.ha_port)
+        for broker in (self.master, self.slave):
+            self.jump_clock(broker, 0)
 
     @property
     def namesrv_endpoint(self) -> str:
-        """The name server's ``HOST:PORT``."""
+        """The name server's real ``HOST:PORT`` (the control plane's)."""
         return self.namesrv.endpoint
+
+    @property
+    def client_namesrv_endpoint(self) -> str:
+        """The name server's ``HOST:PORT`` as the clients dial it (through their proxy)."""
+        return self._via(network_mod.CLIENT, self.namesrv, "grpc")
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Every node's name, the clients included (the network's view)."""
+        return (network_mod.CLIENT, self.namesrv.name, self.master.name, self.slave.name)
+
+    def _via(self, dialer: str, target: Node, port_name: str) -> str:
+        """How ``dialer`` reaches ``target``'s port: its proxy, or the port itself."""
+        if self.network is None:
+            return target.ha if port_name == "ha" else target.endpoint
+        return self.network.address(dialer, target.name, port_name)
+
+    def master_ha_for(self, node: Node) -> str:
+        """The master's HA address as ``node`` dials it."""
+        return self._via(node.name, self.master, "ha")
+
+    def peer_of(self, node: Node) -> Node:
+        """The other broker."""
+        return self.slave if node is self.master else self.master
+
+    def clock_file(self, node: Node) -> pathlib.Path:
+        """The file holding ``node``'s wall-clock offset, ms."""
+        return self.work / f"{node.name}.clock"
+
+    def jump_clock(self, node: Node, offset_ms: int) -> None:
+        """Set ``node``'s wall clock to real time + ``offset_ms`` (0 = real time); it sees the
+        jump within ``clockshim``'s recheck period."""
+        path = self.clock_file(node)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{offset_ms}\n")
+        tmp.replace(path)
 
     def start_namesrv(self) -> None:
         """Start the name server (again) on its port."""
@@ -119,14 +189,24 @@ class Cluster:
     def start_broker(self, node: Node) -> None:
         """Start ``node`` in its current role: master, or slave of the master."""
         is_master = node is self.master
+        peer = self.peer_of(node)
         args = ["broker", "--listen", node.endpoint, "--store-dir", str(self.work / node.name)]
         args += ["--broker-name", GROUP_NAME, "--broker-id", "0" if is_master else "1"]
-        args += ["--namesrv", self.namesrv_endpoint, "--workers", "0", "--config", str(self.config)]
+        args += ["--namesrv", self._via(node.name, self.namesrv, "grpc"), "--workers", "0"]
+        args += ["--config", str(self.config), "--lease-ms", str(LEASE_MS)]
         args += ["--broker-role", self.role if is_master else "SLAVE", "--ha-listen", node.ha]
         args += ["--flush-disk-type", self.flush_disk_type]
+        if self.network is not None:
+            args += ["--advertise", self._via(network_mod.CLIENT, node, "grpc")]
+            args += ["--ha-advertise", self._via(peer.name, node, "ha")]
+            args += ["--remoting-listen", ""]
         if not is_master:
-            args += ["--master-ha", self.master.ha]
-        node.process = _spawn(args, self.work / f"{node.name}.log")
+            args += ["--master-ha", self.master_ha_for(node)]
+        python_path = os.pathsep.join(
+            p for p in (str(CLOCK_SHIM_DIR), os.environ.get("PYTHONPATH", "")) if p
+        )
+        env = {"PYTHONPATH": python_path, "ARIANE_CHAOS_CLOCK_FILE": str(self.clock_file(node))}
+        node.process = _spawn(args, self.work / f"{node.name}.log", env=env)
         dev.wait_until_listening(
             "127.0.0.1", node.port, process=node.process, timeout_s=START_TIMEOUT_S
         )

@@ -21,12 +21,13 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import os
 import pathlib
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from ariane import dev
 
@@ -201,14 +202,18 @@ def log_tails(since: int, lines: int = LOG_TAIL_LINES) -> list[tuple[str, str]]:
     return out
 
 
-def spawn_ariane(args: Sequence[str], log: pathlib.Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m ariane ARGS`` with stdout and stderr appended to ``log``; tracked."""
+def spawn_ariane(
+    args: Sequence[str], log: pathlib.Path, *, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m ariane ARGS`` with stdout and stderr appended to ``log``; tracked.
+    ``env``: variables added to this process's environment (e.g. libfaketime's)."""
     with log.open("ab") as out:
         popen = subprocess.Popen(
             [sys.executable, "-m", "ariane", *args],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env},
         )
     track(popen, log)
     return popen

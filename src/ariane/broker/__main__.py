@@ -94,6 +94,11 @@ def _add_ha_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"HA (replication) port to bind (default 127.0.0.1:{ha_settings.DEFAULT_HA_PORT})",
     )
     parser.add_argument(
+        "--ha-advertise",
+        metavar="HOST:PORT",
+        help="HA address registered for slaves to dial (RocketMQ brokerIP2; default: bound)",
+    )
+    parser.add_argument(
         "--master-ha",
         metavar="HOST:PORT",
         help="a slave's master HA address (default: ask the name server)",
@@ -180,6 +185,7 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
     ha_flags = {
         "broker_role": ha_settings.BrokerRole(args.broker_role) if args.broker_role else None,
         "ha_listen": args.ha_listen,
+        "ha_advertise": args.ha_advertise,
         "master_ha": args.master_ha,
         "lease_ms": args.lease_ms,
     }

@@ -75,6 +75,9 @@ class MemberState:
     endpoint: str
     ha_address: str
     stats: pb.admin.GetBrokerRuntimeStatsResponse | None
+    registered_epoch: int = 0
+    """The epoch it last registered with, as the name server lists it (a master cut off from
+    the admin still shows the epoch it holds here)."""
 
     @property
     def role(self) -> str:
@@ -192,7 +195,7 @@ async def group_members(
         addresses = [(m, convert.address_text(m.client_endpoint)) for m in group.members]
         found = await asyncio.gather(*(calls.stats(endpoint) for _, endpoint in addresses))
         return [
-            MemberState(int(m.broker_id), endpoint, m.ha_address, stats)
+            MemberState(int(m.broker_id), endpoint, m.ha_address, stats, int(m.epoch))
             for (m, endpoint), stats in zip(addresses, found, strict=True)
         ]
     names = ", ".join(namesrv_endpoints)
@@ -268,8 +271,9 @@ async def wait_for_master_lease(
 
 
 def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | None, int]:
-    """Who is the master now (``None``: none answers) and the new epoch, after checking with
-    ``promotion.choose`` that ``broker_id`` is the slave to promote.
+    """Who is the master now (``None``: none answers) and the new epoch (above every epoch a
+    member reports or registered with), after checking with ``promotion.choose`` that
+    ``broker_id`` is the slave to promote.
 
     Raises:
         PreconditionFailedError: ``broker_id`` is not a live in-sync slave, or another slave is
@@ -292,7 +296,10 @@ def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | No
             + ", ".join(f"{m.broker_id}={m.role or 'down'}" for m in members)
             + ")"
         )
-    return master, decision.new_epoch
+    # Above every epoch registered too: a slave reports the epoch of its last CommitLog byte,
+    # and an unreachable master may hold a newer epoch that wrote nothing it received yet.
+    registered = max((m.registered_epoch for m in members), default=0)
+    return master, max(decision.new_epoch, registered + 1)
 
 
 def _fact(member: MemberState, *, in_sync: bool) -> promotion.Member:

@@ -176,7 +176,7 @@ class ReplicationService:
             await self.master.listening.wait()
             port = self.master.port
             assert port is not None, "the HA service set listening without a port"
-            runtime.ha_address = advertised_ha_address(
+            runtime.ha_address = runtime.settings.ha.ha_advertise or advertised_ha_address(
                 runtime.settings.ha.ha_listen, runtime.client_endpoint, port
             )
             runtime.route_changed.set()

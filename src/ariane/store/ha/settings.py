@@ -44,6 +44,11 @@ class HASettings:
     """``HOST:PORT`` the HA port binds (``haListenPort`` = 10912); port 0 picks a free one;
     empty = no HA port (a lone broker)."""
 
+    ha_advertise: str = ""
+    """``HOST:PORT`` registered with the name servers as this broker's HA address, the one its
+    slaves dial (RocketMQ ``brokerIP2``, with a port here: a proxy or NAT in front of the HA
+    port); empty = derived from ``ha_listen`` and the bound port."""
+
     master_ha: str = ""
     """A slave's master HA address ``HOST:PORT``; empty = the one the name server reports
     (RocketMQ ``haMasterAddress`` / the registration's ``haServerAddr``)."""
@@ -119,7 +124,7 @@ class HASettings:
         limits.check_range("reconnect_interval_ms", self.reconnect_interval_ms, 10, 60_000)
         if self.lease_ms:
             limits.check_range("lease_ms", self.lease_ms, 300, 600_000)
-        for address in (self.ha_listen, self.master_ha):
+        for address in (self.ha_listen, self.ha_advertise, self.master_ha):
             if address:
                 split_address(address)
 
