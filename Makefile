@@ -32,10 +32,10 @@ imports: $(STAMP)
 # brokers and clients it starts, so more workers than the 2 cores pay, until the CPU is saturated:
 # README: Tests), one test file per worker at a time (module-scoped clusters start once); then the
 # `solo` tests, which assert wall-clock bounds, alone. Each run prints its 20 slowest tests.
-# Toxiproxy for the chaos tests' partitions is built first (cached; without Go they skip).
+# Toxiproxy for the chaos tests' partitions is built first (cached), outside the tests' time.
 PYTEST_WORKERS ?= 3
 unit: $(STAMP)
-	@if command -v go >/dev/null; then bash e2e/chaos/toxiproxy.sh >/dev/null; fi
+	bash e2e/chaos/toxiproxy.sh >/dev/null
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not solo"
 	$(BIN)/pytest -m solo
 

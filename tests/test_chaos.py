@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import shutil
 
 import pytest
 from e2e.chaos import checker, nemesis, network, runner
@@ -159,8 +158,6 @@ def test_a_master_partitioned_past_its_lease_stops_acking_and_loses_nothing(
     clients for longer than its lease says it is not writable once the slave is promoted behind
     its back, and that after the heal (the stale master demoted in place) every acknowledged
     message is delivered, in order per message group, with an OpenChaos history written."""
-    if shutil.which("go") is None:
-        pytest.skip("no Go toolchain to build Toxiproxy (README: Test environment)")
     schedule = nemesis.Schedule(
         faults=1, seed=7, kinds=("partition_failover",), gap_s=(1.0, 1.5), hold_s=(1.0, 1.5)
     )
