@@ -98,9 +98,7 @@ def consume_queue_files(store_dir: pathlib.Path) -> list[pathlib.Path]:
     that holds at least one unit, sorted."""
     root = store_dir / "consumequeue"
     return sorted(
-        path
-        for path in root.glob("*/*/*")
-        if path.name.isdigit() and any(path.read_bytes()[8:12])
+        path for path in root.glob("*/*/*") if path.name.isdigit() and any(path.read_bytes()[8:12])
     )
 
 
