@@ -29,7 +29,8 @@ before the next queue offsets are taken from the ConsumeQueues, and the key inde
 with no entry at or past the recovered end (RocketMQ deletes index files newer than the
 checkpoint after an abnormal stop): otherwise a key of a cut record would point at whatever is
 written at its offset next, and the index, which only accepts offsets above its highest one,
-would never index the new records written there.
+would never index the new records written there; a damaged index file is dropped and the
+CommitLog's keys from its first offset indexed again (``index_repair.repair_on_start``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ariane.store import (
     commit_log,
     consume_queue,
     dispatcher,
+    index_repair,
     index_service,
     message_codec,
     queue_repair,
@@ -130,6 +132,7 @@ def _finish(
 ) -> RecoveryReport:
     if index is not None:
         index.truncate_after(log.max_offset)
+        index_repair.repair_on_start(index, log, feed)  # a damaged file: keys indexed again
     queue_repair.rebuild_on_start(log, queues, feed)  # before the next queue offsets are taken
     log.set_queue_offset_table(queues.next_offset_table())
     log.high_water.cover(log.max_offset)  # raised here, not on the first append's path
