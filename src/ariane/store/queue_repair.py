@@ -95,7 +95,8 @@ def rebuild(
         until_queue_offset: stop after the unit before it; ``None``: up to the dispatched end.
 
     Returns:
-        how many units the scan produced (0: no anchor, or nothing of the queue found).
+        the queue offset past the last unit the scan produced (every unit below it now
+        stands for its record); -1 when there was no anchor to rebuild from.
 
     Raises:
         OSError: a ConsumeQueue write failed.
@@ -109,7 +110,7 @@ def rebuild(
             ANCHOR_SEARCH_UNITS,
             from_queue_offset,
         )
-        return 0
+        return -1
     start, first = anchor
     end = feed.dispatched_offset
     floor = feed.topic_floors.get(queue.topic, -1)
@@ -140,7 +141,7 @@ def rebuild(
         first,
         first + len(units),
     )
-    return len(units)
+    return first + len(units)
 
 
 def _anchor(
@@ -220,7 +221,7 @@ class UnitChecker:
             known = key in self._verified
         if not known:
             self.rebuild_count += 1
-            rebuild(
+            covered = rebuild(
                 self._log,
                 queue,
                 self._feed,
@@ -235,6 +236,8 @@ class UnitChecker:
                     return found
             elif found.status is _LookupStatus.CORRUPT:
                 self._remember(key)
+            elif found.status is _LookupStatus.FOUND and covered > unit.queue_offset:
+                return found  # the CommitLog itself gives this unit: it stands for its record
         if found.status is _LookupStatus.CORRUPT:
             self._repairs.corrupt(unit.commit_log_offset, found.reason)
             return found
