@@ -69,6 +69,7 @@ def test_slave_frame_sizes_follow_the_first_byte() -> None:
     assert frames.slave_frame_bytes(frames.Kind.REPORT) == frames.REPORT_BYTES
     assert frames.slave_frame_bytes(frames.Kind.AUTH_REQUEST) == frames.AUTH_REQUEST_BYTES
     assert frames.slave_frame_bytes(frames.Kind.AUTH_HELLO) == frames.AUTH_HELLO_BYTES
+    assert frames.slave_frame_bytes(frames.Kind.FETCHED) == frames.FETCHED_HEADER_BYTES
     for kind in (0, frames.Kind.TRANSFER, frames.Kind.CHALLENGE, 200):
         with pytest.raises(frames.FrameError, match="unknown slave frame kind"):
             frames.slave_frame_bytes(kind)
@@ -125,3 +126,23 @@ def test_refusal_challenge_names_only_a_version() -> None:
 def test_credential_secret_stays_out_of_repr() -> None:
     """Proves a credential's repr names the access key, never the secret."""
     assert "inner-secret-1" not in repr(CREDENTIAL) and "ariane-inner" in repr(CREDENTIAL)
+
+
+def test_record_repair_frames_round_trip_and_are_bounded() -> None:
+    """Proves a FETCH (no body) and a FETCHED (header then the record) round-trip, and that a
+    FETCHED over the reader's cap, a FETCH with a body or another kind is refused."""
+    fetch = frames.TransferHeader(frames.Kind.FETCH, 2, 100, 4_096, 0)
+    raw = frames.encode_transfer(fetch)
+    assert frames.decode_transfer_header(raw, body_bytes_max=0) == fetch
+    with pytest.raises(frames.FrameError, match="FETCH frame carries no body"):
+        frames.decode_transfer_header(
+            raw[:25] + (5).to_bytes(4, "big") + raw[29:], body_bytes_max=9
+        )
+    fetched = frames.encode_fetched(4_096, b"record")
+    header = fetched[: frames.FETCHED_HEADER_BYTES]
+    assert frames.decode_fetched_header(header, body_bytes_max=6) == (4_096, 6)
+    assert fetched[frames.FETCHED_HEADER_BYTES :] == b"record"
+    with pytest.raises(frames.FrameError, match="bad FETCHED"):
+        frames.decode_fetched_header(header, body_bytes_max=5)
+    with pytest.raises(frames.FrameError, match="bad FETCHED"):
+        frames.decode_fetched_header(bytes([frames.Kind.REPORT]) + header[1:], body_bytes_max=6)

@@ -364,7 +364,9 @@ def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
 def test_a_clean_start_finds_a_bit_flip_in_the_newest_segments_and_only_a_slave_cuts() -> None:
     """Proves a bit flip in the newest three segments is found on a clean start: a slave's
     store (``repair_from_master``) cuts there for its master to refill, a master's keeps every
-    record and answers CORRUPT for the damaged one, never its bytes."""
+    record and answers CORRUPT for the damaged one, never its bytes: a queue read stops before
+    it (RECORD_CORRUPTED at its offset when nothing precedes it), so a consumer never skips it;
+    without a slave to ask, the record is counted once as unrepairable."""
     mem = MemoryStore.open()
     results = _fill(mem, 40)
     mem.store.close()
@@ -373,7 +375,16 @@ def test_a_clean_start_finds_a_bit_flip_in_the_newest_segments_and_only_a_slave_
     assert master.max_commit_log_offset == results[-1].commit_log_offset + results[-1].wrote_bytes
     assert master.get_message(results[-5].commit_log_offset).status is LookupStatus.CORRUPT
     got = read(master, 30)
-    assert [m.queue_offset for m in got.messages] == [*range(30, 35), *range(36, 40)]
+    assert [m.queue_offset for m in got.messages] == [*range(30, 35)]
+    assert got.next_begin_offset == 35
+    stuck = read(master, 35)
+    assert (stuck.status, stuck.messages, stuck.next_begin_offset) == (
+        message_store.GetMessageStatus.RECORD_CORRUPTED,
+        (),
+        35,
+    )
+    stats = master.stats()
+    assert (stats.repair_unavailable_count, stats.repaired_record_count) == (1, 0)
     master.close()
     slave = mem.reopen(tiny_settings(repair_from_master=True))
     assert not slave.recovery_report.clean

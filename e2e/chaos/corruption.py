@@ -12,7 +12,13 @@ the heal is restarting the broker on the damaged store, then waiting for it to m
   refuses to start (``StoreLayoutError``), as RocketMQ does, so that a failover to its slave
   keeps what it had.
 
-ConsumeQueue and index damage is not injected yet (units carry no CRC, as in RocketMQ).
+- ``flip_consume_queue_unit``: one bit of the CommitLog-offset field of a unit in the middle
+  of a ConsumeQueue (units carry no CRC, as in RocketMQ): the unit then points outside the
+  CommitLog, into the middle of a record or at another record. A read checks the record
+  against the unit (topic, queue id, queue offset, size) and rebuilds the queue's units from
+  the CommitLog (``store.queue_repair``) instead of serving a wrong message or skipping one.
+- ``truncate_consume_queue``: the newest file of a ConsumeQueue cut in the middle of a unit:
+  it is padded on load and its units rebuilt from the CommitLog at start-up.
 
 Only the files of the store given are touched; nothing runs in the background.
 """
@@ -27,6 +33,7 @@ from typing import Any
 from ariane.store import message_codec
 
 _SIZE_MAGIC = struct.Struct(">ii")
+_UNIT_BYTES = 20
 
 
 def commit_log_records(store_dir: pathlib.Path) -> list[tuple[pathlib.Path, int, int]]:
@@ -84,3 +91,49 @@ def truncate_commit_log(store_dir: pathlib.Path, rng: random.Random) -> dict[str
     with newest.open("r+b") as handle:
         handle.truncate(size)
     return {"kind": "truncate_commit_log", "file": newest.name, "size": size}
+
+
+def consume_queue_files(store_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Every ConsumeQueue segment file of the store (``consumequeue/<topic>/<id>/<offset>``)
+    that holds at least one unit, sorted."""
+    root = store_dir / "consumequeue"
+    return sorted(
+        path for path in root.glob("*/*/*") if path.name.isdigit() and any(path.read_bytes()[8:12])
+    )
+
+
+def _units(path: pathlib.Path) -> int:
+    data = path.read_bytes()
+    count = 0
+    while count * _UNIT_BYTES + _UNIT_BYTES <= len(data) and any(
+        data[count * _UNIT_BYTES + 8 : count * _UNIT_BYTES + 12]
+    ):
+        count += 1
+    return count
+
+
+def flip_consume_queue_unit(store_dir: pathlib.Path, rng: random.Random) -> dict[str, Any]:
+    """Flip one bit in the low 3 bytes of the CommitLog-offset field of a unit from the middle
+    of the fullest ConsumeQueue file (a flip there keeps the offset near the real data)."""
+    path = max(consume_queue_files(store_dir), key=_units)
+    count = _units(path)
+    if count < 3:
+        raise ValueError(f"{path}: {count} units, too few to damage one inside")
+    unit = rng.randrange(count // 3, 2 * count // 3)
+    position = unit * _UNIT_BYTES + rng.randrange(5, 8)
+    bit = rng.randrange(8)
+    flip_bit(path, position, bit)
+    queue = f"{path.parent.parent.name}/{path.parent.name}"
+    return {"kind": "flip_consume_queue_unit", "queue": queue, "unit": unit, "bit": bit}
+
+
+def truncate_consume_queue(store_dir: pathlib.Path, rng: random.Random) -> dict[str, Any]:
+    """Cut the fullest ConsumeQueue file in the middle of one of its later units."""
+    path = max(consume_queue_files(store_dir), key=_units)
+    count = _units(path)
+    unit = rng.randrange(count // 2, count)
+    size = unit * _UNIT_BYTES + rng.randrange(1, _UNIT_BYTES)
+    with path.open("r+b") as handle:
+        handle.truncate(size)
+    queue = f"{path.parent.parent.name}/{path.parent.name}"
+    return {"kind": "truncate_consume_queue", "queue": queue, "size": size}

@@ -96,6 +96,9 @@ class ConsumeQueue:
             root / topic / str(queue_id), entries_per_file * UNIT_BYTES, layer
         )
         self._min_queue_offset = 0
+        self.padded = False
+        """The newest file was found cut short and padded with zeros on ``load``: its tail is
+        rebuilt from the CommitLog at start-up (``queue_repair.rebuild_on_start``)."""
 
     @property
     def max_queue_offset(self) -> ids.QueueOffset:
@@ -111,12 +114,14 @@ class ConsumeQueue:
         """Open the segment files and find the end of the units.
 
         Units form a prefix of non-zero sizes, so the end is found by a binary search over
-        every file (a crash can leave an empty newest file after a partly written one).
+        every file (a crash can leave an empty newest file after a partly written one). A
+        newest file cut short is padded with zeros (``padded``; units carry no CRC and are
+        rebuilt from the CommitLog, so a lost tail is never fatal).
 
         Raises:
             StoreLayoutError: if the files do not form a valid log.
         """
-        self.log.load()
+        self.padded = self.log.load(pad_short_tail=True)
         files = self.log.files
         if not files:
             return

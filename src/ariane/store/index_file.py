@@ -178,6 +178,47 @@ def _geometry_of_size(config: IndexSettings, size_bytes: int) -> IndexSettings |
     return None
 
 
+def cut_short_begin_offset(
+    path: pathlib.Path, settings: IndexSettings, *, layer: file_layer.FileLayer
+) -> int | None:
+    """Where the entries of a file shorter than ``settings``' geometry begin, if the file was
+    written under that geometry and then cut short (damaged: the store re-indexes from there),
+    or ``None`` if it was written under another geometry (the settings changed: refused).
+
+    The evidence is the file's first entry: under the geometry it was written with, entry 1
+    sits right after the slots, heads its chain (``prev_index`` 0), has time diff 0 and holds
+    the header's ``begin_phy_offset``. A file too short for its header, or with no entry yet,
+    lost nothing that cannot be re-indexed and counts as cut short (from offset 0: the store
+    starts from the file before it or the CommitLog's start).
+
+    Raises:
+        OSError: if the file cannot be read.
+    """
+    if layer.file_size(path) >= settings.file_size_bytes:
+        return None
+    handle = layer.open_file(path)
+    try:
+        head = handle.pread(index_codec.HEADER_SIZE_BYTES, 0)
+        if len(head) < index_codec.HEADER_SIZE_BYTES:
+            return 0
+        header = index_codec.decode_header(head)
+        if header.index_count <= 1:
+            return max(0, header.begin_phy_offset)
+        position = index_codec.entry_position(settings.hash_slot_count, 1)
+        raw = handle.pread(index_codec.ENTRY_SIZE_BYTES, position)
+    finally:
+        handle.close()
+    if len(raw) < index_codec.ENTRY_SIZE_BYTES:
+        return max(0, header.begin_phy_offset)
+    first = index_codec.decode_entry(raw, 0)
+    ours = (first.commit_log_offset, first.time_diff_s, first.prev_index) == (
+        header.begin_phy_offset,
+        0,
+        index_codec.NO_ENTRY,
+    )
+    return header.begin_phy_offset if ours and first.key_hash else None
+
+
 def _existing_file_bytes(directory: pathlib.Path) -> int | None:
     """The size of the oldest index file in ``directory`` (``None`` if there is none)."""
     try:
@@ -426,6 +467,11 @@ class IndexFile:
 
     def __repr__(self) -> str:
         return f"IndexFile({self._path.name}, index_count={self.header.index_count})"
+
+    def newest_entries(self, count: int) -> list[index_codec.IndexEntry]:
+        """Up to ``count`` of the newest counted entries, newest first."""
+        newest = self._fields[_INDEX_COUNT] - 1
+        return [self._entry(i) for i in range(newest, max(0, newest - count), -1)]
 
     def _load_header(self) -> index_codec.IndexHeader:
         header = index_codec.decode_header(self._map)

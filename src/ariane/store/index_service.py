@@ -18,6 +18,9 @@ Invariants:
   points at a record that a cut removed, and offsets reused after the cut are indexed again.
 - Re-feeding after recovery is harmless: ``put`` ignores a message below the highest indexed
   offset, and at that offset adds only the keys not already there.
+- A file found cut short (``index_file.cut_short_begin_offset``) is deleted at open with every
+  newer file, and ``damaged_from`` says where the store re-indexes from
+  (``index_repair.repair_on_start``); a file of another geometry is refused (settings changed).
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ class IndexService:
         self._lock = threading.Lock()
         self._closed = False
         self._layer.make_dirs(directory)
+        self.damaged_from: ids.CommitLogOffset | None = None
+        """Set when damaged files were dropped: the CommitLog offset to re-index from."""
         self._files = self._open_files()
         self._max_offset = self._indexed_max_offset()
 
@@ -268,20 +273,74 @@ class IndexService:
 
     def _open_files(self) -> list[index_file.IndexFile]:
         files: list[index_file.IndexFile] = []
+        layer = self._layer
         try:
             for name in self._layer.remove_temporaries(self._directory):
                 _log.warning("removed %s left by a crash during file creation", name)
+            names = []
             for name in self._layer.list_dir(self._directory):
-                path = self._directory / name
                 if _FILE_NAME.match(name) and _name_to_ms(name) is not None:
-                    files.append(index_file.IndexFile.open(path, self._settings, layer=self._layer))
+                    names.append(name)
                 else:
-                    _log.warning("ignoring %s: not an index file name", path)
+                    _log.warning("ignoring %s: not an index file name", self._directory / name)
+            for position, name in enumerate(names):
+                path = self._directory / name
+                try:
+                    files.append(index_file.IndexFile.open(path, self._settings, layer=layer))
+                except index_file.IndexFileError:
+                    begin = index_file.cut_short_begin_offset(path, self._settings, layer=layer)
+                    if begin is None:
+                        raise
+                    self._drop_damaged(names[position:], begin, files)
+                    break
         except BaseException:
             for ifile in files:
                 ifile.close()
             raise
         return files
+
+    def _drop_damaged(self, names: list[str], begin: int, kept: list[index_file.IndexFile]) -> None:
+        """Delete the damaged file (``names[0]``) and every newer one; re-index from its begin
+        (from the end of the file before it when its own begin is unknown)."""
+        floor = kept[-1].header.end_phy_offset if kept else 0
+        _log.error(
+            "index file %s is cut short (damaged): deleting it and the %d newer; the keys of "
+            "the CommitLog from offset %d are indexed again",
+            self._directory / names[0],
+            len(names) - 1,
+            max(begin, floor) if begin else floor,
+        )
+        for name in names:
+            self._layer.remove(self._directory / name)
+        self.damaged_from = ids.CommitLogOffset(max(begin, floor) if begin else floor)
+
+    def newest_entries(self, count: int) -> list[index_codec.IndexEntry]:
+        """Up to ``count`` of the newest entries of the newest non-empty file, newest first."""
+        with self._lock:
+            for ifile in reversed(self._files):
+                if not ifile.is_empty:
+                    return ifile.newest_entries(count)
+            return []
+
+    def drop_newest_file(self) -> ids.CommitLogOffset:
+        """Delete the newest non-empty file (damaged: ``index_repair``) and any newer empty
+        one; returns the CommitLog offset to re-index from (its begin offset).
+
+        Raises:
+            OSError: if a file cannot be deleted.
+        """
+        with self._lock:
+            begin = 0
+            while self._files:
+                doomed = self._files.pop()
+                begin = doomed.header.begin_phy_offset
+                _log.error("index file %s is damaged: deleted, to be rebuilt", doomed.path)
+                self._delete(doomed)
+                if not doomed.is_empty:
+                    break
+            self._max_offset = self._indexed_max_offset()
+            floor = self._max_offset or 0
+            return ids.CommitLogOffset(max(begin, floor))
 
     def _indexed_max_offset(self) -> ids.CommitLogOffset | None:
         for ifile in reversed(self._files):

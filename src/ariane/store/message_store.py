@@ -45,7 +45,9 @@ from ariane.store import (
     message_codec,
     put_wait,
     queue_read,
+    queue_repair,
     record_reader,
+    record_repair,
     recovery,
     replica,
     results,
@@ -109,6 +111,11 @@ class MessageStore:
         self._closed = True
         self.recovery_report = recovery.RecoveryReport(True, 0, 0, -1, 0, "")
         self._counts = dict.fromkeys(results.STORE_COUNTERS, 0)
+        self.repairs = record_repair.RecordRepairs(self.commit_log, self._counts)
+        """Damaged records fetched back from a slave (the broker sets ``repairs.fetcher``)."""
+        self._units = queue_repair.UnitChecker(
+            self.commit_log, self.dispatcher, self._put_lock, self.repairs
+        )
         self.replication: put_wait.ReplicationGate | None = None
         """Set by the broker when it replicates (``store.ha``): roles and the ack rule."""
 
@@ -424,11 +431,11 @@ class MessageStore:
     def get_message(
         self, commit_log_offset: ids.CommitLogOffset, size_bytes: int = 0
     ) -> record_reader.LookupResult:
-        """The message whose record starts at ``commit_log_offset`` (CRC-checked)."""
+        """The message whose record starts at ``commit_log_offset`` (CRC-checked; a damaged one
+        is counted, logged once and asked of a slave: ``record_repair``)."""
         result = self.commit_log.read(commit_log_offset, size_bytes)
         if result.status is record_reader.LookupStatus.CORRUPT:
-            self._counts["corrupt_read_count"] += 1
-            _log.error("corrupt record at %d: %s", commit_log_offset, result.reason)
+            self.repairs.corrupt(commit_log_offset, result.reason)
         return result
 
     def get_messages(
@@ -445,19 +452,21 @@ class MessageStore:
 
         Mirrors RocketMQ ``DefaultMessageStore.getMessage``: statuses for offsets out of
         range; at least one message when any is found even if it exceeds ``max_bytes``;
-        ``tag_filter`` skips units by tag code; corrupt records are skipped and logged, never
-        returned. At most ``get_message_scan_units_max`` units are scanned and
-        ``get_message_count_max`` messages returned.
+        ``tag_filter`` skips units by tag code; a damaged unit is rebuilt and a damaged record
+        stops the read (RECORD_CORRUPTED), never returned nor skipped (``queue_read``). At most
+        ``get_message_scan_units_max`` units are scanned, ``get_message_count_max`` returned.
         """
         assert max_count > 0 and max_bytes > 0, "a read asks for at least one message and byte"
+        queue = self.consume_queues.get(topic, queue_id)
         result = queue_read.read(
-            self.consume_queues.get(topic, queue_id),
+            queue,
             queue_offset,
             max_count=min(max_count, self.settings.get_message_count_max),
             max_bytes=max_bytes,
             tag_filter=tag_filter,
-            get_message=self.get_message,
+            get_message=self.commit_log.read,
             config=self.settings,
+            check_unit=None if queue is None else self._units.for_queue(queue),
         )
         self._counts["get_message_count"] += len(result.messages)
         return result
@@ -549,18 +558,9 @@ class MessageStore:
     def unconsumed_from(
         self, consumed: Mapping[tuple[ids.TopicName, ids.QueueId], ids.QueueOffset]
     ) -> ids.CommitLogOffset | None:
-        """The lowest CommitLog offset of a message not consumed yet, ``None`` if none.
-
-        Args:
-            consumed: per queue, the lowest queue offset some consumer has not consumed
-                (queues not named count as consumed; offsets below a queue's min count as
-                its min).
-
-        Returns:
-            the smallest CommitLog offset of a stored message at or above its queue's
-            ``consumed`` offset; a queue whose next ``get_message_scan_units_max`` units are
-            only fillers counts from the CommitLog's min offset (kept whole, never guessed).
-        """
+        """The lowest CommitLog offset of a message not consumed yet, ``None`` if none
+        (``queue_read.first_unconsumed`` with ``get_message_scan_units_max``: ``consumed`` is,
+        per queue, the lowest queue offset some consumer has not consumed)."""
         return queue_read.first_unconsumed(
             self.consume_queues,
             consumed,

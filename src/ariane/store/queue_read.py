@@ -3,7 +3,8 @@
 ``MessageStore.get_messages`` answers with ``read`` (RocketMQ ``DefaultMessageStore.getMessage``):
 an offset outside the queue's range gets RocketMQ's status and next offset without a scan;
 otherwise units are scanned from the offset, fillers and units the tag filter rejects are
-skipped, and each remaining unit's record is read by its CommitLog offset.
+skipped, and each remaining unit's record is read by its CommitLog offset and checked against
+the unit (``check_unit``: ``queue_repair.UnitChecker``, which rebuilds a damaged unit).
 
 ``first_unconsumed`` is the retention policy's question: where the oldest message some consumer
 still needs is stored (``MessageStore.unconsumed_from``).
@@ -11,7 +12,10 @@ still needs is stored (``MessageStore.unconsumed_from``).
 Invariants: at most ``get_message_scan_units_max`` units are scanned and at most ``max_count``
 messages returned; at least one message is returned when any is found, even one larger than
 ``max_bytes``; a record that fails its checks is never returned (the reader counts and logs
-it); ``next_begin_offset`` is past every unit looked at, so a reader never sees a unit twice.
+it) and never skipped: the read stops before it (``next_begin_offset`` is its queue offset;
+RECORD_CORRUPTED when nothing precedes it), so a consumer asks for it again until it is
+repaired; otherwise ``next_begin_offset`` is past every unit looked at. RocketMQ skips such a
+record (``getMessage`` moves past it): its consumer never gets that message.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ TagFilter = Callable[[int], bool]
 GetMessage = Callable[[ids.CommitLogOffset, int], record_reader.LookupResult]
 """``(commit_log_offset, size_bytes) -> LookupResult``: ``MessageStore.get_message``."""
 
+CheckUnit = Callable[[consume_queue.CqUnit, record_reader.LookupResult], record_reader.LookupResult]
+"""``(unit, what its read found) -> what the read may use``: FOUND (the unit's own record),
+NOT_FOUND (deleted by retention) or CORRUPT (stop here)."""
+
 _ZERO = ids.QueueOffset(0)
 
 
@@ -40,6 +48,7 @@ def read(
     tag_filter: TagFilter | None,
     get_message: GetMessage,
     config: settings.StoreSettings,
+    check_unit: CheckUnit | None = None,
 ) -> results.GetMessageResult:
     """Up to ``max_count`` messages (and about ``max_bytes``) of ``queue`` from ``queue_offset``.
 
@@ -52,6 +61,7 @@ def read(
         tag_filter: skips units whose tag code it rejects; ``None`` keeps every unit.
         get_message: reads one record by CommitLog offset, CRC-checked.
         config: ``get_message_scan_units_max`` and ``consume_queue_file_entries``.
+        check_unit: checks each record read against its unit; ``None``: trusted as read.
     """
     if queue is None:
         return results.GetMessageResult(
@@ -64,19 +74,25 @@ def read(
     messages: list[message_mod.StoredMessage] = []
     total = removed = 0
     next_offset = queue_offset
-    scanned_any = False
+    scanned_any = corrupt = False
     for unit in queue.iter_units(queue_offset, config.get_message_scan_units_max):
         scanned_any = True
         if len(messages) >= max_count or (messages and total + unit.size_bytes > max_bytes):
             break
-        next_offset = ids.QueueOffset(unit.queue_offset + 1)
         if unit.is_filler or (tag_filter is not None and not tag_filter(unit.tag_hash)):
+            next_offset = ids.QueueOffset(unit.queue_offset + 1)
             continue
         found = get_message(unit.commit_log_offset, unit.size_bytes)
+        if check_unit is not None:
+            found = check_unit(unit, found)
+        if found.status is record_reader.LookupStatus.CORRUPT:
+            corrupt = True
+            break  # never skipped: the next read starts at it again
+        next_offset = ids.QueueOffset(unit.queue_offset + 1)
         if found.status is record_reader.LookupStatus.FOUND and found.message is not None:
             messages.append(found.message)
-            total += unit.size_bytes
-        elif found.status is record_reader.LookupStatus.NOT_FOUND:
+            total += found.message.store_size_bytes
+        else:
             removed += 1
     if not scanned_any:  # the unit's file is gone: RocketMQ moves on to the next file's start
         entries = config.consume_queue_file_entries
@@ -86,6 +102,8 @@ def read(
         )
     if messages:
         status = results.GetMessageStatus.FOUND
+    elif corrupt:
+        status = results.GetMessageStatus.RECORD_CORRUPTED
     elif removed:
         status = results.GetMessageStatus.MESSAGE_WAS_REMOVING
     else:

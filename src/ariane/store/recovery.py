@@ -23,10 +23,14 @@ that they are rebuilt from valid records only), cut the CommitLog at the valid e
 its segment up to the CommitLog's high-water mark, delete later segments) and sync what was
 scanned, since after a process crash those bytes may still sit unsynced in the page cache.
 
-Either way the key index ends up with no entry at or past the recovered end (RocketMQ deletes
-index files newer than the checkpoint after an abnormal stop): otherwise a key of a cut record
-would point at whatever is written at its offset next, and the index, which only accepts
-offsets above its highest one, would never index the new records written there.
+Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
+with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
+before the next queue offsets are taken from the ConsumeQueues, and the key index ends up
+with no entry at or past the recovered end (RocketMQ deletes index files newer than the
+checkpoint after an abnormal stop): otherwise a key of a cut record would point at whatever is
+written at its offset next, and the index, which only accepts offsets above its highest one,
+would never index the new records written there; a damaged index file is dropped and the
+CommitLog's keys from its first offset indexed again (``index_repair.repair_on_start``).
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ from ariane.store import (
     commit_log,
     consume_queue,
     dispatcher,
+    index_repair,
     index_service,
     message_codec,
+    queue_repair,
 )
 
 _log = logging.getLogger(__name__)
@@ -101,7 +107,7 @@ def recover(
         bad = _first_corrupt_before(log, end)
         if bad is not None and log.settings.repair_from_master:
             report = _recover_unclean(log, queues, feed, saved, index, floor_max=bad)
-            return _finish(log, queues, index, report)
+            return _finish(log, queues, feed, index, report)
         log.log.set_max_offset(end)
         queues.truncate_from_commit_log_offset(end)
         feed.dispatched_offset = ids.CommitLogOffset(min(saved.dispatched_commit_log_offset, end))
@@ -114,17 +120,20 @@ def recover(
         report = RecoveryReport(True, 0, 0, -1, start, "")
     else:
         report = _recover_unclean(log, queues, feed, saved, index)
-    return _finish(log, queues, index, report)
+    return _finish(log, queues, feed, index, report)
 
 
 def _finish(
     log: commit_log.CommitLog,
     queues: consume_queue.ConsumeQueueStore,
+    feed: dispatcher.Dispatcher,
     index: index_service.IndexService | None,
     report: RecoveryReport,
 ) -> RecoveryReport:
     if index is not None:
         index.truncate_after(log.max_offset)
+        index_repair.repair_on_start(index, log, feed)  # a damaged file: keys indexed again
+    queue_repair.rebuild_on_start(log, queues, feed)  # before the next queue offsets are taken
     log.set_queue_offset_table(queues.next_offset_table())
     log.high_water.cover(log.max_offset)  # raised here, not on the first append's path
     return report

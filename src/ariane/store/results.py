@@ -34,6 +34,10 @@ class GetMessageStatus(enum.Enum):
     """The (topic, queue id) has never been written."""
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
     """The queue exists but is empty."""
+    RECORD_CORRUPTED = "RECORD_CORRUPTED"
+    """The record at ``next_begin_offset`` (the offset asked for) fails its checks and awaits
+    its repair from a slave (``store.record_repair``); ask again later (Ariane's addition:
+    RocketMQ skips it)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +90,10 @@ class StoreStats:
     unconsumed_deleted_message_count: int = 0
     """Messages a subscribed consumer group had not consumed, deleted by retention since start
     (by age, or forced with ``force_delete_unconsumed``)."""
+    repaired_record_count: int = 0
+    """Damaged CommitLog records rewritten with a slave's copy since start (``record_repair``)."""
+    repair_unavailable_count: int = 0
+    """Damaged CommitLog records found with no slave to ask for them, since start."""
     index_write_failure_count: int = 0
     """Messages stored without key-index entries because the index write failed (``ENOSPC``
     when no IndexFile fits), since start; they are not found by a query by key."""
@@ -113,6 +121,8 @@ STORE_COUNTERS = (
     "put_message_bytes",
     "get_message_count",
     "corrupt_read_count",
+    "repaired_record_count",
+    "repair_unavailable_count",
     "forced_deleted_segment_count",
     "forced_deleted_bytes",
     "unconsumed_deleted_message_count",

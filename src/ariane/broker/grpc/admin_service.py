@@ -362,6 +362,8 @@ class AdminService(auth_admin.AuthAdminRpcs):
             "consume_queue_count": str(store.consume_queue_count),
             "put_message_failure_count": str(store.put_message_failure_count),
             "corrupt_read_count": str(store.corrupt_read_count),
+            "repaired_record_count": str(store.repaired_record_count),
+            "repair_unavailable_count": str(store.repair_unavailable_count),
             "recovery_clean": str(store.recovery_clean).lower(),
             "bytes_in_total": str(counters.bytes_in),
             "bytes_out_total": str(counters.bytes_out),

@@ -135,6 +135,7 @@ class ReplicationService:
         if config.keeps_lease and runtime.settings.namesrv_addrs:
             self.master.lease = lease_mod.MasterLease(lease_ms=config.lease_ms)
         store.replication = self.master
+        store.repairs.fetcher = self.master.fetch_record  # a master's damaged record: a slave's
         runtime.master_online = lambda: self.client.connected
         self._client_task: asyncio.Task[None] | None = None
 

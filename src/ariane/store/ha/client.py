@@ -32,7 +32,7 @@ import ssl
 from collections.abc import Callable
 
 from ariane.common import ids, log_limits
-from ariane.store import message_store
+from ariane.store import message_store, record_repair
 from ariane.store import settings as store_settings
 from ariane.store.ha import epochs, frames
 from ariane.store.ha import settings as ha_settings
@@ -187,6 +187,11 @@ class HAClient:
                 reader.readexactly(frames.TRANSFER_HEADER_BYTES), timeout_s
             )
             header = frames.decode_transfer_header(raw, body_bytes_max=body_max)
+            if header.kind is frames.Kind.FETCH:  # the master repairs a damaged record
+                found = record_repair.record_bytes(store.commit_log, header.offset)
+                writer.write(frames.encode_fetched(header.offset, found))
+                await writer.drain()
+                continue
             if header.kind is frames.Kind.TRUNCATE:
                 store.truncate_replica(ids.CommitLogOffset(header.offset))
                 history.truncate(header.offset)

@@ -15,13 +15,23 @@ Master → slave, a 33-byte header then ``body_size`` bytes of CommitLog (Rocket
 ``[phyOffset 8][bodySize 4]`` transfer header with the epoch fields of the controller mode)::
 
     offset  size  field
-    0       1     kind                TRANSFER (3) or TRUNCATE (4)
+    0       1     kind                TRANSFER (3), TRUNCATE (4) or FETCH (8)
     1       8     epoch               the epoch the body's bytes were written under
     9       8     epoch_start_offset  where that epoch starts in the CommitLog
     17      8     offset              TRANSFER: CommitLog offset of the body's first byte;
-                                      TRUNCATE: cut the slave's CommitLog here, then HELLO again
-    25      4     body_size           bytes that follow (0 for TRUNCATE and for heartbeats)
+                                      TRUNCATE: cut the slave's CommitLog here, then HELLO again;
+                                      FETCH: send back your record starting here
+    25      4     body_size           bytes that follow (0 for TRUNCATE, FETCH and heartbeats)
     29      4     reserved            0
+
+A record repair (Ariane's addition, ``store.record_repair``): a master whose read met a
+damaged record sends FETCH; the slave answers with its own record at that offset if it passes
+its checks there (``body_size`` 0 if not), in a 13-byte header and the record::
+
+    slave → master FETCHED, 13 bytes then body_size bytes
+    0       1     kind          FETCHED (9)
+    1       8     offset        the FETCH's offset
+    9       4     body_size     the record's bytes that follow (at most the reader's cap)
 
 The authenticated handshake (when the group has an inner credential; Ariane's addition: RocketMQ's
 HA port has no authentication at all, security.md §8.1). The slave speaks first, the master
@@ -55,7 +65,7 @@ its own connection. Version mismatches fail at both ends with both versions name
 Invariants: ``body_size`` never exceeds the reader's cap (``decode_transfer_header`` refuses a
 larger one as a protocol error, so a corrupt or hostile peer cannot make us allocate), offsets
 and epochs are never negative, every slave → master frame has a fixed size known from its first
-byte (``slave_frame_bytes``).
+byte (``slave_frame_bytes``; a FETCHED's body follows its fixed header, bounded by the cap).
 """
 
 from __future__ import annotations
@@ -81,15 +91,20 @@ class Kind(enum.IntEnum):
     AUTH_REQUEST = 5
     CHALLENGE = 6
     AUTH_HELLO = 7
+    FETCH = 8
+    FETCHED = 9
 
 
 _REPORT = struct.Struct(">Bqq")
 _TRANSFER = struct.Struct(">BqqqiI")
+_FETCHED = struct.Struct(">Bqi")
 
 REPORT_BYTES = _REPORT.size
 """Size of a slave → master frame (17)."""
 TRANSFER_HEADER_BYTES = _TRANSFER.size
 """Size of a master → slave header (33)."""
+FETCHED_HEADER_BYTES = _FETCHED.size
+"""Size of a slave → master FETCHED header (13)."""
 
 HANDSHAKE_VERSION = 1
 """The authenticated handshake this build speaks."""
@@ -156,8 +171,8 @@ def decode_report(data: bytes | memoryview) -> Report:
 
 
 def encode_transfer(header: TransferHeader, body: bytes | memoryview = b"") -> bytes:
-    """A TRANSFER (with ``body``) or TRUNCATE frame, header and body in one buffer."""
-    assert header.kind in (Kind.TRANSFER, Kind.TRUNCATE), "a master sends TRANSFER or TRUNCATE"
+    """A TRANSFER (with ``body``), TRUNCATE or FETCH frame, header and body in one buffer."""
+    assert header.kind in (Kind.TRANSFER, Kind.TRUNCATE, Kind.FETCH), "not a master frame"
     assert header.body_size == len(body), "body_size must match the body"
     assert min(header.epoch, header.epoch_start_offset, header.offset) >= 0
     packed = _TRANSFER.pack(
@@ -175,20 +190,40 @@ def decode_transfer_header(data: bytes | memoryview, *, body_bytes_max: int) -> 
 
     Raises:
         FrameError: wrong length, unknown kind, negative field, body over ``body_bytes_max``,
-            or a TRUNCATE with a body.
+            or a TRUNCATE or FETCH with a body.
     """
     if len(data) != TRANSFER_HEADER_BYTES:
         raise FrameError(f"a transfer header is {TRANSFER_HEADER_BYTES} bytes, not {len(data)}")
     kind, epoch, epoch_start, offset, size, _reserved = _TRANSFER.unpack(data)
-    if kind not in (Kind.TRANSFER, Kind.TRUNCATE):
+    if kind not in (Kind.TRANSFER, Kind.TRUNCATE, Kind.FETCH):
         raise FrameError(f"unknown master frame kind {kind}")
     if min(epoch, epoch_start, offset, size) < 0:
         raise FrameError("negative field in a transfer header")
     if size > body_bytes_max:
         raise FrameError(f"body of {size} bytes exceeds the cap of {body_bytes_max}")
-    if kind == Kind.TRUNCATE and size:
-        raise FrameError("a TRUNCATE frame carries no body")
+    if kind in (Kind.TRUNCATE, Kind.FETCH) and size:
+        raise FrameError(f"a {Kind(kind).name} frame carries no body")
     return TransferHeader(Kind(kind), epoch, epoch_start, offset, size)
+
+
+def encode_fetched(offset: int, body: bytes | memoryview) -> bytes:
+    """A slave's FETCHED frame: its record at ``offset`` (``b""``: none sound there)."""
+    assert offset >= 0
+    return _FETCHED.pack(Kind.FETCHED, offset, len(body)) + bytes(body)
+
+
+def decode_fetched_header(data: bytes | memoryview, *, body_bytes_max: int) -> tuple[int, int]:
+    """(offset, body_size) of exactly ``FETCHED_HEADER_BYTES`` bytes.
+
+    Raises:
+        FrameError: wrong length or kind, a negative field or a body over ``body_bytes_max``.
+    """
+    if len(data) != FETCHED_HEADER_BYTES:
+        raise FrameError(f"a FETCHED header is {FETCHED_HEADER_BYTES} bytes, not {len(data)}")
+    kind, offset, size = _FETCHED.unpack(data)
+    if kind != Kind.FETCHED or offset < 0 or not 0 <= size <= body_bytes_max:
+        raise FrameError(f"bad FETCHED header: kind={kind} offset={offset} size={size}")
+    return offset, size
 
 
 def slave_frame_bytes(kind: int) -> int:
@@ -202,6 +237,7 @@ def slave_frame_bytes(kind: int) -> int:
         Kind.REPORT: REPORT_BYTES,
         Kind.AUTH_REQUEST: AUTH_REQUEST_BYTES,
         Kind.AUTH_HELLO: AUTH_HELLO_BYTES,
+        Kind.FETCHED: FETCHED_HEADER_BYTES,
     }
     try:
         return sizes[Kind(kind)]

@@ -45,6 +45,11 @@ bytes this connection was sent is a protocol violation (closed, never counted), 
 unauthenticated epoch more than ``EPOCH_GAP_PLAUSIBLE_MAX`` above this master's is refused
 instead of fencing it. At most ``CONNECTIONS_MAX`` connections are served at once.
 
+Record repair (``fetch_record``, Ariane's addition: ``store.record_repair``): a read that met a
+damaged record asks an in-sync slave holding it for its copy with a FETCH frame on that slave's
+connection, which is as authenticated as the stream; the FETCHED answer is checked by the store
+before a byte is rewritten, and only a record it asked for is.
+
 TLS (``server_tls``, Ariane's addition: RocketMQ's HA port is plain NIO): the port serves by the
 process's ``[tls]`` mode through ``common.tls_listener``; the handshake above runs inside TLS,
 unchanged.
@@ -143,6 +148,7 @@ class HAService:
         self._refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
         self._connections = 0
         self._slaves: dict[int, SlaveProgress] = {}
+        self._writers: dict[int, asyncio.StreamWriter] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, int, concurrent.futures.Future[Status]]] = []
@@ -246,6 +252,38 @@ class HAService:
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 future.set_result(Status.SLAVE_NOT_AVAILABLE)
 
+    def fetch_record(self, offset: int) -> bool:
+        """Ask the in-sync slave furthest ahead that holds ``offset`` for its record there (a
+        FETCH; the answer goes to ``store.repairs.apply``); any thread.
+
+        Returns:
+            whether a slave was asked (False: not a master, or no in-sync slave holds it).
+        """
+        loop = self._loop
+        if loop is None or self.fenced or not self.role.is_master:
+            return False
+        floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
+        holders = [
+            (s.acked_offset, key)
+            for key, s in list(self._slaves.items())
+            if s.acked_offset > offset and s.acked_offset >= floor
+        ]
+        if not holders:
+            return False
+        key = max(holders)[1]
+        entry = self._history.entry_at(offset)
+        header = frames.TransferHeader(
+            frames.Kind.FETCH, entry.epoch, entry.start_offset, offset, 0
+        )
+        loop.call_soon_threadsafe(self._send, key, frames.encode_transfer(header))
+        return True
+
+    def _send(self, key: int, frame: bytes) -> None:
+        """Write one whole frame on a connection (on the loop: never inside another frame)."""
+        writer = self._writers.get(key)
+        if writer is not None and not writer.is_closing():
+            writer.write(frame)
+
     def _wake(self) -> None:
         loop, event = self._loop, self._appended
         if loop is None or event is None:
@@ -299,6 +337,7 @@ class HAService:
             self._slaves[key] = SlaveProgress(
                 peer, hello.max_offset, hello.epoch, sent_offset=hello.max_offset
             )
+            self._writers[key] = writer
             _log.info("slave %s connected at offset %d", peer, hello.max_offset)
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._read_reports(reader, key, trusted=trusted))
@@ -308,6 +347,7 @@ class HAService:
         finally:
             self._connections -= 1
             self._slaves.pop(key, None)
+            self._writers.pop(key, None)
             self._release_waiters()  # a lone master (min_in_sync_replicas = 1) acks alone
             writer.close()
 
@@ -418,8 +458,18 @@ class HAService:
         raise frames.FrameError("the slave did not converge after TRUNCATE")
 
     async def _read_reports(self, reader: asyncio.StreamReader, key: int, *, trusted: bool) -> None:
+        body_max = self._store.commit_log.record_bytes_max
         while True:
-            report = await self._read_report(reader)
+            kind = (await self._read_exactly(reader, 1))[0]
+            frame = bytes([kind]) + await self._read_exactly(
+                reader, frames.slave_frame_bytes(kind) - 1
+            )
+            if kind == frames.Kind.FETCHED:
+                offset, size = frames.decode_fetched_header(frame, body_bytes_max=body_max)
+                record = await self._read_exactly(reader, size)
+                self._store.repairs.apply(offset, record)
+                continue
+            report = frames.decode_report(frame)
             if report.kind is not frames.Kind.REPORT:
                 raise frames.FrameError(f"unexpected {report.kind.name} after the handshake")
             self._check_epoch(report.epoch, trusted=trusted)
