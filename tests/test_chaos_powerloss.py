@@ -145,7 +145,7 @@ def test_async_flush_loses_only_a_tail_and_recovers_consistent(tmp_path: pathlib
     """Proves an ASYNC_FLUSH broker losing its unsynced writes loses acknowledged messages
     (the layer bites) but only a tail: what survives is the sent sequence's prefix, read back
     densely with nothing corrupt, and the broker takes writes after the restart."""
-    sender, dropped = _power_loss_run(tmp_path, "ASYNC_FLUSH", 1000)
+    sender, dropped = _power_loss_run(tmp_path, "ASYNC_FLUSH", 10_000)
     bodies = [body for _, body in _recovered(tmp_path / "disk" / "backing" / "store")]
     assert bodies[-1] == b"after-restart"
     numbers = [int(body[2:]) for body in bodies[:-1]]
