@@ -253,10 +253,8 @@ def test_operator_client_tls_follows_the_broker(tmp_path: pathlib.Path) -> None:
         pathlib.Path(dialled.cert_path).read_bytes() == kube.secret("demo-operator-tls")["tls.crt"]
     )
     env = {"ARIANE_TLS": "1", "ARIANE_CA_FILE": "/x.pem"}
-    assert (
-        certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path, environ=env).ca_file
-        == "/x.pem"
-    )  # type: ignore[union-attr]
+    from_env = certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path, environ=env)
+    assert from_env is not None and from_env.ca_file == "/x.pem"
     permissive = {"spec": {"tls": {"mode": "permissive"}}}
     assert certs.client_tls(kube, "mq", "demo", permissive, directory=tmp_path, environ={}) is None
     assert (

@@ -577,9 +577,7 @@ def _ensure_cert_manager(
     return Outcome(result, True, "Issued", f"{len(wanted)} certificates from {where}")
 
 
-def condition(
-    outcome: Outcome, generation: int, now: datetime.datetime
-) -> dict[str, Any]:
+def condition(outcome: Outcome, generation: int, now: datetime.datetime) -> dict[str, Any]:
     """The ``CONDITION`` condition of ``outcome``."""
     return status.condition(
         CONDITION, outcome.ready, outcome.reason, outcome.message, generation, now

@@ -90,7 +90,7 @@ class AdminSeam:
         namesrv: str,
         pod_overrides: Mapping[str, str],
         credentials: client_credentials.Credentials | None = None,
-        tls: grpc_tls.ClientTls | None | Literal["env"] = "env",
+        tls: grpc_tls.ClientTls | Literal["env"] | None = "env",
     ) -> None:
         self._namesrv = namesrv
         self._overrides = dict(pod_overrides)

@@ -1,10 +1,11 @@
 """The pure model: a Broker spec → the Kubernetes objects that run it (no I/O, deterministic).
 
 ``desired_objects(owner, spec, masters)`` returns, in apply order: the broker ConfigMap, (with
-``spec.tls`` on) the name servers' ConfigMap, the roles ConfigMap (each group's master pod ordinal, ``masters``), the name-server Service (clients)
-and headless Service (brokers register with every pod it lists), the name-server
-Deployment, then per broker group a headless Service, a StatefulSet and a
-PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule (DESIGN §8).
+``spec.tls`` on) the name servers' ConfigMap, the roles ConfigMap (each group's master pod
+ordinal, ``masters``), the name-server Service (clients) and headless Service (brokers register
+with every pod it lists), the name-server Deployment, then per broker group a headless Service,
+a StatefulSet and a PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule
+(DESIGN §8).
 
 Invariants:
 - Same input, same output (sorted keys never matter to the apiserver, order of lists does, and

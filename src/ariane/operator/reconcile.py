@@ -19,8 +19,9 @@ whose brokers answers is handled as without admin access (nobody could be promot
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
 consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
 Before any workload, ``certs.ensure`` issues or renews the TLS certificates (``spec.tls``;
-``status.tls``, the CertificatesReady condition). ``_grow_claims`` patches the store claims up to ``spec.storage.size`` when their StorageClass
-allows expansion (never shrinks; StorageGrowthBlocked when it does not). The StatefulSets' claim
+``status.tls``, the CertificatesReady condition). ``_grow_claims`` patches the store claims up
+to ``spec.storage.size`` when their StorageClass allows expansion (never shrinks;
+StorageGrowthBlocked when it does not). The StatefulSets' claim
 templates are immutable, so the model keeps each live template's size (``live_claim_sizes``).
 """
 
@@ -202,17 +203,7 @@ def reconcile_broker(
     tls = _certificates(client, owner, broker, now, notes)
     masters, claim_sizes = live_masters(client, owner), live_claim_sizes(client, owner)
     objects = model.desired_objects(owner, broker.get("spec", {}), masters, claim_sizes)
-    live: list[resources.Manifest] = []
-    for step in STEPS:
-        applied = _apply_step(client, step, objects)
-        live.extend(applied)
-        _log.debug(
-            "broker %s/%s: step %s applied %d objects",
-            owner.namespace,
-            owner.name,
-            step.name,
-            len(applied),
-        )
+    live = _apply_steps(client, owner, objects)
     context = _Context(client, admin, owner, broker, now, masters, notes)
     rolls, groups = [], {}
     for sts in (m for m in live if m["kind"] == "StatefulSet"):
@@ -247,6 +238,24 @@ def _certificates(
         if not outcome.ready:
             notes.append(Note(True, outcome.reason, outcome.message))
     return outcome
+
+
+def _apply_steps(
+    client: kube.Kube, owner: model.Owner, objects: Sequence[resources.Manifest]
+) -> list[resources.Manifest]:
+    """Every ``STEPS`` entry in order; the live objects the applies returned."""
+    live: list[resources.Manifest] = []
+    for step in STEPS:
+        applied = _apply_step(client, step, objects)
+        live.extend(applied)
+        _log.debug(
+            "broker %s/%s: step %s applied %d objects",
+            owner.namespace,
+            owner.name,
+            step.name,
+            len(applied),
+        )
+    return live
 
 
 @dataclasses.dataclass(slots=True)

@@ -62,7 +62,8 @@ class IssuerRefSpec(TypedDict, total=False):
 
 
 class TlsSpec(TypedDict, total=False):
-    """``Broker.spec.tls``: TLS on every listener, certificates from the operator or cert-manager."""
+    """``Broker.spec.tls``: TLS on every listener; certificates from the operator or
+    cert-manager."""
 
     mode: str
     clientAuth: str
