@@ -809,7 +809,7 @@ class ChannelPool:
         while len(self._channels) >= self._channels_max:
             _, oldest = self._channels.popitem(last=False)
             await oldest.close()
-        options = [
+        options: list[tuple[str, int | str]] = [
             ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
             ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
             ("grpc.initial_reconnect_backoff_ms", 100),
