@@ -6,7 +6,8 @@ module carries them under ``example/prometheus-operator-crd/``) into the module 
 ``testenv/build.sh`` uses (``~/.cache/ariane/gomod``), so a second run reads them offline.
 ``apply_spark_operator_crds`` does the same for the Kubeflow spark-operator's
 ``SparkApplication`` CRD (pinned ``SPARK_OPERATOR_VERSION``; its module carries the CRDs under
-``config/crd/bases/`` and its Helm chart under ``charts/spark-operator-chart``).
+``config/crd/bases/`` and its Helm chart under ``charts/spark-operator-chart``), and
+``cert_manager_crd_files`` for cert-manager's ``Certificate`` (``deploy/crds/``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,24 @@ def monitoring_crd_files() -> list[pathlib.Path]:
     return _existing(
         [crd_dir / f"monitoring.coreos.com_{plural}.yaml" for plural in MONITORING_CRDS]
     )
+
+
+CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
+CERT_MANAGER_VERSION = "v1.21.2"
+"""The pinned cert-manager release whose ``Certificate`` CRD the e2e apiserver serves (the
+module carries the CRDs under ``deploy/crds/``)."""
+
+
+def cert_manager_crd_files() -> list[pathlib.Path]:
+    """The pinned cert-manager ``Certificate`` and issuer CRD files (downloaded on first use).
+
+    Raises:
+        subprocess.CalledProcessError: ``go mod download`` failed (no Go, proxy unreachable).
+        FileNotFoundError: the module holds no such CRD file.
+    """
+    crd_dir = go_module_dir(CERT_MANAGER_MODULE, CERT_MANAGER_VERSION) / "deploy" / "crds"
+    names = ("certificates", "issuers", "clusterissuers")
+    return _existing([crd_dir / f"cert-manager.io_{name}.yaml" for name in names])
 
 
 def spark_operator_dir() -> pathlib.Path:

@@ -108,15 +108,26 @@ def test_rbac_is_scoped_to_what_the_operator_manages(k8s: cluster.Cluster, names
 def test_sample_broker_and_test_hook_render_only_when_enabled(
     k8s: cluster.Cluster, namespace: str
 ) -> None:
-    """The sample Broker appears with its flag; the helm test pod is a test hook."""
+    """The sample Broker appears with its flag, TLS enforcing by default; the helm test pod is
+    a test hook that then trusts only the sample Broker's bundle (plaintext without TLS)."""
     plain = _kinds(_render(k8s, namespace))
-    sample = _kinds(_render(k8s, namespace, "sampleBroker.enabled=true", "tests.enabled=true"))
+    sets = ("sampleBroker.enabled=true", "tests.enabled=true")
+    sample = _kinds(_render(k8s, namespace, *sets))
+    no_tls = _kinds(_render(k8s, namespace, *sets, "sampleBroker.tls=disabled"))
 
     assert "Broker" not in plain
     assert sample["Broker"]["spec"]["groups"] == 1
+    assert sample["Broker"]["spec"]["tls"] == {"mode": "enforcing"}
     assert sample["Pod"]["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    env = sample["Pod"]["spec"]["containers"][0]["env"]
-    assert env == [{"name": "NAMESRV_ADDR", "value": f"demo-namesrv.{namespace}.svc:9876"}]
+    address = {"name": "NAMESRV_ADDR", "value": f"demo-namesrv.{namespace}.svc:9876"}
+    assert sample["Pod"]["spec"]["containers"][0]["env"] == [
+        address,
+        {"name": "ARIANE_TLS", "value": "1"},
+        {"name": "ARIANE_CA_FILE", "value": "/etc/ariane/tls/ca.crt"},
+    ]
+    bundle = {"secretName": "demo-namesrv-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    assert {"name": "tls", "secret": bundle} in sample["Pod"]["spec"]["volumes"]
+    assert no_tls["Pod"]["spec"]["containers"][0]["env"] == [address]
 
 
 def test_rendered_chart_passes_server_side_dry_run(k8s: cluster.Cluster, namespace: str) -> None:

@@ -148,6 +148,15 @@ def test_user_defaults_and_printer_columns(
         (_broker("b" * 41), "at most 40 characters"),
         (_broker("bad", storage={"size": "lots"}), "spec.storage.size"),
         (
+            _broker("bad", tls={"mode": "disabled", "issuerRef": {"name": "corp"}}),
+            "tls.issuerRef needs tls.mode enforcing or permissive",
+        ),
+        (
+            _broker("bad", tls={"certificateValidityDays": 400, "caValidityDays": 365}),
+            "tls.certificateValidityDays may not exceed tls.caValidityDays",
+        ),
+        (_broker("bad", tls={"clientAuth": "always"}), 'Unsupported value: "always"'),
+        (
             {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "ConsumerGroup",

@@ -294,6 +294,13 @@ def test_model_defaults_equal_the_crd_defaults() -> None:
         _crd_default(brokers, "failover", "masterDownTimeoutSeconds")
         == failover.DEFAULT_MASTER_DOWN_TIMEOUT_S
     )
+    assert _crd_default(brokers, "tls", "mode") == resources.DEFAULT_TLS_MODE
+    assert _crd_default(brokers, "tls", "clientAuth") == resources.DEFAULT_CLIENT_AUTH
+    assert (
+        _crd_default(brokers, "tls", "certificateValidityDays")
+        == resources.DEFAULT_CERTIFICATE_VALIDITY_DAYS
+    )
+    assert _crd_default(brokers, "tls", "caValidityDays") == resources.DEFAULT_CA_VALIDITY_DAYS
 
 
 broker_names = st.from_regex(r"\A[a-z]([-a-z0-9]{0,38}[a-z0-9])?\Z")

@@ -791,31 +791,39 @@ class ChannelPool:
             for channel in channels:
                 await channel.close()
 
-    async def get(self, address: str) -> grpc.aio.Channel:
+    async def get(self, address: str, *, server_name: str = "") -> grpc.aio.Channel:
         """The channel to ``host:port``, opened on first use (with the source's current
-        credentials)."""
+        credentials).
+
+        ``server_name``: over TLS, the name the server's certificate is verified against
+        instead of ``address``'s host (``grpc.ssl_target_name_override``): an address
+        resolved from a DNS name (a headless Service's pod IPs) is checked against that name.
+        """
         if self._source is not None:
             self._follow_source()
-        channel = self._channels.get(address)
+        key = f"{address}#{server_name}" if server_name else address
+        channel = self._channels.get(key)
         if channel is not None:
-            self._channels.move_to_end(address)
+            self._channels.move_to_end(key)
             return channel
         while len(self._channels) >= self._channels_max:
             _, oldest = self._channels.popitem(last=False)
             await oldest.close()
-        options = [
+        options: list[tuple[str, int | str]] = [
             ("grpc.max_receive_message_length", CLIENT_MESSAGE_BYTES_MAX),
             ("grpc.max_send_message_length", CLIENT_MESSAGE_BYTES_MAX),
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS_MAX),
         ]
+        if server_name and self._credentials is not None:
+            options.append(("grpc.ssl_target_name_override", server_name))
         channel = (
             grpc.aio.insecure_channel(address, options=options)
             if self._credentials is None
             else grpc.aio.secure_channel(address, self._credentials, options=options)
         )
-        self._channels[address] = channel
+        self._channels[key] = channel
         return channel
 
     async def close(self) -> None:

@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol
 
 from ariane.client import admin
 from ariane.client import credentials as client_credentials
 from ariane.client import failover as client_failover
 from ariane.common import errors
+from ariane.grpcwire import tls as grpc_tls
 from ariane.operator import failover, metadata, model, resources, roller
 
 _log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class AdminSeam:
         credentials: the operator's Super user of this Broker (``spec.auth.enabled``, the
             ``<broker>-operator-auth`` Secret): every call (stats, ChangeRole, write permission,
             lag) is signed with it; ``None``: unsigned.
+        tls: the TLS of every call (``certs.client_tls``: the Broker's trust bundle and the
+            operator's client certificate); ``"env"``: ``metadata.client_tls_from_env``.
     """
 
     def __init__(
@@ -87,12 +90,13 @@ class AdminSeam:
         namesrv: str,
         pod_overrides: Mapping[str, str],
         credentials: client_credentials.Credentials | None = None,
+        tls: grpc_tls.ClientTls | Literal["env"] | None = "env",
     ) -> None:
         self._namesrv = namesrv
         self._overrides = dict(pod_overrides)
         self._credentials = credentials
-        self._tls = metadata.client_tls_from_env()
-        """TLS of the admin calls (``metadata.TLS_ENV``), or ``None``."""
+        self._tls = metadata.client_tls_from_env() if tls == "env" else tls
+        """TLS of the admin calls (the Broker's, ``certs.client_tls``), or ``None``."""
 
     def members(
         self, namespace: str, group: str, pods: Sequence[resources.Manifest], replicas: int

@@ -5,7 +5,9 @@ thread pool) and a timer re-applies it every ``RESYNC_ENV`` seconds, which rever
 refreshes readiness. Topic, ConsumerGroup and RocketMQUser: create/update/resume and a timer
 create-or-replace them through the admin API (``metadata``, ``users``: the user, its ACL and its
 Secret); a delete handler (behind the ``FINALIZER``) removes them from the brokers. Admin calls
-are signed as the operator's Super user when the Broker has ``spec.auth.enabled``.
+are signed as the operator's Super user when the Broker has ``spec.auth.enabled``, and dial
+TLS with the Broker's trust bundle and the operator's client certificate when it has
+``spec.tls.mode: enforcing`` (``certs.client_tls``; ``ARIANE_TLS`` wins when set).
 Settings (``configure``): diff base and handler progress in
 ``status.kopf`` (declared by the CRDs; never in annotations), a finalizer under ``ariane.dev``,
 events posted for handler outcomes. A CR annotated ``ariane.dev/pause-reconciliation: "true"``
@@ -31,7 +33,18 @@ import kubernetes  # type: ignore[import-untyped]
 from ariane import metrics
 from ariane.client import admin, credentials
 from ariane.common import errors
-from ariane.operator import ha, kube, metadata, reconcile, resources, status, users
+from ariane.grpcwire import tls as grpc_tls
+from ariane.operator import (
+    certs,
+    ha,
+    kube,
+    metadata,
+    model,
+    reconcile,
+    resources,
+    status,
+    users,
+)
 
 _log = logging.getLogger(__name__)
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -114,12 +127,20 @@ def _seam_credentials(body: kopf.Body, memo: kopf.Memo) -> credentials.Credentia
         return None
 
 
+def _seam_tls(body: kopf.Body, memo: kopf.Memo) -> grpc_tls.ClientTls | None:
+    """What the Broker's failover, switchover and drain calls dial with (``certs.client_tls``)."""
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    return certs.client_tls(memo.kube, namespace, name, dict(body))
+
+
 def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -> None:
     RECONCILES.labels("Broker").inc()
     namesrv = metadata.namesrv_endpoint(
         str(body.metadata.namespace), str(body.metadata.name), memo.overrides
     )
-    admin_seam = ha.AdminSeam(namesrv, memo.pod_overrides, _seam_credentials(body, memo))
+    admin_seam = ha.AdminSeam(
+        namesrv, memo.pod_overrides, _seam_credentials(body, memo), _seam_tls(body, memo)
+    )
     notes: list[reconcile.Note] = []
     with DURATION.labels("Broker").time():
         try:
@@ -194,20 +215,27 @@ async def _client(memo: kopf.Memo, body: kopf.Body, broker: dict[str, Any]) -> a
     the Broker has ``spec.auth.enabled`` (``_operator_credentials``)."""
     namespace, name = str(body.metadata.namespace), str(body["spec"]["broker"])
     signed = await asyncio.to_thread(_operator_credentials, memo.kube, namespace, name, broker)
+    tls = await asyncio.to_thread(certs.client_tls, memo.kube, namespace, name, broker)
     return admin.AdminClient(
         metadata.namesrv_endpoint(namespace, name, memo.overrides),
         timeout_s=metadata.ADMIN_TIMEOUT_S,
-        tls=metadata.client_tls_from_env(),
+        tls=tls,
         credentials=signed,
     )
 
 
-async def _step(client: admin.AdminClient, body: kopf.Body, memo: kopf.Memo) -> dict[str, Any]:
+async def _step(
+    client: admin.AdminClient, body: kopf.Body, memo: kopf.Memo, broker: dict[str, Any]
+) -> dict[str, Any]:
     kind = str(body["kind"])
     if kind == "Topic":
         return await metadata.reconcile_topic(client, body, _now())
     if kind == "ConsumerGroup":
         return await metadata.reconcile_group(client, body, _now())
+    bundle = ""
+    if model.tls_enabled(broker.get("spec", {})):
+        namespace, name = str(body.metadata.namespace), str(body["spec"]["broker"])
+        bundle = await asyncio.to_thread(certs.trust_bundle, memo.kube, namespace, name)
     return await users.reconcile_user(
         client,
         memo.kube,
@@ -215,6 +243,7 @@ async def _step(client: admin.AdminClient, body: kopf.Body, memo: kopf.Memo) -> 
         _now(),
         endpoints=";".join(client.namesrv_endpoints),
         ca_file=client.tls.ca_file if client.tls is not None else "",
+        ca_pem=bundle,
     )
 
 
@@ -231,7 +260,7 @@ async def _admin_reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) 
     with DURATION.labels(kind).time():
         try:
             async with await _client(memo, body, broker) as client:
-                result = await _step(client, body, memo)
+                result = await _step(client, body, memo, broker)
         except (errors.ArianeError, kubernetes.client.ApiException) as error:
             FAILURES.labels(kind).inc()
             reason = "SecretError" if isinstance(error, users.SpecProblem) else "BrokerError"

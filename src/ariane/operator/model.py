@@ -1,10 +1,11 @@
 """The pure model: a Broker spec → the Kubernetes objects that run it (no I/O, deterministic).
 
-``desired_objects(owner, spec, masters)`` returns, in apply order: the broker ConfigMap, the
-roles ConfigMap (each group's master pod ordinal, ``masters``), the name-server Service (clients)
-and headless Service (brokers register with every pod it lists), the name-server
-Deployment, then per broker group a headless Service, a StatefulSet and a
-PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule (DESIGN §8).
+``desired_objects(owner, spec, masters)`` returns, in apply order: the broker ConfigMap, (with
+``spec.tls`` on) the name servers' ConfigMap, the roles ConfigMap (each group's master pod
+ordinal, ``masters``), the name-server Service (clients) and headless Service (brokers register
+with every pod it lists), the name-server Deployment, then per broker group a headless Service,
+a StatefulSet and a PodDisruptionBudget, then the optional ServiceMonitor and PrometheusRule
+(DESIGN §8).
 
 Invariants:
 - Same input, same output (sorted keys never matter to the apiserver, order of lists does, and
@@ -18,6 +19,11 @@ Invariants:
   ``ariane broker --pod-ordinal N --master-ordinal M`` derives its broker id and role, so the
   container needs no wrapper script. Slaves find the master's HA port through the name server.
 - StatefulSets use ``updateStrategy: OnDelete``: the operator rolls pods itself (slaves first).
+- TLS (``spec.tls``, not ``disabled``): both kinds of pod mount their certificate Secret as a
+  whole directory at ``TLS_DIR`` and read ``[tls]`` (``tls_table``) from their TOML. The pod
+  templates name the Secrets only: a renewed certificate changes no template (no hash of it
+  anywhere), so renewals restart nothing; the servers re-read the files (``common.tls``).
+  The Secrets come from ``operator.certs``.
 """
 
 from __future__ import annotations
@@ -116,6 +122,82 @@ def operator_secret_name(broker: str) -> str:
     return f"{broker}-operator-auth"
 
 
+TLS_DIR: Final = "/etc/ariane/tls"
+"""Where broker and name-server pods mount their certificate Secret (``tls.crt``, ``tls.key``,
+``ca.crt``: the trust bundle): a whole-directory Secret volume, which the kubelet updates in
+place (an atomic symlink swap) when the Secret changes; the servers re-read the files."""
+TLS_CERT_FILE: Final = "tls.crt"
+TLS_KEY_FILE: Final = "tls.key"
+TLS_CA_FILE: Final = "ca.crt"
+NAMESRV_CONFIG_FILE: Final = "namesrv.toml"
+
+
+def tls_spec(spec: resources.BrokerSpec) -> resources.TlsSpec:
+    """``spec.tls`` with the CRD's defaults: absent → ``disabled``; present → ``enforcing``,
+    ``clientAuth: none`` unless it says otherwise."""
+    given = spec.get("tls")
+    if given is None:
+        return {"mode": "disabled", "clientAuth": "none"}
+    result: resources.TlsSpec = {
+        "mode": given.get("mode", resources.DEFAULT_TLS_MODE),
+        "clientAuth": given.get("clientAuth", resources.DEFAULT_CLIENT_AUTH),
+    }
+    for key in ("issuerRef", "certificateValidityDays", "caValidityDays"):
+        if key in given:
+            result[key] = given[key]
+    return result
+
+
+def tls_enabled(spec: resources.BrokerSpec) -> bool:
+    """Whether the Broker's servers serve TLS (``spec.tls.mode`` is not ``disabled``)."""
+    return tls_spec(spec)["mode"] != "disabled"
+
+
+def cluster_ca_secret_name(broker: str) -> str:
+    """The Secret of the operator's cluster CA of ``broker`` (no ``issuerRef``)."""
+    return f"{broker}-cluster-ca"
+
+
+def namesrv_tls_secret_name(broker: str) -> str:
+    """The Secret holding the name servers' certificate, key and trust bundle."""
+    return f"{broker}-namesrv-tls"
+
+
+def broker_tls_secret_name(broker: str) -> str:
+    """The Secret holding the brokers' certificate (every group's names), key and bundle."""
+    return f"{broker}-broker-tls"
+
+
+def operator_tls_secret_name(broker: str) -> str:
+    """The Secret holding the operator's client certificate (mTLS ``require``) and bundle."""
+    return f"{broker}-operator-tls"
+
+
+def namesrv_config_map_name(broker: str) -> str:
+    """Name of the ConfigMap holding the name servers' ``namesrv.toml`` (``[tls]``)."""
+    return f"{broker}-namesrv-config"
+
+
+def tls_table(spec: resources.BrokerSpec) -> dict[str, Any]:
+    """The ``[tls]`` table of brokers and name servers (``common.tls.TlsSettings``): the mode,
+    the mounted files, client authentication; ``{}`` when TLS is disabled."""
+    tls = tls_spec(spec)
+    if tls["mode"] == "disabled":
+        return {}
+    return {
+        "server_mode": tls["mode"],
+        "cert_path": f"{TLS_DIR}/{TLS_CERT_FILE}",
+        "key_path": f"{TLS_DIR}/{TLS_KEY_FILE}",
+        "trust_cert_path": f"{TLS_DIR}/{TLS_CA_FILE}",
+        "need_client_auth": tls["clientAuth"],
+    }
+
+
+def _tls_volume(secret_name: str) -> dict[str, Any]:
+    """The whole certificate Secret as a volume (never ``subPath``: those are not updated)."""
+    return {"name": "tls", "secret": {"secretName": secret_name, "defaultMode": 0o440}}
+
+
 def namesrv_headless_name(broker: str) -> str:
     """Name of the headless Service listing every name-server pod (brokers register with each)."""
     return f"{broker}-namesrv-pods"
@@ -212,7 +294,8 @@ def broker_settings(owner: Owner, spec: resources.BrokerSpec) -> dict[str, Any]:
         SpecError: ``spec.config`` sets a key the operator owns.
     """
     extra = dict(spec.get("config", {}))
-    clash = sorted(OPERATOR_OWNED_KEYS & set(extra))
+    owned = OPERATOR_OWNED_KEYS | ({"tls"} if tls_enabled(spec) else set())
+    clash = sorted(owned & set(extra))
     if clash:
         raise SpecError(f"spec.config may not set {clash}: the operator sets them")
     store = dict(extra.pop("store", {}))
@@ -235,6 +318,7 @@ def broker_settings(owner: Owner, spec: resources.BrokerSpec) -> dict[str, Any]:
         **extra,
         **replicated,
         "store": store,
+        **({"tls": tls_table(spec)} if tls_enabled(spec) else {}),
     }
 
 
@@ -444,6 +528,16 @@ def namesrv_headless_service(owner: Owner) -> resources.Manifest:
     }
 
 
+def namesrv_config_map(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
+    """The ConfigMap with the name servers' ``namesrv.toml`` (only ``[tls]``; TLS on only)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(owner, namesrv_config_map_name(owner.name), "namesrv"),
+        "data": {NAMESRV_CONFIG_FILE: render_toml({"tls": tls_table(spec)})},
+    }
+
+
 def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
     """The name-server Deployment (stateless, so it may roll: ``RollingUpdate``)."""
     namesrv = spec.get("nameServer", {})
@@ -469,6 +563,20 @@ def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Ma
     }
     if namesrv.get("resources"):
         container["resources"] = namesrv["resources"]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    template_meta: dict[str, Any] = {"labels": labels(owner, "namesrv")}
+    if tls_enabled(spec):
+        container["args"] += ["--config", f"{CONFIG_DIR}/{NAMESRV_CONFIG_FILE}"]
+        container["volumeMounts"] += [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tls", "mountPath": TLS_DIR, "readOnly": True},
+        ]
+        volumes += [
+            {"name": "config", "configMap": {"name": namesrv_config_map_name(owner.name)}},
+            _tls_volume(namesrv_tls_secret_name(owner.name)),
+        ]
+        text = namesrv_config_map(owner, spec)["data"][NAMESRV_CONFIG_FILE]
+        template_meta["annotations"] = {CONFIG_HASH_ANNOTATION: config_hash(text)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -478,11 +586,11 @@ def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Ma
             "selector": {"matchLabels": selector},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}},
             "template": {
-                "metadata": {"labels": labels(owner, "namesrv")},
+                "metadata": template_meta,
                 "spec": {
                     "securityContext": _pod_security_context(),
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    "volumes": volumes,
                     **_scheduling(spec, _spread_by_host(selector)),
                 },
             },
@@ -563,6 +671,8 @@ def broker_container(owner: Owner, group: str, spec: resources.BrokerSpec) -> di
     if auth_enabled(spec):
         container["args"] += ["--auth-config", f"{AUTH_DIR}/{AUTH_FILE}"]
         container["volumeMounts"].append({"name": "auth", "mountPath": AUTH_DIR, "readOnly": True})
+    if tls_enabled(spec):
+        container["volumeMounts"].append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
     return container
 
 
@@ -635,6 +745,8 @@ def _broker_volumes(owner: Owner, spec: resources.BrokerSpec) -> list[dict[str, 
             "defaultMode": 0o440,
         }
         volumes.append({"name": "auth", "secret": secret})
+    if tls_enabled(spec):
+        volumes.append(_tls_volume(broker_tls_secret_name(owner.name)))
     return volumes
 
 
@@ -718,6 +830,7 @@ def desired_objects(
     groups = group_names(owner.name, spec.get("groups", resources.DEFAULT_GROUPS))
     objects = [
         config_map(owner, spec),
+        *([namesrv_config_map(owner, spec)] if tls_enabled(spec) else []),
         roles_config_map(owner, groups, masters or {}),
         namesrv_service(owner, spec),
         namesrv_headless_service(owner),

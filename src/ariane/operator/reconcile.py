@@ -18,8 +18,10 @@ from status), then calls ``ChangeRole``; a refused promotion moves it back. A gr
 whose brokers answers is handled as without admin access (nobody could be promoted). Groups beyond
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
 consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
-``_grow_claims`` patches the store claims up to ``spec.storage.size`` when their StorageClass
-allows expansion (never shrinks; StorageGrowthBlocked when it does not). The StatefulSets' claim
+Before any workload, ``certs.ensure`` issues or renews the TLS certificates (``spec.tls``;
+``status.tls``, the CertificatesReady condition). ``_grow_claims`` patches the store claims up
+to ``spec.storage.size`` when their StorageClass allows expansion (never shrinks;
+StorageGrowthBlocked when it does not). The StatefulSets' claim
 templates are immutable, so the model keeps each live template's size (``live_claim_sizes``).
 """
 
@@ -33,7 +35,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ariane.common import errors
-from ariane.operator import failover, ha, kube, model, resources, roller, status, storage
+from ariane.operator import (
+    certs,
+    failover,
+    ha,
+    kube,
+    model,
+    resources,
+    roller,
+    status,
+    storage,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -179,6 +191,7 @@ def reconcile_broker(
     owner = model.Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
     try:  # validate the spec before any read of live state
         model.desired_objects(owner, broker.get("spec", {}))
+        certs.lifetimes(broker.get("spec", {}), meta.get("annotations"))
     except model.SpecError as error:
         bad = [
             status.condition(status.READY, False, "InvalidSpec", str(error), generation, now),
@@ -186,8 +199,51 @@ def reconcile_broker(
         ]
         return {"conditions": status.merge(old, bad)}
     ensure_operator_secret(client, owner, broker.get("spec", {}))
+    notes = notes if notes is not None else []
+    tls = _certificates(client, owner, broker, now, notes)
     masters, claim_sizes = live_masters(client, owner), live_claim_sizes(client, owner)
     objects = model.desired_objects(owner, broker.get("spec", {}), masters, claim_sizes)
+    live = _apply_steps(client, owner, objects)
+    context = _Context(client, admin, owner, broker, now, masters, notes)
+    rolls, groups = [], {}
+    for sts in (m for m in live if m["kind"] == "StatefulSet"):
+        decision, group = _run_group(context, sts)
+        rolls.append(decision)
+        groups[sts["metadata"]["name"]] = group
+    result = _observed_status(owner, broker, live, rolls, now)
+    for entry in result["groups"]:
+        entry.update(groups.get(entry["name"], {}))
+    desired = [m["metadata"]["name"] for m in live if m["kind"] == "StatefulSet"]
+    extra = [_scale_in(context, desired), _grow_claims(context, desired)]
+    if tls is not None:
+        result["tls"] = tls.tls
+        extra.append(certs.condition(tls, int(meta.get("generation", 0)), now))
+    result["conditions"] = status.merge(result["conditions"], [c for c in extra if c])
+    return result
+
+
+def _certificates(
+    client: kube.Kube,
+    owner: model.Owner,
+    broker: dict[str, Any],
+    now: datetime.datetime,
+    notes: list[Note],
+) -> certs.Outcome | None:
+    """``certs.ensure`` for the Broker (before any workload: pods mount the Secrets); each
+    issue or CA change becomes an Event."""
+    meta = broker["metadata"]
+    outcome = certs.ensure(client, owner, broker.get("spec", {}), meta.get("annotations"), now)
+    if outcome is not None:
+        notes.extend(Note(False, "CertificateIssued", text) for text in outcome.notes)
+        if not outcome.ready:
+            notes.append(Note(True, outcome.reason, outcome.message))
+    return outcome
+
+
+def _apply_steps(
+    client: kube.Kube, owner: model.Owner, objects: Sequence[resources.Manifest]
+) -> list[resources.Manifest]:
+    """Every ``STEPS`` entry in order; the live objects the applies returned."""
     live: list[resources.Manifest] = []
     for step in STEPS:
         applied = _apply_step(client, step, objects)
@@ -199,21 +255,7 @@ def reconcile_broker(
             step.name,
             len(applied),
         )
-    context = _Context(
-        client, admin, owner, broker, now, masters, notes if notes is not None else []
-    )
-    rolls, groups = [], {}
-    for sts in (m for m in live if m["kind"] == "StatefulSet"):
-        decision, group = _run_group(context, sts)
-        rolls.append(decision)
-        groups[sts["metadata"]["name"]] = group
-    result = _observed_status(owner, broker, live, rolls, now)
-    for entry in result["groups"]:
-        entry.update(groups.get(entry["name"], {}))
-    desired = [m["metadata"]["name"] for m in live if m["kind"] == "StatefulSet"]
-    extra = [_scale_in(context, desired), _grow_claims(context, desired)]
-    result["conditions"] = status.merge(result["conditions"], [c for c in extra if c])
-    return result
+    return live
 
 
 @dataclasses.dataclass(slots=True)

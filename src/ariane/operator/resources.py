@@ -53,6 +53,25 @@ class AuthSpec(TypedDict, total=False):
     enabled: bool
 
 
+class IssuerRefSpec(TypedDict, total=False):
+    """``spec.tls.issuerRef``: the cert-manager issuer that signs the certificates."""
+
+    name: str
+    kind: str
+    group: str
+
+
+class TlsSpec(TypedDict, total=False):
+    """``Broker.spec.tls``: TLS on every listener; certificates from the operator or
+    cert-manager."""
+
+    mode: str
+    clientAuth: str
+    issuerRef: IssuerRefSpec
+    certificateValidityDays: int
+    caValidityDays: int
+
+
 class BrokerSpec(TypedDict, total=False):
     """``Broker.spec``: one cluster (RocketMQ ``brokerClusterName``) of name servers and groups."""
 
@@ -66,6 +85,7 @@ class BrokerSpec(TypedDict, total=False):
     storage: StorageSpec
     failover: FailoverSpec
     auth: AuthSpec
+    tls: TlsSpec
     resources: dict[str, Any]
     config: dict[str, Any]
     metrics: MetricsSpec
@@ -127,6 +147,11 @@ DEFAULT_BROKER_ROLE: Final = "ASYNC_MASTER"
 DEFAULT_FLUSH_DISK_TYPE: Final = "ASYNC_FLUSH"
 DEFAULT_STORAGE_SIZE: Final = "10Gi"
 DEFAULT_METRICS_PORT: Final = 5557
+DEFAULT_TLS_MODE: Final = "enforcing"
+"""``spec.tls.mode`` when ``spec.tls`` is given without it (no ``spec.tls``: disabled)."""
+DEFAULT_CLIENT_AUTH: Final = "none"
+DEFAULT_CERTIFICATE_VALIDITY_DAYS: Final = 90
+DEFAULT_CA_VALIDITY_DAYS: Final = 1825
 BROKER_NAME_LENGTH_MAX: Final = 40
 """Longest Broker CR name: ``<name>-namesrv`` and ``<name>-<group>-<ordinal>`` stay DNS labels
 (StatefulSet pod names carry a hash label, so the CRD caps names well below 63)."""

@@ -14,9 +14,9 @@ One reconcile (``reconcile_user``), run on every change and every resync:
    resources no entry names any more are deleted.
 4. The Secret named after the user (owner reference → garbage-collected with it): ``accessKey``,
    ``secretKey``, ``endpoints`` (the name servers clients bootstrap from), and ``ca.crt`` when
-   the operator itself speaks TLS to the Broker (``metadata.CA_FILE_ENV``): that CA is the one
-   clients need. **Hook**: when the Broker CRD gains ``spec.tls`` (issue 24 item 2), the
-   cluster CA Secret it names replaces that file.
+   the Broker has ``spec.tls`` on: its trust bundle (``certs.trust_bundle``: every CA the
+   servers' certificates chain to now, old and new during a CA rollover), else the CA the
+   operator itself dials the Broker with (``metadata.CA_FILE_ENV``).
 
 Deletion (``delete_user``): the user (and with it its ACL) is deleted from every broker;
 already-absent is success, verified with ``get_user`` (a partial fan-out could hide a failure).
@@ -341,12 +341,15 @@ async def reconcile_user(
     now: datetime.datetime,
     endpoints: str,
     ca_file: str = "",
+    ca_pem: str = "",
 ) -> dict[str, Any]:
     """Apply the user, its ACL and its Secret (module docstring); returns the status to patch.
 
     Args:
         endpoints: the name-server address(es) clients use, written to the Secret.
         ca_file: PEM file of the CA the Broker's servers chain to ("": plaintext Broker).
+        ca_pem: the Broker's trust bundle (``certs.trust_bundle``: the cluster CA's, or
+            cert-manager's ``ca.crt``); wins over ``ca_file`` when set.
 
     Raises:
         SpecProblem: see ``secret_key_of``.
@@ -362,7 +365,7 @@ async def reconcile_user(
     key = await secret_key_of(kube, body)
     groups = await apply_user(client, name, key, spec.get("userType", "Normal"))
     entries = await apply_acl(client, name, spec, groups)
-    secret = user_secret(body, key, endpoints, _ca_pem(ca_file))
+    secret = user_secret(body, key, endpoints, ca_pem or _ca_pem(ca_file))
     await asyncio.to_thread(kube.apply, secret)
     result: dict[str, Any] = {
         "conditions": metadata.converged_conditions(

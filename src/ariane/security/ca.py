@@ -93,6 +93,26 @@ def _check_days(days: int) -> None:
         raise ValueError(f"validity of {days} days is outside 1..{VALIDITY_DAYS_MAX}")
 
 
+LIFETIME_MIN = datetime.timedelta(seconds=10)
+"""Shortest validity ``lifetime`` may ask for (tests of renewal use seconds, not days)."""
+
+
+def _validity(
+    days: int, lifetime: datetime.timedelta | None, now: datetime.datetime | None
+) -> tuple[datetime.datetime, datetime.datetime]:
+    """``(not_before, not_after)``: from ``now`` (default: the clock) for ``lifetime`` when
+    given, else ``days``; ``not_before`` is backdated 5 minutes for clock skew (at most a tenth
+    of a ``lifetime``: a short lifetime stays about as short as asked)."""
+    start = now if now is not None else _now()
+    if lifetime is None:
+        _check_days(days)
+        return start - datetime.timedelta(minutes=5), start + datetime.timedelta(days=days)
+    if not LIFETIME_MIN <= lifetime <= datetime.timedelta(days=VALIDITY_DAYS_MAX):
+        raise ValueError(f"lifetime {lifetime} is outside {LIFETIME_MIN}..{VALIDITY_DAYS_MAX} days")
+    backdate = min(datetime.timedelta(minutes=5), lifetime / 10)
+    return start - backdate, start + lifetime
+
+
 class CertificateAuthority:
     """A CA that issues certificates.
 
@@ -116,24 +136,30 @@ class CertificateAuthority:
         self.cert_pem = cert_pem
 
     @classmethod
-    def create(cls, common_name: str = "Ariane CA", *, days: int = 3650) -> CertificateAuthority:
-        """A new self-signed CA valid for ``days`` days.
+    def create(
+        cls,
+        common_name: str = "Ariane CA",
+        *,
+        days: int = 3650,
+        lifetime: datetime.timedelta | None = None,
+        now: datetime.datetime | None = None,
+    ) -> CertificateAuthority:
+        """A new self-signed CA valid for ``days`` days (or ``lifetime`` from ``now``).
 
         Raises:
-            ValueError: ``days`` outside 1..3650.
+            ValueError: ``days`` outside 1..3650, or ``lifetime`` outside 10 s..3650 days.
         """
-        _check_days(days)
+        not_before, not_after = _validity(days, lifetime, now)
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = _now()
         cert = (
             x509.CertificateBuilder()
             .subject_name(name)
             .issuer_name(name)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=days))
+            .not_valid_before(not_before)
+            .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -168,6 +194,8 @@ class CertificateAuthority:
         server: bool = True,
         client: bool = False,
         days: int = 365,
+        lifetime: datetime.timedelta | None = None,
+        now: datetime.datetime | None = None,
     ) -> Issued:
         """A new key and a certificate for it, signed by this CA.
 
@@ -178,11 +206,14 @@ class CertificateAuthority:
             server: include the serverAuth usage.
             client: include the clientAuth usage (mTLS client certificates).
             days: validity, days (1..3650).
+            lifetime: validity from ``now`` instead of ``days`` (10 s..3650 days; short ones
+                for tests of renewal).
+            now: the issue time (default: the clock).
 
         Raises:
-            ValueError: no usage, a malformed IP address, or ``days`` out of range.
+            ValueError: no usage, a malformed IP address, or ``days``/``lifetime`` out of range.
         """
-        _check_days(days)
+        not_before, not_after = _validity(days, lifetime, now)
         if not (server or client):
             raise ValueError("a certificate needs serverAuth, clientAuth or both")
         key = ec.generate_private_key(ec.SECP256R1())
@@ -191,15 +222,14 @@ class CertificateAuthority:
         ] * client
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
         sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
-        now = _now()
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=days))
+            .not_valid_before(not_before)
+            .not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(

@@ -24,6 +24,9 @@ TLS: the channels come from the broker's pool, which dials TLS exactly when the 
 ``[tls] server_mode`` is ``enforcing`` (``grpcwire.tls.inner_credentials``: verifying the name
 server against ``trust_cert_path``, presenting the broker's certificate for mTLS), as RocketMQ's
 ``NettyClientConfig.useTLS = tls.enable || enforcing``; a ``permissive`` broker dials plaintext.
+A target ``namesrv_resolve_all`` resolved from a DNS name is verified against that name
+(``named_targets``, ``ChannelPool.get(server_name=)``), not its IP: the operator's name-server
+certificate names the headless Service (``*.<svc>.<ns>.svc``), never the pods' addresses.
 
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
@@ -105,9 +108,18 @@ async def name_server_targets(
     """The ``HOST:PORT`` endpoints to register with: ``addrs`` as given, or (``resolve_all``)
     each host expanded to every address it resolves to (an unresolvable one kept as given),
     at most ``NAMESRV_ADDRESSES_MAX``."""
+    return list(await named_targets(addrs, resolve_all=resolve_all, resolver=resolver))
+
+
+async def named_targets(
+    addrs: Sequence[str], *, resolve_all: bool, resolver: Resolver = resolve_host
+) -> dict[str, str]:
+    """``name_server_targets``, each with the host name it was resolved from (``""`` when
+    dialled as given): over TLS the name server's certificate is verified against that name,
+    not the pod IP (a certificate names the headless Service, never its pods' addresses)."""
     if not resolve_all:
-        return list(addrs)
-    targets: list[str] = []
+        return dict.fromkeys(addrs, "")
+    targets: dict[str, str] = {}
     for addr in addrs:
         host, _, port_text = addr.rpartition(":")
         try:
@@ -115,10 +127,11 @@ async def name_server_targets(
         except OSError as exc:
             _log.warning("name server %s does not resolve (%s); dialling it as given", addr, exc)
             found = []
+        name = host.strip("[]") if found and host.strip("[]") not in found else ""
         for ip in found or [host]:
             literal = f"[{ip}]" if _is_ipv6(ip) else ip
-            targets.append(f"{literal}:{port_text}")
-    return list(dict.fromkeys(targets))[:NAMESRV_ADDRESSES_MAX]
+            targets.setdefault(f"{literal}:{port_text}", name)
+    return dict(list(targets.items())[:NAMESRV_ADDRESSES_MAX])
 
 
 def _is_ipv6(text: str) -> bool:
@@ -187,9 +200,15 @@ class RegistrationService:
         self._replication = replication
         self.targets: list[str] = list(runtime.settings.namesrv_addrs)
         """The name-server endpoints of the current round (``name_server_targets``)."""
+        self._server_names: dict[str, str] = {}
+        """Target → the DNS name it was resolved from (TLS verifies that name)."""
         self.registrations_ok = 0
         """Successful RegisterBroker calls since start (for tests and stats)."""
         self._failure_lines = log_limits.LineLimiter(key_interval_s=FAILURE_LOG_INTERVAL_S)
+
+    async def _channel(self, addr: str) -> grpc.aio.Channel:
+        """The pooled channel to name server ``addr`` (TLS verifies its resolved-from name)."""
+        return await self._channels.get(addr, server_name=self._server_names.get(addr, ""))
 
     def _registry(self, channel: grpc.aio.Channel, timeout_s: float) -> rpc.RegistryClient:
         """A registry client on ``channel`` that signs with the inner credential, if any."""
@@ -260,11 +279,12 @@ class RegistrationService:
     async def register_all(self) -> int:
         """Register with every name server at once; returns how many accepted."""
         settings = self._runtime.settings
-        self.targets = await name_server_targets(
+        self._server_names = await named_targets(
             settings.namesrv_addrs,
             resolve_all=settings.namesrv_resolve_all,
             resolver=self._resolver,
         )
+        self.targets = list(self._server_names)
         request = self._request()
         renewal = self._renewal()
         results = await asyncio.gather(
@@ -276,7 +296,7 @@ class RegistrationService:
         self, addr: str, request: pb.registry.RegisterBrokerRequest, renewal: _Renewal
     ) -> bool:
         try:
-            client = self._registry(await self._channels.get(addr), CALL_TIMEOUT_S)
+            client = self._registry(await self._channel(addr), CALL_TIMEOUT_S)
             answer = await client.register_broker(request)
             self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
             codes.raise_for_status(answer.status)
@@ -347,7 +367,7 @@ class RegistrationService:
         lease = self._lease  # a hung name server must not hold up the next renewal past a third
         timeout_s = CALL_TIMEOUT_S if lease is None else min(CALL_TIMEOUT_S, lease.lease_ms / 3000)
         try:
-            client = self._registry(await self._channels.get(addr), timeout_s)
+            client = self._registry(await self._channel(addr), timeout_s)
             answer = await client.broker_heartbeat(request)
             self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
             codes.raise_for_status(answer.status)
@@ -371,7 +391,7 @@ class RegistrationService:
 
         async def one(addr: str) -> None:
             try:
-                client = self._registry(await self._channels.get(addr), 2.0)
+                client = self._registry(await self._channel(addr), 2.0)
                 await client.unregister_broker(request)
             except grpc.aio.AioRpcError as exc:
                 _log.warning("unregister from %s failed: %s", addr, exc.code())
