@@ -116,9 +116,9 @@ def rejoin_refusal(seen: NewerEpoch, *, enabled: bool, lease_held: bool) -> str 
     Args:
         seen: the refusal's facts.
         enabled: ``[ha] rejoin_as_slave``.
-        lease_held: this master still holds its lease: a majority of its name servers heard it
-            at its epoch within ``lease_ms``, so it waits for the lease to go (it is fenced
-            meanwhile) rather than follow a minority.
+        lease_held: this master still holds its lease (a majority of its name servers heard
+            it at its epoch within ``lease_ms``): it only fences itself now, which revokes the
+            lease, and rejoins at a later refusal unless a majority renewed the lease again.
     """
     if not enabled:
         return "[ha] rejoin_as_slave is off"
