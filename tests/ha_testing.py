@@ -99,10 +99,12 @@ class Broker:
         broker_id: int,
         master_ha: str = "",
         extra: tuple[str, ...] = (),
+        wait_writable: bool = True,
     ) -> None:
         """Start (or restart on the same store) with ``role`` (and ``extra`` arguments); wait
-        until gRPC listens and, for a master, until it takes writes (a replicated master
-        acknowledges only once the name servers renewed its lease: ``store.ha.lease``)."""
+        until gRPC listens and, for a master (unless ``wait_writable`` is False: a stale master
+        never takes writes), until it takes writes (a replicated master acknowledges only once
+        the name servers renewed its lease: ``store.ha.lease``)."""
         args = [
             "broker",
             "--listen",
@@ -133,7 +135,7 @@ class Broker:
         args += extra
         self.process = spawn(args, tmp / f"{self.name}.log")
         dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
-        if role != "SLAVE":
+        if role != "SLAVE" and wait_writable:
             poll(
                 lambda: stats(self.endpoint, user=self.user).writable,
                 f"{self.name} to take writes",

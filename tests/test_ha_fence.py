@@ -34,11 +34,12 @@ re-registrations took the route back within that on the unfixed code."""
 
 
 def _config(tmp: pathlib.Path) -> tuple[str, ...]:
-    """Small CommitLog segments, a 3 s lease and a quick metadata sync."""
+    """Small CommitLog segments, a 3 s lease, a quick metadata sync, and the fence alone: a
+    stale master here stays a fenced master (rejoining as a slave is test_ha_rejoin's)."""
     config = tmp / "fence.toml"
     config.write_text(
         "[store]\ncommit_log_file_size_bytes = 1048576\n"
-        f"[ha]\nlease_ms = {LEASE_MS}\n"
+        f"[ha]\nlease_ms = {LEASE_MS}\nrejoin_as_slave = false\n"
         "[slave_sync]\ninterval_ms = 200\n"
     )
     return ("--config", str(config))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.broker.services import registration
+from ariane.broker.services import registration, replication
 from ariane.client import failover
 from ariane.common import clock, ids, message, promotion
 from ariane.grpcwire import pb
@@ -298,3 +298,23 @@ def test_a_renewal_extends_the_lease_once_a_majority_of_name_servers_answered() 
     assert held.held() and held.remaining_ms() == sent_ms + 3_000 - now.now_ms
     round_.acknowledged()
     assert held.remaining_ms() == 2_000
+
+
+def test_a_refused_master_rejoins_as_a_slave_only_when_nothing_speaks_against_it() -> None:
+    """Proves the rejoin decision: on by default; refused while the setting is off, while the
+    master's lease is held, or when the name server named no master HA address or no id."""
+    assert ha_settings.HASettings().rejoin_as_slave
+    seen = replication.NewerEpoch(2, "b:1", "b:10912", 1)
+    assert replication.rejoin_refusal(seen, enabled=True, lease_held=False) is None
+    refusals = [
+        replication.rejoin_refusal(seen, enabled=False, lease_held=False),
+        replication.rejoin_refusal(seen, enabled=True, lease_held=True),
+        replication.rejoin_refusal(
+            replication.NewerEpoch(2, "b:1", "", 1), enabled=True, lease_held=False
+        ),
+        replication.rejoin_refusal(
+            replication.NewerEpoch(2, "b:1", "b:10912", 0), enabled=True, lease_held=False
+        ),
+    ]
+    assert all(refusals), refusals
+    assert "lease" in str(refusals[1]) and "rejoin_as_slave" in str(refusals[0])

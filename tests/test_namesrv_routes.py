@@ -309,6 +309,29 @@ def test_an_older_epoch_master_is_refused_with_the_current_epoch_and_master(
     assert _masters(manager, "g") == [("b:1", 2), ("b:1", 2)]
 
 
+def test_a_stale_master_is_told_the_slave_id_the_promotion_freed(
+    manager: rim.RouteInfoManager,
+) -> None:
+    """The refusal of a stale master names, as the id to rejoin as, the id the promoted slave
+    left (the lowest one above 0 no member holds), with the new master's HA address; a heartbeat
+    refusal names the same."""
+    manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    manager.register_broker(registration("g", broker_id=1, address="b:1", epoch=1))
+    manager.register_broker(registration("g", broker_id=2, address="c:1", epoch=1))
+    manager.register_broker(registration("g", topic_config("T"), address="c:1", epoch=2))
+    with pytest.raises(rim.StaleEpochError) as refused:
+        manager.register_broker(registration("g", topic_config("T"), address="a:1", epoch=1))
+    assert refused.value.rejoin_broker_id == 2
+    assert refused.value.master is not None and refused.value.master.client_address == "c:1"
+    assert refused.value.master.ha_address == "g-0.brokers:10912"
+    with pytest.raises(rim.StaleEpochError) as heartbeat:
+        _heartbeat(manager, epoch=1)
+    assert heartbeat.value.rejoin_broker_id == 2
+    assert rim.rejoin_broker_id([]) == 1
+    assert rim.rejoin_broker_id([0, 1, 3]) == 2
+    assert rim.rejoin_broker_id([0, 1, 2]) == 3
+
+
 def test_a_stale_master_heartbeat_is_refused_even_after_its_entry_was_dropped(
     manager: rim.RouteInfoManager,
 ) -> None:

@@ -25,9 +25,11 @@ Invariants:
 * Epochs (the fence of a stale master): a master (broker id 0) registering or heartbeating with an
   epoch older than its group's is refused with ``StaleEpochError`` (PRECONDITION_FAILED, carrying
   the group's epoch and current master) and changes nothing; the stale master fences itself
-  (``broker.services.registration``). When a group's epoch grows, an id-0 entry of an older epoch
-  is dropped at once (a newer master replaces it, or a slave showed the newer epoch first), so
-  routes and cluster info only ever list the master of the highest epoch seen. RocketMQ 5's
+  (``broker.services.registration``) and rejoins the group as a slave with the id the refusal
+  names (``rejoin_broker_id``: the lowest id above 0 no member holds). When a group's epoch
+  grows, an id-0 entry of an older epoch is dropped at once (a newer master replaces it, or a
+  slave showed the newer epoch first), so routes and cluster info only ever list the master of
+  the highest epoch seen. RocketMQ 5's
   name server has no epochs: its controller mode keeps them in the controller instead, and a
   paused old master re-registering as id 0 takes its group's route back until the next
   registration of the new one.
@@ -38,6 +40,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from ariane.common import clock as clock_module
 from ariane.common import errors, ids, message, route, topics
@@ -199,12 +202,31 @@ class StaleEpochError(errors.PreconditionFailedError):
     Attributes:
         group_epoch: the highest epoch the name server has seen in the group.
         master: the group's current master, if one is registered.
+        rejoin_broker_id: the slave id the stale master rejoins as (``rejoin_broker_id``).
     """
 
-    def __init__(self, message: str, *, group_epoch: int, master: BrokerMember | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        group_epoch: int,
+        master: BrokerMember | None,
+        rejoin_broker_id: int = 1,
+    ) -> None:
         super().__init__(message)
         self.group_epoch = group_epoch
         self.master = master
+        self.rejoin_broker_id = rejoin_broker_id
+
+
+def rejoin_broker_id(held: Iterable[int]) -> int:
+    """The lowest broker id above 0 not in ``held`` (the ids of a group's members): the id a
+    stale master takes when it rejoins as a slave. A promotion frees the promoted slave's id, so
+    this is the id ``client.failover.promote`` gives a demoted master (the promoted broker's)
+    and, on Kubernetes, the one the old master's pod gets from the roles ConfigMap at its next
+    start (``broker.__main__.role_by_ordinal``) whenever slave ids are dense."""
+    taken = set(held)
+    return next(broker_id for broker_id in range(1, len(taken) + 2) if broker_id not in taken)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -439,7 +461,8 @@ class RouteInfoManager:
         if broker_id != ids.MASTER_BROKER_ID or epoch >= group_epoch:
             return
         master = None
-        if name in self._broker_addr_table:
+        group = self._broker_addr_table.get(name)
+        if group is not None:
             master = self._group_view(name).master()
         where = f" at {master.client_address}" if master is not None else ""
         raise StaleEpochError(
@@ -447,6 +470,7 @@ class RouteInfoManager:
             f"{epoch} is stale and must not accept writes",
             group_epoch=group_epoch,
             master=master,
+            rejoin_broker_id=rejoin_broker_id(group.addrs if group is not None else ()),
         )
 
     def _raise_group_epoch(self, name: ids.BrokerName, epoch: int) -> None:

@@ -2,8 +2,9 @@
 
 ``RegistryService`` turns registry messages into ``route_info_manager`` calls and back. A master
 refused for a stale epoch (``route_info_manager.StaleEpochError``) gets a PRECONDITION_FAILED
-status in a full response carrying ``group_epoch`` and the group's current master, so the broker
-can fence itself without parsing the message. With an inner credential configured
+status in a full response carrying ``group_epoch``, the group's current master (client and HA
+addresses) and the slave id to rejoin as, so the broker can fence itself and rejoin as a slave
+without parsing the message. With an inner credential configured
 (``inner_auth``), RegisterBroker, BrokerHeartbeat and UnregisterBroker without a valid signature
 answer UNAUTHORIZED and change nothing; the lookups stay open.
 ``MessagingService`` offers the v2 RPCs an access point answers (grpc-v2.md §6.1, §6.9, §8):
@@ -137,7 +138,9 @@ class RegistryService:
         except rim.StaleEpochError as exc:
             _log.warning("refused %s/0: %s", registration.broker_name, exc)
             refused = pb.registry.RegisterBrokerResponse(
-                status=codes.from_error(exc), group_epoch=exc.group_epoch
+                status=codes.from_error(exc),
+                group_epoch=exc.group_epoch,
+                rejoin_broker_id=exc.rejoin_broker_id,
             )
             if exc.master is not None:
                 refused.master_client_endpoint.CopyFrom(address_message(exc.master.client_address))
@@ -200,10 +203,13 @@ class RegistryService:
             )
         except rim.StaleEpochError as exc:
             refused = pb.registry.BrokerHeartbeatResponse(
-                status=codes.from_error(exc), group_epoch=exc.group_epoch
+                status=codes.from_error(exc),
+                group_epoch=exc.group_epoch,
+                rejoin_broker_id=exc.rejoin_broker_id,
             )
             if exc.master is not None:
                 refused.master_client_endpoint.CopyFrom(address_message(exc.master.client_address))
+                refused.master_ha_address = exc.master.ha_address
             return refused
         return pb.registry.BrokerHeartbeatResponse(
             status=codes.ok(),

@@ -33,8 +33,10 @@ On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to 
 
 Epochs and the master lease (DESIGN.md §7, ``store.ha.lease``): every registration and heartbeat
 carries the broker's epoch (and its ``lease_ms``). A name server refusing a master for a stale
-epoch (PRECONDITION_FAILED with a newer ``group_epoch``) makes it fence itself at once
-(``ReplicationService.newer_epoch_seen``). Each round of registrations or heartbeats is a lease
+epoch (PRECONDITION_FAILED with a newer ``group_epoch``) makes it fence itself at once and,
+the refusal naming the current master's HA address and a slave id, rejoin the group as that
+master's slave (``ReplicationService.newer_epoch_seen``; its next registration then goes out
+with that id and the slave role). Each round of registrations or heartbeats is a lease
 renewal: the round's send time is taken first, and as soon as a majority of the name servers of
 the round answered OK the lease is extended to that time + ``lease_ms``. While a lease is kept,
 heartbeats go every ``min(1 s, lease_ms / 3)`` with a deadline of ``min(5 s, lease_ms / 3)``,
@@ -243,11 +245,20 @@ class RegistrationService:
     def _renewal(self) -> _Renewal:
         return _Renewal(self._lease, majority(len(self.targets)))
 
-    def _newer_epoch(self, status: pb.v2.Status, group_epoch: int, master: str) -> None:
-        """Fence this master when a name server refused it for a newer epoch."""
-        refused = codes.code_of(status) == errors.Code.PRECONDITION_FAILED
-        if refused and self._replication is not None and group_epoch > self._epoch:
-            self._replication.newer_epoch_seen(group_epoch, master)
+    async def _newer_epoch(
+        self, answer: pb.registry.RegisterBrokerResponse | pb.registry.BrokerHeartbeatResponse
+    ) -> None:
+        """Fence this master (and let it rejoin as a slave) when a name server refused it for a
+        newer epoch."""
+        refused = codes.code_of(answer.status) == errors.Code.PRECONDITION_FAILED
+        if refused and self._replication is not None and answer.group_epoch > self._epoch:
+            seen = replication_mod.NewerEpoch(
+                group_epoch=answer.group_epoch,
+                master=_master_text(answer),
+                master_ha=answer.master_ha_address,
+                rejoin_broker_id=answer.rejoin_broker_id,
+            )
+            await self._replication.newer_epoch_seen(seen)
 
     def _request(self) -> pb.registry.RegisterBrokerRequest:
         runtime = self._runtime
@@ -298,7 +309,7 @@ class RegistrationService:
         try:
             client = self._registry(await self._channel(addr), CALL_TIMEOUT_S)
             answer = await client.register_broker(request)
-            self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
+            await self._newer_epoch(answer)
             codes.raise_for_status(answer.status)
         except (grpc.aio.AioRpcError, errors.ArianeError, ValueError) as exc:
             if self._failure_lines.allow(addr):  # retries come every <= 3 s during an outage
@@ -369,7 +380,7 @@ class RegistrationService:
         try:
             client = self._registry(await self._channel(addr), timeout_s)
             answer = await client.broker_heartbeat(request)
-            self._newer_epoch(answer.status, answer.group_epoch, _master_text(answer))
+            await self._newer_epoch(answer)
             codes.raise_for_status(answer.status)
         except (grpc.aio.AioRpcError, errors.ArianeError, ValueError) as exc:
             _log.info("name server %s needs a registration (heartbeat: %s)", addr, exc)

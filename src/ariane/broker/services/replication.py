@@ -21,8 +21,16 @@ calls ``become_slave`` once the store is fenced.
 Fencing (DESIGN.md §7): a master started with a role and at least one name server keeps a
 ``store.ha.lease.MasterLease`` (``[ha] lease_ms``) that the registration service renews; a
 master learning of a newer epoch of its group (``newer_epoch_seen``, from a name server's
-refusal, or a slave's HELLO/REPORT on the HA port) fences itself and stays fenced until a
-``ChangeRole`` demotes it (or promotes it under a newer epoch still). Slaves renew the lease
+refusal, or a slave's HELLO/REPORT on the HA port) fences itself. Refused by a name server that
+names the group's current master and a slave id, it also rejoins the group by itself
+(``[ha] rejoin_as_slave``, on by default): ``demote`` to a slave of that master, so a master
+restarted with its start-up role after a failover (a pod restarted before the operator's roles
+ConfigMap moved, ``ariane dev``, a hand restart) turns into the new master's in-sync slave
+instead of leaving a SYNC_MASTER without one. It never does so while its lease is held, never
+for an epoch that is not newer than its own, and never promotes itself (RocketMQ 5's
+``ReplicasManager`` asks its controller and calls ``changeToSlave`` the same way; here the name
+servers' refusal carries the facts). Otherwise it stays fenced until a ``ChangeRole`` demotes it
+(or promotes it under a newer epoch still). Slaves renew the lease
 too (harmless: a slave refuses writes anyway), so a promoted slave that a majority of name
 servers heard within ``lease_ms`` acknowledges at once, and one cut off from them does not.
 
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -84,6 +93,42 @@ class RoleFollower(Protocol):
 
 class RoleChangeError(ValueError):
     """A role change that would go back in epochs."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewerEpoch:
+    """What a name server's refusal of this master for a stale epoch said."""
+
+    group_epoch: int
+    """The highest epoch the name server knows in the group."""
+    master: str = ""
+    """``host:port`` of the group's current master ("" when it named none)."""
+    master_ha: str = ""
+    """``HOST:PORT`` of that master's HA port ("" when it named none)."""
+    rejoin_broker_id: int = 0
+    """The slave id to rejoin as (0: not named, an older name server)."""
+
+
+def rejoin_refusal(seen: NewerEpoch, *, enabled: bool, lease_held: bool) -> str | None:
+    """Why a master refused for ``seen`` must not demote itself to a slave now, or ``None``
+    when it may (pure; the caller checked that ``seen.group_epoch`` is newer than its own).
+
+    Args:
+        seen: the refusal's facts.
+        enabled: ``[ha] rejoin_as_slave``.
+        lease_held: this master still holds its lease (a majority of its name servers heard
+            it at its epoch within ``lease_ms``): it only fences itself now, which revokes the
+            lease, and rejoins at a later refusal unless a majority renewed the lease again.
+    """
+    if not enabled:
+        return "[ha] rejoin_as_slave is off"
+    if lease_held:
+        return "its lease is still held"
+    if not seen.master_ha:
+        return "the name server named no master HA address"
+    if seen.rejoin_broker_id <= 0:
+        return "the name server named no broker id to rejoin as (an older name server)"
+    return None
 
 
 class ReplicationService:
@@ -160,14 +205,36 @@ class ReplicationService:
         """The master's write lease, or ``None`` when it keeps none."""
         return self.master.lease
 
-    def newer_epoch_seen(self, group_epoch: int, master: str) -> None:
-        """A name server knows ``group_epoch`` for this group: a master at an older epoch
-        fences itself (writes answer SERVICE_NOT_AVAILABLE from now on)."""
-        if group_epoch > self.epoch and self.role.is_master:
-            self.master.fence(
-                f"the name servers know epoch {group_epoch} of this group (master "
-                f"{master or 'unknown'}); this master is at epoch {self.epoch}"
-            )
+    async def newer_epoch_seen(self, seen: NewerEpoch) -> None:
+        """A name server refused this master for the newer epoch ``seen.group_epoch``: an
+        older master fences itself (writes answer SERVICE_NOT_AVAILABLE from now on) and, when
+        ``rejoin_refusal`` finds nothing against it, demotes itself to a slave of the group's
+        current master (``demote``, which cuts its diverged tail on connect). A slave, or a
+        master at that epoch or newer, changes nothing."""
+        if seen.group_epoch <= self.epoch or not self.role.is_master:
+            return
+        why = (
+            f"the name servers know epoch {seen.group_epoch} of this group (master "
+            f"{seen.master or 'unknown'}, HA {seen.master_ha or 'unknown'}); this master is at "
+            f"epoch {self.epoch}"
+        )
+        lease = self.lease
+        refusal = rejoin_refusal(
+            seen,
+            enabled=self._runtime.settings.ha.rejoin_as_slave,
+            lease_held=lease is not None and lease.held(),
+        )
+        if refusal is not None:
+            if not self.master.fenced and self._runtime.settings.ha.rejoin_as_slave:
+                _log.warning("not rejoining as a slave: %s", refusal)
+            self.master.fence(why)
+            return
+        await self.demote(
+            epoch=seen.group_epoch,
+            broker_id=seen.rejoin_broker_id,
+            master_ha=seen.master_ha,
+            why=f"rejoined as a slave: {why}",
+        )
 
     async def run(self) -> None:
         """Serve the HA port (and replicate while a slave) until cancelled."""
@@ -221,15 +288,16 @@ class ReplicationService:
             "promoted to %s at epoch %d, offset %d", role.value, epoch, store.max_commit_log_offset
         )
 
-    async def demote(self, *, epoch: int, broker_id: int, master_ha: str) -> None:
-        """Become a slave of ``master_ha`` registering as ``broker_id``.
+    async def demote(self, *, epoch: int, broker_id: int, master_ha: str, why: str = "") -> None:
+        """Become a slave of ``master_ha`` registering as ``broker_id`` (``why``: said in the
+        one WARNING line, else the demotion is a ``ChangeRole``'s).
 
         Raises:
             RoleChangeError: ``epoch`` is older than the current one or ``broker_id`` is 0.
         """
         if epoch < self.epoch or broker_id <= 0:
             raise RoleChangeError(f"cannot become slave {broker_id} at epoch {epoch}")
-        self.master.fence(f"demoted at epoch {epoch}")  # also revokes the lease
+        self.master.fence(why or f"demoted at epoch {epoch}", log=not why)  # revokes the lease
         self.master.role = ha_settings.BrokerRole.SLAVE
         for follower in self._followers:
             follower.become_slave()
@@ -238,4 +306,10 @@ class ReplicationService:
         self._runtime.broker_id = ids.BrokerId(broker_id)
         self._runtime.route_changed.set()
         self._start_client()
-        _log.warning("demoted to slave %d of %s at epoch %d", broker_id, master_ha, epoch)
+        _log.warning(
+            "demoted to slave %d of %s at epoch %d%s",
+            broker_id,
+            master_ha or "the master the name servers name",
+            epoch,
+            f" ({why})" if why else "",
+        )

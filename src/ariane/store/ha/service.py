@@ -239,9 +239,10 @@ class HAService:
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     future.set_result(Status.PUT_OK)
 
-    def fence(self, reason: str) -> None:
-        """Refuse writes from now on (a newer epoch exists); pending sends fail."""
-        if not self.fenced:
+    def fence(self, reason: str, *, log: bool = True) -> None:
+        """Refuse writes from now on (a newer epoch exists); pending sends fail. ``log``:
+        say so in an ERROR line (the caller logs a demotion itself otherwise)."""
+        if not self.fenced and log:
             _log.error("fenced: %s; this broker refuses writes", reason)
         self.fenced = True
         if self.lease is not None:

@@ -94,6 +94,14 @@ class HASettings:
     three missed renewals, well below RocketMQ's 120 s broker expiry. 0 = no lease (unsafe: a
     paused old master acknowledges writes after a failover until it meets the newer epoch)."""
 
+    rejoin_as_slave: bool = True
+    """A master that a name server refuses for a stale epoch (a failover promoted another broker
+    while it was down or paused) demotes itself to a slave of the group's current master, with
+    the broker id the refusal names, and cuts its diverged tail on connect (RocketMQ 5's
+    controller mode, where a restarted old master is told to become a slave of the new one).
+    Never while its lease is held, never to a master it is not told of, and never a promotion.
+    False: it only fences itself and waits for ``ChangeRole`` (the behaviour before)."""
+
     @property
     def role(self) -> BrokerRole:
         """The role at start, ASYNC_MASTER when none is configured."""

@@ -33,16 +33,18 @@ class RegisterBrokerRequest(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("status", "master_client_endpoint", "master_ha_address", "group_epoch")
+    __slots__ = ("status", "master_client_endpoint", "master_ha_address", "group_epoch", "rejoin_broker_id")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REJOIN_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     status: _definition_pb2.Status
     master_client_endpoint: _definition_pb2.Address
     master_ha_address: str
     group_epoch: int
-    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ..., group_epoch: _Optional[int] = ...) -> None: ...
+    rejoin_broker_id: int
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ..., group_epoch: _Optional[int] = ..., rejoin_broker_id: _Optional[int] = ...) -> None: ...
 
 class UnregisterBrokerRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name", "broker_id", "epoch")
@@ -77,16 +79,20 @@ class BrokerHeartbeatRequest(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., data_version: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
-    __slots__ = ("status", "registration_required", "group_epoch", "master_client_endpoint")
+    __slots__ = ("status", "registration_required", "group_epoch", "master_client_endpoint", "master_ha_address", "rejoin_broker_id")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
     MASTER_CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    MASTER_HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REJOIN_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     status: _definition_pb2.Status
     registration_required: bool
     group_epoch: int
     master_client_endpoint: _definition_pb2.Address
-    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ..., group_epoch: _Optional[int] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ...) -> None: ...
+    master_ha_address: str
+    rejoin_broker_id: int
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ..., group_epoch: _Optional[int] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ..., rejoin_broker_id: _Optional[int] = ...) -> None: ...
 
 class BrokerMember(_message.Message):
     __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms", "remoting_address", "epoch", "lease_ms", "heard_ago_ms")
