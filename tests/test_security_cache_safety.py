@@ -8,6 +8,7 @@ marked)."""
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 from collections.abc import Iterable
 from typing import Any, NoReturn, cast
@@ -267,50 +268,36 @@ def test_remoting_cached_allow_is_refused_right_after_each_change(
 
 # The property: random requests interleaved with random changes, cached vs uncached gates.
 
-_secret = st.sampled_from(("current", "previous", "wrong"))
-_grpc_call = st.tuples(
-    st.just("grpc"),
-    st.sampled_from(USERS),
-    _secret,
-    st.sampled_from(TOPICS),
-    st.sampled_from(IPS),
-    st.sampled_from((SEND, RECEIVE)),
-    st.sampled_from(DATES),
-    st.booleans(),  # replay: sign the other date-time than the one sent
-)
-_remoting_call = st.tuples(
-    st.just("remoting"),
-    st.sampled_from(USERS),
-    _secret,
-    st.sampled_from(TOPICS),
-    st.sampled_from(IPS),
-    st.integers(0, 2),  # born timestamp: the signed content varies
-)
+_call = st.tuples(st.sampled_from(("grpc", "remoting")), st.sampled_from(USERS))
+SIGNED_DATES = ((DATES[0], DATES[0]), (DATES[1], DATES[1]), (DATES[1], DATES[0]))
+"""(``x-mq-date-time`` sent, date-time signed): the last is a replay of an old signature."""
 _entry = st.fixed_dictionaries(
     {
         "resource": st.sampled_from(
             ("Topic:orders", "Topic:orders-*", "Topic:*", "Group:billing", "Group:*", "*")
-        ),  # fmt: skip
+        ),
         "actions": st.lists(
             st.sampled_from(("Pub", "Sub", "All")), min_size=1, max_size=2, unique=True
-        ),  # fmt: skip
+        ),
         "decision": st.sampled_from(("Allow", "Deny")),
         "sourceIps": st.lists(
             st.sampled_from(("10.0.0.0/8", "192.168.1.9", "10.0.0.8")), max_size=2, unique=True
-        ),  # fmt: skip
+        ),
     }
 )
+_target = st.sampled_from((*USERS, "last", "last"))
+"""Whose user or ACL a change touches ("last": the user of the last requests, twice as often)."""
 _change = st.one_of(
-    st.tuples(st.just("password"), st.sampled_from(USERS)),
-    st.tuples(st.just("status"), st.sampled_from(USERS), st.sampled_from(list(model.UserStatus))),
-    st.tuples(st.just("type"), st.sampled_from(USERS), st.sampled_from(list(model.UserType))),
-    st.tuples(st.just("delete"), st.sampled_from(USERS)),
+    st.tuples(st.just("password"), _target),
+    st.tuples(st.just("status"), _target, st.sampled_from(list(model.UserStatus))),
+    st.tuples(st.just("type"), _target, st.sampled_from(list(model.UserType))),
+    st.tuples(st.just("delete"), _target),
     st.tuples(
         st.just("acl"),
-        st.sampled_from(USERS),
+        _target,
         st.lists(_entry, min_size=1, max_size=3, unique_by=lambda e: str(e["resource"])),
     ),
-    st.tuples(st.just("drop-acl"), st.sampled_from(USERS)),
+    st.tuples(st.just("drop-acl"), _target),
 )
 
 
@@ -326,23 +313,36 @@ class _World:
 
     def secret(self, user: str, which: str) -> str:
         history = self.secrets[user]
-        return {"current": history[-1], "previous": history[0], "wrong": "guess"}[which]
+        return {"current": history[-1], "previous": history[-2:][0], "wrong": "guess"}[which]
 
-    def decide(self, call: tuple[Any, ...]) -> list[str]:
-        if call[0] == "grpc":
-            _, user, which, topic, ip, rpc_name, date, replay = call
-            signed_date = DATES[1 - DATES.index(date)] if replay else date
-            context = grpc_context(
-                user, self.secret(user, which), ip=ip, date=date, signed_date=signed_date
-            )
-            request = send_request(topic) if rpc_name == SEND else receive_request(topic)
-            return [verdict(g.check(rpc_name, request, context)) for g in self.grpc]
-        _, user, which, topic, ip, born_ms = call
-        request = remoting_send(user, self.secret(user, which), topic, born_ms=born_ms)
+    def decide(self, call: tuple[Any, ...]) -> list[tuple[str, str]]:
+        """(cached, uncached) answers to ``call`` (protocol, user) made with each secret (the
+        current one, the one before, a wrong one), from every source IP, on every topic, with
+        varied signed content (gRPC: both RPCs, two date-times and a replay; Remoting: three
+        born timestamps) in turn, so that anything cached for one request meets every request
+        that differs from it in one of these."""
+        protocol, user = call
         found = []
-        for gate, connections in zip(self.remoting, self.connections, strict=True):
-            decision = gate.check(connections[ip], request)
-            found.append(f"{decision.allowed} {decision.remark}")
+        for which, ip, topic in itertools.product(("current", "previous", "wrong"), IPS, TOPICS):
+            secret = self.secret(user, which)
+            if protocol == "remoting":
+                for born_ms in range(3):
+                    request = remoting_send(user, secret, topic, born_ms=born_ms)
+                    cached, uncached = (
+                        gate.check(connections[ip], request)
+                        for gate, connections in zip(self.remoting, self.connections, strict=True)
+                    )
+                    found.append((f"{cached.allowed} {cached.remark}",
+                                  f"{uncached.allowed} {uncached.remark}"))  # fmt: skip
+                continue
+            calls = ((SEND, send_request(topic)), (RECEIVE, receive_request(topic)))
+            for date, signed_date in SIGNED_DATES:
+                context = grpc_context(user, secret, ip=ip, date=date, signed_date=signed_date)
+                for rpc_name, request in calls:
+                    cached, uncached = [
+                        verdict(g.check(rpc_name, request, context)) for g in self.grpc
+                    ]
+                    found.append((cached, uncached))
         return found
 
     def change(self, change: tuple[Any, ...]) -> None:
@@ -365,19 +365,25 @@ class _World:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(steps=st.lists(st.one_of(_grpc_call, _remoting_call, _change), min_size=1, max_size=40))
+@given(steps=st.lists(st.one_of(_call, _change), min_size=2, max_size=30))
 def test_cached_and_uncached_gates_always_agree(
     tmp_path: pathlib.Path, steps: list[tuple[Any, ...]]
 ) -> None:
-    """Over any run of gRPC and Remoting requests (right or stale or wrong secrets, replayed
-    date-times, three source IPs, three topics) interleaved with user and ACL changes, the gates
-    with their caches answer exactly what gates without caches answer, message included."""
+    """Over any run of gRPC and Remoting requests (right, stale or wrong secrets; each made
+    from three source IPs on three topics with varied signed content, replayed date-times
+    included) interleaved with user and ACL changes (each followed by the last requests again),
+    the gates with their caches answer exactly what gates without caches answer, message
+    included."""
     world = _World(tmp_path)
+    last_call: tuple[Any, ...] | None = None
     for step in steps:
         if step[0] in ("grpc", "remoting"):
-            cached, uncached = world.decide(step)
-            assert cached == uncached, step
-        else:
-            world.change(step)
+            last_call = step
+        else:  # the change, then the last requests again: right after the change
+            user = last_call[1] if step[1] == "last" and last_call is not None else step[1]
+            world.change((step[0], USERS[0] if user == "last" else user, *step[2:]))
+        if last_call is not None:
+            for cached, uncached in world.decide(last_call):
+                assert cached == uncached, (step, last_call)

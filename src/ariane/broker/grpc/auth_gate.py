@@ -281,9 +281,9 @@ class GrpcAuthGate:
     def _forget_all(self) -> None:
         """Users or ACLs changed: nothing verified or decided before still holds."""
         self._generation = self.store.generation
-        for cache in (self._cache, self._verified, self._decided):
-            if cache is not None:
-                cache.clear()
+        for remembered in (self._cache, self._verified, self._decided):
+            if remembered is not None:
+                remembered.clear()
 
     def _authorized(
         self, rpc_name: str, request: Any, user: model.User, peer: str
