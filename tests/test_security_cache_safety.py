@@ -328,12 +328,12 @@ class _World:
             if protocol == "remoting":
                 for born_ms in range(3):
                     request = remoting_send(user, secret, topic, born_ms=born_ms)
-                    cached, uncached = (
+                    first, second = (
                         gate.check(connections[ip], request)
                         for gate, connections in zip(self.remoting, self.connections, strict=True)
                     )
-                    found.append((f"{cached.allowed} {cached.remark}",
-                                  f"{uncached.allowed} {uncached.remark}"))  # fmt: skip
+                    found.append((f"{first.allowed} {first.remark}",
+                                  f"{second.allowed} {second.remark}"))  # fmt: skip
                 continue
             calls = ((SEND, send_request(topic)), (RECEIVE, receive_request(topic)))
             for date, signed_date in SIGNED_DATES:
