@@ -22,7 +22,8 @@ from ariane.broker.grpc import auth_gate
 from ariane.common import errors
 from ariane.grpcwire import pb
 from ariane.remoting import codes, command, security_gate, transport
-from ariane.security import authorization, metadata_store, model, signing
+from ariane.security import authorization, metadata_store, model, remoting_requests, signing
+from ariane.security import errors as security_errors
 from ariane.security import settings as auth_settings
 
 CACHED = auth_settings.AuthSettings(authentication_enabled=True, authorization_enabled=True)
@@ -264,6 +265,31 @@ def test_remoting_cached_allow_is_refused_right_after_each_change(
     )
     store.delete_user("alice")
     assert again() == (False, "User:alice is not found.")
+
+
+_field_names = st.sampled_from(("a", "b", "c", "topic", "group", "consumerGroup", "groupName",
+                                 "queueId", "x"))  # fmt: skip
+_field_values = st.sampled_from(
+    ("", " ", "orders", "%RETRY%billing", "%RETRY%", "billing", "t" * 300)
+)
+
+
+def _permissions_or_error(code: int, ext: dict[str, str]) -> object:
+    try:
+        return remoting_requests.remoting_permissions(code, ext, cluster="c")
+    except security_errors.SecurityError as exc:
+        return type(exc), exc.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(ext=st.dictionaries(_field_names, _field_values, min_size=2, max_size=9))
+def test_remoting_decision_key_holds_every_field_the_rule_reads(ext: dict[str, str]) -> None:
+    """What a Remoting code needs depends on no ext field outside ``fields_read(code)`` (the
+    decision cache's key): keeping only those fields gives the same permissions, or the same
+    refusal, for every code (and an unknown one)."""
+    for code in [*remoting_requests.REMOTING_RULES, 99_999]:
+        kept = {k: v for k, v in ext.items() if k in remoting_requests.fields_read(code)}
+        assert _permissions_or_error(code, ext) == _permissions_or_error(code, kept), code
 
 
 # The property: random requests interleaved with random changes, cached vs uncached gates.
