@@ -3,10 +3,12 @@
 Both protocol gates (``broker.grpc.auth_gate``, ``remoting.security_gate``) remember what they
 verified or decided so that the hot path (one request per message for the official clients'
 single sends) does not pay an HMAC, a header parse, a permission mapping and an ACL walk per
-request. RocketMQ 5.3 does the same with its stateful authentication strategy (per channel,
-60 s, without re-checking the signature: weakness 3 of security.md) and its authorization
-cache (``authorizationCacheMaxNum``/``authorizationCacheExpiredSecond``: a decision may outlive
-an ACL change by up to the expiry). Ariane's caches are exact instead:
+request. RocketMQ 5.3 does the same with its stateful strategies
+(``StatefulAuthenticationStrategy``: per channel, 60 s, without re-checking the signature,
+weakness 3 of security.md; ``StatefulAuthorizationStrategy``: decisions per channel and
+resource, ``statefulAuthorizationCacheMaxNum`` 10000, so a decision may outlive an ACL change
+by up to ``statefulAuthorizationCacheExpiredSecond`` = 60 s, on top of its ACL metadata
+cache's own expiry). Ariane's caches are exact instead:
 
 * a key holds everything the uncached decision reads from the request (the signature and the
   signed content for authentication; the RPC or code, the resource names, the user and the
