@@ -44,6 +44,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime
+import json
 import os
 import pathlib
 import pstats
@@ -114,6 +115,7 @@ class Options:
     cprofile: pathlib.Path | None
     record: bool
     command: str
+    render: pathlib.Path | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -320,12 +322,22 @@ def run_round(
     return samples
 
 
+def complete(sample: Sample, settings: dict[str, Any]) -> bool:
+    """Whether a row's drivers counted every message asked (``--send-messages`` for a send
+    row, ``--drain-messages`` for a drain): a row cut short by send errors or the drivers'
+    deadline (a saturated machine) divides its CPU by too few messages, or by none."""
+    wanted = settings["send_messages" if sample.row.startswith("send") else "drain_messages"]
+    return sample.messages >= int(wanted)
+
+
+def _broker_us(sample: Sample) -> float:
+    return sample.owner_us + sample.workers_us
+
+
 def _security_ratio(samples: Sequence[Sample], row: str) -> str:
     """Broker µs/msg with security on over off for ``row`` (medians), or "" without both."""
     by = {
-        security: [
-            s.owner_us + s.workers_us for s in samples if (s.row, s.security) == (row, security)
-        ]
+        security: [_broker_us(s) for s in samples if (s.row, s.security) == (row, security)]
         for security in SECURITY
     }
     if not by["off"] or not by["on"]:
@@ -333,42 +345,74 @@ def _security_ratio(samples: Sequence[Sample], row: str) -> str:
     return f"{statistics.median(by['on']) / max(statistics.median(by['off']), 1e-9):.2f}"
 
 
+def _paired_ratios(samples: Sequence[Sample], rows: Sequence[str]) -> list[str]:
+    """Per row, the on/off ratio of each round in which both ran complete (a round's two
+    clusters run minutes apart, so they share more of the neighbours' load than the rounds)."""
+    lines = []
+    for row in rows:
+        pairs = []
+        for round_index in sorted({s.round_index for s in samples}):
+            found = {s.security: s for s in samples if (s.row, s.round_index) == (row, round_index)}
+            if "off" in found and "on" in found:
+                off, on = _broker_us(found["off"]), _broker_us(found["on"])
+                pairs.append(f"round {round_index}: {on:.0f}/{off:.0f} = {on / off:.2f}")
+        lines.append(f"- {row}: " + ("; ".join(pairs) if pairs else "no complete pair"))
+    return lines
+
+
 def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
-    """The table: per row (and security setting) the median over rounds of owner and worker
-    µs/msg, and the on/off ratio of the broker's µs/msg when both ran."""
+    """The table: per row (and security setting) the median over its complete rounds
+    (``complete``) of owner and worker µs/msg, and the on/off ratio of the broker's µs/msg
+    when both ran; then, with ``--security off,on``, the ratio of each round's complete pair."""
+    settings, info = recorded["settings"], recorded["machine"]
+    used = [s for s in samples if complete(s, settings)]
     rows = []
-    for row in recorded["settings"]["rows"]:
-        for security in recorded["settings"].get("security", ["off"]):
-            mine = [s for s in samples if (s.row, s.security) == (row, security)]
+    for row in settings["rows"]:
+        for security in settings.get("security", ["off"]):
+            every = [s for s in samples if (s.row, s.security) == (row, security)]
+            mine = [s for s in used if (s.row, s.security) == (row, security)]
             if not mine:
+                if every:
+                    rows.append([row, security, *["-"] * 6, f"0/{len(every)}", "-"])
                 continue
             owner = statistics.median(s.owner_us for s in mine)
             workers = statistics.median(s.workers_us for s in mine)
             rate = statistics.median(s.messages / max(s.seconds, 1e-9) for s in mine)
             ext = max(s.ext_cores for s in mine)
-            ratio = _security_ratio(samples, row) if security == "on" else ""
+            ratio = _security_ratio(used, row) if security == "on" else ""
             cells = [f"{owner:.0f}", f"{workers:.0f}", f"{owner + workers:.0f}", ratio]
-            cells += [f"{rate:,.0f}", f"{ext:.2f}", "yes" if mine[0].profiled else "no"]
-            rows.append([row, security, *cells])
+            cells += [f"{rate:,.0f}", f"{ext:.2f}", f"{len(mine)}/{len(every)}"]
+            rows.append([row, security, *cells, "yes" if mine[0].profiled else "no"])
     headers = ["row", "security", "owner µs/msg", "workers µs/msg", "broker µs/msg"]
-    headers += ["on/off", "msgs/s", "ext_cores", "py-spy"]
-    table = report.markdown_table(headers, rows)
-    settings, info = recorded["settings"], recorded["machine"]
-    return "\n".join(
-        [
-            "# Broker CPU per message, official Python client",
-            "",
-            f"Written by `bench/broker_cpu.py`. Command: `{recorded['command']}`",
-            "",
-            f"- {recorded['started_utc']}, flush {settings['flush']}, rounds "
-            f"{settings['rounds']}, commit {info['git_commit'][:12]}, load average at start "
-            f"{info['load_average_at_start']}.",
-            "- Cells: median over rounds; ext_cores: the largest outside load of a round; "
-            "on/off: broker µs/msg with security on over off (`--security off,on`).",
-            "",
-            table,
-        ]
-    )
+    headers += ["on/off", "msgs/s", "ext_cores", "rounds used", "py-spy"]
+    lines = [
+        "# Broker CPU per message, official Python client",
+        "",
+        f"Written by `bench/broker_cpu.py`. Command: `{recorded['command']}`",
+        "",
+        f"- {recorded['started_utc']}, flush {settings['flush']}, rounds "
+        f"{settings['rounds']}, commit {info['git_commit'][:12]}, load average at start "
+        f"{info['load_average_at_start']}.",
+        "- Cells: median over the rounds whose drivers counted every message asked (rounds "
+        "used; a row cut short by errors or the deadline is left out); ext_cores: the largest "
+        "outside load of those rounds; on/off: broker µs/msg with security on over off.",
+        "",
+        report.markdown_table(headers, rows),
+    ]
+    if set(settings.get("security", ["off"])) == set(SECURITY):
+        lines += ["", "On/off per round (broker µs/msg, complete pairs only):", ""]
+        lines += _paired_ratios(used, settings["rows"])
+    return "\n".join(lines)
+
+
+def render(path: pathlib.Path) -> str:
+    """Rewrite the Markdown of a recorded run from its JSON (``--render``); returns it."""
+    recorded = json.loads(path.read_text())
+    names = {f.name for f in dataclasses.fields(Sample)}
+    samples = [Sample(**{k: v for k, v in s.items() if k in names}) for s in recorded["samples"]]
+    page = markdown(recorded, samples)
+    path.with_suffix(".md").write_text(page + "\n")
+    return page
 
 
 def parse(argv: Sequence[str] | None) -> Options:
@@ -404,6 +448,12 @@ def parse(argv: Sequence[str] | None) -> Options:
     )
     parser.add_argument("--cprofile", type=pathlib.Path, default=None, help="profile directory")
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument(
+        "--render",
+        type=pathlib.Path,
+        default=None,
+        help="rewrite the .md of a recorded results JSON with this version's table, run nothing",
+    )
     args = parser.parse_args(argv)
     rows = tuple(r for r in args.rows.split(",") if r)
     if not rows or not set(rows) <= set(ROWS):
@@ -429,12 +479,16 @@ def parse(argv: Sequence[str] | None) -> Options:
         cprofile=args.cprofile,
         record=not args.no_record,
         command=report.command_line("bench.broker_cpu"),
+        render=args.render,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the rounds, print the table, record JSON and Markdown."""
     opts = parse(argv)
+    if opts.render is not None:
+        print(render(opts.render))
+        return 0
     started = datetime.datetime.now(datetime.UTC)
     base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-broker-cpu-", dir=bench.REPO))
     try:
@@ -450,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = dataclasses.asdict(opts)
     settings["py_spy"] = str(opts.py_spy) if opts.py_spy else None
     settings["cprofile"] = str(opts.cprofile) if opts.cprofile else None
-    for name in ("command", "record"):
+    for name in ("command", "record", "render"):
         settings.pop(name)
     recorded: dict[str, Any] = {
         "command": opts.command,

@@ -138,10 +138,54 @@ def test_broker_cpu_security_rows_give_the_on_off_ratio_of_medians() -> None:
     recorded = {
         "command": "x",
         "started_utc": "t",
-        "settings": {"rows": ["send1"], "security": ["off", "on"], "flush": "F", "rounds": 2},
+        "settings": {
+            "rows": ["send1"],
+            "security": ["off", "on"],
+            "flush": "F",
+            "rounds": 2,
+            "send_messages": 1000,
+            "drain_messages": 1000,
+        },
         "machine": {"git_commit": "0" * 40, "load_average_at_start": [0.0]},
     }
     page = broker_cpu.markdown(recorded, samples)
     # off: median of 300 and 500 µs = 400 µs; on: 400 µs → 1.00
     assert "| send1 | off | 300 | 100 | 400 |  |" in page
     assert "| send1 | on | 300 | 100 | 400 | 1.00 |" in page
+
+
+def test_broker_cpu_leaves_out_rows_cut_short() -> None:
+    """A row whose drivers counted fewer messages than asked (send errors or the deadline on a
+    saturated machine: 0 messages gave 5,400,000 µs/msg) is left out of the medians and the
+    ratio, the table says how many rounds it used, and each round's complete pair is listed."""
+
+    def sample(security: str, round_index: int, messages: int, cpu_s: float) -> broker_cpu.Sample:
+        return broker_cpu.Sample(
+            "send1", round_index, messages, 2.0, cpu_s, 0.0, 0.0, False, security
+        )
+
+    samples = [
+        sample("off", 0, 4000, 4.0),  # 1000 µs
+        sample("on", 0, 0, 5.4),  # cut short: left out
+        sample("off", 1, 2835, 7.9),  # cut short: left out
+        sample("on", 1, 4000, 4.4),  # 1100 µs
+        sample("off", 2, 4000, 4.4),  # 1100 µs
+        sample("on", 2, 4000, 4.4),  # 1100 µs
+    ]
+    recorded = {
+        "command": "x",
+        "started_utc": "t",
+        "settings": {
+            "rows": ["send1"],
+            "security": ["off", "on"],
+            "flush": "F",
+            "rounds": 3,
+            "send_messages": 4000,
+            "drain_messages": 10000,
+        },
+        "machine": {"git_commit": "0" * 40, "load_average_at_start": [0.0]},
+    }
+    page = broker_cpu.markdown(recorded, samples)
+    assert "| send1 | off | 1050 | 0 | 1050 |  | 2,000 | 0.00 | 2/3 | no |" in page
+    assert "| send1 | on | 1100 | 0 | 1100 | 1.05 | 2,000 | 0.00 | 2/3 | no |" in page
+    assert "- send1: round 2: 1100/1100 = 1.00" in page

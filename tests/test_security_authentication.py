@@ -371,3 +371,15 @@ def test_identity_cache_serves_only_identical_verified_credentials(tmp_path: pat
     assert len(cache) == 2
     cache.forget_connection("c3")
     assert len(cache) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(fields=st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=6))
+def test_remoting_content_orders_keys_as_java_for_any_keys(fields: dict[str, str]) -> None:
+    """The ASCII fast path and the UTF-16 sort give Java's ``TreeMap`` order for any keys (BMP,
+    astral, ASCII mixed)."""
+    java = sorted(fields, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+    expected = "".join(fields[k] for k in java if k != signing.SIGNATURE_FIELD).encode(
+        "utf-8", "surrogatepass"
+    )
+    assert signing.remoting_content(fields, b"", version=500) == expected

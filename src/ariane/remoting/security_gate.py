@@ -14,7 +14,12 @@ over the protocol-neutral core (``ariane.security``):
 2. **authorization** (``auth.authorization_enabled``): what the code needs
    (``remoting_requests.remoting_permissions``, with the names decoded from the body for the
    codes whose topic or group is there: ``BODY_RESOURCES``), decided for the authenticated
-   subject and the peer's IP (``authorization.authorize``);
+   subject and the peer's IP (``authorization.authorize``), through a bounded decision cache
+   (``security.cache.GenerationCache``) keyed by everything the decision reads -- the code, the
+   values of the ext fields its rule names (``remoting_requests.fields_read``), the body's
+   names, the user and the peer -- and valid for one store generation, so a producer's next
+   message on the same topic skips the permission mapping and the ACL walk, and a changed ACL
+   or user is decided afresh by the very next request;
 3. a refusal answers **16 NO_PERMISSION** with RocketMQ's text as the remark ("User:alice is
    not found.", "User:alice check signature failed.", "User:alice has no permission to access
    Topic:T from 10.0.0.7, no matched policies."), and a oneway request is dropped;
@@ -46,7 +51,9 @@ from ariane.security import (
     audit,
     authentication,
     authorization,
+    cache,
     errors,
+    model,
     remoting_requests,
     requests,
 )
@@ -121,6 +128,10 @@ class RemotingGate:
         self._bodies = dict(BODY_RESOURCES if body_resources is None else body_resources)
         entries = auth.identity_cache_entries_max
         self._cache = authentication.IdentityCache(entries_max=entries) if entries else None
+        self._decided: cache.GenerationCache[authorization.AuthzResult] | None = (
+            cache.GenerationCache(entries) if entries else None
+        )
+        """(code, read ext values, body names, user, peer) -> decision (module docstring)."""
         self._generation = directory.generation
         self._ids = itertools.count(1)
         self.audit = audit_log if audit_log is not None else audit.AuthAudit()
@@ -205,22 +216,42 @@ class RemotingGate:
         name = result.username or ""
         decode = self._bodies.get(request.code)
         body = decode(request.body) if decode is not None else remoting_requests.BodyResources()
-        try:
-            needed = remoting_requests.remoting_permissions(
-                request.code, request.ext_fields, cluster=self._cluster, body=body
-            )
-        except errors.SecurityError as exc:
-            decided = authorization.AuthzResult(authorization.AuthzStatus.DENIED, exc.message)
-        else:
-            decided = authorization.authorize(
-                self._directory, result.subject, needed, requests.source_ip_of(peer)
-            )
+        generation = self._directory.generation
+        decided: authorization.AuthzResult | None = None
+        key: tuple[object, ...] = ()
+        if self._decided is not None:
+            ext = request.ext_fields
+            read = tuple(ext.get(f) for f in remoting_requests.fields_read(request.code))
+            key = (request.code, read, body, name, peer)
+            decided = self._decided.get(key, generation)
+        if decided is None:
+            decided = self._decide(request, body, result.subject, peer)
+            if self._decided is not None:
+                self._decided.put(key, decided, generation)
         self.audit.authorized(
             decided, subject=result.subject, address=peer, request=_request_name(request)
         )
         if decided.allowed:
             return Decision(True, "", name)
         return Decision(False, decided.message, name)
+
+    def _decide(
+        self,
+        request: cmd_mod.RemotingCommand,
+        body: remoting_requests.BodyResources,
+        subject: model.Subject | None,
+        peer: str,
+    ) -> authorization.AuthzResult:
+        """The uncached decision: the code's permissions, then the ACL walk."""
+        try:
+            needed = remoting_requests.remoting_permissions(
+                request.code, request.ext_fields, cluster=self._cluster, body=body
+            )
+        except errors.SecurityError as exc:
+            return authorization.AuthzResult(authorization.AuthzStatus.DENIED, exc.message)
+        return authorization.authorize(
+            self._directory, subject, needed, requests.source_ip_of(peer)
+        )
 
 
 def _request_name(request: cmd_mod.RemotingCommand) -> str:

@@ -448,6 +448,30 @@ REMOTING_CODE_NAMES: Mapping[int, str] = {code: name for code, name, _ in _ROWS}
 """Request code -> RocketMQ ``RequestCode`` constant name, for the rows above."""
 
 
+def _fields_of(rule: requests.Rule) -> tuple[str, ...]:
+    """The ext fields ``requests.fill`` reads for ``rule`` (its needs' fields and retry group
+    fields, body ones excluded), each once, in rule order."""
+    names: list[str] = []
+    for need in rule.needs:
+        for name in (need.field, need.retry_group_field):
+            if name and not name.startswith("body.") and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+_FIELDS_READ: Mapping[int, tuple[str, ...]] = {
+    code: _fields_of(rule) for code, rule in REMOTING_RULES.items()
+}
+_DEFAULT_FIELDS_READ = _fields_of(requests.DEFAULT_RULE)
+
+
+def fields_read(code: int) -> tuple[str, ...]:
+    """The ext field names whose values ``remoting_permissions`` reads for ``code`` (with the
+    body's names, all that its answer depends on besides the cluster: a decision cache keys on
+    their values). Precomputed per known code, so client-chosen codes grow nothing."""
+    return _FIELDS_READ.get(code, _DEFAULT_FIELDS_READ)
+
+
 def remoting_permissions(
     code: int,
     ext_fields: Mapping[str, str],

@@ -94,8 +94,10 @@ class AuthSettings:
     """What this server signs its own outgoing calls with (also created as Super if absent)."""
 
     identity_cache_entries_max: int = 10_000
-    """Most verified (connection, user, signature) identities remembered, a count; 0 turns
-    the cache off (RocketMQ ``statefulAuthenticationCacheMaxNum`` = 10000)."""
+    """Most entries of each of a gate's caches, a count: verified (connection, user,
+    signature) identities, verified gRPC headers, authorization decisions
+    (``security.cache``); 0 turns them all off (RocketMQ ``statefulAuthenticationCacheMaxNum``
+    and ``statefulAuthorizationCacheMaxNum``, both 10000)."""
 
     users_max: int = model.USERS_MAX
     """Most users the metadata store holds, a count (at most ``model.USERS_MAX``)."""

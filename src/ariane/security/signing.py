@@ -117,9 +117,12 @@ def remoting_content(ext_fields: Mapping[str, str], body: bytes, *, version: int
         body: the request body (``b""`` when none).
         version: the request's Remoting ``version`` (the unique-key rule, #5310).
     """
+    keys = sorted(ext_fields)
+    if not "".join(keys).isascii():  # code-point and UTF-16 orders differ beyond the BMP only
+        keys.sort(key=_java_order)
     values = [
         ext_fields[key]
-        for key in sorted(ext_fields, key=_java_order)
+        for key in keys
         if key != SIGNATURE_FIELD
         and not (key == UNIQUE_KEY_QUERY_FIELD and version <= V4_9_3_VERSION)
     ]

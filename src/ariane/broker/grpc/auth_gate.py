@@ -15,6 +15,14 @@ guard on the store owner, which holds the users and ACLs). It builds a
   read from the request message by ``resources_of``) and the peer's IP →
   ``authorization.authorize``.
 
+The official v5 clients sign ``x-mq-date-time``, one value per second, so every call of a
+client within a second repeats one ``authorization`` header: ``check`` remembers (client id,
+peer, ``authorization``, ``x-mq-date-time``) → the verified user, and (RPC, names, user, peer)
+→ the decision, in ``security.cache.GenerationCache``s valid for one store generation, so a
+single send pays neither an HMAC, a header parse, a permission mapping nor an ACL walk, and any
+change of a user or an ACL is decided afresh by the very next call (tested against an uncached
+gate by a Hypothesis property, ``tests/test_security_cache_safety.py``).
+
 Refusals are statuses, as RocketMQ's proxy answers (security.md §5): authentication failures
 UNAUTHORIZED 40100, denials FORBIDDEN 40300 naming the resource and action; a request whose
 required resource is missing is a denial. A client-streaming call (Telemetry, SendStream) is
@@ -33,11 +41,10 @@ Invariants: with authentication off no gate exists (the guard pays one ``is None
 
 from __future__ import annotations
 
-import collections
 import contextvars
 import functools
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from ariane.broker import runtime
@@ -48,6 +55,7 @@ from ariane.security import (
     audit,
     authentication,
     authorization,
+    cache,
     metadata_store,
     model,
     requests,
@@ -107,30 +115,6 @@ def _generic_names(request: Any) -> Names:
     if "messages" in fields:
         topics.extend(m.topic.name for m in request.messages)
     return tuple(topics), _resource_name(request, "group", fields)
-
-
-class _Lru:
-    """A bounded mapping, least recently used entry evicted first (not thread-safe)."""
-
-    __slots__ = ("_entries", "_entries_max")
-
-    def __init__(self, entries_max: int) -> None:
-        self._entries_max = entries_max
-        self._entries: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
-
-    def get(self, key: Hashable) -> Any:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
-
-    def put(self, key: Hashable, value: Any) -> None:
-        self._entries[key] = value
-        if len(self._entries) > self._entries_max:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 def _heartbeat_names(request: Any) -> Names:
@@ -232,11 +216,15 @@ class GrpcAuthGate:
         self._cluster = cluster
         entries = auth.identity_cache_entries_max
         self._cache = authentication.IdentityCache(entries_max=entries) if entries else None
-        self._verified = _Lru(entries) if entries else None
+        self._verified: cache.GenerationCache[model.User] | None = (
+            cache.GenerationCache(entries) if entries else None
+        )
         """(connection, ``authorization``, ``x-mq-date-time``) -> user: a request repeating
         headers already verified on its connection skips parsing them (same key as the
         identity cache: signature and signed content)."""
-        self._decided = _Lru(entries) if entries else None
+        self._decided: cache.GenerationCache[authorization.AuthzResult] | None = (
+            cache.GenerationCache(entries) if entries else None
+        )
         """(RPC, names, user, peer) -> ``AuthzResult`` (RocketMQ's stateful authorization
         cache key: channel, subject, resource, actions, IP)."""
         self._generation = store.generation
@@ -267,13 +255,15 @@ class GrpcAuthGate:
     def _authenticate(
         self, rpc_name: str, context: rpc.CallContext, peer: str
     ) -> model.User | errors.ArianeError:
-        if self.store.generation != self._generation:
+        generation = self.store.generation
+        if generation != self._generation:
             self._forget_all()
         header, date_time, client_id = _headers(context)
         key = (client_id, peer, header, date_time)
-        if self._verified is not None and (known := self._verified.get(key)) is not None:
+        verified = self._verified
+        if verified is not None and (known := verified.get(key, generation)) is not None:
             self.audit.authentications["ok"] = self.audit.authentications.get("ok", 0) + 1
-            return known  # type: ignore[no-any-return]
+            return known
         read = authentication.read_grpc(header, date_time)
         if isinstance(read, authentication.AuthResult):
             result = read
@@ -284,29 +274,32 @@ class GrpcAuthGate:
         self.audit.authenticated(result, address=peer, request=rpc_name)
         if result.user is None:
             return errors.UnauthorizedError(result.message)
-        if self._verified is not None:
-            self._verified.put(key, result.user)
+        if verified is not None:
+            verified.put(key, result.user, generation)
         return result.user
 
     def _forget_all(self) -> None:
         """Users or ACLs changed: nothing verified or decided before still holds."""
         self._generation = self.store.generation
-        for cache in (self._cache, self._verified, self._decided):
-            if cache is not None:
-                cache.clear()
+        for remembered in (self._cache, self._verified, self._decided):
+            if remembered is not None:
+                remembered.clear()
 
     def _authorized(
         self, rpc_name: str, request: Any, user: model.User, peer: str
     ) -> errors.ArianeError | None:
         subject = user.subject
-        key: tuple[Any, ...] | None = None
-        if self._decided is not None and rpc_name != _V2 + "Telemetry":
+        generation = self.store.generation
+        decided = self._decided if rpc_name != _V2 + "Telemetry" else None
+        key: tuple[Any, ...] = ()
+        result: authorization.AuthzResult | None = None
+        if decided is not None:
             key = (rpc_name, NAMES_OF.get(rpc_name, _generic_names)(request), user.username, peer)
-        result = self._decided.get(key) if self._decided is not None and key else None
+            result = decided.get(key, generation)
         if result is None:
             result = self._decide(rpc_name, request, subject, peer)
-            if self._decided is not None and key is not None:
-                self._decided.put(key, result)
+            if decided is not None:
+                decided.put(key, result, generation)
         self.audit.authorized(result, subject=subject, address=peer, request=rpc_name)
         if result.allowed:
             return None
