@@ -118,15 +118,23 @@ def test_policies_admit_exactly_the_pods_they_must_per_port(
                 {"podSelector": {"matchLabels": {"role": "client"}}},
                 {
                     "namespaceSelector": {"matchLabels": {"team": "apps"}},
-                    "podSelector": {"matchExpressions": [{"key": "app", "operator": "In",
-                                                          "values": ["shop"]}]},
+                    "podSelector": {
+                        "matchExpressions": [{"key": "app", "operator": "In", "values": ["shop"]}]
+                    },
                 },
             ]
         },
-    }  # fmt: skip
+    }
     body = _broker(k8s, namespace, spec)
     operator_labels = _chart_operator_labels(k8s, ops)
-    selector = {k: operator_labels[k] for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")}  # fmt: skip
+    selector = {
+        k: operator_labels[k]
+        for k in (
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+        )
+    }
     side = netpol.OperatorSide(ops, tuple(sorted(selector.items())), (mon,))
     client = kube.Kube(k8s.api_client)
     now = datetime.datetime.now(datetime.UTC)
@@ -158,7 +166,9 @@ def test_policies_admit_exactly_the_pods_they_must_per_port(
     clients = {"client", "shop", "operator"}
     assert "observedGeneration" in result
     assert sorted(p["metadata"]["name"] for p in policies) == ["demo-a", "demo-b", "demo-namesrv"]
-    assert all(p["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"] for p in policies)  # fmt: skip
+    assert all(
+        p["metadata"]["ownerReferences"][0]["uid"] == body["metadata"]["uid"] for p in policies
+    )
     assert who(namesrv, NAMESRV) == clients | brokers
     assert who(namesrv, METRICS) == {"prometheus"}
     assert who(namesrv, GRPC) == set()
@@ -187,11 +197,15 @@ def test_policies_follow_the_spec_and_go_when_disabled(
     selectors = [{"podSelector": {"matchLabels": {"role": "client"}}}]
 
     body["spec"]["networkPolicy"] = {"enabled": True, "clientSelectors": selectors}
-    body = custom.replace_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo", body)  # fmt: skip
+    body = custom.replace_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, "brokers", "demo", body
+    )
     reconcile.reconcile_broker(client, body, now)
     narrowed = {p["metadata"]["name"]: p["spec"]["ingress"] for p in _policies(k8s, namespace)}
     body["spec"]["networkPolicy"]["enabled"] = False
-    body = custom.replace_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo", body)  # fmt: skip
+    body = custom.replace_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, "brokers", "demo", body
+    )
     reconcile.reconcile_broker(client, body, now)
 
     assert sorted(open_rules) == ["demo-a", "demo-namesrv"]
@@ -206,10 +220,18 @@ def test_evaluator_follows_label_selector_and_peer_semantics() -> None:
     """The test's evaluator: matchExpressions operators, podSelector-only peers stay in the
     policy's namespace, namespaceSelector + podSelector are ANDed, unselected pods are open."""
     labels = {"a": "1", "b": "2"}
-    assert netpol_eval.selector_matches({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, labels)  # fmt: skip
-    assert not netpol_eval.selector_matches({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, labels)  # fmt: skip
-    assert netpol_eval.selector_matches({"matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}, labels)  # fmt: skip
-    assert not netpol_eval.selector_matches({"matchExpressions": [{"key": "c", "operator": "Exists"}]}, labels)  # fmt: skip
+    assert netpol_eval.selector_matches(
+        {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, labels
+    )
+    assert not netpol_eval.selector_matches(
+        {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, labels
+    )
+    assert netpol_eval.selector_matches(
+        {"matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}, labels
+    )
+    assert not netpol_eval.selector_matches(
+        {"matchExpressions": [{"key": "c", "operator": "Exists"}]}, labels
+    )
     assert not netpol_eval.selector_matches({"matchLabels": {"a": "2"}}, labels)
     policy = {
         "metadata": {"namespace": "x"},
@@ -218,7 +240,15 @@ def test_evaluator_follows_label_selector_and_peer_semantics() -> None:
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"ports": [{"port": 1}], "from": [{"podSelector": {"matchLabels": {"c": "1"}}}]},
-                {"ports": [{"port": "named"}], "from": [{"namespaceSelector": {"matchLabels": {"n": "y"}}, "podSelector": {"matchLabels": {"c": "2"}}}]},  # fmt: skip
+                {
+                    "ports": [{"port": "named"}],
+                    "from": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"n": "y"}},
+                            "podSelector": {"matchLabels": {"c": "2"}},
+                        }
+                    ],
+                },
             ],
         },
     }

@@ -18,10 +18,10 @@ from status), then calls ``ChangeRole``; a refused promotion moves it back. A gr
 whose brokers answers is handled as without admin access (nobody could be promoted). Groups beyond
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
 consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
-Before any workload, ``network_policies`` applies the Broker's NetworkPolicies (``netpol``;
-prunes those no longer wanted) and ``certs.ensure`` issues or renews the TLS certificates (``spec.tls``;
-``status.tls``, the CertificatesReady condition). ``_grow_claims`` patches the store claims up
-to ``spec.storage.size`` when their StorageClass allows expansion (never shrinks;
+Before any workload, ``certs.ensure`` issues or renews the TLS certificates (``spec.tls``;
+``status.tls``, the CertificatesReady condition) and ``network_policies`` applies the Broker's
+NetworkPolicies (``netpol``; prunes those no longer wanted). ``_grow_claims`` patches the
+store claims up to ``spec.storage.size`` when their StorageClass allows expansion (never shrinks;
 StorageGrowthBlocked when it does not). The StatefulSets' claim
 templates are immutable, so the model keeps each live template's size (``live_claim_sizes``).
 """
