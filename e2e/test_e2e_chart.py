@@ -89,10 +89,8 @@ def test_rendered_operator_args_parse_with_the_real_cli(
 
 
 def test_rbac_is_scoped_to_what_the_operator_manages(k8s: cluster.Cluster, namespace: str) -> None:
-    """The ClusterRole grants no wildcards and status access only via /status; Secrets (which
-    RocketMQUser needs: the user's own Secret, ``secretRef`` keys, the operator's per-Broker
-    keys) in exactly one rule, with no verb beyond create/read/update/delete. Narrowing that to
-    the Secrets the operator owns (a namespaced Role per watched namespace) is issue 24 item 4."""
+    """The ClusterRole grants no wildcards and status access only via /status; Secrets in
+    exactly one rule, with only get (by name), create and patch (no list, watch or delete)."""
     role = _kinds(_render(k8s, namespace))["ClusterRole"]
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
@@ -100,9 +98,49 @@ def test_rbac_is_scoped_to_what_the_operator_manages(k8s: cluster.Cluster, names
     assert "*" not in resources and "*" not in verbs
     secret_rules = [rule for rule in role["rules"] if "secrets" in rule["resources"]]
     assert len(secret_rules) == 1 and secret_rules[0]["resources"] == ["secrets"], secret_rules
-    crud = {"get", "list", "watch", "create", "update", "patch", "delete"}
-    assert set(secret_rules[0]["verbs"]) <= crud, secret_rules
+    assert sorted(secret_rules[0]["verbs"]) == ["create", "get", "patch"], secret_rules
     assert {"brokers/status", "statefulsets", "poddisruptionbudgets", "events"} <= resources
+    assert {"networkpolicies", "customresourcedefinitions"} <= resources
+
+
+def test_watch_namespaces_get_roles_and_no_cluster_wide_grant(
+    k8s: cluster.Cluster, namespace: str
+) -> None:
+    """With ``watchNamespaces`` each watched namespace gets a Role and RoleBinding holding the
+    operator's rules; the only cluster-wide grant left is reading StorageClasses."""
+    objects = _render(k8s, namespace, "operator.watchNamespaces={a,b}")
+    roles = [m for m in objects if m["kind"] == "Role"]
+    bindings = [m for m in objects if m["kind"] == "RoleBinding"]
+    cluster_role = _kinds(objects)["ClusterRole"]
+    everywhere = _kinds(_render(k8s, namespace))["ClusterRole"]
+
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["a", "b"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["a", "b"]
+    assert all(b["subjects"][0]["namespace"] == namespace for b in bindings)
+    assert cluster_role["rules"] == [
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get"]}
+    ]
+    assert roles[0]["rules"] == everywhere["rules"][2:]
+
+
+def test_operator_network_policy_admits_metrics_and_reaches_admin_ports(
+    k8s: cluster.Cluster, namespace: str
+) -> None:
+    """The operator's NetworkPolicy selects its pod; ingress only to its metrics port from the
+    Prometheus namespaces; egress to the apiserver, DNS and the admin ports of Ariane's pods in
+    the watched namespaces; ``networkPolicy.enabled=false`` drops it."""
+    objects = _kinds(_render(k8s, namespace, "operator.watchNamespaces={a}"))
+    policy = objects["NetworkPolicy"]["spec"]
+    pod_labels = objects["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    off = _kinds(_render(k8s, namespace, "networkPolicy.enabled=false"))
+
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert [r["ports"] for r in policy["ingress"]] == [[{"protocol": "TCP", "port": 8081}]]
+    admin = policy["egress"][2]
+    assert [p["port"] for p in admin["ports"]] == [9876, 8081]
+    assert admin["to"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["a"]
+    assert "NetworkPolicy" not in off
 
 
 def test_sample_broker_and_test_hook_render_only_when_enabled(

@@ -22,6 +22,7 @@ from typing import Any
 
 import kubernetes  # type: ignore[import-untyped]
 import pytest
+import yaml
 
 from ariane import client, dev
 from ariane.client import credentials
@@ -200,3 +201,151 @@ def test_user_secret_sends_on_its_topic_only_and_deletion_revokes_it(
     assert on_orders not in ("ForbiddenError", "UnauthorizedError"), on_orders
     assert on_other == "ForbiddenError"
     assert after == "UnauthorizedError"
+
+
+CHART_RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+EXPECTED_NAMESPACE_GRANTS = {
+    "brokers.ariane.dev": "get list watch patch",
+    "topics.ariane.dev": "get list watch patch",
+    "consumergroups.ariane.dev": "get list watch patch",
+    "rocketmqusers.ariane.dev": "get list watch patch",
+    "brokers.ariane.dev/status": "patch",
+    "topics.ariane.dev/status": "patch",
+    "consumergroups.ariane.dev/status": "patch",
+    "rocketmqusers.ariane.dev/status": "patch",
+    "events": "create",
+    "secrets": "get create patch",
+    "configmaps": "get create patch",
+    "services": "create patch delete",
+    "deployments.apps": "create patch",
+    "statefulsets.apps": "list create patch delete",
+    "pods": "list delete",
+    "persistentvolumeclaims": "list patch",
+    "poddisruptionbudgets.policy": "create patch delete",
+    "networkpolicies.networking.k8s.io": "list create patch delete",
+    "certificates.cert-manager.io": "create patch",
+    "servicemonitors.monitoring.coreos.com": "create patch",
+    "prometheusrules.monitoring.coreos.com": "create patch",
+    "storageclasses.storage.k8s.io": "get",
+}
+"""What the chart grants its ServiceAccount in a watched namespace (``kubectl auth can-i
+--list``), resource → verbs; outside it only ``storageclasses`` (plus what every authenticated
+user may do: ``SELF_REVIEWS``)."""
+SELF_REVIEWS = {
+    "selfsubjectreviews.authentication.k8s.io": "create",
+    "selfsubjectaccessreviews.authorization.k8s.io": "create",
+    "selfsubjectrulesreviews.authorization.k8s.io": "create",
+}
+
+
+def _install_chart_rbac(k8s: cluster.Cluster, namespace: str, release: str) -> str:
+    """Applies the chart's ServiceAccount and RBAC for ``watchNamespaces={namespace}``; the
+    ServiceAccount's name."""
+    text = k8s.helm(
+        "template", release, str(operator_support.CHART_DIR), "--namespace", namespace,
+        "--set", f"operator.watchNamespaces={{{namespace}}}",
+    ).stdout  # fmt: skip
+    objects = [d for d in yaml.safe_load_all(text) if d and d["kind"] in CHART_RBAC_KINDS]
+    assert sorted(o["kind"] for o in objects) == sorted(CHART_RBAC_KINDS)
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    k8s.kubectl("apply", "-f", "-", input_text=body)
+    return next(str(o["metadata"]["name"]) for o in objects if o["kind"] == "ServiceAccount")
+
+
+def _token_kubeconfig(
+    k8s: cluster.Cluster, namespace: str, account: str, path: pathlib.Path
+) -> str:
+    """A kubeconfig authenticating as the ServiceAccount itself (a TokenRequest token)."""
+    token = k8s.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout
+    config = json.loads(k8s.kubeconfig.read_text())
+    config["users"] = [{"name": "admin", "user": {"token": token.strip()}}]
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def _can_i(k8s: cluster.Cluster, who: str, namespace: str) -> dict[str, str]:
+    """``kubectl auth can-i --list`` as ``who`` in ``namespace``: resource → verbs (sorted)."""
+    out = k8s.kubectl("auth", "can-i", "--list", f"--as={who}", "-n", namespace).stdout
+    grants: dict[str, str] = {}
+    for line in out.splitlines()[1:]:
+        cells = [c for c in line.split("  ") if c.strip()]
+        resource, verbs = cells[0].strip(), cells[-1].strip().strip("[]")
+        if resource and not resource.startswith("/") and "[" not in cells[0]:
+            grants[resource] = " ".join(sorted(verbs.split()))
+    return grants
+
+
+def _sorted(table: dict[str, str]) -> dict[str, str]:
+    return {k: " ".join(sorted(v.split())) for k, v in table.items()}
+
+
+def _broker_applied(k8s: cluster.Cluster, namespace: str) -> bool:
+    body = _custom(k8s).get_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", namespace, "brokers", "demo"
+    )
+    meta, status = body["metadata"], body.get("status", {})
+    return bool(status.get("observedGeneration") == meta["generation"] and status.get("groups"))
+
+
+def test_operator_runs_under_exactly_the_charts_service_account(
+    k8s: cluster.Cluster,
+    namespace: str,
+    secured: dev.DevEndpoints,
+    tmp_path: pathlib.Path,
+) -> None:
+    """Authenticated as the chart's ServiceAccount (``watchNamespaces`` set: a Role, no
+    cluster-wide grant but StorageClass reads), the operator reconciles a Broker (every step,
+    NetworkPolicies included), two Topics and a RocketMQUser with no refusal, and ``kubectl
+    auth can-i --list`` shows nothing beyond the expected grants."""
+    release = f"r{namespace[-8:]}"
+    account = _install_chart_rbac(k8s, namespace, release)
+    kubeconfig = _token_kubeconfig(k8s, namespace, account, tmp_path / "sa.kubeconfig")
+    who = f"system:serviceaccount:{namespace}:{account}"
+    env = {
+        "KUBECONFIG": kubeconfig,
+        metadata.OVERRIDE_ENV: json.dumps({"*": secured.namesrv}),
+        metadata.TLS_ENV: "1",
+        metadata.CA_FILE_ENV: secured.ca_path,
+    }
+    user = {
+        "apiVersion": "ariane.dev/v1alpha1",
+        "kind": "RocketMQUser",
+        "metadata": {"name": "bob"},
+        "spec": {
+            "broker": "demo",
+            "authorization": {"acls": [{"resource": "Topic:orders", "actions": ["Sub"]}]},
+        },
+    }
+    try:
+        with operator_support.run_operator(
+            k8s, tmp_path / "operator.log", namespace, env=env, resync_s=RESYNC_S
+        ) as running:
+            _secured_broker(k8s, namespace, secured)
+            _apply(k8s, namespace, user)
+            processes.wait_until(
+                lambda: (
+                    _ready(k8s, namespace, "rocketmqusers", "bob")
+                    and _broker_applied(k8s, namespace)
+                ),
+                timeout_s=WAIT_S,
+                what="RocketMQUser bob Ready and every step of Broker demo applied",
+            )
+        log = running.log_path.read_text()
+        inside, outside = _can_i(k8s, who, namespace), _can_i(k8s, who, "default")
+    finally:
+        for kind in ("clusterrolebinding", "clusterrole"):
+            k8s.kubectl("delete", kind, f"{release}-ariane", "--ignore-not-found")
+    policies = kubernetes.client.NetworkingV1Api(k8s.api_client).list_namespaced_network_policy(
+        namespace
+    )
+
+    assert sorted(p.metadata.name for p in policies.items) == ["demo-a", "demo-namesrv"]
+    assert _user_secret_names(k8s, namespace) >= {"bob", users.operator_secret_name("demo")}
+    assert "Forbidden" not in log and "permissions" not in log, log[-3000:]
+    assert inside == _sorted({**EXPECTED_NAMESPACE_GRANTS, **SELF_REVIEWS})
+    assert outside == _sorted({"storageclasses.storage.k8s.io": "get", **SELF_REVIEWS})
+
+
+def _user_secret_names(k8s: cluster.Cluster, namespace: str) -> set[str]:
+    core = kubernetes.client.CoreV1Api(k8s.api_client)
+    return {s.metadata.name for s in core.list_namespaced_secret(namespace).items}

@@ -48,3 +48,49 @@ runAsGroup: 10001
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{/* The operator's rules on namespaced objects (a Role per watched namespace, or cluster-wide). */}}
+{{- define "ariane.namespacedRules" -}}
+- apiGroups: [ariane.dev]
+  resources: [brokers, topics, consumergroups, rocketmqusers]
+  verbs: [get, list, watch, patch]
+- apiGroups: [ariane.dev]
+  resources: [brokers/status, topics/status, consumergroups/status, rocketmqusers/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [secrets]  # by derived name or secretRef only: no list, no watch, no delete
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [create, patch, delete]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [create, patch]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [list, create, patch, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, delete]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [list, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, create, patch, delete]
+- apiGroups: [cert-manager.io]
+  resources: [certificates]  # Broker.spec.tls.issuerRef: the operator asks cert-manager
+  verbs: [create, patch]
+- apiGroups: [monitoring.coreos.com]
+  resources: [servicemonitors, prometheusrules]
+  verbs: [create, patch]
+{{- end -}}

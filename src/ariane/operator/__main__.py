@@ -2,7 +2,9 @@
 
 One replica only (kopf has no leader election); ``--standalone`` skips kopf peering, as the
 chart does. kopf and the Kubernetes client are imported only when the operator runs. The
-watched scope is ``--namespace`` (repeatable, kopf globs) or every namespace.
+watched scope is ``--namespace`` (repeatable, kopf globs) or every namespace; with plain
+namespace names only, kopf scans neither namespaces nor CRDs (no cluster-wide reads: the chart's
+namespaced Roles suffice).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info")
 
 
+GLOB_CHARACTERS = frozenset("*?[]!,")
+
+
+def exact_namespaces(namespaces: list[str]) -> bool:
+    """Whether the watched scope is a list of plain namespace names (no kopf glob, not every
+    namespace): then kopf needs no cluster-wide access (``settings.scanning.disabled``)."""
+    return bool(namespaces) and not any(GLOB_CHARACTERS & set(n) for n in namespaces)
+
+
 def run(args: argparse.Namespace) -> int:
     """Runs the operator until it is stopped; returns the exit status.
 
@@ -48,7 +59,12 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger(__name__).info("operator starting (resync every %.0f s)", handlers.RESYNC_S)
     if args.metrics_port:
         handlers.METRICS.serve(args.metrics_port)
+    settings = kopf.OperatorSettings()
+    # exact namespaces: no cluster-wide read of namespaces or CRDs (kopf would try both and
+    # fall back with a warning); the chart's namespaced Roles grant neither
+    settings.scanning.disabled = exact_namespaces(args.namespace)
     kopf.run(
+        settings=settings,
         standalone=args.standalone,
         namespaces=args.namespace,
         clusterwide=not args.namespace,

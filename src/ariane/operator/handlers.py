@@ -40,6 +40,7 @@ from ariane.operator import (
     kube,
     metadata,
     model,
+    netpol,
     reconcile,
     resources,
     status,
@@ -103,6 +104,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.kube = kube.Kube(kube.api_client_from_environment())
     memo.overrides = metadata.overrides_from_env()
     memo.pod_overrides = ha.pod_overrides_from_env()
+    memo.side = netpol.OperatorSide.from_env()
 
 
 @kopf.on.probe(id="last_success_age_s")
@@ -144,7 +146,9 @@ def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -
     notes: list[reconcile.Note] = []
     with DURATION.labels("Broker").time():
         try:
-            result = reconcile.reconcile_broker(memo.kube, dict(body), _now(), admin_seam, notes)
+            result = reconcile.reconcile_broker(
+                memo.kube, dict(body), _now(), admin_seam, notes, memo.side
+            )
         except kubernetes.client.ApiException as error:
             FAILURES.labels("Broker").inc()
             message = f"apply failed: {error.status} {error.reason}"

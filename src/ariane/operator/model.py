@@ -18,6 +18,8 @@ Invariants:
   from the roles ConfigMap (``configMapKeyRef``, read by the kubelet at container start), and
   ``ariane broker --pod-ordinal N --master-ordinal M`` derives its broker id and role, so the
   container needs no wrapper script. Slaves find the master's HA port through the name server.
+- No pod mounts a ServiceAccount token (``automountServiceAccountToken: false``): brokers and
+  name servers never call the apiserver (the kubelet reads the roles ConfigMap for them).
 - StatefulSets use ``updateStrategy: OnDelete``: the operator rolls pods itself (slaves first).
 - TLS (``spec.tls``, not ``disabled``): both kinds of pod mount their certificate Secret as a
   whole directory at ``TLS_DIR`` and read ``[tls]`` (``tls_table``) from their TOML. The pod
@@ -588,6 +590,7 @@ def namesrv_deployment(owner: Owner, spec: resources.BrokerSpec) -> resources.Ma
             "template": {
                 "metadata": template_meta,
                 "spec": {
+                    "automountServiceAccountToken": False,
                     "securityContext": _pod_security_context(),
                     "containers": [container],
                     "volumes": volumes,
@@ -721,6 +724,7 @@ def group_statefulset(
                     },
                 },
                 "spec": {
+                    "automountServiceAccountToken": False,
                     "securityContext": _pod_security_context(),
                     "terminationGracePeriodSeconds": 60,
                     "containers": [broker_container(owner, group, spec)],

@@ -19,8 +19,9 @@ whose brokers answers is handled as without admin access (nobody could be promot
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
 consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
 Before any workload, ``certs.ensure`` issues or renews the TLS certificates (``spec.tls``;
-``status.tls``, the CertificatesReady condition). ``_grow_claims`` patches the store claims up
-to ``spec.storage.size`` when their StorageClass allows expansion (never shrinks;
+``status.tls``, the CertificatesReady condition) and ``network_policies`` applies the Broker's
+NetworkPolicies (``netpol``; prunes those no longer wanted). ``_grow_claims`` patches the
+store claims up to ``spec.storage.size`` when their StorageClass allows expansion (never shrinks;
 StorageGrowthBlocked when it does not). The StatefulSets' claim
 templates are immutable, so the model keeps each live template's size (``live_claim_sizes``).
 """
@@ -41,6 +42,7 @@ from ariane.operator import (
     ha,
     kube,
     model,
+    netpol,
     resources,
     roller,
     status,
@@ -162,6 +164,7 @@ def reconcile_broker(
     now: datetime.datetime,
     admin: ha.GroupAdmin | None = None,
     notes: list[Note] | None = None,
+    side: netpol.OperatorSide | None = None,
 ) -> dict[str, Any]:
     """Converges the objects of one Broker CR (a dict as the apiserver returns it).
 
@@ -172,6 +175,8 @@ def reconcile_broker(
         admin: the brokers' admin API; ``None``: no failover, no switchover (a plain roll),
             and a scale-in is refused (lag cannot be checked).
         notes: receives the Events to post (promotions, refusals).
+        side: the operator's namespace, pod labels and Prometheus namespaces (the
+            NetworkPolicies' peers); ``None``: ``netpol.OperatorSide()`` (no operator pod).
 
     Returns:
         The status to patch: ``conditions`` (merged with the old ones) and, when every step
@@ -203,6 +208,7 @@ def reconcile_broker(
     tls = _certificates(client, owner, broker, now, notes)
     masters, claim_sizes = live_masters(client, owner), live_claim_sizes(client, owner)
     objects = model.desired_objects(owner, broker.get("spec", {}), masters, claim_sizes)
+    network_policies(client, owner, broker.get("spec", {}), claim_sizes, side)
     live = _apply_steps(client, owner, objects)
     context = _Context(client, admin, owner, broker, now, masters, notes)
     rolls, groups = [], {}
@@ -220,6 +226,39 @@ def reconcile_broker(
         extra.append(certs.condition(tls, int(meta.get("generation", 0)), now))
     result["conditions"] = status.merge(result["conditions"], [c for c in extra if c])
     return result
+
+
+NETWORK_API = "networking.k8s.io/v1"
+
+
+def network_policies(
+    client: kube.Kube,
+    owner: model.Owner,
+    spec: resources.BrokerSpec,
+    claim_sizes: dict[str, str],
+    side: netpol.OperatorSide | None,
+) -> list[str]:
+    """Applies the Broker's NetworkPolicies (before any workload: a new pod starts isolated)
+    for ``spec.groups`` and the groups still live (a draining group keeps its policy), then
+    deletes the Broker's policies no longer wanted (all of them when disabled); returns the
+    names applied.
+
+    Raises:
+        kubernetes.client.ApiException: an apply, the listing or a delete failed.
+    """
+    groups = model.group_names(owner.name, spec.get("groups", resources.DEFAULT_GROUPS))
+    covered = sorted({*groups, *claim_sizes})
+    wanted = netpol.policies(owner, spec, covered, side or netpol.OperatorSide())
+    for manifest in wanted:
+        client.apply(manifest)
+    names = [m["metadata"]["name"] for m in wanted]
+    selector = {"app.kubernetes.io/name": "ariane", "app.kubernetes.io/instance": owner.name}
+    for live in client.list_objects(NETWORK_API, "NetworkPolicy", owner.namespace, selector):
+        refs = live["metadata"].get("ownerReferences") or []
+        mine = any(ref.get("uid") == owner.uid for ref in refs)
+        if mine and live["metadata"]["name"] not in names:
+            client.delete(NETWORK_API, "NetworkPolicy", owner.namespace, live["metadata"]["name"])
+    return names
 
 
 def _certificates(

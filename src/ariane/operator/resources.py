@@ -72,6 +72,14 @@ class TlsSpec(TypedDict, total=False):
     caValidityDays: int
 
 
+class NetworkPolicySpec(TypedDict, total=False):
+    """``Broker.spec.networkPolicy``: the NetworkPolicies the operator renders (``netpol``)."""
+
+    enabled: bool
+    clientSelectors: list[dict[str, Any]]
+    metricsSelectors: list[dict[str, Any]]
+
+
 class BrokerSpec(TypedDict, total=False):
     """``Broker.spec``: one cluster (RocketMQ ``brokerClusterName``) of name servers and groups."""
 
@@ -86,6 +94,7 @@ class BrokerSpec(TypedDict, total=False):
     failover: FailoverSpec
     auth: AuthSpec
     tls: TlsSpec
+    networkPolicy: NetworkPolicySpec
     resources: dict[str, Any]
     config: dict[str, Any]
     metrics: MetricsSpec
