@@ -245,7 +245,7 @@ def test_operator_client_tls_follows_the_broker(tmp_path: pathlib.Path) -> None:
     client certificate written to files; permissive or disabled Brokers plaintext."""
     kube = FakeKube()
     _ensure(kube, T0)
-    broker = {"spec": TLS_SPEC}
+    broker = {"metadata": {"name": "demo", "uid": OWNER.uid}, "spec": TLS_SPEC}
     dialled = certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path, environ={})
     assert dialled is not None
     assert pathlib.Path(dialled.ca_file).read_bytes() == kube.secret("demo-operator-tls")["ca.crt"]
@@ -258,5 +258,41 @@ def test_operator_client_tls_follows_the_broker(tmp_path: pathlib.Path) -> None:
     permissive = {"spec": {"tls": {"mode": "permissive"}}}
     assert certs.client_tls(kube, "mq", "demo", permissive, directory=tmp_path, environ={}) is None
     assert (
-        certs.trust_bundle(kube, "mq", "demo") == kube.secret("demo-cluster-ca")["ca.crt"].decode()
+        certs.trust_bundle(kube, "mq", broker) == kube.secret("demo-cluster-ca")["ca.crt"].decode()
     )
+
+
+def test_a_secret_the_broker_does_not_own_is_neither_trusted_nor_overwritten(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A cluster-CA Secret planted by someone else (no ownerReference to the Broker) stops the
+    issuing with SecretNotOwned and is left as it was; a planted operator or name-server Secret
+    is not dialled with nor handed out as the bundle; with ``issuerRef`` a Secret cert-manager
+    wrote for the Certificate of that name is the Broker's."""
+    kube = FakeKube()
+    planted = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "demo-cluster-ca", "namespace": "mq"},
+        "data": {"ca.crt": "cGxhbnRlZA==", "ca.key": "cGxhbnRlZA=="},
+    }
+    kube.apply(dict(planted))
+    outcome = _ensure(kube, T0)
+    assert (outcome.ready, outcome.reason) == (False, "SecretNotOwned")
+    assert "demo-cluster-ca" in outcome.message
+    assert kube.objects[("Secret", "mq", "demo-cluster-ca")] == planted
+    assert ("Secret", "mq", "demo-broker-tls") not in kube.objects
+
+    fresh = FakeKube()
+    _ensure(fresh, T0)
+    for name in ("demo-operator-tls", "demo-namesrv-tls"):
+        fresh.objects[("Secret", "mq", name)]["metadata"]["ownerReferences"] = [{"uid": "other"}]
+    broker = {"metadata": {"name": "demo", "uid": OWNER.uid}, "spec": TLS_SPEC}
+    assert certs.client_tls(fresh, "mq", "demo", broker, directory=tmp_path, environ={}) is None
+    assert certs.trust_bundle(fresh, "mq", broker) == ""
+
+    by_cert_manager = {"metadata": {"name": "demo-broker-tls", "annotations": {
+        certs.CERT_MANAGER_NAME_ANNOTATION: "demo-broker-tls"}}}  # fmt: skip
+    assert not certs.foreign(by_cert_manager, OWNER.uid, cert_manager=True)
+    assert certs.foreign(by_cert_manager, OWNER.uid)
+    assert not certs.foreign({}, OWNER.uid)

@@ -38,9 +38,19 @@ Lifetimes: ``spec.tls.certificateValidityDays``/``caValidityDays``; for tests th
 override them. RocketMQ has no issuing at all (operators hand-mount a keystore; ``tls.*``
 properties, security.md §8): Ariane renews and rolls without a restart.
 
+Ownership (``foreign``): a Secret of one of these names that already exists and is not the
+Broker's (its ownerReferences lack the Broker's uid; with ``issuerRef``, also not written by
+cert-manager for that Certificate) is never read as ours nor overwritten: whoever can create
+Secrets in the namespace could otherwise plant a CA whose key they hold (the operator would
+issue from it and trust it, and clients would trust it through ``ca.crt``). The condition says
+which Secret and how to fix it; ``client_tls`` and ``trust_bundle`` dial plaintext / hand out no
+bundle until then. RBAC cannot restrict Secret reads by a name unknown at install time, so this
+check is where the limit is enforced.
+
 Invariants: a private key is never logged, put in status, an event or a condition; a leaf is
 only re-issued for a ``leaf_reason``; the bundle in every leaf Secret is the CA Secret's; the
-old CA stays trusted until no leaf it issued is served (after ``overlap``).
+old CA stays trusted until no leaf it issued is served (after ``overlap``); no foreign Secret is
+read as a CA, a certificate or a bundle, nor overwritten.
 """
 
 from __future__ import annotations
@@ -463,6 +473,33 @@ class Outcome:
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
+CERT_MANAGER_NAME_ANNOTATION: Final = "cert-manager.io/certificate-name"
+"""The annotation cert-manager puts on a Secret it writes: the Certificate's name."""
+
+
+def foreign(secret: Mapping[str, Any], owner_uid: str, *, cert_manager: bool = False) -> bool:
+    """Whether an existing ``secret`` is not this Broker's (``{}``: absent, not foreign): its
+    ownerReferences lack ``owner_uid`` and, when ``cert_manager``, cert-manager did not write it
+    for the Certificate of the same name (the operator names each Certificate after its Secret).
+    """
+    meta = secret.get("metadata") or {}
+    if not meta:
+        return False
+    if any(ref.get("uid") == owner_uid for ref in meta.get("ownerReferences") or []):
+        return False
+    made_by = (meta.get("annotations") or {}).get(CERT_MANAGER_NAME_ANNOTATION)
+    return not (cert_manager and made_by == meta.get("name"))
+
+
+def _refused(issuer: str, names: Sequence[str]) -> Outcome:
+    message = (
+        f"Secret(s) {', '.join(names)} exist but are not owned by this Broker: the operator "
+        "neither trusts nor overwrites them; delete them (or rename the Broker) and the next "
+        "reconcile issues its own"
+    )
+    return Outcome({"issuer": issuer, "certificates": []}, False, "SecretNotOwned", message)
+
+
 def _cert_status(name: str, cert_pem: bytes) -> dict[str, Any]:
     cert = _load(cert_pem)
     if cert is None:
@@ -511,7 +548,12 @@ def _ensure_cluster_ca(
 ) -> Outcome:
     ns = owner.namespace
     live = {leaf.secret_name: client.get("v1", "Secret", ns, leaf.secret_name) for leaf in wanted}
-    before = ca_state(client.get("v1", "Secret", ns, model.cluster_ca_secret_name(owner.name)), now)
+    ca_name = model.cluster_ca_secret_name(owner.name)
+    ca_live = client.get("v1", "Secret", ns, ca_name)
+    alien = [n for n, s in {ca_name: ca_live, **live}.items() if foreign(s, owner.uid)]
+    if alien:
+        return _refused("ClusterCA", alien)
+    before = ca_state(ca_live, now)
     old_leaves = before is not None and any(
         (cert := _load(_data(s, model.TLS_CERT_FILE))) is not None
         and issued_by(cert, before.previous_cert_pem)
@@ -563,6 +605,12 @@ def _ensure_cert_manager(
     if not client.serves(CERT_MANAGER_API, "Certificate"):
         message = "spec.tls.issuerRef is set but the cert-manager CRDs are not installed"
         return Outcome(result, False, "CertManagerMissing", message)
+    live = {
+        s: client.get("v1", "Secret", owner.namespace, s) for s in (f.secret_name for f in wanted)
+    }
+    alien = [n for n, s in live.items() if foreign(s, owner.uid, cert_manager=True)]
+    if alien:
+        return _refused(where, alien)
     missing = []
     for leaf in wanted:
         client.apply(certificate(owner, leaf, issuer, times))
@@ -613,9 +661,16 @@ def client_tls(
     from_env = metadata.client_tls_from_env(environ)
     if from_env is not None:
         return from_env
-    if model.tls_spec(broker.get("spec", {}))["mode"] != "enforcing":
+    spec = broker.get("spec", {})
+    if model.tls_spec(spec)["mode"] != "enforcing":
         return None
     secret = client.get("v1", "Secret", namespace, model.operator_tls_secret_name(name))
+    uid = str((broker.get("metadata") or {}).get("uid", ""))
+    if foreign(secret, uid, cert_manager="issuerRef" in model.tls_spec(spec)):
+        _log.warning(
+            "broker %s/%s: its operator TLS Secret is not its own; plaintext", namespace, name
+        )
+        return None
     files = {
         key: _data(secret, key)
         for key in (model.TLS_CA_FILE, model.TLS_CERT_FILE, model.TLS_KEY_FILE)
@@ -635,12 +690,19 @@ def client_tls(
     )
 
 
-def trust_bundle(client: CertKube, namespace: str, name: str) -> str:
-    """The trust bundle clients of Broker ``name`` verify its servers with (``ca.crt`` of its
-    name servers' Secret, the same in every leaf Secret), ``""`` when there is none yet.
+def trust_bundle(client: CertKube, namespace: str, broker: Mapping[str, Any]) -> str:
+    """The trust bundle clients of ``broker`` (the Broker object) verify its servers with
+    (``ca.crt`` of its name servers' Secret, the same in every leaf Secret), ``""`` when there
+    is none yet or that Secret is not the Broker's (``foreign``).
 
     Raises:
         kubernetes.client.ApiException: the Secret could not be read.
     """
+    meta = broker.get("metadata") or {}
+    name = str(meta.get("name", ""))
     secret = client.get("v1", "Secret", namespace, model.namesrv_tls_secret_name(name))
+    cert_manager = "issuerRef" in model.tls_spec(broker.get("spec", {}))
+    if foreign(secret, str(meta.get("uid", "")), cert_manager=cert_manager):
+        _log.warning("broker %s/%s: its name servers' TLS Secret is not its own", namespace, name)
+        return ""
     return _data(secret, model.TLS_CA_FILE).decode()

@@ -238,8 +238,8 @@ async def _step(
         return await metadata.reconcile_group(client, body, _now())
     bundle = ""
     if model.tls_enabled(broker.get("spec", {})):
-        namespace, name = str(body.metadata.namespace), str(body["spec"]["broker"])
-        bundle = await asyncio.to_thread(certs.trust_bundle, memo.kube, namespace, name)
+        namespace = str(body.metadata.namespace)
+        bundle = await asyncio.to_thread(certs.trust_bundle, memo.kube, namespace, broker)
     return await users.reconcile_user(
         client,
         memo.kube,
