@@ -73,7 +73,7 @@ def _power_loss(role: str) -> nemesis.Inject:
         dropped = await asyncio.to_thread(cluster.power_off, node, rng.getrandbits(32))
 
         async def heal() -> str:
-            what = f"power loss of {node.name} ({dropped} unsynced writes dropped)"
+            what = f"power loss of {node.name} ({dropped} unsynced writes undone)"
             if role == "master" and node is cluster.master:
                 return f"{what}; {await _fail_over(cluster, node)}"
             await asyncio.to_thread(cluster.start_broker, node)

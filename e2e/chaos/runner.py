@@ -7,7 +7,8 @@ orderly group receiving and acking, all dialing the name server as the clients' 
 network (through their proxy when the run has a network). Every send attempt (invoked and ended,
 with its outcome: ``ok``, a definite ``fail``, or an indeterminate ``info`` for timeouts and
 transport errors) and every delivery is recorded with a monotonic timestamp. After the last
-fault everything is healed (``Nemesis.heal_all``), the producers stop, and the consumers drain
+fault everything is healed (``Nemesis.heal_all``), the producers stop (their sends in flight
+end), and the consumers drain
 until every acknowledged message arrived or nothing new arrived for ``Workload.drain_quiet_s``
 (bounded by ``drain_max_s``). The report (JSON) holds the settings, the faults as injected (each
 with its RTO) and the checker's figures; ``write_history`` writes the OpenChaos history file;
@@ -256,10 +257,12 @@ async def _workload(
 ) -> None:
     stop_producers, stop_consumers = asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tasks:
-        for i in range(workload.message_groups):
+        producers = [
             tasks.create_task(
                 _produce(endpoint, i, history, stop_producers, workload.send_interval_s)
             )
+            for i in range(workload.message_groups)
+        ]
         for i in range(workload.consumers):
             tasks.create_task(_consume(endpoint, i, history, stop_consumers))
         try:
@@ -267,6 +270,9 @@ async def _workload(
             await nemesis.heal_all()
             await _recover(history, workload)
             stop_producers.set()
+            # A send in flight when the producers are told to stop may still be acknowledged:
+            # the drain waits for it too (else it reads as lost).
+            await asyncio.wait(producers)
             await _drain(history, workload)
         finally:
             stop_producers.set()
