@@ -13,6 +13,7 @@ import pathlib
 
 import pytest
 from e2e.chaos import checker, nemesis, network, runner
+from e2e.chaos import cluster as cluster_mod
 
 from ariane.client import transport
 from ariane.common import errors
@@ -151,6 +152,30 @@ def test_partitions_cut_the_proxies_between_the_two_sides() -> None:
     }
     bridged = network.bridge("namesrv", nodes, ["broker-a"])
     assert bridged == {frozenset(("broker-a", "client")), frozenset(("broker-a", "broker-b"))}
+
+
+def _mounts_under(path: pathlib.Path) -> list[str]:
+    with open("/proc/mounts") as mounts:
+        return [line.split()[1] for line in mounts if line.split()[1].startswith(str(path))]
+
+
+@pytest.mark.slow
+def test_a_chaos_run_that_fails_to_start_leaves_no_power_loss_layer_mounted(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proves the brokers' power-loss layers, mounted when the cluster starts, are unmounted
+    (their mount points removed) when the run fails before the first fault."""
+
+    def broken(self: cluster_mod.Cluster, node: cluster_mod.Node) -> None:
+        assert len(_mounts_under(tmp_path)) == 2, "the layers are not mounted at start"
+        raise RuntimeError("broker start failed")
+
+    monkeypatch.setattr(cluster_mod.Cluster, "start_broker", broken)
+    schedule = nemesis.Schedule(faults=1, seed=1, kinds=("kill_slave",))
+    with pytest.raises(RuntimeError, match="broker start failed"):
+        asyncio.run(runner.run(tmp_path, schedule=schedule, network=False))
+    assert _mounts_under(tmp_path) == []
+    assert not list(tmp_path.glob("*-disk/mnt"))
 
 
 @pytest.mark.slow
