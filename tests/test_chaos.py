@@ -1,9 +1,10 @@
 """The chaos checker counts what it should (lost, duplicated, order per message group,
 unavailability, RTO) and writes an OpenChaos history on hand-made histories; the network cuts
 the right proxies; and two short chaos runs with real processes lose no acknowledged message
-under SYNC_MASTER + SYNC_FLUSH: process faults one at a time (SIGKILL of the master with
-promotion, SIGKILL of the slave, SIGSTOP of the master), and a partition that isolates the
-master past its lease while the slave is promoted behind its back."""
+under SYNC_MASTER + SYNC_FLUSH: faults one at a time (a power loss of the master on its FUSE
+layer, failed over; a SIGKILL of the slave; a bit flip or truncation of a store) with nothing
+corrupt delivered, and a partition that isolates the master past its lease while the slave is
+promoted behind its back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pathlib
 
 import pytest
 from e2e.chaos import checker, nemesis, network, runner
+from e2e.chaos import cluster as cluster_mod
 
 from ariane.client import transport
 from ariane.common import errors
@@ -45,6 +47,26 @@ def test_checker_counts_lost_duplicated_unacked_and_order() -> None:
     assert report.duplicated == 1
     assert report.unacked_delivered == 1
     assert report.order_violations == 2  # a-0 after a-1, b-0 after b-1
+
+
+def test_checker_counts_a_delivered_body_that_differs_from_the_sent_one_as_corrupt() -> None:
+    """Proves a delivery whose body is not the body sent under its key, or whose key was never
+    sent, counts as corrupt, while a matching body or a delivery without a recorded body does
+    not."""
+    sends = [
+        checker.Send("a-0", "a", 0, True, 10, body=runner.body_for("a-0")),
+        checker.Send("a-1", "a", 1, True, 20, body=runner.body_for("a-1")),
+    ]
+    flipped = runner.body_for("a-1").replace("|", "}", 1)
+    deliveries = [
+        checker.Delivery("a-0", 100, body=runner.body_for("a-0")),
+        checker.Delivery("a-1", 110, body=flipped),
+        checker.Delivery("a-1", 120),
+        checker.Delivery("b-9", 130, body=runner.body_for("b-9")),
+    ]
+    report = checker.check(sends, deliveries)
+    assert report.corrupt_delivered == 2 and report.corrupt_ids == ("a-1", "b-9")
+    assert report.lost == 0
 
 
 def test_checker_unavailability_counts_gaps_without_acks() -> None:
@@ -132,21 +154,54 @@ def test_partitions_cut_the_proxies_between_the_two_sides() -> None:
     assert bridged == {frozenset(("broker-a", "client")), frozenset(("broker-a", "broker-b"))}
 
 
+def _mounts_under(path: pathlib.Path) -> list[str]:
+    with open("/proc/mounts") as mounts:
+        return [line.split()[1] for line in mounts if line.split()[1].startswith(str(path))]
+
+
+@pytest.mark.slow
+def test_a_chaos_run_that_fails_to_start_leaves_no_power_loss_layer_mounted(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proves the brokers' power-loss layers, mounted when the cluster starts, are unmounted
+    (their mount points removed) when the run fails before the first fault."""
+
+    def broken(self: cluster_mod.Cluster, node: cluster_mod.Node) -> None:
+        assert len(_mounts_under(tmp_path)) == 2, "the layers are not mounted at start"
+        raise RuntimeError("broker start failed")
+
+    monkeypatch.setattr(cluster_mod.Cluster, "start_broker", broken)
+    schedule = nemesis.Schedule(faults=1, seed=1, kinds=("kill_slave",))
+    with pytest.raises(RuntimeError, match="broker start failed"):
+        asyncio.run(runner.run(tmp_path, schedule=schedule, network=False))
+    assert _mounts_under(tmp_path) == []
+    assert not list(tmp_path.glob("*-disk/mnt"))
+
+
 @pytest.mark.slow
 def test_short_chaos_run_loses_nothing_with_sync_master_and_sync_flush(
     tmp_path: pathlib.Path,
 ) -> None:
-    """Proves three faults (master SIGKILLed then promoted away, slave SIGKILLed, master
-    SIGSTOPped) with producers and consumers running end with every acknowledged message
-    delivered, in order per message group, and the group healed each time."""
-    kinds = ("kill_master", "kill_slave", "pause_master")
+    """Proves three faults on a group whose stores sit on FUSE power-loss layers (a power loss
+    of the master, its unsynced writes dropped and the slave promoted; the slave SIGKILLed; a
+    bit flip or truncation of a stopped broker's CommitLog or ConsumeQueue, repaired from its
+    peer or its own CommitLog) with producers and consumers running end with every
+    acknowledged message delivered, in order per message group, no delivered body differing
+    from the one sent, and the group healed each time."""
+    kinds = ("power_loss_master", "kill_slave", "bitflip_master")
     schedule = nemesis.Schedule(faults=3, seed=5, kinds=kinds, gap_s=(1.0, 2.0), overlap=False)
     workload = runner.Workload(drain_quiet_s=10.0, drain_max_s=60.0)
     report = asyncio.run(runner.run(tmp_path, schedule=schedule, workload=workload, network=False))
     result, faults = report["result"], report["faults"]
-    assert len(faults) == 3 and all(f["in_sync"] for f in faults), faults
+    assert sorted(f["kind"] for f in faults) == sorted(kinds), faults
+    assert all(f["in_sync"] for f in faults), faults
+    notes = {f["kind"]: f["note"] for f in faults}
+    assert "power loss of" in notes["power_loss_master"], notes
+    assert "promoted" in notes["power_loss_master"], notes
+    assert '"kind": ' in notes["bitflip_master"], notes  # something was damaged
     assert result["acked"] > 100, result
     assert result["lost"] == 0, result
+    assert result["corrupt_delivered"] == 0, result
     assert result["order_violations"] == 0, result
 
 

@@ -1,7 +1,7 @@
 """``python -m e2e.chaos``: one chaos run, its report as JSON (``--out``) and as tables.
 
-Exit status: 0 when nothing acknowledged was lost, 1 otherwise (an ASYNC run may lose; its
-report says how much), 2 for bad arguments.
+Exit status: 0 when nothing acknowledged was lost and nothing corrupt was delivered, 1 otherwise
+(an ASYNC run may lose; its report says how much), 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -39,6 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-network", action="store_true", help="no Toxiproxy: process and clock faults only"
     )
+    parser.add_argument(
+        "--no-power-loss",
+        action="store_true",
+        help="stores on the plain disk (no FUSE power-loss layer): no power-loss faults",
+    )
     parser.add_argument("--out", type=pathlib.Path, help="write the JSON report here")
     parser.add_argument("--history", type=pathlib.Path, help="write the OpenChaos history here")
     parser.add_argument("--work", type=pathlib.Path, help="stores and logs (default: a temp dir)")
@@ -65,13 +70,15 @@ def main(argv: list[str] | None = None) -> int:
                 role=args.role,
                 flush_disk_type=args.flush,
                 network=not args.no_network,
+                power_loss=not args.no_power_loss,
                 history_path=args.history,
             )
         )
     if args.out:
         runner.write(report, args.out)
     runner.render(report, rich_console.Console())
-    return 0 if report["result"]["lost"] == 0 else 1
+    result = report["result"]
+    return 0 if result["lost"] == 0 and result["corrupt_delivered"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ timeout or a lost connection; it may have been stored). From it:
   broker stored them; not an error for an ``info``, the client could not know);
   ``failed_delivered`` counts those among them whose outcome was a definite ``fail`` (a broker
   that stores what it reports as refused: the client's retries then duplicate);
+* ``corrupt_delivered``: deliveries whose body differs from the body sent for their key (or
+  whose key was never sent): what a CRC let through; must be 0 in every configuration.
+  ``corrupt_ids`` lists the first ``LOST_IDS_SHOWN``. Only deliveries and sends that recorded
+  a body are judged;
 * ``order_violations``: per message group, a first delivery whose sequence number is below one
   already delivered (one producer sends each group in order, so storage order is send order);
   ``order_violations_by_group`` names the groups;
@@ -74,6 +78,8 @@ class Send:
     """The client (producer) that sent it."""
     error: str = ""
     """The failure's exception class name (empty when acknowledged)."""
+    body: str | None = None
+    """The body sent (``None``: not recorded)."""
 
     @property
     def result(self) -> str:
@@ -94,6 +100,8 @@ class Delivery:
     at_ms: int
     process: int = 0
     """The client (consumer) that received it."""
+    body: str | None = None
+    """The body received (``None``: not recorded); ``message_id`` is its key."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,6 +139,8 @@ class Report:
     rto_p99_ms: int | None = None
     rto_max_ms: int | None = None
     rto_unrecovered: int = 0
+    corrupt_delivered: int = 0
+    corrupt_ids: tuple[str, ...] = ()
 
 
 def check(
@@ -158,6 +168,7 @@ def check(
     windows = _windows(sends)
     by_group = _order_violations(by_id, list(first.values()))
     rto = tuple(_rto(sends, f.start_ms) for f in faults)
+    corrupt = _corrupt(by_id, deliveries)
     recovered = sorted(r for r in rto if r is not None)
     return Report(
         sends=len(sends),
@@ -180,7 +191,21 @@ def check(
         rto_p99_ms=_percentile(recovered, 99),
         rto_max_ms=recovered[-1] if recovered else None,
         rto_unrecovered=len(rto) - len(recovered),
+        corrupt_delivered=len(corrupt),
+        corrupt_ids=tuple(corrupt[:LOST_IDS_SHOWN]),
     )
+
+
+def _corrupt(by_id: dict[str, Send], deliveries: Sequence[Delivery]) -> list[str]:
+    """The keys of deliveries whose body is not the one sent for that key (or no send had it)."""
+    found = []
+    for delivery in deliveries:
+        if delivery.body is None:
+            continue
+        send = by_id.get(delivery.message_id)
+        if send is None or (send.body is not None and send.body != delivery.body):
+            found.append(delivery.message_id)
+    return found
 
 
 def _order_violations(by_id: dict[str, Send], firsts: list[Delivery]) -> dict[str, int]:

@@ -16,12 +16,20 @@ Each broker's wall clock can be jumped (``jump_clock``): it starts with the
 ``clockshim/sitecustomize.py`` hook reading its offset file (see that module for why not
 libfaketime).
 
-Invariant: at most one broker is started with a master role (a restarted old master comes back
-as the slave of the promoted one; a planned restart of the master keeps it master).
+With ``power_loss`` each broker's store sits on its own ``powerloss.PowerLossMount`` (mounted by
+``start``, unmounted by ``stop``, and at interpreter exit at the latest): ``power_off`` SIGKILLs
+the broker and drops every write it never synced (a torn prefix kept), then mounts the layer
+again for the restart. The stores use small files (``STORE_TOML``: 4 MiB CommitLog segments, a
+small key index) so that the corruption injectors read them quickly.
+
+Invariants: at most one broker is started with a master role (a restarted old master comes back
+as the slave of the promoted one; a planned restart of the master keeps it master); nothing
+stays mounted once ``stop`` returned or raised.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import pathlib
@@ -30,6 +38,7 @@ import subprocess
 
 from ariane import dev
 from e2e.chaos import network as network_mod
+from e2e.chaos import powerloss
 from e2e.testenv import processes
 
 GROUP_NAME = "chaos-group"
@@ -42,6 +51,17 @@ SLAVE_SYNC_INTERVAL_MS = 500
 LEASE_MS = 4_000
 """The master's write lease through the name server in the chaos runs, ms (production: 10 s):
 shorter, so a partitioned master stops acknowledging and a failover may start sooner."""
+
+STORE_TOML = (
+    "[store]\n"
+    "commit_log_file_size_bytes = 4194304\n"
+    "consume_queue_file_entries = 16384\n"
+    "[index]\n"
+    "hash_slot_count = 4096\n"
+    "index_count_max = 16384\n"
+)
+"""The brokers' store sizes in the chaos runs (RocketMQ's 1 GiB segments and 420 MB index
+would make every injected bit flip read gigabytes)."""
 
 CLOCK_SHIM_DIR = pathlib.Path(__file__).with_name("clockshim")
 
@@ -117,6 +137,7 @@ class Cluster:
         role: str,
         flush_disk_type: str,
         network: network_mod.Network | None = None,
+        power_loss: bool = False,
     ) -> None:
         work.mkdir(parents=True, exist_ok=True)
         self.work = work
@@ -126,8 +147,17 @@ class Cluster:
         self.namesrv = Node("namesrv", dev.free_port())
         self.master = Node("broker-a", dev.free_port(), dev.free_port())
         self.slave = Node("broker-b", dev.free_port(), dev.free_port())
+        self.mounts: dict[str, powerloss.PowerLossMount] = {}
+        """Each broker's power-loss layer by node name (empty without ``power_loss``)."""
+        if power_loss:
+            for broker in (self.master, self.slave):
+                self.mounts[broker.name] = powerloss.PowerLossMount(
+                    work / f"{broker.name}-disk", work / f"{broker.name}-disk.log"
+                )
+            atexit.register(self.unmount)
         self.config = work / "broker.toml"
-        self.config.write_text(f"[slave_sync]\ninterval_ms = {SLAVE_SYNC_INTERVAL_MS}\n")
+        sync = f"[slave_sync]\ninterval_ms = {SLAVE_SYNC_INTERVAL_MS}\n"
+        self.config.write_text(STORE_TOML + sync)
         if network is not None:
             for dialer in (network_mod.CLIENT, self.master.name, self.slave.name):
                 network.add(dialer, self.namesrv.name, "grpc", self.namesrv.port)
@@ -162,6 +192,34 @@ class Cluster:
         """The master's HA address as ``node`` dials it."""
         return self._via(node.name, self.master, "ha")
 
+    @property
+    def power_loss(self) -> bool:
+        """Whether the brokers' stores sit on power-loss layers."""
+        return bool(self.mounts)
+
+    def store_dir(self, node: Node) -> pathlib.Path:
+        """``node``'s store directory (inside its power-loss mount when there is one)."""
+        mount = self.mounts.get(node.name)
+        return mount.store if mount is not None else self.work / node.name
+
+    def power_off(self, node: Node, seed: int) -> int:
+        """Power loss of ``node``: SIGKILL, drop its unsynced writes (torn: a prefix drawn from
+        ``seed`` kept), mount again; returns the writes dropped. ``start_broker`` restarts it.
+
+        Raises:
+            KeyError: the cluster has no power-loss layers.
+        """
+        mount = self.mounts[node.name]
+        node.kill()
+        dropped = mount.crash(seed=seed, torn=True)
+        mount.mount()
+        return dropped
+
+    def unmount(self) -> None:
+        """Unmount every power-loss layer (idempotent; the brokers must be stopped)."""
+        for mount in self.mounts.values():
+            mount.close()
+
     def peer_of(self, node: Node) -> Node:
         """The other broker."""
         return self.slave if node is self.master else self.master
@@ -190,7 +248,7 @@ class Cluster:
         """Start ``node`` in its current role: master, or slave of the master."""
         is_master = node is self.master
         peer = self.peer_of(node)
-        args = ["broker", "--listen", node.endpoint, "--store-dir", str(self.work / node.name)]
+        args = ["broker", "--listen", node.endpoint, "--store-dir", str(self.store_dir(node))]
         args += ["--broker-name", GROUP_NAME, "--broker-id", "0" if is_master else "1"]
         args += ["--namesrv", self._via(node.name, self.namesrv, "grpc"), "--workers", "0"]
         args += ["--config", str(self.config), "--lease-ms", str(LEASE_MS)]
@@ -212,7 +270,9 @@ class Cluster:
         )
 
     def start(self) -> None:
-        """Start everything (name server, master, slave)."""
+        """Start everything (power-loss layers, name server, master, slave)."""
+        for mount in self.mounts.values():
+            mount.mount()
         self.start_namesrv()
         self.start_broker(self.master)
         self.start_broker(self.slave)
@@ -222,9 +282,15 @@ class Cluster:
         self.master, self.slave = self.slave, self.master
 
     def stop(self) -> None:
-        """Stop every process (clean stop, SIGCONT first)."""
-        for node in (self.slave, self.master, self.namesrv):
-            node.stop()
+        """Stop every process (clean stop, SIGCONT first), then unmount the power-loss layers
+        (SIGKILLing a broker whose stop failed first), even when a stop raises."""
+        try:
+            for node in (self.slave, self.master, self.namesrv):
+                node.stop()
+        finally:
+            for node in (self.slave, self.master):
+                node.kill()
+            self.unmount()
 
     def heal(self) -> None:
         """Resume paused processes and start stopped ones (name server first)."""

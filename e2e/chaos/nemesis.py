@@ -36,6 +36,10 @@ or silently dropping (drawn per fault):
 Clock faults: ``clock_jump``: one broker's wall clock steps 5-60 s forward or back
 (``cluster.Cluster.jump_clock``); heal steps it back.
 
+Disk faults (``disk_faults``, registered when it is imported): ``power_loss_master`` /
+``power_loss_slave`` (only on a cluster with power-loss layers) and ``bitflip_master`` /
+``bitflip_slave``.
+
 Schedule: kinds are drawn as shuffled rounds of every kind (each kind occurs nearly equally
 often), gaps and holds from ``random.Random(seed)``, and each fault gets its own generator from
 it: the same seed injects the same faults in the same order (the times the cluster needs vary).
@@ -72,6 +76,7 @@ class FaultKind:
     inject: Inject
     resources: frozenset[str]
     needs_network: bool = False
+    needs_power_loss: bool = False
 
 
 REGISTRY: dict[str, FaultKind] = {}
@@ -79,10 +84,16 @@ REGISTRY: dict[str, FaultKind] = {}
 
 
 def register(
-    name: str, inject: Inject, *, resources: tuple[str, ...] = (), needs_network: bool = False
+    name: str,
+    inject: Inject,
+    *,
+    resources: tuple[str, ...] = (),
+    needs_network: bool = False,
+    needs_power_loss: bool = False,
 ) -> None:
-    """Add a fault kind (see the module)."""
-    REGISTRY[name] = FaultKind(name, inject, frozenset(resources), needs_network)
+    """Add a fault kind (see the module); ``needs_*``: drawn only on a cluster with a network
+    or power-loss layers."""
+    REGISTRY[name] = FaultKind(name, inject, frozenset(resources), needs_network, needs_power_loss)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -314,13 +325,18 @@ register("net_loss", _toxic("timeout", lambda rng: {"timeout": 1_000}, 0.33), ne
 register("clock_jump", _clock_jump, resources=("clock",))
 
 PROCESS_KINDS = tuple(k for k in REGISTRY if not k.startswith(("partition", "net_", "clock")))
-"""The kinds of the first chaos runs (issue 13): processes only."""
+"""The kinds of the first chaos runs (issue 13): processes only (registered above: the disk
+faults register later)."""
 
 
 def kinds_for(cluster: cluster_mod.Cluster) -> tuple[str, ...]:
-    """Every registered kind ``cluster`` supports (network kinds need its network)."""
+    """Every registered kind ``cluster`` supports (network kinds need its network, power-loss
+    kinds its power-loss layers)."""
     return tuple(
-        k for k, v in REGISTRY.items() if cluster.network is not None or not v.needs_network
+        k
+        for k, v in REGISTRY.items()
+        if (cluster.network is not None or not v.needs_network)
+        and (cluster.power_loss or not v.needs_power_loss)
     )
 
 

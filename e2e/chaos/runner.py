@@ -1,12 +1,14 @@
 """One chaos run: network and cluster up, workload on, nemesis, heal, drain, check, report.
 
 The workload is Ariane's own client: one producer task per message group sending FIFO messages
-(body = ``<group>-<seq>``, the id the checker follows) to a FIFO topic, and consumers of an
+(key = ``<group>-<seq>``, the id the checker follows; body = ``body_for(key)``, which the checker
+compares with what is delivered under that key) to a FIFO topic, and consumers of an
 orderly group receiving and acking, all dialing the name server as the clients' node of the
 network (through their proxy when the run has a network). Every send attempt (invoked and ended,
 with its outcome: ``ok``, a definite ``fail``, or an indeterminate ``info`` for timeouts and
 transport errors) and every delivery is recorded with a monotonic timestamp. After the last
-fault everything is healed (``Nemesis.heal_all``), the producers stop, and the consumers drain
+fault everything is healed (``Nemesis.heal_all``), the producers stop (their sends in flight
+end), and the consumers drain
 until every acknowledged message arrived or nothing new arrived for ``Workload.drain_quiet_s``
 (bounded by ``drain_max_s``). The report (JSON) holds the settings, the faults as injected (each
 with its RTO) and the checker's figures; ``write_history`` writes the OpenChaos history file;
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import pathlib
 import time
@@ -30,7 +33,11 @@ from rich import table as rich_table
 from ariane import client
 from ariane.client import session, transport
 from ariane.common import errors, message
-from e2e.chaos import checker
+from e2e.chaos import (
+    checker,
+    disk_faults,  # noqa: F401  (registers the disk fault kinds)
+    powerloss,
+)
 from e2e.chaos import cluster as cluster_mod
 from e2e.chaos import nemesis as nemesis_mod
 from e2e.chaos import network as network_mod
@@ -68,6 +75,12 @@ class History:
         return int((time.monotonic() - self.started) * 1000)
 
 
+def body_for(key: str) -> str:
+    """The body sent under ``key``: the key, then 192 hex digits drawn from it (a bit flip
+    anywhere in a record's body changes it)."""
+    return f"{key}|" + hashlib.sha256(key.encode()).hexdigest() * 3
+
+
 def _connection() -> session.ConnectionSettings:
     return session.ConnectionSettings(request_timeout_s=3.0, route_refresh_interval_s=1.0)
 
@@ -99,17 +112,18 @@ async def _produce(
     async with client.Producer(endpoint, settings=settings) as producer:
         seq = 0
         while not stop.is_set():
-            body = f"{group}-{seq}"
+            key = f"{group}-{seq}"
+            body = body_for(key)
             invoked = history.now_ms()
             result, error = checker.OK, ""
             try:
-                await producer.send(TOPIC, body.encode(), message_group=group)
+                await producer.send(TOPIC, body.encode(), message_group=group, keys=(key,))
             except Exception as exc:  # any failure: not acknowledged
                 result, error = outcome(exc), type(exc).__name__
             acked = result == checker.OK
             history.sends.append(
                 checker.Send(
-                    body, group, seq, acked, history.now_ms(), invoked, result, process, error
+                    key, group, seq, acked, history.now_ms(), invoked, result, process, error, body
                 )
             )
             seq += 1
@@ -128,9 +142,9 @@ async def _consume(endpoint: str, process: int, history: History, stop: asyncio.
                 await asyncio.sleep(0.2)
                 continue
             for received in got:
-                history.deliveries.append(
-                    checker.Delivery(received.body.decode(), history.now_ms(), process)
-                )
+                body = received.body.decode(errors="replace")
+                key = received.keys[0] if received.keys else body.partition("|")[0]
+                history.deliveries.append(checker.Delivery(key, history.now_ms(), process, body))
             with contextlib.suppress(Exception):  # unacked messages come back: duplicates
                 await consumer.ack(got)
 
@@ -175,6 +189,7 @@ async def run(
     flush_disk_type: str = "SYNC_FLUSH",
     workload: Workload | None = None,
     network: bool = True,
+    power_loss: bool = True,
     history_path: pathlib.Path | None = None,
 ) -> dict[str, Any]:
     """Run one chaos experiment in ``work``; returns the report (see the module).
@@ -182,14 +197,20 @@ async def run(
     Args:
         network: put Toxiproxy between every two nodes (needs Go to build it once); without
             it only process and clock faults can be drawn.
+        power_loss: put each broker's store on a power-loss layer (``powerloss``, FUSE;
+            installs ``fuse3`` when missing); without it no power-loss kind can be drawn.
         history_path: write the OpenChaos history file there.
     """
     workload = workload or Workload()
+    if power_loss:
+        await asyncio.to_thread(powerloss.ensure_fuse)
     net = None
     if network:
         net = network_mod.Network(work, await asyncio.to_thread(network_mod.build))
         await asyncio.to_thread(net.start)
-    cluster = cluster_mod.Cluster(work, role=role, flush_disk_type=flush_disk_type, network=net)
+    cluster = cluster_mod.Cluster(
+        work, role=role, flush_disk_type=flush_disk_type, network=net, power_loss=power_loss
+    )
     history = History()
     nemesis = nemesis_mod.Nemesis(cluster, schedule)
     try:
@@ -221,6 +242,7 @@ async def run(
             "role": role,
             "flush_disk_type": flush_disk_type,
             "network": network,
+            "power_loss": power_loss,
             "schedule": dataclasses.asdict(schedule),
             "workload": dataclasses.asdict(workload),
         },
@@ -235,10 +257,12 @@ async def _workload(
 ) -> None:
     stop_producers, stop_consumers = asyncio.Event(), asyncio.Event()
     async with asyncio.TaskGroup() as tasks:
-        for i in range(workload.message_groups):
+        producers = [
             tasks.create_task(
                 _produce(endpoint, i, history, stop_producers, workload.send_interval_s)
             )
+            for i in range(workload.message_groups)
+        ]
         for i in range(workload.consumers):
             tasks.create_task(_consume(endpoint, i, history, stop_consumers))
         try:
@@ -246,6 +270,9 @@ async def _workload(
             await nemesis.heal_all()
             await _recover(history, workload)
             stop_producers.set()
+            # A send in flight when the producers are told to stop may still be acknowledged:
+            # the drain waits for it too (else it reads as lost).
+            await asyncio.wait(producers)
             await _drain(history, workload)
         finally:
             stop_producers.set()
@@ -294,8 +321,10 @@ def render(report: dict[str, Any], out: rich_console.Console) -> None:
     result.add_column("figure")
     result.add_column("value", justify="right")
     for key, value in report["result"].items():
-        if key not in ("lost_ids", "rto_ms", "unavailable_windows_ms"):
+        if key not in ("lost_ids", "corrupt_ids", "rto_ms", "unavailable_windows_ms"):
             result.add_row(key, str(value))
     out.print(result)
     if report["result"]["lost_ids"]:
         out.print("lost (first): " + " ".join(report["result"]["lost_ids"]))
+    if report["result"].get("corrupt_ids"):
+        out.print("corrupt (first): " + " ".join(report["result"]["corrupt_ids"]))

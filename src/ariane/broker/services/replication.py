@@ -6,7 +6,9 @@ serves at once) and the slave side (``store.ha.client.HAClient``, running while 
 SLAVE), and installs the ack rule on the store (``MessageStore.replication``). A master starts
 epoch 1 the first time it runs. ``promote``/``demote`` are the role changes of the
 ``ChangeRole`` admin RPC (RocketMQ ``changeToMaster``/``changeToSlave``): a promotion takes a
-newer epoch starting at the current CommitLog end; a demotion follows the new master, which cuts
+newer epoch starting at the current CommitLog end (after cutting a record the HA stream left
+partial, ``cut_partial_record``: an epoch starts at a record boundary); a demotion follows the
+new master, which cuts
 a diverged tail through the HA handshake (TRUNCATE), after which the schedule derives its
 progress again from the CommitLog (``ScheduleService.replica_truncated``). The schedule needs
 nothing else from a role change: it delivers only while the store accepts writes and follows
@@ -52,6 +54,7 @@ from typing import Protocol
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import orphan_topics
 from ariane.common import ids, tls
+from ariane.store import message_store
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs, frames
 from ariane.store.ha import lease as lease_mod
@@ -78,6 +81,32 @@ def advertised_ha_address(ha_listen: str, client_endpoint: str, port: int) -> st
     if host in WILDCARD_HOSTS:
         host, _ = ha_settings.split_address(client_endpoint)
     return f"{host}:{port}"
+
+
+def cut_partial_record(store: message_store.MessageStore) -> ids.CommitLogOffset | None:
+    """A slave becoming master: after every whole record is dispatched
+    (``adopt_replicated_queue_offsets``), cut the CommitLog where its last whole record ends
+    when the HA stream, which stops at any byte, left part of a record after it (RocketMQ
+    ``AutoSwitchHAService.changeToMaster`` → ``truncateInvalidMsg``). Kept, the partial record
+    would sit under the records this broker then writes as master, and the next recovery,
+    reading it as corrupt, would cut them with it: acknowledged messages lost.
+
+    Returns:
+        the offset cut at, ``None`` when the CommitLog ended at a record boundary.
+
+    Raises:
+        OSError: zeroing or deleting the tail failed.
+    """
+    end = store.dispatcher.dispatched_offset
+    if end >= store.max_commit_log_offset:
+        return None
+    _log.warning(
+        "promotion: %d bytes of a partial record from the old master cut at %d",
+        store.max_commit_log_offset - end,
+        end,
+    )
+    store.truncate_replica(end)
+    return end
 
 
 class RoleFollower(Protocol):
@@ -277,6 +306,9 @@ class ReplicationService:
         await self._stop_client()
         store = self._runtime.store
         store.adopt_replicated_queue_offsets()
+        cut = cut_partial_record(store)
+        if cut is not None:
+            self.history.truncate(cut)  # RocketMQ truncateSuffixByOffset
         orphan_topics.adopt(self._runtime)  # before it registers: no message without a route
         self.history.append(epoch, store.max_commit_log_offset)
         for follower in self._followers:
