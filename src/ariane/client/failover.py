@@ -202,20 +202,29 @@ async def group_members(
     raise errors.ServiceUnavailableError(f"no name server of {names} answered")
 
 
-async def master_lease_remaining_ms(
-    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
-) -> tuple[int, str]:
-    """How long the group's master (id 0) may still hold its write lease, by the name servers.
+@dataclasses.dataclass(frozen=True, slots=True)
+class MasterLease:
+    """The group's master (id 0) and its write lease as the answering name servers see it.
 
-    Returns:
-        (ms left, the master's endpoint): the longest ``lease_ms + LEASE_MARGIN_MS -
-        heard_ago_ms`` any answering name server reports (0 when none lists a master that keeps
-        a lease, or all have run out).
-
-    Raises:
-        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    Attributes:
+        remaining_ms: the longest ``lease_ms + LEASE_MARGIN_MS - heard_ago_ms`` any answering
+            name server reports, ms (0 when none lists a master that keeps a lease, or all
+            have run out).
+        heard_ago_ms: the least time since a name server last heard that master, ms (-1 when
+            none lists a master that keeps a lease).
+        lease_ms: the lease that master keeps, ms (0: none listed).
+        endpoint: that master's client endpoint (``""``: none listed).
     """
 
+    remaining_ms: int = 0
+    heard_ago_ms: int = -1
+    lease_ms: int = 0
+    endpoint: str = ""
+
+
+async def _master_lease(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> MasterLease:
     async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
         registry = await calls.registry(endpoint)
         try:
@@ -229,16 +238,60 @@ async def master_lease_remaining_ms(
             f"only {len(answers)} of {len(namesrv_endpoints)} name servers answered: cannot tell "
             f"whether the master of {broker_name} still holds its lease; not promoted"
         )
-    remaining_ms, master = 0, ""
-    for info in answers:
-        for group in info.broker_groups:
-            for m in group.members:
-                if group.broker_name != broker_name or m.broker_id != 0 or m.lease_ms <= 0:
-                    continue
-                left_ms = int(m.lease_ms) + LEASE_MARGIN_MS - int(m.heard_ago_ms)
-                if left_ms > remaining_ms:
-                    remaining_ms, master = left_ms, convert.address_text(m.client_endpoint)
-    return remaining_ms, master
+    listed = [
+        m
+        for info in answers
+        for group in info.broker_groups
+        if group.broker_name == broker_name
+        for m in group.members
+        if m.broker_id == 0 and m.lease_ms > 0
+    ]
+    if not listed:
+        return MasterLease()
+    freshest = min(listed, key=lambda m: int(m.heard_ago_ms))
+    return MasterLease(
+        max(max(0, int(m.lease_ms) + LEASE_MARGIN_MS - int(m.heard_ago_ms)) for m in listed),
+        int(freshest.heard_ago_ms),
+        int(freshest.lease_ms),
+        convert.address_text(freshest.client_endpoint),
+    )
+
+
+async def master_lease_remaining_ms(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> tuple[int, str]:
+    """How long the group's master (id 0) may still hold its write lease, by the name servers.
+
+    Returns:
+        (ms left, the master's endpoint): see ``MasterLease.remaining_ms``.
+
+    Raises:
+        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    """
+    found = await _master_lease(calls, namesrv_endpoints, broker_name)
+    return found.remaining_ms, found.endpoint
+
+
+async def master_lease(
+    namesrv_endpoints: tuple[str, ...],
+    broker_name: str,
+    *,
+    timeout_s: float = 3.0,
+    tls: grpc_tls.ClientTls | None = None,
+    credentials: client_credentials.Credentials | None = None,
+) -> MasterLease:
+    """The group's master and its lease as the name servers see it (the operator's check that
+    a master it cannot reach is really down).
+
+    Raises:
+        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    """
+    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls))
+    try:
+        calls = _Calls(channels, timeout_s, credentials)
+        return await _master_lease(calls, tuple(namesrv_endpoints), broker_name)
+    finally:
+        await channels.close()
 
 
 async def wait_for_master_lease(
