@@ -16,8 +16,10 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
    ``LEASE_MARGIN_MS``) ago it may still acknowledge writes, so nobody is promoted. The wait is
    bounded by ``lease_wait_s``; beyond it the promotion is refused, saying how long until it
    may. At least a majority of the name servers must answer (one of them saw the master's last
-   renewal), else the promotion is refused too. Then the members are read and decided again
-   (a master that resumed meanwhile makes it a switchover);
+   renewal), else the promotion is refused too. After a wait the members are read and decided
+   again (a master that resumed meanwhile makes it a switchover); when the lease had already
+   run out at the first look, the first reading stands (a master silent past its lease cannot
+   have acknowledged since, and reading a paused one again costs a whole call deadline);
 4. planned switchover (the master answers): wait until the slave holds every byte the master has
    (``CATCH_UP_TIMEOUT_S``), so a SYNC_MASTER group loses nothing;
 5. ``ChangeRole`` on the slave: the master's role (or ``--role``), epoch + 1, broker id 0;
@@ -300,20 +302,20 @@ async def wait_for_master_lease(
     """Wait until no name server heard the group's master within its lease (+ margin).
 
     Returns:
-        how long it waited, s.
+        how long it slept waiting, s (0.0: the lease had already run out at the first look).
 
     Raises:
         PreconditionFailedError: the lease would outlast ``wait_s`` (the message says how long).
         ServiceUnavailableError: fewer than a majority of the name servers answered.
     """
-    start = time.monotonic()
+    start, slept_s = time.monotonic(), 0.0
     while True:
         remaining_ms, master = await master_lease_remaining_ms(
             calls, namesrv_endpoints, broker_name
         )
         waited_s = time.monotonic() - start
         if remaining_ms <= 0:
-            return waited_s
+            return slept_s
         if waited_s + remaining_ms / 1000 > wait_s:
             raise errors.PreconditionFailedError(
                 f"the master {master} of {broker_name} was heard by a name server within its "
@@ -321,6 +323,7 @@ async def wait_for_master_lease(
                 f"promoted (promote again then, or allow a longer lease wait)"
             )
         await asyncio.sleep(remaining_ms / 1000)
+        slept_s += remaining_ms / 1000
 
 
 def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | None, int]:
@@ -480,9 +483,12 @@ async def promote(
         members = await group_members(calls, namesrv_endpoints, broker_name)
         master, epoch = decide(members, broker_id)
         if master is None:
-            await wait_for_master_lease(calls, namesrv_endpoints, broker_name, wait_s=lease_wait_s)
-            members = await group_members(calls, namesrv_endpoints, broker_name)
-            master, epoch = decide(members, broker_id)
+            slept_s = await wait_for_master_lease(
+                calls, namesrv_endpoints, broker_name, wait_s=lease_wait_s
+            )
+            if slept_s > 0:  # the master may have resumed meanwhile: look again
+                members = await group_members(calls, namesrv_endpoints, broker_name)
+                master, epoch = decide(members, broker_id)
         slave = next(m for m in members if m.broker_id == broker_id)
         if master is not None:
             await _catch_up(calls, slave, master)
