@@ -343,15 +343,18 @@ def test_master_pod_gone_past_the_timeout_is_failed_over(
 
 LEASE_MS = 3_000
 """The masters' write lease in the lease tests (``[ha] lease_ms``), ms."""
+DOWN_TIMEOUT_S = 3
+"""``masterDownTimeoutSeconds`` in the lease tests, s."""
 LEASED_GROUP = {
     **SYNC_GROUP,
     "config": {"slave_sync": {"interval_ms": 300}, "ha": {"lease_ms": LEASE_MS}},
+    "failover": {"masterDownTimeoutSeconds": DOWN_TIMEOUT_S},
 }
-DOWN_TIMEOUT_S = float(SYNC_GROUP["failover"]["masterDownTimeoutSeconds"])  # type: ignore[index]
 PROMOTION_SLACK_S = RESYNC_S + 2 * ha.ADMIN_TIMEOUT_S + 3.0
 """What a failover may take beyond ``masterDownTimeoutSeconds`` + the lease: one resync until
-the operator looks, the promote call's two member reads (each bounded by the admin deadline: a
-SIGSTOPped master never answers), and 3 s for the apiserver and kopf on a loaded machine."""
+the operator looks, its own member read and the promote call's (each bounded by the admin
+deadline: a SIGSTOPped master never answers), and 3 s for the apiserver and kopf on a loaded
+machine."""
 HOLD_S = DOWN_TIMEOUT_S + LEASE_MS / 1000 + RESYNC_S
 """How long a master cut off from the operator alone is watched not being failed over, s."""
 OK_CODE = 20000
