@@ -86,8 +86,12 @@ class HAEnv:
         return [e.reason for e in events if e.involved_object.kind == "Broker"]
 
     def wait(self, check: Any, what: str) -> None:
+        """Polls ``check`` until true (``WAIT_S``); prints how long each wait took (the
+        test's phases, read when a run is slow or fails)."""
+        start = time.monotonic()
         try:
             processes.wait_until(check, timeout_s=WAIT_S, what=what)
+            print(f"{time.strftime('%H:%M:%S')} waited {time.monotonic() - start:.1f} s: {what}")
         except TimeoutError as error:
             seen = json.dumps(self.broker().get("status", {}), indent=1)[-6000:]
             pods = self.k8s.kubectl("get", "pods", "-n", self.namespace, check=False).stdout
