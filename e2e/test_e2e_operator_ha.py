@@ -198,7 +198,10 @@ def _send(namesrv: str, count: int, prefix: str) -> list[str]:
         found.append(asyncio.run(run()))
         return True
 
+    start = time.monotonic()
     processes.wait_until(attempt, timeout_s=WAIT_S, what=f"{count} acknowledged sends")
+    print(f"{time.strftime('%H:%M:%S')} sent {prefix}: {len(found)} attempts, "
+          f"{time.monotonic() - start:.1f} s")  # fmt: skip
     return found[-1]
 
 
