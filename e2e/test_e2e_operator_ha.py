@@ -403,6 +403,13 @@ def _send_direct(endpoint: str, count: int, prefix: str) -> list[int]:
     return asyncio.run(run())
 
 
+def _master_seen_up(env: HAEnv) -> bool:
+    """The operator's last status shows ``demo-a-0`` answering as master, no failover pending."""
+    group = env.group_status("demo-a")
+    roles = {p["name"]: p.get("role") for p in group.get("pods", [])}
+    return "failover" not in group and roles.get("demo-a-0") == "SYNC_MASTER"
+
+
 def _wait_for_promotion(env: HAEnv, since_s: float) -> float:
     """Waits for ``demo-a-1``'s promotion in status; seconds from ``since_s`` (monotonic)."""
     env.wait(
@@ -423,6 +430,7 @@ def test_a_master_cut_off_from_the_operator_alone_is_not_failed_over_while_it_ho
     with _ha_env(k8s, namespace, tmp_path, ["demo-a-0", "demo-a-1"], proxied=("demo-a-0",)) as env:
         _start_group(env, LEASED_GROUP)
         acknowledged = _send(env.namesrv, 10, "before")
+        env.wait(lambda: _master_seen_up(env), "the operator seeing the master up")
         env.proxies["demo-a-0"].cut()
         cut_at = time.monotonic()
         env.wait(
