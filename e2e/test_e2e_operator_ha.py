@@ -475,6 +475,7 @@ def test_a_killed_master_behind_a_ready_pod_is_failed_over_within_the_timeout_an
     with _ha_env(k8s, namespace, tmp_path, ["demo-a-0", "demo-a-1"]) as env:
         _start_group(env, LEASED_GROUP)
         acknowledged = _send(env.namesrv, 20, "before")
+        env.wait(lambda: _master_seen_up(env), "the operator seeing the master up")
         env.kubelet.kill("demo-a-0")
         killed_at = time.monotonic()
         took_s = _wait_for_promotion(env, killed_at)
