@@ -143,6 +143,7 @@ def _ha_env(
 def _delete_broker(k8s: cluster.Cluster, namespace: str) -> None:
     custom = kubernetes.client.CustomObjectsApi(k8s.api_client)
     custom.delete_namespaced_custom_object("ariane.dev", "v1alpha1", namespace, "brokers", "demo")
+    start = time.monotonic()
     processes.wait_until(
         lambda: (
             not custom.list_namespaced_custom_object(
@@ -152,6 +153,7 @@ def _delete_broker(k8s: cluster.Cluster, namespace: str) -> None:
         timeout_s=WAIT_S,
         what="Broker deleted (finalizer released)",
     )
+    print(f"{time.strftime('%H:%M:%S')} Broker deleted in {time.monotonic() - start:.1f} s")
 
 
 def _broker_body(**spec: Any) -> dict[str, Any]:

@@ -10,12 +10,13 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
+import kopf
 import pytest
 
 from ariane.broker import __main__ as broker_main
 from ariane.broker.services import registration, replication
 from ariane.common import errors
-from ariane.operator import failover, ha, model, reconcile, roller, storage
+from ariane.operator import failover, ha, handlers, model, reconcile, roller, storage
 from ariane.store.ha import settings as ha_settings
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, 0, tzinfo=datetime.UTC)
@@ -502,3 +503,18 @@ def test_a_group_whose_brokers_all_stay_silent_starts_no_failover_timer() -> Non
     assert "masterDownSince" not in group and "failover" not in group
     assert ("delete", "Pod", "demo-a-0") in kube.log
     assert admin.promoted == [] and notes == []
+
+
+def test_a_deleted_broker_waits_for_its_running_resync_about_a_second_not_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf re-checks a resource's stopping resync timer (a sync reconcile in a worker thread,
+    which it cannot cancel) every ``TIMER_STOP_POLL_S``, not its default 60 s: a Broker deleted
+    during a reconcile has its finalizer released once the reconcile ends (the e2e tests saw
+    60 s deletions under load)."""
+    monkeypatch.setattr(handlers.kube, "api_client_from_environment", lambda: None)
+    monkeypatch.setattr(handlers.kube, "Kube", lambda client: client)
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings=settings, memo=kopf.Memo())
+
+    assert settings.background.cancellation_polling <= 2.0
