@@ -219,7 +219,9 @@ def _read_all(namesrv: str) -> set[str]:
             for queue in await client.queues_for_topic(TOPIC):
                 offset = 0
                 while True:
-                    batch = await client.fetch(queue, offset, max_messages=256)
+                    batch = await client.fetch(
+                        queue, offset, max_messages=256, long_polling_timeout_s=0
+                    )
                     seen.update(str(m.message_id) for m in batch.messages)
                     if not batch.messages:
                         break
