@@ -16,7 +16,7 @@ import pytest
 from ariane.broker import __main__ as broker_main
 from ariane.broker.services import registration, replication
 from ariane.common import errors
-from ariane.operator import failover, ha, handlers, model, reconcile, roller, storage
+from ariane.operator import failover, ha, handlers, kube, model, reconcile, roller, storage
 from ariane.store.ha import settings as ha_settings
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, 0, tzinfo=datetime.UTC)
@@ -512,9 +512,9 @@ def test_a_deleted_broker_waits_for_its_running_resync_about_a_second_not_a_minu
     which it cannot cancel) every ``TIMER_STOP_POLL_S``, not its default 60 s: a Broker deleted
     during a reconcile has its finalizer released once the reconcile ends (the e2e tests saw
     60 s deletions under load)."""
-    monkeypatch.setattr(handlers.kube, "api_client_from_environment", lambda: None)
-    monkeypatch.setattr(handlers.kube, "Kube", lambda client: client)
+    monkeypatch.setattr(kube, "api_client_from_environment", lambda: None)
+    monkeypatch.setattr(kube, "Kube", lambda client: client)
     settings = kopf.OperatorSettings()
-    handlers.configure(settings=settings, memo=kopf.Memo())
+    handlers.configure(settings=settings, memo=kopf.Memo())  # type: ignore[call-arg]
 
     assert settings.background.cancellation_polling <= 2.0
