@@ -447,6 +447,24 @@ async def broker_states(
     return states
 
 
+async def _demote(calls: _Calls, master: MemberState, slave: MemberState, epoch: int) -> bool:
+    """``ChangeRole`` the old master to SLAVE of ``slave`` under ``epoch``, taking the promoted
+    broker's id; False when it cannot be told (it meets the newer epoch when it connects)."""
+    if not slave.ha_address:
+        return False
+    try:
+        await calls.change_role(
+            master.endpoint,
+            "SLAVE",
+            epoch=epoch,
+            broker_id=slave.broker_id,
+            master_ha=slave.ha_address,
+        )
+    except (grpc.aio.AioRpcError, errors.ArianeError):
+        return False
+    return True
+
+
 async def promote(
     namesrv_endpoints: tuple[str, ...],
     broker_name: str,
@@ -494,19 +512,7 @@ async def promote(
             await _catch_up(calls, slave, master)
         new_role = role or (master.role if master is not None else "SYNC_MASTER")
         answer = await calls.change_role(slave.endpoint, new_role, epoch=epoch, broker_id=0)
-        demoted = False
-        if master is not None and slave.ha_address:
-            try:
-                await calls.change_role(
-                    master.endpoint,
-                    "SLAVE",
-                    epoch=epoch,
-                    broker_id=broker_id,
-                    master_ha=slave.ha_address,
-                )
-                demoted = True
-            except (grpc.aio.AioRpcError, errors.ArianeError):
-                demoted = False  # it will meet the newer epoch when it connects
+        demoted = master is not None and await _demote(calls, master, slave, epoch)
         return Outcome(
             broker_name,
             broker_id,
