@@ -10,12 +10,13 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
+import kopf
 import pytest
 
 from ariane.broker import __main__ as broker_main
 from ariane.broker.services import registration, replication
 from ariane.common import errors
-from ariane.operator import failover, ha, model, reconcile, roller, storage
+from ariane.operator import failover, ha, handlers, kube, model, reconcile, roller, storage
 from ariane.store.ha import settings as ha_settings
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, 0, tzinfo=datetime.UTC)
@@ -27,6 +28,22 @@ def _member(
 ) -> failover.MemberView:
     broker_id = 0 if role in failover.MASTER_ROLES else max(ordinal, 1)
     return failover.MemberView(ordinal, broker_id, role, epoch, offset, ready)
+
+
+def _step(
+    members: list[failover.MemberView],
+    *,
+    down_since: datetime.datetime | None,
+    timeout_s: float,
+    lease: failover.LeaseView = failover.NO_LEASE,
+) -> failover.FailoverDecision:
+    return failover.failover_step(
+        members, 0, down_since=down_since, now=NOW, timeout_s=timeout_s, lease=lease
+    )
+
+
+def _lease(held_ms: int, heard_ago_ms: int, lease_ms: int = 3_000) -> failover.LeaseView:
+    return failover.LeaseView(True, held_ms=held_ms, heard_ago_ms=heard_ago_ms, lease_ms=lease_ms)
 
 
 def test_in_sync_slaves_are_live_slaves_within_the_gap_of_a_live_master() -> None:
@@ -53,12 +70,10 @@ def test_failover_waits_for_the_timeout_then_promotes_the_most_caught_up_slave()
         _member(2, offset=900, epoch=3),
     ]
     since = NOW - datetime.timedelta(seconds=10)
-    waiting = failover.failover_step(members, 0, down_since=None, now=NOW, timeout_s=30)
-    still = failover.failover_step(members, 0, down_since=since, now=NOW, timeout_s=30)
-    due = failover.failover_step(members, 0, down_since=since, now=NOW, timeout_s=5)
-    up = failover.failover_step(
-        [_member(0, "ASYNC_MASTER"), *members[1:]], 0, down_since=since, now=NOW, timeout_s=5
-    )
+    waiting = _step(members, down_since=None, timeout_s=30)
+    still = _step(members, down_since=since, timeout_s=30)
+    due = _step(members, down_since=since, timeout_s=5)
+    up = _step([_member(0, "ASYNC_MASTER"), *members[1:]], down_since=since, timeout_s=5)
 
     assert (waiting.step, waiting.down_since) == (failover.Step.WAIT, NOW)
     assert (still.step, still.down_since) == (failover.Step.WAIT, since)
@@ -75,11 +90,55 @@ def test_failover_never_promotes_an_unready_or_silent_slave() -> None:
         _member(2, role=""),
     ]
     long_ago = NOW - datetime.timedelta(minutes=5)
-    stuck = failover.failover_step(members, 0, down_since=long_ago, now=NOW, timeout_s=30)
+    stuck = _step(members, down_since=long_ago, timeout_s=30)
 
     assert failover.master_is_down(members, 0)
     assert stuck.step is failover.Step.STUCK
     assert "no live in-sync slave" in stuck.message
+
+
+def test_a_ready_master_silent_to_the_operator_is_down_only_once_its_lease_ran_out() -> None:
+    """A Ready master that does not answer the operator is HELD (not down, nothing counted,
+    nobody promoted) while the name servers hold its lease or do not answer; once its lease ran
+    out it is down since it was last heard, so it is promoted as soon as that is past the
+    timeout; a master that keeps no lease is judged by the operator's view alone."""
+    members = [_member(0, role="", ready=True), _member(1, offset=900, epoch=3)]
+    long_ago = NOW - datetime.timedelta(minutes=5)
+    held = _step(members, down_since=long_ago, timeout_s=5, lease=_lease(2_000, 1_250))
+    silent_ns = _step(members, down_since=long_ago, timeout_s=5, lease=failover.LeaseView(False))
+    expired = _step(members, down_since=None, timeout_s=5, lease=_lease(0, 6_000))
+    expired_recently = _step(members, down_since=None, timeout_s=5, lease=_lease(0, 3_500))
+    no_lease = _step(members, down_since=None, timeout_s=5)
+
+    assert (held.step, held.down_since) == (failover.Step.HELD, None)
+    assert "renews its lease" in held.message and "1250 ms ago" in held.message
+    assert (silent_ns.step, silent_ns.down_since) == (failover.Step.HELD, None)
+    assert "cannot tell" in silent_ns.message
+    assert (expired.step, expired.ordinal, expired.epoch) == (failover.Step.PROMOTE, 1, 4)
+    assert expired.down_since == NOW - datetime.timedelta(seconds=6)
+    assert expired_recently.step is failover.Step.WAIT
+    assert expired_recently.down_since == NOW - datetime.timedelta(seconds=3.5)
+    assert (no_lease.step, no_lease.down_since) == (failover.Step.WAIT, NOW)
+
+
+def test_a_gone_master_pod_is_down_but_nobody_is_promoted_while_its_lease_is_held() -> None:
+    """A missing master pod counts as down at once, yet past the timeout nobody is promoted
+    while the name servers hold its lease or do not answer (WAIT, saying why); once it ran out,
+    the slave is."""
+    members = [_member(0, role="", ready=False), _member(1, offset=900)]
+    long_ago = NOW - datetime.timedelta(minutes=5)
+    held = _step(members, down_since=None, timeout_s=0, lease=_lease(2_000, 1_250))
+    silent_ns = _step(members, down_since=long_ago, timeout_s=5, lease=failover.LeaseView(False))
+    expired = _step(members, down_since=long_ago, timeout_s=5, lease=_lease(0, 9_000))
+
+    assert (held.step, held.down_since) == (failover.Step.WAIT, NOW)
+    assert "hold its lease 2000 ms more" in held.message
+    assert silent_ns.step is failover.Step.WAIT and "do not answer" in silent_ns.message
+    assert (expired.step, expired.ordinal, expired.down_since) == (
+        failover.Step.PROMOTE,
+        1,
+        long_ago,
+    )
 
 
 def test_drain_verdict_refuses_while_any_consumer_group_has_lag() -> None:
@@ -252,9 +311,14 @@ class FakeAdmin:
     """A ``GroupAdmin`` with fixed members; ``promote`` notes the roles ConfigMap it saw."""
 
     def __init__(
-        self, kube: FakeKube, members: list[failover.MemberView], refuse: bool = False
+        self,
+        kube: FakeKube,
+        members: list[failover.MemberView],
+        refuse: bool = False,
+        lease: failover.LeaseView = failover.NO_LEASE,
     ) -> None:
-        self.kube, self.members_seen, self.refuse = kube, members, refuse
+        self.kube, self.members_seen, self.refuse, self.lease = kube, members, refuse, lease
+        self.lease_asked = 0
         self.promoted: list[tuple[int, str]] = []
         self.write_perm: list[tuple[tuple[str, ...], bool]] = []
         self.lag: dict[str, int] = {}
@@ -263,6 +327,10 @@ class FakeAdmin:
         self, namespace: str, group: str, pods: Sequence[dict[str, Any]], replicas: int
     ) -> list[failover.MemberView]:
         return self.members_seen
+
+    def master_lease(self, group: str) -> failover.LeaseView:
+        self.lease_asked += 1
+        return self.lease
 
     def promote(self, group: str, broker_id: int) -> tuple[str, int]:
         roles = self.kube.objects[("ConfigMap", "demo-roles")]["data"][group]
@@ -310,6 +378,33 @@ def test_reconcile_moves_the_roles_entry_before_promoting_and_back_when_refused(
             assert group["lastPromotion"]["epoch"] == 2
             assert group["lastPromotion"]["time"] == "2026-11-24T12:00:00Z"
             assert [n.reason for n in notes] == ["Promoted"]
+
+
+def test_reconcile_never_fails_over_a_master_that_renews_its_lease_at_the_name_servers() -> None:
+    """A master whose pod is Ready but whose broker does not answer the operator, long past the
+    timeout, is not failed over while the name servers hold its lease (roles ConfigMap untouched,
+    no promote call, status says why and keeps no down time); once its lease ran out it is."""
+    down_since = (NOW - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    old = [{"name": "demo-a", "masterDownSince": down_since}]
+    members = [_member(0, role="", ready=True), _member(1, offset=700)]
+    held = failover.LeaseView(answered=True, held_ms=7_000, heard_ago_ms=3_000, lease_ms=10_000)
+    kube = FakeKube([_pod(0, "new"), _pod(1, "new")])
+    admin = FakeAdmin(kube, members, lease=held)
+    notes: list[reconcile.Note] = []
+    result = reconcile.reconcile_broker(kube, _broker({}, old), NOW, admin, notes)  # type: ignore[arg-type]
+
+    assert admin.promoted == []
+    assert kube.objects[("ConfigMap", "demo-roles")]["data"] == {"demo-a": "0"}
+    [group] = result["groups"]
+    assert "masterDownSince" not in group and "lastPromotion" not in group
+    assert "renews its lease at the name servers" in group["failover"]
+    assert [n.reason for n in notes] == []
+
+    expired = failover.LeaseView(answered=True, held_ms=0, heard_ago_ms=12_000, lease_ms=10_000)
+    admin.lease = expired
+    promoted = reconcile.reconcile_broker(kube, _broker({}, old), NOW, admin, notes)  # type: ignore[arg-type]
+    assert admin.promoted == [(1, "1")]
+    assert promoted["groups"][0]["lastPromotion"]["masterPod"] == "demo-a-1"
 
 
 def test_reconcile_refuses_scale_in_with_lag_and_deletes_once_drained() -> None:
@@ -408,3 +503,18 @@ def test_a_group_whose_brokers_all_stay_silent_starts_no_failover_timer() -> Non
     assert "masterDownSince" not in group and "failover" not in group
     assert ("delete", "Pod", "demo-a-0") in kube.log
     assert admin.promoted == [] and notes == []
+
+
+def test_a_deleted_broker_waits_for_its_running_resync_about_a_second_not_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf re-checks a resource's stopping resync timer (a sync reconcile in a worker thread,
+    which it cannot cancel) every ``TIMER_STOP_POLL_S``, not its default 60 s: a Broker deleted
+    during a reconcile has its finalizer released once the reconcile ends (the e2e tests saw
+    60 s deletions under load)."""
+    monkeypatch.setattr(kube, "api_client_from_environment", lambda: None)
+    monkeypatch.setattr(kube, "Kube", lambda client: client)
+    settings = kopf.OperatorSettings()
+    handlers.configure(settings=settings, memo=kopf.Memo())  # type: ignore[call-arg]
+
+    assert settings.background.cancellation_polling <= 2.0

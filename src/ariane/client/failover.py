@@ -16,8 +16,10 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
    ``LEASE_MARGIN_MS``) ago it may still acknowledge writes, so nobody is promoted. The wait is
    bounded by ``lease_wait_s``; beyond it the promotion is refused, saying how long until it
    may. At least a majority of the name servers must answer (one of them saw the master's last
-   renewal), else the promotion is refused too. Then the members are read and decided again
-   (a master that resumed meanwhile makes it a switchover);
+   renewal), else the promotion is refused too. After a wait the members are read and decided
+   again (a master that resumed meanwhile makes it a switchover); when the lease had already
+   run out at the first look, the first reading stands (a master silent past its lease cannot
+   have acknowledged since, and reading a paused one again costs a whole call deadline);
 4. planned switchover (the master answers): wait until the slave holds every byte the master has
    (``CATCH_UP_TIMEOUT_S``), so a SYNC_MASTER group loses nothing;
 5. ``ChangeRole`` on the slave: the master's role (or ``--role``), epoch + 1, broker id 0;
@@ -202,20 +204,29 @@ async def group_members(
     raise errors.ServiceUnavailableError(f"no name server of {names} answered")
 
 
-async def master_lease_remaining_ms(
-    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
-) -> tuple[int, str]:
-    """How long the group's master (id 0) may still hold its write lease, by the name servers.
+@dataclasses.dataclass(frozen=True, slots=True)
+class MasterLease:
+    """The group's master (id 0) and its write lease as the answering name servers see it.
 
-    Returns:
-        (ms left, the master's endpoint): the longest ``lease_ms + LEASE_MARGIN_MS -
-        heard_ago_ms`` any answering name server reports (0 when none lists a master that keeps
-        a lease, or all have run out).
-
-    Raises:
-        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    Attributes:
+        remaining_ms: the longest ``lease_ms + LEASE_MARGIN_MS - heard_ago_ms`` any answering
+            name server reports, ms (0 when none lists a master that keeps a lease, or all
+            have run out).
+        heard_ago_ms: the least time since a name server last heard that master, ms (-1 when
+            none lists a master that keeps a lease).
+        lease_ms: the lease that master keeps, ms (0: none listed).
+        endpoint: that master's client endpoint (``""``: none listed).
     """
 
+    remaining_ms: int = 0
+    heard_ago_ms: int = -1
+    lease_ms: int = 0
+    endpoint: str = ""
+
+
+async def _master_lease(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> MasterLease:
     async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
         registry = await calls.registry(endpoint)
         try:
@@ -229,16 +240,60 @@ async def master_lease_remaining_ms(
             f"only {len(answers)} of {len(namesrv_endpoints)} name servers answered: cannot tell "
             f"whether the master of {broker_name} still holds its lease; not promoted"
         )
-    remaining_ms, master = 0, ""
-    for info in answers:
-        for group in info.broker_groups:
-            for m in group.members:
-                if group.broker_name != broker_name or m.broker_id != 0 or m.lease_ms <= 0:
-                    continue
-                left_ms = int(m.lease_ms) + LEASE_MARGIN_MS - int(m.heard_ago_ms)
-                if left_ms > remaining_ms:
-                    remaining_ms, master = left_ms, convert.address_text(m.client_endpoint)
-    return remaining_ms, master
+    listed = [
+        m
+        for info in answers
+        for group in info.broker_groups
+        if group.broker_name == broker_name
+        for m in group.members
+        if m.broker_id == 0 and m.lease_ms > 0
+    ]
+    if not listed:
+        return MasterLease()
+    freshest = min(listed, key=lambda m: int(m.heard_ago_ms))
+    return MasterLease(
+        max(max(0, int(m.lease_ms) + LEASE_MARGIN_MS - int(m.heard_ago_ms)) for m in listed),
+        int(freshest.heard_ago_ms),
+        int(freshest.lease_ms),
+        convert.address_text(freshest.client_endpoint),
+    )
+
+
+async def master_lease_remaining_ms(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> tuple[int, str]:
+    """How long the group's master (id 0) may still hold its write lease, by the name servers.
+
+    Returns:
+        (ms left, the master's endpoint): see ``MasterLease.remaining_ms``.
+
+    Raises:
+        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    """
+    found = await _master_lease(calls, namesrv_endpoints, broker_name)
+    return found.remaining_ms, found.endpoint
+
+
+async def master_lease(
+    namesrv_endpoints: tuple[str, ...],
+    broker_name: str,
+    *,
+    timeout_s: float = 3.0,
+    tls: grpc_tls.ClientTls | None = None,
+    credentials: client_credentials.Credentials | None = None,
+) -> MasterLease:
+    """The group's master and its lease as the name servers see it (the operator's check that
+    a master it cannot reach is really down).
+
+    Raises:
+        ServiceUnavailableError: fewer than a majority of the name servers answered.
+    """
+    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls))
+    try:
+        calls = _Calls(channels, timeout_s, credentials)
+        return await _master_lease(calls, tuple(namesrv_endpoints), broker_name)
+    finally:
+        await channels.close()
 
 
 async def wait_for_master_lease(
@@ -247,20 +302,20 @@ async def wait_for_master_lease(
     """Wait until no name server heard the group's master within its lease (+ margin).
 
     Returns:
-        how long it waited, s.
+        how long it slept waiting, s (0.0: the lease had already run out at the first look).
 
     Raises:
         PreconditionFailedError: the lease would outlast ``wait_s`` (the message says how long).
         ServiceUnavailableError: fewer than a majority of the name servers answered.
     """
-    start = time.monotonic()
+    start, slept_s = time.monotonic(), 0.0
     while True:
         remaining_ms, master = await master_lease_remaining_ms(
             calls, namesrv_endpoints, broker_name
         )
         waited_s = time.monotonic() - start
         if remaining_ms <= 0:
-            return waited_s
+            return slept_s
         if waited_s + remaining_ms / 1000 > wait_s:
             raise errors.PreconditionFailedError(
                 f"the master {master} of {broker_name} was heard by a name server within its "
@@ -268,6 +323,7 @@ async def wait_for_master_lease(
                 f"promoted (promote again then, or allow a longer lease wait)"
             )
         await asyncio.sleep(remaining_ms / 1000)
+        slept_s += remaining_ms / 1000
 
 
 def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | None, int]:
@@ -391,6 +447,24 @@ async def broker_states(
     return states
 
 
+async def _demote(calls: _Calls, master: MemberState, slave: MemberState, epoch: int) -> bool:
+    """``ChangeRole`` the old master to SLAVE of ``slave`` under ``epoch``, taking the promoted
+    broker's id; False when it cannot be told (it meets the newer epoch when it connects)."""
+    if not slave.ha_address:
+        return False
+    try:
+        await calls.change_role(
+            master.endpoint,
+            "SLAVE",
+            epoch=epoch,
+            broker_id=slave.broker_id,
+            master_ha=slave.ha_address,
+        )
+    except (grpc.aio.AioRpcError, errors.ArianeError):
+        return False
+    return True
+
+
 async def promote(
     namesrv_endpoints: tuple[str, ...],
     broker_name: str,
@@ -427,27 +501,18 @@ async def promote(
         members = await group_members(calls, namesrv_endpoints, broker_name)
         master, epoch = decide(members, broker_id)
         if master is None:
-            await wait_for_master_lease(calls, namesrv_endpoints, broker_name, wait_s=lease_wait_s)
-            members = await group_members(calls, namesrv_endpoints, broker_name)
-            master, epoch = decide(members, broker_id)
+            slept_s = await wait_for_master_lease(
+                calls, namesrv_endpoints, broker_name, wait_s=lease_wait_s
+            )
+            if slept_s > 0:  # the master may have resumed meanwhile: look again
+                members = await group_members(calls, namesrv_endpoints, broker_name)
+                master, epoch = decide(members, broker_id)
         slave = next(m for m in members if m.broker_id == broker_id)
         if master is not None:
             await _catch_up(calls, slave, master)
         new_role = role or (master.role if master is not None else "SYNC_MASTER")
         answer = await calls.change_role(slave.endpoint, new_role, epoch=epoch, broker_id=0)
-        demoted = False
-        if master is not None and slave.ha_address:
-            try:
-                await calls.change_role(
-                    master.endpoint,
-                    "SLAVE",
-                    epoch=epoch,
-                    broker_id=broker_id,
-                    master_ha=slave.ha_address,
-                )
-                demoted = True
-            except (grpc.aio.AioRpcError, errors.ArianeError):
-                demoted = False  # it will meet the newer epoch when it connects
+        demoted = master is not None and await _demote(calls, master, slave, epoch)
         return Outcome(
             broker_name,
             broker_id,

@@ -5,13 +5,35 @@ offset from the brokers' admin API) and acts on what these functions answer:
 
 - ``in_sync_slaves``: the slaves a switchover may promote (live, within the in-sync gap of a
   live master; RocketMQ ``haMaxGapNotInSync``);
-- ``failover_step``: when the master's pod has been gone or unready, or its broker silent,
-  for ``masterDownTimeoutSeconds``, whom ``common.promotion.choose`` promotes (or nobody);
+- ``failover_step``: when the master has been down for ``masterDownTimeoutSeconds`` and its
+  write lease has run out, whom ``common.promotion.choose`` promotes (or nobody);
 - ``drain_verdict``: whether broker groups being removed (scale-in) still hold messages some
   consumer group has not consumed (then the scale-in is refused).
 
+**Down is not "unreachable from the operator"** (issue 25; README "A stale master never
+acknowledges"). A master keeps its write lease by renewing it through a majority of the name
+servers, and each name server knows how long ago it heard the master (``LeaseView``). So:
+
+- a master whose pod is missing, unready or terminating is down (Kubernetes says so);
+- a master whose pod is Ready but whose broker does not answer the operator is down only once
+  the name servers no longer hold its lease (heard more than ``lease_ms`` + a margin ago), and
+  then down since it was last heard; while they hold it, the master is alive behind a partition
+  that only cuts the operator off (``Step.HELD``: nothing starts counting, nobody is promoted);
+  when the name servers do not answer, nobody can tell (``Step.HELD`` too);
+- a master that keeps no lease (``lease_ms = 0``, or no name server lists it) is judged by the
+  operator's view alone, as before leases;
+- nobody is promoted while the name servers hold a lease for the group's master, whatever the
+  pod says (``Step.WAIT``): it may still acknowledge writes.
+
+So a failover happens within ``masterDownTimeoutSeconds`` + the lease (+ one resync) of the
+master's death, and never over a master that still acknowledges. RocketMQ's controller counts a
+master down when its heartbeats to the controller stop (``controllerHeartBeatTimeoutMills``); it
+has no lease, so a master cut off from the controller but not from its clients keeps
+acknowledging after the controller elected another.
+
 Invariants: never an unclean election (only a live in-sync slave is promoted, as
-``promotion.choose``); a decision depends only on its arguments, so a unit test pins it.
+``promotion.choose``); never a PROMOTE while the name servers hold the master's lease or do not
+answer; a decision depends only on its arguments, so a unit test pins it.
 """
 
 from __future__ import annotations
@@ -78,13 +100,45 @@ def in_sync_slaves(members: Sequence[MemberView], master_ordinal: int) -> list[i
     return [m.ordinal for m in sorted(slaves, key=lambda m: (-m.max_offset, m.ordinal))]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaseView:
+    """What the name servers say of the group's registered master (broker id 0) and its lease.
+
+    Attributes:
+        answered: a majority of the name servers answered (else nothing below is known).
+        held_ms: how much longer the master may hold its write lease, ms, as the name server
+            that heard it last counts (``lease_ms`` + margin - ``heard_ago_ms``); 0 when run out
+            or when no master with a lease is listed.
+        heard_ago_ms: how long ago a name server last heard the master, ms; -1 when none lists
+            a master that keeps a lease.
+        lease_ms: the lease the master keeps, ms (0: none, or no master listed).
+    """
+
+    answered: bool
+    held_ms: int = 0
+    heard_ago_ms: int = -1
+    lease_ms: int = 0
+
+    @property
+    def vouches(self) -> bool:
+        """The name servers can tell whether the master is alive (it keeps a lease there)."""
+        return self.answered and self.lease_ms > 0 and self.heard_ago_ms >= 0
+
+
+NO_LEASE: Final = LeaseView(answered=True)
+"""The name servers answered and list no master that keeps a lease."""
+
+
 class Step(enum.Enum):
     """What ``failover_step`` asks for."""
 
     NONE = "none"
     """The master is up (or the group has nobody to promote and no master)."""
+    HELD = "held"
+    """The master does not answer the operator but the name servers hold its lease (or do not
+    answer): it is not counted down, nobody is promoted."""
     WAIT = "wait"
-    """The master is down, but not yet for the timeout."""
+    """The master is down, but not yet for the timeout, or its lease has not run out."""
     PROMOTE = "promote"
     """Promote ``ordinal`` (broker id ``broker_id``) with ``epoch``."""
     STUCK = "stuck"
@@ -110,6 +164,22 @@ def master_is_down(members: Sequence[MemberView], master_ordinal: int) -> bool:
     return master is None or not master.alive or master.role not in MASTER_ROLES
 
 
+def _unreachable_but_held(lease: LeaseView) -> str:
+    """Why a Ready master that does not answer the operator is not counted down ("" if it is:
+    the name servers no longer hold its lease, or it keeps none)."""
+    if not lease.answered:
+        return (
+            "master does not answer the operator and the name servers do not answer: cannot "
+            "tell whether it is down; not failed over"
+        )
+    if lease.held_ms > 0:
+        return (
+            f"master does not answer the operator but renews its lease at the name servers "
+            f"(heard {lease.heard_ago_ms} ms ago, lease {lease.lease_ms} ms): not down"
+        )
+    return ""
+
+
 def failover_step(
     members: Sequence[MemberView],
     master_ordinal: int,
@@ -117,8 +187,10 @@ def failover_step(
     down_since: datetime.datetime | None,
     now: datetime.datetime,
     timeout_s: float,
+    lease: LeaseView,
 ) -> FailoverDecision:
-    """Whether to promote a slave of a group now (automatic failover).
+    """Whether to promote a slave of a group now (automatic failover; see the module for when
+    a master is down).
 
     Args:
         members: every pod of the group (``MemberView.pod_ready`` False for a missing pod).
@@ -126,20 +198,47 @@ def failover_step(
         down_since: when the master was first seen down (from status), ``None`` if it was up.
         now: the time of this decision.
         timeout_s: ``spec.failover.masterDownTimeoutSeconds``.
+        lease: what the name servers say of the group's master and its lease (read when the
+            master does not answer; ``NO_LEASE`` is never read when it does).
 
     Returns:
-        NONE when the master is up (``down_since`` cleared); WAIT until ``timeout_s`` after
-        ``down_since``; then PROMOTE the slave ``promotion.choose`` picks (a slave is in sync
-        when it answers: the master cannot be asked), or STUCK when it picks nobody.
+        NONE when the master is up (``down_since`` cleared); HELD when its pod is Ready and
+        the name servers hold its lease or do not answer (``down_since`` cleared); WAIT until
+        ``timeout_s`` after ``down_since`` (for a lease that ran out: at the latest since the
+        master was last heard) and until its lease has run out; then PROMOTE the slave
+        ``promotion.choose`` picks (a slave is in sync when it answers: the master cannot be
+        asked), or STUCK when it picks nobody.
     """
     if not master_is_down(members, master_ordinal):
         return FailoverDecision(Step.NONE, None, f"master ordinal {master_ordinal} is up")
+    master = _master(members, master_ordinal)
+    if master is not None and master.pod_ready:
+        held = _unreachable_but_held(lease)
+        if held:
+            return FailoverDecision(Step.HELD, None, held)
+        if lease.vouches:  # its lease ran out: nobody has heard it since
+            last_heard = now - datetime.timedelta(milliseconds=lease.heard_ago_ms)
+            down_since = min(down_since or now, last_heard)
     since = down_since or now
     waited_s = (now - since).total_seconds()
     if waited_s < timeout_s:
         return FailoverDecision(
             Step.WAIT, since, f"master down for {waited_s:.0f} s of {timeout_s:.0f} s"
         )
+    if not lease.answered or lease.held_ms > 0:
+        why = (
+            f"the name servers hold its lease {lease.held_ms} ms more (it may still acknowledge)"
+            if lease.answered
+            else "the name servers do not answer (its lease cannot be checked)"
+        )
+        return FailoverDecision(Step.WAIT, since, f"master down for {waited_s:.0f} s; {why}")
+    return _choose(members, master_ordinal, since, waited_s)
+
+
+def _choose(
+    members: Sequence[MemberView], master_ordinal: int, since: datetime.datetime, waited_s: float
+) -> FailoverDecision:
+    """PROMOTE whom ``promotion.choose`` picks among the live slaves, or STUCK."""
     facts = [
         promotion.Member(
             broker_id=m.ordinal,  # ordinals identify pods; broker ids move with promotions

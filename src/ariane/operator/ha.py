@@ -10,8 +10,10 @@ endpoint it advertises), unless ``POD_OVERRIDE_ENV`` (JSON ``{"<ns>/<pod>" | "<p
 "host:port"}``) names another, as tests do to reach a loopback ``ariane broker`` standing in
 for a pod (the cluster's pod IPs are never dialled).
 
-Invariants: a broker that does not answer is down (never an error here); write permission is
-only ever changed on the broker groups named (never cluster-wide).
+Invariants: a broker that does not answer has no role here (never an error); whether that makes
+a master down is ``failover``'s decision, with what ``master_lease`` says (the name servers'
+view of its lease); write permission is only ever changed on the broker groups named (never
+cluster-wide).
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ POD_OVERRIDE_ENV: Final = "ARIANE_OPERATOR_POD_OVERRIDES"
 """Environment variable holding the JSON pod → ``host:port`` override map (empty = pod DNS)."""
 
 ADMIN_TIMEOUT_S: Final = 3.0
-"""Deadline of each broker call, in seconds (a broker slower than this counts as down)."""
+"""Deadline of each broker call, in seconds (a broker slower than this does not answer)."""
+
+PROMOTE_LEASE_WAIT_S: Final = 3.0
+"""Longest a failover's promote call waits for the old master's lease, s: ``failover_step``
+asks only once the name servers no longer hold it, so a wait means the master renewed since
+(the promotion is refused and decided again at the next reconcile, never a blocked worker)."""
 
 
 def pod_overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -61,6 +68,10 @@ class GroupAdmin(Protocol):
         self, namespace: str, group: str, pods: Sequence[resources.Manifest], replicas: int
     ) -> list[failover.MemberView]:
         """Every ordinal ``0..replicas-1`` of ``group`` with what its broker answered."""
+
+    def master_lease(self, group: str) -> failover.LeaseView:
+        """The name servers' view of ``group``'s master and its lease (``answered`` False when
+        they do not answer)."""
 
     def promote(self, group: str, broker_id: int) -> tuple[str, int]:
         """Promote the slave registered as ``broker_id``; returns what was done and the epoch."""
@@ -133,6 +144,28 @@ class AdminSeam:
             )
         return views
 
+    def master_lease(self, group: str) -> failover.LeaseView:
+        """See ``GroupAdmin`` (the Broker's name server; a failed call: not answered)."""
+        try:
+            found = asyncio.run(
+                client_failover.master_lease(
+                    (self._namesrv,),
+                    group,
+                    timeout_s=ADMIN_TIMEOUT_S,
+                    tls=self._tls,
+                    credentials=self._credentials,
+                )
+            )
+        except errors.ArianeError as error:
+            _log.warning("%s: the name servers' view of the master lease: %s", group, error)
+            return failover.LeaseView(answered=False)
+        return failover.LeaseView(
+            answered=True,
+            held_ms=found.remaining_ms,
+            heard_ago_ms=found.heard_ago_ms,
+            lease_ms=found.lease_ms,
+        )
+
     def promote(self, group: str, broker_id: int) -> tuple[str, int]:
         """See ``GroupAdmin``.
 
@@ -145,6 +178,7 @@ class AdminSeam:
                 group,
                 broker_id,
                 timeout_s=ADMIN_TIMEOUT_S,
+                lease_wait_s=PROMOTE_LEASE_WAIT_S,
                 tls=self._tls,
                 credentials=self._credentials,
             )

@@ -59,6 +59,12 @@ RESYNC_ENV: Final = "ARIANE_OPERATOR_RESYNC_INTERVAL_S"
 RESYNC_DEFAULT_S: Final = 60.0
 RETRY_DELAY_S: Final = 10.0
 """Delay before a failed handler runs again, in seconds."""
+TIMER_STOP_POLL_S: Final = 1.0
+"""How often kopf looks again whether a resource's resync timer has ended once the resource is
+being deleted, s (kopf's ``background.cancellation_polling``, 60 s by default). The timers run
+sync handlers in worker threads, which cannot be cancelled: a deletion arriving while one runs
+(a reconcile with its admin calls, seconds under load) waited a whole minute before the
+finalizer was released."""
 
 METRICS = metrics.OperatorMetrics()
 """The operator's reconcile counters and durations (served by ``ariane operator``)."""
@@ -101,6 +107,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     # (Applied/Paused on changes, a Warning on each failure), so resync ticks add none.
     settings.networking.request_timeout = 60.0
     settings.execution.max_workers = 8
+    settings.background.cancellation_polling = TIMER_STOP_POLL_S
     memo.kube = kube.Kube(kube.api_client_from_environment())
     memo.overrides = metadata.overrides_from_env()
     memo.pod_overrides = ha.pod_overrides_from_env()

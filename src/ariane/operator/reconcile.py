@@ -10,7 +10,8 @@ name-server Deployment and every group's StatefulSet report all their replicas r
 current generation (kwok marks pods ready in the e2e control plane). Until then Progressing is
 True. After the applies, per group (``_run_group``), with the brokers' admin API (``ha``):
 automatic failover (``failover.failover_step``: the master down past
-``spec.failover.masterDownTimeoutSeconds`` → promote the chosen slave, recorded in
+``spec.failover.masterDownTimeoutSeconds`` and its lease run out at the name servers, asked
+only when the master does not answer the operator → promote the chosen slave, recorded in
 ``status.groups[].lastPromotion`` and an Event), then ``roller`` restarts at most one stale pod
 (a stale master with an in-sync slave is switched over first). A promotion first moves the
 group's entry in the roles ConfigMap (the source of truth for who is master; never derived
@@ -403,12 +404,17 @@ def _failover(
     timeout_s = context.spec.get("failover", {}).get(
         "masterDownTimeoutSeconds", failover.DEFAULT_MASTER_DOWN_TIMEOUT_S
     )
+    master = context.masters.get(group, 0)
+    lease = failover.NO_LEASE  # never read while the master answers
+    if failover.master_is_down(members, master) and context.admin is not None:
+        lease = context.admin.master_lease(group)
     decision = failover.failover_step(
         members,
-        context.masters.get(group, 0),
+        master,
         down_since=_parse_time(old.get("masterDownSince")),
         now=context.now,
         timeout_s=float(timeout_s),
+        lease=lease,
     )
     if "lastPromotion" in old:
         entry["lastPromotion"] = old["lastPromotion"]
