@@ -331,3 +331,32 @@ def test_a_topic_contributes_its_queue_data_to_the_route() -> None:
         broker_name=ids.BrokerName("broker-a"), read_queue_nums=4, write_queue_nums=2, perm=2
     )
     assert config.writeable and not config.readable
+
+
+def test_clamp_pulls_offsets_past_the_queue_end_back_to_it(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Proves ``clamp_to`` lowers exactly the offsets above their queue's end (an unknown queue
+    ends at 0) to that end, leaves the others, marks the table dirty and logs one line per
+    group with its count."""
+    table = _offsets(tmp_path)
+    table.commit(G("g"), T("t"), Q(0), O(747))  # the chaos run's stale offset
+    table.commit(G("g"), T("t"), Q(1), O(5))
+    table.commit(G("g"), T("u"), Q(0), O(3))  # a queue this store lacks
+    table.commit(G("h"), T("t"), Q(0), O(737))  # exactly at the end: kept
+    table.persist()
+    ends = {(T("t"), Q(0)): O(737), (T("t"), Q(1)): O(9)}
+
+    with caplog.at_level("WARNING"):
+        clamped = table.clamp_to(lambda t, q: ends.get((t, q), O(0)), why="promotion")
+
+    assert clamped == {"g": 2}
+    assert table.offsets_of(G("g"), T("t")) == {0: 737, 1: 5}
+    assert table.offsets_of(G("g"), T("u")) == {0: 0}
+    assert table.query(G("h"), T("t"), Q(0)) == 737
+    assert table.dirty
+    lines = [r.getMessage() for r in caplog.records if "past their queue's end" in r.getMessage()]
+    assert lines == [
+        "promotion: 2 consumer offsets of group g were past their queue's end; pulled back to it"
+    ]
+    assert table.clamp_to(lambda t, q: ends.get((t, q), O(0)), why="again") == {}

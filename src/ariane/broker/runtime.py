@@ -27,6 +27,7 @@ from ariane.grpcwire import server as grpc_server
 from ariane.security import metadata_store
 from ariane.store import index_file, message_store, retention
 from ariane.store import settings as store_settings
+from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class BrokerRuntime:
         self.offsets = offsets.ConsumerOffsetManager(
             persistence.config_path(root, offsets.FILE_NAME), offset_settings=core.offsets
         )
+        self.clamp_offsets("start-up", role=settings.ha.role)
         self.polling = long_polling.LongPolling(core.long_polling)
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
@@ -231,6 +233,27 @@ class BrokerRuntime:
             )
             return
         self.store.set_store_host(message.HostAddress(str(ip), port))
+
+    def clamp_offsets(self, why: str, *, role: ha_settings.BrokerRole | None = None) -> int:
+        """Pull committed consumer offsets above their queue's end back to it and persist the
+        table at once (``ConsumerOffsetManager.clamp_to``; ``why``: the occasion, logged);
+        called when this broker becomes master or its queues were cut, before any new write,
+        and at start (a recovery may have cut the queues) unless ``role``, the start-up role,
+        is SLAVE: a slave's copy of its master's offsets may lead its data, which is no fault,
+        and is clamped if it is promoted.
+
+        Returns:
+            how many offsets were pulled back.
+
+        Raises:
+            OSError: the table could not be persisted (the clamp holds in memory).
+        """
+        if role is not None and not role.is_master:
+            return 0
+        clamped = self.offsets.clamp_to(self.store.max_queue_offset, why=why)
+        if clamped:
+            self.persist_offsets()  # a crash after new writes must not bring the old ones back
+        return sum(clamped.values())
 
     def persist_offsets(self) -> None:
         """Write committed consumer offsets if they changed (atomic file replace)."""

@@ -202,7 +202,7 @@ class ReplicationService:
             self.history,
             config,
             lambda: runtime.master_ha_address,
-            on_truncate=runtime.schedule.replica_truncated,
+            on_truncate=lambda offset: self._truncated(offset),
             credential=credential,
             tls_context=lambda: tls.peer_client_context(tls_settings),
         )
@@ -295,6 +295,11 @@ class ReplicationService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def _truncated(self, commit_log_offset: int) -> None:
+        """The HA handshake cut this slave's diverged tail at ``commit_log_offset``."""
+        self._runtime.schedule.replica_truncated(commit_log_offset)
+        self._runtime.clamp_offsets("diverged tail cut")
+
     async def promote(self, *, role: ha_settings.BrokerRole, epoch: int) -> None:
         """Become the group's master under ``epoch`` (registers as broker id 0).
 
@@ -309,6 +314,7 @@ class ReplicationService:
         cut = cut_partial_record(store)
         if cut is not None:
             self.history.truncate(cut)  # RocketMQ truncateSuffixByOffset
+        self._runtime.clamp_offsets("promotion")  # the copied offsets may lead what it holds
         orphan_topics.adopt(self._runtime)  # before it registers: no message without a route
         self.history.append(epoch, store.max_commit_log_offset)
         for follower in self._followers:

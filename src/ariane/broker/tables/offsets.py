@@ -10,6 +10,11 @@ The file uses RocketMQ's key ``topic@group`` (neither name may contain ``@``):
 ``{"offsets": {"orders@billing": {"0": 12, "1": 40}}}``. The table is bounded by
 ``offset_entries_max``; a commit that would add an entry beyond it raises
 ``TooManyRequestsError``. Not thread-safe.
+
+No offset stays above its queue's end once the queue may have been cut or its owner changed
+(``clamp_to``: a promotion, a truncation of the CommitLog, a master's start): a slave copies its
+master's offsets, which can be ahead of the messages the slave holds, and a master whose queue
+end moved back would write new messages at offsets the group is recorded past, skipping them.
 """
 
 from __future__ import annotations
@@ -139,6 +144,48 @@ class ConsumerOffsetManager:
                 )
         for queue_id, offset in sorted(offsets.items()):
             self.commit(group, topic, queue_id, offset)
+
+    def clamp_to(
+        self, queue_end: Callable[[ids.TopicName, ids.QueueId], ids.QueueOffset], *, why: str
+    ) -> dict[ids.GroupName, int]:
+        """Pull every committed offset above its queue's end back to that end, logging one
+        WARNING per group with the count (``why``: the occasion, in the log line).
+
+        A promoted slave's offsets were copied from the old master and can be ahead of what it
+        holds; a truncated queue (a diverged tail cut, a recovery cut) ends below offsets
+        committed before the cut. Left there, the next messages written at those queue offsets
+        would be skipped by the group (acknowledged, stored, never delivered). RocketMQ does
+        not clamp here: a pull past ``maxOffset`` answers ``OFFSET_OVERFLOW_BADLY`` and the
+        client corrects to ``maxOffset`` at pull time, which is too late once new messages sit
+        at or beyond the stale offset (they are read from there, those below it skipped).
+
+        Args:
+            queue_end: (topic, queue id) → the queue's next offset to be written (0 for a
+                queue this store lacks).
+            why: e.g. ``"promotion"``.
+
+        Returns:
+            group → how many of its (topic, queue) offsets were pulled back (groups with none
+            absent).
+        """
+        clamped: dict[ids.GroupName, int] = {}
+        for (topic, group), offsets in self._table.items():
+            for queue_id, offset in offsets.items():
+                end = queue_end(topic, queue_id)
+                if offset > end:
+                    offsets[queue_id] = end
+                    clamped[group] = clamped.get(group, 0) + 1
+        for group, count in sorted(clamped.items()):
+            _log.warning(
+                "%s: %d consumer offsets of group %s were past their queue's end; pulled back "
+                "to it",
+                why,
+                count,
+                group,
+            )
+        if clamped:
+            self._dirty = True
+        return clamped
 
     def remove_group(self, group: ids.GroupName) -> int:
         """Forget every offset of ``group``; returns how many entries were removed."""
