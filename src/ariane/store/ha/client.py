@@ -81,6 +81,10 @@ class HAClient:
         self._master_address = master_address
         self._refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
         self.connected = False
+        self.link_address = ""
+        """The local ``host:port`` of the latest connection to the master (as the master sees
+        this slave; kept after it ends, so the name servers can match the master's last
+        in-sync report); "" before the first."""
         self.sessions = 0
         """Connections made since start (for tests and stats)."""
 
@@ -122,6 +126,8 @@ class HAClient:
         )
         self.connected = True
         self.sessions += 1
+        local = writer.get_extra_info("sockname")
+        self.link_address = f"{local[0]}:{local[1]}" if local else ""
         _log.info("replicating from %s at offset %d", address, self._store.max_commit_log_offset)
         try:
             await self._hello(reader, writer)

@@ -71,7 +71,7 @@ import logging
 import os
 import threading
 
-from ariane.common import log_limits, tls, tls_listener
+from ariane.common import log_limits, promotion, tls, tls_listener
 from ariane.store import commit_log, message_store
 from ariane.store.ha import epochs, frames, lease
 from ariane.store.ha import settings as ha_settings
@@ -152,6 +152,8 @@ class HAService:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, int, concurrent.futures.Future[Status]]] = []
+        self._replicated_max = 0
+        """The highest append end acknowledged as replicated (guarded by ``_lock``)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._appended: asyncio.Event | None = None
         self.listening = asyncio.Event()
@@ -195,6 +197,7 @@ class HAService:
             return _done(Status.PUT_OK)
         with self._lock:
             if self.acked_offset() >= end_offset:
+                self._replicated_max = max(self._replicated_max, end_offset)
                 return _done(Status.PUT_OK)
             if len(self._waiters) >= self._settings.sync_waiters_max:
                 return _done(Status.OS_PAGE_CACHE_BUSY)
@@ -231,11 +234,21 @@ class HAService:
         floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
         return [s for s in list(self._slaves.values()) if s.acked_offset >= floor]
 
+    def in_sync_report(self) -> promotion.InSyncReport:
+        """This master's in-sync set now, for the name servers (``common.promotion``)."""
+        end = self._store.max_commit_log_offset
+        replicas = tuple(
+            (s.address, self.in_sync(s), s.acked_offset) for s in list(self._slaves.values())
+        )
+        replicated = min(self._replicated_max, end)
+        return promotion.InSyncReport(self._history.last_epoch, end, replicated, replicas)
+
     def _release_waiters(self) -> None:
         with self._lock:
             acked = self.acked_offset()
             while self._waiters and self._waiters[0][0] <= acked:
-                _, _, future = heapq.heappop(self._waiters)
+                end, _, future = heapq.heappop(self._waiters)
+                self._replicated_max = max(self._replicated_max, end)
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     future.set_result(Status.PUT_OK)
 
