@@ -43,7 +43,7 @@ def _in_sync_report() -> promotion.InSyncReport:
         epoch=3,
         master_max_offset=1_000,
         replicated_offset=900,
-        replicas=(("10.0.0.1:5000", True, 900), ("10.0.0.2:5000", False, 400)),
+        replicas=(("10.0.0.1:5000", 1, True, 900), ("10.0.0.2:5000", 2, False, 400)),
     )
 
 
@@ -52,21 +52,29 @@ def test_a_slave_is_eligible_only_when_reported_in_sync_and_holding_what_was_ack
     eligible; below them, not listed in sync, unknown, or no report at the epoch → not."""
     report = _in_sync_report()
 
-    def check(report: promotion.InSyncReport | None, link: str, offset: int) -> bool:
-        return promotion.in_sync_by_report(report, epoch=3, link_address=link, max_offset=offset)[0]
+    def check(
+        report: promotion.InSyncReport | None, broker_id: int, offset: int, link: str = ""
+    ) -> bool:
+        return promotion.in_sync_by_report(
+            report, epoch=3, broker_id=broker_id, link_address=link, max_offset=offset
+        )[0]
 
-    assert check(report, "10.0.0.1:5000", 900)
-    assert not check(report, "10.0.0.1:5000", 899)  # cut its tail after the report
-    assert not check(report, "10.0.0.2:5000", 1_000)  # not in sync when last heard
-    assert not check(report, "10.0.0.9:5000", 1_000)  # not connected to the master
-    assert not check(report, "", 1_000)  # an older slave: no link address
-    assert not check(None, "10.0.0.1:5000", 1_000)  # an older master: no report
-    older = promotion.InSyncReport(2, 1_000, 0, (("10.0.0.1:5000", True, 1_000),))
-    assert not check(older, "10.0.0.1:5000", 1_000)  # a report of an earlier epoch
+    assert check(report, 1, 900)
+    assert not check(report, 1, 899)  # cut its tail after the report
+    assert not check(report, 2, 1_000)  # not in sync when last heard
+    assert not check(report, 3, 1_000)  # not connected to the master
+    assert not check(None, 1, 1_000)  # an older master: no report
+    older = promotion.InSyncReport(2, 1_000, 0, (("10.0.0.1:5000", 1, True, 1_000),))
+    assert not check(older, 1, 1_000)  # a report of an earlier epoch
     # Reported in sync with a low acked offset (it re-fetches after cutting its own tail), but
     # the master acknowledged 900 bytes as replicated: the chaos run's loss.
-    refetching = promotion.InSyncReport(3, 1_000, 900, (("10.0.0.1:5000", True, 500),))
-    assert not check(refetching, "10.0.0.1:5000", 600)
+    refetching = promotion.InSyncReport(3, 1_000, 900, (("10.0.0.1:5000", 1, True, 500),))
+    assert not check(refetching, 1, 600)
+    # A slave of an older build names no id: matched by its HA link address instead.
+    unnamed = promotion.InSyncReport(3, 1_000, 900, (("10.0.0.1:5000", 0, True, 900),))
+    assert check(unnamed, 1, 900, "10.0.0.1:5000")
+    assert not check(unnamed, 1, 900, "10.0.0.1:5001")
+    assert not check(unnamed, 1, 900)
 
 
 def test_failover_decide_refuses_a_live_slave_the_masters_report_does_not_vouch_for() -> None:

@@ -398,7 +398,11 @@ def decide(
         else:
             link = member.ha_link_address
             in_sync, why = promotion.in_sync_by_report(
-                report, epoch=group_epoch, link_address=link, max_offset=offset
+                report,
+                epoch=group_epoch,
+                broker_id=member.broker_id,
+                link_address=link,
+                max_offset=offset,
             )
             why_not = why if member.broker_id == broker_id else why_not
         facts.append(_fact(member, in_sync=in_sync))

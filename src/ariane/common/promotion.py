@@ -53,15 +53,16 @@ class InSyncReport:
         master_max_offset: its max CommitLog offset, bytes.
         replicated_offset: the highest CommitLog end it acknowledged to a client as replicated
             (SYNC_MASTER), bytes, at most ``master_max_offset``; 0 when none (ASYNC_MASTER).
-        replicas: per connected slave: (its HA connection's peer ``host:port``, in sync, the
-            CommitLog offset it acknowledged in bytes); at most ``REPLICAS_MAX``.
+        replicas: per connected slave: (its HA connection's peer ``host:port``, the broker id
+            it named on the stream (0: none), in sync, the CommitLog offset it acknowledged in
+            bytes); at most ``REPLICAS_MAX``.
         heard_ago_ms: how long ago the name server received it, ms (0 on the master).
     """
 
     epoch: int
     master_max_offset: int
     replicated_offset: int
-    replicas: tuple[tuple[str, bool, int], ...]
+    replicas: tuple[tuple[str, int, bool, int], ...]
     heard_ago_ms: int = 0
 
 
@@ -70,14 +71,16 @@ REPLICAS_MAX = 64
 
 
 def in_sync_by_report(
-    report: InSyncReport | None, *, epoch: int, link_address: str, max_offset: int
+    report: InSyncReport | None, *, epoch: int, broker_id: int, link_address: str, max_offset: int
 ) -> tuple[bool, str]:
     """Whether a slave may be promoted in place of a master that does not answer.
 
     Args:
         report: the master's latest report from the name servers (``None``: none heard).
         epoch: the master's current (registered) epoch; an older report does not count.
-        link_address: the slave's HA connection's local ``host:port`` as it registered it.
+        broker_id: the slave's broker id (matched with the id its HA stream named).
+        link_address: the slave's HA connection's local ``host:port`` as it registered it
+            (matched when the stream named no id: a slave of an older build).
         max_offset: the slave's own max CommitLog offset, bytes.
 
     Returns:
@@ -85,8 +88,15 @@ def in_sync_by_report(
     """
     if report is None or report.epoch < epoch:
         return False, "its master never reported its in-sync set at the current epoch"
-    acked = next((a for link, ok, a in report.replicas if link == link_address and ok), None)
-    if not link_address or acked is None:
+    acked = next(
+        (
+            a
+            for link, named, ok, a in report.replicas
+            if ok and (named == broker_id > 0 or (named == 0 and link == link_address != ""))
+        ),
+        None,
+    )
+    if acked is None:
         return False, "its master's last report does not list it in sync"
     needed = max(acked, report.replicated_offset)
     if max_offset < needed:

@@ -267,8 +267,10 @@ def in_sync_report(report: promotion.InSyncReport) -> pb.registry.InSyncReport:
         master_max_offset=report.master_max_offset,
         replicated_offset=report.replicated_offset,
         replicas=[
-            pb.registry.ReplicaProgress(link_address=link, in_sync=ok, acked_offset=acked)
-            for link, ok, acked in report.replicas
+            pb.registry.ReplicaProgress(
+                link_address=link, broker_id=broker_id, in_sync=ok, acked_offset=acked
+            )
+            for link, broker_id, ok, acked in report.replicas
         ],
         heard_ago_ms=report.heard_ago_ms,
     )
@@ -276,7 +278,9 @@ def in_sync_report(report: promotion.InSyncReport) -> pb.registry.InSyncReport:
 
 def in_sync_report_value(value: pb.registry.InSyncReport) -> promotion.InSyncReport:
     """A master's in-sync set from its message (unchecked: see ``namesrv.service``)."""
-    replicas = tuple((r.link_address, r.in_sync, r.acked_offset) for r in value.replicas)
+    replicas = tuple(
+        (r.link_address, int(r.broker_id), r.in_sync, r.acked_offset) for r in value.replicas
+    )
     return promotion.InSyncReport(
         value.epoch,
         value.master_max_offset,

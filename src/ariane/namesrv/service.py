@@ -107,9 +107,9 @@ def in_sync_report_of(
     report = convert.in_sync_report_value(request.in_sync_report)
     if len(report.replicas) > promotion.REPLICAS_MAX:
         raise errors.BadRequestError(f"more than {promotion.REPLICAS_MAX} replicas reported")
-    too_long = any(len(link) > LINK_ADDRESS_CHARS_MAX for link, _, _ in report.replicas)
+    too_long = any(len(r[0]) > LINK_ADDRESS_CHARS_MAX for r in report.replicas)
     offsets = [report.master_max_offset, report.replicated_offset]
-    offsets += [acked for _, _, acked in report.replicas]
+    offsets += [r[3] for r in report.replicas]
     if too_long or min(offsets) < 0:
         raise errors.BadRequestError("an in-sync report with a long address or negative offset")
     return dataclasses.replace(report, heard_ago_ms=0)

@@ -109,6 +109,8 @@ class SlaveProgress:
     epoch: int
     sent_offset: int = 0
     """The CommitLog end this connection has sent (a REPORT above it is a violation)."""
+    broker_id: int = 0
+    """The broker id its IDENT named (0: none, a slave of an older build)."""
 
 
 class HAService:
@@ -238,7 +240,8 @@ class HAService:
         """This master's in-sync set now, for the name servers (``common.promotion``)."""
         end = self._store.max_commit_log_offset
         replicas = tuple(
-            (s.address, self.in_sync(s), s.acked_offset) for s in list(self._slaves.values())
+            (s.address, s.broker_id, self.in_sync(s), s.acked_offset)
+            for s in list(self._slaves.values())
         )
         replicated = min(self._replicated_max, end)
         return promotion.InSyncReport(self._history.last_epoch, end, replicated, replicas)
@@ -344,12 +347,12 @@ class HAService:
             opened = await self._open(reader, writer, peer)
             if opened is None:
                 return
-            first, trusted = opened
+            first, trusted, broker_id = opened
             hello = await self._handshake(reader, writer, first, trusted)
             if hello is None:
                 return
             self._slaves[key] = SlaveProgress(
-                peer, hello.max_offset, hello.epoch, sent_offset=hello.max_offset
+                peer, hello.max_offset, hello.epoch, hello.max_offset, broker_id
             )
             self._writers[key] = writer
             _log.info("slave %s connected at offset %d", peer, hello.max_offset)
@@ -379,20 +382,26 @@ class HAService:
 
     async def _open(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
-    ) -> tuple[frames.Report, bool] | None:
-        """The peer's first HELLO and whether it proved the credential; ``None``: refused
-        (logged; nothing but a CHALLENGE was sent)."""
+    ) -> tuple[frames.Report, bool, int] | None:
+        """The peer's first HELLO, whether it proved the credential and the broker id its
+        IDENT named (0: none); ``None``: refused (logged; nothing but a CHALLENGE was sent)."""
         kind = (await self._read_exactly(reader, 1))[0]
         rest = await self._read_exactly(reader, frames.slave_frame_bytes(kind) - 1)
+        broker_id = 0
+        if kind == frames.Kind.IDENT:
+            broker_id = frames.decode_ident(bytes([kind]) + rest)
+            kind = (await self._read_exactly(reader, 1))[0]
+            rest = await self._read_exactly(reader, frames.slave_frame_bytes(kind) - 1)
         if kind == frames.Kind.AUTH_REQUEST:
-            return await self._authenticate(reader, writer, peer, bytes([kind]) + rest)
+            found = await self._authenticate(reader, writer, peer, bytes([kind]) + rest)
+            return None if found is None else (*found, broker_id)
         if self._credential is not None:
             self._refuse(peer, "no inner credential (this HA port requires it)")
             return None
         hello = frames.decode_report(bytes([kind]) + rest)
         if hello.kind is not frames.Kind.HELLO:
             raise frames.FrameError("a connection opens with HELLO")
-        return hello, False
+        return hello, False, broker_id
 
     async def _authenticate(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, data: bytes
@@ -504,6 +513,7 @@ class HAService:
         assert appended is not None
         heartbeat_s = self._settings.heartbeat_interval_ms / 1000
         position = start
+        wait_s = 0.0  # the first frame at once: a slave's IDENT was understood (``frames``)
         while True:
             if self.fenced or not self.role.is_master:
                 raise frames.FrameError("no longer a master")
@@ -513,7 +523,7 @@ class HAService:
                 if self._store.max_commit_log_offset > position:
                     continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(appended.wait(), heartbeat_s)
+                    await asyncio.wait_for(appended.wait(), wait_s)
                 if self._store.max_commit_log_offset > position:
                     continue
                 entry = self._history.entry_at(position)
@@ -522,7 +532,7 @@ class HAService:
                         frames.Kind.TRANSFER, entry.epoch, entry.start_offset, position, 0
                     )
                 )
-            position += size
+            position, wait_s = position + size, heartbeat_s
             self._slaves[key].sent_offset = position  # before the write: a report may follow
             writer.write(frame)
             await writer.drain()

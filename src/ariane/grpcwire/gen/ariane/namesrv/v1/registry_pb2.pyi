@@ -37,14 +37,16 @@ class RegisterBrokerRequest(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., in_sync_report: _Optional[_Union[InSyncReport, _Mapping]] = ..., ha_link_address: _Optional[str] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
-    __slots__ = ("link_address", "in_sync", "acked_offset")
+    __slots__ = ("link_address", "in_sync", "acked_offset", "broker_id")
     LINK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     IN_SYNC_FIELD_NUMBER: _ClassVar[int]
     ACKED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     link_address: str
     in_sync: bool
     acked_offset: int
-    def __init__(self, link_address: _Optional[str] = ..., in_sync: _Optional[bool] = ..., acked_offset: _Optional[int] = ...) -> None: ...
+    broker_id: int
+    def __init__(self, link_address: _Optional[str] = ..., in_sync: _Optional[bool] = ..., acked_offset: _Optional[int] = ..., broker_id: _Optional[int] = ...) -> None: ...
 
 class InSyncReport(_message.Message):
     __slots__ = ("epoch", "master_max_offset", "replicated_offset", "replicas", "heard_ago_ms")
