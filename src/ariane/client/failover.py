@@ -291,6 +291,23 @@ async def in_sync_report(
     return min(reports, key=lambda r: (-r.epoch, r.heard_ago_ms), default=None)
 
 
+async def last_in_sync_report(
+    namesrv_endpoints: tuple[str, ...],
+    broker_name: str,
+    *,
+    timeout_s: float = 3.0,
+    tls: grpc_tls.ClientTls | None = None,
+) -> promotion.InSyncReport | None:
+    """The freshest in-sync report of the group's master the name servers keep (``None``:
+    none), as a failover reads it (``in_sync_report``)."""
+    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls))
+    try:
+        calls = _Calls(channels, timeout_s)
+        return await in_sync_report(calls, tuple(namesrv_endpoints), broker_name)
+    finally:
+        await channels.close()
+
+
 async def master_lease_remaining_ms(
     calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
 ) -> tuple[int, str]:
