@@ -20,6 +20,7 @@ import ha_testing as ht
 from ariane.client import failover
 from ariane.common import errors, promotion
 from ariane.grpcwire import pb, rpc
+from ariane.store.ha import frames
 
 OK = int(errors.Code.OK)
 TOPIC = "in-sync-topic"
@@ -93,6 +94,19 @@ def test_failover_decide_refuses_a_live_slave_the_masters_report_does_not_vouch_
         failover.decide(caught_up, 1)
     assert failover.decide(caught_up, 1, report=report) == (None, 4)
     assert failover.decide(behind, 1, report=None, force=True) == (None, 4)
+
+
+def test_ident_frames_round_trip_and_refuse_a_bad_broker_id() -> None:
+    """Proves the IDENT frame (a slave naming its broker id on the HA stream) decodes to the id
+    it was made with, has a known size for the master's reader, and a non-positive id or a
+    wrong length is a protocol error."""
+    frame = frames.encode_ident(7)
+    assert len(frame) == frames.slave_frame_bytes(frame[0]) == frames.IDENT_BYTES
+    assert frames.decode_ident(frame) == 7
+    with pytest.raises(frames.FrameError):
+        frames.decode_ident(frame[:1] + (0).to_bytes(8, "big"))
+    with pytest.raises(frames.FrameError):
+        frames.decode_ident(frame + b"x")
 
 
 def _config(tmp: pathlib.Path) -> tuple[str, ...]:
@@ -169,6 +183,7 @@ def test_failover_refuses_the_lagging_slave_and_promotes_the_in_sync_one_losing_
         lambda: _report(namesrv).replicated_offset >= acked_end,
         "the master's in-sync report of the acknowledged sends",
     )
+    assert {r.broker_id for r in _report(namesrv).replicas} == {1, 2}  # named by IDENT
     master.kill()
     os.kill(slave_a.process.pid, signal.SIGSTOP)
     os.kill(slave_b.process.pid, signal.SIGCONT)
