@@ -28,6 +28,10 @@ A target ``namesrv_resolve_all`` resolved from a DNS name is verified against th
 (``named_targets``, ``ChannelPool.get(server_name=)``), not its IP: the operator's name-server
 certificate names the headless Service (``*.<svc>.<ns>.svc``), never the pods' addresses.
 
+In-sync reports (issue 25): a master's registrations and heartbeats carry its in-sync set
+(``HAService.in_sync_report``), a slave's its HA link address, so that the name servers hold
+the master's last word on whom a failover may promote (``common.promotion``).
+
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
 

@@ -35,6 +35,13 @@ With ``min_in_sync_replicas = 1`` such a waiter is acked instead once no slave i
 lone master acks alone). A fenced master fails its waiters with SLAVE_NOT_AVAILABLE. Never a
 silent success.
 
+The in-sync report (``in_sync_report``, issue 25): every connected slave with the broker id
+its IDENT named (``frames``; 0 from an older slave), whether it is in sync and its acked
+offset, plus this master's end and ``_replicated_max``, the highest append end ever answered
+PUT_OK as replicated (never lowered while the process lives; capped at the CommitLog end when
+reported). The registration service sends it with every heartbeat, and a failover promotes
+only a slave it lists in sync that holds that end (``common.promotion.in_sync_by_report``).
+
 Who may connect (Ariane's addition; RocketMQ's HA port is plain and open, security.md §8.1):
 with an inner credential (``credential``), a peer must pass the authenticated handshake
 (``frames``: nonce challenge, HMAC proofs both ways) before the master sends it one CommitLog
