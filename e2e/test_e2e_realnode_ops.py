@@ -223,6 +223,8 @@ def _delete_pod(ops: Ops, pod: str) -> _Stop:
         follower.kill()
     watcher.join(timeout=POD_GRACE_S + 30)
     reader.join(timeout=10.0)
+    if follower.stdout is not None:
+        follower.stdout.close()
     seen.old_log = "".join(lines)
 
     def back() -> bool:

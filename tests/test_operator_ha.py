@@ -339,6 +339,33 @@ def test_reconcile_refuses_scale_in_with_lag_and_deletes_once_drained() -> None:
     assert [n.reason for n in notes] == ["ScaleInRefused", "ScaledIn"]
 
 
+def test_a_done_scale_in_keeps_its_drained_condition_on_later_reconciles() -> None:
+    """Once the drained group is deleted, the next reconciles (nothing left to remove) keep
+    ScaleInBlocked False/Drained with its message and time, not a "no group removed" that
+    hides the scale-in (found on real pods: the record lasted one 2 s resync); a scale-in
+    withdrawn while blocked (spec.groups raised back) becomes False/NothingToRemove."""
+    kube = FakeKube([])
+    kube.objects[("StatefulSet", "demo-b")] = {"metadata": {"name": "demo-b"}}
+    admin = FakeAdmin(kube, [])
+    admin.lag = {"billing": 0}
+    broker = _broker({"replicasPerGroup": 1})
+    done = reconcile.reconcile_broker(kube, broker, NOW, admin, [])  # type: ignore[arg-type]
+    later = NOW + datetime.timedelta(seconds=2)
+    broker["status"] = done
+    kept = reconcile.reconcile_broker(kube, broker, later, admin, [])  # type: ignore[arg-type]
+    withdrawn = _broker({"replicasPerGroup": 1})
+    blocked = {"type": reconcile.SCALE_IN_BLOCKED, "status": "True", "reason": "Unconsumed"}
+    withdrawn["status"]["conditions"] = [{**blocked, "lastTransitionTime": "x", "message": ""}]
+    after = reconcile.reconcile_broker(kube, withdrawn, later, admin, [])  # type: ignore[arg-type]
+
+    def scale_in(result: dict[str, Any]) -> dict[str, Any]:
+        return next(c for c in result["conditions"] if c["type"] == reconcile.SCALE_IN_BLOCKED)
+
+    assert scale_in(done)["reason"] == "Drained"
+    assert scale_in(kept) == scale_in(done)
+    assert (scale_in(after)["status"], scale_in(after)["reason"]) == ("False", "NothingToRemove")
+
+
 def test_storage_growth_patches_only_smaller_expandable_claims() -> None:
     """Claims below spec.storage.size grow when their class allows it, are blocked (named)
     when not, and claims at or above it are never shrunk."""
