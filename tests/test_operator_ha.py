@@ -312,6 +312,29 @@ def test_reconcile_moves_the_roles_entry_before_promoting_and_back_when_refused(
             assert [n.reason for n in notes] == ["Promoted"]
 
 
+def test_no_failover_before_the_groups_first_master_ever_served() -> None:
+    """A new group whose master pod is still starting past the timeout, its slave up but never
+    fed (epoch 0): nobody is promoted (the promoted slave would take epoch 1, the epoch the
+    starting master opens with: two masters at one epoch, neither fenced; found on real pods
+    on a busy node), and status says why; once the group has been seen at an epoch, the same
+    facts fail over."""
+    down_since = (NOW - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    members = [_member(0, role="", ready=False, epoch=0), _member(1, offset=0, epoch=0)]
+    outcomes = []
+    for old in ({"masterDownSince": down_since}, {"masterDownSince": down_since, "epoch": 1}):
+        kube = FakeKube([_pod(1, "new")])
+        admin = FakeAdmin(kube, members)
+        broker = _broker({}, [{"name": "demo-a", **old}])
+        [group] = reconcile.reconcile_broker(kube, broker, NOW, admin, [])["groups"]  # type: ignore[arg-type]
+        outcomes.append((admin.promoted, group))
+
+    (never, first), (promoted, _) = outcomes
+    assert never == []
+    assert "no master has served" in first["failover"]
+    assert "masterDownSince" not in first
+    assert promoted == [(1, "1")]
+
+
 def test_reconcile_refuses_scale_in_with_lag_and_deletes_once_drained() -> None:
     """A group beyond spec.groups gets its write permission wiped; with lag it is kept (the
     ScaleInBlocked condition says why); with none its StatefulSet, PDB and Service go."""

@@ -6,7 +6,8 @@ offset from the brokers' admin API) and acts on what these functions answer:
 - ``in_sync_slaves``: the slaves a switchover may promote (live, within the in-sync gap of a
   live master; RocketMQ ``haMaxGapNotInSync``);
 - ``failover_step``: when the master's pod has been gone or unready, or its broker silent,
-  for ``masterDownTimeoutSeconds``, whom ``common.promotion.choose`` promotes (or nobody);
+  for ``masterDownTimeoutSeconds``, whom ``common.promotion.choose`` promotes (or nobody;
+  never before the group's first master served: a group seen at no epoch but 0);
 - ``drain_verdict``: whether broker groups being removed (scale-in) still hold messages some
   consumer group has not consumed (then the scale-in is refused).
 
@@ -117,6 +118,7 @@ def failover_step(
     down_since: datetime.datetime | None,
     now: datetime.datetime,
     timeout_s: float,
+    seen_epoch: int | None = None,
 ) -> FailoverDecision:
     """Whether to promote a slave of a group now (automatic failover).
 
@@ -126,14 +128,26 @@ def failover_step(
         down_since: when the master was first seen down (from status), ``None`` if it was up.
         now: the time of this decision.
         timeout_s: ``spec.failover.masterDownTimeoutSeconds``.
+        seen_epoch: the highest epoch the group was seen at before (status), ``None`` when
+            the caller keeps no record (then only the members' epochs count).
 
     Returns:
-        NONE when the master is up (``down_since`` cleared); WAIT until ``timeout_s`` after
+        NONE when the master is up (``down_since`` cleared); WAIT (no ``down_since``) while
+        no master has ever served (every epoch 0: RocketMQ's controller elects only from the
+        SyncStateSet, which a never-fed slave is not in, and a slave promoted now would take
+        the epoch the starting master opens with); WAIT until ``timeout_s`` after
         ``down_since``; then PROMOTE the slave ``promotion.choose`` picks (a slave is in sync
         when it answers: the master cannot be asked), or STUCK when it picks nobody.
     """
     if not master_is_down(members, master_ordinal):
         return FailoverDecision(Step.NONE, None, f"master ordinal {master_ordinal} is up")
+    if seen_epoch is not None and max((seen_epoch, *(m.epoch for m in members))) == 0:
+        return FailoverDecision(
+            Step.WAIT,
+            None,
+            f"no master has served yet (every epoch 0): waiting for master ordinal "
+            f"{master_ordinal} to start, nothing to fail over from",
+        )
     since = down_since or now
     waited_s = (now - since).total_seconds()
     if waited_s < timeout_s:

@@ -371,6 +371,7 @@ def _failover(
         down_since=_parse_time(old.get("masterDownSince")),
         now=context.now,
         timeout_s=float(timeout_s),
+        seen_epoch=int(old.get("epoch", 0) or 0),
     )
     if "lastPromotion" in old:
         entry["lastPromotion"] = old["lastPromotion"]
