@@ -26,6 +26,8 @@ DRIVER = (
 TOPIC = "orders"
 GROUP = "billing"
 ROLL_TIMEOUT_S = 240.0
+BROKER_PODS = "app.kubernetes.io/component=broker"
+"""Label selector of the broker pods of every Broker (``model.selector_labels``)."""
 
 
 def _apply(node: realnode.RealNode, namespace: str, body: dict[str, Any]) -> None:
@@ -58,7 +60,10 @@ def _diagnose(node: realnode.RealNode, namespace: str) -> str:
         kubectl("get", "pods", "-o", "wide").stdout,
         json.dumps(_broker(node, namespace).get("status", {}))[-3000:],
     ]
-    for target in (f"deploy/{_release(namespace)}-ariane", "demo-a-0", "demo-a-1"):
+    core = kubernetes.client.CoreV1Api(node.cluster.api_client)
+    brokers = core.list_namespaced_pod(namespace, label_selector=BROKER_PODS).items
+    pods = sorted(p.metadata.name for p in brokers) or ["demo-a-0", "demo-a-1"]
+    for target in (f"deploy/{_release(namespace)}-ariane", *pods):
         for previous in ((), ("--previous",)):
             tail = kubectl("logs", target, "--tail=25", *previous).stdout
             parts.append(f"--- {target} {' '.join(previous)}\n{tail}")
@@ -178,10 +183,10 @@ def _release(namespace: str) -> str:
     return f"rel-{namespace}"
 
 
-def _install(node: realnode.RealNode, ns: str) -> None:
-    """``helm install`` the chart (operator only) with the built image; a SYNC_MASTER + slave
-    Broker ``demo`` (the name the chart's ``helm test`` smoke pod expects), a Topic and a
-    ConsumerGroup; waits until the Broker is Ready."""
+def _install(node: realnode.RealNode, ns: str, groups: int = 1) -> None:
+    """``helm install`` the chart (operator only) with the built image; a Broker ``demo`` (the
+    name the chart's ``helm test`` smoke pod expects) of ``groups`` SYNC_MASTER + slave groups,
+    a Topic and a ConsumerGroup; waits until the Broker is Ready."""
     repository, tag = node.image.rsplit(":", 1)
     node.cluster.helm(
         "install", _release(ns), str(operator_support.CHART_DIR), "--namespace", ns, "--wait",
@@ -192,7 +197,8 @@ def _install(node: realnode.RealNode, ns: str) -> None:
     _apply(node, ns, {
         "apiVersion": "ariane.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "demo"},
         "spec": {
-            "image": node.image, "imagePullPolicy": "Never", "groups": 1, "replicasPerGroup": 2,
+            "image": node.image, "imagePullPolicy": "Never",
+            "groups": groups, "replicasPerGroup": 2,
             "brokerRole": "SYNC_MASTER", "flushDiskType": "SYNC_FLUSH",
             "failover": {"masterDownTimeoutSeconds": 2}, "storage": {"size": "1Gi"},
             "config": {"slave_sync": {"interval_ms": 300}},

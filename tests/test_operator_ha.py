@@ -407,6 +407,29 @@ def test_reconcile_never_fails_over_a_master_that_renews_its_lease_at_the_name_s
     assert promoted["groups"][0]["lastPromotion"]["masterPod"] == "demo-a-1"
 
 
+def test_no_failover_before_the_groups_first_master_ever_served() -> None:
+    """A new group whose master pod is still starting past the timeout, its slave up but never
+    fed (epoch 0): nobody is promoted (the promoted slave would take epoch 1, the epoch the
+    starting master opens with: two masters at one epoch, neither fenced; found on real pods
+    on a busy node), and status says why; once the group has been seen at an epoch, the same
+    facts fail over."""
+    down_since = (NOW - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    members = [_member(0, role="", ready=False, epoch=0), _member(1, offset=0, epoch=0)]
+    outcomes = []
+    for old in ({"masterDownSince": down_since}, {"masterDownSince": down_since, "epoch": 1}):
+        kube = FakeKube([_pod(1, "new")])
+        admin = FakeAdmin(kube, members)
+        broker = _broker({}, [{"name": "demo-a", **old}])
+        [group] = reconcile.reconcile_broker(kube, broker, NOW, admin, [])["groups"]  # type: ignore[arg-type]
+        outcomes.append((admin.promoted, group))
+
+    (never, first), (promoted, _) = outcomes
+    assert never == []
+    assert "no master has served" in first["failover"]
+    assert "masterDownSince" not in first
+    assert promoted == [(1, "1")]
+
+
 def test_reconcile_refuses_scale_in_with_lag_and_deletes_once_drained() -> None:
     """A group beyond spec.groups gets its write permission wiped; with lag it is kept (the
     ScaleInBlocked condition says why); with none its StatefulSet, PDB and Service go."""
@@ -432,6 +455,33 @@ def test_reconcile_refuses_scale_in_with_lag_and_deletes_once_drained() -> None:
     assert (scale_in(done)["status"], scale_in(done)["reason"]) == ("False", "Drained")
     assert ("delete", "StatefulSet", "demo-b") in kube.log
     assert [n.reason for n in notes] == ["ScaleInRefused", "ScaledIn"]
+
+
+def test_a_done_scale_in_keeps_its_drained_condition_on_later_reconciles() -> None:
+    """Once the drained group is deleted, the next reconciles (nothing left to remove) keep
+    ScaleInBlocked False/Drained with its message and time, not a "no group removed" that
+    hides the scale-in (found on real pods: the record lasted one 2 s resync); a scale-in
+    withdrawn while blocked (spec.groups raised back) becomes False/NothingToRemove."""
+    kube = FakeKube([])
+    kube.objects[("StatefulSet", "demo-b")] = {"metadata": {"name": "demo-b"}}
+    admin = FakeAdmin(kube, [])
+    admin.lag = {"billing": 0}
+    broker = _broker({"replicasPerGroup": 1})
+    done = reconcile.reconcile_broker(kube, broker, NOW, admin, [])  # type: ignore[arg-type]
+    later = NOW + datetime.timedelta(seconds=2)
+    broker["status"] = done
+    kept = reconcile.reconcile_broker(kube, broker, later, admin, [])  # type: ignore[arg-type]
+    withdrawn = _broker({"replicasPerGroup": 1})
+    blocked = {"type": reconcile.SCALE_IN_BLOCKED, "status": "True", "reason": "Unconsumed"}
+    withdrawn["status"]["conditions"] = [{**blocked, "lastTransitionTime": "x", "message": ""}]
+    after = reconcile.reconcile_broker(kube, withdrawn, later, admin, [])  # type: ignore[arg-type]
+
+    def scale_in(result: dict[str, Any]) -> dict[str, Any]:
+        return next(c for c in result["conditions"] if c["type"] == reconcile.SCALE_IN_BLOCKED)
+
+    assert scale_in(done)["reason"] == "Drained"
+    assert scale_in(kept) == scale_in(done)
+    assert (scale_in(after)["status"], scale_in(after)["reason"]) == ("False", "NothingToRemove")
 
 
 def test_storage_growth_patches_only_smaller_expandable_claims() -> None:

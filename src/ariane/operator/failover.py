@@ -6,7 +6,8 @@ offset from the brokers' admin API) and acts on what these functions answer:
 - ``in_sync_slaves``: the slaves a switchover may promote (live, within the in-sync gap of a
   live master; RocketMQ ``haMaxGapNotInSync``);
 - ``failover_step``: when the master has been down for ``masterDownTimeoutSeconds`` and its
-  write lease has run out, whom ``common.promotion.choose`` promotes (or nobody);
+  write lease has run out, whom ``common.promotion.choose`` promotes (or nobody; never before
+  the group's first master served: a group seen at no epoch but 0);
 - ``drain_verdict``: whether broker groups being removed (scale-in) still hold messages some
   consumer group has not consumed (then the scale-in is refused).
 
@@ -188,6 +189,7 @@ def failover_step(
     now: datetime.datetime,
     timeout_s: float,
     lease: LeaseView,
+    seen_epoch: int | None = None,
 ) -> FailoverDecision:
     """Whether to promote a slave of a group now (automatic failover; see the module for when
     a master is down).
@@ -200,10 +202,15 @@ def failover_step(
         timeout_s: ``spec.failover.masterDownTimeoutSeconds``.
         lease: what the name servers say of the group's master and its lease (read when the
             master does not answer; ``NO_LEASE`` is never read when it does).
+        seen_epoch: the highest epoch the group was seen at before (status), ``None`` when
+            the caller keeps no record (then only the members' epochs count).
 
     Returns:
-        NONE when the master is up (``down_since`` cleared); HELD when its pod is Ready and
-        the name servers hold its lease or do not answer (``down_since`` cleared); WAIT until
+        NONE when the master is up (``down_since`` cleared); WAIT (no ``down_since``) while
+        no master has ever served (every epoch 0: RocketMQ's controller elects only from the
+        SyncStateSet, which a never-fed slave is not in, and a slave promoted now would take
+        the epoch the starting master opens with); HELD when its pod is Ready and the name
+        servers hold its lease or do not answer (``down_since`` cleared); WAIT until
         ``timeout_s`` after ``down_since`` (for a lease that ran out: at the latest since the
         master was last heard) and until its lease has run out; then PROMOTE the slave
         ``promotion.choose`` picks (a slave is in sync when it answers: the master cannot be
@@ -211,6 +218,13 @@ def failover_step(
     """
     if not master_is_down(members, master_ordinal):
         return FailoverDecision(Step.NONE, None, f"master ordinal {master_ordinal} is up")
+    if seen_epoch is not None and max((seen_epoch, *(m.epoch for m in members))) == 0:
+        return FailoverDecision(
+            Step.WAIT,
+            None,
+            f"no master has served yet (every epoch 0): waiting for master ordinal "
+            f"{master_ordinal} to start, nothing to fail over from",
+        )
     master = _master(members, master_ordinal)
     if master is not None and master.pod_ready:
         held = _unreachable_but_held(lease)

@@ -18,7 +18,8 @@ group's entry in the roles ConfigMap (the source of truth for who is master; nev
 from status), then calls ``ChangeRole``; a refused promotion moves it back. A group none of
 whose brokers answers is handled as without admin access (nobody could be promoted). Groups beyond
 ``spec.groups`` are drained (``_scale_in``): write permission off, deleted only once every
-consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event).
+consumer group has caught up on them, else refused (``ScaleInBlocked`` condition, an Event);
+the condition of a done scale-in (False, Drained) stays until the next one.
 Before any workload, ``certs.ensure`` issues or renews the TLS certificates (``spec.tls``;
 ``status.tls``, the CertificatesReady condition) and ``network_policies`` applies the Broker's
 NetworkPolicies (``netpol``; prunes those no longer wanted). ``_grow_claims`` patches the
@@ -415,6 +416,7 @@ def _failover(
         now=context.now,
         timeout_s=float(timeout_s),
         lease=lease,
+        seen_epoch=int(old.get("epoch", 0) or 0),
     )
     if "lastPromotion" in old:
         entry["lastPromotion"] = old["lastPromotion"]
@@ -497,9 +499,13 @@ def _pods_status(
 
 
 def _had_condition(context: _Context, kind: str) -> bool:
-    return any(
-        c.get("type") == kind for c in context.broker.get("status", {}).get("conditions", [])
-    )
+    return _old_condition(context, kind) is not None
+
+
+def _old_condition(context: _Context, kind: str) -> dict[str, Any] | None:
+    """The Broker's current condition ``kind`` (from the status read), or ``None``."""
+    conditions = context.broker.get("status", {}).get("conditions", []) or []
+    return next((dict(c) for c in conditions if c.get("type") == kind), None)
 
 
 def _scale_in(context: _Context, desired: list[str]) -> dict[str, Any] | None:
@@ -512,8 +518,9 @@ def _scale_in(context: _Context, desired: list[str]) -> dict[str, Any] | None:
         s["metadata"]["name"] for s in existing if s["metadata"]["name"] not in desired
     )
     if not removed:
-        if not _had_condition(context, SCALE_IN_BLOCKED):
-            return None
+        previous = _old_condition(context, SCALE_IN_BLOCKED)
+        if previous is None or previous.get("status") == "False":
+            return previous  # the last scale-in's outcome (Drained) stays on record
         return context.condition(SCALE_IN_BLOCKED, False, "NothingToRemove", "no group removed")
     if context.admin is None:
         message = f"scale-in of {', '.join(removed)} refused: no admin access to check lag"
