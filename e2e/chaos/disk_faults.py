@@ -34,7 +34,6 @@ from collections.abc import Callable
 from typing import Any
 
 from e2e.chaos import cluster as cluster_mod
-from e2e.chaos import control as control_mod
 from e2e.chaos import corruption, nemesis
 
 Damage = Callable[[pathlib.Path, random.Random], dict[str, Any]]
@@ -54,19 +53,6 @@ _FAILS_OVER = frozenset({"truncate_commit_log"})
 """Injectors after which a master refuses to start."""
 
 
-async def _fail_over(cluster: cluster_mod.Cluster, old: cluster_mod.Node) -> str:
-    """Promote the slave (the master ``old`` is down) and restart ``old`` as its slave (as
-    master again if the promotion was refused); returns the promotion's note."""
-    control = control_mod.Control(cluster)
-    try:
-        note = await control.promote()
-        await asyncio.to_thread(cluster.start_broker, old)  # as slave if promoted
-        await control.reconcile()
-    finally:
-        await control.close()
-    return note
-
-
 def _power_loss(role: str) -> nemesis.Inject:
     async def inject(cluster: cluster_mod.Cluster, rng: random.Random) -> nemesis.Heal:
         node = cluster.master if role == "master" else cluster.slave
@@ -75,7 +61,7 @@ def _power_loss(role: str) -> nemesis.Inject:
         async def heal() -> str:
             what = f"power loss of {node.name} ({dropped} unsynced writes undone)"
             if role == "master" and node is cluster.master:
-                return f"{what}; {await _fail_over(cluster, node)}"
+                return f"{what}; {await nemesis.fail_over(cluster, node)}"
             await asyncio.to_thread(cluster.start_broker, node)
             return what
 
@@ -114,7 +100,7 @@ def _bitflip(role: str) -> nemesis.Inject:
                 except (RuntimeError, TimeoutError) as exc:  # it exited: fail over
                     node.kill()
                     what += f"; restart failed ({type(exc).__name__})"
-            return f"{what}; {await _fail_over(cluster, node)}"
+            return f"{what}; {await nemesis.fail_over(cluster, node)}"
 
         return heal
 

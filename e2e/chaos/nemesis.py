@@ -167,19 +167,25 @@ def _restart(role: str, *, kill: bool) -> Inject:
     return inject
 
 
+async def fail_over(cluster: cluster_mod.Cluster, old: cluster_mod.Node) -> str:
+    """Promote the slave (the master ``old`` is down) and restart ``old`` as its slave (as
+    master again if the promotion was refused); returns the promotion's note."""
+    control = control_mod.Control(cluster)
+    try:
+        note = await control.promote()
+        await asyncio.to_thread(cluster.start_broker, old)  # as slave if promoted
+        await control.reconcile()
+    finally:
+        await control.close()
+    return note
+
+
 async def _kill_master(cluster: cluster_mod.Cluster, rng: random.Random) -> Heal:
     old = cluster.master
     await asyncio.to_thread(old.kill)
 
     async def heal() -> str:
-        control = control_mod.Control(cluster)
-        try:
-            note = await control.promote()
-            await asyncio.to_thread(cluster.start_broker, old)  # as slave if promoted
-            await control.reconcile()
-        finally:
-            await control.close()
-        return f"killed {old.name}; {note}"
+        return f"killed {old.name}; {await fail_over(cluster, old)}"
 
     return heal
 
