@@ -45,7 +45,6 @@ over TLS (``common.tls.peer_client_context``); the credential handshake runs ins
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
@@ -289,11 +288,17 @@ class ReplicationService:
             self._client_task = asyncio.create_task(self.client.run(), name="ha-client")
 
     async def _stop_client(self) -> None:
+        """Cancel the HA client's task and wait for it; a task that had already ended with an
+        error is logged, never raised: a promotion or a stop must not fail on it."""
         task, self._client_task = self._client_task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # the old stream's failure is no reason to refuse the new role
+                _log.exception("the HA client had ended with an error")
 
     def _truncated(self, commit_log_offset: int) -> None:
         """The HA handshake cut this slave's diverged tail at ``commit_log_offset``."""

@@ -8,6 +8,14 @@ it REPORTs its max offset; under SYNC_FLUSH it syncs before reporting, so what a
 acknowledges is on two disks. A dropped or silent connection (``housekeeping_interval_ms``) is
 reconnected after ``reconnect_interval_ms``.
 
+The reconnect loop (``run``) ends only when cancelled: a session that ends with any other
+exception is logged and retried. ``_session`` ends with one plain exception, never an exception
+group: a plain ``except BaseExceptionGroup`` unwraps its TaskGroup's group. (``raise`` inside an
+``except*`` clause is not used: Python 3.11.0-3.11.3, e.g. Debian bookworm's 3.11.2 in the
+image, wrap that exception in a new ``ExceptionGroup`` — CPython gh-103590 — which no
+``except OSError`` catches: the loop died at the master's first disconnect and the slave never
+replicated again, so every SYNC_MASTER write of the group was refused.)
+
 With an inner credential the slave opens with the authenticated handshake (``frames``): it
 sends AUTH_REQUEST with a fresh nonce, checks the master's proof in its CHALLENGE (a master
 that cannot prove the credential, has none, or speaks another handshake version is left, with
@@ -41,6 +49,9 @@ _log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL_S = 30.0
 """Least time between two identical "refused" lines (a slave retries every second), s."""
+SESSION_ENDED = (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError)
+"""The exceptions that end a session in the ordinary way (the connection dropped or went silent,
+a malformed frame): logged at INFO, then reconnected."""
 
 
 class HAClient:
@@ -95,13 +106,10 @@ class HAClient:
                 except (frames.FrameError, ssl.SSLError) as exc:  # refused: say so
                     if self._refusals.allow(str(exc)):
                         _log.warning("HA connection to %s refused: %s", address, exc)
-                except (
-                    OSError,
-                    ValueError,
-                    asyncio.IncompleteReadError,
-                    TimeoutError,
-                ) as exc:
+                except SESSION_ENDED as exc:
                     _log.info("HA connection to %s ended: %s", address, exc)
+                except Exception:  # a slave that stops replicating fails every SYNC write
+                    _log.exception("HA connection to %s failed; reconnecting", address)
                 finally:
                     self.connected = False
             await asyncio.sleep(pause_s)
@@ -131,8 +139,8 @@ class HAClient:
                     await self._receive(reader, writer)
                 finally:
                     beat.cancel()
-        except* (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as group:
-            raise group.exceptions[0] from None
+        except BaseExceptionGroup as group:  # not except*: see the module docstring
+            raise _first_leaf(group) from None
         finally:
             writer.close()
 
@@ -210,3 +218,12 @@ class HAClient:
                 store.commit_log.flush()
             writer.write(self._report(frames.Kind.REPORT))
             await writer.drain()
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception of ``group`` that is no group itself (depth first): the one a
+    TaskGroup's session ended with, raised plainly so ``run`` can tell how it ended."""
+    first = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
