@@ -256,18 +256,6 @@ def _assert_reopened_where_closed(ops: Ops, pod: str, stop: _Stop) -> int:
     return int(closed.group(1))
 
 
-KNOWN_FAILURE = pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "fails since the merges of 2026-11-29 02:00 (passed on the realops branch): after "
-        "the master pod is deleted the client pods never receive the acknowledged messages "
-        "(consumers exit in Error); the roll and the scale-in share the install and fail "
-        "after it; see the closing note"
-    ),
-)
-"""Marks the three tests that fail on main today: a real finding left open, not a passing check."""
-
-
 def test_a_broker_pod_stops_cleanly_on_the_kubelets_sigterm_well_within_its_grace(
     ops: Ops,
 ) -> None:
@@ -292,7 +280,6 @@ def test_a_broker_pod_stops_cleanly_on_the_kubelets_sigterm_well_within_its_grac
     print(f"{pod}: SIGTERM to exit 0 in {stop.stop_s:.2f} s")
 
 
-@KNOWN_FAILURE
 def test_a_deleted_master_pod_comes_back_on_its_pvc_and_serves_its_data(ops: Ops) -> None:
     """The master pod of a group deleted: the StatefulSet recreates it on the same claim and
     volume, its store reopens cleanly at the offset it was closed at (more than the messages
@@ -355,7 +342,6 @@ def _roll(ops: Ops, image: str) -> dict[str, list[tuple[str, int]]]:
     return replaced
 
 
-@KNOWN_FAILURE
 def test_an_image_change_rolls_each_group_switchover_first_on_the_pods_volumes(
     ops: Ops,
 ) -> None:
@@ -398,7 +384,6 @@ def _statefulset_gone(ops: Ops, name: str) -> bool:
     return False
 
 
-@KNOWN_FAILURE
 def test_scale_in_is_refused_while_messages_are_unconsumed_then_drained(ops: Ops) -> None:
     """``spec.groups`` 2 → 1 while the removed group holds unconsumed messages: refused
     (ScaleInBlocked UnconsumedMessages, the StatefulSet and pods kept); once the official
