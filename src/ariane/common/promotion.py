@@ -5,6 +5,19 @@ Mirrors RocketMQ 5's controller election (``DefaultElectPolicy``) with unclean e
 most caught-up one wins (highest epoch, then highest CommitLog offset, then lowest broker id),
 and the group's epoch grows by one. The operator (for automatic failover) and
 ``ariane admin broker promote`` (by hand) call it.
+
+Who counts as in sync when the master does not answer (issue 25; the chaos run promoted a slave
+that had cut its own CommitLog and was 903,685 bytes behind, losing acknowledged messages):
+the master registers its ``InSyncReport`` with the name servers every heartbeat (about 1 s),
+and ``in_sync_by_report`` lets a slave count only when the latest report at the master's
+current epoch lists its HA connection in sync *and* the slave's own max CommitLog offset is at
+least both the acked offset the master reported for it and the highest end the master
+acknowledged to a client as replicated. RocketMQ 5 keeps the same SyncStateSet in its
+controller (the master alters it, the controller elects only from it); Ariane has no
+controller, so the name servers carry the master's last word, and the slave's own offset is
+checked against it too (a slave that cut its tail after the report is refused).
+Residual window, stated honestly: a report is up to one heartbeat old; what the master acked
+after it is held by the slaves that were in sync then, and ``choose`` takes the most caught up.
 """
 
 from __future__ import annotations
@@ -29,6 +42,66 @@ class Member:
     max_offset: int
     alive: bool
     in_sync: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InSyncReport:
+    """A master's in-sync set as it registers it with the name servers.
+
+    Attributes:
+        epoch: the master's epoch when it reported.
+        master_max_offset: its max CommitLog offset, bytes.
+        replicated_offset: the highest CommitLog end it acknowledged to a client as replicated
+            (SYNC_MASTER), bytes, at most ``master_max_offset``; 0 when none (ASYNC_MASTER).
+        replicas: per connected slave: (its HA connection's peer ``host:port``, the broker id
+            it named on the stream (0: none), in sync, the CommitLog offset it acknowledged in
+            bytes); at most ``REPLICAS_MAX``.
+        heard_ago_ms: how long ago the name server received it, ms (0 on the master).
+    """
+
+    epoch: int
+    master_max_offset: int
+    replicated_offset: int
+    replicas: tuple[tuple[str, int, bool, int], ...]
+    heard_ago_ms: int = 0
+
+
+REPLICAS_MAX = 64
+"""Most slaves one report lists (the master's HA connections, ``store.ha.service``)."""
+
+
+def in_sync_by_report(
+    report: InSyncReport | None, *, epoch: int, broker_id: int, link_address: str, max_offset: int
+) -> tuple[bool, str]:
+    """Whether a slave may be promoted in place of a master that does not answer.
+
+    Args:
+        report: the master's latest report from the name servers (``None``: none heard).
+        epoch: the master's current (registered) epoch; an older report does not count.
+        broker_id: the slave's broker id (matched with the id its HA stream named).
+        link_address: the slave's HA connection's local ``host:port`` as it registered it
+            (matched when the stream named no id: a slave of an older build).
+        max_offset: the slave's own max CommitLog offset, bytes.
+
+    Returns:
+        (eligible, why not: "" when eligible).
+    """
+    if report is None or report.epoch < epoch:
+        return False, "its master never reported its in-sync set at the current epoch"
+    acked = next(
+        (
+            a
+            for link, named, ok, a in report.replicas
+            if ok and (named == broker_id > 0 or (named == 0 and link == link_address != ""))
+        ),
+        None,
+    )
+    if acked is None:
+        return False, "its master's last report does not list it in sync"
+    needed = max(acked, report.replicated_offset)
+    if max_offset < needed:
+        return False, f"it holds {max_offset} bytes, below the {needed} its master acknowledged"
+    return True, ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

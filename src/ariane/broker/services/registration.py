@@ -28,6 +28,10 @@ A target ``namesrv_resolve_all`` resolved from a DNS name is verified against th
 (``named_targets``, ``ChannelPool.get(server_name=)``), not its IP: the operator's name-server
 certificate names the headless Service (``*.<svc>.<ns>.svc``), never the pods' addresses.
 
+In-sync reports (issue 25): a master's registrations and heartbeats carry its in-sync set
+(``HAService.in_sync_report``), a slave's its HA link address, so that the name servers hold
+the master's last word on whom a failover may promote (``common.promotion``).
+
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
 
@@ -234,6 +238,21 @@ class RegistrationService:
     def _epoch(self) -> int:
         return 0 if self._replication is None else self._replication.epoch
 
+    def _add_in_sync(
+        self, request: pb.registry.RegisterBrokerRequest | pb.registry.BrokerHeartbeatRequest
+    ) -> None:
+        """Add a master's ``in_sync_report`` or a slave's ``ha_link_address`` to ``request``
+        (nothing without replication): what a failover checks a slave against
+        (``client.failover.decide``)."""
+        replication = self._replication
+        if replication is None:
+            return
+        if not replication.role.is_master:
+            request.ha_link_address = replication.client.link_address
+            return
+        report = replication.master.in_sync_report()
+        request.in_sync_report.CopyFrom(convert.in_sync_report(report))
+
     def renew_interval_s(self) -> float:
         """Longest pause between two renewal rounds, s: ``HEARTBEAT_INTERVAL_S``, or a third of
         the lease when that is shorter."""
@@ -265,7 +284,7 @@ class RegistrationService:
         settings = runtime.settings
         host, port = convert.split_host_port(runtime.client_endpoint)
         lease = self._lease
-        return pb.registry.RegisterBrokerRequest(
+        request = pb.registry.RegisterBrokerRequest(
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
             broker_id=runtime.broker_id,
@@ -286,6 +305,8 @@ class RegistrationService:
                 for config in runtime.topics.list_all()
             ],
         )
+        self._add_in_sync(request)
+        return request
 
     async def register_all(self) -> int:
         """Register with every name server at once; returns how many accepted."""
@@ -366,6 +387,7 @@ class RegistrationService:
             data_version=self._runtime.topics.data_version.counter,
             epoch=self._epoch,
         )
+        self._add_in_sync(request)
         renewal = self._renewal()
         results = await asyncio.gather(
             *(self._heartbeat_one(addr, request, renewal) for addr in self.targets)
