@@ -3,7 +3,11 @@ acknowledged (issue 25 item 2; the chaos run's SYNC_MASTER data loss): the pure 
 (``promotion.in_sync_by_report``, ``failover.decide``) and, with real processes, a SYNC_MASTER
 with two slaves, one paused while the master acknowledges sends with the other's help, the
 master SIGKILLed: the lagging slave is refused, the in-sync one promoted with every
-acknowledged byte."""
+acknowledged byte.
+
+Own cluster: the master is SIGKILLed and one slave paused mid-run, so no shared cluster can be
+used.
+"""
 
 from __future__ import annotations
 
