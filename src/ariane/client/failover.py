@@ -233,9 +233,11 @@ class MasterLease:
     endpoint: str = ""
 
 
-async def _master_lease(
-    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
-) -> MasterLease:
+async def _cluster_infos(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...]
+) -> list[pb.registry.GetClusterInfoResponse]:
+    """``GetClusterInfo`` of every name server that answers (the others left out)."""
+
     async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
         registry = await calls.registry(endpoint)
         try:
@@ -243,7 +245,13 @@ async def _master_lease(
         except grpc.aio.AioRpcError:
             return None
 
-    answers = [a for a in await asyncio.gather(*map(one, namesrv_endpoints)) if a is not None]
+    return [a for a in await asyncio.gather(*map(one, namesrv_endpoints)) if a is not None]
+
+
+async def _master_lease(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> MasterLease:
+    answers = await _cluster_infos(calls, namesrv_endpoints)
     if len(answers) < len(namesrv_endpoints) // 2 + 1:
         raise errors.ServiceUnavailableError(
             f"only {len(answers)} of {len(namesrv_endpoints)} name servers answered: cannot tell "
@@ -273,18 +281,9 @@ async def in_sync_report(
 ) -> promotion.InSyncReport | None:
     """The freshest in-sync report of the group's master any name server keeps (the highest
     epoch, then the least ``heard_ago_ms``); ``None`` when none answers with one."""
-
-    async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
-        registry = await calls.registry(endpoint)
-        try:
-            return await registry.get_cluster_info()
-        except grpc.aio.AioRpcError:
-            return None
-
     reports = [
         convert.in_sync_report_value(group.in_sync_report)
-        for info in await asyncio.gather(*map(one, namesrv_endpoints))
-        if info is not None
+        for info in await _cluster_infos(calls, namesrv_endpoints)
         for group in info.broker_groups
         if group.broker_name == broker_name and group.HasField("in_sync_report")
     ]
