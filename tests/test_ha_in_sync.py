@@ -15,12 +15,14 @@ import asyncio
 import os
 import pathlib
 import signal
+import types
 from collections.abc import Iterator
 
 import grpc
 import pytest
 
 import ha_testing as ht
+from ariane.broker.services import registration
 from ariane.client import failover
 from ariane.common import errors, promotion
 from ariane.grpcwire import pb, rpc
@@ -61,13 +63,18 @@ def test_a_slave_is_eligible_only_when_reported_in_sync_and_holding_what_was_ack
         report: promotion.InSyncReport | None, broker_id: int, offset: int, link: str = ""
     ) -> bool:
         return promotion.in_sync_by_report(
-            report, epoch=3, broker_id=broker_id, link_address=link, max_offset=offset
+            report,
+            epoch=3,
+            broker_id=broker_id,
+            link_address=link,
+            max_offset=offset,
+            slave_epoch=3,
         )[0]
 
     assert check(report, 1, 900)
     assert not check(report, 1, 899)  # cut its tail after the report
-    assert not check(report, 2, 1_000)  # not in sync when last heard
-    assert not check(report, 3, 1_000)  # not connected to the master
+    assert not check(report, 2, 999)  # not in sync when last heard, short of the master's end
+    assert not check(report, 3, 999)  # not connected to the master, short of its end
     assert not check(None, 1, 1_000)  # an older master: no report
     older = promotion.InSyncReport(2, 1_000, 0, (("10.0.0.1:5000", 1, True, 1_000),))
     assert not check(older, 1, 1_000)  # a report of an earlier epoch
@@ -90,14 +97,139 @@ def test_failover_decide_refuses_a_live_slave_the_masters_report_does_not_vouch_
     behind = [DOWN_MASTER, _slave(1, 899, "10.0.0.1:5000")]
     with pytest.raises(errors.PreconditionFailedError, match="acknowledged"):
         failover.decide(behind, 1, report=report)
-    not_in_set = [DOWN_MASTER, _slave(2, 1_000, "10.0.0.2:5000")]
+    not_in_set = [DOWN_MASTER, _slave(2, 999, "10.0.0.2:5000")]
     with pytest.raises(errors.PreconditionFailedError, match="does not list it in sync"):
         failover.decide(not_in_set, 2, report=report)
     caught_up = [DOWN_MASTER, _slave(1, 900, "10.0.0.1:5000")]
-    with pytest.raises(errors.PreconditionFailedError, match=r"never reported.*--force"):
+    with pytest.raises(errors.PreconditionFailedError, match=r"no current in-sync report.*--force"):
         failover.decide(caught_up, 1)
     assert failover.decide(caught_up, 1, report=report) == (None, 4)
     assert failover.decide(behind, 1, report=None, force=True) == (None, 4)
+
+
+def test_a_slave_the_report_does_not_list_counts_only_holding_every_byte_the_master_had() -> None:
+    """Proves the way out for a master that died before its report named the slave: unlisted
+    (or listed out of sync), a slave is eligible only when its last byte is of the master's
+    epoch and it holds at least the master's reported CommitLog end (or the master held
+    nothing); one byte short, or holding more under an older epoch (a diverged tail), it is
+    refused, even when it holds the acknowledged offset."""
+    report = promotion.InSyncReport(3, 1_000, 900, (("10.0.0.2:5000", 2, False, 400),))
+
+    def check(broker_id: int, offset: int, slave_epoch: int = 3) -> tuple[bool, str]:
+        return promotion.in_sync_by_report(
+            report,
+            epoch=3,
+            broker_id=broker_id,
+            link_address="",
+            max_offset=offset,
+            slave_epoch=slave_epoch,
+        )
+
+    assert check(1, 1_000) == (True, "")  # connected after the master's last report
+    assert check(2, 1_000) == (True, "")  # listed out of sync, caught up since
+    assert check(1, 1_200) == (True, "")
+    eligible, why = check(1, 999)
+    assert not eligible and "1000" in why and "does not list it in sync" in why
+    assert not check(1, 950)[0]  # above the acknowledged 900, yet short of what the master had
+    eligible, why = check(1, 1_200, slave_epoch=2)  # an old master's tail, not yet cut
+    assert not eligible and "epoch 2" in why
+    empty = promotion.InSyncReport(3, 0, 0, ())
+    assert promotion.in_sync_by_report(
+        empty, epoch=3, broker_id=1, link_address="", max_offset=0, slave_epoch=0
+    ) == (True, "")
+
+
+def test_failover_decide_promotes_a_caught_up_slave_its_master_died_before_reporting() -> None:
+    """Proves ``failover.decide`` with the master down and its last report (sent before the
+    slave connected) listing no slave: the slave holding the master's reported end is
+    promoted, one byte short it is refused, naming what it lacks (the e2e failover that the
+    first in-sync rule left stuck)."""
+    report = promotion.InSyncReport(3, 1_000, 1_000, ())
+    caught_up = [DOWN_MASTER, _slave(1, 1_000, "10.0.0.1:5000")]
+    assert failover.decide(caught_up, 1, report=report) == (None, 4)
+    behind = [DOWN_MASTER, _slave(1, 999, "10.0.0.1:5000")]
+    with pytest.raises(errors.PreconditionFailedError, match="999 bytes, below the 1000"):
+        failover.decide(behind, 1, report=report)
+
+
+def _cluster_info(
+    report_ago_ms: int, master: tuple[int, int] | None
+) -> pb.registry.GetClusterInfoResponse:
+    """One name server's answer: group ``g`` with an epoch-3 report heard ``report_ago_ms``
+    ago and (``master``: (heard ago ms, lease ms)) its master member."""
+    group = pb.registry.BrokerGroup(broker_name="g")
+    group.in_sync_report.CopyFrom(
+        pb.registry.InSyncReport(epoch=3, master_max_offset=10, heard_ago_ms=report_ago_ms)
+    )
+    if master is not None:
+        group.members.append(
+            pb.registry.BrokerMember(
+                broker_id=0, epoch=3, heard_ago_ms=master[0], lease_ms=master[1]
+            )
+        )
+    return pb.registry.GetClusterInfoResponse(broker_groups=[group])
+
+
+def test_a_report_older_than_the_lease_before_the_masters_last_heartbeat_is_as_good_as_none() -> (
+    None
+):
+    """Proves the report's age rule: a report that reached a name server more than the
+    master's lease (10 s when it keeps none) before that name server last heard the master
+    does not count; within it, or with the master no longer listed, it does."""
+    assert failover.report_of([_cluster_info(20_000, (5_000, 3_000))], "g") is None
+    assert failover.report_of([_cluster_info(20_000, (5_000, 0))], "g") is None
+    found = failover.report_of([_cluster_info(8_000, (5_000, 3_000))], "g")
+    assert found is not None and found.heard_ago_ms == 8_000
+    assert failover.report_of([_cluster_info(14_000, (5_000, 0))], "g") is not None
+    assert failover.report_of([_cluster_info(60_000, None)], "g") is not None
+    assert failover.report_of([_cluster_info(60_000, None)], "other") is None
+    fresh_and_stale = [_cluster_info(20_000, (5_000, 3_000)), _cluster_info(6_000, (5_000, 3_000))]
+    found = failover.report_of(fresh_and_stale, "g")
+    assert found is not None and found.heard_ago_ms == 6_000
+
+
+def test_a_master_heartbeats_its_report_at_once_when_its_in_sync_set_changes() -> None:
+    """Proves the registration loop sends a heartbeat (with the in-sync report) as soon as the
+    master's HA service sets ``replicas_changed`` (a slave connected or came in sync), well
+    before the 1 s renewal interval, and keeps to the interval otherwise."""
+    replicas_changed = asyncio.Event()
+    runtime = types.SimpleNamespace(
+        settings=types.SimpleNamespace(namesrv_addrs=["127.0.0.1:1"]),
+        route_changed=asyncio.Event(),
+    )
+    replication = types.SimpleNamespace(
+        master=types.SimpleNamespace(replicas_changed=replicas_changed), lease=None
+    )
+    service = registration.RegistrationService(
+        runtime,  # type: ignore[arg-type]
+        rpc.ChannelPool(channels_max=1),
+        replication=replication,  # type: ignore[arg-type]
+    )
+    beats: list[float] = []
+    beat = asyncio.Event()
+
+    async def heartbeat_all() -> bool:
+        beats.append(asyncio.get_running_loop().time())
+        beat.set()
+        return True
+
+    service.heartbeat_all = heartbeat_all  # type: ignore[method-assign]
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        watching = asyncio.create_task(service._watch(loop.time() + 30, probe=True))
+        await asyncio.sleep(0.1)
+        assert beats == []  # nothing changed, the interval not yet over
+        changed_at = loop.time()
+        replicas_changed.set()
+        await asyncio.wait_for(beat.wait(), 0.5)  # the renewal interval is 1 s
+        assert beats[0] - changed_at < 0.5, beats
+        assert not replicas_changed.is_set()  # consumed: one heartbeat per change
+        runtime.route_changed.set()
+        await asyncio.wait_for(watching, 2.0)  # a route change still ends the watch
+        assert len(beats) == 1
+
+    asyncio.run(run())
 
 
 def test_ident_frames_round_trip_and_refuse_a_bad_broker_id() -> None:

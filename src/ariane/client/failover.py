@@ -9,11 +9,12 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
    that does not answer within the timeout is down;
 3. decide with the pure ``common.promotion.choose`` (never an unclean election: only a live,
    in-sync slave; a slave is in sync when within ``max_gap_not_in_sync_bytes`` of a live master,
-   or, with the master down, when the master's last in-sync report the name servers keep, at
-   the group's epoch, lists it in sync and it holds every byte that report says the master
-   acknowledged (``promotion.in_sync_by_report``; no report: refused unless ``force``, the
-   admin's ``--force``, which the operator never gives)); the named broker must be the one
-   chosen;
+   or, with the master down, when the master's last current in-sync report the name servers
+   keep, at the group's epoch, lists it in sync and it holds every byte that report says the
+   master acknowledged, or does not list it (the master died before reporting it) and it holds
+   the master's whole reported CommitLog at the master's epoch (``promotion.in_sync_by_report``;
+   no current report: refused unless ``force``, the admin's ``--force``, which the operator
+   never gives)); the named broker must be the one chosen;
 3b. failover (the master does not answer): wait until its lease has run out (DESIGN.md §7,
    ``store.ha.lease``): every name server is asked when it last heard the group's master (id 0)
    and what lease it keeps; while some name server heard it less than ``lease_ms`` (+
@@ -276,18 +277,35 @@ async def _master_lease(
     )
 
 
+def report_of(
+    answers: list[pb.registry.GetClusterInfoResponse], broker_name: str
+) -> promotion.InSyncReport | None:
+    """The freshest current in-sync report of the group's master among the name servers'
+    answers (the highest epoch, then the least ``heard_ago_ms``); a report older than the
+    master's lease before the same name server last heard the master is left out
+    (``promotion.report_is_current``). ``None`` when no answer has a current one."""
+    reports = []
+    for info in answers:
+        for group in info.broker_groups:
+            if group.broker_name != broker_name or not group.HasField("in_sync_report"):
+                continue
+            report = convert.in_sync_report_value(group.in_sync_report)
+            master = next((m for m in group.members if m.broker_id == 0), None)
+            heard_ago_ms = None if master is None else int(master.heard_ago_ms)
+            lease_ms = 0 if master is None else int(master.lease_ms)
+            if promotion.report_is_current(
+                report, master_heard_ago_ms=heard_ago_ms, lease_ms=lease_ms
+            ):
+                reports.append(report)
+    return min(reports, key=lambda r: (-r.epoch, r.heard_ago_ms), default=None)
+
+
 async def in_sync_report(
     calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
 ) -> promotion.InSyncReport | None:
-    """The freshest in-sync report of the group's master any name server keeps (the highest
-    epoch, then the least ``heard_ago_ms``); ``None`` when none answers with one."""
-    reports = [
-        convert.in_sync_report_value(group.in_sync_report)
-        for info in await _cluster_infos(calls, namesrv_endpoints)
-        for group in info.broker_groups
-        if group.broker_name == broker_name and group.HasField("in_sync_report")
-    ]
-    return min(reports, key=lambda r: (-r.epoch, r.heard_ago_ms), default=None)
+    """The freshest current in-sync report of the group's master any name server keeps
+    (``report_of``); ``None`` when none answers with one."""
+    return report_of(await _cluster_infos(calls, namesrv_endpoints), broker_name)
 
 
 async def last_in_sync_report(
@@ -388,9 +406,11 @@ def decide(
     Args:
         members: the group's members (``group_members``).
         broker_id: the slave to promote.
-        report: the master's last in-sync report (``in_sync_report``); with no master
-            answering, only a slave it lists in sync and that holds what it acknowledged counts
-            (``promotion.in_sync_by_report``).
+        report: the master's last current in-sync report (``in_sync_report``); with no master
+            answering, only a slave it lists in sync and that holds what it acknowledged, or
+            one it does not list that holds the master's whole reported CommitLog at its
+            epoch, counts (``promotion.in_sync_by_report``; never one below what the master
+            reported acknowledged).
         force: with no master answering, count every live slave in sync (an unclean election
             by hand, ``--force``: it may lose acknowledged messages).
 
@@ -419,6 +439,7 @@ def decide(
                 broker_id=member.broker_id,
                 link_address=link,
                 max_offset=offset,
+                slave_epoch=member.stats.epoch,
             )
             why_not = why if member.broker_id == broker_id else why_not
         facts.append(_fact(member, in_sync=in_sync))

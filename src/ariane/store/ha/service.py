@@ -39,8 +39,9 @@ The in-sync report (``in_sync_report``, issue 25): every connected slave with th
 its IDENT named (``frames``; 0 from an older slave), whether it is in sync and its acked
 offset, plus this master's end and ``_replicated_max``, the highest append end ever answered
 PUT_OK as replicated (never lowered while the process lives; capped at the CommitLog end when
-reported). The registration service sends it with every heartbeat, and a failover promotes
-only a slave it lists in sync that holds that end (``common.promotion.in_sync_by_report``).
+reported). The registration service sends it with every registration and heartbeat, and at
+once when ``replicas_changed`` is set (a slave connected or came within the in-sync gap), and a
+failover promotes only a slave that holds what it says (``common.promotion.in_sync_by_report``).
 
 Who may connect (Ariane's addition; RocketMQ's HA port is plain and open, security.md §8.1):
 with an inner credential (``credential``), a peer must pass the authenticated handshake
@@ -166,6 +167,9 @@ class HAService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._appended: asyncio.Event | None = None
         self.listening = asyncio.Event()
+        self.replicas_changed = asyncio.Event()
+        """Set when a slave connects or comes within the in-sync gap: the registration
+        service reports the in-sync set at once instead of at the next heartbeat."""
 
     # -- the ack rule (store.message_store.ReplicationGate) --------------------------------
 
@@ -363,6 +367,7 @@ class HAService:
             )
             self._writers[key] = writer
             _log.info("slave %s connected at offset %d", peer, hello.max_offset)
+            self.replicas_changed.set()
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._read_reports(reader, key, trusted=trusted))
                 tasks.create_task(self._stream(writer, key, hello.max_offset))
@@ -512,7 +517,10 @@ class HAService:
                     f"slave reports offset {report.max_offset} beyond the "
                     f"{progress.sent_offset} this master sent it; not counted"
                 )
+            was_in_sync = self.in_sync(progress)
             progress.acked_offset, progress.epoch = report.max_offset, report.epoch
+            if not was_in_sync and self.in_sync(progress):
+                self.replicas_changed.set()
             self._release_waiters()
 
     async def _stream(self, writer: asyncio.StreamWriter, key: int, start: int) -> None:
