@@ -3,7 +3,10 @@ acknowledged (issue 25 item 2; the chaos run's SYNC_MASTER data loss): the pure 
 (``promotion.in_sync_by_report``, ``failover.decide``) and, with real processes, a SYNC_MASTER
 with two slaves, one paused while the master acknowledges sends with the other's help, the
 master SIGKILLed: the lagging slave is refused, the in-sync one promoted with every
-acknowledged byte.
+acknowledged byte. The way out for a master that died before its report named the slave
+(``promotion.in_sync_by_report``'s unlisted case, the report's age rule, the master's
+immediate heartbeat when a slave joins) and, with real processes, a master cut off from the
+name server before its slave joined, then SIGKILLed: the caught-up slave is promoted.
 
 Own cluster: the master is SIGKILLed and one slave paused mid-run, so no shared cluster can be
 used.
@@ -20,6 +23,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from e2e.testenv import cutproxy
 
 import ha_testing as ht
 from ariane.broker.services import registration
@@ -333,3 +337,45 @@ def test_failover_refuses_the_lagging_slave_and_promotes_the_in_sync_one_losing_
     assert promoted.endpoint == slave_a.endpoint
     assert promoted.commit_log_max_offset >= acked_end
     assert ht.send(slave_a.endpoint, TOPIC, b"after") == OK
+
+
+@pytest.mark.slow
+def test_a_master_killed_before_its_report_named_the_slave_fails_over_to_the_caught_up_slave(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves the way out with real processes: the master's path to the name server cut before
+    its slave joins (its last report there lists no slave, with its CommitLog end), the slave
+    copies every byte, the master is SIGKILLed: the slave is promoted holding every
+    acknowledged byte and takes sends (the first in-sync rule refused it forever: the e2e
+    operator failover's stuck "does not list it in sync")."""
+    extra = _config(tmp_path)
+    master, slave = (ht.new_broker(tmp_path, n) for n in ("master", "slave-a"))
+    with ht.running_namesrv(tmp_path) as namesrv:
+        proxy = cutproxy.CutProxy(namesrv)  # the master's path alone: the slave dials directly
+        try:
+            proxy.start()
+            master.start(tmp_path, proxy.endpoint, "SYNC_MASTER", broker_id=0, extra=extra)
+            ht.create_topic(master.endpoint, TOPIC)
+            codes = [ht.send(master.endpoint, TOPIC, f"acked-{i}".encode()) for i in range(SENDS)]
+            assert codes == [OK] * SENDS  # min_in_sync_replicas = 1: a lone master acks alone
+            acked_end = ht.stats(master.endpoint).commit_log_max_offset
+            ht.poll(
+                lambda: _report(namesrv).master_max_offset >= acked_end,
+                "the master's report of its CommitLog end",
+            )
+            proxy.cut()
+            slave.start(tmp_path, namesrv, "SLAVE", broker_id=1, master_ha=master.ha, extra=extra)
+            ht.poll(
+                lambda: ht.stats(slave.endpoint).commit_log_max_offset >= acked_end,
+                "the slave to copy the master's bytes",
+            )
+            assert not _report(namesrv).replicas  # the name server never heard of the slave
+            master.kill()
+            promoted = asyncio.run(failover.promote((namesrv,), "ha-group", 1, timeout_s=1.0))
+            assert promoted.endpoint == slave.endpoint
+            assert promoted.commit_log_max_offset >= acked_end
+            assert ht.send(slave.endpoint, TOPIC, b"after") == OK
+        finally:
+            proxy.stop()
+            for broker in (master, slave):
+                broker.stop()
