@@ -172,6 +172,22 @@ def cluster_masters(namesrv: str, broker_name: str = "ha-group") -> list[tuple[s
     ]
 
 
+def reported_in_sync(namesrv: str, broker_id: int = 1, broker_name: str = "ha-group") -> bool:
+    """Whether the master's last in-sync report at the name server lists ``broker_id`` in sync
+    (a failover promotes no other slave: issue 25)."""
+
+    async def call() -> pb.registry.GetClusterInfoResponse:
+        async with grpc.aio.insecure_channel(namesrv) as channel:
+            return await rpc.RegistryClient(channel, timeout_s=10).get_cluster_info()
+
+    return any(
+        r.broker_id == broker_id and r.in_sync
+        for g in asyncio.run(call()).broker_groups
+        if g.broker_name == broker_name
+        for r in g.in_sync_report.replicas
+    )
+
+
 def new_broker(tmp: pathlib.Path, name: str, *, user: User | None = None) -> Broker:
     """A broker with fresh ports and its own store directory (``user``: see ``Broker.user``)."""
     return Broker(name, tmp / name, dev.free_port(), dev.free_port(), user=user)
@@ -339,7 +355,8 @@ def synced_pair(
     tmp: pathlib.Path, namesrv: str, topic: str, extra: tuple[str, ...]
 ) -> Iterator[tuple[Broker, Broker]]:
     """An ASYNC_MASTER and its SLAVE started with ``extra``, ``topic`` created with one message,
-    held until the slave has synced the topic and holds the master's bytes; both stopped after
+    held until the slave has synced the topic and holds the master's bytes, and the master has
+    reported it in sync to the name server; both stopped after
     the block (a SIGSTOPped one is continued first)."""
     master, slave = new_broker(tmp, "master"), new_broker(tmp, "slave")
     try:
@@ -355,6 +372,7 @@ def synced_pair(
             ),
             "the slave to hold the master's bytes",
         )
+        poll(lambda: reported_in_sync(namesrv), "the master's report of its in-sync slave")
         yield master, slave
     finally:
         for broker in (master, slave):

@@ -101,9 +101,10 @@ def test_a_failover_takes_an_epoch_above_the_unreachable_masters_registered_one(
     )
     members = [
         failover.MemberState(0, "m:1", "m:2", None, registered_epoch=2),
-        failover.MemberState(1, "s:1", "s:2", stats, registered_epoch=1),
+        failover.MemberState(1, "s:1", "s:2", stats, registered_epoch=1, ha_link_address="s:3"),
     ]
-    master, epoch = failover.decide(members, 1)
+    report = promotion.InSyncReport(2, 100, 100, (("s:3", 1, True, 100),))  # vouches for it
+    master, epoch = failover.decide(members, 1, report=report)
     assert (master, epoch) == (None, 3)
 
 

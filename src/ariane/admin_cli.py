@@ -14,6 +14,8 @@ through ``ariane.client.AdminClient``::
     ariane admin broker list | wipe-write-perm NAME… | add-write-perm NAME…
     ariane admin broker promote --broker-name G --broker-id N [--role SYNC_MASTER]
                                 [--lease-wait-s S]  (failover waits for the old master's lease)
+                                [--force]  (failover: promote a slave the master's last in-sync
+                                            report does not vouch for: may lose acked messages)
     ariane admin cluster | brokers | topics | groups | lag     (one-word views for people)
     ariane admin top [--interval-s 2] [--iterations N]       (live rates and lag)
     ariane admin user create|update|delete|get|list …   acl create|update|delete|get|list …
@@ -350,6 +352,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="failover: longest wait for the old master's lease to run out (0 = refuse while it "
         f"may be held; default {admin_failover.LEASE_WAIT_S_DEFAULT:.0f})",
+    )
+    promote.add_argument(
+        "--force",
+        action="store_true",
+        help="failover: promote a live slave even though the master's last in-sync report does "
+        "not show it holding every acknowledged byte (or none was heard): may lose messages",
     )
 
 
@@ -805,6 +813,7 @@ async def _broker_promote(client: Client, args: argparse.Namespace) -> Result:
         lease_wait_s=args.lease_wait_s,
         tls=client.tls,
         credentials=client.credentials,
+        force=args.force,
     )
     columns = tuple((f.name, f.name.replace("_", " ")) for f in dataclasses.fields(outcome))
     return Result("promoted", columns, [dataclasses.asdict(outcome)], vertical=True)

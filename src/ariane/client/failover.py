@@ -9,7 +9,12 @@ Mirrors RocketMQ's ``mqadmin electMaster`` (controller mode) on top of ``ChangeR
    that does not answer within the timeout is down;
 3. decide with the pure ``common.promotion.choose`` (never an unclean election: only a live,
    in-sync slave; a slave is in sync when within ``max_gap_not_in_sync_bytes`` of a live master,
-   or, with the master down, when it answers); the named broker must be the one chosen;
+   or, with the master down, when the master's last current in-sync report the name servers
+   keep, at the group's epoch, lists it in sync and it holds every byte that report says the
+   master acknowledged, or does not list it (the master died before reporting it) and it holds
+   the master's whole reported CommitLog at the master's epoch (``promotion.in_sync_by_report``;
+   no current report: refused unless ``force``, the admin's ``--force``, which the operator
+   never gives)); the named broker must be the one chosen;
 3b. failover (the master does not answer): wait until its lease has run out (DESIGN.md §7,
    ``store.ha.lease``): every name server is asked when it last heard the group's master (id 0)
    and what lease it keeps; while some name server heard it less than ``lease_ms`` (+
@@ -80,6 +85,9 @@ class MemberState:
     registered_epoch: int = 0
     """The epoch it last registered with, as the name server lists it (a master cut off from
     the admin still shows the epoch it holds here)."""
+    ha_link_address: str = ""
+    """A slave's HA connection's local ``host:port`` as it registered it (matched against
+    the master's in-sync report)."""
 
     @property
     def role(self) -> str:
@@ -197,7 +205,9 @@ async def group_members(
         addresses = [(m, convert.address_text(m.client_endpoint)) for m in group.members]
         found = await asyncio.gather(*(calls.stats(endpoint) for _, endpoint in addresses))
         return [
-            MemberState(int(m.broker_id), endpoint, m.ha_address, stats, int(m.epoch))
+            MemberState(
+                int(m.broker_id), endpoint, m.ha_address, stats, int(m.epoch), m.ha_link_address
+            )
             for (m, endpoint), stats in zip(addresses, found, strict=True)
         ]
     names = ", ".join(namesrv_endpoints)
@@ -224,9 +234,11 @@ class MasterLease:
     endpoint: str = ""
 
 
-async def _master_lease(
-    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
-) -> MasterLease:
+async def _cluster_infos(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...]
+) -> list[pb.registry.GetClusterInfoResponse]:
+    """``GetClusterInfo`` of every name server that answers (the others left out)."""
+
     async def one(endpoint: str) -> pb.registry.GetClusterInfoResponse | None:
         registry = await calls.registry(endpoint)
         try:
@@ -234,7 +246,13 @@ async def _master_lease(
         except grpc.aio.AioRpcError:
             return None
 
-    answers = [a for a in await asyncio.gather(*map(one, namesrv_endpoints)) if a is not None]
+    return [a for a in await asyncio.gather(*map(one, namesrv_endpoints)) if a is not None]
+
+
+async def _master_lease(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> MasterLease:
+    answers = await _cluster_infos(calls, namesrv_endpoints)
     if len(answers) < len(namesrv_endpoints) // 2 + 1:
         raise errors.ServiceUnavailableError(
             f"only {len(answers)} of {len(namesrv_endpoints)} name servers answered: cannot tell "
@@ -257,6 +275,54 @@ async def _master_lease(
         int(freshest.lease_ms),
         convert.address_text(freshest.client_endpoint),
     )
+
+
+def report_of(
+    answers: list[pb.registry.GetClusterInfoResponse], broker_name: str
+) -> promotion.InSyncReport | None:
+    """The freshest current in-sync report of the group's master among the name servers'
+    answers (the highest epoch, then the least ``heard_ago_ms``); a report older than the
+    master's lease before the same name server last heard the master is left out
+    (``promotion.report_is_current``). ``None`` when no answer has a current one."""
+    reports = []
+    for info in answers:
+        for group in info.broker_groups:
+            if group.broker_name != broker_name or not group.HasField("in_sync_report"):
+                continue
+            report = convert.in_sync_report_value(group.in_sync_report)
+            master = next((m for m in group.members if m.broker_id == 0), None)
+            heard_ago_ms = None if master is None else int(master.heard_ago_ms)
+            lease_ms = 0 if master is None else int(master.lease_ms)
+            if promotion.report_is_current(
+                report, master_heard_ago_ms=heard_ago_ms, lease_ms=lease_ms
+            ):
+                reports.append(report)
+    return min(reports, key=lambda r: (-r.epoch, r.heard_ago_ms), default=None)
+
+
+async def in_sync_report(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> promotion.InSyncReport | None:
+    """The freshest current in-sync report of the group's master any name server keeps
+    (``report_of``); ``None`` when none answers with one."""
+    return report_of(await _cluster_infos(calls, namesrv_endpoints), broker_name)
+
+
+async def last_in_sync_report(
+    namesrv_endpoints: tuple[str, ...],
+    broker_name: str,
+    *,
+    timeout_s: float = 3.0,
+    tls: grpc_tls.ClientTls | None = None,
+) -> promotion.InSyncReport | None:
+    """The freshest in-sync report of the group's master the name servers keep (``None``:
+    none), as a failover reads it (``in_sync_report``)."""
+    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls))
+    try:
+        calls = _Calls(channels, timeout_s)
+        return await in_sync_report(calls, tuple(namesrv_endpoints), broker_name)
+    finally:
+        await channels.close()
 
 
 async def master_lease_remaining_ms(
@@ -326,10 +392,27 @@ async def wait_for_master_lease(
         slept_s += remaining_ms / 1000
 
 
-def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | None, int]:
+def decide(
+    members: list[MemberState],
+    broker_id: int,
+    *,
+    report: promotion.InSyncReport | None = None,
+    force: bool = False,
+) -> tuple[MemberState | None, int]:
     """Who is the master now (``None``: none answers) and the new epoch (above every epoch a
     member reports or registered with), after checking with ``promotion.choose`` that
     ``broker_id`` is the slave to promote.
+
+    Args:
+        members: the group's members (``group_members``).
+        broker_id: the slave to promote.
+        report: the master's last current in-sync report (``in_sync_report``); with no master
+            answering, only a slave it lists in sync and that holds what it acknowledged, or
+            one it does not list that holds the master's whole reported CommitLog at its
+            epoch, counts (``promotion.in_sync_by_report``; never one below what the master
+            reported acknowledged).
+        force: with no master answering, count every live slave in sync (an unclean election
+            by hand, ``--force``: it may lose acknowledged messages).
 
     Raises:
         PreconditionFailedError: ``broker_id`` is not a live in-sync slave, or another slave is
@@ -337,20 +420,43 @@ def decide(members: list[MemberState], broker_id: int) -> tuple[MemberState | No
     """
     master = next((m for m in members if m.role in _MASTER_ROLES), None)
     master_end = master.stats.commit_log_max_offset if master and master.stats else None
-    facts = []
+    group_epoch = max((m.registered_epoch for m in members), default=0)
+    facts, why_not = [], ""
     for member in members:
         if member is master or member.stats is None:
             facts.append(_fact(member, in_sync=member is master))
             continue
-        behind = 0 if master_end is None else master_end - member.stats.commit_log_max_offset
-        facts.append(_fact(member, in_sync=behind <= IN_SYNC_GAP_BYTES))
+        offset = member.stats.commit_log_max_offset
+        if master_end is not None:
+            in_sync = master_end - offset <= IN_SYNC_GAP_BYTES
+        elif force:
+            in_sync = True
+        else:
+            link = member.ha_link_address
+            in_sync, why = promotion.in_sync_by_report(
+                report,
+                epoch=group_epoch,
+                broker_id=member.broker_id,
+                link_address=link,
+                max_offset=offset,
+                slave_epoch=member.stats.epoch,
+            )
+            why_not = why if member.broker_id == broker_id else why_not
+        facts.append(_fact(member, in_sync=in_sync))
     master_id = master.broker_id if master is not None else -1
     decision = promotion.choose(facts, master_id=master_id, force=master is not None)
     if decision.broker_id != broker_id:
         raise errors.PreconditionFailedError(
-            f"will not promote broker {broker_id}: {decision.reason} (members: "
+            f"will not promote broker {broker_id}: {decision.reason}"
+            + (f"; broker {broker_id}: {why_not}" if why_not else "")
+            + " (members: "
             + ", ".join(f"{m.broker_id}={m.role or 'down'}" for m in members)
             + ")"
+            + (
+                "; --force promotes anyway, at the risk of losing acknowledged messages"
+                if why_not
+                else ""
+            )
         )
     # Above every epoch registered too: a slave reports the epoch of its last CommitLog byte,
     # and an unreachable master may hold a newer epoch that wrote nothing it received yet.
@@ -465,6 +571,14 @@ async def _demote(calls: _Calls, master: MemberState, slave: MemberState, epoch:
     return True
 
 
+async def _look(
+    calls: _Calls, namesrv_endpoints: tuple[str, ...], broker_name: str
+) -> tuple[list[MemberState], promotion.InSyncReport | None]:
+    """The group's members and its master's last in-sync report."""
+    members = await group_members(calls, namesrv_endpoints, broker_name)
+    return members, await in_sync_report(calls, namesrv_endpoints, broker_name)
+
+
 async def promote(
     namesrv_endpoints: tuple[str, ...],
     broker_name: str,
@@ -475,6 +589,7 @@ async def promote(
     lease_wait_s: float = LEASE_WAIT_S_DEFAULT,
     tls: grpc_tls.ClientTls | None = None,
     credentials: client_credentials.Credentials | None = None,
+    force: bool = False,
 ) -> Outcome:
     """Promote slave ``broker_id`` of ``broker_name`` (see the module for the steps).
 
@@ -489,6 +604,9 @@ async def promote(
         tls: TLS to the name servers and brokers (``None``: plaintext).
         credentials: what every call is signed with (a Super user's keys when the brokers
             enforce ACL 2.0, as ``mqadmin -ak/-sk`` does); ``None``: unsigned.
+        force: failover: promote a live slave even though the master's last in-sync report
+            does not show it holding what the master acknowledged, or there is none (an
+            unclean election by hand; the operator never forces).
 
     Raises:
         PreconditionFailedError, NotFoundError, ServiceUnavailableError: see the module.
@@ -498,15 +616,15 @@ async def promote(
     channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 16, credentials=_tls(tls))
     try:
         calls = _Calls(channels, timeout_s, credentials)
-        members = await group_members(calls, namesrv_endpoints, broker_name)
-        master, epoch = decide(members, broker_id)
+        members, report = await _look(calls, namesrv_endpoints, broker_name)
+        master, epoch = decide(members, broker_id, report=report, force=force)
         if master is None:
             slept_s = await wait_for_master_lease(
                 calls, namesrv_endpoints, broker_name, wait_s=lease_wait_s
             )
             if slept_s > 0:  # the master may have resumed meanwhile: look again
-                members = await group_members(calls, namesrv_endpoints, broker_name)
-                master, epoch = decide(members, broker_id)
+                members, report = await _look(calls, namesrv_endpoints, broker_name)
+                master, epoch = decide(members, broker_id, report=report, force=force)
         slave = next(m for m in members if m.broker_id == broker_id)
         if master is not None:
             await _catch_up(calls, slave, master)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from ariane.common import errors, ids, message, route
+from ariane.common import errors, ids, message, promotion, route
 from ariane.grpcwire import codes, pb
 
 PORT_MAX = 65_535
@@ -258,3 +258,33 @@ def query_route_response(
     if not queues:
         raise errors.TopicNotFoundError(f"no broker group serving {topic.name!r} has a master")
     return pb.v2_service.QueryRouteResponse(status=codes.ok(), message_queues=queues)
+
+
+def in_sync_report(report: promotion.InSyncReport) -> pb.registry.InSyncReport:
+    """The registry's ``InSyncReport`` message of a master's in-sync set."""
+    return pb.registry.InSyncReport(
+        epoch=report.epoch,
+        master_max_offset=report.master_max_offset,
+        replicated_offset=report.replicated_offset,
+        replicas=[
+            pb.registry.ReplicaProgress(
+                link_address=link, broker_id=broker_id, in_sync=ok, acked_offset=acked
+            )
+            for link, broker_id, ok, acked in report.replicas
+        ],
+        heard_ago_ms=report.heard_ago_ms,
+    )
+
+
+def in_sync_report_value(value: pb.registry.InSyncReport) -> promotion.InSyncReport:
+    """A master's in-sync set from its message (unchecked: see ``namesrv.service``)."""
+    replicas = tuple(
+        (r.link_address, int(r.broker_id), r.in_sync, r.acked_offset) for r in value.replicas
+    )
+    return promotion.InSyncReport(
+        value.epoch,
+        value.master_max_offset,
+        value.replicated_offset,
+        replicas,
+        value.heard_ago_ms,
+    )

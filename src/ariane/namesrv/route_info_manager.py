@@ -33,6 +33,11 @@ Invariants:
   name server has no epochs: its controller mode keeps them in the controller instead, and a
   paused old master re-registering as id 0 takes its group's route back until the next
   registration of the new one.
+* In-sync reports (issue 25): a master's registration or heartbeat may carry its
+  ``promotion.InSyncReport``; the group keeps the latest one of its master with the monotonic
+  time it arrived and lists it (with ``heard_ago_ms``) only while its epoch is the group's; a
+  slave's ``ha_link_address`` is kept per member. A failover matches the two
+  (``client.failover``). Both are bounded: ``promotion.REPLICAS_MAX`` entries per report.
 * When a bound would be exceeded the request is refused with TOO_MANY_REQUESTS and no table
   changes (registrations are validated fully before anything is written).
 """
@@ -43,7 +48,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from ariane.common import clock as clock_module
-from ariane.common import errors, ids, message, route, topics
+from ariane.common import errors, ids, message, promotion, route, topics
 
 PERM_BITS_MAX = int(route.Perm.PRIORITY | route.Perm.READ | route.Perm.WRITE | route.Perm.INHERIT)
 """Highest valid perm value (all four RocketMQ ``PermName`` bits)."""
@@ -126,6 +131,8 @@ class BrokerRegistration:
             it serves none: Remoting routes leave such a broker out.
         epoch: the newest epoch of the broker's CommitLog (0: a broker without replication).
         lease_ms: the master lease the broker keeps through the name servers, ms (0: none).
+        in_sync_report: a master's in-sync set (``None``: none sent).
+        ha_link_address: a slave's HA connection's local ``host:port`` ("" when none).
     """
 
     cluster: ids.ClusterName
@@ -138,6 +145,8 @@ class BrokerRegistration:
     remoting_address: str = ""
     epoch: int = 0
     lease_ms: int = 0
+    in_sync_report: promotion.InSyncReport | None = None
+    ha_link_address: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,6 +174,7 @@ class BrokerMember:
         epoch: the epoch it registered with.
         lease_ms: the master lease it keeps, ms (0: none).
         heard_ago_ms: monotonic time since its last registration or heartbeat here, ms.
+        ha_link_address: a slave's HA connection's local ``host:port`` ("" when none).
     """
 
     broker_id: ids.BrokerId
@@ -176,15 +186,18 @@ class BrokerMember:
     epoch: int = 0
     lease_ms: int = 0
     heard_ago_ms: int = 0
+    ha_link_address: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BrokerGroup:
-    """A broker group (RocketMQ ``BrokerData``): its cluster and members sorted by broker id."""
+    """A broker group (RocketMQ ``BrokerData``): its cluster and members sorted by broker id,
+    and its master's latest in-sync report at the group's epoch (``None``: none heard)."""
 
     cluster: ids.ClusterName
     broker_name: ids.BrokerName
     members: tuple[BrokerMember, ...]
+    in_sync_report: promotion.InSyncReport | None = None
 
     def master(self) -> BrokerMember | None:
         """The member with broker id 0, or ``None`` while the group has no master."""
@@ -252,12 +265,15 @@ class _Addresses:
     remoting: str
     epoch: int = 0
     lease_ms: int = 0
+    ha_link: str = ""
 
 
 @dataclasses.dataclass(slots=True)
 class _Group:
     cluster: ids.ClusterName
     addrs: dict[ids.BrokerId, _Addresses]
+    report: tuple[promotion.InSyncReport, int] | None = None
+    """The master's latest in-sync report and the monotonic ms it arrived."""
 
 
 class RouteInfoManager:
@@ -317,7 +333,9 @@ class RouteInfoManager:
             registration.remoting_address,
             registration.epoch,
             registration.lease_ms,
+            registration.ha_link_address,
         )
+        self._record_in_sync(name, broker_id, registration.in_sync_report)
         self._touch(name, broker_id, registration.data_version)
         if broker_id == ids.MASTER_BROKER_ID:
             self._replace_topic_configs(name, registration.topic_configs)
@@ -353,8 +371,11 @@ class RouteInfoManager:
         broker_id: ids.BrokerId,
         data_version: int,
         epoch: int = 0,
+        in_sync_report: promotion.InSyncReport | None = None,
+        ha_link_address: str = "",
     ) -> bool:
-        """Refresh a registered broker's liveness (RocketMQ ``BROKER_HEARTBEAT``).
+        """Refresh a registered broker's liveness (RocketMQ ``BROKER_HEARTBEAT``), and a
+        master's in-sync report or a slave's HA link address when sent.
 
         A heartbeat with another epoch than the broker registered with refreshes nothing (the
         entry may be another broker's: a promoted slave heartbeating as id 0 before its
@@ -379,6 +400,10 @@ class RouteInfoManager:
         if group.addrs[broker_id].epoch != epoch:
             return True
         held = live.data_version
+        if ha_link_address:
+            addresses = group.addrs[broker_id]
+            group.addrs[broker_id] = dataclasses.replace(addresses, ha_link=ha_link_address)
+        self._record_in_sync(broker_name, broker_id, in_sync_report)
         self._touch(broker_name, broker_id, held)
         return held != data_version
 
@@ -491,6 +516,13 @@ class RouteInfoManager:
                 del self._group_epochs[stale]
                 excess -= 1
 
+    def _record_in_sync(
+        self, name: ids.BrokerName, broker_id: ids.BrokerId, report: promotion.InSyncReport | None
+    ) -> None:
+        """Keep a master's report (its epoch was checked: never older than the group's)."""
+        if broker_id == ids.MASTER_BROKER_ID and report is not None:
+            self._broker_addr_table[name].report = (report, self._clock.monotonic_ms())
+
     def _group_view(self, broker_name: ids.BrokerName) -> BrokerGroup:
         group = self._broker_addr_table[broker_name]
         now_ms = self._clock.monotonic_ms()
@@ -509,9 +541,14 @@ class RouteInfoManager:
                     addresses.epoch,
                     addresses.lease_ms,
                     max(0, now_ms - live.last_update_monotonic_ms),
+                    addresses.ha_link,
                 )
             )
-        return BrokerGroup(group.cluster, broker_name, tuple(members))
+        report = None
+        if group.report is not None and group.report[0].epoch >= self.group_epoch(broker_name):
+            heard_ago_ms = max(0, now_ms - group.report[1])
+            report = dataclasses.replace(group.report[0], heard_ago_ms=heard_ago_ms)
+        return BrokerGroup(group.cluster, broker_name, tuple(members), report)
 
     def _replace_topic_configs(
         self, broker_name: ids.BrokerName, configs: tuple[RegisteredTopic, ...]

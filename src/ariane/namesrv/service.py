@@ -24,12 +24,13 @@ status. No logic lives here beyond translation; the tables are in ``route_info_m
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import grpc
 
-from ariane.common import errors, ids, topics
+from ariane.common import errors, ids, promotion, topics
 from ariane.grpcwire import codes, convert, metadata, pb, recall
 from ariane.namesrv import forward, inner_auth
 from ariane.namesrv import route_info_manager as rim
@@ -70,7 +71,48 @@ def registration_of(request: pb.registry.RegisterBrokerRequest) -> rim.BrokerReg
         remoting_address=request.remoting_address,
         epoch=request.epoch,
         lease_ms=request.lease_ms,
+        in_sync_report=in_sync_report_of(request),
+        ha_link_address=link_address_of(request),
     )
+
+
+LINK_ADDRESS_CHARS_MAX = 300
+"""Longest HA link address kept (``[IPv6]:port`` fits many times over)."""
+
+
+def link_address_of(
+    request: pb.registry.RegisterBrokerRequest | pb.registry.BrokerHeartbeatRequest,
+) -> str:
+    """A slave's ``ha_link_address``.
+
+    Raises:
+        BadRequestError: longer than ``LINK_ADDRESS_CHARS_MAX``.
+    """
+    if len(request.ha_link_address) > LINK_ADDRESS_CHARS_MAX:
+        raise errors.BadRequestError("ha_link_address is too long")
+    return request.ha_link_address
+
+
+def in_sync_report_of(
+    request: pb.registry.RegisterBrokerRequest | pb.registry.BrokerHeartbeatRequest,
+) -> promotion.InSyncReport | None:
+    """A master's in-sync report (``None`` when the request carries none).
+
+    Raises:
+        BadRequestError: more than ``promotion.REPLICAS_MAX`` replicas, an address longer
+            than ``LINK_ADDRESS_CHARS_MAX`` or a negative offset.
+    """
+    if not request.HasField("in_sync_report"):
+        return None
+    report = convert.in_sync_report_value(request.in_sync_report)
+    if len(report.replicas) > promotion.REPLICAS_MAX:
+        raise errors.BadRequestError(f"more than {promotion.REPLICAS_MAX} replicas reported")
+    too_long = any(len(r[0]) > LINK_ADDRESS_CHARS_MAX for r in report.replicas)
+    offsets = [report.master_max_offset, report.replicated_offset]
+    offsets += [r[3] for r in report.replicas]
+    if too_long or min(offsets) < 0:
+        raise errors.BadRequestError("an in-sync report with a long address or negative offset")
+    return dataclasses.replace(report, heard_ago_ms=0)
 
 
 def address_message(host_port: str) -> pb.v2.Address:
@@ -81,7 +123,7 @@ def address_message(host_port: str) -> pb.v2.Address:
 
 def group_message(group: rim.BrokerGroup) -> pb.registry.BrokerGroup:
     """The registry's ``BrokerGroup`` message of a group."""
-    return pb.registry.BrokerGroup(
+    message = pb.registry.BrokerGroup(
         cluster_name=group.cluster,
         broker_name=group.broker_name,
         members=[
@@ -95,10 +137,15 @@ def group_message(group: rim.BrokerGroup) -> pb.registry.BrokerGroup:
                 epoch=m.epoch,
                 lease_ms=m.lease_ms,
                 heard_ago_ms=m.heard_ago_ms,
+                ha_link_address=m.ha_link_address,
             )
             for m in group.members
         ],
     )
+    report = group.in_sync_report
+    if report is not None:
+        message.in_sync_report.CopyFrom(convert.in_sync_report(report))
+    return message
 
 
 class RegistryService:
@@ -200,6 +247,8 @@ class RegistryService:
                 broker_id=ids.BrokerId(request.broker_id),
                 data_version=request.data_version,
                 epoch=request.epoch,
+                in_sync_report=in_sync_report_of(request),
+                ha_link_address=link_address_of(request),
             )
         except rim.StaleEpochError as exc:
             refused = pb.registry.BrokerHeartbeatResponse(

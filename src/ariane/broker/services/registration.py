@@ -28,6 +28,12 @@ A target ``namesrv_resolve_all`` resolved from a DNS name is verified against th
 (``named_targets``, ``ChannelPool.get(server_name=)``), not its IP: the operator's name-server
 certificate names the headless Service (``*.<svc>.<ns>.svc``), never the pods' addresses.
 
+In-sync reports (issue 25): a master's registrations and heartbeats carry its in-sync set
+(``HAService.in_sync_report``), a slave's its HA link address, so that the name servers hold
+the master's last word on whom a failover may promote (``common.promotion``). A master
+heartbeats at once when a slave connects or comes in sync (``HAService.replicas_changed``), so
+a master that dies right after a slave joined has most likely reported it.
+
 On clean shutdown it sends ``UnregisterBroker`` so clients stop being routed to it before the
 120 s expiry.
 
@@ -50,7 +56,6 @@ within the default 10 s lease, but a lease much shorter than 10 s wants healthy 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import ipaddress
 import logging
@@ -234,6 +239,21 @@ class RegistrationService:
     def _epoch(self) -> int:
         return 0 if self._replication is None else self._replication.epoch
 
+    def _add_in_sync(
+        self, request: pb.registry.RegisterBrokerRequest | pb.registry.BrokerHeartbeatRequest
+    ) -> None:
+        """Add a master's ``in_sync_report`` or a slave's ``ha_link_address`` to ``request``
+        (nothing without replication): what a failover checks a slave against
+        (``client.failover.decide``)."""
+        replication = self._replication
+        if replication is None:
+            return
+        if not replication.role.is_master:
+            request.ha_link_address = replication.client.link_address
+            return
+        report = replication.master.in_sync_report()
+        request.in_sync_report.CopyFrom(convert.in_sync_report(report))
+
     def renew_interval_s(self) -> float:
         """Longest pause between two renewal rounds, s: ``HEARTBEAT_INTERVAL_S``, or a third of
         the lease when that is shorter."""
@@ -265,7 +285,7 @@ class RegistrationService:
         settings = runtime.settings
         host, port = convert.split_host_port(runtime.client_endpoint)
         lease = self._lease
-        return pb.registry.RegisterBrokerRequest(
+        request = pb.registry.RegisterBrokerRequest(
             cluster_name=settings.cluster,
             broker_name=settings.broker_name,
             broker_id=runtime.broker_id,
@@ -286,6 +306,8 @@ class RegistrationService:
                 for config in runtime.topics.list_all()
             ],
         )
+        self._add_in_sync(request)
+        return request
 
     async def register_all(self) -> int:
         """Register with every name server at once; returns how many accepted."""
@@ -344,16 +366,34 @@ class RegistrationService:
 
     async def _watch(self, deadline_s: float, *, probe: bool) -> None:
         """Return at ``deadline_s`` (loop time), when the route changes, or (``probe``) when a
-        name server's heartbeat answer says the broker must register again."""
-        changed = self._runtime.route_changed
+        name server's heartbeat answer says the broker must register again; heartbeats every
+        renewal interval, and at once when a master's in-sync set changed."""
         loop = asyncio.get_running_loop()
         interval_s = self.renew_interval_s()
         while (remaining_s := deadline_s - loop.time()) > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=min(remaining_s, interval_s))
+            if await self._wait_for_change(min(remaining_s, interval_s)):
                 return
             if probe and not await self.heartbeat_all():
                 return
+
+    async def _wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the route to change (True) or for a master's
+        ``HAService.replicas_changed`` (False, the event cleared: the caller heartbeats with
+        the new in-sync report, so the name servers know a newly connected slave within a
+        round trip rather than a heartbeat period)."""
+        changed = self._runtime.route_changed
+        replicas = None if self._replication is None else self._replication.master.replicas_changed
+        waits = [asyncio.ensure_future(changed.wait())]
+        if replicas is not None:
+            waits.append(asyncio.ensure_future(replicas.wait()))
+        try:
+            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if replicas is not None:
+            replicas.clear()
+        return changed.is_set()
 
     async def heartbeat_all(self) -> bool:
         """Send BrokerHeartbeat to every name server; ``False`` if any needs a registration
@@ -366,6 +406,7 @@ class RegistrationService:
             data_version=self._runtime.topics.data_version.counter,
             epoch=self._epoch,
         )
+        self._add_in_sync(request)
         renewal = self._renewal()
         results = await asyncio.gather(
             *(self._heartbeat_one(addr, request, renewal) for addr in self.targets)

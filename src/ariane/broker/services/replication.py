@@ -204,6 +204,7 @@ class ReplicationService:
             on_truncate=lambda offset: self._truncated(offset),
             credential=credential,
             tls_context=lambda: tls.peer_client_context(tls_settings),
+            broker_id=lambda: runtime.broker_id,
         )
         if config.keeps_lease and runtime.settings.namesrv_addrs:
             self.master.lease = lease_mod.MasterLease(lease_ms=config.lease_ms)

@@ -22,6 +22,12 @@ that cannot prove the credential, has none, or speaks another handshake version 
 the reason logged), and sends its HELLO as an AUTH_HELLO carrying its own proof. It never falls
 back to an unauthenticated HELLO.
 
+With ``broker_id`` the slave opens each connection with IDENT (its broker id, ``frames``), so
+that its master's in-sync report names it. A connection that sent IDENT and ended before the
+master's first frame (a master of an older build refuses the kind) is followed by one without
+it, and the next after that tries IDENT again; a master of this build sends its first frame at
+once.
+
 With ``tls_context`` (the broker's ``[tls] server_mode = "enforcing"``) the connection is TLS:
 the master's certificate is verified against ``trust_cert_path`` and its host name, and this
 broker's certificate is presented; the handshake above then runs inside TLS. A certificate the
@@ -70,6 +76,7 @@ class HAClient:
             peer_client_context``: verifies the master against the trust file, presents this
             broker's certificate; built per connection so rotated files are used); ``None``:
             plaintext.
+        broker_id: this slave's current broker id, sent as IDENT; ``None``: no IDENT.
     """
 
     def __init__(
@@ -82,8 +89,13 @@ class HAClient:
         on_truncate: Callable[[int], object] | None = None,
         credential: frames.Credential | None = None,
         tls_context: Callable[[], ssl.SSLContext | None] | None = None,
+        broker_id: Callable[[], int] | None = None,
     ) -> None:
         self._tls_context = tls_context
+        self._broker_id = broker_id
+        self._send_ident = True
+        self._frames_seen = 0
+        """Master frames received since start (tells whether a connection got any)."""
         self._store = store
         self._credential = credential
         self._on_truncate = on_truncate
@@ -92,6 +104,10 @@ class HAClient:
         self._master_address = master_address
         self._refusals = log_limits.LineLimiter(key_interval_s=REFUSAL_LOG_INTERVAL_S)
         self.connected = False
+        self.link_address = ""
+        """The local ``host:port`` of the latest connection to the master (as the master sees
+        this slave; kept after it ends, so the name servers can match the master's last
+        in-sync report); "" before the first."""
         self.sessions = 0
         """Connections made since start (for tests and stats)."""
 
@@ -130,8 +146,14 @@ class HAClient:
         )
         self.connected = True
         self.sessions += 1
+        local = writer.get_extra_info("sockname")
+        self.link_address = f"{local[0]}:{local[1]}" if local else ""
         _log.info("replicating from %s at offset %d", address, self._store.max_commit_log_offset)
+        ident = self._broker_id() if self._broker_id is not None and self._send_ident else 0
+        seen = self._frames_seen
         try:
+            if ident > 0:
+                writer.write(frames.encode_ident(ident))
             await self._hello(reader, writer)
             async with asyncio.TaskGroup() as tasks:
                 beat = tasks.create_task(self._heartbeat(writer))
@@ -143,6 +165,8 @@ class HAClient:
             raise _first_leaf(group) from None
         finally:
             writer.close()
+            # Nothing came back: an older master may have refused IDENT; toggle it.
+            self._send_ident = not ident if self._frames_seen == seen else True
 
     async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Send HELLO, through the authenticated handshake when this slave has a credential.
@@ -195,6 +219,7 @@ class HAClient:
                 reader.readexactly(frames.TRANSFER_HEADER_BYTES), timeout_s
             )
             header = frames.decode_transfer_header(raw, body_bytes_max=body_max)
+            self._frames_seen += 1
             if header.kind is frames.Kind.FETCH:  # the master repairs a damaged record
                 found = record_repair.record_bytes(store.commit_log, header.offset)
                 writer.write(frames.encode_fetched(header.offset, found))

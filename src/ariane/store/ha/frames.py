@@ -33,6 +33,17 @@ its checks there (``body_size`` 0 if not), in a 13-byte header and the record::
     1       8     offset        the FETCH's offset
     9       4     body_size     the record's bytes that follow (at most the reader's cap)
 
+Who the slave is (Ariane's addition, issue 25: the master reports its in-sync set per broker
+id to the name servers, and a failover promotes only a slave listed there). A slave may open
+the connection with IDENT, before its HELLO or AUTH_REQUEST::
+
+    slave → master IDENT, 9 bytes
+    0       1     kind          IDENT (10)
+    1       8     broker_id     the slave's broker id (above 0)
+
+A master of an older build refuses the unknown kind and closes; the slave then connects again
+without IDENT (``store.ha.client``), and that master reports no broker id for it.
+
 The authenticated handshake (when the group has an inner credential; Ariane's addition: RocketMQ's
 HA port has no authentication at all, security.md §8.1). The slave speaks first, the master
 answers with a fresh nonce and proves the credential itself, then the slave's HELLO carries an
@@ -93,17 +104,21 @@ class Kind(enum.IntEnum):
     AUTH_HELLO = 7
     FETCH = 8
     FETCHED = 9
+    IDENT = 10
 
 
 _REPORT = struct.Struct(">Bqq")
 _TRANSFER = struct.Struct(">BqqqiI")
 _FETCHED = struct.Struct(">Bqi")
+_IDENT = struct.Struct(">Bq")
 
 REPORT_BYTES = _REPORT.size
 """Size of a slave → master frame (17)."""
 TRANSFER_HEADER_BYTES = _TRANSFER.size
 """Size of a master → slave header (33)."""
 FETCHED_HEADER_BYTES = _FETCHED.size
+IDENT_BYTES = _IDENT.size
+"""Size of a slave → master IDENT (9)."""
 """Size of a slave → master FETCHED header (13)."""
 
 HANDSHAKE_VERSION = 1
@@ -147,6 +162,26 @@ class TransferHeader:
     epoch_start_offset: int
     offset: int
     body_size: int
+
+
+def encode_ident(broker_id: int) -> bytes:
+    """An IDENT frame naming the slave's ``broker_id`` (above 0)."""
+    assert broker_id > 0, "a slave's broker id is above 0"
+    return _IDENT.pack(Kind.IDENT, broker_id)
+
+
+def decode_ident(data: bytes | memoryview) -> int:
+    """The broker id of exactly ``IDENT_BYTES`` bytes.
+
+    Raises:
+        FrameError: wrong length or kind, or a broker id not above 0.
+    """
+    if len(data) != IDENT_BYTES:
+        raise FrameError(f"an IDENT is {IDENT_BYTES} bytes, not {len(data)}")
+    kind, broker_id = _IDENT.unpack(data)
+    if kind != Kind.IDENT or broker_id <= 0:
+        raise FrameError(f"bad IDENT: kind={kind} broker_id={broker_id}")
+    return int(broker_id)
 
 
 def encode_report(report: Report) -> bytes:
@@ -238,6 +273,7 @@ def slave_frame_bytes(kind: int) -> int:
         Kind.AUTH_REQUEST: AUTH_REQUEST_BYTES,
         Kind.AUTH_HELLO: AUTH_HELLO_BYTES,
         Kind.FETCHED: FETCHED_HEADER_BYTES,
+        Kind.IDENT: IDENT_BYTES,
     }
     try:
         return sizes[Kind(kind)]

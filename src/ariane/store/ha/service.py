@@ -35,6 +35,14 @@ With ``min_in_sync_replicas = 1`` such a waiter is acked instead once no slave i
 lone master acks alone). A fenced master fails its waiters with SLAVE_NOT_AVAILABLE. Never a
 silent success.
 
+The in-sync report (``in_sync_report``, issue 25): every connected slave with the broker id
+its IDENT named (``frames``; 0 from an older slave), whether it is in sync and its acked
+offset, plus this master's end and ``_replicated_max``, the highest append end ever answered
+PUT_OK as replicated (never lowered while the process lives; capped at the CommitLog end when
+reported). The registration service sends it with every registration and heartbeat, and at
+once when ``replicas_changed`` is set (a slave connected or came within the in-sync gap), and a
+failover promotes only a slave that holds what it says (``common.promotion.in_sync_by_report``).
+
 Who may connect (Ariane's addition; RocketMQ's HA port is plain and open, security.md §8.1):
 with an inner credential (``credential``), a peer must pass the authenticated handshake
 (``frames``: nonce challenge, HMAC proofs both ways) before the master sends it one CommitLog
@@ -71,7 +79,7 @@ import logging
 import os
 import threading
 
-from ariane.common import log_limits, tls, tls_listener
+from ariane.common import log_limits, promotion, tls, tls_listener
 from ariane.store import commit_log, message_store
 from ariane.store.ha import epochs, frames, lease
 from ariane.store.ha import settings as ha_settings
@@ -109,6 +117,8 @@ class SlaveProgress:
     epoch: int
     sent_offset: int = 0
     """The CommitLog end this connection has sent (a REPORT above it is a violation)."""
+    broker_id: int = 0
+    """The broker id its IDENT named (0: none, a slave of an older build)."""
 
 
 class HAService:
@@ -152,9 +162,14 @@ class HAService:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, int, concurrent.futures.Future[Status]]] = []
+        self._replicated_max = 0
+        """The highest append end acknowledged as replicated (guarded by ``_lock``)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._appended: asyncio.Event | None = None
         self.listening = asyncio.Event()
+        self.replicas_changed = asyncio.Event()
+        """Set when a slave connects or comes within the in-sync gap: the registration
+        service reports the in-sync set at once instead of at the next heartbeat."""
 
     # -- the ack rule (store.message_store.ReplicationGate) --------------------------------
 
@@ -195,6 +210,7 @@ class HAService:
             return _done(Status.PUT_OK)
         with self._lock:
             if self.acked_offset() >= end_offset:
+                self._replicated_max = max(self._replicated_max, end_offset)
                 return _done(Status.PUT_OK)
             if len(self._waiters) >= self._settings.sync_waiters_max:
                 return _done(Status.OS_PAGE_CACHE_BUSY)
@@ -231,11 +247,22 @@ class HAService:
         floor = self._store.max_commit_log_offset - self._settings.max_gap_not_in_sync_bytes
         return [s for s in list(self._slaves.values()) if s.acked_offset >= floor]
 
+    def in_sync_report(self) -> promotion.InSyncReport:
+        """This master's in-sync set now, for the name servers (``common.promotion``)."""
+        end = self._store.max_commit_log_offset
+        replicas = tuple(
+            (s.address, s.broker_id, self.in_sync(s), s.acked_offset)
+            for s in list(self._slaves.values())
+        )
+        replicated = min(self._replicated_max, end)
+        return promotion.InSyncReport(self._history.last_epoch, end, replicated, replicas)
+
     def _release_waiters(self) -> None:
         with self._lock:
             acked = self.acked_offset()
             while self._waiters and self._waiters[0][0] <= acked:
-                _, _, future = heapq.heappop(self._waiters)
+                end, _, future = heapq.heappop(self._waiters)
+                self._replicated_max = max(self._replicated_max, end)
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     future.set_result(Status.PUT_OK)
 
@@ -331,15 +358,16 @@ class HAService:
             opened = await self._open(reader, writer, peer)
             if opened is None:
                 return
-            first, trusted = opened
+            first, trusted, broker_id = opened
             hello = await self._handshake(reader, writer, first, trusted)
             if hello is None:
                 return
             self._slaves[key] = SlaveProgress(
-                peer, hello.max_offset, hello.epoch, sent_offset=hello.max_offset
+                peer, hello.max_offset, hello.epoch, hello.max_offset, broker_id
             )
             self._writers[key] = writer
             _log.info("slave %s connected at offset %d", peer, hello.max_offset)
+            self.replicas_changed.set()
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(self._read_reports(reader, key, trusted=trusted))
                 tasks.create_task(self._stream(writer, key, hello.max_offset))
@@ -366,20 +394,26 @@ class HAService:
 
     async def _open(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
-    ) -> tuple[frames.Report, bool] | None:
-        """The peer's first HELLO and whether it proved the credential; ``None``: refused
-        (logged; nothing but a CHALLENGE was sent)."""
+    ) -> tuple[frames.Report, bool, int] | None:
+        """The peer's first HELLO, whether it proved the credential and the broker id its
+        IDENT named (0: none); ``None``: refused (logged; nothing but a CHALLENGE was sent)."""
         kind = (await self._read_exactly(reader, 1))[0]
         rest = await self._read_exactly(reader, frames.slave_frame_bytes(kind) - 1)
+        broker_id = 0
+        if kind == frames.Kind.IDENT:
+            broker_id = frames.decode_ident(bytes([kind]) + rest)
+            kind = (await self._read_exactly(reader, 1))[0]
+            rest = await self._read_exactly(reader, frames.slave_frame_bytes(kind) - 1)
         if kind == frames.Kind.AUTH_REQUEST:
-            return await self._authenticate(reader, writer, peer, bytes([kind]) + rest)
+            found = await self._authenticate(reader, writer, peer, bytes([kind]) + rest)
+            return None if found is None else (*found, broker_id)
         if self._credential is not None:
             self._refuse(peer, "no inner credential (this HA port requires it)")
             return None
         hello = frames.decode_report(bytes([kind]) + rest)
         if hello.kind is not frames.Kind.HELLO:
             raise frames.FrameError("a connection opens with HELLO")
-        return hello, False
+        return hello, False, broker_id
 
     async def _authenticate(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, data: bytes
@@ -483,7 +517,10 @@ class HAService:
                     f"slave reports offset {report.max_offset} beyond the "
                     f"{progress.sent_offset} this master sent it; not counted"
                 )
+            was_in_sync = self.in_sync(progress)
             progress.acked_offset, progress.epoch = report.max_offset, report.epoch
+            if not was_in_sync and self.in_sync(progress):
+                self.replicas_changed.set()
             self._release_waiters()
 
     async def _stream(self, writer: asyncio.StreamWriter, key: int, start: int) -> None:
@@ -491,6 +528,7 @@ class HAService:
         assert appended is not None
         heartbeat_s = self._settings.heartbeat_interval_ms / 1000
         position = start
+        wait_s = 0.0  # the first frame at once: a slave's IDENT was understood (``frames``)
         while True:
             if self.fenced or not self.role.is_master:
                 raise frames.FrameError("no longer a master")
@@ -500,7 +538,7 @@ class HAService:
                 if self._store.max_commit_log_offset > position:
                     continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(appended.wait(), heartbeat_s)
+                    await asyncio.wait_for(appended.wait(), wait_s)
                 if self._store.max_commit_log_offset > position:
                     continue
                 entry = self._history.entry_at(position)
@@ -509,7 +547,7 @@ class HAService:
                         frames.Kind.TRANSFER, entry.epoch, entry.start_offset, position, 0
                     )
                 )
-            position += size
+            position, wait_s = position + size, heartbeat_s
             self._slaves[key].sent_offset = position  # before the write: a report may follow
             writer.write(frame)
             await writer.drain()

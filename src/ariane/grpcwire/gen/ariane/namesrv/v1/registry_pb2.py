@@ -26,7 +26,7 @@ from ariane.grpcwire.gen.apache.rocketmq.v2 import definition_pb2 as apache_dot_
 from ariane.grpcwire.gen.ariane.common.v1 import topic_pb2 as ariane_dot_common_dot_v1_dot_topic__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n ariane/namesrv/v1/registry.proto\x12\x11\x61riane.namesrv.v1\x1a#apache/rocketmq/v2/definition.proto\x1a\x1c\x61riane/common/v1/topic.proto\"\xa6\x02\n\x15RegisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x34\n\x0f\x63lient_endpoint\x18\x04 \x01(\x0b\x32\x1b.apache.rocketmq.v2.Address\x12\x12\n\nha_address\x18\x05 \x01(\t\x12\x14\n\x0c\x64\x61ta_version\x18\x06 \x01(\x03\x12\x34\n\rtopic_configs\x18\x07 \x03(\x0b\x32\x1d.ariane.common.v1.TopicConfig\x12\x18\n\x10remoting_address\x18\x08 \x01(\t\x12\r\n\x05\x65poch\x18\t \x01(\x03\x12\x10\n\x08lease_ms\x18\n \x01(\x03\"\x86\x02\n\x16RegisterBrokerResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12@\n\x16master_client_endpoint\x18\x02 \x01(\x0b\x32\x1b.apache.rocketmq.v2.AddressH\x00\x88\x01\x01\x12\x1e\n\x11master_ha_address\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x0bgroup_epoch\x18\x04 \x01(\x03\x12\x18\n\x10rejoin_broker_id\x18\x05 \x01(\x03\x42\x19\n\x17_master_client_endpointB\x14\n\x12_master_ha_address\"f\n\x17UnregisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\"F\n\x18UnregisterBrokerResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\"{\n\x16\x42rokerHeartbeatRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x14\n\x0c\x64\x61ta_version\x18\x04 \x01(\x03\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\"\xa6\x02\n\x17\x42rokerHeartbeatResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x1d\n\x15registration_required\x18\x02 \x01(\x08\x12\x13\n\x0bgroup_epoch\x18\x03 \x01(\x03\x12@\n\x16master_client_endpoint\x18\x04 \x01(\x0b\x32\x1b.apache.rocketmq.v2.AddressH\x00\x88\x01\x01\x12\x1e\n\x11master_ha_address\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x18\n\x10rejoin_broker_id\x18\x06 \x01(\x03\x42\x19\n\x17_master_client_endpointB\x14\n\x12_master_ha_address\"\xf4\x01\n\x0c\x42rokerMember\x12\x11\n\tbroker_id\x18\x01 \x01(\x03\x12\x34\n\x0f\x63lient_endpoint\x18\x02 \x01(\x0b\x32\x1b.apache.rocketmq.v2.Address\x12\x12\n\nha_address\x18\x03 \x01(\t\x12\x14\n\x0c\x64\x61ta_version\x18\x04 \x01(\x03\x12 \n\x18last_update_timestamp_ms\x18\x05 \x01(\x03\x12\x18\n\x10remoting_address\x18\x06 \x01(\t\x12\r\n\x05\x65poch\x18\x07 \x01(\x03\x12\x10\n\x08lease_ms\x18\x08 \x01(\x03\x12\x14\n\x0cheard_ago_ms\x18\t \x01(\x03\"j\n\x0b\x42rokerGroup\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x30\n\x07members\x18\x03 \x03(\x0b\x32\x1f.ariane.namesrv.v1.BrokerMember\"\x17\n\x15GetClusterInfoRequest\"{\n\x16GetClusterInfoResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x35\n\rbroker_groups\x18\x02 \x03(\x0b\x32\x1e.ariane.namesrv.v1.BrokerGroup\"\x9b\x01\n\tQueueData\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x38\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\".ariane.common.v1.TopicMessageType\"%\n\x14GetTopicRouteRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xad\x01\n\x15GetTopicRouteResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x31\n\x0bqueue_datas\x18\x02 \x03(\x0b\x32\x1c.ariane.namesrv.v1.QueueData\x12\x35\n\rbroker_groups\x18\x03 \x03(\x0b\x32\x1e.ariane.namesrv.v1.BrokerGroup2\x9d\x04\n\x08Registry\x12g\n\x0eRegisterBroker\x12(.ariane.namesrv.v1.RegisterBrokerRequest\x1a).ariane.namesrv.v1.RegisterBrokerResponse\"\x00\x12m\n\x10UnregisterBroker\x12*.ariane.namesrv.v1.UnregisterBrokerRequest\x1a+.ariane.namesrv.v1.UnregisterBrokerResponse\"\x00\x12j\n\x0f\x42rokerHeartbeat\x12).ariane.namesrv.v1.BrokerHeartbeatRequest\x1a*.ariane.namesrv.v1.BrokerHeartbeatResponse\"\x00\x12g\n\x0eGetClusterInfo\x12(.ariane.namesrv.v1.GetClusterInfoRequest\x1a).ariane.namesrv.v1.GetClusterInfoResponse\"\x00\x12\x64\n\rGetTopicRoute\x12\'.ariane.namesrv.v1.GetTopicRouteRequest\x1a(.ariane.namesrv.v1.GetTopicRouteResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n ariane/namesrv/v1/registry.proto\x12\x11\x61riane.namesrv.v1\x1a#apache/rocketmq/v2/definition.proto\x1a\x1c\x61riane/common/v1/topic.proto\"\x90\x03\n\x15RegisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x34\n\x0f\x63lient_endpoint\x18\x04 \x01(\x0b\x32\x1b.apache.rocketmq.v2.Address\x12\x12\n\nha_address\x18\x05 \x01(\t\x12\x14\n\x0c\x64\x61ta_version\x18\x06 \x01(\x03\x12\x34\n\rtopic_configs\x18\x07 \x03(\x0b\x32\x1d.ariane.common.v1.TopicConfig\x12\x18\n\x10remoting_address\x18\x08 \x01(\t\x12\r\n\x05\x65poch\x18\t \x01(\x03\x12\x10\n\x08lease_ms\x18\n \x01(\x03\x12<\n\x0ein_sync_report\x18\x0b \x01(\x0b\x32\x1f.ariane.namesrv.v1.InSyncReportH\x00\x88\x01\x01\x12\x17\n\x0fha_link_address\x18\x0c \x01(\tB\x11\n\x0f_in_sync_report\"a\n\x0fReplicaProgress\x12\x14\n\x0clink_address\x18\x01 \x01(\t\x12\x0f\n\x07in_sync\x18\x02 \x01(\x08\x12\x14\n\x0c\x61\x63ked_offset\x18\x03 \x01(\x03\x12\x11\n\tbroker_id\x18\x04 \x01(\x03\"\x9f\x01\n\x0cInSyncReport\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x19\n\x11master_max_offset\x18\x02 \x01(\x03\x12\x19\n\x11replicated_offset\x18\x03 \x01(\x03\x12\x34\n\x08replicas\x18\x04 \x03(\x0b\x32\".ariane.namesrv.v1.ReplicaProgress\x12\x14\n\x0cheard_ago_ms\x18\x05 \x01(\x03\"\x86\x02\n\x16RegisterBrokerResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12@\n\x16master_client_endpoint\x18\x02 \x01(\x0b\x32\x1b.apache.rocketmq.v2.AddressH\x00\x88\x01\x01\x12\x1e\n\x11master_ha_address\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x0bgroup_epoch\x18\x04 \x01(\x03\x12\x18\n\x10rejoin_broker_id\x18\x05 \x01(\x03\x42\x19\n\x17_master_client_endpointB\x14\n\x12_master_ha_address\"f\n\x17UnregisterBrokerRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\"F\n\x18UnregisterBrokerResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\"\xe5\x01\n\x16\x42rokerHeartbeatRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x14\n\x0c\x64\x61ta_version\x18\x04 \x01(\x03\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12<\n\x0ein_sync_report\x18\x06 \x01(\x0b\x32\x1f.ariane.namesrv.v1.InSyncReportH\x00\x88\x01\x01\x12\x17\n\x0fha_link_address\x18\x07 \x01(\tB\x11\n\x0f_in_sync_report\"\xa6\x02\n\x17\x42rokerHeartbeatResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x1d\n\x15registration_required\x18\x02 \x01(\x08\x12\x13\n\x0bgroup_epoch\x18\x03 \x01(\x03\x12@\n\x16master_client_endpoint\x18\x04 \x01(\x0b\x32\x1b.apache.rocketmq.v2.AddressH\x00\x88\x01\x01\x12\x1e\n\x11master_ha_address\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x18\n\x10rejoin_broker_id\x18\x06 \x01(\x03\x42\x19\n\x17_master_client_endpointB\x14\n\x12_master_ha_address\"\x8d\x02\n\x0c\x42rokerMember\x12\x11\n\tbroker_id\x18\x01 \x01(\x03\x12\x34\n\x0f\x63lient_endpoint\x18\x02 \x01(\x0b\x32\x1b.apache.rocketmq.v2.Address\x12\x12\n\nha_address\x18\x03 \x01(\t\x12\x14\n\x0c\x64\x61ta_version\x18\x04 \x01(\x03\x12 \n\x18last_update_timestamp_ms\x18\x05 \x01(\x03\x12\x18\n\x10remoting_address\x18\x06 \x01(\t\x12\r\n\x05\x65poch\x18\x07 \x01(\x03\x12\x10\n\x08lease_ms\x18\x08 \x01(\x03\x12\x14\n\x0cheard_ago_ms\x18\t \x01(\x03\x12\x17\n\x0fha_link_address\x18\n \x01(\t\"\xbb\x01\n\x0b\x42rokerGroup\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x30\n\x07members\x18\x03 \x03(\x0b\x32\x1f.ariane.namesrv.v1.BrokerMember\x12<\n\x0ein_sync_report\x18\x04 \x01(\x0b\x32\x1f.ariane.namesrv.v1.InSyncReportH\x00\x88\x01\x01\x42\x11\n\x0f_in_sync_report\"\x17\n\x15GetClusterInfoRequest\"{\n\x16GetClusterInfoResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x35\n\rbroker_groups\x18\x02 \x03(\x0b\x32\x1e.ariane.namesrv.v1.BrokerGroup\"\x9b\x01\n\tQueueData\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x38\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\".ariane.common.v1.TopicMessageType\"%\n\x14GetTopicRouteRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\xad\x01\n\x15GetTopicRouteResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x31\n\x0bqueue_datas\x18\x02 \x03(\x0b\x32\x1c.ariane.namesrv.v1.QueueData\x12\x35\n\rbroker_groups\x18\x03 \x03(\x0b\x32\x1e.ariane.namesrv.v1.BrokerGroup2\x9d\x04\n\x08Registry\x12g\n\x0eRegisterBroker\x12(.ariane.namesrv.v1.RegisterBrokerRequest\x1a).ariane.namesrv.v1.RegisterBrokerResponse\"\x00\x12m\n\x10UnregisterBroker\x12*.ariane.namesrv.v1.UnregisterBrokerRequest\x1a+.ariane.namesrv.v1.UnregisterBrokerResponse\"\x00\x12j\n\x0f\x42rokerHeartbeat\x12).ariane.namesrv.v1.BrokerHeartbeatRequest\x1a*.ariane.namesrv.v1.BrokerHeartbeatResponse\"\x00\x12g\n\x0eGetClusterInfo\x12(.ariane.namesrv.v1.GetClusterInfoRequest\x1a).ariane.namesrv.v1.GetClusterInfoResponse\"\x00\x12\x64\n\rGetTopicRoute\x12\'.ariane.namesrv.v1.GetTopicRouteRequest\x1a(.ariane.namesrv.v1.GetTopicRouteResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,31 +34,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ariane.namesrv.v1.registry_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REGISTERBROKERREQUEST']._serialized_start=123
-  _globals['_REGISTERBROKERREQUEST']._serialized_end=417
-  _globals['_REGISTERBROKERRESPONSE']._serialized_start=420
-  _globals['_REGISTERBROKERRESPONSE']._serialized_end=682
-  _globals['_UNREGISTERBROKERREQUEST']._serialized_start=684
-  _globals['_UNREGISTERBROKERREQUEST']._serialized_end=786
-  _globals['_UNREGISTERBROKERRESPONSE']._serialized_start=788
-  _globals['_UNREGISTERBROKERRESPONSE']._serialized_end=858
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=860
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=983
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=986
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=1280
-  _globals['_BROKERMEMBER']._serialized_start=1283
-  _globals['_BROKERMEMBER']._serialized_end=1527
-  _globals['_BROKERGROUP']._serialized_start=1529
-  _globals['_BROKERGROUP']._serialized_end=1635
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=1637
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=1660
-  _globals['_GETCLUSTERINFORESPONSE']._serialized_start=1662
-  _globals['_GETCLUSTERINFORESPONSE']._serialized_end=1785
-  _globals['_QUEUEDATA']._serialized_start=1788
-  _globals['_QUEUEDATA']._serialized_end=1943
-  _globals['_GETTOPICROUTEREQUEST']._serialized_start=1945
-  _globals['_GETTOPICROUTEREQUEST']._serialized_end=1982
-  _globals['_GETTOPICROUTERESPONSE']._serialized_start=1985
-  _globals['_GETTOPICROUTERESPONSE']._serialized_end=2158
-  _globals['_REGISTRY']._serialized_start=2161
-  _globals['_REGISTRY']._serialized_end=2702
+  _globals['_REGISTERBROKERREQUEST']._serialized_end=523
+  _globals['_REPLICAPROGRESS']._serialized_start=525
+  _globals['_REPLICAPROGRESS']._serialized_end=622
+  _globals['_INSYNCREPORT']._serialized_start=625
+  _globals['_INSYNCREPORT']._serialized_end=784
+  _globals['_REGISTERBROKERRESPONSE']._serialized_start=787
+  _globals['_REGISTERBROKERRESPONSE']._serialized_end=1049
+  _globals['_UNREGISTERBROKERREQUEST']._serialized_start=1051
+  _globals['_UNREGISTERBROKERREQUEST']._serialized_end=1153
+  _globals['_UNREGISTERBROKERRESPONSE']._serialized_start=1155
+  _globals['_UNREGISTERBROKERRESPONSE']._serialized_end=1225
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=1228
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=1457
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=1460
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=1754
+  _globals['_BROKERMEMBER']._serialized_start=1757
+  _globals['_BROKERMEMBER']._serialized_end=2026
+  _globals['_BROKERGROUP']._serialized_start=2029
+  _globals['_BROKERGROUP']._serialized_end=2216
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=2218
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=2241
+  _globals['_GETCLUSTERINFORESPONSE']._serialized_start=2243
+  _globals['_GETCLUSTERINFORESPONSE']._serialized_end=2366
+  _globals['_QUEUEDATA']._serialized_start=2369
+  _globals['_QUEUEDATA']._serialized_end=2524
+  _globals['_GETTOPICROUTEREQUEST']._serialized_start=2526
+  _globals['_GETTOPICROUTEREQUEST']._serialized_end=2563
+  _globals['_GETTOPICROUTERESPONSE']._serialized_start=2566
+  _globals['_GETTOPICROUTERESPONSE']._serialized_end=2739
+  _globals['_REGISTRY']._serialized_start=2742
+  _globals['_REGISTRY']._serialized_end=3283
 # @@protoc_insertion_point(module_scope)

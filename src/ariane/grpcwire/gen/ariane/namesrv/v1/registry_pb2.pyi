@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs", "remoting_address", "epoch", "lease_ms")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "client_endpoint", "ha_address", "data_version", "topic_configs", "remoting_address", "epoch", "lease_ms", "in_sync_report", "ha_link_address")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,8 @@ class RegisterBrokerRequest(_message.Message):
     REMOTING_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPORT_FIELD_NUMBER: _ClassVar[int]
+    HA_LINK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -30,7 +32,35 @@ class RegisterBrokerRequest(_message.Message):
     remoting_address: str
     epoch: int
     lease_ms: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+    in_sync_report: InSyncReport
+    ha_link_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., topic_configs: _Optional[_Iterable[_Union[_topic_pb2.TopicConfig, _Mapping]]] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., in_sync_report: _Optional[_Union[InSyncReport, _Mapping]] = ..., ha_link_address: _Optional[str] = ...) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("link_address", "in_sync", "acked_offset", "broker_id")
+    LINK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    ACKED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    link_address: str
+    in_sync: bool
+    acked_offset: int
+    broker_id: int
+    def __init__(self, link_address: _Optional[str] = ..., in_sync: _Optional[bool] = ..., acked_offset: _Optional[int] = ..., broker_id: _Optional[int] = ...) -> None: ...
+
+class InSyncReport(_message.Message):
+    __slots__ = ("epoch", "master_max_offset", "replicated_offset", "replicas", "heard_ago_ms")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    HEARD_AGO_MS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    master_max_offset: int
+    replicated_offset: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
+    heard_ago_ms: int
+    def __init__(self, epoch: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., replicated_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., heard_ago_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("status", "master_client_endpoint", "master_ha_address", "group_epoch", "rejoin_broker_id")
@@ -65,18 +95,22 @@ class UnregisterBrokerResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class BrokerHeartbeatRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "data_version", "epoch")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "data_version", "epoch", "in_sync_report", "ha_link_address")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPORT_FIELD_NUMBER: _ClassVar[int]
+    HA_LINK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
     data_version: int
     epoch: int
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., data_version: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    in_sync_report: InSyncReport
+    ha_link_address: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., data_version: _Optional[int] = ..., epoch: _Optional[int] = ..., in_sync_report: _Optional[_Union[InSyncReport, _Mapping]] = ..., ha_link_address: _Optional[str] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
     __slots__ = ("status", "registration_required", "group_epoch", "master_client_endpoint", "master_ha_address", "rejoin_broker_id")
@@ -95,7 +129,7 @@ class BrokerHeartbeatResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., registration_required: _Optional[bool] = ..., group_epoch: _Optional[int] = ..., master_client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., master_ha_address: _Optional[str] = ..., rejoin_broker_id: _Optional[int] = ...) -> None: ...
 
 class BrokerMember(_message.Message):
-    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms", "remoting_address", "epoch", "lease_ms", "heard_ago_ms")
+    __slots__ = ("broker_id", "client_endpoint", "ha_address", "data_version", "last_update_timestamp_ms", "remoting_address", "epoch", "lease_ms", "heard_ago_ms", "ha_link_address")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     HA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +139,7 @@ class BrokerMember(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     HEARD_AGO_MS_FIELD_NUMBER: _ClassVar[int]
+    HA_LINK_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     client_endpoint: _definition_pb2.Address
     ha_address: str
@@ -114,17 +149,20 @@ class BrokerMember(_message.Message):
     epoch: int
     lease_ms: int
     heard_ago_ms: int
-    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heard_ago_ms: _Optional[int] = ...) -> None: ...
+    ha_link_address: str
+    def __init__(self, broker_id: _Optional[int] = ..., client_endpoint: _Optional[_Union[_definition_pb2.Address, _Mapping]] = ..., ha_address: _Optional[str] = ..., data_version: _Optional[int] = ..., last_update_timestamp_ms: _Optional[int] = ..., remoting_address: _Optional[str] = ..., epoch: _Optional[int] = ..., lease_ms: _Optional[int] = ..., heard_ago_ms: _Optional[int] = ..., ha_link_address: _Optional[str] = ...) -> None: ...
 
 class BrokerGroup(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "members")
+    __slots__ = ("cluster_name", "broker_name", "members", "in_sync_report")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPORT_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     members: _containers.RepeatedCompositeFieldContainer[BrokerMember]
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[BrokerMember, _Mapping]]] = ...) -> None: ...
+    in_sync_report: InSyncReport
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[BrokerMember, _Mapping]]] = ..., in_sync_report: _Optional[_Union[InSyncReport, _Mapping]] = ...) -> None: ...
 
 class GetClusterInfoRequest(_message.Message):
     __slots__ = ()
