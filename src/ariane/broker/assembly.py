@@ -17,6 +17,7 @@ from ariane.broker.processors import (
     admin_deps,
     classic_send,
     consume,
+    idempotency,
     pull,
     retry,
     send,
@@ -77,6 +78,12 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             store_settings=settings.store,
             schedule=broker.schedule,
             half_messages=transactions,
+            idempotency_window=idempotency.IdempotencyWindow(
+                store=broker.store,
+                index=broker.index,
+                window_ms=settings.idempotency_window_ms,
+                time=time,
+            ),
         ),
         consumer=consume.ConsumeProcessor(
             pop_service=broker.pop_service,
