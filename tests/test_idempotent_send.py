@@ -1,7 +1,8 @@
 """Idempotent sends against real broker processes: a message with an ``ARIANE_IDEMPOTENCY_KEY``
 sent again (a retry, a concurrent try, a repeat within one request, a DELAY message) is stored
-once and the repeat answered with the stored message's id and offset; the window survives a
-SIGKILL and restart of the broker, and a slave promoted by a switchover answers the duplicates
+once and the repeat answered with the stored message's id and offset (also through
+``ariane.client.Producer``'s ``idempotency_key``); the window survives a SIGKILL and restart
+of the broker, and a slave promoted by a switchover answers the duplicates
 of what it replicated.
 
 Own cluster: each test starts its name server and brokers (they are killed and promoted)."""
@@ -19,6 +20,7 @@ import grpc
 import pytest
 
 import ha_testing as ht
+from ariane import client
 from ariane.common import errors, idempotency
 from ariane.grpcwire import messages, pb, rpc
 
@@ -74,9 +76,7 @@ def _send(
         )
 
     async def call() -> list[Entry]:
-        request = pb.v2_service.SendMessageRequest(
-            messages=[one(i, k) for i, k in enumerate(keys)]
-        )
+        request = pb.v2_service.SendMessageRequest(messages=[one(i, k) for i, k in enumerate(keys)])
         async with grpc.aio.insecure_channel(endpoint) as channel:
             answer = await rpc.unary_call(
                 channel,
@@ -96,6 +96,22 @@ def _send(
 def _stored(endpoint: str, topic: str = TOPIC) -> int:
     """Messages the topic's two queues hold on ``endpoint``."""
     return ht.queue_end(endpoint, topic, 0) + ht.queue_end(endpoint, topic, 1)
+
+
+def _producer_receipts(namesrv: str, keys: list[str | None]) -> list[tuple[str, int]]:
+    """(message id, queue offset) of each receipt of ``ariane.client.Producer`` sending one
+    message per key with ``idempotency_key``."""
+
+    async def main() -> list[tuple[str, int]]:
+        batch = [client.OutgoingMessage(str(k).encode(), idempotency_key=k) for k in keys]
+        settings = client.ProducerSettings(
+            connection=client.ConnectionSettings(request_timeout_s=30)
+        )
+        async with client.Producer(namesrv, settings=settings) as producer:
+            receipts = await producer.send_batch(TOPIC, batch)
+        return [(r.message_id, r.queue_offset) for r in receipts]
+
+    return asyncio.run(main())
 
 
 @pytest.fixture
@@ -139,6 +155,8 @@ def test_a_key_sent_again_is_stored_once_also_after_a_broker_sigkill(
         broker.kill()
         broker.start(tmp_path, namesrv, "ASYNC_MASTER", broker_id=0, extra=_config(tmp_path))
         assert _send(broker.endpoint, TOPIC, keys) == first
+        assert _stored(broker.endpoint) == 53
+        assert _producer_receipts(namesrv, keys) == [(m, o) for _, m, o in first]
         assert _stored(broker.endpoint) == 53
     finally:
         broker.stop()
