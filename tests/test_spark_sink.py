@@ -126,7 +126,7 @@ def _job(namesrv: str, tmp: pathlib.Path, *extra: str) -> subprocess.Popen[bytes
     SIGKILL of its group ends the driver, its JVM and its Python workers; logs to job.log."""
     args = [sys.executable, "-m", "spark_sink_job", "--endpoints", namesrv]
     args += ["--source", "sink-src", "--sink", "sink-out"]
-    args += ["--checkpoint", str(tmp / "checkpoint"), "--max-per-trigger", "1200", *extra]
+    args += ["--checkpoint", str(tmp / "checkpoint"), *extra]
     with (tmp / "job.log").open("ab") as log:
         return subprocess.Popen(
             args,
@@ -207,11 +207,11 @@ def test_exactly_once_across_executor_kills_and_a_driver_sigkill_mid_batch(
     SIGKILLed while a batch is sending (its tasks fail and are retried), then whose driver is
     SIGKILLed with its JVM while a later batch is sending, restarted from the checkpoint with
     availableNow, leaves each source row in the sink topic exactly once."""
-    total = 6_000
+    total = 3_000
     _topic(namesrv, "sink-src", brokers=("broker-a",), count=total)
     _topic(namesrv, "sink-out")
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "job.log"
-    job = _job(namesrv, tmp_path)
+    job = _job(namesrv, tmp_path, "--max-per-trigger", "600")  # 300 rows a task
     try:
         _until(_mid_write(namesrv, checkpoint, 0), job, log)
         killed_in = max(_batches(checkpoint, "offsets"))
@@ -227,7 +227,7 @@ def test_exactly_once_across_executor_kills_and_a_driver_sigkill_mid_batch(
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
     assert "Lost task" in log.read_text() or "Exception in task" in log.read_text()
-    again = _job(namesrv, tmp_path, "--available-now")
+    again = _job(namesrv, tmp_path, "--available-now", "--max-per-trigger", "100000")
     assert again.wait(DEADLINE_S) == 0, log.read_text()[-3000:]
     got = _messages(namesrv, "sink-out")
     counts = collections.Counter(m.body for m in got)
