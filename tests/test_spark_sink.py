@@ -26,7 +26,7 @@ from examples.spark import stream_to_parquet
 import ha_testing as ht
 import spark_sink_job
 from ariane import client
-from ariane.common import message
+from ariane.common import idempotency, message
 
 pytestmark = pytest.mark.slow
 
@@ -235,3 +235,66 @@ def test_exactly_once_across_executor_kills_and_a_driver_sigkill_mid_batch(
     assert not twice, f"{len(twice)} rows stored more than once, e.g. {twice[:5]}"
     assert set(counts) == {f"m{i}".encode() for i in range(total)}
     assert {m.broker_name for m in got} == {"broker-a", "broker-b"}
+
+
+def test_stream_sink_options_another_broker_group_and_delivery_timestamps(
+    spark: Any, namesrv: str, tmp_path: pathlib.Path
+) -> None:
+    """A stream written with the sink's options (endpoints, topic, exactlyOnce, pullTimeoutMs,
+    checkpointLocation) sends each row once with its body, tag, keys and properties: rows with
+    a topic column to that topic, which lives on the other broker group only, the others to
+    the option's topic; a messageGroup row as FIFO; a deliveryTimestamp row as a DELAY message
+    stored (delivered) only once due; each message carries its idempotency key."""
+    from pyspark.sql import functions as f
+
+    _topic(namesrv, "opt-src", brokers=("broker-a",), count=24)
+    _topic(namesrv, "opt-a", brokers=("broker-a",), kind=message.MessageType.MIXED)
+    _topic(namesrv, "opt-b", brokers=("broker-b",))
+    due = f.current_timestamp() + f.expr("INTERVAL 15 SECONDS")  # the batch's time + 15 s
+    n = f.regexp_extract(f.col("body").cast("string"), r"m(\d+)", 1).cast("int")
+    rows = (
+        spark.readStream.format("rocketmq")
+        .option("endpoints", namesrv)
+        .option("topics", "opt-src")
+        .option("startingOffsets", "earliest")
+        .load()
+        .select(
+            f.concat(f.lit("x-"), f.col("body").cast("string")).alias("body"),
+            f.when(n % 2 == 0, f.lit("opt-b")).alias("topic"),
+            f.lit("t").alias("tag"),
+            f.array(f.concat(f.lit("k"), n.cast("string"))).alias("keys"),
+            f.create_map(
+                f.lit("n"), n.cast("string"), f.lit("due"), f.unix_millis(due).cast("string")
+            ).alias("properties"),
+            f.when(n % 4 == 1, f.lit("g1")).alias("messageGroup"),
+            f.when(n % 4 == 3, due).alias("deliveryTimestamp"),
+        )
+    )
+    query = (
+        rows.writeStream.format("rocketmq")
+        .option("endpoints", namesrv)
+        .option("topic", "opt-a")
+        .option("exactlyOnce", "true")
+        .option("pullTimeoutMs", "20000")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(DEADLINE_S), "the availableNow query did not finish"
+    assert query.exception() is None
+    to_b = _messages(namesrv, "opt-b")
+    assert sorted(m.body for m in to_b) == sorted(f"x-m{i}".encode() for i in range(0, 24, 2))
+    assert {m.broker_name for m in to_b} == {"broker-b"}
+    deadline = time.monotonic() + DEADLINE_S
+    while len(to_a := _messages(namesrv, "opt-a")) < 12:
+        assert time.monotonic() < deadline, f"opt-a holds {len(to_a)} of 12"
+        time.sleep(0.1)
+    assert sorted(m.body for m in to_a) == sorted(f"x-m{i}".encode() for i in range(1, 24, 2))
+    for got in to_a + to_b:
+        i = int(got.properties["n"])
+        assert (got.tag, got.keys, got.body) == ("t", (f"k{i}",), f"x-m{i}".encode())
+        assert got.message_group == ("g1" if i % 4 == 1 else None)
+        assert got.properties[idempotency.IDEMPOTENCY_KEY_PROPERTY].startswith("spark/")
+        if i % 4 == 3:
+            due_ms = int(got.properties["due"])
+            assert got.born_timestamp_ms < due_ms <= got.store_timestamp_ms
