@@ -55,7 +55,7 @@ def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def spark() -> Any:
     """One local-mode SparkSession with ``rocketmq`` registered."""
-    session = stream_to_parquet.session("ariane-sink-tests")
+    session: Any = stream_to_parquet.session("ariane-sink-tests")
     yield session
     session.stop()
 
