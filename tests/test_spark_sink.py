@@ -1,15 +1,17 @@
 """The ``rocketmq`` Spark sink (``writeStream.format("rocketmq")``) against real name-server and
-broker processes of two broker groups and real PySpark in local mode: exactly-once writes across
-a task retry and a SIGKILL of the driver mid-batch, and a stream using the sink's options, rows
-bound for a topic of the other broker group and rows with a ``deliveryTimestamp``.
+broker processes of two broker groups, TLS enforcing and ACL 2.0 on, and real PySpark in local
+mode: exactly-once writes across executor (Python worker) kills and a SIGKILL of the driver
+mid-batch, and a stream using every write option, rows bound for a topic of the other broker
+group, FIFO rows and rows with a ``deliveryTimestamp``.
 
-Own cluster: one module-scoped name server with the broker groups ``broker-a`` and
-``broker-b``; the jobs SIGKILLed run in their own process groups."""
+Own cluster: one module-scoped secure ``dev_cluster`` (group ``broker-a``) plus a group
+``broker-b`` on its TOML; the jobs SIGKILLed run in their own process groups."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
 import os
 import pathlib
@@ -21,35 +23,66 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from e2e.testenv import processes
 from examples.spark import stream_to_parquet
 
-import ha_testing as ht
 import spark_sink_job
-from ariane import client
+from ariane import client, dev
+from ariane.client import credentials
 from ariane.common import idempotency, message
+from ariane.grpcwire import tls as grpc_tls
 
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 240.0
 """Longest wait for a Spark job step on a loaded 2-core machine, seconds."""
 
-PATIENT = client.ConnectionSettings(request_timeout_s=30)
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """A secure cluster: TLS enforcing on every port and ACL 2.0 on (``dev --secure``)."""
+
+    namesrv: str
+    ca_file: str
+    access_key: str
+    secret_key: str
+
+    @property
+    def connection(self) -> client.ConnectionSettings:
+        """The tests' own clients: the Super user over TLS, patient (a loaded machine)."""
+        return client.ConnectionSettings(
+            request_timeout_s=30,
+            credentials=credentials.Credentials(self.access_key, self.secret_key),
+            tls=grpc_tls.ClientTls(ca_file=self.ca_file),
+        )
+
+    def job_args(self) -> list[str]:
+        return ["--ca-file", self.ca_file, "--access-key", self.access_key]
 
 
 @pytest.fixture(scope="module")
-def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A name server and two single-broker groups, ``broker-a`` and ``broker-b``."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """``dev_cluster(secure=True)`` (name server, broker group ``broker-a``) plus a broker
+    group ``broker-b`` started with the same TOML (TLS, ACLs, the inner credential)."""
     tmp = tmp_path_factory.mktemp("cluster")
-    brokers = [ht.new_broker(tmp, "broker-a"), ht.new_broker(tmp, "broker-b")]
-    with ht.running_namesrv(tmp) as endpoint:
+    with dev.dev_cluster(tmp, namesrv_port=0, workers=0, secure=True) as ends:
+        user = json.loads(pathlib.Path(ends.credentials_path).read_text())
+        args = ["broker", "--config", str(tmp / "broker.toml"), "--store-dir", str(tmp / "b")]
+        args += ["--namesrv", ends.namesrv, "--broker-name", "broker-b", "--workers", "0"]
+        port = dev.free_port()
+        args += ["--listen", f"127.0.0.1:{port}", "--remoting-listen", ""]
+        broker_b = processes.spawn_ariane(args, tmp / "broker-b.log")
         try:
-            for broker in brokers:
-                extra = ("--broker-name", broker.name)
-                broker.start(tmp, endpoint, "ASYNC_MASTER", broker_id=0, extra=extra)
-            yield endpoint
+            dev.wait_until_registered(
+                ends.namesrv,
+                "broker-b",
+                process=broker_b,
+                timeout_s=DEADLINE_S,
+                ca_path=pathlib.Path(ends.ca_path),
+            )
+            yield Cluster(ends.namesrv, ends.ca_path, user["access_key"], user["secret_key"])
         finally:
-            for broker in brokers:
-                broker.stop()
+            dev.stop_process(broker_b)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +94,7 @@ def spark() -> Any:
 
 
 def _topic(
-    namesrv: str,
+    cluster: Cluster,
     name: str,
     *,
     brokers: tuple[str, ...] | None = None,
@@ -71,18 +104,22 @@ def _topic(
     """Create ``name`` (2 queues) on ``brokers`` (all when ``None``) and send ``count``
     messages ``m<i>``."""
 
+    connection = cluster.connection
+
     async def main() -> None:
-        async with client.AdminClient(namesrv, timeout_s=30) as admin:
+        async with client.AdminClient(
+            cluster.namesrv, timeout_s=30, credentials=connection.credentials, tls=connection.tls
+        ) as admin:
             await admin.create_topic(
                 name, write_queue_nums=2, message_type=kind, broker_names=brokers or ()
             )
             deadline = time.monotonic() + DEADLINE_S
             want = set(brokers or ("broker-a", "broker-b"))
-            while {q.broker_name for q in await _queues(namesrv, name)} != want:
+            while {q.broker_name for q in await _queues(cluster, name)} != want:
                 assert time.monotonic() < deadline, f"{name} not routed to {want}"
                 await asyncio.sleep(0.1)
-        settings = client.ProducerSettings(connection=PATIENT)
-        async with client.Producer(namesrv, settings=settings) as producer:
+        settings = client.ProducerSettings(connection=connection)
+        async with client.Producer(cluster.namesrv, settings=settings) as producer:
             for start in range(0, count, 500):
                 bodies = [f"m{i}".encode() for i in range(start, min(count, start + 500))]
                 await producer.send_batch(name, bodies)
@@ -90,23 +127,25 @@ def _topic(
     asyncio.run(main())
 
 
-async def _queues(namesrv: str, topic: str) -> list[client.MessageQueue]:
-    settings = client.PullSettings(connection=PATIENT)
-    async with client.PullConsumer(namesrv, settings=settings) as consumer:
+async def _queues(cluster: Cluster, topic: str) -> list[client.MessageQueue]:
+    settings = client.PullSettings(connection=cluster.connection)
+    async with client.PullConsumer(cluster.namesrv, "sink-check", settings=settings) as consumer:
         try:
             return await consumer.queues_for_topic(topic)
         except Exception:
             return []
 
 
-def _messages(namesrv: str, topic: str) -> list[client.ReceivedMessage]:
+def _messages(cluster: Cluster, topic: str) -> list[client.ReceivedMessage]:
     """Every message ``topic`` stores, over its queues and broker groups (the brokers' truth,
     read with ``PullConsumer``)."""
 
     async def main() -> list[client.ReceivedMessage]:
         out: list[client.ReceivedMessage] = []
-        settings = client.PullSettings(connection=PATIENT)
-        async with client.PullConsumer(namesrv, settings=settings) as consumer:
+        settings = client.PullSettings(connection=cluster.connection)
+        async with client.PullConsumer(
+            cluster.namesrv, "sink-check", settings=settings
+        ) as consumer:
             queues = await consumer.queues_for_topic(topic)
             low = await consumer.beginning_offsets(queues)
             high = await consumer.end_offsets(queues)
@@ -121,11 +160,13 @@ def _messages(namesrv: str, topic: str) -> list[client.ReceivedMessage]:
     return asyncio.run(main())
 
 
-def _job(namesrv: str, tmp: pathlib.Path, *extra: str) -> subprocess.Popen[bytes]:
-    """``spark_sink_job`` (source ``sink-src`` -> ``sink-out``) in its own session, so a
-    SIGKILL of its group ends the driver, its JVM and its Python workers; logs to job.log."""
-    args = [sys.executable, "-m", "spark_sink_job", "--endpoints", namesrv]
-    args += ["--source", "sink-src", "--sink", "sink-out"]
+def _job(cluster: Cluster, tmp: pathlib.Path, *extra: str) -> subprocess.Popen[bytes]:
+    """``spark_sink_job`` (source ``sink-src`` -> ``sink-out``, over TLS, signed) in its own
+    session, so a SIGKILL of its group ends the driver, its JVM and its Python workers; logs to
+    job.log."""
+    args = [sys.executable, "-m", "spark_sink_job", "--endpoints", cluster.namesrv]
+    args += ["--source", "sink-src", "--sink", "sink-out", *cluster.job_args()]
+    args += ["--secret-key", cluster.secret_key]
     args += ["--checkpoint", str(tmp / "checkpoint"), *extra]
     with (tmp / "job.log").open("ab") as log:
         return subprocess.Popen(
@@ -187,7 +228,7 @@ def _python_workers(group: int) -> list[int]:
     return [pid for pid, (parent, _, _) in found.items() if parent in daemons]
 
 
-def _mid_write(namesrv: str, checkpoint: pathlib.Path, batch_min: int) -> Callable[[], bool]:
+def _mid_write(cluster: Cluster, checkpoint: pathlib.Path, batch_min: int) -> Callable[[], bool]:
     """Whether a batch >= ``batch_min`` is planned but not committed and the sink holds some of
     its rows (more than the committed batches wrote)."""
 
@@ -195,31 +236,52 @@ def _mid_write(namesrv: str, checkpoint: pathlib.Path, batch_min: int) -> Callab
         open_batches = _batches(checkpoint, "offsets") - _batches(checkpoint, "commits")
         if not any(n >= batch_min for n in open_batches):
             return False
-        return spark_sink_job.stored(namesrv, "sink-out") > _committed_rows(checkpoint)
+        stored = spark_sink_job.stored(cluster.namesrv, "sink-out", cluster.connection)
+        return stored > _committed_rows(checkpoint)
 
     return check
 
 
+def _messages_in(cluster: Cluster, broker: str) -> int:
+    """Messages ``broker`` stored from producers since it started (parked DELAY ones too)."""
+
+    async def main() -> int:
+        connection = cluster.connection
+        async with client.AdminClient(
+            cluster.namesrv, timeout_s=30, credentials=connection.credentials, tls=connection.tls
+        ) as admin:
+            (stats,) = await admin.broker_stats([broker])
+            return stats.messages_in_total
+
+    return asyncio.run(main())
+
+
+def _secured(options: Any, cluster: Cluster) -> Any:
+    """A reader or writer with the options ``tls``, ``caFile``, ``accessKey``, ``secretKey``."""
+    options = options.option("tls", "true").option("caFile", cluster.ca_file)
+    return options.option("accessKey", cluster.access_key).option("secretKey", cluster.secret_key)
+
+
 def test_exactly_once_across_executor_kills_and_a_driver_sigkill_mid_batch(
-    namesrv: str, tmp_path: pathlib.Path
+    cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
     """A stream topic -> topic (spread over both broker groups) whose Python workers are
     SIGKILLed while a batch is sending (its tasks fail and are retried), then whose driver is
     SIGKILLed with its JVM while a later batch is sending, restarted from the checkpoint with
     availableNow, leaves each source row in the sink topic exactly once."""
     total = 3_000
-    _topic(namesrv, "sink-src", brokers=("broker-a",), count=total)
-    _topic(namesrv, "sink-out")
+    _topic(cluster, "sink-src", brokers=("broker-a",), count=total)
+    _topic(cluster, "sink-out")
     checkpoint, log = tmp_path / "checkpoint", tmp_path / "job.log"
-    job = _job(namesrv, tmp_path, "--max-per-trigger", "600")  # 300 rows a task
+    job = _job(cluster, tmp_path, "--max-per-trigger", "600")  # 300 rows a task
     try:
-        _until(_mid_write(namesrv, checkpoint, 0), job, log)
+        _until(_mid_write(cluster, checkpoint, 0), job, log)
         killed_in = max(_batches(checkpoint, "offsets"))
         workers = _python_workers(job.pid)
         assert workers, "no PySpark worker to kill"
         for pid in workers:
             os.kill(pid, signal.SIGKILL)
-        _until(_mid_write(namesrv, checkpoint, killed_in + 1), job, log)
+        _until(_mid_write(cluster, checkpoint, killed_in + 1), job, log)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
     finally:
@@ -227,9 +289,9 @@ def test_exactly_once_across_executor_kills_and_a_driver_sigkill_mid_batch(
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
     assert "Lost task" in log.read_text() or "Exception in task" in log.read_text()
-    again = _job(namesrv, tmp_path, "--available-now", "--max-per-trigger", "100000")
+    again = _job(cluster, tmp_path, "--available-now", "--max-per-trigger", "100000")
     assert again.wait(DEADLINE_S) == 0, log.read_text()[-3000:]
-    got = _messages(namesrv, "sink-out")
+    got = _messages(cluster, "sink-out")
     counts = collections.Counter(m.body for m in got)
     twice = sorted(b for b, n in counts.items() if n > 1)
     assert not twice, f"{len(twice)} rows stored more than once, e.g. {twice[:5]}"
@@ -238,24 +300,27 @@ def test_exactly_once_across_executor_kills_and_a_driver_sigkill_mid_batch(
 
 
 def test_stream_sink_options_another_broker_group_and_delivery_timestamps(
-    spark: Any, namesrv: str, tmp_path: pathlib.Path
+    spark: Any, cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    """A stream written with the sink's options (endpoints, topic, exactlyOnce, pullTimeoutMs,
-    checkpointLocation) sends each row once with its body, tag, keys and properties: rows with
-    a topic column to that topic, which lives on the other broker group only, the others to
-    the option's topic; a messageGroup row as FIFO; a deliveryTimestamp row as a DELAY message
-    stored (delivered) only once due; each message carries its idempotency key."""
+    """A stream written with every sink option (endpoints, topic, exactlyOnce, pullTimeoutMs,
+    tls, caFile, accessKey, secretKey, checkpointLocation) sends each row once with its body,
+    tag, keys and properties: rows with a topic column to that topic, which lives on the other
+    broker group only, the others to the option's topic; a messageGroup row as FIFO; a row
+    with a deliveryTimestamp an hour ahead is stored but held back (parked: the broker counts
+    it, its topic does not hold it); each message carries its idempotency key."""
     from pyspark.sql import functions as f
 
-    _topic(namesrv, "opt-src", brokers=("broker-a",), count=24)
-    _topic(namesrv, "opt-a", brokers=("broker-a",), kind=message.MessageType.MIXED)
-    _topic(namesrv, "opt-b", brokers=("broker-b",))
-    due = f.current_timestamp() + f.expr("INTERVAL 15 SECONDS")  # the batch's time + 15 s
+    _topic(cluster, "opt-src", brokers=("broker-a",), count=24)
+    _topic(cluster, "opt-a", brokers=("broker-a",), kind=message.MessageType.MIXED)
+    _topic(cluster, "opt-b", brokers=("broker-b",))
+    due = f.current_timestamp() + f.expr("INTERVAL 1 HOUR")  # held for the whole test
     n = f.regexp_extract(f.col("body").cast("string"), r"m(\d+)", 1).cast("int")
+    before = _messages_in(cluster, "broker-a")
     rows = (
-        spark.readStream.format("rocketmq")
-        .option("endpoints", namesrv)
+        _secured(spark.readStream.format("rocketmq"), cluster)
+        .option("endpoints", cluster.namesrv)
         .option("topics", "opt-src")
+        .option("consumerGroup", "opt-reader")
         .option("startingOffsets", "earliest")
         .load()
         .select(
@@ -263,16 +328,14 @@ def test_stream_sink_options_another_broker_group_and_delivery_timestamps(
             f.when(n % 2 == 0, f.lit("opt-b")).alias("topic"),
             f.lit("t").alias("tag"),
             f.array(f.concat(f.lit("k"), n.cast("string"))).alias("keys"),
-            f.create_map(
-                f.lit("n"), n.cast("string"), f.lit("due"), f.unix_millis(due).cast("string")
-            ).alias("properties"),
+            f.create_map(f.lit("n"), n.cast("string")).alias("properties"),
             f.when(n % 4 == 1, f.lit("g1")).alias("messageGroup"),
             f.when(n % 4 == 3, due).alias("deliveryTimestamp"),
         )
     )
     query = (
-        rows.writeStream.format("rocketmq")
-        .option("endpoints", namesrv)
+        _secured(rows.writeStream.format("rocketmq"), cluster)
+        .option("endpoints", cluster.namesrv)
         .option("topic", "opt-a")
         .option("exactlyOnce", "true")
         .option("pullTimeoutMs", "20000")
@@ -282,19 +345,14 @@ def test_stream_sink_options_another_broker_group_and_delivery_timestamps(
     )
     assert query.awaitTermination(DEADLINE_S), "the availableNow query did not finish"
     assert query.exception() is None
-    to_b = _messages(namesrv, "opt-b")
+    to_b = _messages(cluster, "opt-b")
     assert sorted(m.body for m in to_b) == sorted(f"x-m{i}".encode() for i in range(0, 24, 2))
     assert {m.broker_name for m in to_b} == {"broker-b"}
-    deadline = time.monotonic() + DEADLINE_S
-    while len(to_a := _messages(namesrv, "opt-a")) < 12:
-        assert time.monotonic() < deadline, f"opt-a holds {len(to_a)} of 12"
-        time.sleep(0.1)
-    assert sorted(m.body for m in to_a) == sorted(f"x-m{i}".encode() for i in range(1, 24, 2))
+    assert _messages_in(cluster, "broker-a") - before == 12  # stored, 6 of them parked
+    to_a = _messages(cluster, "opt-a")
+    assert sorted(m.body for m in to_a) == sorted(f"x-m{i}".encode() for i in range(1, 24, 4))
     for got in to_a + to_b:
         i = int(got.properties["n"])
         assert (got.tag, got.keys, got.body) == ("t", (f"k{i}",), f"x-m{i}".encode())
         assert got.message_group == ("g1" if i % 4 == 1 else None)
         assert got.properties[idempotency.IDEMPOTENCY_KEY_PROPERTY].startswith("spark/")
-        if i % 4 == 3:
-            due_ms = int(got.properties["due"])
-            assert got.born_timestamp_ms < due_ms <= got.store_timestamp_ms
