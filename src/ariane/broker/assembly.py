@@ -17,6 +17,7 @@ from ariane.broker.processors import (
     admin_deps,
     classic_send,
     consume,
+    idempotency,
     pull,
     retry,
     send,
@@ -69,15 +70,7 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
     )
     retrier = retry_processor(broker, time=time)
     return Processors(
-        sender=send.SendProcessor(
-            store=broker.store,
-            topics=broker.topics,
-            polling=broker.polling,
-            counters=broker.counters,
-            store_settings=settings.store,
-            schedule=broker.schedule,
-            half_messages=transactions,
-        ),
+        sender=send_processor(broker, transactions, time=time),
         consumer=consume.ConsumeProcessor(
             pop_service=broker.pop_service,
             store=broker.store,
@@ -121,6 +114,32 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
             store_settings=settings.store,
             schedule=broker.schedule,
             half_messages=transactions,
+            time=time,
+        ),
+    )
+
+
+def send_processor(
+    broker: runtime_mod.BrokerRuntime,
+    transactions: transaction.TransactionalMessageService,
+    *,
+    time: clock.Clock,
+) -> send.SendProcessor:
+    """The v2 send path over ``broker``'s store, with idempotent sends found in its key index
+    (``idempotency``)."""
+    settings = broker.settings
+    return send.SendProcessor(
+        store=broker.store,
+        topics=broker.topics,
+        polling=broker.polling,
+        counters=broker.counters,
+        store_settings=settings.store,
+        schedule=broker.schedule,
+        half_messages=transactions,
+        idempotency_window=idempotency.IdempotencyWindow(
+            store=broker.store,
+            index=broker.index,
+            window_ms=settings.idempotency_window_ms,
             time=time,
         ),
     )

@@ -421,6 +421,10 @@ class BrokerSettings:
     """Server-side renewal of push consumers' invisible time and ``attempt_id`` re-receives
     (``[renewal]``)."""
 
+    idempotency_window_ms: int = 24 * 3_600_000
+    """How far back (store time, ms) a send with an idempotency key finds an earlier try and
+    stores nothing (``processors.idempotency``; RocketMQ has no idempotent producer)."""
+
     slave_read_enable: bool = False
     """Classic consumers may read from this group's slaves (RocketMQ ``slaveReadEnable``,
     default false): a master suggests its slave (``suggestWhichBrokerId`` 1) for cold pulls, and
@@ -466,6 +470,8 @@ class BrokerSettings:
                 raise ValueError(f"workers must be a whole number, not {self.workers!r}")
             limits.check_range("workers", self.workers, 0, WORKERS_MAX)
         limits.check_range("register_interval_ms", self.register_interval_ms, 1_000, 60_000)
+        window_ms = self.idempotency_window_ms
+        limits.check_range("idempotency_window_ms", window_ms, 1_000, 30 * 86_400_000)
 
     def effective_workers(self) -> int:
         """How many front-end workers to run (``workers`` with ``None`` resolved)."""

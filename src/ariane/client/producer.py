@@ -13,7 +13,9 @@ How a batch travels (grpc-v2.md §5.1, §5.3, §6.3):
    host;
 3. messages with a message group go to the broker of ``writable[sha256(group) % n]`` (the
    official clients' rule, so a group always reaches the same broker, which then picks the
-   group's queue); the others go to one round-robin broker per batch;
+   group's queue); messages with an idempotency key to the broker group
+   ``sha256(key) % groups`` (by name: the group that de-duplicates it, ``common.idempotency``);
+   the others go to one round-robin broker per batch;
 4. each broker gets one SendMessage with its messages, in batch order; the answer has one entry
    per message.
 
@@ -56,7 +58,7 @@ from collections.abc import Mapping, Sequence
 
 from ariane.client import message_id, route_cache, send_stream, session
 from ariane.client import transport as transport_mod
-from ariane.common import clock, errors, ids, limits
+from ariane.common import clock, errors, idempotency, ids, limits
 from ariane.grpcwire import codes, pb
 
 _check_range = limits.check_range  # the one range check, short at its many call sites
@@ -86,10 +88,16 @@ class OutgoingMessage:
             the message DELAY (system property ``delivery_timestamp``, as RocketMQ 5's
             ``MessageBuilder.setDeliveryTimestamp``). Brokers refuse more than 3 days ahead
             (``IllegalDeliveryTimeError``) and deliver a past time at once.
+        idempotency_key: makes the send idempotent (Ariane's brokers; RocketMQ has no
+            idempotent producer): every message sent with this key to this topic is stored
+            once within the broker's window (24 h by default), whatever the retries, and its
+            id is ``idempotency.message_id_of(key)``. The key picks the message's broker group
+            (``sha256(key) % groups`` by name), retries stay there.
 
     Raises:
         ValueError: both ``message_group`` and ``delivery_timestamp_ms`` are set (the
-            official clients refuse that pair too), or the timestamp is negative.
+            official clients refuse that pair too), the timestamp is negative, or the
+            idempotency key is empty, too long or holds control characters.
     """
 
     body: bytes
@@ -98,8 +106,11 @@ class OutgoingMessage:
     message_group: str | None = None
     properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
     delivery_timestamp_ms: int | None = None
+    idempotency_key: str | None = None
 
     def __post_init__(self) -> None:
+        if self.idempotency_key is not None:
+            idempotency.check_key(self.idempotency_key)
         if self.delivery_timestamp_ms is None:
             return
         if self.message_group is not None:
@@ -267,6 +278,7 @@ class Producer:
         message_group: str | None = None,
         properties: Mapping[str, str] | None = None,
         delivery_timestamp_ms: int | None = None,
+        idempotency_key: str | None = None,
     ) -> SendReceipt:
         """Send one message (one SendMessage call).
 
@@ -279,6 +291,8 @@ class Producer:
             properties: user properties.
             delivery_timestamp_ms: when consumers may first receive it, ms since the epoch;
                 sends a DELAY message (to a DELAY or MIXED topic). Not with a message group.
+            idempotency_key: store the message once whatever the retries (see
+                ``OutgoingMessage.idempotency_key``).
 
         Returns:
             where the message was stored.
@@ -299,6 +313,7 @@ class Producer:
             message_group=message_group,
             properties={} if properties is None else properties,
             delivery_timestamp_ms=delivery_timestamp_ms,
+            idempotency_key=idempotency_key,
         )
         return (await self.send_batch(topic, [outgoing]))[0]
 
@@ -372,8 +387,11 @@ class Producer:
         spread = writable[next(self._round_robin) % len(writable)]
         by_endpoint: dict[str, tuple[route_cache.QueueRoute, list[int], list[bool]]] = {}
         for index, item in enumerate(items):
-            group = item.message_group
-            target = spread if group is None else writable[_group_slot(group, len(writable))]
+            group, key = item.message_group, item.idempotency_key
+            if group is not None:
+                target = writable[_group_slot(group, len(writable))]
+            else:
+                target = spread if key is None else _key_target(writable, key)
             kind = _wire_type(item)
             if int(kind) not in target.accepted_types:
                 raise errors.MessageTypeConflictError(
@@ -383,7 +401,7 @@ class Producer:
                 )
             _, indexes, pins = by_endpoint.setdefault(target.endpoint, (target, [], []))
             indexes.append(index)
-            pins.append(group is not None)
+            pins.append(group is not None or key is not None)
         return [
             _Part(target=target, indexes=tuple(indexes), pinned=any(pins))
             for target, indexes, pins in by_endpoint.values()
@@ -405,7 +423,10 @@ class Producer:
             out.topic.name = topic
             out.body = item.body
             system = out.system_properties
-            system.message_id = message_ids[index]
+            key = item.idempotency_key
+            system.message_id = (
+                message_ids[index] if key is None else idempotency.message_id_of(key)
+            )
             system.born_timestamp.seconds = born_s
             system.born_timestamp.nanos = born_nanos
             system.born_host = self._host
@@ -421,6 +442,8 @@ class Producer:
                 system.keys.extend(item.keys)
             if item.properties:
                 out.user_properties.update(item.properties)
+            if key is not None:
+                out.user_properties[idempotency.IDEMPOTENCY_KEY_PROPERTY] = key
         return request
 
     async def _send_part(
@@ -502,6 +525,15 @@ def _wire_type(item: OutgoingMessage) -> pb.v2.MessageType:
 def _group_slot(group: str, count: int) -> int:
     """The writable-queue index of a message group (the clients' ``sha256(group) % n``)."""
     return int.from_bytes(hashlib.sha256(group.encode()).digest()[:8], "big") % count
+
+
+def _key_target(writable: Sequence[route_cache.QueueRoute], key: str) -> route_cache.QueueRoute:
+    """The broker group of an idempotency key: ``sha256(key) % groups`` over the writable
+    groups sorted by name (so every producer, and every retry, picks the same one while the
+    route lists the same groups), as its first writable queue there."""
+    groups = sorted({q.broker_name for q in writable})
+    chosen = groups[_group_slot(key, len(groups))]
+    return next(q for q in writable if q.broker_name == chosen)
 
 
 def _retry_targets(found: route_cache.TopicRoute, part: _Part) -> list[route_cache.QueueRoute]:

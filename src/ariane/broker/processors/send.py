@@ -24,6 +24,12 @@ is parked by the schedule hook (``broker.schedule``) and its outcome carries its
 from which the adapter makes the recall handle. A TRANSACTION message is stored as a half
 message by ``transaction.TransactionalMessageService`` (``half_messages``) and answered with its
 transaction id. Without the hook or the service, those kinds are refused with UNSUPPORTED.
+
+Idempotent sends (Ariane's, RocketMQ has none): a message whose user property
+``ARIANE_IDEMPOTENCY_KEY`` holds a key gets the message id derived from it
+(``common.idempotency``), and one an earlier try stored within the window is not stored again
+but answered OK with the stored id and offset (``idempotency``); the rest of its request is
+stored as one batch.
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from ariane.broker.processors import idempotency as idempotency_mod
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import topic_config
-from ariane.common import errors, histogram, ids, limits, message, topics
+from ariane.common import errors, histogram, idempotency, ids, limits, message, topics
 from ariane.store import commit_log, message_codec, message_store
 from ariane.store import settings as store_settings_mod
 
@@ -139,6 +146,8 @@ class SendProcessor:
         store_settings: the body and property size limits.
         schedule: parks DELAY messages; without it they answer UNSUPPORTED.
         half_messages: the transaction service, or ``None`` to refuse TRANSACTION sends.
+        idempotency_window: finds earlier tries of messages with an idempotency key
+            (``idempotency``); ``None`` stores every try.
     """
 
     def __init__(
@@ -151,6 +160,7 @@ class SendProcessor:
         store_settings: store_settings_mod.StoreSettings,
         schedule: ScheduleHook | None = None,
         half_messages: HalfMessages | None = None,
+        idempotency_window: idempotency_mod.IdempotencyWindow | None = None,
     ) -> None:
         self._store = store
         self._topics = topics
@@ -160,6 +170,7 @@ class SendProcessor:
         self._schedule = schedule
         self._round_robin = itertools.count()
         self._half = half_messages
+        self._idempotency = idempotency_window
 
     async def send(
         self, batch: Sequence[message.IncomingMessage], *, born_ip: str
@@ -185,13 +196,16 @@ class SendProcessor:
                 requests.append(self._append_request(incoming, born_host, writable))
             except errors.ArianeError as exc:
                 raise refuse_request(exc, position, len(batch)) from None
-        results = await self._store.put_messages(requests, atomic=True)
+        results = await self._put(requests)
         answered: list[SendOutcome] = []
         stored_topics: set[str] = set()
         stored = stored_bytes = 0  # counted once per request, not per message
         sizes = self._counters.message_size_bytes
         for incoming, request, result in zip(batch, requests, results, strict=True):
-            outcome = self._outcome(incoming, result)
+            if not isinstance(result, commit_log.PutMessageResult):
+                answered.append(_earlier(result, answered))
+                continue
+            outcome = self._outcome(incoming, request, result)
             half = self._half if request.message.topic == topics.TRANS_HALF_TOPIC else None
             if half is not None and result.status.is_stored:
                 tid = half.prepared(request, result)
@@ -208,14 +222,39 @@ class SendProcessor:
         self._polling.notify_many(stored_topics)
         return answered
 
+    async def _put(
+        self, requests: list[commit_log.AppendRequest]
+    ) -> list[commit_log.PutMessageResult | idempotency_mod.Stored | int]:
+        """Append ``requests`` as one atomic batch, but those an earlier try stored
+        (``idempotency``): for them the stored message, or the index of the request of this
+        batch with the same key."""
+        window = self._idempotency
+        claim = None if window is None else await window.claim(requests)
+        if claim is None or not claim.duplicates:
+            try:
+                return list(await self._store.put_messages(requests, atomic=True))
+            finally:
+                if claim is not None:
+                    claim.release()
+        try:
+            fresh = [r for r, f in zip(requests, claim.found, strict=True) if f is None]
+            results = iter(await self._store.put_messages(fresh, atomic=True) if fresh else [])
+            return [next(results) if f is None else f for f in claim.found]
+        finally:
+            claim.release()
+
     def _outcome(
-        self, incoming: message.IncomingMessage, result: commit_log.PutMessageResult
+        self,
+        incoming: message.IncomingMessage,
+        request: commit_log.AppendRequest,
+        result: commit_log.PutMessageResult,
     ) -> SendOutcome:
         if result.status is commit_log.PutMessageStatus.PUT_OK:
             return SendOutcome(
                 errors.Code.OK,
                 "OK",
-                incoming.message_id,
+                request.message.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                or incoming.message_id,
                 result.queue_offset,
                 incoming.delivery_timestamp_ms if self._parks(incoming) else None,
             )
@@ -403,6 +442,16 @@ def check_gzip_body(body: bytes, inflated_bytes_max: int) -> None:
         ) from None
 
 
+def _earlier(found: idempotency_mod.Stored | int, answered: list[SendOutcome]) -> SendOutcome:
+    """The answer to a message an earlier try stored: OK with the stored id and offset (or
+    the answer to the message of this request with the same key)."""
+    if isinstance(found, int):
+        return answered[found]
+    return SendOutcome(
+        errors.Code.OK, "OK", found.message_id, found.queue_offset, found.delivery_ms
+    )
+
+
 def _message_type(incoming: message.IncomingMessage) -> message.MessageType:
     kind = _ACCEPTED_WIRE_TYPES.get(incoming.message_type)
     if kind is None:
@@ -418,7 +467,17 @@ def _properties(incoming: message.IncomingMessage, kind: message.MessageType) ->
     if not incoming.message_id:
         raise errors.IllegalMessageIdError("message id is empty; the client must set one")
     props = _user_properties(incoming.user_properties)
-    props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = incoming.message_id
+    key = props.get(idempotency.IDEMPOTENCY_KEY_PROPERTY)
+    if key is None:
+        props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = incoming.message_id
+    else:
+        try:
+            idempotency.check_key(key)
+        except ValueError as exc:
+            raise errors.IllegalPropertyKeyError(
+                f"{idempotency.IDEMPOTENCY_KEY_PROPERTY}: {exc}"
+            ) from None
+        props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = idempotency.message_id_of(key)
     props[P.MESSAGE_TYPE] = kind.value
     if incoming.tag is not None:
         props[P.TAGS] = topics.validate_tag(incoming.tag)

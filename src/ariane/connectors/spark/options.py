@@ -89,8 +89,20 @@ _READ_KEYS = {
 }
 _WRITE_KEYS = {
     k.lower(): k
-    for k in ("endpoints", "topic", "pullTimeoutMs", "accessKey", "secretKey", "tls", "caFile")
+    for k in (
+        "endpoints",
+        "topic",
+        "exactlyOnce",
+        "pullTimeoutMs",
+        "accessKey",
+        "secretKey",
+        "tls",
+        "caFile",
+        "checkpointLocation",
+    )
 }
+"""Write options; ``checkpointLocation`` is Spark's own (``writeStream`` passes it on to the
+sink), accepted and not used."""
 
 
 class OptionError(ValueError):
@@ -164,6 +176,9 @@ class WriteOptions:
     Attributes:
         endpoints: the name servers.
         topic: the topic for rows without a ``topic`` column value, or ``None``.
+        exactly_once: send each row with an idempotency key made of its place in the write
+            (query, batch, partition, row, content), so a task retry or a replayed batch
+            stores nothing twice (``exactlyOnce``, default true); false sends at least once.
         pull_timeout_ms: deadline of one broker call, ms.
         credentials: ``accessKey``/``secretKey`` every call is signed with, or ``None``.
         tls: as ``ReadOptions.tls``.
@@ -174,6 +189,7 @@ class WriteOptions:
     pull_timeout_ms: int
     credentials: credentials_mod.Credentials | None = None
     tls: grpc_tls.ClientTls | None = None
+    exactly_once: bool = True
 
 
 def _tls(found: Mapping[str, str]) -> grpc_tls.ClientTls | None:
@@ -407,4 +423,5 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         pull_timeout_ms=_int(found, "pullTimeoutMs", 1) or PULL_TIMEOUT_MS_DEFAULT,
         credentials=_credentials(found),
         tls=_tls(found),
+        exactly_once=_bool(found, "exactlyOnce", True),
     )

@@ -13,10 +13,20 @@ views only. Rate limits use Spark 4.2's read limits (``ReadMaxRows``) and
 
 Writes (``writer``/``streamWriter``): rows with ``body`` (binary or string, required) and
 optional ``topic``, ``tag``, ``keys``, ``properties``, ``messageGroup``, ``deliveryTimestamp``
-are sent; at least once (a replayed batch sends again), like the Kafka and rocketmq-spark
-sinks. A row with a ``deliveryTimestamp`` (TIMESTAMP, or BIGINT ms since the epoch) is sent as
-a DELAY message that consumers receive from that time on (RocketMQ 5 timer messages; the topic
-must accept DELAY messages).
+are sent. A row with a ``deliveryTimestamp`` (TIMESTAMP, or BIGINT ms since the epoch) is sent
+as a DELAY message that consumers receive from that time on (RocketMQ 5 timer messages; the
+topic must accept DELAY messages).
+
+Exactly-once writes (``exactlyOnce``, the default): the Kafka and rocketmq-spark sinks are at
+least once (a retried task or a batch replayed after a driver crash sends again). Here every
+row is sent with an idempotency key, ``spark/<query id>/<batch id>/<partition>/<row>/<digest
+of the row>`` (a batch write: a write id drawn on the driver instead of query and batch), which
+is the same in every attempt of a task and in the replay of a batch (Spark keeps the query id
+in the checkpoint and replays a batch with the same offsets), and the broker stores a key once
+(``ariane.common.idempotency``). The row's index is its place in the task's input, so the
+guarantee holds when a replay gives each partition the same rows in the same order (a
+replayable source such as ``rocketmq`` through narrow transformations); otherwise the digest
+makes a moved row a new key: at least once, never a lost row.
 
 Invariants: ``initialOffset`` gives the same map on every call of a query when
 ``initialOffsetsPath`` is set or the start is ``earliest``/explicit JSON with a stable min
@@ -29,14 +39,17 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import logging
 import os
 import pathlib
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from pyspark import TaskContext
 from pyspark.sql import datasource
 from pyspark.sql.streaming import datasource as stream_datasource
 from pyspark.sql.types import StructType
@@ -274,27 +287,94 @@ def _epoch_ms(value: datetime.datetime | int | None) -> int | None:
     return round(value.timestamp() * 1000)
 
 
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+"""The local properties Spark's ``StreamExecution``/``MicroBatchExecution`` give every task of a
+micro-batch: the query's id (kept in the checkpoint's ``metadata``) and the batch id."""
+
+DIGEST_HEX_CHARS = 16
+"""Hex characters of a row's digest in its idempotency key."""
+
+
+def _digest(topic: str, message: client.OutgoingMessage) -> str:
+    """A short hash of what a row sends (topic, body, tag, keys, group, properties, time)."""
+    fields = (
+        topic,
+        message.tag,
+        message.keys,
+        message.message_group,
+        sorted(message.properties.items()),
+        message.delivery_timestamp_ms,
+    )
+    digest = hashlib.sha256(repr(fields).encode())
+    digest.update(message.body)
+    return digest.hexdigest()[:DIGEST_HEX_CHARS]
+
+
+def _keyed(
+    rows: Iterable[tuple[str, client.OutgoingMessage]], prefix: str
+) -> Iterator[tuple[str, client.OutgoingMessage]]:
+    """``rows`` with idempotency keys ``<prefix>/<partition>/<row index>/<digest>``."""
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    for index, (topic, message) in enumerate(rows):
+        key = f"{prefix}/{partition}/{index}/{_digest(topic, message)}"
+        yield topic, dataclasses.replace(message, idempotency_key=key)
+
+
+def _stream_prefix() -> str:
+    """``spark/<query id>/<batch id>`` of the running micro-batch task.
+
+    Raises:
+        OptionError: not in a task of a micro-batch (no query or batch id).
+    """
+    context = TaskContext.get()
+    query = context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None
+    batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+    if not query or batch is None:
+        raise options_mod.OptionError(
+            "option exactlyOnce: this task has no streaming query or batch id (Spark sets "
+            f"{QUERY_ID_PROPERTY} and {BATCH_ID_PROPERTY} for micro-batches); set "
+            "exactlyOnce=false"
+        )
+    return f"spark/{query}/{batch}"
+
+
+def _send(
+    opts: options_mod.WriteOptions, iterator: Iterator[Any], prefix: str | None
+) -> SentMessage:
+    rows: Iterable[tuple[str, client.OutgoingMessage]] = (
+        _message(row, opts.topic) for row in iterator
+    )
+    if prefix is not None:
+        rows = _keyed(rows, prefix)
+    return SentMessage(broker_io.send(opts, rows))
+
+
 class RocketMQWriter(datasource.DataSourceWriter):
-    """A batch write: each task sends its rows (at least once)."""
+    """A batch write: each task sends its rows, exactly once per write with ``exactlyOnce``
+    (a write id drawn here, on the driver, keys the rows of every task attempt)."""
 
     def __init__(self, opts: options_mod.WriteOptions) -> None:
         self.opts = opts
+        self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[Any]) -> SentMessage:
-        rows = (_message(row, self.opts.topic) for row in iterator)
-        return SentMessage(broker_io.send(self.opts, rows))
+        prefix = f"spark/{self.write_id}/0" if self.opts.exactly_once else None
+        return _send(self.opts, iterator, prefix)
 
 
 class RocketMQStreamWriter(datasource.DataSourceStreamWriter):
-    """A streaming write: each micro-batch's tasks send their rows (at least once: a batch
-    replayed after a crash sends again)."""
+    """A streaming write: each micro-batch's tasks send their rows; with ``exactlyOnce`` keyed
+    by query, batch, partition and row, so retried tasks and replayed batches store nothing
+    twice (without it at least once: a batch replayed after a crash sends again)."""
 
     def __init__(self, opts: options_mod.WriteOptions) -> None:
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> SentMessage:
-        rows = (_message(row, self.opts.topic) for row in iterator)
-        return SentMessage(broker_io.send(self.opts, rows))
+        prefix = _stream_prefix() if self.opts.exactly_once else None
+        return _send(self.opts, iterator, prefix)
 
     def commit(self, messages: list[datasource.WriterCommitMessage | None], batchId: int) -> None:
         log.info(
