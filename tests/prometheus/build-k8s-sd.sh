@@ -41,7 +41,9 @@ printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/prometheus/pro
 export GOMODCACHE="$root/gomod" GOCACHE="$root/gobuild" GOTOOLCHAIN=local CGO_ENABLED=0
 export GOFLAGS="-modcacherw -buildvcs=false -mod=mod"
 cd "$work"
-nice -n 19 go build -trimpath -ldflags "-s -w" -tags remove_all_sd,enable_kubernetes_sd \
+v=github.com/prometheus/common/version
+nice -n 19 go build -trimpath -ldflags "-s -w -X $v.Version=2.55.1 -X $v.Branch=module-proxy" \
+    -tags remove_all_sd,enable_kubernetes_sd \
     -o "$out/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus >&2
 mv "$out/prometheus.tmp" "$out/prometheus"
 echo "$out"
