@@ -453,9 +453,10 @@ def _prometheus_sd(ops: Ops, tmp: pathlib.Path) -> dict[str, Any]:
 
 
 def _scraped_pods(url: str) -> tuple[list[str], list[str]]:
-    """(pods of the targets that are up, one entry per target; the other targets' errors)."""
+    """(pods of the targets that are up, sorted, one entry per target; the other targets
+    (down, or not scraped yet) with their errors)."""
     active = prometheus_testing.api(url, "targets", state="active")["activeTargets"]
-    up = [t["labels"].get("pod", "?") for t in active if t["health"] == "up"]
+    up = sorted(t["labels"].get("pod", "?") for t in active if t["health"] == "up")
     down = [f"{t['scrapeUrl']}: {t['health']} {t['lastError']}" for t in active
             if t["health"] != "up"]  # fmt: skip
     return up, down
@@ -499,7 +500,7 @@ def test_prometheus_discovers_the_pods_through_the_service_monitor_and_the_lag_a
     ) as url:
         try:
             processes.wait_until(
-                lambda: sorted(_scraped_pods(url)[0]) == sorted(brokers + namesrv),
+                lambda: _scraped_pods(url) == (sorted(brokers + namesrv), []),
                 timeout_s=SCRAPE_WAIT_S, what=f"Prometheus scraping {brokers + namesrv}",
             )  # fmt: skip
         except TimeoutError as error:
