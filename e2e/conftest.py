@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -18,6 +19,12 @@ import pytest
 from e2e.testenv import build, cluster, processes, realnode
 
 NAMESPACE_READY_TIMEOUT_S = 60.0
+
+TESTS_DIR = pathlib.Path(__file__).resolve().parents[1] / "tests"
+if str(TESTS_DIR) not in sys.path:
+    # The unit tests' helpers (prometheus_testing: the Debian Prometheus) by the module names
+    # they have there and under mypy; pytest puts tests/ on the path only when it collects it.
+    sys.path.append(str(TESTS_DIR))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,9 +1,12 @@
-"""Operations on real broker pods: SIGTERM stop, a deleted pod back on its PVC, a roll, a scale-in.
+"""Operations on real broker pods: SIGTERM stop, a deleted pod back on its PVC, a roll, Prometheus
+discovering the pods through the operator's ServiceMonitor, a scale-in.
 
 One ``helm install`` for the module (``ops``): a Broker ``demo`` of two SYNC_MASTER + slave
 groups (``demo-a``, ``demo-b``) on the session's real node, the official client in pods. The tests
 run in file order on that one Broker and each leaves it serving: the SIGTERM stop of a slave,
-the restart of a master pod, the image roll, then the scale-in to one group. Every message the
+the restart of a master pod, the image roll, Prometheus (on the host, kubernetes_sd_configs
+against the apiserver) scraping every pod until the lag alert fires, then the scale-in to one
+group. Every message the
 client had acknowledged and no test has received yet is in ``Ops.pending``; each test that
 receives checks that all of them come back.
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
 import re
 import subprocess
 import threading
@@ -26,6 +30,8 @@ from typing import Any
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
+import prometheus_testing
+from e2e import operator_support, servicemonitor
 from e2e import test_e2e_realnode_chart as chart
 from e2e.testenv import processes, realnode
 
@@ -373,6 +379,154 @@ def test_an_image_change_rolls_each_group_switchover_first_on_the_pods_volumes(
         opened = _STORE_OPEN.search(_log(ops, name))
         assert opened is not None and opened.group(3) == "True", _log(ops, name)[-3000:]
     _receive_pending(ops, "roll")
+
+
+LAG_ALERT = "ArianeConsumerLagGrowing"
+LAG_ALERT_FOR = "2s"
+"""The lag alert's ``for``, shortened from the chart's 30 minutes so that it fires in the test."""
+CHART_RULES = operator_support.CHART_DIR / "files" / "prometheus-rules.json"
+SCRAPE_WAIT_S = 60.0
+"""Bound on each wait for Prometheus (targets up, series, the alert), scraping every second."""
+PROMETHEUS_SA = "prometheus"
+PROMETHEUS_READS = ("services", "endpoints", "pods")
+"""What the Prometheus ServiceAccount may get, list and watch in the namespace (plus
+EndpointSlices): the kubernetes_sd_configs' needs, nothing cluster-wide."""
+
+
+def _lag_rule_groups() -> list[dict[str, Any]]:
+    """The chart's consumer-lag rule, read from the chart's rule file, its ``for`` shortened."""
+    [group] = json.loads(CHART_RULES.read_text())["groups"]
+    [rule] = [r for r in group["rules"] if r.get("alert") == LAG_ALERT]
+    return [{"name": "ariane-realnode", "rules": [{**rule, "for": LAG_ALERT_FOR}]}]
+
+
+def _service_monitor(ops: Ops) -> dict[str, Any]:
+    """Installs prometheus-operator's CRDs, turns ``metrics.serviceMonitor`` on for the Broker
+    and returns the ServiceMonitor the operator pod then applies (only that object changes)."""
+    operator_support.apply_monitoring_crds(ops.node.cluster)
+    _patch_broker(ops, {"metrics": {"serviceMonitor": True}})
+    custom = kubernetes.client.CustomObjectsApi(ops.node.cluster.api_client)
+    found: list[dict[str, Any]] = []
+
+    def rendered() -> bool:
+        try:
+            found.append(custom.get_namespaced_custom_object(
+                "monitoring.coreos.com", "v1", ops.ns, "servicemonitors", "demo"
+            ))  # fmt: skip
+        except kubernetes.client.ApiException as error:
+            if error.status != 404:
+                raise
+        return bool(found)
+
+    _wait(ops, rendered, "the operator's ServiceMonitor demo")
+    return found[0]
+
+
+def _prometheus_sd(ops: Ops, tmp: pathlib.Path) -> dict[str, Any]:
+    """The connection part of a ``kubernetes_sd_configs`` entry for the real apiserver: its
+    CA, and a bound token of a ServiceAccount ``prometheus`` whose Role only reads Services,
+    Endpoints, EndpointSlices and Pods of the namespace (RBAC enforced by the apiserver)."""
+    rbac = kubernetes.client.RbacAuthorizationV1Api(ops.node.cluster.api_client)
+    ops.core.create_namespaced_service_account(ops.ns, {"metadata": {"name": PROMETHEUS_SA}})
+    verbs = ["get", "list", "watch"]
+    rbac.create_namespaced_role(ops.ns, {"metadata": {"name": PROMETHEUS_SA}, "rules": [
+        {"apiGroups": [""], "resources": list(PROMETHEUS_READS), "verbs": verbs},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": verbs},
+    ]})  # fmt: skip
+    rbac.create_namespaced_role_binding(ops.ns, {
+        "metadata": {"name": PROMETHEUS_SA},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PROMETHEUS_SA},
+        "subjects": [{"kind": "ServiceAccount", "name": PROMETHEUS_SA, "namespace": ops.ns}],
+    })  # fmt: skip
+    token = ops.core.create_namespaced_service_account_token(
+        PROMETHEUS_SA, ops.ns, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    token_file = tmp / "token"
+    token_file.write_text(token)
+    kubeconfig = json.loads(ops.node.cluster.kubeconfig.read_text())
+    ca_file = kubeconfig["clusters"][0]["cluster"]["certificate-authority"]
+    return {
+        "api_server": ops.node.cluster.server_url,
+        "tls_config": {"ca_file": ca_file},
+        "authorization": {"credentials_file": str(token_file)},
+    }
+
+
+def _scraped_pods(url: str) -> tuple[list[str], list[str]]:
+    """(pods of the targets that are up, sorted, one entry per target; the other targets
+    (down, or not scraped yet) with their errors)."""
+    active = prometheus_testing.api(url, "targets", state="active")["activeTargets"]
+    up = sorted(t["labels"].get("pod", "?") for t in active if t["health"] == "up")
+    down = [f"{t['scrapeUrl']}: {t['health']} {t['lastError']}" for t in active
+            if t["health"] != "up"]  # fmt: skip
+    return up, down
+
+
+def _firing(url: str, ns: str) -> list[dict[str, Any]]:
+    """The lag alerts firing for group ``billing`` on topic ``orders`` of the namespace."""
+    return [
+        a for a in prometheus_testing.api(url, "alerts")["alerts"]
+        if a["labels"]["alertname"] == LAG_ALERT and a["state"] == "firing"
+        and a["labels"].get("namespace") == ns
+        and a["labels"].get("consumer_group") == chart.GROUP
+        and a["labels"].get("topic") == chart.TOPIC
+    ]  # fmt: skip
+
+
+def _query(url: str, promql: str) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = prometheus_testing.api(url, "query", query=promql)["result"]
+    return result
+
+
+def test_prometheus_discovers_the_pods_through_the_service_monitor_and_the_lag_alert_fires(
+    ops: Ops, tmp_path: pathlib.Path
+) -> None:
+    """Prometheus on the host, with the operator's ServiceMonitor translated into
+    ``kubernetes_sd_configs`` against the real apiserver (a namespace-scoped ServiceAccount
+    token), scrapes every broker pod and the name-server pod once each over the pod network,
+    all ``up``; RocketMQ series come from the pods; and the chart's consumer-lag rule fires
+    when ``billing`` stops consuming ``orders`` while the client keeps producing."""
+    if ops.pending:  # run on its own: let billing consume once, so its lag is exported
+        _receive_pending(ops, "prom")
+    monitor = _service_monitor(ops)
+    jobs = servicemonitor.scrape_configs(monitor, _prometheus_sd(ops, tmp_path), interval="1s")
+    brokers = sorted(_broker_pods(ops))
+    namesrv = sorted(p.metadata.name for p in ops.core.list_namespaced_pod(
+        ops.ns, label_selector="app.kubernetes.io/component=namesrv").items)  # fmt: skip
+    sel = f'namespace="{ops.ns}",app_kubernetes_io_instance="demo"'
+    binary = prometheus_testing.k8s_sd_prometheus()  # Debian's lacks kubernetes_sd_configs
+    with prometheus_testing.prometheus(
+        tmp_path, [], _lag_rule_groups(), scrape_configs=jobs, binary=binary
+    ) as url:
+        try:
+            processes.wait_until(
+                lambda: _scraped_pods(url) == (sorted(brokers + namesrv), []),
+                timeout_s=SCRAPE_WAIT_S, what=f"Prometheus scraping {brokers + namesrv}",
+            )  # fmt: skip
+        except TimeoutError as error:
+            raise _fail(ops, f"{error}: (up, down) = {_scraped_pods(url)}") from error
+        lag = f'rocketmq_consumer_lag_messages{{{sel},consumer_group="{chart.GROUP}"}}'
+        _wait(ops, lambda: bool(_query(url, lag)), f"{lag} scraped", timeout_s=SCRAPE_WAIT_S)
+        batches: list[int] = []
+
+        def lag_alert_fires() -> bool:
+            prefix = f"lag{len(batches)}"
+            batches.append(len(batches))
+            ops.pending.update(
+                chart._produce_until_accepted(ops.node, ops.ns, ops.endpoints, prefix, 10)
+            )
+            return bool(_firing(url, ops.ns))
+
+        _wait(ops, lag_alert_fires, f"{LAG_ALERT} firing for {chart.GROUP}", timeout_s=120.0)
+        assert not _scraped_pods(url)[1], _scraped_pods(url)[1]
+        stored = _query(
+            url, f'rocketmq_messages_in_total{{{sel},app_kubernetes_io_component="broker"}} > 0'
+        )
+        assert {s["metric"]["pod"] for s in stored} & set(brokers), stored
+        masters = _query(url, f"ariane_namesrv_broker_group_master{{{sel}}} == 1")
+        assert {s["metric"]["pod"] for s in masters} == set(namesrv), masters
+        assert {s["metric"]["broker_name"] for s in masters} == set(GROUPS), masters
+    print(f"lag alert fired after {len(batches)} batch(es) of 10 messages")
 
 
 def _statefulset_gone(ops: Ops, name: str) -> bool:

@@ -1,6 +1,11 @@
 """Helpers for tests that run Debian's ``prometheus`` and ``promtool`` (fetched on first use by
 ``tests/prometheus/install.sh`` into ``~/.cache/ariane``; nothing is installed system-wide):
-promtool's checks, and a real Prometheus process scraping given targets."""
+promtool's checks, and a real Prometheus process scraping given targets.
+
+Debian's ``prometheus`` is built without Kubernetes service discovery (its packaging patches
+``kubernetes_sd_configs`` out), so tests that discover pods through an apiserver run upstream
+Prometheus built from the Go module proxy with only that discovery compiled in
+(``k8s_sd_prometheus``, ``tests/prometheus/build-k8s-sd.sh``, cached the same way)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ from ariane import dev
 INSTALL = pathlib.Path(__file__).parent / "prometheus" / "install.sh"
 INSTALL_TIMEOUT_S = 600.0
 """Longest the first download and unpacking of the package may take."""
+BUILD_K8S_SD = pathlib.Path(__file__).parent / "prometheus" / "build-k8s-sd.sh"
+BUILD_TIMEOUT_S = 1200.0
+"""Longest the first build of Prometheus with Kubernetes discovery may take (cold Go caches)."""
 
 
 @functools.cache
@@ -30,6 +38,20 @@ def bin_dir() -> pathlib.Path:
         ["sh", str(INSTALL)], capture_output=True, text=True, check=True, timeout=INSTALL_TIMEOUT_S
     )
     return pathlib.Path(out.stdout.strip())
+
+
+@functools.cache
+def k8s_sd_prometheus() -> pathlib.Path:
+    """Upstream ``prometheus`` with ``kubernetes_sd_configs`` (built on first use).
+
+    Raises:
+        subprocess.CalledProcessError: the build failed (no Go, module proxy unreachable).
+    """
+    out = subprocess.run(
+        ["sh", str(BUILD_K8S_SD)], capture_output=True, text=True, check=True,
+        timeout=BUILD_TIMEOUT_S,
+    )  # fmt: skip
+    return pathlib.Path(out.stdout.strip()) / "prometheus"
 
 
 def promtool() -> str:
@@ -67,9 +89,19 @@ def prometheus(
     rule_groups: list[dict[str, Any]],
     *,
     interval: str = "1s",
+    scrape_configs: list[dict[str, Any]] | None = None,
+    binary: pathlib.Path | None = None,
 ) -> Iterator[str]:
     """A real Prometheus scraping ``targets`` and evaluating ``rule_groups`` every ``interval``,
-    its TSDB under ``tmp``, on a free loopback port; yields its base URL and stops it by PID."""
+    its TSDB under ``tmp``, on a free loopback port; yields its base URL and stops it by PID.
+
+    ``scrape_configs`` (e.g. ``kubernetes_sd_configs`` jobs) are added after the static job of
+    ``targets`` (left out when ``targets`` is empty); their own intervals win over ``interval``.
+    ``binary``: another ``prometheus`` than Debian's (e.g. ``k8s_sd_prometheus()``).
+    """
+    static = [{"job_name": "ariane", "static_configs": [
+        {"targets": [t.address], "labels": t.labels} for t in targets
+    ]}] if targets else []  # fmt: skip
     rules = tmp / "rules.yaml"
     rules.write_text(json.dumps({"groups": rule_groups}))
     config = tmp / "prometheus.yml"
@@ -77,14 +109,12 @@ def prometheus(
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
                    "evaluation_interval": interval},
         "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "ariane", "static_configs": [
-            {"targets": [t.address], "labels": t.labels} for t in targets
-        ]}],
+        "scrape_configs": [*static, *(scrape_configs or [])],
     }))  # fmt: skip
     port = dev.free_port()
     with (tmp / "prometheus.log").open("ab") as log:
         proc = subprocess.Popen(
-            [str(bin_dir() / "prometheus"), f"--config.file={config}",
+            [str(binary or bin_dir() / "prometheus"), f"--config.file={config}",
              f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
             stdout=log, stderr=log,
         )  # fmt: skip
