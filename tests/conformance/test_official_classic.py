@@ -41,6 +41,13 @@ CLASSIC_REMOTING = "127.0.0.1:10911"
 
 
 @pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A name server and a broker of this module's own (not the shared one: Own cluster)."""
+    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as ends:
+        yield Cluster(ends)
+
+
+@pytest.fixture(scope="module")
 def java(tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
     """The classic Java driver, fetched and compiled (cached by a stamp); each test binds it to
     its cluster's name server (``on``)."""
