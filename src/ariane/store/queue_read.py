@@ -104,17 +104,21 @@ def read(
         return results.GetMessageResult(
             results.GetMessageStatus.OFFSET_FOUND_NULL, (), roll, low, high
         )
-    if messages:
-        status = results.GetMessageStatus.FOUND
-    elif corrupt:
-        status = results.GetMessageStatus.RECORD_CORRUPTED
-    elif removed:
-        status = results.GetMessageStatus.MESSAGE_WAS_REMOVING
-    else:
-        status = results.GetMessageStatus.NO_MATCHED_MESSAGE
+    status = _status(found_any=bool(messages), corrupt=corrupt, removed=removed > 0)
     return results.GetMessageResult(
         status, tuple(messages), next_offset, low, high, total, tuple(records)
     )
+
+
+def _status(*, found_any: bool, corrupt: bool, removed: bool) -> results.GetMessageStatus:
+    """The status of a read that scanned some units (RocketMQ ``GetMessageStatus``)."""
+    if found_any:
+        return results.GetMessageStatus.FOUND
+    if corrupt:
+        return results.GetMessageStatus.RECORD_CORRUPTED
+    if removed:
+        return results.GetMessageStatus.MESSAGE_WAS_REMOVING
+    return results.GetMessageStatus.NO_MATCHED_MESSAGE
 
 
 def first_unconsumed(
