@@ -20,7 +20,9 @@ import pytest
 import ha_testing
 import test_broker_remoting as classic
 from ariane import dev
+from ariane.common import message as message_mod
 from ariane.remoting import codes, command, message_codec, transport
+from ariane.store import message_codec as store_codec
 
 RQ = codes.RequestCode
 RC = codes.ResponseCode
@@ -164,3 +166,42 @@ def test_pull_never_re_encodes_a_decoded_message(
         assert filtered.code == RC.PULL_RETRY_IMMEDIATELY and filtered.body in (b"", None)
 
     classic.run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize(
+    ("topic", "born_ip", "store_ip", "properties"),
+    [
+        ("t", "127.0.0.1", "127.0.0.1", {}),
+        ("long-" + "x" * 200, "127.0.0.1", "::1", {"TAGS": "a"}),
+        ("t6", "fe80::1", "2001:db8::7", {f"k{i}": "v" * i for i in range(1, 60)}),
+    ],
+)
+def test_stored_bytes_equal_the_re_encoded_record(
+    topic: str, born_ip: str, store_ip: str, properties: dict[str, str]
+) -> None:
+    """Cutting the stored record gives the bytes the decode-and-re-encode path gave, for V1
+    and V2 (over 127 bytes) topics, IPv4 and IPv6 hosts and no or many properties."""
+    fields = store_codec.RecordFields(
+        queue_id=3,
+        flag=7,
+        sys_flag=0,
+        born_timestamp_ms=1_700_000_000_000,
+        born_host=message_mod.HostAddress(born_ip, 40_000),
+        store_host=message_mod.HostAddress(store_ip, 10_911),
+        reconsume_times=2,
+        prepared_transaction_offset=0,
+    )
+    prepared = store_codec.prepare(
+        topic, b"body", properties, fields, body_bytes_max=1 << 20, properties_bytes_max=32_000
+    )
+    assert isinstance(prepared, store_codec.PreparedRecord)
+    buffer = bytearray(prepared.total_size + 16)
+    store_codec.encode_into(
+        buffer, 16, prepared, fields, queue_offset=5, commit_log_offset=16, store_timestamp_ms=9
+    )
+    record = memoryview(buffer)[16:]
+    decoded = store_codec.decode(record, record_bytes_max=1 << 21)
+    assert decoded.status is store_codec.DecodeStatus.OK and decoded.message is not None
+    sent = message_codec.stored_records_body([record, record])
+    assert sent == message_codec.encode_stored(decoded.message) * 2
+    assert len(sent) == 2 * (len(record) - CRC_PROPERTY_BYTES)
