@@ -597,6 +597,47 @@ def _assemble(
     return DecodeResult(DecodeStatus.OK, size=h.total_size, message=stored)
 
 
+def without_crc_property(record: memoryview) -> tuple[bytes | memoryview, ...]:
+    """A stored record as RocketMQ's default store holds it: without the record-CRC property.
+
+    The parts, joined, are the record with its last ``CRC_PROPERTY_BYTES`` bytes (the
+    ``__CRC32#`` property Ariane always appends) cut off and the two lengths that count them
+    (TOTALSIZE, the PROPERTIES length) lowered by as much; every other byte is ``record``'s own,
+    sliced, never copied or re-encoded (a pull body joins the parts once).
+
+    Args:
+        record: one whole record, TOTALSIZE long, already checked (``decode`` said OK).
+
+    Returns:
+        4 parts (2 patched lengths, 2 slices of ``record``), or ``(record,)`` when the record
+        ends without the property (then it is sent as stored).
+    """
+    total = len(record)
+    (sys_flag,) = _SYSFLAG.unpack_from(record, 36)
+    fixed = _FIXED[(bool(sys_flag & _BORN_V6), bool(sys_flag & _STORE_V6))].size
+    (body_length,) = _INT.unpack_from(record, fixed - 4)
+    p = fixed + body_length
+    (magic,) = _INT.unpack_from(record, 4)
+    if magic == MAGIC_CODE_V2:
+        (topic_length,) = _SHORT.unpack_from(record, p)
+        p += 2 + topic_length
+    else:
+        p += 1 + record[p]
+    (properties_length,) = _SHORT.unpack_from(record, p)
+    crc_at = total - CRC_PROPERTY_BYTES
+    if (
+        properties_length < CRC_PROPERTY_BYTES
+        or record[crc_at : crc_at + len(_CRC_PREFIX)] != _CRC_PREFIX
+    ):
+        return (record,)
+    return (
+        _INT.pack(crc_at),
+        record[4:p],
+        _SHORT.pack(properties_length - CRC_PROPERTY_BYTES),
+        record[p + 2 : crc_at],
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def _sys_flag(value: int) -> message_mod.SysFlag:
     # Building an IntFlag member costs more than the rest of a header; few values ever occur.
