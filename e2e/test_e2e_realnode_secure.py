@@ -83,9 +83,23 @@ def secured(real_node: realnode.RealNode, restricted_namespace: str) -> str:
         body = {"apiVersion": "ariane.dev/v1alpha1", "kind": kind, "metadata": {"name": name}}
         chart._apply(node, ns, {**body, "spec": {"broker": "demo"}})
     chart._wait(node, ns, lambda: chart._ready(node, ns), "Broker demo Ready")
+    for plural, name in (("topics", TOPIC), ("topics", OTHER_TOPIC), ("consumergroups", GROUP)):
+        chart._wait(
+            node,
+            ns,
+            lambda plural=plural, name=name: _cr_ready(node, ns, plural, name),  # type: ignore[misc]
+            f"{plural} {name} Ready (created by the operator's signed admin calls)",
+        )
     driver = {"metadata": {"name": "driver"}, "data": {chart.DRIVER.name: chart.DRIVER.read_text()}}
     kubernetes.client.CoreV1Api(node.cluster.api_client).create_namespaced_config_map(ns, driver)
     return ns
+
+
+CLIENT_SCRIPT = (
+    'python3 "$@"; rc=$?; echo "--- exit $rc; the client\'s own log:";'
+    " tail -n 30 $HOME/logs/rocketmq_python/*.log 2>&1; exit $rc"
+)
+"""Runs the driver, then prints the tail of the official client's log file (for failures)."""
 
 
 def _client_pod(
@@ -108,6 +122,7 @@ def _client_pod(
                     "name": "client",
                     "image": node.artifacts.client_image,
                     "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", CLIENT_SCRIPT, "sh"],
                     "args": ["/driver/official_py_driver.py", *args],
                     "env": tls_env + env,
                     "securityContext": objects.restricted_container_security_context(),
@@ -158,14 +173,20 @@ def _run(
     return phase, chart._events(log), log
 
 
+def _diagnose(node: realnode.RealNode, ns: str) -> str:
+    """``chart._diagnose`` (pods, status, operator and broker logs) plus the name server's."""
+    namesrv = node.cluster.kubectl(
+        "-n", ns, "logs", "deploy/demo-namesrv", "--tail=25", check=False
+    )
+    return f"{chart._diagnose(node, ns)}\n--- deploy/demo-namesrv\n{namesrv.stdout}"
+
+
 def _custom(node: realnode.RealNode) -> Any:
     return kubernetes.client.CustomObjectsApi(node.cluster.api_client)
 
 
-def _user_ready(node: realnode.RealNode, ns: str) -> bool:
-    body = _custom(node).get_namespaced_custom_object(
-        "ariane.dev", "v1alpha1", ns, "rocketmqusers", USER
-    )
+def _cr_ready(node: realnode.RealNode, ns: str, plural: str, name: str) -> bool:
+    body = _custom(node).get_namespaced_custom_object("ariane.dev", "v1alpha1", ns, plural, name)
     conditions = body.get("status", {}).get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
@@ -182,11 +203,14 @@ def _secret_data(node: realnode.RealNode, ns: str, name: str) -> dict[str, str]:
     return {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
 
 
-def _refused(phase: str, events: list[dict[str, Any]], log: str) -> None:
-    """The driver sent nothing and ended on the client's exception (exit 4)."""
+def _refused(result: tuple[str, list[dict[str, Any]], str], code: str) -> None:
+    """The driver sent nothing and ended on the client's exception (exit 4) carrying the
+    status ``code`` (40100 unauthenticated, 40300 forbidden)."""
+    phase, events, log = result
+    errors = [e["message"] for e in events if e["event"] == "error"]
     assert phase == "Failed", log[-3000:]
     assert not [e for e in events if e["event"] == "sent"], log[-3000:]
-    assert [e for e in events if e["event"] == "error"], log[-3000:]
+    assert errors and code in errors[0], log[-3000:]
 
 
 def test_every_pod_is_admitted_under_restricted_and_a_privileged_one_is_not(
@@ -232,7 +256,9 @@ def test_user_secret_pub_sub_on_its_topic_only_and_deletion_revokes(
         "spec": {"broker": "demo", "authorization": {"acls": acls}},
     }  # fmt: skip
     chart._apply(node, ns, user)
-    chart._wait(node, ns, lambda: _user_ready(node, ns), f"RocketMQUser {USER} Ready")
+    chart._wait(
+        node, ns, lambda: _cr_ready(node, ns, "rocketmqusers", USER), f"RocketMQUser {USER} Ready"
+    )
     secret = _secret_data(node, ns, USER)
     endpoints = secret["endpoints"]
     produce = ["produce", "--endpoints", endpoints, "--count", "5", "--topic"]
@@ -252,19 +278,24 @@ def test_user_secret_pub_sub_on_its_topic_only_and_deletion_revokes(
     literal = _literal_keys(secret["accessKey"], secret["secretKey"])
     after = _run(node, ns, "send-revoked", [*produce, TOPIC], literal, "demo-namesrv-tls")
 
-    assert sent[0] == "Succeeded", sent[2][-3000:]
+    assert sent[0] == "Succeeded", sent[2][-3000:] + _diagnose(node, ns)
     ids = {e["message_id"] for e in sent[1] if e["event"] == "sent"}
     assert len(ids) == 5, sent[2][-3000:]
     assert received[0] == "Succeeded", received[2][-3000:]
     assert ids <= {e["message_id"] for e in received[1] if e["event"] == "received"}
-    _refused(*other)
-    _refused(*anonymous)
+    _refused(other, "40300")
+    _refused(anonymous, "40100")
     assert revoked_s < 30.0, revoked_s
-    _refused(*after)
+    _refused(after, "40100")
 
 
 def _serial(pem: str) -> str:
     return format(x509.load_pem_x509_certificate(pem.encode()).serial_number, "X")
+
+
+def _lifetime_s(pem: str) -> float:
+    cert = x509.load_pem_x509_certificate(pem.encode())
+    return (cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds()
 
 
 SERVED_SERIAL = (
@@ -310,7 +341,9 @@ def test_a_renewed_certificate_is_served_without_a_pod_restart(
 
     processes.wait_until(new_serial_served, timeout_s=WAIT_S, what="the new leaf served")
     pod_after = core.read_namespaced_pod(BROKER_POD, ns)
+    leaf = _secret_data(node, ns, "demo-broker-tls")["tls.crt"]
 
     assert pod_after.metadata.uid == pod_before.metadata.uid
     assert [s.restart_count for s in pod_after.status.container_statuses] == [0]
     assert served[-1] not in (served_before, secret_before)
+    assert _lifetime_s(leaf) == LEAF_LIFETIME_S  # issued by the operator's renewal path
