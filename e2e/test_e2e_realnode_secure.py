@@ -87,7 +87,7 @@ def secured(real_node: realnode.RealNode, restricted_namespace: str) -> str:
         chart._wait(
             node,
             ns,
-            lambda plural=plural, name=name: _cr_ready(node, ns, plural, name),  # type: ignore[misc]
+            lambda plural=plural, name=name: _cr_ready(node, ns, plural, name),
             f"{plural} {name} Ready (created by the operator's signed admin calls)",
         )
     driver = {"metadata": {"name": "driver"}, "data": {chart.DRIVER.name: chart.DRIVER.read_text()}}
