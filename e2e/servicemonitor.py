@@ -8,10 +8,10 @@ the Services' labels, the ServiceMonitor's own namespace only (no ``namespaceSel
 endpoint's named ``port``, ``path``, ``interval``, ``scheme``, ``relabelings`` (after the
 generated rules, as prometheus-operator puts them) and ``tlsConfig`` (``ca``/``cert`` from a
 Secret, ``keySecret``, ``serverName``, ``insecureSkipVerify``; the Secrets' keys read through a
-caller-given ``secret_file``, as prometheus-operator mounts them), and the ``targetLabels`` copied
-from the Service. Discovery uses ``role: endpointslice``, as prometheus-operator does by default since
-v0.73, and the same target labels it adds (``namespace``, ``service``, ``pod``, ``container``,
-``endpoint``, ``job`` = the Service's name).
+caller-given ``secret_file``, as prometheus-operator mounts them), and the ``targetLabels``
+copied from the Service. Discovery uses ``role: endpointslice``, as prometheus-operator does by
+default since v0.73, and the same target labels it adds (``namespace``, ``service``, ``pod``,
+``container``, ``endpoint``, ``job`` = the Service's name).
 
 Invariants: every selector of the ServiceMonitor becomes a keep/drop rule on the discovered
 Service's labels (nothing is hand-written); a field this translation does not know raises

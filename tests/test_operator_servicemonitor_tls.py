@@ -56,7 +56,9 @@ def test_enforcing_scrapes_each_component_over_verified_https(
     }
     monitor = _monitor(spec)
     endpoints = monitor["spec"]["endpoints"]
-    leaves = {leaf.secret_name: leaf for leaf in certs.leaves(OWNER, model.group_names("demo", groups))}
+    leaves = {
+        leaf.secret_name: leaf for leaf in certs.leaves(OWNER, model.group_names("demo", groups))
+    }
     wanted = monitor["spec"]["selector"]["matchLabels"]
     services = [
         o for o in model.desired_objects(OWNER, spec)

@@ -21,11 +21,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import prometheus_testing
 import pytest
 from e2e import servicemonitor
 from e2e.testenv import processes
 
+import prometheus_testing
 from ariane import dev
 from ariane.operator import certs, model, resources
 from ariane.security import ca as ca_lib
@@ -116,7 +116,9 @@ def _servers(tmp: pathlib.Path, secrets: pathlib.Path) -> Iterator[dict[str, str
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[pathlib.Path, dict[str, str]]]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[pathlib.Path, dict[str, str]]]:
     """The operator's Secrets on disk and the running servers' metrics addresses."""
     tmp = tmp_path_factory.mktemp("smtls")
     _write_secrets(tmp / "secrets")

@@ -52,12 +52,15 @@ def test_a_field_it_does_not_translate_is_refused() -> None:
     def with_endpoint(**fields: object) -> dict[str, object]:
         return {**monitor, "spec": {**spec, "endpoints": [{**spec["endpoints"][0], **fields}]}}
 
-    files = {"secret_file": lambda name, key: f"/s/{name}/{key}"}
+    def files(name: str, key: str) -> str:
+        return f"/s/{name}/{key}"
+
     with pytest.raises(ValueError, match="caFile"):
-        servicemonitor.scrape_configs(with_endpoint(tlsConfig={"caFile": "/x"}), SD, **files)
+        monitor_with_file = with_endpoint(tlsConfig={"caFile": "/x"})
+        servicemonitor.scrape_configs(monitor_with_file, SD, secret_file=files)
     configmap_ca = {"ca": {"configMap": {"name": "c", "key": "ca.crt"}}}
     with pytest.raises(ValueError, match="configMap"):
-        servicemonitor.scrape_configs(with_endpoint(tlsConfig=configmap_ca), SD, **files)
+        servicemonitor.scrape_configs(with_endpoint(tlsConfig=configmap_ca), SD, secret_file=files)
     secret_ca = {"ca": {"secret": {"name": "s", "key": "ca.crt"}}}
     with pytest.raises(ValueError, match="secret_file"):
         servicemonitor.scrape_configs(with_endpoint(tlsConfig=secret_ca), SD)
