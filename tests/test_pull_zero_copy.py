@@ -7,6 +7,9 @@ segment files: equal except the record-CRC property Ariane keeps on disk, cut of
 TOTALSIZE and the PROPERTIES length lowered by its 20 bytes (what Apache RocketMQ's default
 store, without ``enabledAppendPropCRC``, holds and sends). An in-process test proves the pull
 path no longer re-encodes decoded messages.
+
+Own cluster: the test reads the broker's CommitLog segment files at the pulled records'
+physical offsets, so it needs a broker whose store directory and segment size it chose.
 """
 
 from __future__ import annotations
