@@ -74,12 +74,14 @@ class RecordReader:
         """Offset just past the last written record."""
         return self.log.max_offset
 
-    def read(self, offset: int, size_bytes: int = 0) -> LookupResult:
+    def read(self, offset: int, size_bytes: int = 0, *, check_crc: bool = True) -> LookupResult:
         """The message whose record starts at ``offset``, with its CRCs checked.
 
         Args:
             offset: a CommitLog offset.
             size_bytes: the record size if known (from a ConsumeQueue unit), else 0.
+            check_crc: False only to tell a record whole but for its CRCs (recovery: a
+                damaged record kept, never served) from a torn or misplaced one.
 
         Returns:
             FOUND with the message; NOT_FOUND outside the stored range or on a non-record;
@@ -94,7 +96,9 @@ class RecordReader:
         data = self._read_whole(segment, offset - segment.start_offset, want)
         if data is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
-        decoded = message_codec.decode(memoryview(data), record_bytes_max=self._record_bytes_max)
+        decoded = message_codec.decode(
+            memoryview(data), record_bytes_max=self._record_bytes_max, check_crc=check_crc
+        )
         if decoded.status is message_codec.DecodeStatus.OK:
             assert decoded.message is not None
             if decoded.message.commit_log_offset != offset:
