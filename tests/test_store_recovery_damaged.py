@@ -162,4 +162,3 @@ def test_bytes_past_a_cut_are_zeroed_so_no_old_record_comes_back() -> None:
     for r in old[13:]:
         assert store.get_message(r.commit_log_offset).status is LookupStatus.NOT_FOUND
     assert store.max_queue_offset(T, Q0) == 12
-

@@ -70,6 +70,10 @@ CRC_PROPERTY_NAME = "__CRC32#"
 CRC_PROPERTY_BYTES = len(CRC_PROPERTY_NAME) + 1 + 10 + 1
 """Length of the record-CRC property (RocketMQ ``CommitLog.CRC32_RESERVED_LEN``)."""
 
+BODY_CRC_MISMATCH = "body CRC mismatch"
+"""``DecodeResult.reason`` when BODYCRC fails (checked before the record CRC): with one flipped
+bit, only the body or the BODYCRC field changed, never the header, topic or properties."""
+
 TOPIC_BYTES_MAX = 32_767
 """Longest encodable topic (V2 length field); the store enforces a much lower limit."""
 
@@ -544,7 +548,7 @@ def _check_crcs(
     view: memoryview, total: int, body: bytes, stored_body_crc: int, properties: memoryview
 ) -> str:
     if body_crc(body) != stored_body_crc:
-        return "body CRC mismatch"
+        return BODY_CRC_MISMATCH
     if len(properties) < CRC_PROPERTY_BYTES:
         return "record-CRC property missing"
     tail = bytes(properties[-CRC_PROPERTY_BYTES:])

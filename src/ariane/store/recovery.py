@@ -41,13 +41,15 @@ Anything else ends the valid data: a record that is not whole, or whole damaged 
 the flushed offset with no sound record after them (cut at the first of them: a torn tail).
 Stale bytes cannot vouch for a damaged record: every cut (this one, a replica's diverged tail,
 a promotion's partial record) zeroes and syncs its segment past the cut up to the high-water
-mark, and a record must sit at its own PHYSICALOFFSET. A kept record is handled as on the clean
-path: re-dispatched from its header when it is past the re-dispatch start and its queue offset
-is the one its queue expects next (else logged and not dispatched: its header is damaged too,
-and its queue gets a filler there), listed in ``RecoveryReport.damaged_offsets``, answered
-CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
-(``record_repair``). A slave still cuts at the first damaged record: its master streams the
-rest again.
+mark, and a record must sit at its own PHYSICALOFFSET. A damaged record past the re-dispatch
+start needs a ConsumeQueue unit built from its own header, so it is kept only when that header
+can be trusted: its body CRC is what failed (one flipped bit then sits in the body or BODYCRC)
+and its queue offset is the one its queue expects next; otherwise the valid data ends there, as
+before (its unit could land in the wrong queue, or a filler would hide it). A record below the
+re-dispatch start keeps the unit it had. A kept record is then handled as on the clean path:
+listed in ``RecoveryReport.damaged_offsets``, answered CORRUPT by reads, which stop its queue
+there and ask an in-sync slave for its bytes (``record_repair``). A slave still cuts at the
+first damaged record: its master streams the rest again.
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
 with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
@@ -358,13 +360,49 @@ class _Rescan:
         return start, ""  # not reached: a scan ends with an END or CORRUPT item
 
     def _whole(self, offset: int, reason: str) -> message_mod.StoredMessage | None:
-        """The record at ``offset`` if it failed only its CRCs and a master keeps such ones."""
+        """The record at ``offset`` if it failed only its CRCs, a master keeps such ones, and
+        either it needs no dispatch or its header can be dispatched from."""
         if not self._keep_damaged or not reason:
             return None
         found = self._log.read(offset, check_crc=False)
-        if found.status is not record_reader.LookupStatus.FOUND:
+        stored = found.message
+        if found.status is not record_reader.LookupStatus.FOUND or stored is None:
             return None
-        return found.message
+        if offset < self._redispatch_from:
+            return stored  # its unit and keys were dispatched (and synced) before the stop
+        problem = self._undispatchable(stored, reason)
+        if not problem:
+            return stored
+        _log.error(
+            "damaged CommitLog record at %d (%s) is past the re-dispatch start %d and %s: "
+            "the valid data ends there",
+            offset,
+            reason,
+            self._redispatch_from,
+            problem,
+        )
+        return None
+
+    def _undispatchable(self, stored: message_mod.StoredMessage, reason: str) -> str:
+        """Why the header of a damaged record cannot be trusted for its unit ("" if it can).
+
+        Trusted: its body CRC failed (BODYCRC is checked first: one flipped bit then changed
+        the body or that field, not the header, topic or properties) and its queue offset is
+        the one its queue expects next (a guard against several flips)."""
+        if reason != message_codec.BODY_CRC_MISMATCH:
+            return "its header, topic or properties may be damaged"
+        request = commit_log.dispatch_request_of(stored)
+        if not request.to_consume_queue:
+            return ""
+        self._dispatch_pending()  # the queues then hold every unit before this record
+        queue = self._queues.get(request.topic, request.queue_id)
+        expected = 0 if queue is None else int(queue.max_queue_offset)
+        if request.queue_offset == expected:
+            return ""
+        return (
+            f"claims {request.topic}-{request.queue_id} queue offset {request.queue_offset} "
+            f"where its queue expects {expected}"
+        )
 
     def _hold(self, offset: int, stored: message_mod.StoredMessage, reason: str) -> None:
         """A whole damaged record: kept if flushed, else a suspect until a sound one follows;
@@ -376,24 +414,8 @@ class _Rescan:
             if len(self._suspects) < DAMAGED_LISTED_MAX:
                 self._suspects.append((offset, reason))
             self._suspect_count += 1
-        if offset < self._redispatch_from:
-            return  # its unit and keys were dispatched before the stop
-        self._dispatch_pending()  # the queues then hold every unit before this record
-        request = commit_log.dispatch_request_of(stored)
-        queue = self._queues.get(request.topic, request.queue_id)
-        expected = 0 if queue is None else int(queue.max_queue_offset)
-        if request.queue_offset == expected or not request.to_consume_queue:
-            self._pending.append(request)
-            return
-        _log.error(
-            "damaged CommitLog record at %d claims %s-%d queue offset %d, its queue expects %d: "
-            "its header is damaged too; not dispatched",
-            offset,
-            request.topic,
-            request.queue_id,
-            request.queue_offset,
-            expected,
-        )
+        if offset >= self._redispatch_from:  # its header passed ``_undispatchable``
+            self._pending.append(commit_log.dispatch_request_of(stored))
 
     def _vouch(self) -> None:
         """A sound record follows the suspects: they are damaged records inside the log."""
