@@ -234,7 +234,7 @@ class StoreMachine(RuleBasedStateMachine):
             return
         assert flipped is not None and len(damaged) == 1, (flipped, damaged)
         offset, (at, byte) = damaged[0], flipped
-        whole = self.store.commit_log.read(offset, check_crc=False)
+        whole = self.store.commit_log.read(offset, damaged=True)
         assert whole.message is not None
         size = whole.message.store_size_bytes
         assert offset <= at < offset + size

@@ -128,6 +128,39 @@ def test_a_damaged_tail_past_the_flushed_offset_is_cut_as_torn() -> None:
     assert store.put_message(request(body=b"after")).queue_offset == 22
 
 
+def _flip_topic(mem: MemoryStore, result: PutMessageResult) -> None:
+    """Flip one bit of the topic of a stored record (written by ``_fill``: 100-byte body)."""
+    size = mem.config.commit_log_file_size_bytes
+    position = result.commit_log_offset % size + 88 + 100 + 1  # TOPIC's first byte
+    path = _segment_path(result.commit_log_offset, mem.store)
+    old = mem.layer.read_durable(path, position, 1)
+    assert old == b"T"
+    mem.layer.overwrite(path, position, bytes([old[0] ^ 0x01]))
+
+
+def test_a_damaged_header_is_kept_only_where_no_unit_must_be_built_from_it() -> None:
+    """Proves a record whose topic bit flipped (record CRC fails, body CRC passes) is kept when
+    its unit was dispatched before the stop (below the checkpoint's dispatched offset), and ends
+    the valid data when it must be dispatched again from its untrustworthy header."""
+    mem = MemoryStore.open()
+    results = _fill(mem, COUNT)
+    mem.store.commit_log.flush()
+    mem.store.checkpoint_now()
+    abandon(mem.store)
+    victim = results[-2]  # in the newest segment: the one the rescan starts from
+    _flip_topic(mem, victim)
+    kept = mem.reopen()
+    assert kept.recovery_report.damaged_offsets == (victim.commit_log_offset,)
+    assert kept.max_commit_log_offset == _end(results)
+    assert kept.max_queue_offset(T, Q0) == COUNT
+    abandon(kept)
+    mem.layer.remove(ROOT / "checkpoint")  # everything is dispatched again
+    cut = mem.reopen()
+    assert cut.recovery_report.damaged_offsets == ()
+    assert cut.max_commit_log_offset == victim.commit_log_offset
+    assert cut.max_queue_offset(T, Q0) == COUNT - 2
+
+
 def test_a_slave_still_cuts_at_the_damaged_record_and_refetches() -> None:
     """Proves a slave's store (``repair_from_master``) cuts its unclean log at the first
     damaged record: its master streams the rest again."""

@@ -352,11 +352,11 @@ class CommitLog:
         self._queue_offsets.update(updates)
 
     def read(
-        self, offset: int, size_bytes: int = 0, *, check_crc: bool = True
+        self, offset: int, size_bytes: int = 0, *, damaged: bool = False
     ) -> record_reader.LookupResult:
-        """The message whose record starts at ``offset``, CRC-checked unless told not to
-        (``RecordReader.read``)."""
-        return self.reader.read(offset, size_bytes, check_crc=check_crc)
+        """The message whose record starts at ``offset``, CRC-checked unless read as
+        ``damaged`` (``RecordReader.read``)."""
+        return self.reader.read(offset, size_bytes, damaged=damaged)
 
     def store_timestamp_at(self, offset: int, size_bytes: int) -> int | None:
         """STORETIMESTAMP of the record at ``offset`` (``RecordReader.store_timestamp_at``)."""

@@ -28,28 +28,31 @@ A damaged record is not a torn tail (Ariane's addition; RocketMQ ``recoverAbnorm
 the first record whose CRC fails, on any broker, so one flipped bit drops every later record,
 acknowledged ones included). On a master (not ``repair_from_master``) a record that fails only
 its CRCs is *whole* when, read without them, its sizes, magic code, lengths and PHYSICALOFFSET
-are sound and it fits in its segment's data (``RecordReader.read(check_crc=False)``). A whole
+are sound and it fits in its segment's data (``RecordReader.read(damaged=True)``). A whole
 record is kept as *damaged* if
 
 - it ends at or below the checkpoint's flushed CommitLog offset (those bytes were synced before
   the checkpoint was written, and the checkpoint is rewritten after every cut: a crash cannot
   have torn them, only a flip changed them), or
 - a record that passes every check (CRCs included) follows it, possibly after further whole
-  damaged records (a crash tears the end of what was written, not the middle).
+  damaged records (a crash tears the end of what was written; should page write-back order
+  ever leave a whole but torn record before sound ones, it is kept as damaged too, and when
+  no slave holds it its queue waits at it, as for any record no slave can repair).
 
 Anything else ends the valid data: a record that is not whole, or whole damaged records past
 the flushed offset with no sound record after them (cut at the first of them: a torn tail).
 Stale bytes cannot vouch for a damaged record: every cut (this one, a replica's diverged tail,
 a promotion's partial record) zeroes and syncs its segment past the cut up to the high-water
 mark, and a record must sit at its own PHYSICALOFFSET. A damaged record past the re-dispatch
-start needs a ConsumeQueue unit built from its own header, so it is kept only when that header
-can be trusted: its body CRC is what failed (one flipped bit then sits in the body or BODYCRC)
-and its queue offset is the one its queue expects next; otherwise the valid data ends there, as
-before (its unit could land in the wrong queue, or a filler would hide it). A record below the
-re-dispatch start keeps the unit it had. A kept record is then handled as on the clean path:
-listed in ``RecoveryReport.damaged_offsets``, answered CORRUPT by reads, which stop its queue
-there and ask an in-sync slave for its bytes (``record_repair``). A slave still cuts at the
-first damaged record: its master streams the rest again.
+start needs a ConsumeQueue unit built from its own header (its properties read as none when
+they are not UTF-8: no tag code, no keys), so it is kept only when that header places it where
+its queue expects its next unit (a flip in its topic, queue id or queue offset almost never
+does); otherwise the valid data ends there, as before (its unit could land in the wrong queue,
+or a filler would hide it). A record below the re-dispatch start keeps the unit it had. A kept
+record is then handled as on the clean path: listed in ``RecoveryReport.damaged_offsets``,
+answered CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
+(``record_repair``). A slave still cuts at the first damaged record: its master streams the
+rest again.
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
 with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
@@ -364,7 +367,7 @@ class _Rescan:
         either it needs no dispatch or its header can be dispatched from."""
         if not self._keep_damaged or not reason:
             return None
-        found = self._log.read(offset, check_crc=False)
+        found = self._log.read(offset, damaged=True)
         stored = found.message
         if found.status is not record_reader.LookupStatus.FOUND or stored is None:
             return None
@@ -386,22 +389,23 @@ class _Rescan:
     def _undispatchable(self, stored: message_mod.StoredMessage, reason: str) -> str:
         """Why the header of a damaged record cannot be trusted for its unit ("" if it can).
 
-        Trusted: its body CRC failed (BODYCRC is checked first: one flipped bit then changed
-        the body or that field, not the header, topic or properties) and its queue offset is
-        the one its queue expects next (a guard against several flips)."""
-        if reason != message_codec.BODY_CRC_MISMATCH:
-            return "its header, topic or properties may be damaged"
+        Trusted when its queue offset is the one its (topic, queue id) expects next, which a
+        flip in its topic, queue id or queue offset almost never leaves true; a record that
+        gets no unit (a transaction's half) only when its body CRC is what failed (BODYCRC is
+        checked first: one flipped bit then sits in the body or that field, not in SYSFLAG)."""
         request = commit_log.dispatch_request_of(stored)
         if not request.to_consume_queue:
-            return ""
+            if reason == message_codec.BODY_CRC_MISMATCH:
+                return ""
+            return "its SYSFLAG may be damaged (it says: no ConsumeQueue unit)"
         self._dispatch_pending()  # the queues then hold every unit before this record
         queue = self._queues.get(request.topic, request.queue_id)
         expected = 0 if queue is None else int(queue.max_queue_offset)
         if request.queue_offset == expected:
             return ""
         return (
-            f"claims {request.topic}-{request.queue_id} queue offset {request.queue_offset} "
-            f"where its queue expects {expected}"
+            f"claims {request.topic!r}-{request.queue_id} queue offset {request.queue_offset} "
+            f"where that queue expects {expected}: its header is damaged too"
         )
 
     def _hold(self, offset: int, stored: message_mod.StoredMessage, reason: str) -> None:
