@@ -83,11 +83,7 @@ def test_a_bit_flip_inside_the_log_keeps_the_record_and_all_after_it_for_repair(
         12,
     )
     assert [m.queue_offset for m in read(store, 13).messages] == [*range(13, COUNT)]
-    asked: list[int] = []
-    store.repairs.fetcher = lambda offset: asked.append(offset) is None
-    read(store, 12)
-    assert asked == [results[12].commit_log_offset]
-    assert store.repairs.apply(results[12].commit_log_offset, sound)
+    _repair(store, results[12].commit_log_offset, sound)
     got = read(store, 0)
     assert [m.queue_offset for m in got.messages] == [*range(COUNT)]
     assert store.put_message(request(body=b"after")).queue_offset == COUNT
@@ -138,27 +134,61 @@ def _flip_topic(mem: MemoryStore, result: PutMessageResult) -> None:
     mem.layer.overwrite(path, position, bytes([old[0] ^ 0x01]))
 
 
-def test_a_damaged_header_is_kept_only_where_no_unit_must_be_built_from_it() -> None:
-    """Proves a record whose topic bit flipped (record CRC fails, body CRC passes) is kept when
-    its unit was dispatched before the stop (below the checkpoint's dispatched offset), and ends
-    the valid data when it must be dispatched again from its untrustworthy header."""
+def _repair(store: message_store.MessageStore, offset: int, sound: bytes) -> None:
+    """Play an in-sync slave: a read meets the damaged record and asks for it; answer."""
+    asked: list[int] = []
+
+    def fetch(at: int) -> bool:
+        asked.append(at)
+        return True
+
+    store.repairs.fetcher = fetch
+    assert store.get_message(offset).status is LookupStatus.CORRUPT
+    assert asked == [offset]
+    assert store.repairs.apply(offset, sound)
+
+
+def test_a_damaged_topic_is_kept_and_its_unit_placed_in_its_queues_gap() -> None:
+    """Proves a record whose topic bit flipped (its header untrustworthy: record CRC fails),
+    met where everything is dispatched again (no checkpoint), is kept with every record after
+    it and gets the unit its queue's later records leave a gap for: its queue stops at it until
+    it is repaired, then delivers every message in order."""
     mem = MemoryStore.open()
     results = _fill(mem, COUNT)
     mem.store.commit_log.flush()
-    mem.store.checkpoint_now()
+    sound = _record_bytes(mem, results[12])
     abandon(mem.store)
-    victim = results[-2]  # in the newest segment: the one the rescan starts from
-    _flip_topic(mem, victim)
-    kept = mem.reopen()
-    assert kept.recovery_report.damaged_offsets == (victim.commit_log_offset,)
-    assert kept.max_commit_log_offset == _end(results)
-    assert kept.max_queue_offset(T, Q0) == COUNT
-    abandon(kept)
-    mem.layer.remove(ROOT / "checkpoint")  # everything is dispatched again
-    cut = mem.reopen()
-    assert cut.recovery_report.damaged_offsets == ()
-    assert cut.max_commit_log_offset == victim.commit_log_offset
-    assert cut.max_queue_offset(T, Q0) == COUNT - 2
+    mem.layer.remove(ROOT / "checkpoint")
+    _flip_topic(mem, results[12])
+    store = mem.reopen()
+    assert store.recovery_report.damaged_offsets == (results[12].commit_log_offset,)
+    assert store.max_commit_log_offset == _end(results)
+    assert store.max_queue_offset(T, Q0) == COUNT
+    assert read(store, 12).status is message_store.GetMessageStatus.RECORD_CORRUPTED
+    _repair(store, results[12].commit_log_offset, sound)
+    assert [m.queue_offset for m in read(store, 0).messages] == [*range(COUNT)]
+
+
+def test_a_damaged_topic_of_a_queues_last_record_is_placed_at_its_queue_end() -> None:
+    """Proves a topic-flipped record that is the last of its queue (no gap after it), followed
+    by another queue's record, is kept and placed at the end of the queue whose id and next
+    offset it claims, and the other queue's record is kept too."""
+    mem = MemoryStore.open()
+    results = _fill(mem, 20)
+    other = mem.store.put_message(request(body=b"other", queue_id=1))
+    mem.store.commit_log.flush()
+    sound = _record_bytes(mem, results[19])
+    abandon(mem.store)
+    mem.layer.remove(ROOT / "checkpoint")
+    _flip_topic(mem, results[19])
+    store = mem.reopen()
+    assert store.recovery_report.damaged_offsets == (results[19].commit_log_offset,)
+    assert store.max_commit_log_offset == other.commit_log_offset + other.wrote_bytes
+    assert [m.body for m in read(store, 0, queue_id=1).messages] == [b"other"]
+    assert store.max_queue_offset(T, Q0) == 20
+    _repair(store, results[19].commit_log_offset, sound)
+    assert [m.queue_offset for m in read(store, 0).messages] == [*range(20)]
+    assert store.put_message(request(body=b"after")).queue_offset == 20
 
 
 def test_a_slave_still_cuts_at_the_damaged_record_and_refetches() -> None:

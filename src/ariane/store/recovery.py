@@ -43,16 +43,18 @@ Anything else ends the valid data: a record that is not whole, or whole damaged 
 the flushed offset with no sound record after them (cut at the first of them: a torn tail).
 Stale bytes cannot vouch for a damaged record: every cut (this one, a replica's diverged tail,
 a promotion's partial record) zeroes and syncs its segment past the cut up to the high-water
-mark, and a record must sit at its own PHYSICALOFFSET. A damaged record past the re-dispatch
-start needs a ConsumeQueue unit built from its own header (its properties read as none when
-they are not UTF-8: no tag code, no keys), so it is kept only when that header places it where
-its queue expects its next unit (a flip in its topic, queue id or queue offset almost never
-does); otherwise the valid data ends there, as before (its unit could land in the wrong queue,
-or a filler would hide it). A record below the re-dispatch start keeps the unit it had. A kept
-record is then handled as on the clean path: listed in ``RecoveryReport.damaged_offsets``,
-answered CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
-(``record_repair``). A slave still cuts at the first damaged record: its master streams the
-rest again.
+mark, and a record must sit at its own PHYSICALOFFSET. A damaged record below the re-dispatch
+start keeps the unit it had. One past it needs a unit built from its header (its properties
+read as none when they are not UTF-8: no tag code, no keys): dispatched in order when that
+header places it where its queue expects its next unit (a flip in its topic, queue id or queue
+offset almost never does). Otherwise it is not dispatched from its header (its unit could land
+in the wrong queue) but placed after the scan (``_Rescan._place``): into the filler its queue's
+later records left (the one gap its sound neighbours bracket), else at the end of the one queue
+whose queue id and next offset it claims; failing both it stays in no queue (logged; its
+queue's next append reuses the offset). A kept record is then handled as on the clean path:
+listed in ``RecoveryReport.damaged_offsets``, answered CORRUPT by reads, which stop its queue
+there and ask an in-sync slave for its bytes (``record_repair``). A slave still cuts at the
+first damaged record: its master streams the rest again.
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
 with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
@@ -68,6 +70,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import NamedTuple
 
 from ariane.common import ids
 from ariane.common import message as message_mod
@@ -281,6 +284,17 @@ def _recover_unclean(
     )
 
 
+class _Unplaced(NamedTuple):
+    """A kept damaged record whose header could not be trusted for its unit."""
+
+    offset: int
+    size_bytes: int
+    tags_code: int
+    queue_id: int
+    """What its header claims (``_Rescan._place``)."""
+    queue_offset: int
+
+
 class _Rescan:
     """The unclean path's forward scan: sound records re-dispatched from ``redispatch_from``,
     a master's damaged records kept or cut by the rule of the module docstring.
@@ -315,6 +329,12 @@ class _Rescan:
         """Whole damaged records past ``flushed`` no sound record follows yet (the first
         ``DAMAGED_LISTED_MAX``; ``_suspect_count`` counts them all)."""
         self._suspect_count = 0
+        self._unplaced: list[_Unplaced] = []
+        """Damaged records not dispatched from their header (the first
+        ``DAMAGED_LISTED_MAX``)."""
+        self._starts = queues.next_offset_table()
+        """Each queue's next offset when the re-dispatch began (its units from there on are
+        the rescan's)."""
         self.scanned = 0
         self.redispatched = 0
         self.damaged: list[int] = []
@@ -345,6 +365,7 @@ class _Rescan:
                 f"torn tail: {self._suspect_count} record(s) failing their CRCs ({first}) past "
                 f"the flushed offset {self._flushed} with no sound record after them"
             )
+        self._place([item for item in self._unplaced if item.offset < end])
         return end, reason
 
     def _scan_sound(self, start: int) -> tuple[int, str]:
@@ -363,54 +384,42 @@ class _Rescan:
         return start, ""  # not reached: a scan ends with an END or CORRUPT item
 
     def _whole(self, offset: int, reason: str) -> message_mod.StoredMessage | None:
-        """The record at ``offset`` if it failed only its CRCs, a master keeps such ones, and
-        either it needs no dispatch or its header can be dispatched from."""
+        """The record at ``offset`` if it failed only its CRCs and a master keeps such ones."""
         if not self._keep_damaged or not reason:
             return None
         found = self._log.read(offset, damaged=True)
-        stored = found.message
-        if found.status is not record_reader.LookupStatus.FOUND or stored is None:
+        if found.status is not record_reader.LookupStatus.FOUND:
             return None
-        if offset < self._redispatch_from:
-            return stored  # its unit and keys were dispatched (and synced) before the stop
-        problem = self._undispatchable(stored, reason)
-        if not problem:
-            return stored
-        _log.error(
-            "damaged CommitLog record at %d (%s) is past the re-dispatch start %d and %s: "
-            "the valid data ends there",
-            offset,
-            reason,
-            self._redispatch_from,
-            problem,
-        )
-        return None
+        return found.message
 
     def _undispatchable(self, stored: message_mod.StoredMessage, reason: str) -> str:
         """Why the header of a damaged record cannot be trusted for its unit ("" if it can).
 
         Trusted when its queue offset is the one its (topic, queue id) expects next, which a
-        flip in its topic, queue id or queue offset almost never leaves true; a record that
-        gets no unit (a transaction's half) only when its body CRC is what failed (BODYCRC is
-        checked first: one flipped bit then sits in the body or that field, not in SYSFLAG)."""
+        flip in its topic, queue id or queue offset almost never leaves true. The first record
+        of a queue not yet known, or a record that gets no unit (a transaction's half), only
+        when its body CRC is what failed (BODYCRC is checked first: one flipped bit then sits
+        in the body or that field, not in the topic or SYSFLAG)."""
+        body_only = reason == message_codec.BODY_CRC_MISMATCH
         request = commit_log.dispatch_request_of(stored)
         if not request.to_consume_queue:
-            if reason == message_codec.BODY_CRC_MISMATCH:
-                return ""
-            return "its SYSFLAG may be damaged (it says: no ConsumeQueue unit)"
+            return "" if body_only else "its SYSFLAG may be damaged (it says: no unit)"
         self._dispatch_pending()  # the queues then hold every unit before this record
         queue = self._queues.get(request.topic, request.queue_id)
-        expected = 0 if queue is None else int(queue.max_queue_offset)
+        if queue is None and body_only and request.queue_offset == 0:
+            return ""  # the first record of a new queue
+        expected = -1 if queue is None else int(queue.max_queue_offset)
         if request.queue_offset == expected:
             return ""
         return (
-            f"claims {request.topic!r}-{request.queue_id} queue offset {request.queue_offset} "
-            f"where that queue expects {expected}: its header is damaged too"
+            f"it claims {request.topic!r}-{request.queue_id} queue offset "
+            f"{request.queue_offset}, which that queue does not expect"
         )
 
     def _hold(self, offset: int, stored: message_mod.StoredMessage, reason: str) -> None:
         """A whole damaged record: kept if flushed, else a suspect until a sound one follows;
-        dispatched now either way (units past a cut are dropped with the cut)."""
+        past the re-dispatch start, dispatched now from its header if it can be trusted, else
+        left for ``_place`` (units past a cut are dropped with the cut)."""
         self.scanned += 1
         if offset + stored.store_size_bytes <= self._flushed:
             self._keep(offset, reason)
@@ -418,8 +427,29 @@ class _Rescan:
             if len(self._suspects) < DAMAGED_LISTED_MAX:
                 self._suspects.append((offset, reason))
             self._suspect_count += 1
-        if offset >= self._redispatch_from:  # its header passed ``_undispatchable``
+        if offset < self._redispatch_from:
+            return  # its unit and keys were dispatched (and synced) before the stop
+        problem = self._undispatchable(stored, reason)
+        if not problem:
             self._pending.append(commit_log.dispatch_request_of(stored))
+            return
+        _log.error(
+            "damaged CommitLog record at %d (%s): %s; not dispatched from its header",
+            offset,
+            reason,
+            problem,
+        )
+        if len(self._unplaced) < DAMAGED_LISTED_MAX:
+            request = commit_log.dispatch_request_of(stored)
+            self._unplaced.append(
+                _Unplaced(
+                    offset,
+                    request.size_bytes,
+                    request.tags_code,
+                    request.queue_id,
+                    request.queue_offset,
+                )
+            )
 
     def _vouch(self) -> None:
         """A sound record follows the suspects: they are damaged records inside the log."""
@@ -440,6 +470,63 @@ class _Rescan:
             offset,
             reason,
         )
+
+    def _place(self, unplaced: list[_Unplaced]) -> None:
+        """Give each kept damaged record its header could not place a unit: the filler the
+        rescan left in its queue (that queue's later records left a gap) when exactly one
+        filler's sound neighbours bracket it; else the end of the one queue whose queue id
+        it claims and whose next offset is the one it claims (its topic was what flipped);
+        else it stays in no queue (logged)."""
+        if not unplaced:
+            return
+        gaps = self._gaps()
+        for item in unplaced:
+            fits = [(queue, at) for queue, at, low, high in gaps if low < item.offset < high]
+            if not fits:
+                fits = [
+                    (queue, int(queue.max_queue_offset))
+                    for queue in self._queues.queues()
+                    if queue.queue_id == item.queue_id
+                    and queue.max_queue_offset == item.queue_offset
+                ]
+            if len(fits) != 1:
+                _log.error(
+                    "damaged CommitLog record at %d: %d places in the ConsumeQueues could be "
+                    "its unit; kept in no queue (a slave still repairs its bytes when asked)",
+                    item.offset,
+                    len(fits),
+                )
+                continue
+            queue, at = fits[0]
+            unit = (ids.CommitLogOffset(item.offset), item.size_bytes, item.tags_code)
+            queue.put(ids.QueueOffset(at), [consume_queue.NewUnit(*unit)])
+            _log.warning(
+                "damaged CommitLog record at %d placed at %s-%d unit %d",
+                item.offset,
+                queue.topic,
+                queue.queue_id,
+                at,
+            )
+
+    def _gaps(self) -> list[tuple[consume_queue.ConsumeQueue, int, int, int]]:
+        """The fillers the rescan wrote: (queue, queue offset, CommitLog offset of the unit
+        before it or -1, of the unit after it)."""
+        gaps: list[tuple[consume_queue.ConsumeQueue, int, int, int]] = []
+        for queue in self._queues.queues():
+            low = int(queue.min_queue_offset)
+            start = max(low, self._starts.get((queue.topic, queue.queue_id), low))
+            before = queue.unit_at(ids.QueueOffset(start - 1)) if start > low else None
+            last = -1 if before is None or before.is_filler else int(before.commit_log_offset)
+            open_fillers: list[int] = []
+            for at in range(start, int(queue.max_queue_offset)):
+                unit = queue.unit_at(ids.QueueOffset(at))
+                if unit is None or unit.is_filler:
+                    open_fillers.append(at)
+                    continue
+                high = int(unit.commit_log_offset)
+                gaps += [(queue, filler, last, high) for filler in open_fillers]
+                open_fillers, last = [], high
+        return gaps
 
     def _dispatch_pending(self) -> None:
         self._feed.dispatch(self._pending)
