@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 
+from ariane.common import ids
 from ariane.store import (
     LookupStatus,
     PutMessageResult,
@@ -143,7 +144,7 @@ def _repair(store: message_store.MessageStore, offset: int, sound: bytes) -> Non
         return True
 
     store.repairs.fetcher = fetch
-    assert store.get_message(offset).status is LookupStatus.CORRUPT
+    assert store.get_message(ids.CommitLogOffset(offset)).status is LookupStatus.CORRUPT
     assert asked == [offset]
     assert store.repairs.apply(offset, sound)
 
