@@ -44,17 +44,16 @@ the flushed offset with no sound record after them (cut at the first of them: a 
 Stale bytes cannot vouch for a damaged record: every cut (this one, a replica's diverged tail,
 a promotion's partial record) zeroes and syncs its segment past the cut up to the high-water
 mark, and a record must sit at its own PHYSICALOFFSET. A damaged record below the re-dispatch
-start keeps the unit it had. One past it needs a unit built from its header (its properties
-read as none when they are not UTF-8: no tag code, no keys): dispatched in order when that
-header places it where its queue expects its next unit (a flip in its topic, queue id or queue
-offset almost never does). Otherwise it is not dispatched from its header (its unit could land
-in the wrong queue) but placed after the scan (``_Rescan._place``): into the filler its queue's
-later records left (the one gap its sound neighbours bracket), else at the end of the one queue
-whose queue id and next offset it claims; failing both it stays in no queue (logged; its
-queue's next append reuses the offset). A kept record is then handled as on the clean path:
-listed in ``RecoveryReport.damaged_offsets``, answered CORRUPT by reads, which stop its queue
-there and ask an in-sync slave for its bytes (``record_repair``). A slave still cuts at the
-first damaged record: its master streams the rest again.
+start keeps the unit it had. One past it needs a unit, dispatched in order (its properties read
+as none when they are not UTF-8: no tag code, no keys): where its header says when that is its
+queue's next unit, else (its topic, queue id or queue offset damaged) in the one queue where it
+would be the next unit, matching two of the three fields its header claims, and whose next
+record (a scan ahead, ``_Rescan._place``) comes right after it; with no such single queue the
+valid data ends there, as before (its unit could land in the wrong queue). A kept record is
+then handled as on the clean path: listed in ``RecoveryReport.damaged_offsets``, answered
+CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
+(``record_repair``). A slave still cuts at the first damaged record: its master streams the
+rest again.
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
 with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
@@ -70,7 +69,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import NamedTuple
 
 from ariane.common import ids
 from ariane.common import message as message_mod
@@ -284,17 +282,6 @@ def _recover_unclean(
     )
 
 
-class _Unplaced(NamedTuple):
-    """A kept damaged record whose header could not be trusted for its unit."""
-
-    offset: int
-    size_bytes: int
-    tags_code: int
-    queue_id: int
-    """What its header claims (``_Rescan._place``)."""
-    queue_offset: int
-
-
 class _Rescan:
     """The unclean path's forward scan: sound records re-dispatched from ``redispatch_from``,
     a master's damaged records kept or cut by the rule of the module docstring.
@@ -329,12 +316,9 @@ class _Rescan:
         """Whole damaged records past ``flushed`` no sound record follows yet (the first
         ``DAMAGED_LISTED_MAX``; ``_suspect_count`` counts them all)."""
         self._suspect_count = 0
-        self._unplaced: list[_Unplaced] = []
-        """Damaged records not dispatched from their header (the first
-        ``DAMAGED_LISTED_MAX``)."""
-        self._starts = queues.next_offset_table()
-        """Each queue's next offset when the re-dispatch began (its units from there on are
-        the rescan's)."""
+        self._lookaheads = 0
+        """Scans ahead to place a damaged record (``_place``), at most ``DAMAGED_LISTED_MAX``."""
+        self._placed: commit_log.DispatchRequest | None = None
         self.scanned = 0
         self.redispatched = 0
         self.damaged: list[int] = []
@@ -365,7 +349,6 @@ class _Rescan:
                 f"torn tail: {self._suspect_count} record(s) failing their CRCs ({first}) past "
                 f"the flushed offset {self._flushed} with no sound record after them"
             )
-        self._place([item for item in self._unplaced if item.offset < end])
         return end, reason
 
     def _scan_sound(self, start: int) -> tuple[int, str]:
@@ -384,42 +367,104 @@ class _Rescan:
         return start, ""  # not reached: a scan ends with an END or CORRUPT item
 
     def _whole(self, offset: int, reason: str) -> message_mod.StoredMessage | None:
-        """The record at ``offset`` if it failed only its CRCs and a master keeps such ones."""
+        """The record at ``offset`` if it failed only its CRCs, a master keeps such ones, and
+        it needs no unit or gets one (``_place``)."""
         if not self._keep_damaged or not reason:
             return None
         found = self._log.read(offset, damaged=True)
-        if found.status is not record_reader.LookupStatus.FOUND:
+        stored = found.message
+        if found.status is not record_reader.LookupStatus.FOUND or stored is None:
             return None
-        return found.message
+        if offset < self._redispatch_from:
+            return stored  # its unit and keys were dispatched (and synced) before the stop
+        problem = self._place(stored, reason)
+        if not problem:
+            return stored
+        _log.error(
+            "damaged CommitLog record at %d (%s) is past the re-dispatch start %d and %s: "
+            "the valid data ends there",
+            offset,
+            reason,
+            self._redispatch_from,
+            problem,
+        )
+        return None
 
-    def _undispatchable(self, stored: message_mod.StoredMessage, reason: str) -> str:
-        """Why the header of a damaged record cannot be trusted for its unit ("" if it can).
+    def _place(self, stored: message_mod.StoredMessage, reason: str) -> str:
+        """Decide the unit of a damaged record past the re-dispatch start (``_placed``, or
+        none for a record that gets no unit); why it cannot be placed ("" if it can).
 
-        Trusted when its queue offset is the one its (topic, queue id) expects next, which a
-        flip in its topic, queue id or queue offset almost never leaves true. The first record
-        of a queue not yet known, or a record that gets no unit (a transaction's half), only
-        when its body CRC is what failed (BODYCRC is checked first: one flipped bit then sits
-        in the body or that field, not in the topic or SYSFLAG)."""
-        body_only = reason == message_codec.BODY_CRC_MISMATCH
+        The unit goes to the one queue where it would be the next unit (its queue offset the
+        queue's next, 0 for a queue not yet known), whose topic, queue id and that offset
+        match at least two of the three its header claims (one flip damages one field), and
+        whose next record after it, if any, has the offset after; of several, the one such
+        later record shows the gap of. When all three match (a flip in the body or
+        properties), no scan ahead is needed."""
         request = commit_log.dispatch_request_of(stored)
         if not request.to_consume_queue:
-            return "" if body_only else "its SYSFLAG may be damaged (it says: no unit)"
+            if reason == message_codec.BODY_CRC_MISMATCH:
+                self._placed = request
+                return ""
+            return "its SYSFLAG may be damaged (it says: no ConsumeQueue unit)"
         self._dispatch_pending()  # the queues then hold every unit before this record
-        queue = self._queues.get(request.topic, request.queue_id)
-        if queue is None and body_only and request.queue_offset == 0:
-            return ""  # the first record of a new queue
-        expected = -1 if queue is None else int(queue.max_queue_offset)
-        if request.queue_offset == expected:
+        claim = (request.topic, request.queue_id)
+        queue = self._queues.get(*claim)
+        if queue is not None and queue.max_queue_offset == request.queue_offset:
+            self._placed = request
             return ""
-        return (
-            f"it claims {request.topic!r}-{request.queue_id} queue offset "
-            f"{request.queue_offset}, which that queue does not expect"
+        if self._lookaheads >= DAMAGED_LISTED_MAX:
+            return "too many damaged records to place"
+        self._lookaheads += 1
+        nexts = self._first_queue_offsets(request.end_offset)
+        known = {*nexts, *self._queues.next_offset_table()}
+        fits = [
+            (key, expected)
+            for key in {claim, *known}
+            for expected in [self._expected(key)]
+            if nexts.get(key, expected + 1) == expected + 1
+            and (key[0] == claim[0]) + (key[1] == claim[1]) + (expected == request.queue_offset)
+            >= (2 if key in known else 3)  # a queue nothing else names: only its first record
+        ]
+        gaps = [fit for fit in fits if fit[0] in nexts]  # a later record shows the gap
+        if len(gaps) == 1:
+            fits = gaps
+        if len(fits) != 1:
+            return f"{len(fits)} ConsumeQueue places fit what its header claims"
+        (topic, queue_id), at = fits[0]
+        self._placed = request._replace(
+            topic=topic, queue_id=queue_id, queue_offset=ids.QueueOffset(at)
         )
+        return ""
+
+    def _expected(self, key: tuple[ids.TopicName, ids.QueueId]) -> int:
+        queue = self._queues.get(*key)
+        return 0 if queue is None else int(queue.max_queue_offset)
+
+    def _first_queue_offsets(self, start: int) -> dict[tuple[ids.TopicName, ids.QueueId], int]:
+        """The queue offset of each queue's first record from ``start`` on (a scan ahead over
+        the records recovery would keep; damaged ones are stepped over, not read)."""
+        firsts: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
+        offset = start
+        while True:
+            last = None
+            for item in self._log.scan(offset, check_crc=self._check_crc):
+                last = item
+                stored = item.result.message
+                if stored is None:
+                    break
+                if commit_log.dispatch_request_of(stored).to_consume_queue:
+                    firsts.setdefault((stored.topic, stored.queue_id), stored.queue_offset)
+            if last is None or not last.result.reason:
+                return firsts
+            found = self._log.read(last.offset, damaged=True)
+            if found.message is None:
+                return firsts
+            offset = last.offset + found.message.store_size_bytes
 
     def _hold(self, offset: int, stored: message_mod.StoredMessage, reason: str) -> None:
         """A whole damaged record: kept if flushed, else a suspect until a sound one follows;
-        past the re-dispatch start, dispatched now from its header if it can be trusted, else
-        left for ``_place`` (units past a cut are dropped with the cut)."""
+        past the re-dispatch start, dispatched now with the unit ``_place`` decided (units
+        past a cut are dropped with the cut)."""
         self.scanned += 1
         if offset + stored.store_size_bytes <= self._flushed:
             self._keep(offset, reason)
@@ -427,29 +472,9 @@ class _Rescan:
             if len(self._suspects) < DAMAGED_LISTED_MAX:
                 self._suspects.append((offset, reason))
             self._suspect_count += 1
-        if offset < self._redispatch_from:
-            return  # its unit and keys were dispatched (and synced) before the stop
-        problem = self._undispatchable(stored, reason)
-        if not problem:
-            self._pending.append(commit_log.dispatch_request_of(stored))
-            return
-        _log.error(
-            "damaged CommitLog record at %d (%s): %s; not dispatched from its header",
-            offset,
-            reason,
-            problem,
-        )
-        if len(self._unplaced) < DAMAGED_LISTED_MAX:
-            request = commit_log.dispatch_request_of(stored)
-            self._unplaced.append(
-                _Unplaced(
-                    offset,
-                    request.size_bytes,
-                    request.tags_code,
-                    request.queue_id,
-                    request.queue_offset,
-                )
-            )
+        placed, self._placed = self._placed, None
+        if offset >= self._redispatch_from and placed is not None:
+            self._pending.append(placed)
 
     def _vouch(self) -> None:
         """A sound record follows the suspects: they are damaged records inside the log."""
@@ -470,63 +495,6 @@ class _Rescan:
             offset,
             reason,
         )
-
-    def _place(self, unplaced: list[_Unplaced]) -> None:
-        """Give each kept damaged record its header could not place a unit: the filler the
-        rescan left in its queue (that queue's later records left a gap) when exactly one
-        filler's sound neighbours bracket it; else the end of the one queue whose queue id
-        it claims and whose next offset is the one it claims (its topic was what flipped);
-        else it stays in no queue (logged)."""
-        if not unplaced:
-            return
-        gaps = self._gaps()
-        for item in unplaced:
-            fits = [(queue, at) for queue, at, low, high in gaps if low < item.offset < high]
-            if not fits:
-                fits = [
-                    (queue, int(queue.max_queue_offset))
-                    for queue in self._queues.queues()
-                    if queue.queue_id == item.queue_id
-                    and queue.max_queue_offset == item.queue_offset
-                ]
-            if len(fits) != 1:
-                _log.error(
-                    "damaged CommitLog record at %d: %d places in the ConsumeQueues could be "
-                    "its unit; kept in no queue (a slave still repairs its bytes when asked)",
-                    item.offset,
-                    len(fits),
-                )
-                continue
-            queue, at = fits[0]
-            unit = (ids.CommitLogOffset(item.offset), item.size_bytes, item.tags_code)
-            queue.put(ids.QueueOffset(at), [consume_queue.NewUnit(*unit)])
-            _log.warning(
-                "damaged CommitLog record at %d placed at %s-%d unit %d",
-                item.offset,
-                queue.topic,
-                queue.queue_id,
-                at,
-            )
-
-    def _gaps(self) -> list[tuple[consume_queue.ConsumeQueue, int, int, int]]:
-        """The fillers the rescan wrote: (queue, queue offset, CommitLog offset of the unit
-        before it or -1, of the unit after it)."""
-        gaps: list[tuple[consume_queue.ConsumeQueue, int, int, int]] = []
-        for queue in self._queues.queues():
-            low = int(queue.min_queue_offset)
-            start = max(low, self._starts.get((queue.topic, queue.queue_id), low))
-            before = queue.unit_at(ids.QueueOffset(start - 1)) if start > low else None
-            last = -1 if before is None or before.is_filler else int(before.commit_log_offset)
-            open_fillers: list[int] = []
-            for at in range(start, int(queue.max_queue_offset)):
-                unit = queue.unit_at(ids.QueueOffset(at))
-                if unit is None or unit.is_filler:
-                    open_fillers.append(at)
-                    continue
-                high = int(unit.commit_log_offset)
-                gaps += [(queue, filler, last, high) for filler in open_fillers]
-                open_fillers, last = [], high
-        return gaps
 
     def _dispatch_pending(self) -> None:
         self._feed.dispatch(self._pending)
