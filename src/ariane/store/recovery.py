@@ -267,6 +267,9 @@ def _recover_unclean(
     if high_water is None:
         _log.warning("no CommitLog high-water mark: zeroing the whole tail of the cut segment")
     log.log.truncate_to(end, zero_end_offset=high_water)
+    # Sync the re-dispatched units first: a cut below a queue's written end marks the files
+    # before it flushed without a sync (units of a damaged tail are dispatched, then cut).
+    queues.flush_all()
     queues.truncate_from_commit_log_offset(end)
     feed.dispatched_offset = ids.CommitLogOffset(end)  # dispatched up to end, nothing past it
     queues.flush_all()
