@@ -70,6 +70,10 @@ CRC_PROPERTY_NAME = "__CRC32#"
 CRC_PROPERTY_BYTES = len(CRC_PROPERTY_NAME) + 1 + 10 + 1
 """Length of the record-CRC property (RocketMQ ``CommitLog.CRC32_RESERVED_LEN``)."""
 
+BODY_CRC_MISMATCH = "body CRC mismatch"
+"""``DecodeResult.reason`` when BODYCRC fails (checked before the record CRC): with one flipped
+bit, only the body or the BODYCRC field changed, never the header, topic or properties."""
+
 TOPIC_BYTES_MAX = 32_767
 """Longest encodable topic (V2 length field); the store enforces a much lower limit."""
 
@@ -453,13 +457,18 @@ def _corrupt(reason: str) -> DecodeResult:
     return DecodeResult(DecodeStatus.CORRUPT, reason=reason)
 
 
-def decode(view: memoryview, *, record_bytes_max: int, check_crc: bool = True) -> DecodeResult:
+def decode(
+    view: memoryview, *, record_bytes_max: int, check_crc: bool = True, damaged: bool = False
+) -> DecodeResult:
     """Decode the record at the start of ``view``; never raises for bad bytes.
 
     Args:
         view: bytes from a record start to (at most) the end of its segment or written data.
         record_bytes_max: largest TOTALSIZE believed; above is CORRUPT.
         check_crc: verify BODYCRC and the record-CRC property (RocketMQ ``checkCRCOnRecover``).
+        damaged: read a record known to fail its CRCs for what its structure still tells
+            (recovery's placement of a damaged record): no CRC check, and properties that
+            are not UTF-8 read as none. Such a message is never served.
 
     Returns:
         OK with the message, BLANK with the bytes to skip, END, or CORRUPT with a reason.
@@ -480,7 +489,7 @@ def decode(view: memoryview, *, record_bytes_max: int, check_crc: bool = True) -
     if total > len(view):
         return _corrupt(f"record of {total} bytes truncated at {len(view)}")
     try:
-        return _decode_fields(view[:total], total, magic, check_crc)
+        return _decode_fields(view[:total], total, magic, check_crc and not damaged, damaged)
     except (struct.error, ValueError, IndexError) as exc:
         return _corrupt(f"undecodable record: {exc}")
 
@@ -507,7 +516,9 @@ class _Header(NamedTuple):
     body_length: int
 
 
-def _decode_fields(view: memoryview, total: int, magic: int, check_crc: bool) -> DecodeResult:
+def _decode_fields(
+    view: memoryview, total: int, magic: int, check_crc: bool, damaged: bool
+) -> DecodeResult:
     (sys_flag,) = _SYSFLAG.unpack_from(view, 36)
     born_v6 = bool(sys_flag & _BORN_V6)
     store_v6 = bool(sys_flag & _STORE_V6)
@@ -537,14 +548,14 @@ def _decode_fields(view: memoryview, total: int, magic: int, check_crc: bool) ->
         problem = _check_crcs(view, total, body, header.body_crc, properties_view)
         if problem:
             return _corrupt(problem)
-    return _assemble(header, body, topic_bytes, _strip_crc_property(properties_view))
+    return _assemble(header, body, topic_bytes, _strip_crc_property(properties_view), damaged)
 
 
 def _check_crcs(
     view: memoryview, total: int, body: bytes, stored_body_crc: int, properties: memoryview
 ) -> str:
     if body_crc(body) != stored_body_crc:
-        return "body CRC mismatch"
+        return BODY_CRC_MISMATCH
     if len(properties) < CRC_PROPERTY_BYTES:
         return "record-CRC property missing"
     tail = bytes(properties[-CRC_PROPERTY_BYTES:])
@@ -568,9 +579,11 @@ def _strip_crc_property(properties: memoryview) -> memoryview:
 
 
 def _assemble(
-    h: _Header, body: bytes, topic_bytes: memoryview, properties_view: memoryview
+    h: _Header, body: bytes, topic_bytes: memoryview, properties_view: memoryview, damaged: bool
 ) -> DecodeResult:
     properties = bytes_to_properties(properties_view)
+    if properties is None and damaged:
+        properties = {}
     if properties is None:
         return _corrupt("properties are not UTF-8")
     try:

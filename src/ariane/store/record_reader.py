@@ -83,12 +83,15 @@ class RecordReader:
         """Offset just past the last written record."""
         return self.log.max_offset
 
-    def read(self, offset: int, size_bytes: int = 0) -> LookupResult:
+    def read(self, offset: int, size_bytes: int = 0, *, damaged: bool = False) -> LookupResult:
         """The message whose record starts at ``offset``, with its CRCs checked.
 
         Args:
             offset: a CommitLog offset.
             size_bytes: the record size if known (from a ConsumeQueue unit), else 0.
+            damaged: read a record that failed its CRCs for what its structure tells
+                (``message_codec.decode``'s ``damaged``): recovery tells a damaged record
+                from a torn or misplaced one with it; such a message is never served.
 
         Returns:
             FOUND with the message and its stored bytes; NOT_FOUND outside the stored range
@@ -104,7 +107,9 @@ class RecordReader:
         if data is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
         view = memoryview(data)
-        decoded = message_codec.decode(view, record_bytes_max=self._record_bytes_max)
+        decoded = message_codec.decode(
+            view, record_bytes_max=self._record_bytes_max, damaged=damaged
+        )
         if decoded.status is message_codec.DecodeStatus.OK:
             assert decoded.message is not None
             if decoded.message.commit_log_offset != offset:
