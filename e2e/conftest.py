@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
-from e2e.testenv import build, cluster, processes, realnode
+from e2e.testenv import build, cluster, objects, processes, realnode
 
 NAMESPACE_READY_TIMEOUT_S = 60.0
 
@@ -103,10 +103,12 @@ def real_node() -> Iterator[realnode.RealNode]:
 
 @pytest.fixture
 def real_namespace(real_node: realnode.RealNode) -> Iterator[str]:
-    """A fresh namespace on the real node whose ``default`` ServiceAccount exists."""
+    """A fresh namespace on the real node whose ``default`` ServiceAccount exists, enforcing
+    the ``restricted`` Pod Security Standard (``objects.RESTRICTED_NAMESPACE_LABELS``)."""
     core = kubernetes.client.CoreV1Api(real_node.cluster.api_client)
     name = f"r-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": name}})
+    labels = objects.RESTRICTED_NAMESPACE_LABELS
+    core.create_namespace({"metadata": {"name": name, "labels": labels}})
     processes.wait_until(
         lambda: core.read_namespaced_service_account("default", name) is not None,
         timeout_s=NAMESPACE_READY_TIMEOUT_S,
@@ -118,10 +120,12 @@ def real_namespace(real_node: realnode.RealNode) -> Iterator[str]:
 
 @pytest.fixture
 def namespace(k8s: cluster.Cluster) -> Iterator[str]:
-    """A fresh namespace whose ``default`` ServiceAccount exists (so pods are admitted)."""
+    """A fresh namespace whose ``default`` ServiceAccount exists (so pods are admitted),
+    enforcing the ``restricted`` Pod Security Standard like ``real_namespace``."""
     core = kubernetes.client.CoreV1Api(k8s.api_client)
     name = f"t-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": name}})
+    labels = objects.RESTRICTED_NAMESPACE_LABELS
+    core.create_namespace({"metadata": {"name": name, "labels": labels}})
     processes.wait_until(
         lambda: core.read_namespaced_service_account("default", name) is not None,
         timeout_s=NAMESPACE_READY_TIMEOUT_S,

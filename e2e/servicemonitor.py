@@ -5,10 +5,13 @@ what the operator's config generator does for one ServiceMonitor endpoint, for t
 ServiceMonitor API Ariane's operator renders (``ariane.operator.model.service_monitor``):
 ``selector`` (``matchLabels`` and ``matchExpressions`` with In, NotIn, Exists, DoesNotExist) on
 the Services' labels, the ServiceMonitor's own namespace only (no ``namespaceSelector``), each
-endpoint's named ``port``, ``path``, ``interval``, ``scheme`` and the ``targetLabels`` copied from
-the Service. Discovery uses ``role: endpointslice``, as prometheus-operator does by default since
-v0.73, and the same target labels it adds (``namespace``, ``service``, ``pod``, ``container``,
-``endpoint``, ``job`` = the Service's name).
+endpoint's named ``port``, ``path``, ``interval``, ``scheme``, ``relabelings`` (after the
+generated rules, as prometheus-operator puts them) and ``tlsConfig`` (``ca``/``cert`` from a
+Secret, ``keySecret``, ``serverName``, ``insecureSkipVerify``; the Secrets' keys read through a
+caller-given ``secret_file``, as prometheus-operator mounts them), and the ``targetLabels``
+copied from the Service. Discovery uses ``role: endpointslice``, as prometheus-operator does by
+default since v0.73, and the same target labels it adds (``namespace``, ``service``, ``pod``,
+``container``, ``endpoint``, ``job`` = the Service's name).
 
 Invariants: every selector of the ServiceMonitor becomes a keep/drop rule on the discovered
 Service's labels (nothing is hand-written); a field this translation does not know raises
@@ -18,11 +21,25 @@ Service's labels (nothing is hand-written); a field this translation does not kn
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _HANDLED_SPEC = frozenset({"selector", "endpoints", "targetLabels"})
-_HANDLED_ENDPOINT = frozenset({"port", "path", "interval", "scheme"})
+_HANDLED_ENDPOINT = frozenset({"port", "path", "interval", "scheme", "relabelings", "tlsConfig"})
+_HANDLED_TLS = frozenset({"ca", "cert", "keySecret", "serverName", "insecureSkipVerify"})
+_RELABEL_KEYS = {
+    "sourceLabels": "source_labels",
+    "separator": "separator",
+    "targetLabel": "target_label",
+    "regex": "regex",
+    "modulus": "modulus",
+    "replacement": "replacement",
+    "action": "action",
+}
+
+SecretFile = Callable[[str, str], str]
+"""``(secret name, key)`` → the path of a file holding that key of that Secret (in the
+ServiceMonitor's namespace)."""
 
 
 def label_name(kubernetes_label: str) -> str:
@@ -85,8 +102,57 @@ def _target_label_rules(monitor: Mapping[str, Any], port: str) -> list[dict[str,
     return rules
 
 
+def relabelings(rules: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """prometheus-operator ``RelabelConfig``s as Prometheus ``relabel_configs``.
+
+    Raises:
+        ValueError: a field of a rule this translation does not know.
+    """
+    out = []
+    for rule in rules:
+        if unknown := set(rule) - set(_RELABEL_KEYS):
+            raise ValueError(f"relabeling fields not translated: {sorted(unknown)}")
+        out.append({_RELABEL_KEYS[k]: (v.lower() if k == "action" else v) for k, v in rule.items()})
+    return out
+
+
+def _secret_key(selector: Mapping[str, Any], what: str) -> tuple[str, str]:
+    if set(selector) != {"secret"}:
+        raise ValueError(f"tlsConfig.{what}: only a Secret is translated, got {sorted(selector)}")
+    return selector["secret"]["name"], selector["secret"]["key"]
+
+
+def tls_config(tls: Mapping[str, Any], secret_file: SecretFile | None) -> dict[str, Any]:
+    """A ``SafeTLSConfig`` as Prometheus' ``tls_config`` with files read from the Secrets.
+
+    Raises:
+        ValueError: a field not translated, a ``configMap`` CA, or no ``secret_file``.
+    """
+    if unknown := set(tls) - _HANDLED_TLS:
+        raise ValueError(f"tlsConfig fields not translated: {sorted(unknown)}")
+    if secret_file is None and {"ca", "cert", "keySecret"} & set(tls):
+        raise ValueError("tlsConfig references Secrets: pass secret_file")
+    out: dict[str, Any] = {}
+    for field, option in (("ca", "ca_file"), ("cert", "cert_file")):
+        if field in tls:
+            assert secret_file is not None
+            out[option] = secret_file(*_secret_key(tls[field], field))
+    if "keySecret" in tls:
+        assert secret_file is not None
+        out["key_file"] = secret_file(tls["keySecret"]["name"], tls["keySecret"]["key"])
+    if "serverName" in tls:
+        out["server_name"] = tls["serverName"]
+    if "insecureSkipVerify" in tls:
+        out["insecure_skip_verify"] = tls["insecureSkipVerify"]
+    return out
+
+
 def scrape_configs(
-    monitor: Mapping[str, Any], sd: Mapping[str, Any], *, interval: str | None = None
+    monitor: Mapping[str, Any],
+    sd: Mapping[str, Any],
+    *,
+    interval: str | None = None,
+    secret_file: SecretFile | None = None,
 ) -> list[dict[str, Any]]:
     """One scrape job per endpoint of the live ServiceMonitor ``monitor``.
 
@@ -95,6 +161,7 @@ def scrape_configs(
         sd: the connection part of a ``kubernetes_sd_configs`` entry (``api_server``,
             ``tls_config``, ``authorization``); role and namespaces are added here.
         interval: overrides every endpoint's ``interval`` (tests scrape every second).
+        secret_file: where the Secrets a ``tlsConfig`` references are read from.
 
     Raises:
         ValueError: the ServiceMonitor uses a field this translation does not handle.
@@ -122,6 +189,9 @@ def scrape_configs(
                 {"action": "keep", "source_labels": ["__meta_kubernetes_endpointslice_port_name"],
                  "regex": re.escape(port)},
                 *_target_label_rules(monitor, port),
+                *relabelings(endpoint.get("relabelings", [])),
             ],
+            **({"tls_config": tls_config(endpoint["tlsConfig"], secret_file)}
+               if "tlsConfig" in endpoint else {}),
         })  # fmt: skip
     return jobs

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
-from e2e.testenv import cluster, processes, sockets
+from e2e.testenv import cluster, objects, processes, sockets
 
 pytestmark = pytest.mark.k8s
 
@@ -62,7 +62,16 @@ def _statefulset(name: str, replicas: int) -> dict[str, Any]:
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": "example.invalid/store:1"}]},
+                "spec": {
+                    "securityContext": objects.restricted_pod_security_context(),
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "example.invalid/store:1",
+                            "securityContext": objects.restricted_container_security_context(),
+                        }
+                    ],
+                },
             },
             "volumeClaimTemplates": [
                 {

@@ -24,7 +24,7 @@ import yaml
 
 from ariane.operator import kube, netpol, reconcile
 from e2e import netpol_eval, operator_support
-from e2e.testenv import cluster, processes
+from e2e.testenv import cluster, objects, processes
 
 pytestmark = pytest.mark.k8s
 
@@ -56,8 +56,13 @@ def _chart_operator_labels(k8s: cluster.Cluster, namespace: str) -> dict[str, st
 
 
 def _pod(core: Any, namespace: str, name: str, labels: dict[str, str]) -> None:
-    container = {"name": "c", "image": "pause"}
-    body = {"metadata": {"name": name, "labels": labels}, "spec": {"containers": [container]}}
+    container = {
+        "name": "c",
+        "image": "pause",
+        "securityContext": objects.restricted_container_security_context(),
+    }
+    spec = {"securityContext": objects.restricted_pod_security_context(), "containers": [container]}
+    body = {"metadata": {"name": name, "labels": labels}, "spec": spec}
     core.create_namespaced_pod(namespace, body)
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from ariane import dev
 from ariane.client import admin
-from ariane.operator import handlers, metadata, status
+from ariane.operator import handlers, metadata, model, status
 from e2e import operator_support
 from e2e.testenv import cluster, processes
 
@@ -196,6 +196,23 @@ def test_operator_applies_broker_and_reports_ready(
 
 METRICS_PORT = 5599
 """A non-default metrics port, so the test sees it carried from the spec to every place."""
+
+
+def test_the_tls_service_monitor_is_admitted(
+    k8s: cluster.Cluster, namespace: str, operator: Running
+) -> None:
+    """The ServiceMonitor of a TLS-enforcing Broker (``scheme: https``, ``tlsConfig`` naming
+    Secrets, per-component ``relabelings``) passes the pinned CRD's strict validation on the
+    real apiserver (server-side dry run: an unknown or misspelt field is refused)."""
+    owner = model.Owner(name="demo", namespace=namespace, uid="u")
+    monitor = model.service_monitor(owner, {"tls": {"mode": "enforcing"}})
+    monitor["metadata"] = {"name": "demo-tls", "namespace": namespace}
+    assert {e.get("scheme") for e in monitor["spec"]["endpoints"]} == {"https"}
+    done = k8s.kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "-n", namespace, "-f", "-",
+        check=False, input_text=json.dumps(monitor),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 def test_service_monitor_selects_the_ports_that_serve_metrics(

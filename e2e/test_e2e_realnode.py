@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.testenv import realnode
+from e2e.testenv import objects, realnode
 
 pytestmark = pytest.mark.realnode
 
@@ -29,17 +29,14 @@ def test_image_runs_as_uid_10001_with_a_read_only_root(
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
+            "securityContext": objects.restricted_pod_security_context(),
             "containers": [
                 {
                     "name": "ariane",
                     "image": real_node.image,
                     "imagePullPolicy": "Never",
                     "command": ["sh", "-c", script],
-                    "securityContext": {
-                        "readOnlyRootFilesystem": True,
-                        "runAsNonRoot": True,
-                        "allowPrivilegeEscalation": False,
-                    },
+                    "securityContext": objects.restricted_container_security_context(),
                     "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                 }
             ],

@@ -15,7 +15,7 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 
 from e2e import operator_support
-from e2e.testenv import processes, realnode
+from e2e.testenv import objects, processes, realnode
 
 pytestmark = pytest.mark.realnode
 
@@ -77,13 +77,14 @@ def _driver_pod(node: realnode.RealNode, name: str, *args: str) -> dict[str, Any
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
+            "securityContext": objects.restricted_pod_security_context(),
             "containers": [
                 {
                     "name": "client",
                     "image": node.artifacts.client_image,
                     "imagePullPolicy": "Never",
                     "args": ["/driver/official_py_driver.py", *args],
-                    "securityContext": {"readOnlyRootFilesystem": True},
+                    "securityContext": objects.restricted_container_security_context(),
                     "volumeMounts": [
                         {"name": "driver", "mountPath": "/driver"},
                         {"name": "tmp", "mountPath": "/tmp"},

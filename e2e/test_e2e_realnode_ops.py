@@ -33,7 +33,7 @@ import pytest
 import prometheus_testing
 from e2e import operator_support, servicemonitor
 from e2e import test_e2e_realnode_chart as chart
-from e2e.testenv import processes, realnode
+from e2e.testenv import objects, processes, realnode
 
 pytestmark = pytest.mark.realnode
 
@@ -66,7 +66,8 @@ def ops(real_node: realnode.RealNode) -> Iterator[Ops]:
     ConfigMap, and 20 messages acknowledged (the slaves in sync by then)."""
     core = kubernetes.client.CoreV1Api(real_node.cluster.api_client)
     ns = f"r-ops-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": ns}})
+    labels = objects.RESTRICTED_NAMESPACE_LABELS  # restricted Pod Security, enforced
+    core.create_namespace({"metadata": {"name": ns, "labels": labels}})
     try:
         processes.wait_until(
             lambda: core.read_namespaced_service_account("default", ns) is not None,

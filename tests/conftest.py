@@ -5,6 +5,13 @@
   starts inherit the slice.
 - A failing test's report carries the log tails of the processes it started, or that still
   run (module-scoped clusters), through the one process layer (``e2e.testenv.processes``).
+- ``shared_cluster``: one name server + broker (``ariane dev``'s settings: 128 MiB CommitLog
+  segments, a small index) per pytest process (per xdist worker), for the modules whose tests
+  only create their own topics and groups and send and receive on them. A module that kills,
+  pauses, restarts or reconfigures a broker, changes what every client sees (a second broker
+  group, permissions, KV config, users) or lists the whole cluster starts its own and says why
+  (``Own cluster:``, tests/test_test_shape.py). Topic and group names must be unique across the
+  modules that share it (each module prefixes its own).
 - ``solo``: a test that asserts a wall-clock bound (a lease, a route hole, a restart within
   seconds) and so must not share the machine's 2 cores with other tests: ``make unit`` runs
   those after the parallel run, one at a time (``-m solo``).
@@ -15,7 +22,7 @@ Invariant: nothing here changes what a test asserts or how long it may take.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import pytest
 from e2e.testenv import processes
@@ -53,3 +60,11 @@ def pytest_runtest_makereport(
         for title, tail in processes.log_tails(item.stash[_MARK]):
             report.sections.append((f"log tail: {title}", tail))
     return report
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]:
+    """A name server and a broker (gRPC, Remoting, metrics; ``dev.dev_cluster``) shared by every
+    module of this pytest process that asks for it; stopped by PID at the end of the session."""
+    with dev.dev_cluster(tmp_path_factory.mktemp("shared-cluster"), namesrv_port=0) as ends:
+        yield ends

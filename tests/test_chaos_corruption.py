@@ -191,3 +191,31 @@ def test_a_damaged_consume_queue_of_a_master_is_rebuilt_from_the_commit_log(
             assert sorted(got) == sorted(_expected_bodies()), f"after {done}"
         finally:
             master.stop()
+
+
+@pytest.mark.slow
+def test_a_killed_sync_master_keeps_a_damaged_acked_record_and_repairs_it_from_its_slave(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a master SIGKILLed (an unclean stop: its recovery rescans the CommitLog) and
+    restarted as SYNC_MASTER on a CommitLog with one flipped bit in an acknowledged record keeps
+    that record and every one after it, and delivers every acknowledged message once (the
+    damaged one repaired from its slave), ending byte-identical to its slave (RocketMQ's
+    recoverAbnormally, and Ariane's before issue 25, cut the log there)."""
+    with (
+        ha_testing.running_namesrv(tmp_path) as namesrv,
+        ha_testing.synced_pair(tmp_path, namesrv, TOPIC, ()) as (master, slave),
+    ):
+        end = _fill(master, slave)
+        master.kill()
+        done = corruption.flip_commit_log_record(master.store, random.Random(11))
+        master.start(tmp_path, namesrv, "SYNC_MASTER", broker_id=0)
+        got, wrong = _pull_all(namesrv)
+        assert not wrong, f"after {done}"
+        assert sorted(got) == sorted(_expected_bodies())
+        assert ha_testing.commit_log_bytes(master.store, end) == ha_testing.commit_log_bytes(
+            slave.store, end
+        )
+        assert _extra_stat(master.endpoint, "repaired_record_count") == 1
+        log = (tmp_path / "master.log").read_text()
+        assert "unclean stop" in log and "is damaged" in log  # the path this test is about

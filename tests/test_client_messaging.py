@@ -1,11 +1,11 @@
 """Producer and SimpleConsumer against a real ``ariane namesrv`` + ``ariane broker``: round trips
 deliver every message exactly once, unknown topics raise TopicNotFoundError, FIFO groups keep
-their order per message group."""
+their order per message group. The cluster is the session's shared one (``shared_cluster``); the
+topics and groups are this module's own."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,10 +17,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A name server and a broker as child processes; yields the name server's endpoint."""
-    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as endpoints:
-        yield endpoints.namesrv
+def namesrv(shared_cluster: dev.DevEndpoints) -> str:
+    """The shared name server and broker (``shared_cluster``); the name server's endpoint."""
+    return shared_cluster.namesrv
 
 
 def test_send_and_send_batch_round_trip_exactly_once(namesrv: str) -> None:

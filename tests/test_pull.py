@@ -1,12 +1,15 @@
 """Pull by offset against real ``ariane namesrv`` + ``ariane broker`` processes: v2 PullMessage,
-GetOffset, UpdateOffset and QueryOffset through ``ariane.client.PullConsumer``."""
+GetOffset, UpdateOffset and QueryOffset through ``ariane.client.PullConsumer``, on the session's
+shared cluster (``shared_cluster``) with this module's own ``pull-*`` topics.
+
+Own cluster: the committed-offsets test stops its broker and starts it again on the same store.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import pathlib
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,10 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A name server and a broker as child processes; yields the name server's endpoint."""
-    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as endpoints:
-        yield endpoints.namesrv
+def namesrv(shared_cluster: dev.DevEndpoints) -> str:
+    """The shared name server and broker (``shared_cluster``); the name server's endpoint."""
+    return shared_cluster.namesrv
 
 
 async def _one_queue_topic(namesrv: str, name: str) -> None:

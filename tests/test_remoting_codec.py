@@ -3,7 +3,7 @@
 Expected bytes come from remoting.md's examples (what Java 5.3.3 sends, e.g. the 105 request
 below), from RocketMQ's layouts (``RocketMQSerializable``, ``MessageDecoder``) and from frames
 captured from the official classic Java client 5.3.3 (``JAVA_*`` below: ``ClassicDriver`` of
-tests/conformance/classic run against a recording socket server, 2026-11-24).
+tests/conformance/classic, now classic_java, run against a recording socket server, 2026-11-24).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 processes and real PySpark in local mode: batch reads, options, streaming with read limits and
 ``availableNow``, the sink, and exactly-once output across a SIGKILL of the driver.
 
-Own cluster: one module-scoped cluster serves the module; the broker-crash test SIGKILLs and
-restarts its own broker."""
+The session's shared cluster (``shared_cluster``) serves the module, with its own ``spark-*``
+topics and groups.
+
+Own cluster: the broker-crash test SIGKILLs and restarts its own broker."""
 
 from __future__ import annotations
 
@@ -43,10 +45,9 @@ PATIENT = client.ConnectionSettings(request_timeout_s=30)
 
 
 @pytest.fixture(scope="module")
-def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A name server and a broker as child processes; yields the name server's endpoint."""
-    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as endpoints:
-        yield endpoints.namesrv
+def namesrv(shared_cluster: dev.DevEndpoints) -> str:
+    """The shared name server and broker (``shared_cluster``); the name server's endpoint."""
+    return shared_cluster.namesrv
 
 
 @pytest.fixture(scope="module")

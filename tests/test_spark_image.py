@@ -4,7 +4,8 @@ file with the manifest's own arguments against real broker processes and real Py
 
 No Docker engine is at hand: the image is never built or run here (the Dockerfile's header says
 what that leaves unchecked). The manifest against the spark-operator's CRD on a real apiserver
-is e2e/test_e2e_spark.py.
+is e2e/test_e2e_spark.py. The job runs against the session's shared cluster (``shared_cluster``),
+whose flights topic (``pipeline.TOPIC``) only this module writes.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def _fill_flights_topic(namesrv: str, flights: list[dataset.Flight]) -> None:
 
 @pytest.mark.slow
 def test_job_runs_from_its_main_file_with_the_manifests_arguments(
-    tmp_path: pathlib.Path,
+    shared_cluster: dev.DevEndpoints, tmp_path: pathlib.Path
 ) -> None:
     """``spark-submit --master local[3] <main file> <manifest arguments>`` (the name server and
     the output directory swapped for local ones, ``--limit`` added), as the spark-operator
@@ -185,27 +186,26 @@ def test_job_runs_from_its_main_file_with_the_manifests_arguments(
         "PYSPARK_PYTHON": sys.executable,  # the manifest's spark.pyspark.python
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
-    with dev.dev_cluster(tmp_path / "cluster", namesrv_port=0) as endpoints:
-        _fill_flights_topic(endpoints.namesrv, flights)
-        arguments[arguments.index("--endpoints") + 1] = endpoints.namesrv
-        arguments[arguments.index("--out") + 1] = str(out)
-        main = ROOT / _spec()["mainApplicationFile"].removeprefix(f"local://{IMAGE_ROOT}/")
-        done = subprocess.run(
-            [
-                str(SPARK_SUBMIT),
-                "--master",
-                SUBMITTED_MASTER,
-                str(main),
-                *arguments,
-                "--limit",
-                str(JOB_FLIGHTS),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=JOB_TIMEOUT_S,
-            check=False,
-        )
+    _fill_flights_topic(shared_cluster.namesrv, flights)
+    arguments[arguments.index("--endpoints") + 1] = shared_cluster.namesrv
+    arguments[arguments.index("--out") + 1] = str(out)
+    main = ROOT / _spec()["mainApplicationFile"].removeprefix(f"local://{IMAGE_ROOT}/")
+    done = subprocess.run(
+        [
+            str(SPARK_SUBMIT),
+            "--master",
+            SUBMITTED_MASTER,
+            str(main),
+            *arguments,
+            "--limit",
+            str(JOB_FLIGHTS),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=JOB_TIMEOUT_S,
+        check=False,
+    )
 
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     assert f"matches the data set: {JOB_FLIGHTS} flights" in done.stdout

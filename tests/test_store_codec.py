@@ -199,6 +199,27 @@ def test_bad_magic_bad_crc_and_oversize_lengths_are_corrupt() -> None:
     assert unchecked.status is codec.DecodeStatus.OK
 
 
+def test_a_damaged_read_keeps_the_structure_of_a_record_whose_properties_flipped() -> None:
+    """Proves ``decode(damaged=True)`` reads a record whose properties are no longer UTF-8 (a
+    flipped high bit) for its placement (topic, queue, size; no properties), where a plain or
+    unchecked decode calls it CORRUPT; its reason then names the record CRC, not the body's."""
+    good = _encode("T", b"body", {"TAGS": "x"}, SIMPLE_FIELDS)
+    at = good.index(b"TAGS")
+    raw = good[:at] + bytes([good[at] ^ 0x80]) + good[at + 1 :]
+    plain = codec.decode(memoryview(raw), record_bytes_max=RECORD_MAX)
+    assert (plain.status, plain.reason) == (codec.DecodeStatus.CORRUPT, "record CRC mismatch")
+    unchecked = codec.decode(memoryview(raw), record_bytes_max=RECORD_MAX, check_crc=False)
+    assert unchecked.status is codec.DecodeStatus.CORRUPT
+    damaged = codec.decode(memoryview(raw), record_bytes_max=RECORD_MAX, damaged=True)
+    assert damaged.status is codec.DecodeStatus.OK and damaged.message is not None
+    assert (damaged.message.topic, damaged.message.message.properties) == ("T", {})
+    assert damaged.size == len(good)
+    body = good.index(b"body")
+    flipped_body = good[:body] + b"X" + good[body + 1 :]
+    reason = codec.decode(memoryview(flipped_body), record_bytes_max=RECORD_MAX).reason
+    assert reason == codec.BODY_CRC_MISMATCH
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_never_raise_and_never_decode_to_a_checked_message(raw: bytes) -> None:

@@ -1,11 +1,12 @@
 """Query by key after a crash that cut the CommitLog, and offset message ids that name their
 broker: real ``ariane namesrv``/``ariane broker`` processes, ``ariane admin message get``.
 
-The broker is SIGKILLed, one byte of its 6th record is flipped on disk, and recovery cuts the
-CommitLog there; the key index must follow, or the messages written at the reused offsets are
+The broker is SIGKILLed, its CommitLog is torn from the middle of its 6th record on (zeros
+after, as a power loss leaves unsynced bytes), and recovery cuts the CommitLog there; the key
+index must follow, or the messages written at the reused offsets are
 never indexed (``--key new1`` answered MESSAGE_NOT_FOUND, issue 10).
 
-Own cluster: the broker is SIGKILLed and a byte of its CommitLog flipped on disk.
+Own cluster: the broker is SIGKILLed and its CommitLog torn on disk.
 """
 
 from __future__ import annotations
@@ -55,30 +56,38 @@ def _found_keys(namesrv: str, key: str) -> list[str]:
     return [" ".join(m["keys"]) for m in json.loads(done.stdout)]
 
 
-def _flip_record(store_dir: pathlib.Path, ordinal: int) -> None:
-    """Flip the first body byte of the ``ordinal``-th record (0-based) of the first segment."""
+def _tear_from_record(store_dir: pathlib.Path, ordinal: int) -> None:
+    """Zero the first segment from the first body byte of the ``ordinal``-th record (0-based)
+    to the end of its records: a torn tail (a flipped bit there would be a damaged record
+    inside the log, which recovery keeps: ``test_store_recovery_damaged``)."""
     segment = store_dir / "commitlog" / f"{0:020d}"
     with segment.open("r+b") as file:
         position = 0
         for _ in range(ordinal):
             file.seek(position)
             position += int.from_bytes(file.read(4), "big")
+        end = position
+        while True:
+            file.seek(end)
+            total = int.from_bytes(file.read(4), "big")
+            if total <= 0:
+                break
+            end += total
         file.seek(position + FIRST_BODY_BYTE)
-        old = file.read(1)[0]
-        file.seek(position + FIRST_BODY_BYTE)
-        file.write(bytes([old ^ 0xFF]))
+        file.write(bytes(end - position - FIRST_BODY_BYTE))
 
 
 def test_keys_after_a_cut_tail_answer_the_live_messages(tmp_path: pathlib.Path) -> None:
-    """10 keyed sends, SIGKILL, the 6th record corrupted, restart, 3 more keyed sends: the new
-    keys are found, the keys of the records recovery cut are not, the first five still are."""
+    """10 keyed sends, SIGKILL, the CommitLog torn from the 6th record on, restart, 3 more
+    keyed sends: the new keys are found, the keys of the records recovery cut are not, the
+    first five still are."""
     with namesrv_process(tmp_path) as namesrv:
         port = dev.free_port()
         broker = start_broker(tmp_path, namesrv, port)
         try:
             asyncio.run(_send_keyed(namesrv, [f"old{i}" for i in range(10)], create=True))
             kill(broker)
-            _flip_record(tmp_path / "broker-k", 5)
+            _tear_from_record(tmp_path / "broker-k", 5)
             broker = start_broker(tmp_path, namesrv, port)
             asyncio.run(_send_keyed(namesrv, [f"new{i}" for i in range(3)], create=False))
             for i in range(3):

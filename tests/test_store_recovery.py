@@ -45,8 +45,10 @@ def _fill(mem: MemoryStore, count: int, *, start: int = 0) -> list[PutMessageRes
     return results
 
 
-def _crash_scenario(check_crc: bool) -> tuple[MemoryStore, list[PutMessageResult]]:
-    mem = MemoryStore.open(tiny_settings(check_crc_on_recover=check_crc))
+def _crash_scenario(
+    check_crc: bool, *, slave: bool = False
+) -> tuple[MemoryStore, list[PutMessageResult]]:
+    mem = MemoryStore.open(tiny_settings(check_crc_on_recover=check_crc, repair_from_master=slave))
     results = _fill(mem, 10)
     mem.store.commit_log.flush()
     mem.store.checkpoint_now()
@@ -57,9 +59,11 @@ def _crash_scenario(check_crc: bool) -> tuple[MemoryStore, list[PutMessageResult
     return mem, results
 
 
-def test_unclean_recovery_truncates_at_a_corrupt_body() -> None:
-    """The CRC scan stops at the corrupt record; the log is cut there and appends reuse the spot."""
-    mem, results = _crash_scenario(check_crc=True)
+def test_a_slaves_unclean_recovery_truncates_at_a_corrupt_body() -> None:
+    """On a slave's store the CRC scan stops at the corrupt record; the log is cut there (its
+    master streams the rest again) and appends reuse the spot. A master keeps such a record:
+    ``test_store_recovery_damaged``."""
+    mem, results = _crash_scenario(check_crc=True, slave=True)
     store = mem.store
     report = store.recovery_report
     assert not report.clean and report.valid_end_offset == results[11].commit_log_offset
@@ -81,11 +85,12 @@ def test_unclean_recovery_truncates_at_a_corrupt_body() -> None:
 
 
 def test_without_the_crc_check_the_garbage_stays_and_appends_land_after_it() -> None:
-    """Same crash with check_crc_on_recover off: the corrupt record is kept (only reads catch it).
+    """Same crash (on a slave's store) with check_crc_on_recover off: the corrupt record is kept
+    (only reads catch it).
 
     This is the control for the test above: it shows the CRC check is what finds the damage.
     """
-    mem, results = _crash_scenario(check_crc=False)
+    mem, results = _crash_scenario(check_crc=False, slave=True)
     store = mem.store
     end = results[-1].commit_log_offset + results[-1].wrote_bytes
     assert store.recovery_report.valid_end_offset == end
@@ -101,7 +106,8 @@ def test_clean_restart_reads_no_records() -> None:
     """After close(), open trusts the checkpoint and rescans nothing: a bad body older than the
     newest three segments (the only ones CRC-checked on a clean start) goes unseen.
 
-    The same files opened as after a crash without a checkpoint are fully scanned and cut there.
+    The same files opened as after a crash without a checkpoint are fully scanned: a master
+    keeps the damaged record (sound ones follow it), a slave's store cuts there.
     """
     mem = MemoryStore.open()
     results = _fill(mem, 40)
@@ -121,8 +127,14 @@ def test_clean_restart_reads_no_records() -> None:
     mem.layer.remove(ROOT / "checkpoint")
     scanned = mem.reopen()
     assert not scanned.recovery_report.clean
-    assert scanned.recovery_report.valid_end_offset == results[2].commit_log_offset
-    assert scanned.max_queue_offset(T, Q0) == 2
+    assert scanned.recovery_report.scanned_records == 40
+    assert scanned.recovery_report.damaged_offsets == (results[2].commit_log_offset,)
+    assert scanned.max_queue_offset(T, Q0) == 40
+    abandon(scanned)
+    mem.layer.remove(ROOT / "checkpoint")
+    slave = mem.reopen(tiny_settings(repair_from_master=True))
+    assert slave.recovery_report.valid_end_offset == results[2].commit_log_offset
+    assert slave.max_queue_offset(T, Q0) == 2
 
 
 def test_power_loss_keeps_flushed_messages_and_cuts_a_torn_record() -> None:
@@ -342,9 +354,10 @@ def _tear_last_record(path: pathlib.Path, last: PutMessageResult) -> None:
 
 
 def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
-    """After recovery cuts a corrupt tail, key queries answer exactly the live messages: the
-    keys of cut records find nothing, and messages written at the reused offsets are found."""
-    mem = MemoryStore.open()
+    """After recovery cuts a corrupt tail (a slave's store cuts at a damaged record), key
+    queries answer exactly the live messages: the keys of cut records find nothing, and
+    messages written at the reused offsets are found."""
+    mem = MemoryStore.open(tiny_settings(repair_from_master=True))
     old = mem.store.put_messages_sync([request(keys=f"old{i}") for i in range(10)])
     abandon(mem.store)  # the process dies; the page cache (index entries included) survives
     _corrupt_body(mem, old[5])

@@ -3,7 +3,8 @@ server and broker says why in its module docstring.
 
 A cluster of its own costs a name server and a broker start (seconds each, more on a loaded
 machine) and a CommitLog; a file whose tests do not kill, pause, restart or reconfigure them
-should use a module-scoped cluster with a fresh topic and group per test instead. A file starts
+should use the session's shared cluster (``shared_cluster``, tests/conftest.py) with topics and
+groups of its own instead. A file starts
 its own when it calls one of ``STARTERS`` (the process layer and the helpers built on it) or
 passes an ``ariane namesrv``/``ariane broker`` argv (a list opening with ``"namesrv"`` or
 ``"broker"`` and holding a ``--flag``) to anything outside an ``assert``. Its docstring must then
@@ -30,15 +31,7 @@ BROKER_STARTERS = frozenset(
     | {"dev_cluster", "ProcessCluster"}
 )
 STARTERS = NAMESRV_STARTERS | BROKER_STARTERS
-OWN_CLUSTER_DEBT = frozenset(
-    {
-        "tests/conformance/test_classic_java.py",
-        "tests/conformance/test_remoting_two_protocols.py",
-        "tests/test_client_messaging.py",
-        "tests/test_pull.py",
-        "tests/test_spark_image.py",
-    }
-)
+OWN_CLUSTER_DEBT: frozenset[str] = frozenset()
 
 
 def _called_name(call: ast.Call) -> str:

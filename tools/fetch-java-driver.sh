@@ -5,14 +5,16 @@
 #   ${ARIANE_CACHE:-$HOME/.cache/ariane}/maven-repo                       Maven's local repository
 #   ${ARIANE_CACHE:-$HOME/.cache/ariane}/<cache name>/<version>/lib       the jars
 #   ${ARIANE_CACHE:-$HOME/.cache/ariane}/<cache name>/<version>/classes-<checksum>  the driver
-# Shared by every driver project: the conformance drivers (tests/conformance/java, classic,
-# classic_java, classic_slave) and the benchmark's (bench/java); the Maven command itself is
-# tools/maven-copy-deps.sh. Each project runs this script with
-#   FETCH_PROJECT_DIR  the directory holding pom.xml (<client.version>) and the driver
-#   FETCH_DRIVER       the driver .java file's base name
+# Shared by every driver project: the conformance drivers (tests/conformance/java for the v5
+# gRPC client, tests/conformance/classic_java for the classic Remoting client and mqadmin) and the
+# benchmark's (bench/java); the Maven command itself is tools/maven-copy-deps.sh. Each project
+# runs this script with
+#   FETCH_PROJECT_DIR  the directory holding pom.xml (<client.version>) and the driver's sources
+#                      (every *.java there is compiled together)
+#   FETCH_DRIVER       the driver's main class (its .java file must exist there)
 #   FETCH_CACHE_NAME   the directory under the cache
 # Idempotent: the compiled driver lives in a directory named by the checksum of pom.xml, the
-# driver and the javac version, so a warm run is a no-op and two checkouts with different drivers
+# driver's sources and the javac version, so a warm run is a no-op and two checkouts with different drivers
 # (worktrees testing at the same time) never replace each other's classes under a running JVM;
 # the jars are fetched again only when pom.xml's content changes. Prints the class path as its
 # last line. Nothing fetched here is committed.
@@ -26,7 +28,9 @@ version="$(sed -n 's:.*<client.version>\(.*\)</client.version>.*:\1:p' "$pom")"
 [[ -n "$version" ]] || { echo "fetch.sh: no <client.version> in $pom" >&2; exit 2; }
 command -v javac >/dev/null || { echo "fetch.sh: a JDK (javac, Java 17) is required" >&2; exit 2; }
 home="$cache/$cache_name/$version"
-want="$( (cat "$pom" "$here/$driver.java"; javac -version 2>&1) | sha256sum | cut -d' ' -f1)"
+[[ -f "$here/$driver.java" ]] || { echo "fetch.sh: no $driver.java in $here" >&2; exit 2; }
+sources=("$here"/*.java)
+want="$( (cat "$pom" "${sources[@]}"; javac -version 2>&1) | sha256sum | cut -d' ' -f1)"
 classes="$home/classes-${want:0:16}"
 stamp="$classes/.stamp"
 pom_sum="$(sha256sum < "$pom" | cut -d' ' -f1)"
@@ -44,10 +48,10 @@ if [[ ! -d "$home/lib" || ! -f "$home/.lib-stamp" || "$(cat "$home/.lib-stamp")"
   echo "$pom_sum" > "$home/.lib-stamp"
 fi
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-  echo "fetch.sh: compiling $driver.java" >&2
+  echo "fetch.sh: compiling ${sources[*]##*/}" >&2
   rm -rf "$classes.tmp"
   mkdir -p "$classes.tmp"
-  javac -nowarn -d "$classes.tmp" -cp "$home/lib/*" "$here/$driver.java" >&2
+  javac -nowarn -d "$classes.tmp" -cp "$home/lib/*" "${sources[@]}" >&2
   echo "$want" > "$classes.tmp/.stamp"
   rm -rf "$classes"
   mv "$classes.tmp" "$classes"

@@ -47,3 +47,27 @@ def default_storage_class(name: str) -> dict[str, Any]:
         "volumeBindingMode": "Immediate",
         "allowVolumeExpansion": True,
     }
+
+
+RESTRICTED_NAMESPACE_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+"""Labels of a test namespace: the apiserver's PodSecurity admission enforces the
+``restricted`` Pod Security Standard there (it rejects any pod that breaks it)."""
+
+
+def restricted_pod_security_context() -> dict[str, Any]:
+    """The pod-level ``securityContext`` the ``restricted`` standard needs (non-root, the
+    runtime's default seccomp profile); the uid is the image's ``USER``."""
+    return {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def restricted_container_security_context() -> dict[str, Any]:
+    """The container-level ``securityContext`` the ``restricted`` standard needs (no privilege
+    escalation, every capability dropped), plus a read-only root file system."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }

@@ -1,85 +1,156 @@
-"""The official classic Java client (``rocketmq-client`` 5.3.3, Remoting) as a test driver.
+"""The one classic Java driver: the official classic Java client ``rocketmq-client`` 5.3.3
+(Remoting) and mqadmin's library ``rocketmq-tools`` 5.3.3, unmodified, as a test driver.
 
-``build`` fetches the client from Maven Central and compiles ``classic_java/ClassicDriver.java``
-against it (``java/fetch.sh``, cached in ``~/.cache/ariane`` by a stamp); ``ClassicJava`` runs
-the driver's scenarios in their own JVMs against a name server, each printing one JSON event per
-line. Client logs and BROADCASTING offsets go to the test's directory, not under ``$HOME``.
+``build`` fetches both from Maven Central and compiles ``classic_java/`` (``ClassicDriver.java``,
+which hands the admin scenarios to ``ClassicAdmin.java``) against them (``java/fetch.sh``, cached
+in ``~/.cache/ariane`` by a stamp); ``ClassicJava`` runs the driver's scenarios, each in its own
+JVM, against a name server, each printing one JSON event per line, and runs the official
+``mqadmin`` main class (``org.apache.rocketmq.tools.command.MQAdminStartup``) as
+``distribution/bin/mqadmin`` does. Client logs and BROADCASTING offsets go to the test's
+directory, not under ``$HOME``.
+
+Invariant: every JVM started here is bounded (``RUN_TIMEOUT_S`` or the caller's timeout) and
+gets only ``JAVA_ENV`` as its environment.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import os
 import pathlib
 import subprocess
+from collections.abc import Mapping
 
 from conformance import polyglot
 
 HERE = pathlib.Path(__file__).resolve().parent
+PROJECT = HERE / "classic_java"
+"""The driver project: ``pom.xml`` (the pinned client and tools), ``ClassicDriver.java``,
+``ClassicAdmin.java``."""
 JAVA_ENV = {"PATH": "/usr/bin:/bin"}
 """The driver JVM's whole environment."""
+RUN_TIMEOUT_S = 180.0
+"""Longest run of one scenario or mqadmin command."""
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+_RUNS = itertools.count(1)
+"""Numbers the runs' stderr files."""
 
 
+class DriverRun(subprocess.Popen[str]):
+    """A started scenario's JVM; ``log`` is the file that gets its stderr."""
+
+    log: pathlib.Path
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClassicJava:
-    """The built classic driver: ``run`` one scenario against the cluster's name server.
+    """The built classic driver, bound to one name server.
 
     Args:
-        classpath: the client's jars and the compiled driver.
-        namesrv: ``HOST:PORT`` of the name server every scenario starts from.
-        logs: where the client logs and each run's stderr go.
-        properties: extra ``-D`` system properties of every JVM (client tunables).
+        classpath: the client's and tools' jars and the compiled driver (``build()``).
+        namesrv: ``HOST:PORT`` of the name server every scenario and mqadmin command starts
+            from (``on`` gives a copy bound to another one).
+        logs: where the client logs, BROADCASTING offsets and each run's stderr go.
+        properties: extra ``-D`` system properties of every driver JVM (client tunables).
     """
 
-    def __init__(
-        self,
-        classpath: str,
-        namesrv: str,
-        logs: pathlib.Path,
-        properties: dict[str, str] | None = None,
-    ) -> None:
-        self.command = (
-            "java",
-            f"-Drocketmq.client.localOffsetStoreDir={logs / 'offsets'}",
-            f"-Drocketmq.client.logRoot={logs}",
-            *(f"-D{key}={value}" for key, value in (properties or {}).items()),
-            *("-cp", classpath, "ClassicDriver"),
-        )
-        self.namesrv = namesrv
-        self._logs = logs
-        self._runs = 0
+    classpath: str
+    namesrv: str
+    logs: pathlib.Path
+    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
-    def start(self, scenario: str, *args: str) -> subprocess.Popen[str]:
-        """Start a scenario in the background (its stderr in the log directory)."""
-        self._runs += 1
-        with (self._logs / f"{self._runs:02d}-{scenario}.log").open("w") as log:
-            return subprocess.Popen(  # the child keeps its own copy of the log's descriptor
-                [*self.command, scenario, "--namesrv", self.namesrv, *args],
+    def __post_init__(self) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    def on(self, namesrv: str) -> ClassicJava:
+        """The same driver bound to another name server (``HOST:PORT``)."""
+        return dataclasses.replace(self, namesrv=namesrv)
+
+    def java(self, main: str, *jvm_args: str) -> list[str]:
+        """The ``java`` argv prefix that runs class ``main`` with this driver's class path."""
+        return [
+            "java",
+            f"-Drocketmq.client.localOffsetStoreDir={self.logs / 'offsets'}",
+            f"-Drocketmq.client.logRoot={self.logs}",
+            *(f"-D{key}={value}" for key, value in self.properties.items()),
+            *jvm_args,
+            *("-cp", self.classpath, main),
+        ]
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        """The argv prefix of a driver scenario (``SCENARIO --namesrv ... ARGS`` follow)."""
+        return tuple(self.java("ClassicDriver"))
+
+    def start(self, scenario: str, *args: str, jvm_args: tuple[str, ...] = ()) -> DriverRun:
+        """Start a scenario in the background (its stderr in a numbered file under ``logs``)."""
+        path = self.logs / f"{next(_RUNS):02d}-{scenario}.log"
+        with path.open("w") as log:
+            run = DriverRun(  # the child keeps its own copy of the log's descriptor
+                [
+                    *self.java("ClassicDriver", *jvm_args),
+                    scenario,
+                    "--namesrv",
+                    self.namesrv,
+                    *args,
+                ],
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
                 env=JAVA_ENV,
             )
+        run.log = path
+        return run
 
-    def finish(self, proc: subprocess.Popen[str], timeout_s: float = 180) -> polyglot.Outcome:
-        """Wait for a started scenario; raises if it crashed."""
-        out, _ = proc.communicate(timeout=timeout_s)
+    def outcome(self, run: DriverRun, timeout_s: float = RUN_TIMEOUT_S) -> polyglot.Outcome:
+        """Wait for a started scenario: its exit code, JSON events and the tail of its stderr."""
+        out, _ = run.communicate(timeout=timeout_s)
         events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        outcome = polyglot.Outcome(proc.returncode, events, "")
-        assert proc.returncode in (0, 3), f"classic driver failed ({proc.returncode}): {events}"
+        return polyglot.Outcome(run.returncode, events, run.log.read_text()[-3000:])
+
+    def finish(self, run: DriverRun, timeout_s: float = RUN_TIMEOUT_S) -> polyglot.Outcome:
+        """Wait for a started scenario; raises if it crashed (an exit code other than 0 or 3)."""
+        outcome = self.outcome(run, timeout_s)
+        assert outcome.code in (0, 3), f"classic driver failed ({outcome.code}): {outcome.events}"
         return outcome
 
     def run(self, scenario: str, *args: str) -> polyglot.Outcome:
-        """Run a scenario to its end."""
+        """Run a scenario to its end; raises if it crashed."""
         return self.finish(self.start(scenario, *args))
+
+    def attempt(
+        self, scenario: str, *args: str, jvm_args: tuple[str, ...] = ()
+    ) -> polyglot.Outcome:
+        """Run a scenario to its end, whatever its exit code (the admin scenarios exit 4 with
+        an ``error`` event when the server answers an error code)."""
+        return self.outcome(self.start(scenario, *args, jvm_args=jvm_args))
+
+    def mqadmin(self, command: str, *args: str) -> str:
+        """Run ``mqadmin COMMAND ARGS -n NAMESRV``; its stdout and stderr, joined.
+
+        mqadmin exits 0 even when the command failed (it prints the exception), so callers
+        assert on the text, including the absence of ``Exception``.
+        """
+        done = subprocess.run(
+            [*self.java(MQADMIN_MAIN), command, *args, "-n", self.namesrv],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+            env=JAVA_ENV,
+        )
+        return done.stdout + done.stderr
 
 
 def build() -> str:
     """Fetch and compile the driver (a no-op when the cache's stamp matches); its class path."""
     env = {
         **os.environ,
-        "FETCH_PROJECT_DIR": str(HERE / "classic_java"),
+        "FETCH_PROJECT_DIR": str(PROJECT),
         "FETCH_DRIVER": "ClassicDriver",
-        "FETCH_CACHE_NAME": "classic-java-client",
+        "FETCH_CACHE_NAME": "classic-client",
     }
     built = subprocess.run(
         ["bash", str(HERE / "java" / "fetch.sh")],

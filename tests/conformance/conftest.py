@@ -1,9 +1,12 @@
 """Fixtures for conformance tests: a real ``ariane namesrv`` + ``ariane broker`` on 127.0.0.1.
 
-The cluster is started with ``ariane.dev.dev_cluster`` (child processes, free ports, data in a
-temp dir) once per module and stopped by PID afterwards. ``run_driver`` runs the official
-Python client driver in its own process (its protobuf modules clash with ours) and returns its
-JSON events; ``admin`` runs ``python -m ariane admin`` the way a user would.
+``cluster`` is the session's shared name server + broker (``shared_cluster`` in
+tests/conftest.py: ``ariane.dev.dev_cluster``, child processes, free ports, stopped by PID at the
+end of the session); every module that uses it creates topics and groups whose names no other
+such module uses (a module that needs a cluster of its own defines its own ``cluster``).
+``run_driver`` runs the official Python client driver in its own process (its protobuf modules
+clash with ours) and returns its JSON events; ``admin`` runs ``python -m ariane admin`` the way
+a user would.
 ``ProcessCluster`` starts a broker with extra TOML settings (two front-end workers) that a test
 may SIGKILL and start again; ``DriverProcess`` runs one long driver command and reads its events
 as they come.
@@ -19,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -210,8 +212,6 @@ class DriverProcess:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A name server and a broker as child processes for the module's tests."""
-    data_dir = tmp_path_factory.mktemp("cluster")
-    with dev.dev_cluster(data_dir, namesrv_port=0) as endpoints:
-        yield Cluster(endpoints)
+def cluster(shared_cluster: dev.DevEndpoints) -> Cluster:
+    """The session's shared name server and broker (``shared_cluster``)."""
+    return Cluster(shared_cluster)

@@ -30,7 +30,7 @@ import ha_testing
 import tls_testing
 from ariane.remoting import codes, command, fastjson
 from ariane.security import signing
-from conformance import acl_cluster, classic_driver, classic_java_client
+from conformance import acl_cluster, classic_java_client
 from conformance.acl_cluster import ROOT
 from conformance.classic_java_client import ClassicJava
 
@@ -132,9 +132,11 @@ def test_unsigned_topic_admin_is_refused_and_changes_nothing(secured: Secured) -
 
 
 @pytest.fixture(scope="module")
-def classic(tmp_path_factory: pytest.TempPathFactory) -> classic_driver.ClassicJava:
+def classic(secured: Secured, tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
     """mqadmin's classes (rocketmq-tools 5.3.3), fetched and compiled (cached by a stamp)."""
-    return classic_driver.build(pathlib.Path(tmp_path_factory.mktemp("mqadmin-logs")))
+    return ClassicJava(
+        classic_java_client.build(), secured.namesrv, tmp_path_factory.mktemp("mqadmin-logs")
+    )
 
 
 def tools_home(secured: Secured, name: str, credentials: tuple[str, str] | None) -> pathlib.Path:
@@ -150,7 +152,7 @@ def tools_home(secured: Secured, name: str, credentials: tuple[str, str] | None)
 
 
 def mqadmin(
-    classic: classic_driver.ClassicJava,
+    classic: ClassicJava,
     secured: Secured,
     command_name: str,
     *args: str,
@@ -162,10 +164,10 @@ def mqadmin(
     done = subprocess.run(
         [
             "java",
-            f"-Drocketmq.client.logRoot={classic.log_dir}",
+            f"-Drocketmq.client.logRoot={classic.logs}",
             f"-Drocketmq.home.dir={home}",
             *(f"-D{key}={value}" for key, value in TLS_JVM.items()),
-            *("-cp", classic.classpath, classic_driver.MQADMIN_MAIN),
+            *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
             *(command_name, "-b", secured.remoting, "-n", secured.namesrv, *args),
         ],
         capture_output=True,
@@ -177,7 +179,7 @@ def mqadmin(
 
 
 def test_mqadmin_manages_users_and_acls_signed_from_tools_yml(
-    classic: classic_driver.ClassicJava, secured: Secured
+    classic: ClassicJava, secured: Secured
 ) -> None:
     """Over TLS, with root's keys in ``conf/tools.yml``, createUser, createAcl, getUser,
     listUser, listAcl and deleteUser succeed (no password printed); without a tools.yml
@@ -227,7 +229,7 @@ def _run(java: ClassicJava, scenario: str, *args: str) -> tuple[int, list[dict[s
 
 
 def test_classic_client_sends_and_consumes_with_credentials_and_is_refused_without(
-    classic: classic_driver.ClassicJava, java: ClassicJava, secured: Secured
+    classic: ClassicJava, java: ClassicJava, secured: Secured
 ) -> None:
     """Over TLS, a Normal user that mqadmin created with Pub/Sub on the topic and Sub on the
     group sends 3 messages and its push consumer receives them; the same send with a wrong

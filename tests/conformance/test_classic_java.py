@@ -7,12 +7,13 @@ application does. Scenarios: sync, async, oneway, batch and
 selector sends; push consumers in CLUSTERING and BROADCASTING; the lite pull consumer's subscribe
 and assign/seek; delay level 3; transactions with commit, rollback and check-back; and one store
 for two protocols (classic sends received by the official gRPC Python client and the other way).
+The cluster is the session's shared one (``shared_cluster``); every topic and group here starts
+with ``classic-`` (or ``grpc-classic``).
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
 
 import pytest
 
@@ -29,10 +30,9 @@ DELAY_LATE_MS_MAX = 5_000
 
 
 @pytest.fixture(scope="module")
-def ends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]:
-    """A name server and a broker (gRPC + Remoting) as child processes."""
-    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as endpoints:
-        yield endpoints
+def ends(shared_cluster: dev.DevEndpoints) -> dev.DevEndpoints:
+    """The shared name server and broker (gRPC + Remoting)."""
+    return shared_cluster
 
 
 @pytest.fixture(scope="module")

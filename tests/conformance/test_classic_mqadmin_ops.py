@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import pathlib
 import re
 from collections.abc import Iterator
 
@@ -23,16 +22,18 @@ import pytest
 
 from ariane import dev
 from ariane.remoting import codes, command, fastjson, transport
-from conformance import classic_driver
+from conformance import classic_java_client
+from conformance.classic_java_client import ClassicJava
 from conformance.test_official_classic import _config, _mqadmin, _until
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def java(tmp_path_factory: pytest.TempPathFactory) -> classic_driver.ClassicJava:
+def java(ends: dev.DevEndpoints, tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
     """The classic Java tools, fetched and compiled (cached by a stamp)."""
-    return classic_driver.build(pathlib.Path(tmp_path_factory.mktemp("mqadmin-ops-logs")))
+    logs = tmp_path_factory.mktemp("mqadmin-ops-logs")
+    return ClassicJava(classic_java_client.build(), ends.namesrv_remoting, logs)
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +43,15 @@ def ends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.DevEndpoints]
         yield found
 
 
-def _make_topic(java: classic_driver.ClassicJava, ends: dev.DevEndpoints, topic: str) -> None:
+def _make_topic(java: ClassicJava, ends: dev.DevEndpoints, topic: str) -> None:
     _mqadmin(java, ends, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "2", "-w", "2")
     _until(
-        lambda: java.mqadmin("topicRoute", "-t", topic, namesrv=ends.namesrv_remoting),
+        lambda: java.mqadmin("topicRoute", "-t", topic),
         lambda text: '"readQueueNums":2' in text,
     )
 
 
-def test_mqadmin_deletes_topics_and_groups(
-    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
-) -> None:
+def test_mqadmin_deletes_topics_and_groups(ends: dev.DevEndpoints, java: ClassicJava) -> None:
     """deleteTopic -c removes a topic that holds a message from the broker (topics.json) and
     the name server (topicList, topicRoute); deleteSubGroup -c removes a group, and its
     ``%RETRY%``/``%DLQ%`` topics, which do not exist, without an exception."""
@@ -65,7 +64,7 @@ def test_mqadmin_deletes_topics_and_groups(
     assert "delete topic [mq-gone] from NameServer success." in out, out
     assert "mq-gone" not in json.loads(_config(ends, "topics.json"))["topics"]
     assert "mq-gone" not in _mqadmin(java, ends, "topicList").split()
-    route = java.mqadmin("topicRoute", "-t", "mq-gone", namesrv=ends.namesrv_remoting)
+    route = java.mqadmin("topicRoute", "-t", "mq-gone")
     assert "No topic route info" in route, route
 
     out = _mqadmin(java, ends, "updateSubGroup", "-c", "DefaultCluster", "-g", "mq-gone-g")
@@ -87,9 +86,7 @@ def _changed(out: str, verb: str, namesrv: str) -> int:
     return int(found.group(1)) if found else -1
 
 
-def test_mqadmin_wipes_and_adds_write_permission(
-    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
-) -> None:
+def test_mqadmin_wipes_and_adds_write_permission(ends: dev.DevEndpoints, java: ClassicJava) -> None:
     """wipeWritePerm -b broker-a, sent to the name server, makes the broker's topics read-only
     (the route shows perm 4, the broker persists it, a send is refused) and reports how many
     topics changed; addWritePerm -b broker-a gives write back (perm 6, a send succeeds)."""
@@ -103,7 +100,7 @@ def test_mqadmin_wipes_and_adds_write_permission(
     )
     assert '"perm":4' in route, route
     assert json.loads(_config(ends, "topics.json"))["topics"]["mq-perm"]["perm"] == 4
-    refused = java.mqadmin("sendMessage", "-t", "mq-perm", "-p", "x", namesrv=ns)
+    refused = java.on(ns).mqadmin("sendMessage", "-t", "mq-perm", "-p", "x")
     assert "SEND_OK" not in refused, refused
 
     out = _mqadmin(java, ends, "addWritePerm", "-b", "broker-a")
@@ -123,7 +120,7 @@ def _properties(out: str) -> dict[str, str]:
 
 
 def test_mqadmin_reads_and_changes_the_broker_config(
-    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
+    ends: dev.DevEndpoints, java: ClassicJava
 ) -> None:
     """getBrokerConfig -b shows the running broker's settings under RocketMQ's names;
     updateBrokerConfig refuses a key that cannot change live by name (CODE: 16) and changes
@@ -135,7 +132,7 @@ def test_mqadmin_reads_and_changes_the_broker_config(
     assert values["autoCreateTopicEnable"] == "false", values
 
     update = ("updateBrokerConfig", "-b", addr, "-k")
-    refused = java.mqadmin(*update, "brokerName", "-v", "x", namesrv=ends.namesrv_remoting)
+    refused = java.mqadmin(*update, "brokerName", "-v", "x")
     assert "CODE: 16" in refused and "cannot change brokerName" in refused, refused
     out = _mqadmin(java, ends, *update, "autoCreateTopicEnable", "-v", "true")
     assert f"update broker config success, {addr}" in out, out
@@ -143,9 +140,7 @@ def test_mqadmin_reads_and_changes_the_broker_config(
     assert (values["autoCreateTopicEnable"], values["brokerName"]) == ("true", "broker-a")
 
 
-def test_mqadmin_lists_producer_connections(
-    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
-) -> None:
+def test_mqadmin_lists_producer_connections(ends: dev.DevEndpoints, java: ClassicJava) -> None:
     """producerConnection -g -t lists a classic producer heartbeating to the broker (its client
     id, address, language and version V5_3_3) while it is connected; for a group without an
     online producer it prints RocketMQ's refusal naming the group."""
@@ -160,7 +155,7 @@ def test_mqadmin_lists_producer_connections(
                 command.request(codes.RequestCode.HEART_BEAT, body=_producer_heartbeat()), 10.0
             )
             assert beat.code == codes.ResponseCode.SUCCESS, beat.remark
-            out = await asyncio.to_thread(java.mqadmin, *args, namesrv=ends.namesrv_remoting)
+            out = await asyncio.to_thread(java.mqadmin, *args)
             return out
         finally:
             await client.close()
@@ -169,7 +164,7 @@ def test_mqadmin_lists_producer_connections(
     rows = [line.split() for line in out.splitlines() if "10.0.0.7@mq-producer" in line]
     assert len(rows) == 1 and rows[0][2].startswith("127.0.0.1:"), out
     assert rows[0][:2] + rows[0][3:] == ["0001", "10.0.0.7@mq-producer", "JAVA", "V5_3_3"], out
-    gone = java.mqadmin(*args[:2], "mq-nobody", *args[3:], namesrv=ends.namesrv_remoting)
+    gone = java.mqadmin(*args[:2], "mq-nobody", *args[3:])
     assert "the producer group[mq-nobody] not exist" in gone, gone
 
 
@@ -184,9 +179,7 @@ def _producer_heartbeat() -> bytes:
     )
 
 
-def test_mqadmin_broker_status_shows_live_tps(
-    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
-) -> None:
+def test_mqadmin_broker_status_shows_live_tps(ends: dev.DevEndpoints, java: ClassicJava) -> None:
     """After a send, brokerStatus shows putTps (RocketMQ's 10 s, 1 min and 10 min rates) with a
     1-minute rate above 0, and getTransferedTps in the same form."""
     _make_topic(java, ends, "mq-tps")
@@ -197,9 +190,7 @@ def test_mqadmin_broker_status_shows_live_tps(
     assert re.search(r"getTransferedTps\s*:\s*[\d.]+ [\d.]+ [\d.]+", out), out
 
 
-def test_mqadmin_finds_and_prints_messages(
-    ends: dev.DevEndpoints, java: classic_driver.ClassicJava
-) -> None:
+def test_mqadmin_finds_and_prints_messages(ends: dev.DevEndpoints, java: ClassicJava) -> None:
     """A message mqadmin sendMessage stored is found by queryMsgByUniqueKey (its unique key),
     and printed with its body by printMsg and consumeMessage (pulls from every queue)."""
     _make_topic(java, ends, "mq-print")

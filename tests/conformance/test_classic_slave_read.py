@@ -2,9 +2,8 @@
 message from a slave after its master is SIGKILLed, with real ``ariane namesrv`` and ``ariane
 broker`` processes (an ASYNC_MASTER and a SLAVE, both with ``--slave-read-enable``).
 
-The client runs ``classic_slave/SlaveDriver.java`` in its own JVM (dependencies from
-``classic_java/pom.xml``, fetched and compiled by ``classic_slave/fetch.sh`` into
-``~/.cache/ariane``).
+The client runs the classic driver's ``send`` and ``push`` scenarios (``classic_java_client``) in
+their own JVMs.
 RocketMQ's name server drops a broker the moment its Remoting channel closes
 (``BrokerHousekeepingService.onChannelDestroy``); Ariane's brokers register over gRPC and are
 dropped after 120 s of silence, so the test unregisters the killed master itself, as that
@@ -17,9 +16,8 @@ enable.
 from __future__ import annotations
 
 import asyncio
-import json
 import pathlib
-import subprocess
+from typing import Any
 
 import grpc
 import pytest
@@ -29,15 +27,14 @@ from ariane import dev
 from ariane.broker.remoting import replies
 from ariane.grpcwire import pb, rpc
 from ariane.remoting import codes, command, fastjson, transport
-from conformance import polyglot
+from conformance import classic_java_client
+from conformance.classic_java_client import ClassicJava
 
 pytestmark = pytest.mark.slow
 
-HERE = pathlib.Path(__file__).resolve().parent
 TOPIC = "slave-read"
 MESSAGES = 20
 QUEUES = 2  # ha_testing.create_topic
-DRIVER_TIMEOUT_S = 120
 SEND_HEADER = {
     "producerGroup": "p",
     "topic": TOPIC,
@@ -55,26 +52,11 @@ SEND_HEADER = {
 """A complete SEND_MESSAGE (10) header, as the Go client writes it."""
 
 
-def _driver(tmp: pathlib.Path) -> list[str]:
-    """The ``java`` command line of the built driver (``classic_slave/fetch.sh``)."""
-    classpath = polyglot.script_output(HERE / "classic_slave" / "fetch.sh")
-    return ["java", f"-Drocketmq.client.logRoot={tmp}", "-cp", classpath, "SlaveDriver"]
-
-
-def _run(command_line: list[str], log: pathlib.Path) -> list[dict[str, str]]:
+def _run(java: ClassicJava, scenario: str, *args: str) -> list[dict[str, Any]]:
     """Run a driver scenario to its end; its JSON events (fails on a non-zero exit)."""
-    with log.open("w") as err:
-        done = subprocess.run(
-            command_line,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            timeout=DRIVER_TIMEOUT_S,
-            env={"PATH": "/usr/bin:/bin"},
-        )
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0, events
-    return events
+    outcome = java.run(scenario, *args)
+    assert outcome.code == 0, outcome.events
+    return outcome.events
 
 
 async def _remoting(address: str, code: int, ext: dict[str, str]) -> command.RemotingCommand:
@@ -124,8 +106,8 @@ def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_ki
     """The classic route lists the master (id 0) and the slave (id 1); N messages sent through
     the master are all consumed by a classic push consumer from the slave once the master is
     SIGKILLed; the slave refuses a send with SYSTEM_BUSY."""
-    java = _driver(tmp_path)
     with ha_testing.running_namesrv(tmp_path) as namesrv:
+        java = ClassicJava(classic_java_client.build(), namesrv, tmp_path / "java")
         master = ha_testing.new_broker(tmp_path, "master")
         slave = ha_testing.new_broker(tmp_path, "slave")
         remoting = {b.name: f"127.0.0.1:{dev.free_port()}" for b in (master, slave)}
@@ -140,10 +122,7 @@ def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_ki
                     extra=("--remoting-listen", remoting[broker.name], "--slave-read-enable"),
                 )
             ha_testing.create_topic(master.endpoint, TOPIC)
-            sent = _run(
-                [*java, "send", "--namesrv", namesrv, "--topic", TOPIC, "--count", str(MESSAGES)],
-                tmp_path / "send.log",
-            )
+            sent = _run(java, "send", "--topic", TOPIC, "--count", str(MESSAGES))
             assert [e["status"] for e in sent] == ["SEND_OK"] * MESSAGES
             ha_testing.poll(
                 lambda: _slave_max_offsets(remoting["slave"]) == MESSAGES, "the slave's copy"
@@ -151,8 +130,8 @@ def test_push_consumer_reads_every_message_from_the_slave_after_the_master_is_ki
             assert _route_addresses(namesrv) == {"0": remoting["master"], "1": remoting["slave"]}
             master.kill()
             asyncio.run(_unregister(namesrv, 0))
-            push = ("push", "--topic", TOPIC, "--group", "slave-g", "--count", str(MESSAGES))
-            got = _run([*java, *push, "--namesrv", namesrv], tmp_path / "push.log")
+            push = ("--topic", TOPIC, "--group", "slave-g", "--count", str(MESSAGES))
+            got = _run(java, "push", *push)
             refused = asyncio.run(
                 _remoting(remoting["slave"], codes.RequestCode.SEND_MESSAGE, SEND_HEADER)
             )

@@ -13,7 +13,6 @@ the broker is enforcing on every port.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ import ha_testing
 import tls_testing
 from ariane import dev
 from ariane.security import ca
-from conformance import classic_driver, classic_java_client
+from conformance import classic_java_client
 from conformance.classic_java_client import ClassicJava
 from tls_testing import RC, RQ
 
@@ -129,15 +128,16 @@ def test_mqadmin_lists_topics_over_tls(
 ) -> None:
     """``mqadmin topicList`` with ``-Dtls.enable=true`` lists the topic from the enforcing name
     server; without it, it gets no topic list."""
-    classic = classic_driver.build(pathlib.Path(tmp_path_factory.mktemp("mqadmin-tls-logs")))
+    logs = tmp_path_factory.mktemp("mqadmin-tls-logs")
+    classic = ClassicJava(classic_java_client.build(), secured.namesrv_remoting, logs)
 
     def topic_list(*jvm: str) -> str:
         done = subprocess.run(
             [
                 "java",
-                f"-Drocketmq.client.logRoot={classic.log_dir}",
+                f"-Drocketmq.client.logRoot={classic.logs}",
                 *jvm,
-                *("-cp", classic.classpath, classic_driver.MQADMIN_MAIN),
+                *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
                 *("topicList", "-n", secured.namesrv_remoting),
             ],
             capture_output=True,

@@ -1,13 +1,13 @@
 """The official classic Java client (``rocketmq-client`` + ``rocketmq-tools`` 5.3.3, the Remoting
 protocol) reads routes, the cluster list, the topic list and KV config from ``ariane namesrv``.
 
-The driver (``classic/ClassicDriver.java``, run by ``classic_driver.py``) uses mqadmin's
+The driver (``classic_java/``, run by ``classic_java_client.py``) uses mqadmin's
 ``DefaultMQAdminExt`` against the name server of a real ``ariane namesrv`` + ``ariane broker``
 pair, on the name server's one port (shared with gRPC). Until brokers serve Remoting, the real
 broker registers no Remoting address and classic clients must not see it; a second broker group
 is registered over gRPC with a Remoting address, as a Remoting-serving broker will register.
 
-The ``mqadmin`` tests run the official ``MQAdminStartup`` main class (``classic_driver.
+The ``mqadmin`` tests run the official ``MQAdminStartup`` main class (``classic_java_client.
 ClassicJava.mqadmin``) against a cluster of their own (no fake broker registered), whose
 broker serves Remoting, and assert on what mqadmin prints, as a user reads it: mqadmin exits 0
 even when a command failed, so no output may carry an exception.
@@ -24,13 +24,15 @@ import pathlib
 import re
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
 
 from ariane import dev
 from ariane.grpcwire import pb
-from conformance import classic_driver
+from conformance import classic_java_client
+from conformance.classic_java_client import ClassicJava
 from conformance.conftest import Cluster
 
 pytestmark = pytest.mark.slow
@@ -39,9 +41,23 @@ CLASSIC_REMOTING = "127.0.0.1:10911"
 
 
 @pytest.fixture(scope="module")
-def java(tmp_path_factory: pytest.TempPathFactory) -> classic_driver.ClassicJava:
-    """The classic Java driver, fetched and compiled (cached by a stamp)."""
-    return classic_driver.build(pathlib.Path(tmp_path_factory.mktemp("classic-logs")))
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A name server and a broker of this module's own (not the shared one: Own cluster)."""
+    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as ends:
+        yield Cluster(ends)
+
+
+@pytest.fixture(scope="module")
+def java(tmp_path_factory: pytest.TempPathFactory) -> ClassicJava:
+    """The classic Java driver, fetched and compiled (cached by a stamp); each test binds it to
+    its cluster's name server (``on``)."""
+    return ClassicJava(classic_java_client.build(), "", tmp_path_factory.mktemp("classic-logs"))
+
+
+def _admin(java: ClassicJava, namesrv: str, *args: str) -> tuple[int, list[dict[str, Any]], str]:
+    """Run an admin scenario of the driver against ``namesrv``: (exit code, events, stderr)."""
+    got = java.on(namesrv).attempt(*args)
+    return got.code, got.events, got.stderr
 
 
 def _register_classic_broker(namesrv: str, topic: str) -> None:
@@ -72,9 +88,7 @@ def _register_classic_broker(namesrv: str, topic: str) -> None:
     asyncio.run(register())
 
 
-def test_mqadmin_reads_routes_cluster_and_topics(
-    cluster: Cluster, java: classic_driver.ClassicJava
-) -> None:
+def test_mqadmin_reads_routes_cluster_and_topics(cluster: Cluster, java: ClassicJava) -> None:
     """examineTopicRouteInfo gets the Remoting broker under id 0 with its queues (and selects
     it), a topic no broker has is TOPIC_NOT_EXIST (17), examineBrokerClusterInfo lists every
     broker serving Remoting (the dev cluster's own broker serves both protocols), and
@@ -83,7 +97,7 @@ def test_mqadmin_reads_routes_cluster_and_topics(
     cluster.admin("topic", "create", "grpc-only", "--queues", "2", "--type", "NORMAL")
     _register_classic_broker(cluster.namesrv, "classic-route")
 
-    code, events, stderr = java.run("route", "--topic", "classic-route", namesrv=cluster.namesrv)
+    code, events, stderr = _admin(java, cluster.namesrv, "route", "--topic", "classic-route")
     assert code == 0, stderr
     (route,) = events
     assert route["brokerDatas"] == [
@@ -98,26 +112,26 @@ def test_mqadmin_reads_routes_cluster_and_topics(
         {"brokerName": "broker-classic", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
     ]
 
-    code, events, stderr = java.run("route", "--topic", "no-such-topic", namesrv=cluster.namesrv)
+    code, events, stderr = _admin(java, cluster.namesrv, "route", "--topic", "no-such-topic")
     assert (code, events[-1]["code"]) == (4, 17), stderr
 
-    code, events, stderr = java.run("cluster", namesrv=cluster.namesrv)
+    code, events, stderr = _admin(java, cluster.namesrv, "cluster")
     assert code == 0, stderr
     (info,) = events
     assert info["clusterAddrTable"]["ClassicCluster"] == ["broker-classic"]
     assert "broker-classic" in info["brokerAddrTable"]
     assert len(info["brokerAddrTable"]) == 2  # and the dev cluster's broker
 
-    code, events, stderr = java.run("topics", namesrv=cluster.namesrv)
+    code, events, stderr = _admin(java, cluster.namesrv, "topics")
     assert code == 0, stderr
     assert {"classic-route", "grpc-only"} <= set(events[0]["topicList"])
 
 
-def test_mqadmin_kv_config_round_trip(cluster: Cluster, java: classic_driver.ClassicJava) -> None:
+def test_mqadmin_kv_config_round_trip(cluster: Cluster, java: ClassicJava) -> None:
     """createAndUpdateKvConfig, getKVConfig, getKVListByNamespace and deleteKvConfig work; a
     deleted key reads as QUERY_NOT_FOUND (22)."""
-    code, events, stderr = java.run(
-        "kv", "--key", "orders", "--value", "broker-classic:4", namesrv=cluster.namesrv
+    code, events, stderr = _admin(
+        java, cluster.namesrv, "kv", "--key", "orders", "--value", "broker-classic:4"
     )
     assert code == 0, stderr
     assert events == [
@@ -141,9 +155,9 @@ def remoting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.D
         yield ends
 
 
-def _mqadmin(java: classic_driver.ClassicJava, ends: dev.DevEndpoints, *args: str) -> str:
+def _mqadmin(java: ClassicJava, ends: dev.DevEndpoints, *args: str) -> str:
     """What ``mqadmin ARGS`` printed; fails the test if it printed an exception."""
-    out = java.mqadmin(*args, namesrv=ends.namesrv_remoting)
+    out = java.on(ends.namesrv_remoting).mqadmin(*args)
     assert "Exception" not in out, f"mqadmin {args}:\n{out}"
     return out
 
@@ -163,7 +177,7 @@ def _config(ends: dev.DevEndpoints, name: str) -> str:
 
 
 def test_mqadmin_updates_topics_and_groups_and_reads_the_cluster(
-    remoting_cluster: dev.DevEndpoints, java: classic_driver.ClassicJava
+    remoting_cluster: dev.DevEndpoints, java: ClassicJava
 ) -> None:
     """mqadmin updateTopic and updateSubGroup (-c DefaultCluster) report success for the
     broker's Remoting address, the topic and group are persisted and the topic's route shows
@@ -207,7 +221,7 @@ def _rows(out: str, first: str) -> list[list[str]]:
 
 
 def test_mqadmin_reads_messages_stats_and_consumer_progress(
-    remoting_cluster: dev.DevEndpoints, java: classic_driver.ClassicJava
+    remoting_cluster: dev.DevEndpoints, java: ClassicJava
 ) -> None:
     """After mqadmin sendMessage, topicStatus shows the message's queue and max offset,
     queryMsgByKey and queryMsgById find it; after an official push consumer consumed it,
@@ -233,8 +247,8 @@ def test_mqadmin_reads_messages_stats_and_consumer_progress(
     out = _mqadmin(java, ends, "queryMsgById", "-t", "mq-read", "-i", msg_id)
     assert re.search(r"Keys:\s+\[key-7\]", out) and re.search(r"Topic:\s+mq-read", out), out
 
-    code, events, stderr = java.run(
-        "consume", "--group", "mq-read-g", "--topic", "mq-read", namesrv=ends.namesrv_remoting
+    code, events, stderr = _admin(
+        java, ends.namesrv_remoting, "consume", "--group", "mq-read-g", "--topic", "mq-read"
     )
     assert (code, events[-1]) == (0, {"event": "consumed", "bodies": ["hello"]}), stderr
 

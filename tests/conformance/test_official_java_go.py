@@ -34,7 +34,7 @@ def client(
 
 
 def _topic(cluster: Cluster, client: polyglot.Client, name: str, kind: str, queues: int) -> str:
-    topic = f"{client.name}-{name}"
+    topic = f"v5-{client.name}-{name}"
     cluster.admin("topic", "create", topic, "--queues", str(queues), "--type", kind)
     return topic
 
@@ -43,7 +43,7 @@ def test_send_and_simple_consume(cluster: Cluster, client: polyglot.Client) -> N
     """Twenty messages sent one by one come back once each with body, tag, keys and attempt 1."""
     topic = _topic(cluster, client, "normal", "NORMAL", 4)
     got = client.run(
-        "send-consume", "--topic", topic, "--group", f"{client.name}-normal", "--count", "20",
+        "send-consume", "--topic", topic, "--group", f"v5-{client.name}-normal", "--count", "20",
         endpoints=cluster.namesrv,
     )  # fmt: skip
     assert got.code == 0, got.stderr
@@ -60,7 +60,7 @@ def test_async_send(cluster: Cluster, client: polyglot.Client) -> None:
     """Twenty asynchronous sends all complete with distinct ids, and every message is consumed."""
     topic = _topic(cluster, client, "async", "NORMAL", 2)
     got = client.run(
-        "send-consume", "--topic", topic, "--group", f"{client.name}-async", "--count", "20",
+        "send-consume", "--topic", topic, "--group", f"v5-{client.name}-async", "--count", "20",
         "--mode", "async", endpoints=cluster.namesrv,
     )  # fmt: skip
     assert got.code == 0, got.stderr
@@ -72,7 +72,7 @@ def test_async_send(cluster: Cluster, client: polyglot.Client) -> None:
 def test_fifo_order_per_message_group(cluster: Cluster, client: polyglot.Client) -> None:
     """On a FIFO topic with an orderly group, each of five message groups arrives in send order."""
     topic = _topic(cluster, client, "fifo", "FIFO", 3)
-    group = f"{client.name}-fifo"
+    group = f"v5-{client.name}-fifo"
     cluster.admin("group", "create", group, "--fifo")
     got = client.run(
         "send-consume", "--topic", topic, "--group", group, "--count", "40", "--groups", "5",
@@ -92,7 +92,7 @@ def test_tag_filter(cluster: Cluster, client: polyglot.Client) -> None:
     """Subscribed to ``TagA``, the consumer gets exactly the TagA half of TagA/TagB messages."""
     topic = _topic(cluster, client, "tags", "NORMAL", 2)
     got = client.run(
-        "send-consume", "--topic", topic, "--group", f"{client.name}-tags", "--count", "20",
+        "send-consume", "--topic", topic, "--group", f"v5-{client.name}-tags", "--count", "20",
         "--tags", "TagA,TagB", "--expr", "TagA", "--expect", "10", "--linger-s", "3",
         endpoints=cluster.namesrv,
     )  # fmt: skip
@@ -107,7 +107,7 @@ def test_sql92_filter(cluster: Cluster, client: polyglot.Client) -> None:
     """Subscribed with SQL92 ``n >= 15``, the consumer gets exactly messages 15..19."""
     topic = _topic(cluster, client, "sql", "NORMAL", 2)
     got = client.run(
-        "send-consume", "--topic", topic, "--group", f"{client.name}-sql", "--count", "20",
+        "send-consume", "--topic", topic, "--group", f"v5-{client.name}-sql", "--count", "20",
         "--expr", "n >= 15", "--expr-type", "SQL92", "--expect", "5", "--linger-s", "3",
         endpoints=cluster.namesrv,
     )  # fmt: skip
@@ -125,7 +125,7 @@ def test_push_consumer_redelivers_a_failed_message(
     """
     topic = _topic(cluster, client, "push", "NORMAL", 2)
     got = client.run(
-        "push-redelivery", "--topic", topic, "--group", f"{client.name}-push", "--count", "3",
+        "push-redelivery", "--topic", topic, "--group", f"v5-{client.name}-push", "--count", "3",
         "--deadline-s", "90", endpoints=cluster.namesrv,
     )  # fmt: skip
     assert got.code == 0, got.stderr
@@ -142,7 +142,7 @@ def test_delayed_messages_arrive_when_due(cluster: Cluster, client: polyglot.Cli
     """Three messages delayed 3 s arrive no earlier than due and at most a few seconds late."""
     topic = _topic(cluster, client, "delay", "DELAY", 2)
     got = client.run(
-        "send-consume", "--topic", topic, "--group", f"{client.name}-delay", "--count", "3",
+        "send-consume", "--topic", topic, "--group", f"v5-{client.name}-delay", "--count", "3",
         "--delay-ms", "3000", endpoints=cluster.namesrv,
     )  # fmt: skip
     assert got.code == 0, got.stderr
@@ -159,7 +159,7 @@ def test_transaction_commit_rollback_and_check_back(
     """Commit delivers, rollback never does, and an unresolved half is committed by check-back."""
     topic = _topic(cluster, client, "tx", "TRANSACTION", 2)
     got = client.run(
-        "transaction", "--topic", topic, "--group", f"{client.name}-tx", "--linger-s", "3",
+        "transaction", "--topic", topic, "--group", f"v5-{client.name}-tx", "--linger-s", "3",
         "--deadline-s", "120", endpoints=cluster.namesrv, timeout_s=240,
     )  # fmt: skip
     assert got.code == 0, got.stderr
@@ -177,7 +177,7 @@ def test_recalled_delayed_message_is_never_delivered(
     """
     topic = _topic(cluster, client, "recall", "DELAY", 1)
     got = client.run(
-        "recall", "--topic", topic, "--group", f"{client.name}-recall", "--delay-ms", "3000",
+        "recall", "--topic", topic, "--group", f"v5-{client.name}-recall", "--delay-ms", "3000",
         "--linger-s", "4", endpoints=cluster.namesrv,
     )  # fmt: skip
     assert got.code == 0, got.stderr

@@ -142,11 +142,11 @@ def test_fifo_topic_delivers_each_message_group_in_send_order(cluster: Cluster) 
 
 def test_failing_push_listener_ends_in_the_dlq_after_max_attempts(cluster: Cluster) -> None:
     """A listener that always fails sees 2 attempts, then the message is in %DLQ%<group>."""
-    cluster.admin("topic", "create", "poison", "--queues", "1", "--type", "NORMAL")
+    cluster.admin("topic", "create", "py-poison", "--queues", "1", "--type", "NORMAL")
     cluster.admin("group", "create", "fragile", "--max-delivery-attempts", "2")
-    _, sent = cluster.run_driver("produce", "--topic", "poison", "--count", "1")
+    _, sent = cluster.run_driver("produce", "--topic", "py-poison", "--count", "1")
     code, got = cluster.run_driver(
-        "push-consume", "--topic", "poison", "--group", "fragile", "--count", "2", "--fail"
+        "push-consume", "--topic", "py-poison", "--group", "fragile", "--count", "2", "--fail"
     )
     assert code == 0
     assert [e["attempt"] for e in got if e["event"] == "consumed"] == [1, 2]

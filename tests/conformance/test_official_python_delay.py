@@ -14,9 +14,9 @@ def test_official_client_delay_messages_arrive_on_time_and_a_recalled_one_never(
     cluster: Cluster,
 ) -> None:
     """Three sent 4 s ahead, the second recalled: the other two arrive on time, once."""
-    cluster.admin("topic", "create", "later", "--queues", "2", "--type", "DELAY")
+    cluster.admin("topic", "create", "py-later", "--queues", "2", "--type", "DELAY")
     code, sent = cluster.run_driver(
-        "produce", "--topic", "later", "--count", "3", "--delay-s", "4", "--recall", "1"
+        "produce", "--topic", "py-later", "--count", "3", "--delay-s", "4", "--recall", "1"
     )
     assert code == 0
     sends = [e for e in sent if e["event"] == "sent"]
@@ -26,7 +26,7 @@ def test_official_client_delay_messages_arrive_on_time_and_a_recalled_one_never(
     code, got = cluster.run_driver(
         "simple-consume",
         "--topic",
-        "later",
+        "py-later",
         "--group",
         "later-readers",
         "--count",

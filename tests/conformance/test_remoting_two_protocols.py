@@ -4,13 +4,13 @@ over the same topics, ids, keys, tags, properties and offsets.
 
 The classic side speaks through the codec's ``RemotingClient`` with the headers Java 5.3.3
 writes (``SEND_MESSAGE_V2`` letters, ``PULL_MESSAGE`` with the subscription flag); the gRPC side
-is ``official_py_driver.py`` in its own process.
+is ``official_py_driver.py`` in its own process. The cluster is the session's shared one
+(``shared_cluster``); the topics are this module's own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -33,10 +33,9 @@ class TwoProtocolCluster(Cluster):
 
 
 @pytest.fixture(scope="module")
-def cluster2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoProtocolCluster]:
-    """A name server and a broker (gRPC + Remoting) as child processes."""
-    with dev.dev_cluster(tmp_path_factory.mktemp("cluster"), namesrv_port=0) as endpoints:
-        yield TwoProtocolCluster(endpoints)
+def cluster2(shared_cluster: dev.DevEndpoints) -> TwoProtocolCluster:
+    """The shared name server and broker (gRPC + Remoting)."""
+    return TwoProtocolCluster(shared_cluster)
 
 
 async def _call(

@@ -4,7 +4,8 @@ connections with.
 
 Each ``Splice`` is one side's receiving end: bytes received are written to its ``peer``'s
 transport, with flow control (a peer whose buffer is full pauses reading here), half-closes
-passed on, and either side's close closing the other. Bytes that arrive before ``attach`` are
+passed on (the other direction stays open, except on a TLS transport, which asyncio closes
+after EOF), and either side's close closing the other. Bytes that arrive before ``attach`` are
 kept and flushed then.
 
 Ownership: every live splice is in the ``live`` set its owner passes in (the owner closes them
@@ -52,7 +53,10 @@ class Splice(asyncio.Protocol):
         peer_transport = None if self.peer is None else self.peer.transport
         if peer_transport is not None and peer_transport.can_write_eof():
             peer_transport.write_eof()
-            return True  # keep the other direction open until it ends too
+            # Keep the other direction open until it ends too, where the transport can: a TLS
+            # transport closes after EOF whatever this returns (and asyncio logs a WARNING
+            # for every such connection when it says True).
+            return self.transport is None or self.transport.get_extra_info("sslcontext") is None
         return False
 
     def pause_writing(self) -> None:

@@ -15,6 +15,12 @@ served to the next connection after the check interval; connections already open
 session they negotiated. Files that do not load (a certificate written before its key, a
 truncated file) leave the previous certificate in service and are tried again at the next check.
 
+The ``/metrics`` listener (``metrics.exposition``, HTTPS under ``enforcing``) has its own context
+(``ServerTls.metrics_context``): the same certificate, re-read with it, but no client certificate
+asked for even under ``need_client_auth = "require"`` — the series are read-only (RocketMQ's
+exporter serves them over plain HTTP), and a scraper then needs only the CA bundle, never a
+client key that would also pass the mTLS of the broker's and name server's service ports.
+
 Invariants: a ``ServerTls`` never hands out a context built from a cert and a key of different
 generations (bytes read before and after loading must match); the private key's bytes are held
 only to hand them to grpcio (which takes PEM bytes) and never appear in a ``repr`` or a log.
@@ -218,6 +224,18 @@ def _server_context(settings: TlsSettings, material: CertificateMaterial) -> ssl
     return context
 
 
+def _metrics_context(settings: TlsSettings) -> ssl.SSLContext:
+    """The ``/metrics`` listener's context: the same certificate, no client certificate asked
+    (whatever ``need_client_auth`` says; module docstring), HTTP/1.1 (the metrics server speaks
+    no HTTP/2)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(settings.cert_path, settings.key_path)
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 class ServerTls:
     """The certificate a process serves, re-read when its files change (thread-safe: grpcio
     asks from its own threads).
@@ -251,7 +269,7 @@ class ServerTls:
             raise ValueError(
                 f"TLS files changed while being read ({settings.cert_path}); try again"
             )
-        self._material, self._context = loaded
+        self._material, self._context, self._metrics_context = loaded
         _log.info(
             "TLS %s: serving certificate %s (sha256 %.16s)",
             settings.server_mode.value,
@@ -273,7 +291,9 @@ class ServerTls:
             generation=generation,
         )
 
-    def _load(self, generation: int) -> tuple[CertificateMaterial, ssl.SSLContext] | None:
+    def _load(
+        self, generation: int
+    ) -> tuple[CertificateMaterial, ssl.SSLContext, ssl.SSLContext] | None:
         """Read, load, read again; ``None`` when the files changed in between.
 
         Raises:
@@ -282,6 +302,7 @@ class ServerTls:
         before = self._read(generation)
         try:
             context = _server_context(self.settings, before)
+            metrics_context = _metrics_context(self.settings)
         except ssl.SSLError as exc:
             raise ValueError(
                 f"TLS files {self.settings.cert_path} / {self.settings.key_path} do not load: "
@@ -294,7 +315,7 @@ class ServerTls:
             after.trust_pem,
         ):
             return None
-        return before, context
+        return before, context, metrics_context
 
     def _maybe_reload(self) -> None:
         """Re-read the files if the check interval passed and their stamps changed."""
@@ -313,7 +334,7 @@ class ServerTls:
             return
         if loaded is None:
             return  # being written: the next check tries again
-        material, context = loaded
+        material, context, metrics_context = loaded
         if (material.cert_chain_pem, material.private_key_pem, material.trust_pem) == (
             self._material.cert_chain_pem,
             self._material.private_key_pem,
@@ -323,6 +344,7 @@ class ServerTls:
             return
         self._stamp = stamp
         self._material, self._context = material, context
+        self._metrics_context = metrics_context
         _log.info(
             "TLS: reloaded %s, generation %d (sha256 %.16s)",
             self.settings.cert_path,
@@ -335,6 +357,13 @@ class ServerTls:
         with self._lock:
             self._maybe_reload()
             return self._context
+
+    def metrics_context(self) -> ssl.SSLContext:
+        """The ``/metrics`` listener's context for the next handshake: the certificate of
+        ``context``, but no client certificate asked for, ALPN ``http/1.1``."""
+        with self._lock:
+            self._maybe_reload()
+            return self._metrics_context
 
     def material(self) -> CertificateMaterial:
         """The PEM bytes in service (the files re-checked when due), for grpcio."""

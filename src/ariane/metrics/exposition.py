@@ -8,8 +8,11 @@ the HTTP thread waits at most ``SCRAPE_TIMEOUT_S`` for it.
 
 TLS: given the process's ``common.tls.ServerTls`` (the broker and name server pass it when
 ``[tls] server_mode = "enforcing"``; permissive and disabled processes serve plain HTTP, which
-Prometheus scrapes by default), every accepted connection is wrapped with the context in service
-*in its own handler thread*, bounded by ``handshake_timeout_ms``. prometheus_client's own
+Prometheus scrapes by default), every accepted connection is wrapped with the metrics context in
+service (``ServerTls.metrics_context``: the process's certificate, *no client certificate asked
+for* even under ``need_client_auth = "require"``, so a scraper needs only the CA bundle, as the
+operator's ServiceMonitor gives it) *in its own handler thread*, bounded by
+``handshake_timeout_ms``. prometheus_client's own
 ``certfile``/``keyfile`` option loads the files once and shakes hands inside ``accept`` on the
 one serving thread (a silent client stalls every scrape); this one follows a rotated certificate
 within the ``ServerTls`` check interval and a slow handshake holds only its own thread.
@@ -75,7 +78,7 @@ class _TlsWsgiServer(exposition.ThreadingWSGIServer):
             return
         request.settimeout(server_tls.settings.handshake_timeout_ms / 1000)
         try:
-            wrapped = server_tls.context().wrap_socket(request, server_side=True)
+            wrapped = server_tls.metrics_context().wrap_socket(request, server_side=True)
         except OSError:  # ssl.SSLError, a timeout, a reset: this connection only
             request.close()
             return
@@ -108,8 +111,9 @@ class MetricsServer:
     def start(self, listen: str, server_tls: tls.ServerTls | None = None) -> int:
         """Bind ``HOST:PORT`` and serve in a daemon thread; returns the bound port.
 
-        ``server_tls``: the process's TLS; HTTPS when its mode is ``enforcing``, plain HTTP
-        otherwise (and when ``None``).
+        ``server_tls``: the process's TLS; HTTPS when its mode is ``enforcing`` (no client
+        certificate asked for, whatever ``need_client_auth`` says), plain HTTP otherwise (and
+        when ``None``).
 
         Raises:
             ValueError: ``listen`` is not ``HOST:PORT``.

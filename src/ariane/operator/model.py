@@ -26,6 +26,9 @@ Invariants:
   templates name the Secrets only: a renewed certificate changes no template (no hash of it
   anywhere), so renewals restart nothing; the servers re-read the files (``common.tls``).
   The Secrets come from ``operator.certs``.
+- The ServiceMonitor scrapes plain HTTP unless ``spec.tls.mode`` is ``enforcing``; then HTTPS,
+  one endpoint per component, each verifying the server against its leaf Secret's bundle and a
+  name that leaf carries, presenting no client certificate (the metrics port asks for none).
 """
 
 from __future__ import annotations
@@ -776,9 +779,49 @@ TARGET_LABELS = [
 as ``app_kubernetes_io_*``)."""
 
 
-def service_monitor(owner: Owner) -> resources.Manifest:
+def _metrics_endpoint() -> dict[str, Any]:
+    return {"port": "metrics", "path": "/metrics", "interval": "30s"}
+
+
+def metrics_tls_endpoints(owner: Owner) -> list[dict[str, Any]]:
+    """The ServiceMonitor endpoints of an enforcing Broker: one per component (the name
+    servers' and the brokers' leaves are different certificates with different names), each
+    keeping only its component's Services, scraping HTTPS and verifying the server against the
+    ``ca.crt`` bundle of that component's leaf Secret (the bundle the pods trust, which spans a
+    CA rollover; cert-manager writes the same key) and a ``serverName`` the leaf carries (its
+    Service's ``.svc`` name; ``certs.leaves``). No client certificate: the metrics port asks for
+    none (``common.tls.ServerTls.metrics_context``)."""
+    ns = owner.namespace
+    servers = [
+        ("namesrv", namesrv_tls_secret_name(owner.name), namesrv_name(owner.name)),
+        ("broker", broker_tls_secret_name(owner.name), group_names(owner.name, 1)[0]),
+    ]
+    return [
+        {
+            **_metrics_endpoint(),
+            "scheme": "https",
+            "tlsConfig": {
+                "ca": {"secret": {"name": secret, "key": TLS_CA_FILE}},
+                "serverName": f"{service}.{ns}.svc",
+            },
+            "relabelings": [
+                {
+                    "action": "keep",
+                    "sourceLabels": ["__meta_kubernetes_service_label_app_kubernetes_io_component"],
+                    "regex": component,
+                }
+            ],
+        }
+        for component, secret, service in servers
+    ]
+
+
+def service_monitor(owner: Owner, spec: resources.BrokerSpec) -> resources.Manifest:
     """A prometheus-operator ServiceMonitor scraping the ``metrics`` port of every broker and
-    name-server pod of this Broker (both serve ``/metrics`` there)."""
+    name-server pod of this Broker (both serve ``/metrics`` there): plain HTTP, one endpoint,
+    when ``spec.tls.mode`` is ``disabled`` or ``permissive`` (a permissive process serves
+    ``/metrics`` over plain HTTP); HTTPS under ``enforcing`` (``metrics_tls_endpoints``)."""
+    enforcing = tls_spec(spec)["mode"] == "enforcing"
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
@@ -792,7 +835,7 @@ def service_monitor(owner: Owner) -> resources.Manifest:
                 "matchExpressions": [{"key": DISCOVERY_LABEL, "operator": "DoesNotExist"}],
             },
             "targetLabels": TARGET_LABELS,
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+            "endpoints": metrics_tls_endpoints(owner) if enforcing else [_metrics_endpoint()],
         },
     }
 
@@ -846,7 +889,7 @@ def desired_objects(
         objects.append(group_pdb(owner, group))
     metrics = spec.get("metrics", {})
     if metrics.get("serviceMonitor", False):
-        objects.append(service_monitor(owner))
+        objects.append(service_monitor(owner, spec))
     if metrics.get("prometheusRule", False):
         objects.append(prometheus_rule(owner))
     return objects

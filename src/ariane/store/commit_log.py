@@ -351,9 +351,12 @@ class CommitLog:
     def _commit_queue_offsets(self, updates: dict[tuple[ids.TopicName, ids.QueueId], int]) -> None:
         self._queue_offsets.update(updates)
 
-    def read(self, offset: int, size_bytes: int = 0) -> record_reader.LookupResult:
-        """The message whose record starts at ``offset``, CRC-checked (``RecordReader.read``)."""
-        return self.reader.read(offset, size_bytes)
+    def read(
+        self, offset: int, size_bytes: int = 0, *, damaged: bool = False
+    ) -> record_reader.LookupResult:
+        """The message whose record starts at ``offset``, CRC-checked unless read as
+        ``damaged`` (``RecordReader.read``)."""
+        return self.reader.read(offset, size_bytes, damaged=damaged)
 
     def store_timestamp_at(self, offset: int, size_bytes: int) -> int | None:
         """STORETIMESTAMP of the record at ``offset`` (``RecordReader.store_timestamp_at``)."""

@@ -70,6 +70,10 @@ CRC_PROPERTY_NAME = "__CRC32#"
 CRC_PROPERTY_BYTES = len(CRC_PROPERTY_NAME) + 1 + 10 + 1
 """Length of the record-CRC property (RocketMQ ``CommitLog.CRC32_RESERVED_LEN``)."""
 
+BODY_CRC_MISMATCH = "body CRC mismatch"
+"""``DecodeResult.reason`` when BODYCRC fails (checked before the record CRC): with one flipped
+bit, only the body or the BODYCRC field changed, never the header, topic or properties."""
+
 TOPIC_BYTES_MAX = 32_767
 """Longest encodable topic (V2 length field); the store enforces a much lower limit."""
 
@@ -453,13 +457,18 @@ def _corrupt(reason: str) -> DecodeResult:
     return DecodeResult(DecodeStatus.CORRUPT, reason=reason)
 
 
-def decode(view: memoryview, *, record_bytes_max: int, check_crc: bool = True) -> DecodeResult:
+def decode(
+    view: memoryview, *, record_bytes_max: int, check_crc: bool = True, damaged: bool = False
+) -> DecodeResult:
     """Decode the record at the start of ``view``; never raises for bad bytes.
 
     Args:
         view: bytes from a record start to (at most) the end of its segment or written data.
         record_bytes_max: largest TOTALSIZE believed; above is CORRUPT.
         check_crc: verify BODYCRC and the record-CRC property (RocketMQ ``checkCRCOnRecover``).
+        damaged: read a record known to fail its CRCs for what its structure still tells
+            (recovery's placement of a damaged record): no CRC check, and properties that
+            are not UTF-8 read as none. Such a message is never served.
 
     Returns:
         OK with the message, BLANK with the bytes to skip, END, or CORRUPT with a reason.
@@ -480,7 +489,7 @@ def decode(view: memoryview, *, record_bytes_max: int, check_crc: bool = True) -
     if total > len(view):
         return _corrupt(f"record of {total} bytes truncated at {len(view)}")
     try:
-        return _decode_fields(view[:total], total, magic, check_crc)
+        return _decode_fields(view[:total], total, magic, check_crc and not damaged, damaged)
     except (struct.error, ValueError, IndexError) as exc:
         return _corrupt(f"undecodable record: {exc}")
 
@@ -507,7 +516,9 @@ class _Header(NamedTuple):
     body_length: int
 
 
-def _decode_fields(view: memoryview, total: int, magic: int, check_crc: bool) -> DecodeResult:
+def _decode_fields(
+    view: memoryview, total: int, magic: int, check_crc: bool, damaged: bool
+) -> DecodeResult:
     (sys_flag,) = _SYSFLAG.unpack_from(view, 36)
     born_v6 = bool(sys_flag & _BORN_V6)
     store_v6 = bool(sys_flag & _STORE_V6)
@@ -537,14 +548,14 @@ def _decode_fields(view: memoryview, total: int, magic: int, check_crc: bool) ->
         problem = _check_crcs(view, total, body, header.body_crc, properties_view)
         if problem:
             return _corrupt(problem)
-    return _assemble(header, body, topic_bytes, _strip_crc_property(properties_view))
+    return _assemble(header, body, topic_bytes, _strip_crc_property(properties_view), damaged)
 
 
 def _check_crcs(
     view: memoryview, total: int, body: bytes, stored_body_crc: int, properties: memoryview
 ) -> str:
     if body_crc(body) != stored_body_crc:
-        return "body CRC mismatch"
+        return BODY_CRC_MISMATCH
     if len(properties) < CRC_PROPERTY_BYTES:
         return "record-CRC property missing"
     tail = bytes(properties[-CRC_PROPERTY_BYTES:])
@@ -568,9 +579,11 @@ def _strip_crc_property(properties: memoryview) -> memoryview:
 
 
 def _assemble(
-    h: _Header, body: bytes, topic_bytes: memoryview, properties_view: memoryview
+    h: _Header, body: bytes, topic_bytes: memoryview, properties_view: memoryview, damaged: bool
 ) -> DecodeResult:
     properties = bytes_to_properties(properties_view)
+    if properties is None and damaged:
+        properties = {}
     if properties is None:
         return _corrupt("properties are not UTF-8")
     try:
@@ -595,6 +608,47 @@ def _assemble(
         body_crc=h.body_crc,
     )
     return DecodeResult(DecodeStatus.OK, size=h.total_size, message=stored)
+
+
+def without_crc_property(record: memoryview) -> tuple[bytes | memoryview, ...]:
+    """A stored record as RocketMQ's default store holds it: without the record-CRC property.
+
+    The parts, joined, are the record with its last ``CRC_PROPERTY_BYTES`` bytes (the
+    ``__CRC32#`` property Ariane always appends) cut off and the two lengths that count them
+    (TOTALSIZE, the PROPERTIES length) lowered by as much; every other byte is ``record``'s own,
+    sliced, never copied or re-encoded (a pull body joins the parts once).
+
+    Args:
+        record: one whole record, TOTALSIZE long, already checked (``decode`` said OK).
+
+    Returns:
+        4 parts (2 patched lengths, 2 slices of ``record``), or ``(record,)`` when the record
+        ends without the property (then it is sent as stored).
+    """
+    total = len(record)
+    (sys_flag,) = _SYSFLAG.unpack_from(record, 36)
+    fixed = _FIXED[(bool(sys_flag & _BORN_V6), bool(sys_flag & _STORE_V6))].size
+    (body_length,) = _INT.unpack_from(record, fixed - 4)
+    p = fixed + body_length
+    (magic,) = _INT.unpack_from(record, 4)
+    if magic == MAGIC_CODE_V2:
+        (topic_length,) = _SHORT.unpack_from(record, p)
+        p += 2 + topic_length
+    else:
+        p += 1 + record[p]
+    (properties_length,) = _SHORT.unpack_from(record, p)
+    crc_at = total - CRC_PROPERTY_BYTES
+    if (
+        properties_length < CRC_PROPERTY_BYTES
+        or record[crc_at : crc_at + len(_CRC_PREFIX)] != _CRC_PREFIX
+    ):
+        return (record,)
+    return (
+        _INT.pack(crc_at),
+        record[4:p],
+        _SHORT.pack(properties_length - CRC_PROPERTY_BYTES),
+        record[p + 2 : crc_at],
+    )
 
 
 @functools.lru_cache(maxsize=256)

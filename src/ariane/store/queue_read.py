@@ -1,6 +1,7 @@
 """Reading one queue: ConsumeQueue units from a queue offset, turned into stored messages.
 
-``MessageStore.get_messages`` answers with ``read`` (RocketMQ ``DefaultMessageStore.getMessage``):
+``MessageStore.get_messages`` answers with ``read`` (RocketMQ ``DefaultMessageStore.getMessage``,
+each message with its stored record bytes as RocketMQ's ``SelectMappedBufferResult``):
 an offset outside the queue's range gets RocketMQ's status and next offset without a scan;
 otherwise units are scanned from the offset, fillers and units the tag filter rejects are
 skipped, and each remaining unit's record is read by its CommitLog offset and checked against
@@ -72,6 +73,7 @@ def read(
     if early is not None:
         return results.GetMessageResult(early[0], (), early[1], low, high)
     messages: list[message_mod.StoredMessage] = []
+    records: list[memoryview] = []
     total = removed = 0
     next_offset = queue_offset
     scanned_any = corrupt = False
@@ -90,7 +92,9 @@ def read(
             break  # never skipped: the next read starts at it again
         next_offset = ids.QueueOffset(unit.queue_offset + 1)
         if found.status is record_reader.LookupStatus.FOUND and found.message is not None:
+            assert found.record is not None, "a FOUND record carries its stored bytes"
             messages.append(found.message)
+            records.append(found.record)
             total += found.message.store_size_bytes
         else:
             removed += 1
@@ -100,15 +104,21 @@ def read(
         return results.GetMessageResult(
             results.GetMessageStatus.OFFSET_FOUND_NULL, (), roll, low, high
         )
-    if messages:
-        status = results.GetMessageStatus.FOUND
-    elif corrupt:
-        status = results.GetMessageStatus.RECORD_CORRUPTED
-    elif removed:
-        status = results.GetMessageStatus.MESSAGE_WAS_REMOVING
-    else:
-        status = results.GetMessageStatus.NO_MATCHED_MESSAGE
-    return results.GetMessageResult(status, tuple(messages), next_offset, low, high, total)
+    status = _status(found_any=bool(messages), corrupt=corrupt, removed=removed > 0)
+    return results.GetMessageResult(
+        status, tuple(messages), next_offset, low, high, total, tuple(records)
+    )
+
+
+def _status(*, found_any: bool, corrupt: bool, removed: bool) -> results.GetMessageStatus:
+    """The status of a read that scanned some units (RocketMQ ``GetMessageStatus``)."""
+    if found_any:
+        return results.GetMessageStatus.FOUND
+    if corrupt:
+        return results.GetMessageStatus.RECORD_CORRUPTED
+    if removed:
+        return results.GetMessageStatus.MESSAGE_WAS_REMOVING
+    return results.GetMessageStatus.NO_MATCHED_MESSAGE
 
 
 def first_unconsumed(

@@ -36,11 +36,20 @@ class LookupStatus(enum.Enum):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LookupResult:
-    """A record read by offset: the message when FOUND."""
+    """A record read by offset: the message when FOUND, and its bytes as stored.
+
+    Attributes:
+        status: the outcome.
+        message: the decoded message (FOUND only).
+        reason: why not FOUND, for logs.
+        record: the record's bytes exactly as the CommitLog holds them (TOTALSIZE long,
+            record-CRC property included; FOUND only): a pull sends them without re-encoding.
+    """
 
     status: LookupStatus
     message: message_mod.StoredMessage | None = None
     reason: str = ""
+    record: memoryview | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,16 +83,19 @@ class RecordReader:
         """Offset just past the last written record."""
         return self.log.max_offset
 
-    def read(self, offset: int, size_bytes: int = 0) -> LookupResult:
+    def read(self, offset: int, size_bytes: int = 0, *, damaged: bool = False) -> LookupResult:
         """The message whose record starts at ``offset``, with its CRCs checked.
 
         Args:
             offset: a CommitLog offset.
             size_bytes: the record size if known (from a ConsumeQueue unit), else 0.
+            damaged: read a record that failed its CRCs for what its structure tells
+                (``message_codec.decode``'s ``damaged``): recovery tells a damaged record
+                from a torn or misplaced one with it; such a message is never served.
 
         Returns:
-            FOUND with the message; NOT_FOUND outside the stored range or on a non-record;
-            CORRUPT if the bytes fail their checks.
+            FOUND with the message and its stored bytes; NOT_FOUND outside the stored range
+            or on a non-record; CORRUPT if the bytes fail their checks.
         """
         if not self.min_offset <= offset < self.max_offset:
             return LookupResult(LookupStatus.NOT_FOUND, reason="outside the stored range")
@@ -94,12 +106,15 @@ class RecordReader:
         data = self._read_whole(segment, offset - segment.start_offset, want)
         if data is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
-        decoded = message_codec.decode(memoryview(data), record_bytes_max=self._record_bytes_max)
+        view = memoryview(data)
+        decoded = message_codec.decode(
+            view, record_bytes_max=self._record_bytes_max, damaged=damaged
+        )
         if decoded.status is message_codec.DecodeStatus.OK:
             assert decoded.message is not None
             if decoded.message.commit_log_offset != offset:
                 return LookupResult(LookupStatus.CORRUPT, reason="PHYSICALOFFSET mismatch")
-            return LookupResult(LookupStatus.FOUND, decoded.message)
+            return LookupResult(LookupStatus.FOUND, decoded.message, record=view[: decoded.size])
         if decoded.status is message_codec.DecodeStatus.CORRUPT:
             return LookupResult(LookupStatus.CORRUPT, reason=decoded.reason)
         return LookupResult(LookupStatus.NOT_FOUND, reason="no message record here")

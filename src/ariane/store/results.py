@@ -51,6 +51,8 @@ class GetMessageResult:
         min_offset: the queue's min offset at read time.
         max_offset: the queue's max offset (next to be written) at read time.
         total_bytes: sum of the returned record sizes.
+        records: the stored bytes of each message, same order (``LookupResult.record``:
+            what a classic pull sends, RocketMQ ``getMessageBufferList``).
     """
 
     status: GetMessageStatus
@@ -59,6 +61,7 @@ class GetMessageResult:
     min_offset: ids.QueueOffset
     max_offset: ids.QueueOffset
     total_bytes: int = 0
+    records: tuple[memoryview, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,6 +1,10 @@
-// A command-line driver around the official classic Java client (org.apache.rocketmq:rocketmq-client
-// 5.3.3, the Remoting one), unmodified. It prints one JSON event per line on stdout; every loop is
-// bounded by --deadline-s. Exit codes: 0 done, 3 the deadline passed first, 2 a client error.
+// The one command-line driver around the official classic Java client (org.apache.rocketmq:
+// rocketmq-client 5.3.3, the Remoting one) and mqadmin's library (rocketmq-tools 5.3.3), both
+// unmodified (pom.xml; fetched and compiled with ClassicAdmin.java by ../java/fetch.sh, run by
+// ../classic_java_client.py). It prints one JSON event per line on stdout; every loop is bounded by
+// --deadline-s. Exit codes: 0 done, 3 the deadline passed first, 2 a client error.
+// The admin scenarios route, cluster, topics, kv and consume are ClassicAdmin's (its header; exit
+// code 4 there: the server answered an error code).
 //
 // Scenarios (all take --namesrv HOST:PORT):
 //   send        --topic T --count N --mode sync|async|oneway|batch|selector [--tag X] [--delay-level L]
@@ -147,6 +151,10 @@ public final class ClassicDriver {
   }
 
   public static void main(String[] argv) throws Exception {
+    if (argv.length > 0 && ClassicAdmin.has(argv[0])) {
+      ClassicAdmin.main(argv);  // ends the process with the scenario's exit code
+      return;
+    }
     Args args = new Args(argv);
     long deadline = System.currentTimeMillis() + 1000L * args.integer("deadline-s", 90);
     int code;

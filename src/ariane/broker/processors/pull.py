@@ -106,6 +106,8 @@ class PullResult:
         max_offset: the queue's max offset (next to be written) when it was read.
         cold: the pull read data outside the in-memory window (RocketMQ
             ``suggestPullingFromSlave``; ``slave_read.suggest_pulling_from_slave``).
+        records: the stored bytes of each message, same order (``GetMessageResult.records``):
+            what a classic pull sends.
     """
 
     status: PullStatus
@@ -114,6 +116,7 @@ class PullResult:
     min_offset: ids.QueueOffset
     max_offset: ids.QueueOffset
     cold: bool = False
+    records: tuple[memoryview, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -255,12 +258,16 @@ class PullProcessor:
             moved = _moved(result.status, offset, low, high)
             if moved is not None:
                 return PullResult(PullStatus.OFFSET_ILLEGAL, (), moved, low, high)
-            found = tuple(
-                m for m in result.messages if message_filter.matches(m.message.tags, m.properties)
-            )
+            kept = [
+                (m, r)
+                for m, r in zip(result.messages, result.records, strict=True)
+                if message_filter.matches(m.message.tags, m.properties)
+            ]
             next_offset = max(offset, result.next_begin_offset)
-            if found:
-                return PullResult(PullStatus.FOUND, found, next_offset, low, high)
+            if kept:
+                found = tuple(m for m, _ in kept)
+                records = tuple(r for _, r in kept)
+                return PullResult(PullStatus.FOUND, found, next_offset, low, high, records=records)
             done = next_offset >= high or next_offset - start >= PULL_SCAN_UNITS_MAX
             if done or next_offset == offset:
                 return PullResult(PullStatus.NO_NEW_MESSAGE, (), next_offset, low, high)

@@ -12,10 +12,11 @@ first, 0x2 lets the request wait up to ``suspendTimeoutMillis`` (at most
 ``PULL_SUSPEND_MS_MAX``) for a message, 0x4 says the subscription is in the header (lite pull);
 otherwise it is the group's from its heartbeats (``clients.ClassicClientTable``), and a pull
 with neither answers ``SUBSCRIPTION_NOT_EXIST`` (24). Replies: FOUND 0 with the stored records
-as the body, ``PULL_NOT_FOUND`` 19, ``PULL_RETRY_IMMEDIATELY`` 20 (every message filtered out;
-``nextBeginOffset`` moved past them), ``PULL_OFFSET_MOVED`` 21 (the corrected offset); every
-reply carries ``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId``,
-which Java unboxes without null checks.
+as the body (the CommitLog's bytes, never decoded and re-encoded:
+``message_codec.stored_records_body``), ``PULL_NOT_FOUND`` 19, ``PULL_RETRY_IMMEDIATELY`` 20
+(every message filtered out; ``nextBeginOffset`` moved past them), ``PULL_OFFSET_MOVED`` 21
+(the corrected offset); every reply carries ``nextBeginOffset``, ``minOffset``, ``maxOffset``
+and ``suggestWhichBrokerId``, which Java unboxes without null checks.
 
 ``suggestWhichBrokerId`` follows ``processors.slave_read``: 0 (the master) unless
 ``slave_read_enable`` is on and the pull read cold data (then the slave, 1); a slave whose
@@ -103,7 +104,7 @@ class PullHandler:
             "maxOffset": str(result.max_offset),
             "suggestWhichBrokerId": str(suggestion.broker_id),
         }
-        body = b"".join(message_codec.encode_stored(m) for m in result.messages)
+        body = message_codec.stored_records_body(result.records)
         return command.response(request, code, ext_fields=ext, body=body)
 
     def _pull_request(self, header: replies.Header) -> pull_mod.PullRequest:

@@ -1,11 +1,12 @@
-// Drives the official classic RocketMQ Java client (org.apache.rocketmq:rocketmq-client and
-// mqadmin's library rocketmq-tools, 5.3.3, unmodified; they speak the Remoting protocol) through
-// one scenario against a name server and prints one JSON object per line for the Python tests.
-// Compiled by fetch.sh against the jars it fetched; nothing here is Ariane's.
+// The admin half of ClassicDriver (which dispatches these scenarios here): mqadmin's library
+// (rocketmq-tools 5.3.3, unmodified, DefaultMQAdminExt) and the official classic client's
+// DefaultMQPushConsumer run one scenario against a name server and print one JSON object per line
+// for the Python tests. Compiled with ClassicDriver.java by ../java/fetch.sh; nothing here is
+// Ariane's.
 //
 // Usage: java -cp <jars>:<classes> ClassicDriver SCENARIO --namesrv H:P [--topic T] [--key K]
 //        [--namespace N] [--value V] [--group G] [--count N] [--timeout-ms MS]
-// Scenarios (add new ones to SCENARIOS; each returns the exit code):
+// Scenarios (add new ones to SCENARIOS and to ClassicDriver's dispatch; each returns the exit code):
 //   route    DefaultMQAdminExt.examineTopicRouteInfo(topic)     -> {"event":"route",...}
 //   cluster  DefaultMQAdminExt.examineBrokerClusterInfo()       -> {"event":"cluster",...}
 //   topics   DefaultMQAdminExt.fetchAllTopicList()              -> {"event":"topics",...}
@@ -41,34 +42,39 @@ import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
-public final class ClassicDriver {
+final class ClassicAdmin {
   /** One scenario: runs against the driver's options and returns the process exit code. */
   interface Scenario {
-    int run(ClassicDriver driver) throws Exception;
+    int run(ClassicAdmin driver) throws Exception;
   }
 
   private static final Map<String, Scenario> SCENARIOS = new LinkedHashMap<>();
 
   static {
-    SCENARIOS.put("route", ClassicDriver::route);
-    SCENARIOS.put("cluster", ClassicDriver::cluster);
-    SCENARIOS.put("topics", ClassicDriver::topics);
-    SCENARIOS.put("kv", ClassicDriver::kv);
-    SCENARIOS.put("consume", ClassicDriver::consume);
+    SCENARIOS.put("route", ClassicAdmin::route);
+    SCENARIOS.put("cluster", ClassicAdmin::cluster);
+    SCENARIOS.put("topics", ClassicAdmin::topics);
+    SCENARIOS.put("kv", ClassicAdmin::kv);
+    SCENARIOS.put("consume", ClassicAdmin::consume);
   }
 
   private final Map<String, String> opts = new HashMap<>();
   private DefaultMQAdminExt admin;
 
-  private ClassicDriver(String[] args) {
+  private ClassicAdmin(String[] args) {
     for (int i = 1; i + 1 < args.length; i += 2) {
       opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
     }
   }
 
-  public static void main(String[] args) {
+  /** Whether ClassicDriver should hand {@code scenario} to {@link #main}. */
+  static boolean has(String scenario) {
+    return SCENARIOS.containsKey(scenario);
+  }
+
+  static void main(String[] args) {
     int code;
-    ClassicDriver driver = new ClassicDriver(args);
+    ClassicAdmin driver = new ClassicAdmin(args);
     try {
       Scenario scenario = SCENARIOS.get(args[0]);
       if (scenario == null) {
@@ -140,7 +146,7 @@ public final class ClassicDriver {
     return view;
   }
 
-  static int route(ClassicDriver d) throws Exception {
+  static int route(ClassicAdmin d) throws Exception {
     TopicRouteData route = d.admin().examineTopicRouteInfo(d.required("topic"));
     List<Object> brokers = new ArrayList<>();
     for (BrokerData data : route.getBrokerDatas()) {
@@ -159,7 +165,7 @@ public final class ClassicDriver {
     return 0;
   }
 
-  static int cluster(ClassicDriver d) throws Exception {
+  static int cluster(ClassicAdmin d) throws Exception {
     ClusterInfo info = d.admin().examineBrokerClusterInfo();
     Map<String, Object> brokers = new TreeMap<>();
     info.getBrokerAddrTable().forEach((name, data) -> brokers.put(name, brokerView(data)));
@@ -169,14 +175,14 @@ public final class ClassicDriver {
     return 0;
   }
 
-  static int topics(ClassicDriver d) throws Exception {
+  static int topics(ClassicAdmin d) throws Exception {
     List<String> topics = new ArrayList<>(d.admin().fetchAllTopicList().getTopicList());
     topics.sort(null);
     emit("topics", "topicList", topics);
     return 0;
   }
 
-  static int kv(ClassicDriver d) throws Exception {
+  static int kv(ClassicAdmin d) throws Exception {
     String namespace = d.opt("namespace", "ORDER_TOPIC_CONFIG");
     String key = d.required("key");
     DefaultMQAdminExt admin = d.admin();
@@ -194,7 +200,7 @@ public final class ClassicDriver {
     return 0;
   }
 
-  static int consume(ClassicDriver d) throws Exception {
+  static int consume(ClassicAdmin d) throws Exception {
     int count = Integer.parseInt(d.opt("count", "1"));
     DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(d.required("group"));
     consumer.setNamesrvAddr(d.required("namesrv"));
