@@ -1,6 +1,11 @@
 """A real ``ariane broker`` process and its classic protocol address: an address set with
 ``--remoting-listen`` that is taken stops the broker; the default one taken is skipped with a
-warning and gRPC keeps serving."""
+warning and gRPC keeps serving.
+
+The default-address test is ``solo``: RocketMQ's 10911 is one port for the whole machine, which
+any other test's broker started without ``--remoting-listen`` binds too; in the parallel run
+such a broker could hold it while the test looks and release it before the test's broker
+binds (seen in a CI run: the broker bound 10911 and never warned)."""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import asyncio
 import pathlib
 import socket
 import subprocess
+
+import pytest
 
 import live_testing
 from ariane import dev
@@ -43,6 +50,7 @@ def test_explicit_remoting_address_taken_stops_the_broker(tmp_path: pathlib.Path
     assert str(port) in (tmp_path / "broker.log").read_text()
 
 
+@pytest.mark.solo
 def test_default_remoting_address_taken_is_skipped(tmp_path: pathlib.Path) -> None:
     """With the default address (RocketMQ's 10911) taken, the broker logs that it serves no
     Remoting and keeps serving gRPC."""

@@ -227,6 +227,11 @@ class DevEndpoints:
 
 FREE_PORT_FLOOR = 10_000
 """Lowest port ``free_port`` hands out (above the well-known and common service ports)."""
+DEFAULT_SERVER_PORTS: frozenset[int] = frozenset({10909, 10911, 10912})
+"""Ports above ``FREE_PORT_FLOOR`` that a server started without an explicit address binds
+(RocketMQ's broker defaults, which Ariane's broker keeps: VIP channel 10909, Remoting 10911,
+HA 10912): ``free_port`` never hands them out, so a port drawn for one test is never the one
+another test's default-configured broker is binding."""
 FREE_PORT_TRIES = 64
 """Random ports ``free_port`` tries before it falls back to the OS's pick."""
 PORT_RANGE_ENV = "ARIANE_PORT_RANGE"
@@ -247,13 +252,14 @@ def free_port(host: str = "127.0.0.1") -> int:
     machine may take it between this call and the caller's bind: seen as "Address already in
     use" at a server's start on a loaded machine. So the port is drawn at random from
     ``port_range()`` ([``FREE_PORT_FLOOR``, the range's start), or ``$ARIANE_PORT_RANGE``),
-    skipping ports this process handed out before, and checked by binding it; after
+    skipping ports this process handed out before and ``DEFAULT_SERVER_PORTS``, and checked
+    by binding it; after
     ``FREE_PORT_TRIES`` misses (or with fewer than 1,024 ports of room) the OS picks.
     """
     low, high = port_range()
     for _ in range(FREE_PORT_TRIES if high - low >= 1024 else 0):
         port = _port_picker.randrange(low, high)
-        if port in _ports_given:
+        if port in _ports_given or port in DEFAULT_SERVER_PORTS:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
