@@ -5,8 +5,8 @@ of the CommitLog; the 8 bytes at that offset must be zero (a cheap sign the tail
 checkpoint says), else recovery falls back to the unclean path. On a slave
 (``repair_from_master``) the records of the newest ``verify_segments_on_clean_start`` segments
 (3, as RocketMQ ``recoverNormally`` rescans from the third-newest file) are CRC-checked, and the
-CommitLog is cut at the first bad one: its HA client then asks its master for everything from
-the cut on (a repair from its peer, byte-identical). The check costs a scan (about 40 MB/s of
+CommitLog is rescanned from the first bad one by the unclean path (which keeps a whole damaged
+record, below). The check costs a scan (about 40 MB/s of
 CommitLog on the 2-core development machine: 4 s for 171 MB of 1 KiB messages), so a master,
 which would keep what it finds, skips it: RocketMQ cuts at the first bad record on any broker,
 but a master cutting would drop acknowledged messages that follow it (and its slaves would then
@@ -26,7 +26,7 @@ those bytes may still sit unsynced in the page cache.
 
 A damaged record is not a torn tail (Ariane's addition; RocketMQ ``recoverAbnormally`` cuts at
 the first record whose CRC fails, on any broker, so one flipped bit drops every later record,
-acknowledged ones included). On a master (not ``repair_from_master``) a record that fails only
+acknowledged ones included). On any broker (a slave too: below) a record that fails only
 its CRCs is *whole* when, read without them, its sizes, magic code, lengths and PHYSICALOFFSET
 are sound and it fits in its segment's data (``RecordReader.read(damaged=True)``). A whole
 record is kept as *damaged* if
@@ -52,8 +52,10 @@ record (a scan ahead, ``_Rescan._place``) comes right after it; with no such sin
 valid data ends there, as before (its unit could land in the wrong queue). A kept record is
 then handled as on the clean path: listed in ``RecoveryReport.damaged_offsets``, answered
 CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
-(``record_repair``). A slave still cuts at the first damaged record: its master streams the
-rest again.
+(``record_repair``). A slave (``repair_from_master``) keeps them by the same rule: its master
+streams its CommitLog verbatim, so the master's own copy may be the damaged one, and a slave
+cutting there lost every record after it once promoted (chaos run, issue 25: 4.56 MB); its reput
+dispatches past such a record too (``dispatcher.ReputMessageService``).
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
 with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
@@ -183,7 +185,8 @@ def _finish(
 def _first_corrupt_before(log: commit_log.CommitLog, end: int) -> int | None:
     """The offset of the first record below ``end`` in the newest
     ``verify_segments_on_clean_start`` segments that fails its checks (CRCs included), or
-    ``None``. Logged either way it is handled: a slave cuts there, a master keeps it."""
+    ``None``. Logged: a slave rescans from there (keeping a whole damaged record), a master
+    keeps it."""
     files = log.log.files
     count = log.settings.verify_segments_on_clean_start
     if count == 0 or not files or not log.settings.repair_from_master:
@@ -199,7 +202,7 @@ def _first_corrupt_before(log: commit_log.CommitLog, end: int) -> int | None:
                 item.offset,
                 item.result.reason,
                 end,
-                "cut there, the rest is re-fetched from the master"
+                "rescanned from there (a whole damaged record is kept)"
                 if cut
                 else "kept (a master never cuts acknowledged data); reads of it answer CORRUPT",
             )
@@ -287,7 +290,7 @@ def _recover_unclean(
 
 class _Rescan:
     """The unclean path's forward scan: sound records re-dispatched from ``redispatch_from``,
-    a master's damaged records kept or cut by the rule of the module docstring.
+    damaged records (a master's or a slave's) kept or cut by the rule of the module docstring.
 
     Args:
         log: the CommitLog.
@@ -313,7 +316,7 @@ class _Rescan:
         self._flushed = flushed
         settings = log.settings
         self._check_crc = settings.check_crc_on_recover
-        self._keep_damaged = settings.check_crc_on_recover and not settings.repair_from_master
+        self._keep_damaged = settings.check_crc_on_recover  # a slave's too (module docstring)
         self._pending: list[commit_log.DispatchRequest] = []
         self._suspects: list[tuple[int, str]] = []
         """Whole damaged records past ``flushed`` no sound record follows yet (the first
@@ -370,7 +373,7 @@ class _Rescan:
         return start, ""  # not reached: a scan ends with an END or CORRUPT item
 
     def _whole(self, offset: int, reason: str) -> message_mod.StoredMessage | None:
-        """The record at ``offset`` if it failed only its CRCs, a master keeps such ones, and
+        """The record at ``offset`` if it failed only its CRCs, CRCs are checked, and
         it needs no unit or gets one (``_place``)."""
         if not self._keep_damaged or not reason:
             return None
