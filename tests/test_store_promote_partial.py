@@ -99,7 +99,9 @@ def test_a_promotion_keeps_a_damaged_whole_record_and_every_record_after_it(
         data[put[1].commit_log_offset + put[1].wrote_bytes - 30] ^= 0x10  # a body bit of m1
         half = whole_end + put[5].wrote_bytes // 2
         for start in range(0, half, 500):  # the HA stream: frames at any byte
-            replica.append_replicated(ids.CommitLogOffset(start), bytes(data[start : min(half, start + 500)]))
+            replica.append_replicated(
+                ids.CommitLogOffset(start), bytes(data[start : min(half, start + 500)])
+            )
         replica.adopt_replicated_queue_offsets()
         assert replication.cut_partial_record(replica) == whole_end
         assert replica.max_commit_log_offset == whole_end
