@@ -377,8 +377,9 @@ def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
 def test_a_clean_start_finds_a_bit_flip_in_the_newest_segments_and_keeps_it() -> None:
     """Proves a bit flip in the newest three segments is found on a clean start: a slave's
     store (``repair_from_master``) rescans and keeps it as damaged with every record after it
-    (its master's copy may be damaged too), and a master's keeps every record and answers CORRUPT for the damaged one, never its bytes: a queue read stops before
-    it (RECORD_CORRUPTED at its offset when nothing precedes it), so a consumer never skips it;
+    (its master's copy may be damaged too), and a master's keeps every record and answers
+    CORRUPT for the damaged one, never its bytes: a queue read stops before it
+    (RECORD_CORRUPTED at its offset when nothing precedes it), so a consumer never skips it;
     without a slave to ask, the record is counted once as unrepairable."""
     mem = MemoryStore.open()
     results = _fill(mem, 40)
