@@ -59,29 +59,28 @@ def _crash_scenario(
     return mem, results
 
 
-def test_a_slaves_unclean_recovery_truncates_at_a_corrupt_body() -> None:
-    """On a slave's store the CRC scan stops at the corrupt record; the log is cut there (its
-    master streams the rest again) and appends reuse the spot. A master keeps such a record:
-    ``test_store_recovery_damaged``."""
+def test_a_slaves_unclean_recovery_keeps_a_corrupt_body_with_sound_records_after() -> None:
+    """On a slave's store the CRC scan finds the corrupt record and, sound records following it,
+    keeps it as damaged with every record after it (its master may hold the same damaged
+    bytes: a cut there lost the rest at a promotion); reads of it answer CORRUPT and appends go
+    after the last record. A master does the same: ``test_store_recovery_damaged``."""
     mem, results = _crash_scenario(check_crc=True, slave=True)
     store = mem.store
     report = store.recovery_report
-    assert not report.clean and report.valid_end_offset == results[11].commit_log_offset
-    assert "CRC" in report.stop_reason
-    assert store.max_commit_log_offset == results[11].commit_log_offset
-    for r in results[:11]:
+    end = results[-1].commit_log_offset + results[-1].wrote_bytes
+    assert not report.clean and report.valid_end_offset == end
+    assert report.damaged_offsets == (results[11].commit_log_offset,)
+    assert store.max_commit_log_offset == end
+    assert store.get_message(results[11].commit_log_offset).status is LookupStatus.CORRUPT
+    for r in results[:11] + results[12:]:
         assert store.get_message(r.commit_log_offset).status is LookupStatus.FOUND
-    for r in results[11:]:
-        assert store.get_message(r.commit_log_offset).status is LookupStatus.NOT_FOUND
-    assert store.max_queue_offset(T, Q0) == 11
+    assert store.max_queue_offset(T, Q0) == 15
     got = read(store, 0, max_count=100, max_bytes=1 << 20)
     assert [m.commit_log_offset for m in got.messages] == [
         r.commit_log_offset for r in results[:11]
     ]
     new = store.put_message(request(body=b"after"))
-    assert (new.commit_log_offset, new.queue_offset) == (results[11].commit_log_offset, 11)
-    after = read(store, 11, max_count=10, max_bytes=1 << 20)
-    assert [m.body for m in after.messages] == [b"after"]
+    assert (new.commit_log_offset, new.queue_offset) == (end, 15)
 
 
 def test_without_the_crc_check_the_garbage_stays_and_appends_land_after_it() -> None:
@@ -107,7 +106,7 @@ def test_clean_restart_reads_no_records() -> None:
     newest three segments (the only ones CRC-checked on a clean start) goes unseen.
 
     The same files opened as after a crash without a checkpoint are fully scanned: a master
-    keeps the damaged record (sound ones follow it), a slave's store cuts there.
+    keeps the damaged record (sound ones follow it), and so does a slave's store.
     """
     mem = MemoryStore.open()
     results = _fill(mem, 40)
@@ -133,8 +132,9 @@ def test_clean_restart_reads_no_records() -> None:
     abandon(scanned)
     mem.layer.remove(ROOT / "checkpoint")
     slave = mem.reopen(tiny_settings(repair_from_master=True))
-    assert slave.recovery_report.valid_end_offset == results[2].commit_log_offset
-    assert slave.max_queue_offset(T, Q0) == 2
+    assert slave.recovery_report.valid_end_offset == scanned.max_commit_log_offset
+    assert slave.recovery_report.damaged_offsets == (results[2].commit_log_offset,)
+    assert slave.max_queue_offset(T, Q0) == 40
 
 
 def test_power_loss_keeps_flushed_messages_and_cuts_a_torn_record() -> None:
@@ -354,21 +354,21 @@ def _tear_last_record(path: pathlib.Path, last: PutMessageResult) -> None:
 
 
 def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
-    """After recovery cuts a corrupt tail (a slave's store cuts at a damaged record), key
+    """After recovery cuts a corrupt tail (a damaged last record, no sound one after it), key
     queries answer exactly the live messages: the keys of cut records find nothing, and
     messages written at the reused offsets are found."""
     mem = MemoryStore.open(tiny_settings(repair_from_master=True))
     old = mem.store.put_messages_sync([request(keys=f"old{i}") for i in range(10)])
     abandon(mem.store)  # the process dies; the page cache (index entries included) survives
-    _corrupt_body(mem, old[5])
+    _corrupt_body(mem, old[9])
     store = mem.reopen()
-    assert store.max_commit_log_offset == old[5].commit_log_offset
-    assert store.key_index.max_commit_log_offset == old[4].commit_log_offset
+    assert store.max_commit_log_offset == old[9].commit_log_offset
+    assert store.key_index.max_commit_log_offset == old[8].commit_log_offset
     new = store.put_messages_sync([request(keys=f"new{i}") for i in range(3)])
-    assert new[0].commit_log_offset == old[5].commit_log_offset  # offsets are reused
-    for i in range(5):
+    assert new[0].commit_log_offset == old[9].commit_log_offset  # offsets are reused
+    for i in range(9):
         assert mem.query_key(f"T#old{i}") == [old[i].commit_log_offset]
-    for i in range(5, 10):
+    for i in range(9, 10):
         assert store.key_index.query(f"T#old{i}", max_count=10, begin_ms=0, end_ms=2**62) == []
     for i in range(3):
         assert mem.query_key(f"T#new{i}") == [new[i].commit_log_offset]
@@ -377,8 +377,9 @@ def test_recovery_cuts_the_key_index_with_the_commit_log() -> None:
 def test_a_clean_start_finds_a_bit_flip_in_the_newest_segments_and_only_a_slave_cuts() -> None:
     """Proves a bit flip in the newest three segments is found on a clean start: a slave's
     store (``repair_from_master``) cuts there for its master to refill, a master's keeps every
-    record and answers CORRUPT for the damaged one, never its bytes: a queue read stops before
-    it (RECORD_CORRUPTED at its offset when nothing precedes it), so a consumer never skips it;
+    record and answers
+    CORRUPT for the damaged one, never its bytes: a queue read stops before it
+    (RECORD_CORRUPTED at its offset when nothing precedes it), so a consumer never skips it;
     without a slave to ask, the record is counted once as unrepairable."""
     mem = MemoryStore.open()
     results = _fill(mem, 40)

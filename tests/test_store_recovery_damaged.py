@@ -192,17 +192,21 @@ def test_a_damaged_topic_of_a_queues_last_record_is_placed_at_its_queue_end() ->
     assert store.put_message(request(body=b"after")).queue_offset == 20
 
 
-def test_a_slave_still_cuts_at_the_damaged_record_and_refetches() -> None:
-    """Proves a slave's store (``repair_from_master``) cuts its unclean log at the first
-    damaged record: its master streams the rest again."""
+def test_a_slave_keeps_a_damaged_record_and_the_sound_ones_after_it() -> None:
+    """Proves a slave's store (``repair_from_master``) keeps a whole damaged record followed by
+    sound ones across an unclean recovery, as a master does (before: it cut there, and when the
+    master's own copy was the damaged one, a promotion then lost every record after it)."""
     mem = MemoryStore.open(tiny_settings(repair_from_master=True))
     results = _fill(mem, COUNT)
     abandon(mem.store)
     _flip_body(mem, results[12])
     store = mem.reopen()
-    assert store.max_commit_log_offset == results[12].commit_log_offset
-    assert store.recovery_report.damaged_offsets == ()
-    assert store.max_queue_offset(T, Q0) == 12
+    assert store.max_commit_log_offset == _end(results)
+    assert store.recovery_report.damaged_offsets == (results[12].commit_log_offset,)
+    assert store.get_message(results[12].commit_log_offset).status is LookupStatus.CORRUPT
+    for r in results[:12] + results[13:]:
+        assert store.get_message(r.commit_log_offset).status is LookupStatus.FOUND
+    assert store.max_queue_offset(T, Q0) == COUNT
 
 
 def test_bytes_past_a_cut_are_zeroed_so_no_old_record_comes_back() -> None:

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from ariane.common import ids, log_limits
 from ariane.common import message as message_mod
-from ariane.store import commit_log, consume_queue, message_codec
+from ariane.store import commit_log, consume_queue, message_codec, record_reader
 
 _log = logging.getLogger(__name__)
 
@@ -237,10 +237,14 @@ class ReputMessageService:
         for item in self._log.scan(start, check_crc=self._check_crc):
             status = item.result.status
             if status is not message_codec.DecodeStatus.OK:
+                if batch:  # a CORRUPT record is looked at again by the next call
+                    return batch, status is not message_codec.DecodeStatus.CORRUPT
+                self._dispatcher.skip_to(item.offset)
                 if status is message_codec.DecodeStatus.CORRUPT:
+                    damaged = self._damaged_unit(item.offset, item.result.reason)
+                    if damaged is not None:
+                        return [damaged], False  # dispatched alone: its queue's next unit
                     _log.error("reput stopped at %d: %s", item.offset, item.result.reason)
-                if not batch:
-                    self._dispatcher.skip_to(item.offset)
                 return batch, True
             assert item.result.message is not None
             self.scanned_records += 1
@@ -248,6 +252,43 @@ class ReputMessageService:
             if len(batch) >= self._batch_records_max:
                 return batch, False
         return batch, True
+
+    def _damaged_unit(self, offset: int, reason: str) -> commit_log.DispatchRequest | None:
+        """The unit of the record at ``offset``, which failed its checks, when it is a whole
+        damaged record inside the log (as recovery's ``_Rescan`` tells it: it fails only its
+        CRCs, fits in the written data, and a record passing every check follows it) whose
+        header names its queue's next unit (or no unit, its body alone damaged); else ``None``:
+        a torn or partial record (the HA stream stops at any byte), or one whose unit cannot
+        be placed, where the reput waits. A replica receives its master's bytes verbatim, a
+        damaged record included: stopping there would leave every later record undispatched,
+        and a promotion cut them (``cut_partial_record``). The record is never served: reads
+        check CRCs and answer CORRUPT."""
+        found = self._log.read(offset, damaged=True)
+        stored = found.message
+        if found.status is not record_reader.LookupStatus.FOUND or stored is None:
+            return None
+        after = offset + stored.store_size_bytes
+        if after >= self._log.max_offset:
+            return None
+        follower = next(iter(self._log.scan(after, check_crc=self._check_crc)), None)
+        if follower is None or follower.result.status is not message_codec.DecodeStatus.OK:
+            return None
+        request = commit_log.dispatch_request_of(stored)
+        if not request.to_consume_queue:
+            placed = reason == message_codec.BODY_CRC_MISMATCH
+        else:
+            queue = self._dispatcher.consume_queues.get(request.topic, request.queue_id)
+            next_offset = 0 if queue is None else int(queue.max_queue_offset)
+            placed = next_offset == request.queue_offset
+        if not placed:
+            return None
+        _log.error(
+            "CommitLog record at %d is damaged (%s) but whole, with a sound record after it: "
+            "dispatched past (reads of it answer CORRUPT)",
+            offset,
+            reason,
+        )
+        return request
 
     def start(self, *, interval_ms: int = 1) -> None:
         """Run ``reput`` in a thread every ``interval_ms`` until ``stop``."""

@@ -1,8 +1,9 @@
 """A master's damaged CommitLog record fetched back from an in-sync slave (Ariane's addition).
 
 Every read of a record checks its CRCs (``record_reader``); a record that fails them is never
-returned. A slave cuts such a record at start-up and re-fetches from its master
-(``store.recovery``); a master cannot cut (the records after it were acknowledged), so when a
+returned. A slave cuts such a record on a clean start and re-fetches from its master, and after
+an unclean stop keeps it when sound records follow (``store.recovery``: its master may hold the
+same damaged bytes); a master cannot cut (the records after it were acknowledged), so when a
 read meets one, ``RecordRepairs.corrupt`` asks its replication (the HA service, ``fetcher``)
 for the same bytes from a slave that holds them; the slave answers with its own record at that
 offset (``record_bytes``, CRC-checked there) and ``RecordRepairs.apply`` checks it again (CRCs,

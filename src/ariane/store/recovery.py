@@ -6,12 +6,14 @@ checkpoint says), else recovery falls back to the unclean path. On a slave
 (``repair_from_master``) the records of the newest ``verify_segments_on_clean_start`` segments
 (3, as RocketMQ ``recoverNormally`` rescans from the third-newest file) are CRC-checked, and the
 CommitLog is cut at the first bad one: its HA client then asks its master for everything from
-the cut on (a repair from its peer, byte-identical). The check costs a scan (about 40 MB/s of
-CommitLog on the 2-core development machine: 4 s for 171 MB of 1 KiB messages), so a master,
-which would keep what it finds, skips it: RocketMQ cuts at the first bad record on any broker,
-but a master cutting would drop acknowledged messages that follow it (and its slaves would then
-be told to cut them too); its reads of a damaged record answer CORRUPT, never its bytes.
-Damage in older segments is found by reads (every read is CRC-checked), not at start-up.
+the cut on (a repair from its peer, byte-identical: a flip in the slave's own copy is undone;
+one in the master's comes back as it is and is kept by the reput, below). The check costs a scan
+(about 40 MB/s of CommitLog on the 2-core development machine: 4 s for 171 MB of 1 KiB
+messages), so a master, which would keep what it finds, skips it: RocketMQ cuts at the first bad
+record on any broker, but a master cutting would drop acknowledged messages that follow it (and
+its slaves would then be told to cut them too); its reads of a damaged record answer CORRUPT,
+never its bytes. Damage in older segments is found by reads (every read is CRC-checked), not at
+start-up.
 
 Unclean stop: walk back from the newest segment to the first one that starts at or below
 ``min(flushed, dispatched)`` of the checkpoint, at most ``max_recovery_commit_log_files``
@@ -26,7 +28,7 @@ those bytes may still sit unsynced in the page cache.
 
 A damaged record is not a torn tail (Ariane's addition; RocketMQ ``recoverAbnormally`` cuts at
 the first record whose CRC fails, on any broker, so one flipped bit drops every later record,
-acknowledged ones included). On a master (not ``repair_from_master``) a record that fails only
+acknowledged ones included). On a master (a slave: below) a record that fails only
 its CRCs is *whole* when, read without them, its sizes, magic code, lengths and PHYSICALOFFSET
 are sound and it fits in its segment's data (``RecordReader.read(damaged=True)``). A whole
 record is kept as *damaged* if
@@ -52,8 +54,12 @@ record (a scan ahead, ``_Rescan._place``) comes right after it; with no such sin
 valid data ends there, as before (its unit could land in the wrong queue). A kept record is
 then handled as on the clean path: listed in ``RecoveryReport.damaged_offsets``, answered
 CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
-(``record_repair``). A slave still cuts at the first damaged record: its master streams the
-rest again.
+(``record_repair``). A slave (``repair_from_master``) after an unclean stop keeps a whole damaged
+record only when a sound record follows it (it trusts no flushed offset: its newest segment may
+have been padded after a truncation): its master streams its CommitLog verbatim, so the master's
+own copy may be the damaged one, and a slave cutting there lost every record after it once
+promoted (chaos run, issue 25: 4.56 MB); its reput dispatches past such a record too
+(``dispatcher.ReputMessageService``), and a promotion cuts only a partial last record.
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
 with their records, has its tail rebuilt from the CommitLog (``queue_repair.rebuild_on_start``)
@@ -255,8 +261,12 @@ def _recover_unclean(
     if index is not None:  # rebuilt from the re-dispatch: no entry of a cut record survives
         index.truncate_after(ids.CommitLogOffset(redispatch_from))
     feed.dispatched_offset = ids.CommitLogOffset(redispatch_from)
-    flushed = -1 if saved is None else saved.flushed_commit_log_offset
-    rescan = _Rescan(log, queues, feed, redispatch_from=redispatch_from, flushed=flushed)
+    slave = log.settings.repair_from_master  # trusts no flushed offset: a padded segment
+    flushed = -1 if saved is None or slave else saved.flushed_commit_log_offset
+    keep = floor_max is None  # a slave's clean start cuts its own damage for a re-fetch
+    rescan = _Rescan(
+        log, queues, feed, redispatch_from=redispatch_from, flushed=flushed, keep_damaged=keep
+    )
     end, reason = rescan.run(start)
     if reason:
         _log.warning("CommitLog valid data ends at %d: %s", end, reason)
@@ -287,14 +297,16 @@ def _recover_unclean(
 
 class _Rescan:
     """The unclean path's forward scan: sound records re-dispatched from ``redispatch_from``,
-    a master's damaged records kept or cut by the rule of the module docstring.
+    damaged records (a master's or a slave's) kept or cut by the rule of the module docstring.
 
     Args:
         log: the CommitLog.
         queues: the ConsumeQueues (cut at ``redispatch_from`` already).
         feed: the dispatcher (its offset at ``redispatch_from``).
         redispatch_from: the first CommitLog offset whose records are dispatched again.
-        flushed: the checkpoint's flushed CommitLog offset, -1 without a checkpoint.
+        flushed: the checkpoint's flushed CommitLog offset, -1 without a checkpoint (or on a
+            slave).
+        keep_damaged: whole damaged records may be kept (False: the first one ends the data).
     """
 
     def __init__(
@@ -305,6 +317,7 @@ class _Rescan:
         *,
         redispatch_from: int,
         flushed: int,
+        keep_damaged: bool = True,
     ) -> None:
         self._log = log
         self._queues = queues
@@ -313,7 +326,7 @@ class _Rescan:
         self._flushed = flushed
         settings = log.settings
         self._check_crc = settings.check_crc_on_recover
-        self._keep_damaged = settings.check_crc_on_recover and not settings.repair_from_master
+        self._keep_damaged = settings.check_crc_on_recover and keep_damaged
         self._pending: list[commit_log.DispatchRequest] = []
         self._suspects: list[tuple[int, str]] = []
         """Whole damaged records past ``flushed`` no sound record follows yet (the first
@@ -370,7 +383,7 @@ class _Rescan:
         return start, ""  # not reached: a scan ends with an END or CORRUPT item
 
     def _whole(self, offset: int, reason: str) -> message_mod.StoredMessage | None:
-        """The record at ``offset`` if it failed only its CRCs, a master keeps such ones, and
+        """The record at ``offset`` if it failed only its CRCs, CRCs are checked, and
         it needs no unit or gets one (``_place``)."""
         if not self._keep_damaged or not reason:
             return None

@@ -53,7 +53,7 @@ from typing import Protocol
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import orphan_topics
 from ariane.common import ids, tls
-from ariane.store import message_store
+from ariane.store import message_store, record_reader
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs, frames
 from ariane.store.ha import lease as lease_mod
@@ -61,6 +61,9 @@ from ariane.store.ha import service as ha_service
 from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
+
+DAMAGED_STEPS_MAX = 64
+"""Whole damaged records a promotion steps over looking for a sound one after them."""
 
 HA_DIR_NAME = "ha"
 
@@ -90,14 +93,25 @@ def cut_partial_record(store: message_store.MessageStore) -> ids.CommitLogOffset
     would sit under the records this broker then writes as master, and the next recovery,
     reading it as corrupt, would cut them with it: acknowledged messages lost.
 
+    Only a partial (torn) tail is cut, never a whole damaged record with sound records after
+    it (the master's own damaged copy, streamed verbatim): the reput dispatches past such a
+    record (``ReputMessageService``), and should it have stopped at one (its unit could not
+    be placed), nothing is cut when a sound record follows (Ariane's addition: RocketMQ cuts
+    where its dispatch stopped). A whole damaged last record is cut as a torn tail is, as
+    recovery does (``store.recovery``).
+
     Returns:
-        the offset cut at, ``None`` when the CommitLog ended at a record boundary.
+        the offset cut at, ``None`` when the CommitLog ended at a record boundary (or a sound
+        record follows where the dispatch stopped).
 
     Raises:
         OSError: zeroing or deleting the tail failed.
     """
     end = store.dispatcher.dispatched_offset
     if end >= store.max_commit_log_offset:
+        return None
+    if _sound_record_after(store, end):
+        _log.error("promotion: records from %d are kept undispatched (a damaged record)", end)
         return None
     _log.warning(
         "promotion: %d bytes of a partial record from the old master cut at %d",
@@ -106,6 +120,22 @@ def cut_partial_record(store: message_store.MessageStore) -> ids.CommitLogOffset
     )
     store.truncate_replica(end)
     return end
+
+
+def _sound_record_after(store: message_store.MessageStore, offset: int) -> bool:
+    """Whether whole records from ``offset`` (damaged ones stepped over, at most
+    ``DAMAGED_STEPS_MAX``) reach a record passing every check."""
+    log = store.commit_log
+    for _ in range(DAMAGED_STEPS_MAX):
+        found = log.read(offset, damaged=True)
+        if found.message is None or found.status is not record_reader.LookupStatus.FOUND:
+            return False
+        offset += found.message.store_size_bytes
+        if offset >= log.max_offset:
+            return False
+        if log.read(offset).status is record_reader.LookupStatus.FOUND:
+            return True
+    return False
 
 
 class RoleFollower(Protocol):
