@@ -54,7 +54,8 @@ def _wait(node: realnode.RealNode, namespace: str, check: Any, what: str) -> Non
 
 
 def _diagnose(node: realnode.RealNode, namespace: str) -> str:
-    """Pods, the Broker's status and the log tails of the operator and broker containers."""
+    """Pods, the Broker's status and the log tails of the operator and broker containers, the
+    helm smoke pod and the client pods."""
     kubectl = functools.partial(node.cluster.kubectl, "-n", namespace, check=False)
     parts = [
         kubectl("get", "pods", "-o", "wide").stdout,
@@ -67,6 +68,10 @@ def _diagnose(node: realnode.RealNode, namespace: str) -> str:
         for previous in ((), ("--previous",)):
             tail = kubectl("logs", target, "--tail=25", *previous).stdout
             parts.append(f"--- {target} {' '.join(previous)}\n{tail}")
+    names = [p.metadata.name for p in core.list_namespaced_pod(namespace).items]
+    for name in sorted(names):  # the helm smoke pod, client pods: why they ended in Error
+        if name.endswith("-smoke") or name.startswith("produce-"):
+            parts.append(f"--- {name}\n{kubectl('logs', name, '--tail=25').stdout}")
     return "\n".join(parts)
 
 
