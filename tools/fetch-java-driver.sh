@@ -13,6 +13,9 @@
 #                      (every *.java there is compiled together)
 #   FETCH_DRIVER       the driver's main class (its .java file must exist there)
 #   FETCH_CACHE_NAME   the directory under the cache
+#   FETCH_CLIENT_VERSION  optional: resolve this version instead of pom.xml's <client.version>
+#                      (the one driver source built against another client version: Maven reads
+#                      a copy of pom.xml with the version replaced, kept beside the jars)
 # Idempotent: the compiled driver lives in a directory named by the checksum of pom.xml, the
 # driver's sources and the javac version, so a warm run is a no-op and two checkouts with different drivers
 # (worktrees testing at the same time) never replace each other's classes under a running JVM;
@@ -24,8 +27,10 @@ driver="${FETCH_DRIVER:?set FETCH_DRIVER (the driver .java base name)}"
 cache_name="${FETCH_CACHE_NAME:?set FETCH_CACHE_NAME (its directory under the cache)}"
 pom="$here/pom.xml"
 cache="${ARIANE_CACHE:-$HOME/.cache/ariane}"
-version="$(sed -n 's:.*<client.version>\(.*\)</client.version>.*:\1:p' "$pom")"
-[[ -n "$version" ]] || { echo "fetch.sh: no <client.version> in $pom" >&2; exit 2; }
+pinned="$(sed -n 's:.*<client.version>\(.*\)</client.version>.*:\1:p' "$pom")"
+[[ -n "$pinned" ]] || { echo "fetch.sh: no <client.version> in $pom" >&2; exit 2; }
+version="${FETCH_CLIENT_VERSION:-$pinned}"
+[[ "$version" =~ ^[0-9A-Za-z._-]+$ ]] || { echo "fetch.sh: bad client version '$version'" >&2; exit 2; }
 command -v javac >/dev/null || { echo "fetch.sh: a JDK (javac, Java 17) is required" >&2; exit 2; }
 home="$cache/$cache_name/$version"
 [[ -f "$here/$driver.java" ]] || { echo "fetch.sh: no $driver.java in $here" >&2; exit 2; }
@@ -44,7 +49,13 @@ exec 9>"$home/.lock"
 flock 9
 if [[ ! -d "$home/lib" || ! -f "$home/.lib-stamp" || "$(cat "$home/.lib-stamp")" != "$pom_sum" ]]; then
   echo "fetch.sh: resolving the $cache_name dependencies $version with Maven into $home (cold: ~20-60 s)" >&2
-  "$(dirname "${BASH_SOURCE[0]}")/maven-copy-deps.sh" "$pom" "$home/lib"
+  resolve="$pom"
+  if [[ "$version" != "$pinned" ]]; then
+    resolve="$home/pom.xml"
+    sed "s:<client.version>$pinned</client.version>:<client.version>$version</client.version>:" \
+      "$pom" > "$resolve"
+  fi
+  "$(dirname "${BASH_SOURCE[0]}")/maven-copy-deps.sh" "$resolve" "$home/lib"
   echo "$pom_sum" > "$home/.lib-stamp"
 fi
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then

@@ -1,8 +1,9 @@
 """Run the official Java and Go clients, unmodified, each in its own process, on a scenario.
 
 Each client is fetched and built by its own script into ``~/.cache/ariane`` (or
-``$ARIANE_CACHE``): ``java/fetch.sh`` (``rocketmq-client-java`` from Maven Central, ``Driver.java``
-compiled with ``javac``) and ``go/build.sh`` (``github.com/apache/rocketmq-clients/golang/v5`` from
+``$ARIANE_CACHE``): ``java/fetch.sh VERSION`` (``rocketmq-client-java`` of each of
+``JAVA_VERSIONS`` from Maven Central, the one ``Driver.java`` compiled with ``javac`` against each:
+clients ``java-5.0.8`` and ``java-5.2.0``; plain ``java`` is the first) and ``go/build.sh`` (``github.com/apache/rocketmq-clients/golang/v5`` from
 the Go module proxy, ``main.go`` built with ``go``). Both scripts keep a stamp, so a warm run
 costs well under a second. The drivers take the same arguments and print the same JSON events:
 
@@ -15,7 +16,14 @@ costs well under a second. The drivers take the same arguments and print the sam
 Scenarios: ``send-consume`` (send ``count``, then a SimpleConsumer receives ``expect`` and keeps
 receiving ``linger-s`` more to catch extras), ``push-redelivery`` (a PushConsumer fails each
 message's first attempt), ``transaction`` (commit, rollback and unknown-then-checked-back), and
-``recall`` (Java only; two delayed messages, the first recalled).
+``recall`` (Java only; two delayed messages, the first recalled), ``lite-push`` (Java 5.2.0's
+LitePushConsumer: subscribe to a lite topic, send to it, consume; ``step`` events say how far it
+got). ``--priority`` and ``--lite-topic`` set 5.2.0's message priority and lite topic; the Java
+5.0.8 client lacks both (the driver's ``error`` event then has ``type``
+``UnsupportedOperationException``).
+
+The Java driver also runs several scenarios in one JVM (``Client.run_batch``): a JVM start costs
+seconds, and the scenarios' waits (check-backs, delays, redeliveries) then overlap.
 """
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ import json
 import os
 import pathlib
 import shutil
+import re
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -34,7 +44,15 @@ HERE = pathlib.Path(__file__).resolve().parent
 FETCH_TIMEOUT_S = 900
 """Longest cold fetch + build of one client (downloads and a Go build on a busy 2-core machine)."""
 
-CLIENTS = ("java", "go")
+JAVA_VERSIONS = ("5.0.8", "5.2.0")
+"""The official Java v5 client versions under test (``rocketmq-client-java``; the first is
+``java/pom.xml``'s pin and plain ``java``'s): the oldest 5.0.x the tests have always run and the
+newest on Maven Central (priority messages and lite topics)."""
+
+JAVA_CLIENTS = tuple(f"java-{version}" for version in JAVA_VERSIONS)
+CLIENTS = (*JAVA_CLIENTS, "go")
+RESPONSE_CODE = re.compile(r"response-code=(\d+)")
+"""Where a Java ``ClientException``'s text names the access point's status code."""
 NODE_DIR = HERE / "node"
 NPM_TIMEOUT_S = 600
 
@@ -55,13 +73,25 @@ class Outcome:
         """Message ids of the ``sent`` events, in send order."""
         return [e["message_id"] for e in self.of("sent")]
 
+    def error(self) -> tuple[str, int | None]:
+        """The ``error`` event's exception class and the status code its text names (``None``
+        when it names none, e.g. an API the client version lacks).
+
+        Raises:
+            AssertionError: the run printed no ``error`` event.
+        """
+        errors = self.of("error")
+        assert errors, f"no error event: {self.events}"
+        found = RESPONSE_CODE.search(errors[0]["message"])
+        return errors[0]["type"], int(found.group(1)) if found else None
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Client:
     """A built official client: the command that starts its driver.
 
     Args:
-        name: ``java`` or ``go``.
+        name: ``java-<version>`` (``JAVA_CLIENTS``), ``java`` (the first of them) or ``go``.
         command: the argv prefix before the scenario.
         env: the environment of the driver process.
     """
@@ -69,6 +99,49 @@ class Client:
     name: str
     command: tuple[str, ...]
     env: dict[str, str]
+
+    @property
+    def slug(self) -> str:
+        """``name`` fit for topic and group names (no dots): ``java-508``, ``go``."""
+        return self.name.replace(".", "")
+
+    def run_batch(
+        self,
+        plan: Mapping[str, tuple[str, ...]],
+        *,
+        endpoints: str,
+        timeout_s: float = 300,
+    ) -> dict[str, Outcome]:
+        """Run every ``plan`` entry (run name -> scenario and its arguments) at once in one Java
+        driver process; each run's outcome has its own events and its ``end`` event's code (2
+        when it printed none), and the process's stderr tail.
+
+        Raises:
+            AssertionError: not a Java client, an argument with a tab or newline, or the
+                process failed as a whole (its stderr tail).
+            subprocess.TimeoutExpired: the driver outlived ``timeout_s``.
+        """
+        assert self.name.startswith("java"), f"{self.name} has no batch mode"
+        fields = [(run, *steps) for run, steps in plan.items()]
+        assert not any(set(f) & {"\t", "\n"} for line in fields for f in line), plan
+        done = subprocess.run(
+            [*self.command, "batch", "--endpoints", endpoints],
+            input="".join("\t".join(line) + "\n" for line in fields),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=self.env,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"{self.name} batch failed ({done.returncode}): {done.stderr[-3000:]}")
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        outcomes = {}
+        for run in plan:
+            mine = [e for e in events if e.get("run") == run]
+            ends = [e["code"] for e in mine if e["event"] == "end"]
+            outcomes[run] = Outcome(ends[0] if ends else 2, mine, done.stderr[-3000:])
+        return outcomes
 
     def run(
         self,
@@ -105,10 +178,11 @@ class Client:
         return Outcome(done.returncode, events, done.stderr[-3000:])
 
 
-def script_output(script: pathlib.Path) -> str:
-    """The last stdout line of a fetch/build script (its product); progress goes to stderr."""
+def script_output(script: pathlib.Path, *args: str) -> str:
+    """The last stdout line of a fetch/build script run with ``args`` (its product); progress
+    goes to stderr."""
     done = subprocess.run(
-        ["bash", str(script)],
+        ["bash", str(script), *args],
         capture_output=True,
         text=True,
         timeout=FETCH_TIMEOUT_S,
@@ -123,8 +197,10 @@ def build(name: str, log_dir: pathlib.Path) -> Client:
     """Fetch and build the official ``name`` client (cached); its logs go to ``log_dir``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    if name == "java":
-        classpath = script_output(HERE / "java" / "fetch.sh")
+    if name.startswith("java"):
+        version = JAVA_VERSIONS[0] if name == "java" else name.removeprefix("java-")
+        assert version in JAVA_VERSIONS, name
+        classpath = script_output(HERE / "java" / "fetch.sh", version)
         command = ("java", f"-Drocketmq.log.root={log_dir}", "-cp", classpath, "Driver")
         return Client(name, command, env)
     assert name == "go", name

@@ -1,19 +1,31 @@
-// Drives the official Java client (rocketmq-client-java, unmodified) through one conformance
-// scenario against an Ariane access point and prints one JSON object per line (the events the
-// Python tests parse). Compiled by fetch.sh against the jars it fetched; nothing here is Ariane's.
+// Drives the official Java client (rocketmq-client-java, unmodified) through conformance
+// scenarios against an Ariane access point and prints one JSON object per line (the events the
+// Python tests parse). Compiled by fetch.sh against the jars it fetched, once per client version
+// (5.0.8 and 5.2.0: this one source compiles against both; what only 5.2.0 has, the priority and
+// lite-topic API, is reached by reflection and refused by 5.0.8); nothing here is Ariane's.
 //
 // Usage: java -cp <jars>:<classes> Driver SCENARIO --endpoints H:P --topic T [--group G]
 //        [--count N] [--mode sync|async] [--groups G] [--tags A,B] [--expr E]
 //        [--expr-type TAG|SQL92] [--expect N] [--linger-s S] [--deadline-s S] [--delay-ms D]
-//        [--access-key AK --secret-key SK] [--tls true|false]
-// Scenarios: send-consume, push-redelivery, transaction, recall (see tests/conformance/polyglot.py).
+//        [--priority P] [--lite-topic L] [--access-key AK --secret-key SK] [--tls true|false]
+//    or: java ... Driver batch --endpoints H:P [common options] < PLAN
+// Scenarios: send-consume, push-redelivery, transaction, recall, lite-push (see
+// tests/conformance/polyglot.py). `batch` runs several scenarios at once in this one JVM (a JVM
+// start costs seconds): each PLAN line (stdin, tab-separated) is RUN SCENARIO --key value ...,
+// run in its own thread with the command line's options under its own; every event of it carries
+// `run`, and it ends with an `end` event (`run`, `code`: the exit code it would have had alone,
+// `elapsed_ms`).
 // With --access-key, every client signs with StaticSessionCredentialsProvider(AK, SK) (ACL 2.0).
 // --tls true turns the client's enableSsl on (default here: plaintext); the client then trusts
 // any server certificate (its InsecureTrustManagerFactory), so TLS is proved by the wire only.
-// Exit codes: 0 done, 3 the deadline passed before `expect` messages arrived, 2 a client error
-// (its `error` event names the client's exception class in `type`; a refusal of the access
-// point, UnauthorizedException or ForbiddenException, also ends a receive loop with it).
+// Exit codes: 0 done (batch: every run ended), 3 the deadline passed before `expect` messages
+// arrived, 2 a client error (its `error` event names the client's exception class in `type`; a
+// refusal of the access point, UnauthorizedException or ForbiddenException, also ends a receive
+// loop with it; an API this client version lacks is an UnsupportedOperationException).
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.reflect.InvocationTargetException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -32,6 +44,7 @@ import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.MessageListener;
 import org.apache.rocketmq.client.apis.consumer.PushConsumer;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
 import org.apache.rocketmq.client.apis.message.Message;
@@ -46,13 +59,14 @@ import org.apache.rocketmq.client.java.exception.UnauthorizedException;
 
 public final class Driver {
   private static final ClientServiceProvider PROVIDER = ClientServiceProvider.loadService();
-  private final Map<String, String> opts = new HashMap<>();
+  private final Map<String, String> opts;
   private final ClientConfiguration config;
+  /** The batch run this driver's events belong to; null when it runs alone. */
+  private final String run;
 
-  private Driver(String[] args) {
-    for (int i = 1; i + 1 < args.length; i += 2) {
-      opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
-    }
+  private Driver(Map<String, String> opts, String run) {
+    this.opts = opts;
+    this.run = run;
     ClientConfigurationBuilder builder = ClientConfiguration.newBuilder()
         .setEndpoints(opt("endpoints", "127.0.0.1:9876"))
         .enableSsl(Boolean.parseBoolean(opt("tls", "false")))
@@ -64,19 +78,86 @@ public final class Driver {
     config = builder.build();
   }
 
+  /** Options of `--key value` pairs from args[from]. */
+  private static Map<String, String> options(String[] args, int from) {
+    Map<String, String> opts = new HashMap<>();
+    for (int i = from; i + 1 < args.length; i += 2) {
+      opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
+    }
+    return opts;
+  }
+
   public static void main(String[] args) {
     int code;
-    try {
-      code = new Driver(args).run(args[0]);
-    } catch (Throwable e) {
-      e.printStackTrace();
-      Throwable cause = clientException(e);
-      emit("error", "message", String.valueOf(cause), "type", cause.getClass().getSimpleName());
-      code = 2;
+    if (args[0].equals("batch")) {
+      code = batch(options(args, 1));
+    } else {
+      Driver driver = null;
+      try {
+        driver = new Driver(options(args, 1), null);
+        code = driver.run(args[0]);
+      } catch (Throwable e) {
+        code = failed(driver, e);
+      }
     }
     System.out.flush();
     // The client's executor threads are not daemons; end the process with the scenario's code.
     Runtime.getRuntime().halt(code);
+  }
+
+  /** Reports e (stack on stderr, an `error` event) and returns the client-error exit code 2. */
+  private static int failed(Driver driver, Throwable e) {
+    e.printStackTrace();
+    Throwable cause = clientException(e);
+    Object[] kv = {"message", String.valueOf(cause), "type", cause.getClass().getSimpleName()};
+    if (driver != null) {
+      driver.emit("error", kv);
+    } else {
+      print(null, "error", kv);
+    }
+    return 2;
+  }
+
+  /** Runs every PLAN line of stdin in its own thread; 0 once all have ended. */
+  private static int batch(Map<String, String> common) {
+    List<String[]> plan = new ArrayList<>();
+    try (BufferedReader in = new BufferedReader(
+        new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+      for (String line = in.readLine(); line != null; line = in.readLine()) {
+        if (!line.isBlank()) {
+          plan.add(line.split("\t"));
+        }
+      }
+    } catch (Exception e) {
+      return failed(null, e);
+    }
+    List<Thread> threads = new ArrayList<>();
+    for (String[] fields : plan) {
+      Map<String, String> opts = new HashMap<>(common);
+      opts.putAll(options(fields, 2));
+      long start = System.currentTimeMillis();
+      Thread t = new Thread(() -> {
+        Driver driver = null;
+        int code;
+        try {
+          driver = new Driver(opts, fields[0]);
+          code = driver.run(fields[1]);
+        } catch (Throwable e) {
+          code = failed(driver, e);
+        }
+        print(fields[0], "end", "code", code, "elapsed_ms", System.currentTimeMillis() - start);
+      }, "run-" + fields[0]);
+      t.start();
+      threads.add(t);
+    }
+    for (Thread t : threads) {
+      try {
+        t.join();
+      } catch (InterruptedException e) {
+        return failed(null, e);
+      }
+    }
+    return 0;
   }
 
   private int run(String scenario) throws Exception {
@@ -91,6 +172,8 @@ public final class Driver {
       case "push-redelivery":
         produce(null);
         return pushRedelivery();
+      case "lite-push":
+        return litePush();
       default:
         throw new IllegalArgumentException("unknown scenario " + scenario);
     }
@@ -131,7 +214,7 @@ public final class Driver {
     return builder.build();
   }
 
-  private Message message(int i, String body) {
+  private Message message(int i, String body) throws Exception {
     String[] tags = opt("tags", "TagA").split(",");
     MessageBuilder b = PROVIDER.newMessageBuilder()
         .setTopic(opt("topic", "t"))
@@ -146,6 +229,12 @@ public final class Driver {
     int delayMs = num("delay-ms", 0);
     if (delayMs > 0) {
       b.setDeliveryTimestamp(System.currentTimeMillis() + delayMs);
+    }
+    if (opts.containsKey("priority")) {
+      call(MessageBuilder.class, b, "setPriority", int.class, num("priority", 0));
+    }
+    if (opts.containsKey("lite-topic")) {
+      call(MessageBuilder.class, b, "setLiteTopic", String.class, opt("lite-topic", ""));
     }
     return b.build();
   }
@@ -282,7 +371,74 @@ public final class Driver {
     return code;
   }
 
-  private static void emitView(String event, MessageView view, String result) {
+  /**
+   * type.method(arg) on target by reflection: the API this source uses only where the client
+   * version has it (5.2.0's priority and lite topics). Throws UnsupportedOperationException when
+   * the version lacks the method, and what the method threw (a ClientException) as itself.
+   */
+  private static Object call(Class<?> type, Object target, String method, Class<?> argType,
+      Object arg) throws Exception {
+    java.lang.reflect.Method m;
+    try {
+      m = argType == null ? type.getMethod(method) : type.getMethod(method, argType);
+    } catch (NoSuchMethodException e) {
+      throw new UnsupportedOperationException(
+          type.getSimpleName() + "." + method + " is not in this rocketmq-client-java version");
+    }
+    try {
+      return argType == null ? m.invoke(target) : m.invoke(target, arg);
+    } catch (InvocationTargetException e) {
+      Throwable cause = e.getCause();
+      throw cause instanceof Exception ? (Exception) cause : e;
+    }
+  }
+
+  /** The interface `name` of the client's API package, or UnsupportedOperationException. */
+  private static Class<?> api(String name) {
+    try {
+      return Class.forName("org.apache.rocketmq.client.apis." + name);
+    } catch (ClassNotFoundException e) {
+      throw new UnsupportedOperationException(
+          name + " is not in this rocketmq-client-java version");
+    }
+  }
+
+  /**
+   * A LitePushConsumer (5.2.0) bound to --topic, subscribed to --lite-topic, then `count`
+   * messages sent to that lite topic and consumed. Each step that the access point refuses ends
+   * the run with its `error` event; `step` events say how far it got.
+   */
+  private int litePush() throws Exception {
+    int expect = num("count", 1);
+    AtomicInteger consumed = new AtomicInteger();
+    MessageListener listener = view -> {
+      emitView("consumed", view, "SUCCESS");
+      consumed.incrementAndGet();
+      return ConsumeResult.SUCCESS;
+    };
+    Class<?> builderType = api("consumer.LitePushConsumerBuilder");
+    Object builder = call(ClientServiceProvider.class, PROVIDER, "newLitePushConsumerBuilder",
+        null, null);
+    call(builderType, builder, "setClientConfiguration", ClientConfiguration.class, config);
+    call(builderType, builder, "setConsumerGroup", String.class, opt("group", "g"));
+    call(builderType, builder, "bindTopic", String.class, opt("topic", "t"));
+    call(builderType, builder, "setMessageListener", MessageListener.class, listener);
+    Object consumer = call(builderType, builder, "build", null, null);
+    emit("step", "step", "built");
+    Class<?> consumerType = api("consumer.LitePushConsumer");
+    call(consumerType, consumer, "subscribeLite", String.class, opt("lite-topic", "lt"));
+    emit("step", "step", "subscribed");
+    produce(null);
+    long deadline = System.currentTimeMillis() + 1000L * num("deadline-s", 60);
+    while (consumed.get() < expect && System.currentTimeMillis() < deadline) {
+      Thread.sleep(100); // polling a counter with a deadline
+    }
+    ((java.io.Closeable) consumer).close();
+    emit("done", "received", consumed.get());
+    return consumed.get() >= expect ? 0 : 3;
+  }
+
+  private void emitView(String event, MessageView view, String result) {
     String body = StandardCharsets.UTF_8.decode(view.getBody()).toString();
     emit(event, "message_id", view.getMessageId().toString(), "body", body,
         "tag", view.getTag().orElse(""), "keys", new ArrayList<>(view.getKeys()),
@@ -291,8 +447,16 @@ public final class Driver {
         "due_ms", view.getDeliveryTimestamp().orElse(0L), "result", result);
   }
 
-  private static synchronized void emit(String event, Object... kv) {
+  private void emit(String event, Object... kv) {
+    print(run, event, kv);
+  }
+
+  /** One event line: {"event": event, "run": run (when not null), kv...}. */
+  private static synchronized void print(String run, String event, Object... kv) {
     StringBuilder s = new StringBuilder("{\"event\":").append(json(event));
+    if (run != null) {
+      s.append(",\"run\":").append(json(run));
+    }
     for (int i = 0; i + 1 < kv.length; i += 2) {
       if (kv[i + 1] != null) {
         s.append(',').append(json(kv[i])).append(':').append(json(kv[i + 1]));
