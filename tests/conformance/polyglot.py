@@ -2,21 +2,23 @@
 
 Each client is fetched and built by its own script into ``~/.cache/ariane`` (or
 ``$ARIANE_CACHE``): ``java/fetch.sh VERSION`` (``rocketmq-client-java`` of each of
-``JAVA_VERSIONS`` from Maven Central, the one ``Driver.java`` compiled with ``javac`` against each:
-clients ``java-5.0.8`` and ``java-5.2.0``; plain ``java`` is the first) and ``go/build.sh`` (``github.com/apache/rocketmq-clients/golang/v5`` from
-the Go module proxy, ``main.go`` built with ``go``). Both scripts keep a stamp, so a warm run
-costs well under a second. The drivers take the same arguments and print the same JSON events:
+``JAVA_VERSIONS`` from Maven Central, the one ``Driver.java`` compiled with ``javac`` against
+each: clients ``java-5.0.8`` and ``java-5.2.0``; plain ``java`` is the first) and
+``go/build.sh`` (``github.com/apache/rocketmq-clients/golang/v5`` from the Go module proxy,
+``main.go`` built with ``go``). Both scripts keep a stamp, so a warm run costs well under a
+second. The drivers take the same arguments and print the same JSON events:
 
 * ``sent`` (``i``, ``message_id``), ``received`` / ``consumed`` (``message_id``, ``body``, ``tag``,
   ``keys``, ``group``, ``attempt``, ``n``, ``at_ms``, ``due_ms``, ``result``), ``checked`` (a
-  transaction check-back), ``recalled``, ``done`` (``received``), ``error`` (``message``).
+  transaction check-back), ``recalled``, ``done`` (``received``), ``error`` (``message``;
+  Java also ``type``, the exception's class), Java's ``step`` and, in a batch, ``end``.
 * Exit codes: 0 done, 3 the deadline passed before the expected messages arrived, 2 a client
   error (its ``error`` event and stack on stderr).
 
 Scenarios: ``send-consume`` (send ``count``, then a SimpleConsumer receives ``expect`` and keeps
 receiving ``linger-s`` more to catch extras), ``push-redelivery`` (a PushConsumer fails each
-message's first attempt), ``transaction`` (commit, rollback and unknown-then-checked-back), and
-``recall`` (Java only; two delayed messages, the first recalled), ``lite-push`` (Java 5.2.0's
+message's first attempt), ``transaction`` (commit, rollback and unknown-then-checked-back),
+``recall`` (Java only; two delayed messages, the first recalled) and ``lite-push`` (Java 5.2.0's
 LitePushConsumer: subscribe to a lite topic, send to it, consume; ``step`` events say how far it
 got). ``--priority`` and ``--lite-topic`` set 5.2.0's message priority and lite topic; the Java
 5.0.8 client lacks both (the driver's ``error`` event then has ``type``
@@ -33,8 +35,8 @@ import fcntl
 import json
 import os
 import pathlib
-import shutil
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any
@@ -134,7 +136,9 @@ class Client:
             env=self.env,
         )
         if done.returncode != 0:
-            raise AssertionError(f"{self.name} batch failed ({done.returncode}): {done.stderr[-3000:]}")
+            raise AssertionError(
+                f"{self.name} batch failed ({done.returncode}): {done.stderr[-3000:]}"
+            )
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         outcomes = {}
         for run in plan:
