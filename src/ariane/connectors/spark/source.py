@@ -103,7 +103,8 @@ class RocketMQDataSource(datasource.DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return broker_io.SCHEMA
+        """``broker_io.SCHEMA``, with ``broker_io.HEADERS_COLUMN`` when ``includeHeaders``."""
+        return broker_io.schema(options_mod.include_headers(self.options))
 
     def reader(self, schema: StructType) -> datasource.DataSourceReader:
         return RocketMQBatchReader(options_mod.read_options(self.options, streaming=False))
@@ -146,6 +147,7 @@ class RocketMQStreamReader(
         self.opts = opts
         self._pinned: ranges.OffsetMap | None = None
         self._held_since_s: float | None = None
+        self._latest: ranges.OffsetMap | None = None
 
     def initialOffset(self) -> dict[str, Any]:
         """Where the query starts; with ``initialOffsetsPath`` the first resolution is kept in
@@ -179,7 +181,13 @@ class RocketMQStreamReader(
         self._pinned = broker_io.bounds(self.opts)[1]
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        return broker_io.bounds(self.opts)[1]
+        """The queues' max offsets seen by the last ``latestOffset`` (before any read limit;
+        asked of the brokers when there was none yet). Spark shows them as the progress's
+        ``latestOffset``, next to ``endOffset``: ``ranges.offsets_behind_latest`` turns the
+        pair into the query's lag per queue (Kafka's ``*OffsetsBehindLatest``)."""
+        if self._latest is None:
+            self._latest = broker_io.bounds(self.opts)[1]
+        return self._latest
 
     def latestOffset(
         self, start: dict[str, Any], limit: stream_datasource.ReadLimit
@@ -188,6 +196,7 @@ class RocketMQStreamReader(
         target), capped by the read limit; ``start`` itself while ``minOffsetsPerTrigger``
         holds the batch back."""
         low, high = broker_io.bounds(self.opts)
+        self._latest = high
         begin = broker_io.check_loss(self.opts, start, low)
         if self._pinned is not None:
             high = {
