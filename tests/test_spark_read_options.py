@@ -53,7 +53,7 @@ def spark() -> Iterator[Any]:
     """One local-mode SparkSession with ``rocketmq`` registered."""
     session = stream_to_parquet.session("ariane-read-options-tests")
     yield session
-    session.stop()
+    session.stop()  # type: ignore[attr-defined]
 
 
 def _create(namesrv: str, topic: str, queues: int) -> None:
