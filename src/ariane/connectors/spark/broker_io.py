@@ -6,8 +6,11 @@ loop. Reads are non-destructive pulls (``PullConsumer.fetch``), so the same rang
 gives the same rows: what makes a replayed micro-batch equal to the first run.
 
 Errors: ``OptionError`` for an unknown topic or unreachable endpoints (the option to fix is
-named); ``DataLossError`` when a start offset is below a queue's min offset and
-``failOnDataLoss`` is true.
+named), and for a start time after a queue's last message with
+``startingOffsetsByTimestampStrategy=error`` (Kafka's default; an end time there means latest,
+as Kafka's); ``DataLossError`` when a start offset is below a queue's min offset (retention
+deleted its CommitLog segments) and ``failOnDataLoss`` is true; with false the skipped range is
+logged as a warning (on the driver when a batch is planned, in the task when a read meets it).
 
 Transient failures (a name server or broker that does not answer in ``pullTimeoutMs``, e.g.
 on a saturated machine, or a broker restarting) are retried ``fetchOffset.numRetries`` times,
@@ -18,8 +21,8 @@ plan a batch, where a failure would end the streaming query. Only reads are retr
 retry cannot duplicate a row.
 
 Invariants: ``read_range`` yields exactly the messages of ``[start, end)`` that pass the tag
-expression, in offset order; every pull asks for at most ``pull_batch_size`` messages and
-waits for none (long polling 0).
+expression, in offset order, as rows of ``schema(opts.include_headers)``; every pull asks
+for at most ``pull_batch_size`` messages and waits for none (long polling 0).
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ together with an idempotent sink (the file sink's ``_spark_metadata``, Delta) th
 every message once. ``commit`` may report progress to a consumer group, best effort, for lag
 views only. Rate limits use Spark 4.2's read limits (``ReadMaxRows``) and
 ``SupportsTriggerAvailableNow``; ``minOffsetsPerTrigger``/``maxTriggerDelay`` are kept here
-(Spark has no composite limit for Python sources).
+(Spark has no composite limit for Python sources). ``reportLatestOffset`` gives Spark the
+queues' max offsets for the progress (``latestOffset`` next to ``endOffset``): the query's lag
+(``ranges.offsets_behind_latest``), since a Python source cannot report Kafka's
+``*OffsetsBehindLatest`` as progress ``metrics``.
 
 Writes (``writer``/``streamWriter``): rows with ``body`` (binary or string, required) and
 optional ``topic``, ``tag``, ``keys``, ``properties``, ``messageGroup``, ``deliveryTimestamp``
@@ -182,7 +185,9 @@ class RocketMQStreamReader(
 
     def reportLatestOffset(self) -> dict[str, Any]:
         """The queues' max offsets seen by the last ``latestOffset`` (before any read limit;
-        asked of the brokers when there was none yet). Spark shows them as the progress's
+        asked of the brokers when there was none yet): Spark's ``MicroBatchExecution`` calls
+        this right after ``latestOffset``, as Kafka's source caches its
+        ``latestPartitionOffsets`` for it. Spark shows them as the progress's
         ``latestOffset``, next to ``endOffset``: ``ranges.offsets_behind_latest`` turns the
         pair into the query's lag per queue (Kafka's ``*OffsetsBehindLatest``)."""
         if self._latest is None:
