@@ -50,7 +50,11 @@ def cluster(shared_cluster: dev.DevEndpoints) -> dev.DevEndpoints:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    """One local-mode SparkSession with ``rocketmq`` registered."""
+    """One local-mode SparkSession with ``rocketmq`` registered. Its Python workers wait up
+    to 120 s (PySpark's default: 15) for the JVM's answer when they connect: on the loaded
+    2-core machine a streaming source runner once timed out there (``CANNOT_OPEN_SOCKET``);
+    effective when this module starts the session's JVM."""
+    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", "120")
     session = stream_to_parquet.session("ariane-read-options-tests")
     yield session
     session.stop()  # type: ignore[attr-defined]
@@ -97,7 +101,7 @@ def test_offsets_by_timestamp_per_queue_and_the_strategy_past_the_end(
     _create(namesrv, topic, 2)
     _send(namesrv, topic, [f"old{i}".encode() for i in range(10)])
     first = _read(spark, namesrv, topic).collect()
-    cut_ms = max(int(r.storeTimestamp.timestamp() * 1000) for r in first) + 1
+    cut_ms = max(round(r.storeTimestamp.timestamp() * 1000) for r in first) + 1
     deadline = time.monotonic() + DEADLINE_S
     while time.time() * 1000 <= cut_ms + 1:  # the next messages are stored after cut_ms
         assert time.monotonic() < deadline
