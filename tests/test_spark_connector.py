@@ -123,7 +123,7 @@ def test_batch_read_returns_every_message_once_with_the_schema(spark: Any, names
 
 
 def test_batch_offsets_timestamps_partitions_and_tags(spark: Any, namesrv: str) -> None:
-    """Per-queue JSON offsets bound the read, a timestamp after the last message reads
+    """Per-queue JSON offsets bound the read, a start time after the last message reads
     nothing, minPartitions/maxRecordsPerPartition set the partition count, and subExpression
     keeps only matching tags."""
     _topic(namesrv, "spark-ranges", 40)
@@ -137,7 +137,8 @@ def test_batch_offsets_timestamps_partitions_and_tags(spark: Any, namesrv: str) 
     assert sorted(r.queueOffset for r in bounded if r.queueId == 0) == list(range(5, 15))
     assert len([r for r in bounded if r.queueId == 1]) == 20
     later = str(int(time.time() * 1000) + 60_000)
-    assert _read(spark, namesrv, "spark-ranges", startingTimestamp=later).count() == 0
+    past_end = {"startingTimestamp": later, "startingOffsetsByTimestampStrategy": "latest"}
+    assert _read(spark, namesrv, "spark-ranges", **past_end).count() == 0
     assert _read(spark, namesrv, "spark-ranges", minPartitions="7").rdd.getNumPartitions() == 7
     small = _read(spark, namesrv, "spark-ranges", maxRecordsPerPartition="6")
     assert small.rdd.getNumPartitions() == 8

@@ -64,6 +64,14 @@ def test_check_loss_fails_or_skips_by_fail_on_data_loss() -> None:
         ({"topics": "t", "pullBatchSize": "5000"}, "option pullBatchSize"),
         ({"topics": "t", "maxTriggerDelay": "5 parsecs"}, "option maxTriggerDelay"),
         ({"topics": "t", "fetchOffset.numRetries": "-1"}, "option fetchOffset.numRetries"),
+        ({"topics": "t", "startingOffsetsByTimestamp": "{x"}, "option startingOffsetsByTimestamp"),
+        ({"topics": "t", "endingOffsetsByTimestamp": '{"t": {"b:0": -5}}'}, "ms since the epoch"),
+        ({"topics": "t", "startingOffsetsByTimestamp": '{"t": {"0": 1}}'}, "<broker>:<queueId>"),
+        (
+            {"topics": "t", "startingOffsetsByTimestampStrategy": "earliest"},
+            "give error or latest",
+        ),
+        ({"topics": "t", "includeHeaders": "1"}, "option includeHeaders"),
     ],
 )
 def test_bad_options_name_the_option_and_the_fix(given: dict[str, str], named: str) -> None:
@@ -75,8 +83,49 @@ def test_bad_options_name_the_option_and_the_fix(given: dict[str, str], named: s
 def test_streaming_defaults_to_latest_and_refuses_ending_offsets() -> None:
     """A stream starts at latest unless told (Kafka's default) and has no end options."""
     assert _opts().starting == "latest"
-    with pytest.raises(options.OptionError, match="batch reads only"):
-        _opts(endingOffsets="latest")
+    for ending in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(options.OptionError, match="batch reads only"):
+            _opts(**{ending: '{"t": {"b:0": 1}}'})
+
+
+def test_timestamp_options_parse_per_queue_with_kafka_defaults() -> None:
+    """startingOffsetsByTimestamp/endingOffsetsByTimestamp parse to per-queue times, the
+    strategy defaults to Kafka's error, includeHeaders to false."""
+    opts = options.read_options(
+        {
+            "endpoints": "127.0.0.1:1",
+            "topics": "t",
+            "startingOffsetsByTimestamp": '{"t": {"b:0": 1000, "b:1": 0}}',
+            "endingOffsetsByTimestamp": '{"t": {"b:1": 2000}}',
+            "StartingOffsetsByTimestampStrategy": "LATEST",
+            "includeheaders": "true",
+        },
+        streaming=False,
+    )
+    assert opts.starting_by_timestamp == {"t": {"b:0": 1000, "b:1": 0}}
+    assert opts.ending_by_timestamp == {"t": {"b:1": 2000}}
+    assert (opts.starting_timestamp_strategy, opts.include_headers) == ("latest", True)
+    assert (_opts().starting_timestamp_strategy, _opts().include_headers) == ("error", False)
+    assert options.include_headers({"INCLUDEHEADERS": "true", "other": "x"})
+
+
+def test_offsets_behind_latest_from_a_progress_entry() -> None:
+    """A progress source's latestOffset minus its endOffset, per queue (a queue new since the
+    end counts from 0), with Kafka's min/max/avg metric names; a progress without offsets is
+    refused."""
+    entry = {
+        "endOffset": {"t": {"b:0": 5, "b:1": 9}},
+        "latestOffset": '{"t": {"b:0": 12, "b:1": 9, "b:2": 2}}',
+    }
+    lag = ranges.offsets_behind_latest(entry)
+    assert lag.per_queue == {"t": {"b:0": 7, "b:1": 0, "b:2": 2}}
+    assert lag.metrics() == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "7",
+        "avgOffsetsBehindLatest": "3.0",
+    }
+    with pytest.raises(ValueError, match="latestOffset"):
+        ranges.offsets_behind_latest({"endOffset": {"t": {"b:0": 1}}, "latestOffset": None})
 
 
 def test_max_trigger_delay_reads_kafka_durations_and_retries_default_to_a_restart() -> None:

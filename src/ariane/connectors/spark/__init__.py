@@ -14,6 +14,14 @@ pyspark classes). Only this package imports pyspark (``.importlinter``).
 
 from ariane.connectors.spark.broker_io import SCHEMA, DataLossError
 from ariane.connectors.spark.options import OptionError
+from ariane.connectors.spark.ranges import QueryLag, offsets_behind_latest
 from ariane.connectors.spark.source import RocketMQDataSource
 
-__all__ = ["SCHEMA", "DataLossError", "OptionError", "RocketMQDataSource"]
+__all__ = [
+    "SCHEMA",
+    "DataLossError",
+    "OptionError",
+    "QueryLag",
+    "RocketMQDataSource",
+    "offsets_behind_latest",
+]

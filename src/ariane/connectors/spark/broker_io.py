@@ -6,8 +6,11 @@ loop. Reads are non-destructive pulls (``PullConsumer.fetch``), so the same rang
 gives the same rows: what makes a replayed micro-batch equal to the first run.
 
 Errors: ``OptionError`` for an unknown topic or unreachable endpoints (the option to fix is
-named); ``DataLossError`` when a start offset is below a queue's min offset and
-``failOnDataLoss`` is true.
+named), and for a start time after a queue's last message with
+``startingOffsetsByTimestampStrategy=error`` (Kafka's default; an end time there means latest,
+as Kafka's); ``DataLossError`` when a start offset is below a queue's min offset (retention
+deleted its CommitLog segments) and ``failOnDataLoss`` is true; with false the skipped range is
+logged as a warning (on the driver when a batch is planned, in the task when a read meets it).
 
 Transient failures (a name server or broker that does not answer in ``pullTimeoutMs``, e.g.
 on a saturated machine, or a broker restarting) are retried ``fetchOffset.numRetries`` times,
@@ -18,15 +21,17 @@ plan a batch, where a failure would end the streaming query. Only reads are retr
 retry cannot duplicate a row.
 
 Invariants: ``read_range`` yields exactly the messages of ``[start, end)`` that pass the tag
-expression, in offset order; every pull asks for at most ``pull_batch_size`` messages and
-waits for none (long polling 0).
+expression, in offset order, as rows of ``schema(opts.include_headers)``; every pull asks
+for at most ``pull_batch_size`` messages and waits for none (long polling 0).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -37,6 +42,8 @@ from ariane.connectors.spark import ranges
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 Row = tuple[Any, ...]
 """One output row, in the order of ``SCHEMA``."""
 
@@ -46,6 +53,15 @@ SCHEMA = (
     "bornTimestamp TIMESTAMP, storeTimestamp TIMESTAMP, messageGroup STRING, deliveryAttempt INT"
 )
 """The rows a read yields (DDL), as the issue and DESIGN.md §10 name them."""
+
+HEADERS_COLUMN = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+"""The column ``includeHeaders=true`` adds: the message's user properties as Kafka's source
+types its headers (``array<struct<key:string,value:binary>>``), values UTF-8 encoded."""
+
+
+def schema(include_headers: bool) -> str:
+    """The DDL of a read's rows: ``SCHEMA``, plus ``HEADERS_COLUMN`` with ``includeHeaders``."""
+    return f"{SCHEMA}, {HEADERS_COLUMN}" if include_headers else SCHEMA
 
 
 RETRY_INTERVAL_MS_MAX = 4_000
@@ -119,34 +135,89 @@ def _as_map(found: dict[client.MessageQueue, int]) -> ranges.OffsetMap:
     return out
 
 
-async def _resolve(
-    consumer: client.PullConsumer,
-    queues: list[client.MessageQueue],
-    spec: options_mod.OffsetSpec,
-    stamp_ms: int | None,
-) -> ranges.OffsetMap:
-    """Offsets of ``spec`` (or of the store time ``stamp_ms``) for every queue."""
-    if stamp_ms is not None:
-        return _as_map(await consumer.offsets_for_times({q: stamp_ms for q in queues}))
-    low = await consumer.beginning_offsets(queues)
-    high = await consumer.end_offsets(queues)
-    if spec == "earliest":
-        return _as_map(low)
-    if spec == "latest":
-        return _as_map(high)
-    assert isinstance(spec, dict)
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Bound:
+    """One end of a read as the options give it: offsets, and store times that override
+    them (``stamp_ms`` for every queue, else ``stamps`` for the queues it names).
+
+    Attributes:
+        spec: ``startingOffsets``/``endingOffsets``.
+        stamp_ms: ``startingTimestamp``/``endingTimestamp``, or ``None``.
+        stamps: ``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``, or ``None``.
+        strict: a time after a queue's last message raises (else: the max offset).
+    """
+
+    spec: options_mod.OffsetSpec
+    stamp_ms: int | None
+    stamps: options_mod.TimestampSpec | None
+    strict: bool
+
+
+def _check_named(
+    name: str, given: dict[str, dict[str, int]], queues: list[client.MessageQueue]
+) -> None:
+    """Raise ``OptionError`` when the JSON option ``name`` names a queue that is not read."""
     known = {(q.topic, ranges.queue_key(q.broker_name, q.queue_id)) for q in queues}
-    for topic, given in spec.items():
-        for key in given:
+    for topic, keys in given.items():
+        for key in keys:
             if (topic, key) not in known:
                 raise options_mod.OptionError(
-                    f"offsets JSON names {topic}/{key}, which is not a queue read; the queues "
+                    f"{name} JSON names {topic}/{key}, which is not a queue read; the queues "
                     f"are {sorted(known)}"
                 )
+
+
+async def _by_time(
+    consumer: client.PullConsumer,
+    queues: list[client.MessageQueue],
+    bound: _Bound,
+    high: dict[client.MessageQueue, int],
+) -> dict[client.MessageQueue, int]:
+    """Per queue with a time in ``bound``, the first offset stored at or after it; a time
+    after the queue's last message gives the max offset, or ``OptionError`` when
+    ``bound.strict`` (Kafka: ``startingOffsetsByTimestampStrategy=error``)."""
+    wanted: dict[client.MessageQueue, int] = {}
+    for queue in queues:
+        key = ranges.queue_key(queue.broker_name, queue.queue_id)
+        stamp = bound.stamp_ms
+        if stamp is None and bound.stamps is not None:
+            stamp = bound.stamps.get(queue.topic, {}).get(key)
+        if stamp is not None:
+            wanted[queue] = stamp
+    found = await consumer.offsets_for_times(wanted) if wanted else {}
+    for queue, offset in found.items():
+        if offset >= high[queue] and bound.strict:
+            raise options_mod.OptionError(
+                f"no message of {queue} was stored at or after {wanted[queue]} ms (the start "
+                "time); set option startingOffsetsByTimestampStrategy to latest to start such "
+                "queues at their latest offset, or give an earlier time"
+            )
+        found[queue] = min(offset, high[queue])
+    return found
+
+
+async def _resolve(
+    consumer: client.PullConsumer, queues: list[client.MessageQueue], bound: _Bound
+) -> ranges.OffsetMap:
+    """Offsets of ``bound`` for every queue: the time of a queue where one is given, else
+    its offset in ``bound.spec`` (earliest, latest, or the JSON's, absent: earliest)."""
+    spec = bound.spec
+    if isinstance(spec, dict):
+        _check_named("offsets", spec, queues)
+    if bound.stamps is not None:
+        _check_named("timestamps", bound.stamps, queues)
+    low = await consumer.beginning_offsets(queues)
+    high = await consumer.end_offsets(queues)
+    timed = await _by_time(consumer, queues, bound, high)
     out: dict[client.MessageQueue, int] = {}
     for queue in queues:
-        value = spec.get(queue.topic, {}).get(ranges.queue_key(queue.broker_name, queue.queue_id))
-        if value is None or value == options_mod.EARLIEST:
+        value = options_mod.EARLIEST if spec == "earliest" else options_mod.LATEST
+        if isinstance(spec, dict):
+            key = ranges.queue_key(queue.broker_name, queue.queue_id)
+            value = spec.get(queue.topic, {}).get(key, options_mod.EARLIEST)
+        if queue in timed:
+            out[queue] = timed[queue]
+        elif value == options_mod.EARLIEST:
             out[queue] = low[queue]
         elif value == options_mod.LATEST:
             out[queue] = high[queue]
@@ -155,16 +226,24 @@ async def _resolve(
     return _as_map(out)
 
 
+def _starting(opts: options_mod.ReadOptions) -> _Bound:
+    strict = opts.starting_timestamp_strategy == options_mod.STRATEGY_ERROR
+    return _Bound(opts.starting, opts.starting_timestamp_ms, opts.starting_by_timestamp, strict)
+
+
+def _ending(opts: options_mod.ReadOptions) -> _Bound:
+    return _Bound(opts.ending, opts.ending_timestamp_ms, opts.ending_by_timestamp, False)
+
+
 async def _plan(
     opts: options_mod.ReadOptions, *, streaming: bool
 ) -> tuple[ranges.OffsetMap, ranges.OffsetMap]:
     async with _consumer(opts) as consumer:
         queues = await _queues(consumer, opts)
-        start = await _resolve(consumer, queues, opts.starting, opts.starting_timestamp_ms)
+        start = await _resolve(consumer, queues, _starting(opts))
         if streaming:
             return start, start
-        end = await _resolve(consumer, queues, opts.ending, opts.ending_timestamp_ms)
-        return start, end
+        return start, await _resolve(consumer, queues, _ending(opts))
 
 
 def batch_plan(opts: options_mod.ReadOptions) -> tuple[ranges.OffsetMap, ranges.OffsetMap]:
@@ -207,15 +286,24 @@ def check_loss(
                     f"{topic}/{key}: offsets {wanted}..{first - 1} are gone (retention); set "
                     "option failOnDataLoss to false to skip them"
                 )
+            log.warning(
+                "%s/%s: offsets %d..%d are gone (retention deleted them); skipping to %d as "
+                "failOnDataLoss is false (set it to true to fail the query instead)",
+                topic,
+                key,
+                wanted,
+                first - 1,
+                first,
+            )
             out[topic][key] = first
     return out
 
 
-def _row(message: client.ReceivedMessage) -> Row:
+def _row(message: client.ReceivedMessage, include_headers: bool) -> Row:
     def stamp(ms: int) -> datetime.datetime:
         return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
-    return (
+    row = (
         message.topic,
         message.broker_name,
         message.queue_id,
@@ -230,6 +318,9 @@ def _row(message: client.ReceivedMessage) -> Row:
         message.message_group,
         message.delivery_attempt,
     )
+    if not include_headers:
+        return row
+    return (*row, [(k, v.encode()) for k, v in message.properties.items()])
 
 
 def read_range(opts: options_mod.ReadOptions, found: ranges.QueueRange) -> Iterator[Row]:
@@ -254,11 +345,19 @@ def read_range(opts: options_mod.ReadOptions, found: ranges.QueueRange) -> Itera
                         f"{queue}: offset {offset} is no longer stored; set option "
                         "failOnDataLoss to false to skip lost offsets"
                     ) from exc
+                log.warning(
+                    "%s: offsets %d..%d are gone (retention deleted them); skipping to %d as "
+                    "failOnDataLoss is false",
+                    queue,
+                    offset,
+                    exc.next_offset - 1,
+                    exc.next_offset,
+                )
                 offset = exc.next_offset
                 continue
             for message in batch.messages:
                 if message.queue_offset < found.end:
-                    yield _row(message)
+                    yield _row(message, opts.include_headers)
             assert batch.next_offset > offset, f"{queue}: a pull at {offset} did not advance"
             offset = batch.next_offset
     finally:

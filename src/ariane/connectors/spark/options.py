@@ -8,7 +8,11 @@ rocketmq-spark (``subExpression``, ``pullBatchSize``); see ``specs/spark.md`` §
 
 Offsets JSON (``startingOffsets``/``endingOffsets``) is ``{"<topic>": {"<broker>:<queue>": n}}``
 with ``-2`` for earliest and ``-1`` for latest, as Kafka's; queues it leaves out start at
-earliest and end at latest.
+earliest and end at latest. Timestamps JSON (``startingOffsetsByTimestamp`` /
+``endingOffsetsByTimestamp``) has the same shape with a store time in ms per queue; queues it
+leaves out follow ``startingOffsets``/``endingOffsets``. As Kafka's, ``startingTimestamp``
+wins over ``startingOffsetsByTimestamp``, which wins over ``startingOffsets`` (the same for
+the ending options).
 
 Invariants: every option Spark passed is known (else ``OptionError``); exactly one of
 ``topics`` and ``assign`` is given; numbers are in their documented ranges.
@@ -56,6 +60,16 @@ MAX_TRIGGER_DELAY_MS_DEFAULT = 15 * 60 * 1000
 OffsetSpec = str | dict[str, dict[str, int]]
 """``"earliest"``, ``"latest"`` or the parsed offsets JSON."""
 
+TimestampSpec = dict[str, dict[str, int]]
+"""Parsed timestamps JSON: ``{"<topic>": {"<broker>:<queue>": ms since the epoch}}``."""
+
+STRATEGY_ERROR = "error"
+"""``startingOffsetsByTimestampStrategy``: a start time after a queue's last message fails
+the query (Kafka's default)."""
+
+STRATEGY_LATEST = "latest"
+"""``startingOffsetsByTimestampStrategy``: such a queue starts at its max offset."""
+
 _READ_KEYS = {
     k.lower(): k
     for k in (
@@ -68,6 +82,10 @@ _READ_KEYS = {
         "endingOffsets",
         "startingTimestamp",
         "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "includeHeaders",
         "minPartitions",
         "maxRecordsPerPartition",
         "failOnDataLoss",
@@ -123,6 +141,13 @@ class ReadOptions:
         ending: where a batch read ends.
         starting_timestamp_ms / ending_timestamp_ms: a store time, ms since the epoch, that
             overrides ``starting``/``ending`` (the first offset stored at or after it).
+        starting_by_timestamp / ending_by_timestamp: such a time per queue
+            (``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``), or ``None``; it
+            overrides ``starting``/``ending`` for the queues it names.
+        starting_timestamp_strategy: ``STRATEGY_ERROR`` or ``STRATEGY_LATEST``, for a start
+            time after a queue's last message (an end time there always means latest, as
+            Kafka's).
+        include_headers: add a ``headers`` column (``includeHeaders``).
         min_partitions: Spark partitions at least (ranges are split), or ``None``.
         max_records_per_partition: most offsets in one Spark partition, or ``None``.
         fail_on_data_loss: a start below a queue's min offset fails the query (else it is
@@ -167,6 +192,10 @@ class ReadOptions:
     fetch_retry_interval_ms: int
     credentials: credentials_mod.Credentials | None = None
     tls: grpc_tls.ClientTls | None = None
+    starting_by_timestamp: TimestampSpec | None = None
+    ending_by_timestamp: TimestampSpec | None = None
+    starting_timestamp_strategy: str = STRATEGY_ERROR
+    include_headers: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -316,6 +345,54 @@ def _offsets(found: Mapping[str, str], name: str, default: str, *, ending: bool)
     return out
 
 
+def _timestamps(found: Mapping[str, str], name: str) -> TimestampSpec | None:
+    """A timestamps JSON option, ``{"topic": {"<broker>:<queue>": ms}}``, or ``None``."""
+    raw = found.get(name)
+    if raw is None:
+        return None
+    example = '{"topic": {"broker-a:0": 1700000000000}}'
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"option {name}: {raw!r} is not JSON ({exc.msg}); give e.g. {example}"
+        ) from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise OptionError(f"option {name}: give JSON topic -> {{broker:queue -> ms}}, {example}")
+    out: TimestampSpec = {}
+    for topic, queues in parsed.items():
+        out[topic] = {}
+        for key, stamp in queues.items():
+            broker, _, queue = str(key).rpartition(":")
+            if not broker or not queue.isdigit():
+                raise OptionError(f"option {name}: queue key {key!r} is not <broker>:<queueId>")
+            if not isinstance(stamp, int) or isinstance(stamp, bool) or stamp < 0:
+                raise OptionError(
+                    f"option {name}: {stamp!r} of {topic}/{key} is not ms since the epoch"
+                )
+            out[topic][key] = stamp
+    return out
+
+
+def _strategy(found: Mapping[str, str]) -> str:
+    raw = found.get("startingOffsetsByTimestampStrategy", STRATEGY_ERROR).strip().lower()
+    if raw not in (STRATEGY_ERROR, STRATEGY_LATEST):
+        raise OptionError(
+            f"option startingOffsetsByTimestampStrategy: {raw!r}; give error or latest"
+        )
+    return raw
+
+
+def include_headers(options: Mapping[str, str]) -> bool:
+    """The ``includeHeaders`` option of a read (the schema depends on it).
+
+    Raises:
+        OptionError: not true or false.
+    """
+    found = {_READ_KEYS[k.lower()]: str(v) for k, v in options.items() if k.lower() in _READ_KEYS}
+    return _bool(found, "includeHeaders", False)
+
+
 def _subscription(
     found: Mapping[str, str],
 ) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]] | None]:
@@ -359,8 +436,12 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     if not endpoints:
         raise OptionError("option endpoints is required: the name servers, host:port")
     topics, assign = _subscription(found)
-    if streaming and ("endingOffsets" in found or "endingTimestamp" in found):
-        raise OptionError("options endingOffsets/endingTimestamp are for batch reads only")
+    ending = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+    if streaming and any(name in found for name in ending):
+        raise OptionError(
+            "options endingOffsets/endingTimestamp/endingOffsetsByTimestamp are for batch "
+            "reads only"
+        )
     group = found.get("consumerGroup")
     commit = _bool(found, "commitOffsetsToBroker", False)
     if commit and not group:
@@ -399,6 +480,10 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         or FETCH_RETRY_INTERVAL_MS_DEFAULT,
         credentials=_credentials(found),
         tls=_tls(found),
+        starting_by_timestamp=_timestamps(found, "startingOffsetsByTimestamp"),
+        ending_by_timestamp=_timestamps(found, "endingOffsetsByTimestamp"),
+        starting_timestamp_strategy=_strategy(found),
+        include_headers=_bool(found, "includeHeaders", False),
     )
 
 

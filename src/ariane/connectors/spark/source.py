@@ -9,7 +9,10 @@ together with an idempotent sink (the file sink's ``_spark_metadata``, Delta) th
 every message once. ``commit`` may report progress to a consumer group, best effort, for lag
 views only. Rate limits use Spark 4.2's read limits (``ReadMaxRows``) and
 ``SupportsTriggerAvailableNow``; ``minOffsetsPerTrigger``/``maxTriggerDelay`` are kept here
-(Spark has no composite limit for Python sources).
+(Spark has no composite limit for Python sources). ``reportLatestOffset`` gives Spark the
+queues' max offsets for the progress (``latestOffset`` next to ``endOffset``): the query's lag
+(``ranges.offsets_behind_latest``), since a Python source cannot report Kafka's
+``*OffsetsBehindLatest`` as progress ``metrics``.
 
 Writes (``writer``/``streamWriter``): rows with ``body`` (binary or string, required) and
 optional ``topic``, ``tag``, ``keys``, ``properties``, ``messageGroup``, ``deliveryTimestamp``
@@ -103,7 +106,8 @@ class RocketMQDataSource(datasource.DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return broker_io.SCHEMA
+        """``broker_io.SCHEMA``, with ``broker_io.HEADERS_COLUMN`` when ``includeHeaders``."""
+        return broker_io.schema(options_mod.include_headers(self.options))
 
     def reader(self, schema: StructType) -> datasource.DataSourceReader:
         return RocketMQBatchReader(options_mod.read_options(self.options, streaming=False))
@@ -146,6 +150,7 @@ class RocketMQStreamReader(
         self.opts = opts
         self._pinned: ranges.OffsetMap | None = None
         self._held_since_s: float | None = None
+        self._latest: ranges.OffsetMap | None = None
 
     def initialOffset(self) -> dict[str, Any]:
         """Where the query starts; with ``initialOffsetsPath`` the first resolution is kept in
@@ -179,7 +184,15 @@ class RocketMQStreamReader(
         self._pinned = broker_io.bounds(self.opts)[1]
 
     def reportLatestOffset(self) -> dict[str, Any]:
-        return broker_io.bounds(self.opts)[1]
+        """The queues' max offsets seen by the last ``latestOffset`` (before any read limit;
+        asked of the brokers when there was none yet): Spark's ``MicroBatchExecution`` calls
+        this right after ``latestOffset``, as Kafka's source caches its
+        ``latestPartitionOffsets`` for it. Spark shows them as the progress's
+        ``latestOffset``, next to ``endOffset``: ``ranges.offsets_behind_latest`` turns the
+        pair into the query's lag per queue (Kafka's ``*OffsetsBehindLatest``)."""
+        if self._latest is None:
+            self._latest = broker_io.bounds(self.opts)[1]
+        return self._latest
 
     def latestOffset(
         self, start: dict[str, Any], limit: stream_datasource.ReadLimit
@@ -188,6 +201,7 @@ class RocketMQStreamReader(
         target), capped by the read limit; ``start`` itself while ``minOffsetsPerTrigger``
         holds the batch back."""
         low, high = broker_io.bounds(self.opts)
+        self._latest = high
         begin = broker_io.check_loss(self.opts, start, low)
         if self._pinned is not None:
             high = {
