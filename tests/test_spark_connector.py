@@ -647,9 +647,9 @@ def test_exactly_once_across_a_sigkill_of_the_driver_while_producers_write(
     again = _job(namesrv, tmp_path, "--available-now")
     assert again.wait(DEADLINE_S) == 0, (tmp_path / "job.log").read_text()[-3000:]
     out = spark.read.parquet(str(tmp_path / "out")).collect()
-    assert producing.failed == 0
-    assert len(out) == 1_000 + len(producing.acked)
-    assert len({(r.queueId, r.queueOffset) for r in out}) == len(out)
+    stored = _stored(namesrv, "spark-exactly")  # a batch that timed out may be stored too
+    assert sorted((r.queueId, r.queueOffset, r.body) for r in out) == stored
+    assert len({body for _, _, body in stored}) == len(stored) >= 1_000 + len(producing.acked)
     assert set(producing.acked) <= {r.body for r in out}
 
 
