@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import pathlib
+import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -203,3 +205,47 @@ def test_an_expired_delivery_goes_to_the_retry_writer_not_out(seam: _Seam) -> No
     assert seam.receive(group) == []
     assert seam.retries.failed == [(b"late", 1, 0)]
     assert not seam.receiver.holds(G, T, popped.delivery.receipt_handle)
+
+
+def _module_crossings(run: Any) -> set[tuple[str, str]]:
+    """(caller module, callee module) of every Python call that crosses a module while
+    ``run()`` runs (``sys.setprofile``; a resumed coroutine's caller is its awaiter)."""
+    crossings: set[tuple[str, str]] = set()
+
+    def profile(frame: types.FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_back is not None:
+            callee = frame.f_globals.get("__name__", "")
+            caller = frame.f_back.f_globals.get("__name__", "")
+            if callee != caller:
+                crossings.add((caller, callee))
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return crossings
+
+
+def test_a_receive_crosses_into_the_pop_seam_once_and_nothing_calls_back_up(seam: _Seam) -> None:
+    """The v2 receive path (``ConsumeProcessor.receive``, here with an expiry revived into a
+    retry copy on the way) enters POP state only through the receiver, never reads the store
+    itself, and nothing below calls back into the consume processor."""
+    harness = seam.harness
+    consumer = harness.processors.consumer
+    seam.send(incoming(T, b"a"))
+    assert len(asyncio.run(consumer.receive(harness.receive_request("g", T)))) == 1
+    harness.clock.advance_ms(10_001)
+    seam.send(incoming(T, b"b"))
+    crossings = _module_crossings(
+        lambda: asyncio.run(consumer.receive(harness.receive_request("g", T)))
+    )
+    consume = "ariane.broker.processors.consume"
+    assert ("ariane.broker.pop.receiver", "ariane.broker.processors.retry") in crossings
+    below = {callee for caller, callee in crossings if caller == consume}
+    assert "ariane.broker.pop.receiver" in below
+    assert not {m for m in below if m.startswith(("ariane.broker.pop.", "ariane.store."))} - {
+        "ariane.broker.pop.receiver"
+    }
+    callers_of_consume = {caller for caller, callee in crossings if callee == consume}
+    assert not {m for m in callers_of_consume if m.startswith("ariane.")}

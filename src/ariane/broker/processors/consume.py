@@ -148,10 +148,13 @@ class ConsumeProcessor:
     # -- receive ---------------------------------------------------------------------------
 
     async def receive(self, request: ReceiveRequest) -> list[Received]:
-        """Pop up to ``batch_size`` messages, long polling up to ``poll_s``.
+        """Pop up to ``batch_size`` messages, long polling up to ``poll_s``: one
+        ``PopReceiver.receive`` pass per wake-up, parked in between.
 
         Raises:
             TopicNotFoundError, ForbiddenError, TooManyRequestsError: as the checks say.
+            HaNotAvailableError: a SYNC_MASTER without its in-sync slaves (checked by every
+                pass: each writes journal records).
         """
         group = self._groups.require(request.group)
         if not group.consume_enable:
