@@ -16,7 +16,7 @@ import pytest
 
 import broker_harness
 from ariane.broker import filters
-from ariane.broker.pop import receiver
+from ariane.broker.pop import receiver as pop_receiver
 from ariane.broker.tables import subscriptions
 from ariane.common import ids, message
 from ariane.store import results as store_results
@@ -53,7 +53,7 @@ class _Seam:
     """A receiver over the harness's real store and POP service, with counting spies."""
 
     harness: broker_harness.BrokerHarness
-    receiver: receiver.PopReceiver
+    receiver: pop_receiver.PopReceiver
     retries: _Retries
     reads: list[dict[str, Any]]
     checkpoints: list[int]
@@ -65,14 +65,14 @@ class _Seam:
     def receive(
         self,
         group: subscriptions.SubscriptionGroupConfig,
-        message_filter: filters.MessageFilter = receiver.EVERYTHING,
+        message_filter: filters.MessageFilter = pop_receiver.EVERYTHING,
         *,
         topic: ids.TopicName = T,
         batch_size: int = 32,
-    ) -> list[receiver.Popped]:
-        request = receiver.PopRequest(
+    ) -> list[pop_receiver.Popped]:
+        request = pop_receiver.PopRequest(
             group=group,
-            sources=[receiver.Source(topic, Q0, message_filter)],
+            sources=[pop_receiver.Source(topic, Q0, message_filter)],
             batch_size=batch_size,
             invisible_ms=10_000,
         )
@@ -90,7 +90,7 @@ def seam(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_S
     retries = _Retries()
     made = _Seam(
         harness,
-        receiver.PopReceiver(
+        pop_receiver.PopReceiver(
             pop_service=runtime.pop_service,
             topic_table=runtime.topics,
             group_table=runtime.groups,
