@@ -139,6 +139,10 @@ class PopRequest:
     invisible_ms: int
     shared_retry: ids.TopicName | None = None
 
+    def __post_init__(self) -> None:
+        assert self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"
+        assert self.invisible_ms > 0, f"invisible_ms must be > 0, got {self.invisible_ms}"
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Popped:
