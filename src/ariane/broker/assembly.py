@@ -73,7 +73,6 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         sender=send_processor(broker, transactions, time=time),
         consumer=consume.ConsumeProcessor(
             pop_service=broker.pop_service,
-            store=broker.store,
             topic_table=broker.topics,
             group_table=broker.groups,
             polling=broker.polling,

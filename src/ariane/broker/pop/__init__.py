@@ -5,9 +5,11 @@ its outcomes and its journal records), ``done_window`` (done flags above the com
 ``fifo`` (per message group delivery order), ``receipt`` (the receipt-handle codec), ``journal``
 (the POP journal's record codec: checkpoint/ack records as RocketMQ's CK/ACK), ``journal_file``
 (its append-only file), ``replica`` (the journal in the replicated CommitLog, so a promoted
-slave carries the POP state) and ``service`` (``PopService``, the one owner of group states,
+slave carries the POP state), ``service`` (``PopService``, the one owner of group states,
 queue opening, start offsets and offset commits, and ``PopReviveService``, RocketMQ's
-``PopReviveService``).
+``PopReviveService``), ``reader`` (``QueueReader``, the one place the POP path reads messages)
+and ``receiver`` (``PopReceiver``, the POP seam: a receive pass's read-and-mark and the
+receipt checks of ack and ChangeInvisibleDuration; ``processors.consume`` keeps the policy).
 
 Invariants: POP state (deliveries in flight, done offsets) survives a restart through the
 journal and a failover through its copy in the CommitLog (``replica``), so an unacked delivery

@@ -42,6 +42,7 @@ from ariane.broker.pop import delivery
 from ariane.broker.pop import group_state as pop
 from ariane.broker.pop import journal as pop_journal
 from ariane.broker.pop import journal_file as pop_journal_file
+from ariane.broker.pop import reader as pop_reader
 from ariane.broker.pop import replica as pop_replica
 from ariane.broker.tables import offsets
 from ariane.broker.tables import subscriptions as subs
@@ -50,9 +51,6 @@ from ariane.store import commit_log, message_store
 
 _log = logging.getLogger(__name__)
 GMS = message_store.GetMessageStatus
-
-READ_SPAN_MAX = 256
-"""Most queue offsets one batched read of redeliveries covers (one ``get_messages`` call)."""
 
 
 class Reviver(Protocol):
@@ -100,6 +98,8 @@ class PopService:
         """Set while this broker is the master of a replicating group (``start_replicating``,
         ``become_master``; ``become_slave`` clears it): the journal goes to the CommitLog too."""
         self._snapshot_due = False
+        self.reader = pop_reader.QueueReader(store, max_bytes=receive.message_bytes_max)
+        """Every message read of the POP path (receives, receipts, the revive loop)."""
 
     @classmethod
     def open(
@@ -250,30 +250,6 @@ class PopService:
     def commit(self, state: pop.GroupPopState, topic: ids.TopicName, queue_id: ids.QueueId) -> None:
         """Mirror the group's committed offset of one queue into the offset table."""
         self._offsets.commit(state.group, topic, queue_id, state.committed_offset(topic, queue_id))
-
-    def read_messages(
-        self, topic: ids.TopicName, queue_id: ids.QueueId, wanted: list[ids.QueueOffset]
-    ) -> dict[int, message.StoredMessage]:
-        """The messages at ``wanted`` (ascending offsets of one queue), read in ranges of at
-        most ``READ_SPAN_MAX`` offsets with one ``get_messages`` call each; offsets deleted
-        by retention or unreadable are absent from the result."""
-        found: dict[int, message.StoredMessage] = {}
-        at = 0
-        while at < len(wanted):
-            start = wanted[at]
-            span = min(wanted[-1] - start + 1, READ_SPAN_MAX)
-            result = self._store.get_messages(
-                topic,
-                queue_id,
-                start,
-                max_count=span,
-                max_bytes=self._receive.message_bytes_max,
-            )
-            found.update((m.queue_offset, m) for m in result.messages)
-            upto = max(result.next_begin_offset, start + 1)
-            while at < len(wanted) and wanted[at] < upto:
-                at += 1
-        return {o: found[o] for o in wanted if o in found}
 
     def restored_dead_letters(
         self, max_attempts_of: Callable[[ids.GroupName], int | None]
@@ -537,7 +513,7 @@ class PopReviveService:
         a ``%RETRY%<group>_<topic>`` copy at once (a parked receive wakes on it), and a message
         whose consumers all went away still reaches ``%DLQ%<group>``; an orderly group's
         redeliveries with attempts left wait for a receive (in place). The messages of one
-        queue are read in batches (``read_messages``).
+        queue are read in batches (``reader.QueueReader.at``).
         """
         moved = 0
         try:
@@ -568,7 +544,7 @@ class PopReviveService:
         moved = 0
         for (group, topic, queue_id), checkpoints in by_queue.items():
             wanted = [c.queue_offset for c in checkpoints]
-            found = self._pop.read_messages(topic, queue_id, wanted)
+            found = self._pop.reader.at(topic, queue_id, wanted)
             for checkpoint in checkpoints:
                 stored = found.get(checkpoint.queue_offset)
                 if stored is not None:
@@ -585,7 +561,7 @@ class PopReviveService:
         dues: list[delivery.Due],
     ) -> int:
         moved = 0
-        found = self._pop.read_messages(topic, queue_id, [d.queue_offset for d in dues])
+        found = self._pop.reader.at(topic, queue_id, [d.queue_offset for d in dues])
         for due in dues:  # not claimed: acked, reset, or a receive is copying it
             with state.reviving(topic, queue_id, due.queue_offset) as claimed:
                 stored = found.get(due.queue_offset) if claimed else None

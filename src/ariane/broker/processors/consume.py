@@ -2,38 +2,30 @@
 invisible duration, forward to the dead-letter queue.
 
 Mirrors the proxy's ``ReceiveMessageActivity``/``AckMessageActivity``/
-``ChangeInvisibleDurationActivity``/``ForwardMessageToDLQActivity`` over the broker's POP
-service (grpc-v2.md §6.4 and §6.5): ``broker.pop_service.PopService`` owns the group states
-(``broker.pop.GroupPopState``), queue opening, offsets and the POP journal; this processor
-reads messages and decides what to deliver. Its dependencies are passed in explicitly:
+``ChangeInvisibleDurationActivity``/``ForwardMessageToDLQActivity``: the policy of a receive
+over the broker's POP seam, ``pop.receiver.PopReceiver`` (grpc-v2.md §6.4 and §6.5), which owns
+the read-and-mark (store reads, filtering, in-flight marks, receipt handles, the POP journal;
+see its module docstring for the call graph). This processor keeps the policy:
 
-* a receive looks at every readable queue of the topic on this broker (starting with the
-  queue a FIFO consumer names) and, for a concurrent group, at the group's retry queue of that
-  topic, ``%RETRY%<group>_<topic>`` (RocketMQ 5's ``KeyBuilder.buildPopRetryTopic``; filter
-  ``*``; a copy is delivered under its ``RETRY_TOPIC`` with attempt = reconsume times + 1), so
-  a retry copy is only ever delivered on a receive for its own topic: first deliveries whose
-  invisible time ran out (a concurrent group's become retry copies through
-  ``retry.RetryProcessor``, an orderly group's are redelivered in place with ``attempt + 1``;
-  past the group's ``max_delivery_attempts`` they go to ``%DLQ%<group>``), then FIFO messages
-  that became free, then new messages from the scan cursor, filtered by tag hash then by the
-  full tag/SQL92 filter;
-* copies a concurrent group has in the shared ``%RETRY%<group>`` (stored before per-topic retry
-  topics, or by a classic send-back) are moved by any receive of the group to the per-topic
-  retry topic of their ``RETRY_TOPIC`` (``pop_cursor.SharedRetryMover``), where receives of
-  that topic deliver them; one still in flight from before a restart becomes a per-topic copy
-  on expiry;
-* a push consumer's nack (``nack``) stores a retry copy due after the group's retry policy
-  backoff (the timer delivers it) and marks the original done;
-* with nothing to deliver it parks on the topic and the retry topic (long polling) in slices
-  of ``poll_slice_ms`` until a send or a due retry copy notifies it or the polling time ends,
-  always answering before the deadline;
+* which queues a receive reads, in order: every readable queue of the topic on this broker
+  (starting with the queue a FIFO consumer names; only that one for an assigned queue) and,
+  for a concurrent group, the group's retry queue of that topic, ``%RETRY%<group>_<topic>``
+  (RocketMQ 5's ``KeyBuilder.buildPopRetryTopic``; filter ``*``; a copy is delivered under its
+  ``RETRY_TOPIC`` with attempt = reconsume times + 1), first on every other pass and last on
+  each, so a retry copy is only ever delivered on a receive for its own topic; a concurrent
+  group's receive also moves copies out of the shared ``%RETRY%<group>`` (stored before
+  per-topic retry topics, or by a classic send-back);
+* the subscription's filter (tag or SQL92) for the topic's queues, ``*`` for retry topics;
+* retry and DLQ: expired deliveries become retry copies or dead letters through
+  ``retry.RetryProcessor`` (injected into the receiver; past the group's
+  ``max_delivery_attempts`` to ``%DLQ%<group>``); a push consumer's nack (``nack``) stores a
+  retry copy due after the group's retry policy backoff (the timer delivers it) and marks the
+  original done; ``forward_to_dlq``; ``revive`` for the background ``PopReviveService``;
+* long polling: with nothing to deliver a receive parks on the topic and the retry topic in
+  slices of ``poll_slice_ms`` until a send or a due retry copy notifies it or the polling time
+  ends, always answering before the deadline; an orderly group's ack wakes its topic;
 * an ack / change must carry this broker's current handle of the message: anything else is
   INVALID_RECEIPT_HANDLE (so push consumers stop retrying it);
-* the group's committed offset (lowest offset not yet done) is mirrored into the offset table
-  after every ack, skip and dead-letter;
-* the POP journal gets one write per receive pass and per ack batch (``PopService.flush``);
-  after a restart a restored delivery is taken back in flight as the scanner reaches it
-  (``GroupPopState.adopt_restored``) and redelivered with its next attempt when due;
 * time comes from the injected clock only (long-poll deadlines use its monotonic time).
 """
 
@@ -41,23 +33,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 from typing import Protocol
 
 from ariane.broker import filters
 from ariane.broker import settings as broker_settings
-from ariane.broker.pop import delivery, receipt
-from ariane.broker.pop import group_state as pop
+from ariane.broker.pop import receiver
 from ariane.broker.pop import service as pop_service_mod
-from ariane.broker.processors import long_polling, pop_cursor, retry
+from ariane.broker.processors import long_polling, retry
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, limits, message, topics
-from ariane.store import message_store
-
-_log = logging.getLogger(__name__)
-P = message.Property
-GMS = message_store.GetMessageStatus
-_EVERYTHING = filters.compile_filter(filters.FilterKind.TAG, "*")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -119,14 +103,14 @@ class ConsumeProcessor:
     """Receive, ack, change-invisible and DLQ forwarding for every group of one broker.
 
     Args:
-        pop_service: group POP states, queue opening, offsets, the POP journal.
-        store: message reads and DLQ appends.
-        topic_table: topic configs (``require``, ``ensure_dlq_topic``).
+        pop_service: group POP states, queue opening, offsets, the POP journal (the
+            receiver's, ``pop.receiver.PopReceiver``).
+        topic_table: topic configs (``require``).
         group_table: subscription group configs.
         polling: long polling (park receives, wake them on DLQ appends and FIFO acks).
         counters: totals for the admin API (``messages_out``, ``bytes_out``).
         retrier: writes retry copies (``%RETRY%<group>_<topic>``) and dead letters.
-        receive: ``poll_slice_ms``, ``message_bytes_max``.
+        receive: ``poll_slice_ms``.
         broker_name: this broker group's name (in receipt handles).
         time: the clock (long-poll deadlines use its monotonic time).
     """
@@ -135,7 +119,6 @@ class ConsumeProcessor:
         self,
         *,
         pop_service: pop_service_mod.PopService,
-        store: message_store.MessageStore,
         topic_table: topic_config.TopicConfigManager,
         group_table: subscriptions.SubscriptionGroupManager,
         polling: long_polling.LongPolling,
@@ -145,33 +128,33 @@ class ConsumeProcessor:
         broker_name: ids.BrokerName,
         time: clock.Clock,
     ) -> None:
-        self._pop = pop_service
-        self._store = store
         self._topics = topic_table
         self._groups = group_table
         self._polling = polling
         self._counters = counters
         self._retry = retrier
         self._receive = receive
-        self._broker_name = broker_name
         self._clock = time
         self._next_queue = 0
         self._retry_first = False
-        self._shared_retry = pop_cursor.SharedRetryMover(
+        self._receiver = receiver.PopReceiver(
             pop_service=pop_service,
-            store=store,
             topic_table=topic_table,
+            group_table=group_table,
             retrier=retrier,
-            max_bytes=receive.message_bytes_max,
+            broker_name=broker_name,
         )
 
     # -- receive ---------------------------------------------------------------------------
 
     async def receive(self, request: ReceiveRequest) -> list[Received]:
-        """Pop up to ``batch_size`` messages, long polling up to ``poll_s``.
+        """Pop up to ``batch_size`` messages, long polling up to ``poll_s``: one
+        ``PopReceiver.receive`` pass per wake-up, parked in between.
 
         Raises:
             TopicNotFoundError, ForbiddenError, TooManyRequestsError: as the checks say.
+            HaNotAvailableError: a SYNC_MASTER without its in-sync slaves (checked by every
+                pass: each writes journal records).
         """
         group = self._groups.require(request.group)
         if not group.consume_enable:
@@ -179,98 +162,55 @@ class ConsumeProcessor:
         topic = self._topics.require(request.topic)
         if not topic.readable:
             raise errors.ForbiddenError(f"topic {topic.name!r} is not readable on this broker")
-        self._pop.check_writable()  # its checkpoints are writes (SYNC_MASTER: replicated)
         deadline_ms = self._clock.monotonic_ms() + round(request.poll_s * 1000)
         slice_ms = self._receive.poll_slice_ms
         keys = (topic.name, topics.pop_retry_topic(group.group, topic.name))
         while True:
             since = self._polling.snapshot()
-            found = await self._pop_once(request, group, topic)
+            popped = await self._receiver.receive(self._pop_request(request, group, topic))
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
-            if found or remaining_ms <= 0:
-                if found:  # the handles must reach the slave; a failed wait still delivers
-                    await self._pop.replicated()
-                return found
+            if popped or remaining_ms <= 0:
+                self._counters.messages_out += len(popped)
+                self._counters.bytes_out += sum(len(p.stored.body) for p in popped)
+                return [Received(retry.as_consumed(p.stored), p.delivery) for p in popped]
             hold_s = min(slice_ms, remaining_ms) / 1000
             await self._polling.hold_any(keys, hold_s, since=since)
 
     async def journal_replicated(self) -> errors.ArianeError | None:
         """Wait for the POP journal records of the last acks or changes to reach the slave
         (SYNC_MASTER); the error to answer them with, or ``None`` (``pop.replica``)."""
-        return await self._pop.replicated()
+        return await self._receiver.replicated()
 
-    async def _pop_once(
+    def _pop_request(
         self,
         request: ReceiveRequest,
         group: subscriptions.SubscriptionGroupConfig,
         topic: topic_config.TopicConfig,
-    ) -> list[Received]:
-        state = self._pop.state(group)
-        out: list[Received] = []
-        # RocketMQ 5 pops the group's retry topic of this topic with every receive: first on
-        # every other receive (a busy topic cannot starve it), and last (copies this pass
-        # wrote for expired deliveries go out at once)
+    ) -> receiver.PopRequest:
+        """What one receive pass reads, in order. RocketMQ 5 pops the group's retry topic of
+        this topic (``%RETRY%<group>_<topic>``, filter ``*``) with every receive: first on
+        every other pass (a busy topic cannot starve it), and last (copies this pass wrote
+        for expired deliveries go out at once); orderly groups have none, and no shared
+        ``%RETRY%<group>`` to move copies out of."""
+        queues = [
+            receiver.Source(topic.name, queue_id, request.message_filter)
+            for queue_id in self._queue_order(request, group, topic)
+        ]
+        shared = None
         self._retry_first = not self._retry_first
-        try:
-            await self._shared_retry.move(
-                state,
-                group,
-                lambda shared: self._redeliver_due(
-                    state,
-                    group,
-                    dataclasses.replace(request, topic=shared, message_filter=_EVERYTHING),
-                    ids.QueueId(0),
-                    [],
-                ),
+        if not group.consume_orderly:
+            shared = topics.retry_topic(group.group)
+            pop_retry = receiver.Source(
+                topics.pop_retry_topic(group.group, topic.name), ids.QueueId(0), receiver.EVERYTHING
             )
-            if self._retry_first:
-                await self._pop_retry(state, group, request, out)
-            for queue_id in self._queue_order(request, group, topic):
-                if len(out) >= request.batch_size:
-                    break
-                await self._pop_queue(state, group, request, queue_id, out)
-            await self._pop_retry(state, group, request, out)
-        finally:
-            self._pop.flush()
-        self._counters.messages_out += len(out)
-        self._counters.bytes_out += sum(len(r.stored.body) for r in out)
-        return out
-
-    async def _pop_retry(
-        self,
-        state: pop.GroupPopState,
-        group: subscriptions.SubscriptionGroupConfig,
-        request: ReceiveRequest,
-        out: list[Received],
-    ) -> None:
-        """The group's retry queue of the receive's topic (``%RETRY%<group>_<topic>``), read
-        with the filter ``*`` as RocketMQ 5 does (its copies matched the subscription when
-        first delivered); orderly groups have none."""
-        retry_topic = self._topics.get(topics.pop_retry_topic(group.group, request.topic))
-        if group.consume_orderly or retry_topic is None or not retry_topic.readable:
-            return
-        if len(out) < request.batch_size:
-            retry_request = dataclasses.replace(
-                request, topic=retry_topic.name, message_filter=_EVERYTHING
-            )
-            await self._pop_queue(state, group, retry_request, ids.QueueId(0), out)
-
-    async def _pop_queue(
-        self,
-        state: pop.GroupPopState,
-        group: subscriptions.SubscriptionGroupConfig,
-        request: ReceiveRequest,
-        queue_id: ids.QueueId,
-        out: list[Received],
-    ) -> None:
-        """One queue of one receive: expired deliveries, FIFO-ready ones, then new messages."""
-        self._pop.open_queue(state, request.topic, queue_id)
-        await self._redeliver_due(state, group, request, queue_id, out)
-        self._deliver_fifo_ready(state, request, queue_id, out)
-        if self._scan_new(state, request, queue_id, out):
-            # restored deliveries whose deadline passed during the restart
-            await self._redeliver_due(state, group, request, queue_id, out)
-        self._pop.commit(state, request.topic, queue_id)
+            queues = [pop_retry, *queues, pop_retry] if self._retry_first else [*queues, pop_retry]
+        return receiver.PopRequest(
+            group=group,
+            sources=queues,
+            batch_size=request.batch_size,
+            invisible_ms=request.invisible_ms,
+            shared_retry=shared,
+        )
 
     def _queue_order(
         self,
@@ -298,195 +238,35 @@ class ConsumeProcessor:
             first = self._next_queue
         return [ids.QueueId((first + i) % count) for i in range(count)]
 
-    async def _redeliver_due(
-        self,
-        state: pop.GroupPopState,
-        group: subscriptions.SubscriptionGroupConfig,
-        request: ReceiveRequest,
-        queue_id: ids.QueueId,
-        out: list[Received],
-    ) -> None:
-        """Deliveries whose invisible time ran out: a concurrent group's go to its
-        ``%RETRY%`` topic at once (the invisible time was their wait) or to the DLQ; an
-        orderly group's are delivered again in place (FIFO keeps them at the head)."""
-        dues = state.collect_due(request.topic, queue_id)
-        if not dues:
-            return
-        found = self._pop.read_messages(request.topic, queue_id, [d.queue_offset for d in dues])
-        for due in dues:
-            stored = found.get(due.queue_offset)  # None: deleted by retention, nothing to copy
-            if stored is None or due.to_dlq or not state.orderly:
-                with state.reviving(request.topic, queue_id, due.queue_offset) as claimed:
-                    if claimed and stored is not None:  # not claimed: another pass copies it
-                        await self._retry.retry_failed(
-                            group, stored, failed_attempt=due.next_attempt - 1, delay_ms=0
-                        )
-                continue
-            if len(out) >= request.batch_size:
-                continue
-            if not request.message_filter.matches(stored.message.tags, stored.properties):
-                continue  # subscription changed; it stays due for a consumer that wants it
-            in_flight = state.redeliver(
-                request.topic, queue_id, due.queue_offset, invisible_ms=request.invisible_ms
-            )
-            out.append(self._received(stored, in_flight))
-
-    def _deliver_fifo_ready(
-        self,
-        state: pop.GroupPopState,
-        request: ReceiveRequest,
-        queue_id: ids.QueueId,
-        out: list[Received],
-    ) -> None:
-        ready = state.fifo_ready(request.topic, queue_id)[: request.batch_size - len(out)]
-        if not ready:
-            return
-        found = self._pop.read_messages(request.topic, queue_id, [o for o, _ in ready])
-        for offset, group_name in ready:
-            stored = found.get(offset)
-            in_flight = state.reserve(
-                request.topic,
-                queue_id,
-                offset,
-                invisible_ms=request.invisible_ms,
-                message_group=group_name,
-            )
-            if in_flight is not None and stored is not None:
-                out.append(self._received(stored, in_flight))
-
-    def _scan_new(
-        self,
-        state: pop.GroupPopState,
-        request: ReceiveRequest,
-        queue_id: ids.QueueId,
-        out: list[Received],
-    ) -> bool:
-        """Deliver new messages from the scan cursor; returns whether the journal restored
-        any of the scanned offsets (they may be due for redelivery now)."""
-        budget = min(request.batch_size - len(out), state.scan_budget(request.topic, queue_id))
-        tag_filter = request.message_filter
-        prefilter = (
-            tag_filter.matches_tag_hash
-            if isinstance(tag_filter, filters.TagFilter) and not tag_filter.matches_all
-            else None
-        )
-        read = pop_cursor.read_at_cursor(
-            self._store,
-            state,
-            request.topic,
-            queue_id,
-            budget,
-            prefilter,
-            max_bytes=self._receive.message_bytes_max,
-        )
-        if read is None:
-            return False
-        start, result = read
-        found = {m.queue_offset: m for m in result.messages}
-        restored = False
-        for offset in range(start, result.next_begin_offset):
-            queue_offset = ids.QueueOffset(offset)
-            if state.adopt_restored(request.topic, queue_id, queue_offset):
-                restored = True
-                continue
-            stored = found.get(queue_offset)
-            if stored is None or not tag_filter.matches(stored.message.tags, stored.properties):
-                state.skip(request.topic, queue_id, queue_offset)
-                continue
-            in_flight = state.reserve(
-                request.topic,
-                queue_id,
-                queue_offset,
-                invisible_ms=request.invisible_ms,
-                message_group=stored.message.message_group,
-                attempt=stored.reconsume_times + 1,
-            )
-            if in_flight is not None:
-                out.append(self._received(stored, in_flight))
-        return restored
-
-    def _received(self, stored: message.StoredMessage, in_flight: delivery.InFlight) -> Received:
-        handle = in_flight.receipt_handle(
-            broker_name=self._broker_name, commit_log_offset=stored.commit_log_offset
-        )
-        origin = None
-        if topics.is_dlq_topic(stored.topic):
-            props = stored.properties
-            origin = (props.get(P.DLQ_ORIGIN_TOPIC, ""), props.get(P.DLQ_ORIGIN_MESSAGE_ID, ""))
-        delivery = message.Delivery(
-            receipt_handle=receipt.encode(handle),
-            invisible_ms=in_flight.invisible_ms,
-            attempt=in_flight.attempt,
-            dead_letter_origin=origin,
-        )
-        return Received(retry.as_consumed(stored), delivery)
-
     # -- acknowledgements ------------------------------------------------------------------
-
-    def _handle(
-        self, group: ids.GroupName, topic: str, text: str
-    ) -> tuple[receipt.ReceiptHandle, pop.GroupPopState]:
-        handle = receipt.decode(text)
-        if handle.broker_name != self._broker_name:
-            raise errors.InvalidReceiptHandleError(
-                f"receipt handle was issued by broker {handle.broker_name!r}, not this one"
-            )
-        if handle.topic not in (
-            topic,
-            topics.pop_retry_topic(group, ids.TopicName(topic)),
-            topics.retry_topic(group),
-        ):
-            # a retry copy is acked under the topic it was consumed as (RETRY_TOPIC); one of
-            # the shared %RETRY%<group> may still be in flight from before an upgrade
-            raise errors.InvalidReceiptHandleError(
-                f"receipt handle is for topic {handle.topic!r}, not {topic!r}"
-            )
-        state = self._pop.existing_state(group) or self._pop.restored_state(self._groups.get(group))
-        if state is None:
-            raise errors.InvalidReceiptHandleError(
-                f"group {group!r} has received nothing from this broker since it started"
-            )
-        self._pop.adopt_through(state, handle.topic, handle.queue_id, handle.queue_offset)
-        return handle, state
 
     def reread(
         self, topic: ids.TopicName, queue_id: ids.QueueId, queue_offset: ids.QueueOffset
     ) -> message.StoredMessage | None:
         """The stored message at a queue offset (``None`` once retention deleted it)."""
-        return self._pop.read_messages(topic, queue_id, [queue_offset]).get(queue_offset)
+        return self._receiver.reread(topic, queue_id, queue_offset)
 
     def holds(self, group: ids.GroupName, topic: str, receipt_text: str) -> bool:
         """Whether ``receipt_text`` is the current handle of a message in flight (neither
         acked, nor nacked, nor redelivered since it was issued); a bad handle is not held."""
-        try:
-            handle, state = self._handle(group, topic, receipt_text)
-        except errors.InvalidReceiptHandleError:
-            return False
-        current = state.in_flight(handle.topic, handle.queue_id, handle.queue_offset)
-        return current is not None and current.handle_version == handle.handle_version
+        return self._receiver.holds(group, topic, receipt_text)
 
     def ack(self, group: ids.GroupName, topic: str, receipt_text: str) -> None:
-        """Ack one delivery (RocketMQ ``AckMessageProcessor``).
+        """Ack one delivery (RocketMQ ``AckMessageProcessor``); an orderly group's next
+        message may be free then: parked receives of its topic wake.
 
         Raises:
             InvalidReceiptHandleError: the handle does not decode, is not this broker's, or is
                 not the message's current handle (stale, already acked, redelivered).
         """
-        self._pop.check_writable()
-        with self._pop.batch():
-            handle, state = self._handle(group, topic, receipt_text)
-            outcome = state.ack(
-                handle.topic, handle.queue_id, handle.queue_offset, handle.handle_version
-            )
-            _raise_unless_ok(outcome)
-            self._pop.commit(state, handle.topic, handle.queue_id)
-        if state.orderly:  # the group's next message may be free now: wake parked receives
-            self._polling.notify(handle.topic)
+        freed = self._receiver.ack(group, topic, receipt_text)
+        if freed is not None:
+            self._polling.notify(freed)
 
     def ack_batch(self) -> contextlib.AbstractContextManager[None]:
         """Around several ``ack`` calls of one AckMessage: their journal records are written
         with one write when the batch ends."""
-        return self._pop.batch()
+        return self._receiver.ack_batch()
 
     def change_invisible(
         self, group: ids.GroupName, topic: str, receipt_text: str, invisible_ms: int
@@ -496,22 +276,7 @@ class ConsumeProcessor:
         Raises:
             InvalidReceiptHandleError: as for ``ack``; the old handle becomes stale.
         """
-        self._pop.check_writable()
-        with self._pop.batch():
-            handle, state = self._handle(group, topic, receipt_text)
-            changed = state.change_invisible(
-                handle.topic,
-                handle.queue_id,
-                handle.queue_offset,
-                handle.handle_version,
-                max(1, invisible_ms),
-            )
-        _raise_unless_ok(changed.outcome)
-        assert changed.in_flight is not None
-        renewed = changed.in_flight.receipt_handle(
-            broker_name=self._broker_name, commit_log_offset=handle.commit_log_offset
-        )
-        return receipt.encode(renewed)
+        return self._receiver.change_invisible(group, topic, receipt_text, invisible_ms)
 
     async def nack(
         self,
@@ -543,7 +308,7 @@ class ConsumeProcessor:
         config = self._groups.require(group)
         if config.consume_orderly or not push:
             return self.change_invisible(group, topic, receipt_text, invisible_ms)
-        stored, attempt = self._current(group, topic, receipt_text)
+        stored, attempt = self._receiver.current(group, topic, receipt_text)
         if stored is not None:
             await self._retry.retry_failed(config, stored, failed_attempt=attempt)
         self.ack(group, topic, receipt_text)
@@ -556,7 +321,7 @@ class ConsumeProcessor:
             InvalidReceiptHandleError: as for ``ack``.
             ServiceUnavailableError: the DLQ append failed; the message stays in flight.
         """
-        stored, attempt = self._current(group, topic, receipt_text)
+        stored, attempt = self._receiver.current(group, topic, receipt_text)
         if stored is not None:
             await self._retry.dead_letter(group, stored, attempts=attempt)
         self.ack(group, topic, receipt_text)
@@ -568,31 +333,3 @@ class ConsumeProcessor:
         background ``PopReviveService``): retry copy or dead letter, as a receive would."""
         config = self._groups.get(group) or subscriptions.SubscriptionGroupConfig(group)
         await self._retry.retry_failed(config, stored, failed_attempt=failed_attempt, delay_ms=0)
-
-    def _current(
-        self, group: ids.GroupName, topic: str, receipt_text: str
-    ) -> tuple[message.StoredMessage | None, int]:
-        """The message a current handle names (``None`` if retention deleted it) and the
-        attempt it was delivered as.
-
-        Raises:
-            InvalidReceiptHandleError: the handle is not the message's current one.
-        """
-        handle, state = self._handle(group, topic, receipt_text)
-        current = state.in_flight(handle.topic, handle.queue_id, handle.queue_offset)
-        if current is None or current.handle_version != handle.handle_version:
-            raise errors.InvalidReceiptHandleError("receipt handle is stale or already acked")
-        found = self._pop.read_messages(handle.topic, handle.queue_id, [handle.queue_offset])
-        return found.get(handle.queue_offset), current.attempt
-
-
-def _raise_unless_ok(outcome: delivery.AckOutcome) -> None:
-    if outcome is delivery.AckOutcome.STALE:
-        raise errors.InvalidReceiptHandleError(
-            "receipt handle is stale: the message was redelivered or its invisible time changed"
-        )
-    if outcome is delivery.AckOutcome.UNKNOWN:
-        raise errors.InvalidReceiptHandleError(
-            "receipt handle names no message in flight (already acked, expired into the DLQ, "
-            "or reset)"
-        )
