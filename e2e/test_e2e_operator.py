@@ -243,10 +243,12 @@ def test_service_monitor_selects_the_ports_that_serve_metrics(
             raise
         return found
 
-    processes.wait_until(
-        lambda: monitoring("servicemonitors") is not None,
+    processes.wait_until(  # one reconcile applies both, one after the other
+        lambda: (
+            monitoring("servicemonitors") is not None and monitoring("prometheusrules") is not None
+        ),
         timeout_s=WAIT_S,
-        what="ServiceMonitor demo",
+        what="ServiceMonitor and PrometheusRule demo",
     )
     monitor = monitoring("servicemonitors")
     assert monitor is not None
