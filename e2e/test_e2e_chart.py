@@ -146,26 +146,60 @@ def test_operator_network_policy_admits_metrics_and_reaches_admin_ports(
 def test_sample_broker_and_test_hook_render_only_when_enabled(
     k8s: cluster.Cluster, namespace: str
 ) -> None:
-    """The sample Broker appears with its flag, TLS enforcing by default; the helm test pod is
-    a test hook that then trusts only the sample Broker's bundle (plaintext without TLS)."""
+    """The sample Broker appears with its flag, secure by default (TLS enforcing, ACL on) with
+    the smoke test's RocketMQUser; the helm test pod is a test hook that then signs with that
+    user's Secret (endpoints, keys, CA); with ACL off it trusts only the sample Broker's bundle,
+    and without TLS it is plaintext; ``extraSpec`` adds fields under the ones the values set."""
     plain = _kinds(_render(k8s, namespace))
     sets = ("sampleBroker.enabled=true", "tests.enabled=true")
     sample = _kinds(_render(k8s, namespace, *sets))
-    no_tls = _kinds(_render(k8s, namespace, *sets, "sampleBroker.tls=disabled"))
+    no_auth = _kinds(_render(k8s, namespace, *sets, "sampleBroker.auth=false"))
+    no_tls = _kinds(
+        _render(k8s, namespace, *sets, "sampleBroker.auth=false", "sampleBroker.tls=disabled")
+    )
+    extra = _kinds(
+        _render(k8s, namespace, *sets, "sampleBroker.extraSpec.brokerRole=SYNC_MASTER",
+                "sampleBroker.extraSpec.tls.mode=disabled", "sampleBroker.extraSpec.groups=3")
+    )  # fmt: skip
 
-    assert "Broker" not in plain
+    assert "Broker" not in plain and "RocketMQUser" not in plain
     assert sample["Broker"]["spec"]["groups"] == 1
     assert sample["Broker"]["spec"]["tls"] == {"mode": "enforcing"}
-    assert sample["Pod"]["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    address = {"name": "NAMESRV_ADDR", "value": f"demo-namesrv.{namespace}.svc:9876"}
-    assert sample["Pod"]["spec"]["containers"][0]["env"] == [
-        address,
+    assert sample["Broker"]["spec"]["auth"] == {"enabled": True}
+    user = sample["RocketMQUser"]
+    assert user["metadata"]["name"] == "rel-ariane-smoke" and user["spec"]["broker"] == "demo"
+    assert user["spec"]["authorization"]["acls"] == [
+        {"resource": "Topic:helm-smoke", "actions": ["Create", "Pub", "Sub"]},
+        {"resource": "Group:ariane-round-trip", "actions": ["Sub"]},
+        {"resource": "Cluster", "actions": ["Get"]},
+    ]
+    assert "RocketMQUser" not in no_auth
+    pod = sample["Pod"]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    from_secret = [
+        {"name": env, "valueFrom": {"secretKeyRef": {"name": "rel-ariane-smoke", "key": key}}}
+        for env, key in (
+            ("NAMESRV_ADDR", "endpoints"),
+            ("ARIANE_ACCESS_KEY", "accessKey"),
+            ("ARIANE_SECRET_KEY", "secretKey"),
+        )
+    ]
+    tls_env = [
         {"name": "ARIANE_TLS", "value": "1"},
         {"name": "ARIANE_CA_FILE", "value": "/etc/ariane/tls/ca.crt"},
     ]
-    bundle = {"secretName": "demo-namesrv-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
-    assert {"name": "tls", "secret": bundle} in sample["Pod"]["spec"]["volumes"]
+    assert pod["spec"]["containers"][0]["env"] == from_secret + tls_env
+    items = [{"key": "ca.crt", "path": "ca.crt"}]
+    user_ca = {"secretName": "rel-ariane-smoke", "items": items}
+    assert {"name": "tls", "secret": user_ca} in pod["spec"]["volumes"]
+    address = {"name": "NAMESRV_ADDR", "value": f"demo-namesrv.{namespace}.svc:9876"}
+    assert no_auth["Pod"]["spec"]["containers"][0]["env"] == [address, *tls_env]
+    bundle = {"secretName": "demo-namesrv-tls", "items": items}
+    assert {"name": "tls", "secret": bundle} in no_auth["Pod"]["spec"]["volumes"]
     assert no_tls["Pod"]["spec"]["containers"][0]["env"] == [address]
+    spec = extra["Broker"]["spec"]
+    assert spec["brokerRole"] == "SYNC_MASTER" and spec["groups"] == 1
+    assert spec["tls"] == {"mode": "enforcing"}
 
 
 def test_rendered_chart_passes_server_side_dry_run(k8s: cluster.Cluster, namespace: str) -> None:

@@ -40,6 +40,7 @@ def extra_namespaces(k8s: cluster.Cluster) -> Iterator[dict[str, str]]:
     names = {role: f"{role}-{uuid.uuid4().hex[:8]}" for role in ("ops", "mon", "apps", "other")}
     for role, name in names.items():
         labels = {"team": "apps"} if role == "apps" else {}
+        labels |= objects.RESTRICTED_NAMESPACE_LABELS  # issue 24 item 5: every e2e namespace
         core.create_namespace({"metadata": {"name": name, "labels": labels}})
     yield names
     for name in names.values():

@@ -27,7 +27,7 @@ from ariane import dev
 from ariane.client import admin
 from ariane.operator import handlers, metadata, model, status
 from e2e import operator_support
-from e2e.testenv import cluster, processes
+from e2e.testenv import cluster, objects, processes
 
 pytestmark = pytest.mark.k8s
 
@@ -92,7 +92,8 @@ def _warm_up(k8s: cluster.Cluster) -> None:
     core = kubernetes.client.CoreV1Api(k8s.api_client)
     for attempt in range(WARM_UP_ATTEMPTS):
         name = f"t-warmup-{uuid.uuid4().hex[:8]}"
-        core.create_namespace({"metadata": {"name": name}})
+        labels = objects.RESTRICTED_NAMESPACE_LABELS
+        core.create_namespace({"metadata": {"name": name, "labels": labels}})
         topic = {
             "apiVersion": "ariane.dev/v1alpha1",
             "kind": "Topic",
@@ -242,10 +243,12 @@ def test_service_monitor_selects_the_ports_that_serve_metrics(
             raise
         return found
 
-    processes.wait_until(
-        lambda: monitoring("servicemonitors") is not None,
+    processes.wait_until(  # one reconcile applies both, one after the other
+        lambda: (
+            monitoring("servicemonitors") is not None and monitoring("prometheusrules") is not None
+        ),
         timeout_s=WAIT_S,
-        what="ServiceMonitor demo",
+        what="ServiceMonitor and PrometheusRule demo",
     )
     monitor = monitoring("servicemonitors")
     assert monitor is not None
@@ -554,7 +557,8 @@ def test_restarted_operator_resumes_and_reverts_drift_made_while_it_was_down(
     core = kubernetes.client.CoreV1Api(k8s.api_client)
     apps = kubernetes.client.AppsV1Api(k8s.api_client)
     namespace = f"r-{uuid.uuid4().hex[:10]}"
-    core.create_namespace({"metadata": {"name": namespace}})
+    labels = objects.RESTRICTED_NAMESPACE_LABELS  # as every e2e namespace (issue 24 item 5)
+    core.create_namespace({"metadata": {"name": namespace, "labels": labels}})
     try:
         with _run_operator(k8s, loopback, tmp_path / "first.log", namespace, resync_s=3600):
             _apply(k8s, namespace, _broker(namespace))

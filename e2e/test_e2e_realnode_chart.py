@@ -2,6 +2,13 @@
 
 Shares the session's real-node cluster (``real_node``); everything runs in pods from the image
 built from the Dockerfile, the client in a pod of the client image (Dockerfile.client).
+
+The tests here install the chart with its sample Broker ``demo`` (``_install(secure=True)``):
+secure by default, TLS enforcing and ACL 2.0 on, with the HA fields of the test in
+``sampleBroker.extraSpec``; the official client signs as the RocketMQUser ``USER`` (Pub/Sub on
+``orders``, Sub as ``billing``) with the keys and CA of its Secret, and ``helm test`` as the
+chart's own smoke user. ``test_e2e_realnode_ops`` installs a plaintext Broker of its own
+(``secure=False``: its Prometheus scrapes plain HTTP).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ GROUP = "billing"
 ROLL_TIMEOUT_S = 240.0
 BROKER_PODS = "app.kubernetes.io/component=broker"
 """Label selector of the broker pods of every Broker (``model.selector_labels``)."""
+USER = "client"
+"""The RocketMQUser the official client signs as against the secure sample Broker."""
 
 
 def _apply(node: realnode.RealNode, namespace: str, body: dict[str, Any]) -> None:
@@ -75,8 +84,30 @@ def _diagnose(node: realnode.RealNode, namespace: str) -> str:
     return "\n".join(parts)
 
 
-def _driver_pod(node: realnode.RealNode, name: str, *args: str) -> dict[str, Any]:
-    """A pod running the official-client driver (tests/conformance) from the client image."""
+def _driver_pod(node: realnode.RealNode, name: str, *args: str, user: str = "") -> dict[str, Any]:
+    """A pod running the official-client driver (tests/conformance) from the client image; with
+    ``user``, over TLS trusting that RocketMQUser's Secret's ``ca.crt`` and signing with its
+    keys (the kubelet reads them from the Secret)."""
+    env: list[dict[str, Any]] = []
+    mounts = [{"name": "driver", "mountPath": "/driver"}, {"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "driver", "configMap": {"name": "driver"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if user:
+        env = [
+            {"name": "RMQ_DRIVER_TLS", "value": "1"},
+            {"name": "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "value": "/ca/ca.crt"},
+        ] + [
+            {"name": var, "valueFrom": {"secretKeyRef": {"name": user, "key": key}}}
+            for var, key in (
+                ("RMQ_DRIVER_ACCESS_KEY", "accessKey"),
+                ("RMQ_DRIVER_SECRET_KEY", "secretKey"),
+            )
+        ]
+        mounts.append({"name": "ca", "mountPath": "/ca"})
+        items = [{"key": "ca.crt", "path": "ca.crt"}]
+        volumes.append({"name": "ca", "secret": {"secretName": user, "items": items}})
     return {
         "metadata": {"name": name},
         "spec": {
@@ -89,17 +120,12 @@ def _driver_pod(node: realnode.RealNode, name: str, *args: str) -> dict[str, Any
                     "image": node.artifacts.client_image,
                     "imagePullPolicy": "Never",
                     "args": ["/driver/official_py_driver.py", *args],
+                    "env": env,
                     "securityContext": objects.restricted_container_security_context(),
-                    "volumeMounts": [
-                        {"name": "driver", "mountPath": "/driver"},
-                        {"name": "tmp", "mountPath": "/tmp"},
-                    ],
+                    "volumeMounts": mounts,
                 }
             ],
-            "volumes": [
-                {"name": "driver", "configMap": {"name": "driver"}},
-                {"name": "tmp", "emptyDir": {}},
-            ],
+            "volumes": volumes,
         },
     }
 
@@ -108,9 +134,12 @@ def _events(log: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
 
 
-def _driver(node: realnode.RealNode, namespace: str, name: str, *args: str) -> list[dict[str, Any]]:
-    """Runs the driver in a pod until it exits 0; its JSON events."""
-    log = realnode.run_to_completion(node, namespace, _driver_pod(node, name, *args))
+def _driver(
+    node: realnode.RealNode, namespace: str, name: str, *args: str, user: str = ""
+) -> list[dict[str, Any]]:
+    """Runs the driver in a pod (as ``user``, see ``_driver_pod``) until it exits 0; its JSON
+    events."""
+    log = realnode.run_to_completion(node, namespace, _driver_pod(node, name, *args, user=user))
     assert _events(log), f"the driver in pod {name} printed no event:\n{log[-3000:]}"
     return _events(log)
 
@@ -122,10 +151,11 @@ def _produce_until_accepted(
     prefix: str,
     count: int,
     timeout_s: float = ROLL_TIMEOUT_S,
+    user: str = "",
 ) -> set[str]:
-    """Sends ``count`` messages, a new driver pod per attempt until one sends them all (a
-    SYNC_MASTER refuses sends until its slave is in sync again); every id acknowledged on the
-    way, by any attempt."""
+    """Sends ``count`` messages (as ``user``, see ``_driver_pod``), a new driver pod per attempt
+    until one sends them all (a SYNC_MASTER refuses sends until its slave is in sync again);
+    every id acknowledged on the way, by any attempt."""
     acknowledged: set[str] = set()
     attempts: list[str] = []
 
@@ -134,7 +164,7 @@ def _produce_until_accepted(
         attempts.append(name)
         args = ("produce", "--endpoints", endpoints, "--topic", TOPIC, "--count", str(count))
         phase, log = realnode.run_pod(
-            node, namespace, _driver_pod(node, name, *args, "--prefix", prefix)
+            node, namespace, _driver_pod(node, name, *args, "--prefix", prefix, user=user)
         )
         acknowledged.update(e["message_id"] for e in _events(log) if e["event"] == "sent")
         return phase == "Succeeded"
@@ -189,31 +219,74 @@ def _release(namespace: str) -> str:
     return f"rel-{namespace}"
 
 
-def _install(node: realnode.RealNode, ns: str, groups: int = 1) -> None:
-    """``helm install`` the chart (operator only) with the built image; a Broker ``demo`` (the
-    name the chart's ``helm test`` smoke pod expects) of ``groups`` SYNC_MASTER + slave groups,
-    a Topic and a ConsumerGroup; waits until the Broker is Ready."""
+HA_SPEC: dict[str, Any] = {
+    "brokerRole": "SYNC_MASTER", "flushDiskType": "SYNC_FLUSH",
+    "failover": {"masterDownTimeoutSeconds": 2}, "config": {"slave_sync": {"interval_ms": 300}},
+}  # fmt: skip
+"""The Broker fields of these tests beyond the chart sample's: SYNC_MASTER groups that fail
+over 2 s after their master is gone."""
+
+
+def helm_install(node: realnode.RealNode, ns: str, *sets: str) -> None:
+    """``helm install`` the chart into ``ns`` with the built image, watching ``ns`` only, a 2 s
+    resync, and ``sets`` (``--set…=`` arguments); waits for the operator's Deployment."""
     repository, tag = node.image.rsplit(":", 1)
     node.cluster.helm(
         "install", _release(ns), str(operator_support.CHART_DIR), "--namespace", ns, "--wait",
         "--timeout", "3m", f"--set=image.repository={repository}", f"--set=image.tag={tag}",
         "--set=image.pullPolicy=Never", "--set=operator.resyncSeconds=2",
-        f"--set=operator.watchNamespaces={{{ns}}}",
+        f"--set=operator.watchNamespaces={{{ns}}}", *sets,
     )  # fmt: skip
-    _apply(node, ns, {
-        "apiVersion": "ariane.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "demo"},
-        "spec": {
-            "image": node.image, "imagePullPolicy": "Never",
-            "groups": groups, "replicasPerGroup": 2,
-            "brokerRole": "SYNC_MASTER", "flushDiskType": "SYNC_FLUSH",
-            "failover": {"masterDownTimeoutSeconds": 2}, "storage": {"size": "1Gi"},
-            "config": {"slave_sync": {"interval_ms": 300}},
-        },
-    })  # fmt: skip
+
+
+def _install(node: realnode.RealNode, ns: str, groups: int = 1, secure: bool = False) -> None:
+    """``helm install`` the chart with the built image and a Broker ``demo`` (the name the
+    chart's ``helm test`` smoke pod expects) of ``groups`` SYNC_MASTER + slave groups, a Topic
+    and a ConsumerGroup; waits until the Broker is Ready.
+
+    ``secure``: ``demo`` is the chart's own sample Broker as it comes (TLS enforcing, ACL on)
+    with ``HA_SPEC`` in ``sampleBroker.extraSpec``, and the RocketMQUser ``USER`` (Pub/Sub on
+    ``TOPIC``, Sub as ``GROUP``) is Ready too. Otherwise a plaintext Broker of this module's
+    own, the chart without its sample."""
+    if secure:
+        helm_install(
+            node, ns, "--set=sampleBroker.enabled=true", f"--set=sampleBroker.groups={groups}",
+            "--set=sampleBroker.replicasPerGroup=2",
+            f"--set-json=sampleBroker.extraSpec={json.dumps(HA_SPEC)}",
+        )  # fmt: skip
+    else:
+        helm_install(node, ns)
+        _apply(node, ns, {
+            "apiVersion": "ariane.dev/v1alpha1", "kind": "Broker", "metadata": {"name": "demo"},
+            "spec": {
+                "image": node.image, "imagePullPolicy": "Never", "groups": groups,
+                "replicasPerGroup": 2, "storage": {"size": "1Gi"}, **HA_SPEC,
+            },
+        })  # fmt: skip
     for kind, name, spec in (("Topic", TOPIC, {"queues": 2}), ("ConsumerGroup", GROUP, {})):
         body = {"apiVersion": "ariane.dev/v1alpha1", "kind": kind, "metadata": {"name": name}}
         _apply(node, ns, {**body, "spec": {"broker": "demo", **spec}})
+    if secure:
+        acls = [
+            {"resource": f"Topic:{TOPIC}", "actions": ["Pub", "Sub"]},
+            {"resource": f"Group:{GROUP}", "actions": ["Sub"]},
+        ]
+        _apply(node, ns, {
+            "apiVersion": "ariane.dev/v1alpha1", "kind": "RocketMQUser",
+            "metadata": {"name": USER}, "spec": {"broker": "demo", "authorization": {"acls": acls}},
+        })  # fmt: skip
     _wait(node, ns, lambda: _ready(node, ns), "Broker demo Ready")
+    if secure:
+        _wait(node, ns, lambda: cr_ready(node, ns, "rocketmqusers", USER), f"{USER} Ready")
+
+
+def cr_ready(node: realnode.RealNode, ns: str, plural: str, name: str) -> bool:
+    """Whether the ``ariane.dev`` object ``plural``/``name`` has the condition Ready True."""
+    body = kubernetes.client.CustomObjectsApi(node.cluster.api_client).get_namespaced_custom_object(
+        "ariane.dev", "v1alpha1", ns, plural, name
+    )
+    conditions = body.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _roles(core: Any, ns: str) -> dict[str, str]:
@@ -221,11 +294,12 @@ def _roles(core: Any, ns: str) -> dict[str, str]:
 
 
 def _installed(node: realnode.RealNode, ns: str) -> tuple[Any, str, set[str]]:
-    """The chart installed with a Broker serving (checked: operator pod, ``helm test``), the
-    driver ConfigMap, and 20 messages sent by the official client; (core API, name-server
-    endpoints, the acknowledged message ids)."""
+    """The chart installed with its secure sample Broker serving (``_install(secure=True)``;
+    checked: operator pod, ``helm test`` as the chart's smoke user), the driver ConfigMap, and
+    20 messages sent by the official client as ``USER``; (core API, name-server endpoints, the
+    acknowledged message ids)."""
     core = kubernetes.client.CoreV1Api(node.cluster.api_client)
-    _install(node, ns)
+    _install(node, ns, secure=True)
     release = _release(ns)
     selector = f"app.kubernetes.io/instance={release}"
     [operator] = core.list_namespaced_pod(ns, label_selector=selector).items
@@ -234,7 +308,7 @@ def _installed(node: realnode.RealNode, ns: str) -> tuple[Any, str, set[str]]:
     driver = {"metadata": {"name": "driver"}, "data": {DRIVER.name: DRIVER.read_text()}}
     core.create_namespaced_config_map(ns, driver)
     endpoints = f"demo-namesrv.{ns}.svc.cluster.local:9876"
-    sent = _produce_until_accepted(node, ns, endpoints, "before", 20)  # slave in sync by then
+    sent = _produce_until_accepted(node, ns, endpoints, "before", 20, user=USER)  # slave in sync
     assert len(sent) >= 20
     smoke = node.cluster.helm("test", release, "--namespace", ns, "--timeout", "3m", check=False)
     assert smoke.returncode == 0, (
@@ -246,7 +320,7 @@ def _installed(node: realnode.RealNode, ns: str) -> tuple[Any, str, set[str]]:
 def _receive_all(node: realnode.RealNode, ns: str, endpoints: str, sent: set[str]) -> None:
     consume = ("simple-consume", "--endpoints", endpoints, "--group", GROUP, "--topic", TOPIC)
     received = _driver(
-        node, ns, "consume", *consume, "--count", str(len(sent)), "--deadline-s", "90"
+        node, ns, "consume", *consume, "--count", str(len(sent)), "--deadline-s", "90", user=USER
     )
     got = {e["message_id"] for e in received if e["event"] == "received"}
     assert sent <= got, f"acknowledged but never received: {sorted(sent - got)}"
@@ -255,9 +329,11 @@ def _receive_all(node: realnode.RealNode, ns: str, endpoints: str, sent: set[str
 def test_helm_install_then_a_round_trip_with_the_official_client(
     real_node: realnode.RealNode, real_namespace: str
 ) -> None:
-    """``helm install`` runs the operator as a pod under the chart's ServiceAccount; it runs a
-    SYNC_MASTER + slave group in pods on hostPath volumes; ``helm test`` passes; the official
-    Python client in pods sends and receives every message through the name-server Service."""
+    """``helm install`` runs the operator as a pod under the chart's ServiceAccount; it runs the
+    chart's sample Broker, secure by default (TLS enforcing, ACL on), as a SYNC_MASTER + slave
+    group in pods on hostPath volumes; ``helm test`` passes as the chart's smoke user; the
+    official Python client in pods, with a RocketMQUser's Secret, sends and receives every
+    message through the name-server Service."""
     _, endpoints, sent = _installed(real_node, real_namespace)
 
     _receive_all(real_node, real_namespace, endpoints, sent)
@@ -266,7 +342,8 @@ def test_helm_install_then_a_round_trip_with_the_official_client(
 def test_failover_after_the_master_container_is_sigkilled_loses_nothing(
     real_node: realnode.RealNode, real_namespace: str
 ) -> None:
-    """After the master's container is SIGKILLed through containerd (again while the kubelet
+    """On the secure sample Broker (TLS, ACL: the operator's calls signed as its Super user):
+    after the master's container is SIGKILLed through containerd (again while the kubelet
     restarts it), the operator fails over to the slave, the old master's container comes back
     as the new master's slave (by its role from the ConfigMap, or, started before the failover,
     by rejoining on its own), the group takes sends again, and every acknowledged message,
@@ -279,6 +356,6 @@ def test_failover_after_the_master_container_is_sigkilled_loses_nothing(
     assert killed, "the master's container was never killed"
     assert _roles(core, ns) != roles_before
     _wait(node, ns, lambda: _ready(node, ns), "Broker demo Ready after the failover")
-    sent |= _produce_until_accepted(node, ns, endpoints, "after", 20, timeout_s=120.0)
+    sent |= _produce_until_accepted(node, ns, endpoints, "after", 20, timeout_s=120.0, user=USER)
 
     _receive_all(node, ns, endpoints, sent)

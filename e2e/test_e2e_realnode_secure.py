@@ -2,8 +2,9 @@
 
 One ``helm install`` per module, in a namespace labelled
 ``pod-security.kubernetes.io/enforce=restricted`` (the apiserver's PodSecurity admission admits or
-rejects every pod: operator, name server, brokers, client pods). The Broker ``demo`` has
-``spec.tls.mode: enforcing`` and ``spec.auth.enabled``; its leaves live ``LEAF_LIFETIME_S``
+rejects every pod: operator, name server, brokers, client pods). The Broker ``demo`` is the
+chart's sample as it comes, secure by default: ``spec.tls.mode: enforcing`` and
+``spec.auth.enabled`` (with the smoke test's RocketMQUser); its leaves live ``LEAF_LIFETIME_S``
 (``certs.LEAF_LIFETIME_ANNOTATION``), so the operator's own renewal path (a leaf due at two
 thirds of its life is re-issued into its Secret) runs during the module. Clients are the
 official Python client (tests/conformance/official_py_driver.py) in pods of the client image.
@@ -12,6 +13,7 @@ official Python client (tests/conformance/official_py_driver.py) in pods of the 
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +23,6 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 from cryptography import x509
 
-from e2e import operator_support
 from e2e import test_e2e_realnode_chart as chart
 from e2e.testenv import objects, processes, realnode
 
@@ -52,33 +53,19 @@ def restricted_namespace(real_node: realnode.RealNode) -> Iterator[str]:
     core.delete_namespace(name)
 
 
-def _secured_broker() -> dict[str, Any]:
-    annotations = {"ariane.dev/tls-certificate-lifetime-seconds": str(LEAF_LIFETIME_S)}
-    return {
-        "apiVersion": "ariane.dev/v1alpha1", "kind": "Broker",
-        "metadata": {"name": "demo", "annotations": annotations},
-        "spec": {
-            "groups": 1, "replicasPerGroup": 1, "storage": {"size": "1Gi"},
-            "tls": {"mode": "enforcing"}, "auth": {"enabled": True},
-        },
-    }  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def secured(real_node: realnode.RealNode, restricted_namespace: str) -> str:
-    """The chart installed, Broker ``demo`` Ready with TLS enforcing and ACL on, topics
-    ``orders`` and ``other``, group ``billing``, the driver ConfigMap; the namespace."""
+    """The chart installed with its sample Broker ``demo`` as it comes (TLS enforcing, ACL on;
+    only the leaf lifetime annotated), Ready, topics ``orders`` and ``other``, group
+    ``billing``, the driver ConfigMap; the namespace."""
     node, ns = real_node, restricted_namespace
-    repository, tag = node.image.rsplit(":", 1)
-    node.cluster.helm(
-        "install", chart._release(ns), str(operator_support.CHART_DIR), "--namespace", ns,
-        "--wait", "--timeout", "3m", f"--set=image.repository={repository}",
-        f"--set=image.tag={tag}", "--set=image.pullPolicy=Never",
-        "--set=operator.resyncSeconds=2", f"--set=operator.watchNamespaces={{{ns}}}",
+    annotations = {"ariane.dev/tls-certificate-lifetime-seconds": str(LEAF_LIFETIME_S)}
+    chart.helm_install(
+        node, ns, "--set=sampleBroker.enabled=true",
+        f"--set-json=sampleBroker.annotations={json.dumps(annotations)}",
     )  # fmt: skip
-    broker = _secured_broker()
-    broker["spec"] |= {"image": node.image, "imagePullPolicy": "Never"}
-    chart._apply(node, ns, broker)
+    spec = chart._broker(node, ns)["spec"]
+    assert (spec["tls"]["mode"], spec["auth"]["enabled"]) == ("enforcing", True), spec
     for kind, name in (("Topic", TOPIC), ("Topic", OTHER_TOPIC), ("ConsumerGroup", GROUP)):
         body = {"apiVersion": "ariane.dev/v1alpha1", "kind": kind, "metadata": {"name": name}}
         chart._apply(node, ns, {**body, "spec": {"broker": "demo"}})
@@ -87,7 +74,7 @@ def secured(real_node: realnode.RealNode, restricted_namespace: str) -> str:
         chart._wait(
             node,
             ns,
-            lambda plural=plural, name=name: _cr_ready(node, ns, plural, name),
+            lambda plural=plural, name=name: chart.cr_ready(node, ns, plural, name),
             f"{plural} {name} Ready (created by the operator's signed admin calls)",
         )
     driver = {"metadata": {"name": "driver"}, "data": {chart.DRIVER.name: chart.DRIVER.read_text()}}
@@ -185,17 +172,11 @@ def _custom(node: realnode.RealNode) -> Any:
     return kubernetes.client.CustomObjectsApi(node.cluster.api_client)
 
 
-def _cr_ready(node: realnode.RealNode, ns: str, plural: str, name: str) -> bool:
-    body = _custom(node).get_namespaced_custom_object("ariane.dev", "v1alpha1", ns, plural, name)
-    conditions = body.get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
 def _user_gone(node: realnode.RealNode, ns: str) -> bool:
     found = _custom(node).list_namespaced_custom_object(
         "ariane.dev", "v1alpha1", ns, "rocketmqusers"
     )
-    return not found["items"]
+    return USER not in {u["metadata"]["name"] for u in found["items"]}
 
 
 def _secret_data(node: realnode.RealNode, ns: str, name: str) -> dict[str, str]:
@@ -240,6 +221,34 @@ def test_every_pod_is_admitted_under_restricted_and_a_privileged_one_is_not(
     assert "violates PodSecurity" in str(refused.value.body), refused.value.body
 
 
+def test_helm_test_passes_against_the_secure_sample_as_it_comes(
+    real_node: realnode.RealNode, secured: str
+) -> None:
+    """``helm test`` passes against the chart's sample Broker with TLS enforcing and ACL on:
+    its smoke pod signs as the RocketMQUser the chart renders (keys, endpoints and CA from the
+    Secret the operator wrote), creates ``helm-smoke``, lists the brokers and makes a round
+    trip; the smoke user may do nothing beyond that (it is refused the topic ``orders``)."""
+    node, ns = real_node, secured
+    release = chart._release(ns)
+    smoke_user = f"{release}-ariane-smoke"
+
+    smoke = node.cluster.helm("test", release, "--namespace", ns, "--timeout", "3m", check=False)
+    keys = [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": smoke_user, "key": key}}}
+        for var, key in (
+            ("RMQ_DRIVER_ACCESS_KEY", "accessKey"),
+            ("RMQ_DRIVER_SECRET_KEY", "secretKey"),
+        )
+    ]
+    endpoints = _secret_data(node, ns, smoke_user)["endpoints"]
+    produce = ["produce", "--endpoints", endpoints, "--count", "1", "--topic", TOPIC]
+    beyond = _run(node, ns, "smoke-user-on-orders", produce, keys, smoke_user)
+
+    assert smoke.returncode == 0, f"{smoke.stdout}{smoke.stderr}\n{_diagnose(node, ns)}"
+    assert chart.cr_ready(node, ns, "rocketmqusers", smoke_user)
+    _refused(beyond, "40300")
+
+
 def test_user_secret_pub_sub_on_its_topic_only_and_deletion_revokes(
     real_node: realnode.RealNode, secured: str
 ) -> None:
@@ -258,7 +267,10 @@ def test_user_secret_pub_sub_on_its_topic_only_and_deletion_revokes(
     }  # fmt: skip
     chart._apply(node, ns, user)
     chart._wait(
-        node, ns, lambda: _cr_ready(node, ns, "rocketmqusers", USER), f"RocketMQUser {USER} Ready"
+        node,
+        ns,
+        lambda: chart.cr_ready(node, ns, "rocketmqusers", USER),
+        f"RocketMQUser {USER} Ready",
     )
     secret = _secret_data(node, ns, USER)
     endpoints = secret["endpoints"]

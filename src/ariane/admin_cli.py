@@ -21,6 +21,11 @@ through ``ariane.client.AdminClient``::
     ariane admin user create|update|delete|get|list …   acl create|update|delete|get|list …
                                                   (ACL 2.0, ``admin_auth_cli``; mqadmin letters)
 
+``topic create`` returns once every name server that answers routes the topic to the broker
+groups it was created on (``--route-wait-s``, default 24 s, RocketMQ's broker registration
+deadline; exit 1 with REQUEST_TIMEOUT after it): RocketMQ's broker registers a new topic before
+it answers ``updateTopic``, so a producer started right after ``mqadmin updateTopic`` finds it.
+
 Brokers with ACL 2.0 on need signed calls: ``--access-key``/``--secret-key`` (or
 ``ARIANE_ACCESS_KEY``/``ARIANE_SECRET_KEY``) on any command. A cluster serving TLS needs
 ``--tls --ca-file PATH`` (or ``ARIANE_TLS=1``, ``ARIANE_CA_FILE``): name servers and brokers are
@@ -123,6 +128,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 600:
+        raise argparse.ArgumentTypeError(f"{value} is not 0..600 seconds")
     return value
 
 
@@ -252,6 +264,14 @@ def _topic_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
                 default=[],
                 metavar="NAME",
                 help="only this broker group",
+            )
+            p.add_argument(
+                "--route-wait-s",
+                type=_seconds,
+                default=admin.ROUTE_WAIT_S_DEFAULT,
+                metavar="S",
+                help="return once the name servers route the topic, waiting at most S seconds "
+                f"(default {admin.ROUTE_WAIT_S_DEFAULT:g}; 0: do not wait)",
             )
     verbs.add_parser("delete", help="delete a topic", parents=[common]).add_argument("name")
     listing = verbs.add_parser("list", help="list topics", parents=[common])
@@ -558,6 +578,7 @@ async def _topic_create(client: Client, args: argparse.Namespace) -> Result:
         perm=args.perm or 0,
         retention_hours=args.retention_hours or 0,
         broker_names=args.broker,
+        route_wait_s=args.route_wait_s,
     )
     return Result(f"topic {args.name}", _TOPIC_COLUMNS, _rows(created))
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -41,6 +42,14 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 10.0
 """Deadline of each call to a name server or broker, in seconds."""
+
+ROUTE_WAIT_S_DEFAULT = 24.0
+"""How long ``create_topic`` waits for the name servers to route a new topic (RocketMQ's
+broker waits up to ``registerBrokerTimeoutMills``, 24 s, for its registration before it
+answers ``updateTopic``)."""
+
+ROUTE_POLL_S = 0.05
+"""Pause between two route queries while waiting for a route."""
 
 NAMESRV_ENDPOINTS_MAX = transport.ENDPOINTS_MAX
 """Most name-server endpoints one client takes."""
@@ -321,9 +330,13 @@ class AdminClient(auth_admin.AuthAdminCalls):
         perm: int = 0,
         retention_hours: int = 0,
         broker_names: Sequence[str] = (),
+        route_wait_s: float = ROUTE_WAIT_S_DEFAULT,
     ) -> list[types.TopicInfo]:
         """Create (or replace) a topic on every master, or on the named broker groups
-        (RocketMQ ``mqadmin updateTopic``).
+        (RocketMQ ``mqadmin updateTopic``), and return once the name servers route it there
+        (``wait_until_routed``): a producer started right after finds it. RocketMQ's broker
+        answers ``updateTopic`` only after registering the topic with the name servers; an
+        Ariane broker registers in the background (``route_changed``), so the wait is here.
 
         Args:
             name: the topic.
@@ -334,6 +347,7 @@ class AdminClient(auth_admin.AuthAdminCalls):
             perm: RocketMQ perm bits; 0 = read and write (6).
             retention_hours: hours to keep its messages; 0 = the broker default.
             broker_names: only these broker groups (all masters when empty).
+            route_wait_s: the most seconds to wait for the route; 0 = return at once.
 
         Returns:
             the topic as each broker group stored it.
@@ -341,6 +355,7 @@ class AdminClient(auth_admin.AuthAdminCalls):
         Raises:
             IllegalTopicError: a bad name or value (the message says which).
             NameServerUnreachableError, BrokerUnreachableError, NotFoundError: see ``masters``.
+            RequestTimeoutError: created, but not routed within ``route_wait_s``.
         """
         topic = pb.admin.Topic(
             name=name,
@@ -356,7 +371,77 @@ class AdminClient(auth_admin.AuthAdminCalls):
             pb.admin.CreateTopicRequest(topic=topic),
             pb.admin.CreateTopicResponse,
         )
+        if route_wait_s > 0:
+            await self.wait_until_routed(
+                name, [m.broker_name for m, _ in done], timeout_s=route_wait_s
+            )
         return [types.TopicInfo.from_message(m.broker_name, r.topic) for m, r in done]
+
+    async def wait_until_routed(
+        self, topic: str, broker_names: Sequence[str], *, timeout_s: float
+    ) -> None:
+        """Wait until every name server that answers routes ``topic`` to each of
+        ``broker_names`` (at least one must answer; one that does not is not waited for: a
+        client asking it fails over to the others).
+
+        Args:
+            topic: the topic.
+            broker_names: the broker groups the route must name.
+            timeout_s: the most seconds to wait (one query round may add a call deadline).
+
+        Raises:
+            RequestTimeoutError: not so after ``timeout_s``; the message names what is missing
+                where.
+        """
+        deadline_s = time.monotonic() + timeout_s
+        wanted = set(broker_names)
+        while True:
+            missing = await self._unrouted(topic, wanted)
+            if not missing:
+                return
+            if time.monotonic() >= deadline_s:
+                raise errors.RequestTimeoutError(
+                    f"topic {topic!r} was created but the name servers do not route it after "
+                    f"{timeout_s:g} s ({'; '.join(missing)}); check that the brokers register "
+                    "with them (their logs)"
+                )
+            await asyncio.sleep(ROUTE_POLL_S)
+
+    async def _unrouted(self, topic: str, wanted: set[str]) -> list[str]:
+        """What each name server lacks of ``topic``'s route to ``wanted`` (``[]``: all there)."""
+        request = pb.registry.GetTopicRouteRequest(topic=topic)
+        answers = await asyncio.gather(
+            *(self._route_on(e, request) for e in self._endpoints), return_exceptions=True
+        )
+        lacking: list[str] = []
+        silent: list[str] = []
+        for endpoint, answer in zip(self._endpoints, answers, strict=True):
+            if isinstance(answer, grpc.aio.AioRpcError):
+                silent.append(f"{endpoint}: {transport.grpc_failure(answer)}")
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            absent = wanted - {q.broker_name for q in answer.queue_datas}  # all: TOPIC_NOT_FOUND
+            if absent:
+                lacking.append(f"{endpoint} lacks {', '.join(sorted(absent))}")
+            else:
+                codes.raise_for_status(answer.status)
+        answered = len(silent) < len(self._endpoints)
+        return lacking + silent if lacking or not answered else []
+
+    async def _route_on(
+        self, endpoint: str, request: pb.registry.GetTopicRouteRequest
+    ) -> pb.registry.GetTopicRouteResponse:
+        channel = await self._channels.get(endpoint)
+        return await rpc.unary_call(
+            channel,
+            pb.REGISTRY_SERVICE,
+            "GetTopicRoute",
+            request,
+            pb.registry.GetTopicRouteResponse,
+            timeout_s=self._timeout_s,
+            metadata=self._headers(),
+        )
 
     async def update_topic(
         self,
