@@ -1,0 +1,189 @@
+"""A replica's reput meets a whole damaged record whose header fields can no longer be trusted (a
+bit flipped in its TOPIC or QUEUEID, so its record CRC fails), streamed verbatim from a master
+whose own copy is the damaged one: the reput dispatches every record after it, the damaged one
+gets the unit its master gave it when the queues tell which one that is (else its possible
+places are reserved, so no queue offset is ever given twice), reads of it answer CORRUPT, and a
+promotion serves the later records at the master's queue offsets and continues each queue after
+them. Before: the reput stopped at such a record (its claimed queue was not where it could be
+placed), the records after it were never dispatched, and a promotion kept them undispatched
+and gave their queue offsets to new messages (issue 25's residual).
+
+Own stores: a master's CommitLog bytes, damaged, streamed to a replica store in process in
+frames that end at any byte, as the HA stream does.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+
+import pytest
+
+from ariane.broker.services import replication
+from ariane.common import clock, ids
+from ariane.store import (
+    LookupStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    message_store,
+)
+from store_testing import read, request, tiny_settings
+
+SEGMENT_BYTES = 64 * 1024
+"""One segment holds every record of a test: frames never cross a segment end."""
+FRAME_BYTES = 500
+"""HA frame size: frames end inside records."""
+FIXED_BYTES = 88
+"""The fixed part of a record with IPv4 hosts: BODY starts there."""
+QUEUE_ID_LOW_BYTE = 15
+"""The low byte of QUEUEID (TOTALSIZE 4, MAGICCODE 4, BODYCRC 4, QUEUEID 4, big-endian)."""
+
+
+def _store(root: pathlib.Path) -> message_store.MessageStore:
+    config = tiny_settings(commit_log_file_size_bytes=SEGMENT_BYTES, message_size_bytes_max=4096)
+    return message_store.MessageStore.open(root, config, clock=clock.ManualClock(start_ms=1))
+
+
+def _put(store: message_store.MessageStore, body: bytes, queue_id: int = 0) -> PutMessageResult:
+    result = store.put_message(request(body=body, queue_id=queue_id))
+    assert result.status is PutMessageStatus.PUT_OK
+    return result
+
+
+def _flip_topic(data: bytearray, result: PutMessageResult, body_bytes: int) -> None:
+    """Flip a bit of TOPIC's first byte (V1 layout: a 1-byte topic length after BODY): T → U."""
+    at = result.commit_log_offset + FIXED_BYTES + body_bytes + 1
+    assert data[at : at + 1] == b"T"
+    data[at] ^= 0x01
+
+
+def _stream(replica: message_store.MessageStore, data: bytearray, start: int, end: int) -> None:
+    """Append ``data[start:end]`` as the HA stream does, in frames ending at any byte."""
+    for at in range(start, end, FRAME_BYTES):
+        replica.append_replicated(
+            ids.CommitLogOffset(at), bytes(data[at : min(end, at + FRAME_BYTES)])
+        )
+
+
+def _master_bytes(root: pathlib.Path, end: int) -> bytearray:
+    return bytearray((root / "commitlog" / f"{0:020d}").read_bytes()[:end])
+
+
+def _bodies(
+    store: message_store.MessageStore, offset: int, queue_id: int = 0
+) -> list[tuple[int, bytes]]:
+    return [(m.queue_offset, m.body) for m in read(store, offset, queue_id=queue_id).messages]
+
+
+def test_a_replica_dispatches_past_a_topic_flipped_record_and_a_promotion_keeps_offsets(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a replica receiving ten records of one queue, the fifth with a flipped TOPIC bit,
+    dispatches all ten (the damaged one at its master's queue offset 4, read as CORRUPT) and,
+    once promoted, serves the five after it at queue offsets 5-9 and stores its own next
+    message at 10 (before: the reput stopped at 4 and the promotion gave 4 to the new one)."""
+    master = _store(tmp_path / "master")
+    replica = _store(tmp_path / "replica")
+    try:
+        put = [_put(master, f"m{n}".encode() * 20) for n in range(10)]
+        data = _master_bytes(tmp_path / "master", master.max_commit_log_offset)
+        _flip_topic(data, put[4], 40)
+        _stream(replica, data, 0, len(data))
+
+        assert replica.dispatcher.dispatched_offset == len(data)
+        assert replica.max_queue_offset(ids.TopicName("T"), ids.QueueId(0)) == 10
+        assert replica.get_message(put[4].commit_log_offset).status is LookupStatus.CORRUPT
+        stuck = read(replica, 4)
+        assert stuck.status is message_store.GetMessageStatus.RECORD_CORRUPTED
+        wanted = [(n, f"m{n}".encode() * 20) for n in range(5, 10)]
+        assert _bodies(replica, 5) == wanted
+
+        replica.adopt_replicated_queue_offsets()
+        assert replication.cut_partial_record(replica) is None
+        mine = replica.put_message(request(body=b"written-as-master"))
+        assert (mine.status, mine.queue_offset) == (PutMessageStatus.PUT_OK, 10)
+        assert _bodies(replica, 5) == [*wanted, (10, b"written-as-master")]
+    finally:
+        master.close()
+        replica.close()
+
+
+def test_a_topic_flipped_last_record_of_its_queue_keeps_its_offset_across_a_promotion(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a replica whose damaged record (TOPIC flipped) is its queue's last, followed by
+    another queue's record, dispatches both, and once promoted gives its next message in the
+    damaged record's queue the offset after it (before: the reput stopped, the other queue's
+    record was never dispatched, and the new message reused the damaged record's offset)."""
+    master = _store(tmp_path / "master")
+    replica = _store(tmp_path / "replica")
+    try:
+        put = [_put(master, f"a{n}".encode() * 20) for n in range(6)]
+        other = _put(master, b"b0" * 20, queue_id=1)
+        data = _master_bytes(tmp_path / "master", master.max_commit_log_offset)
+        _flip_topic(data, put[5], 40)
+        _stream(replica, data, 0, len(data))
+
+        assert _bodies(replica, 0, queue_id=1) == [(0, b"b0" * 20)]
+        assert replica.max_queue_offset(ids.TopicName("T"), ids.QueueId(0)) == 6
+        assert other.queue_offset == 0
+        replica.adopt_replicated_queue_offsets()
+        assert replication.cut_partial_record(replica) is None
+        mine = replica.put_message(request(body=b"written-as-master"))
+        assert mine.queue_offset == 6
+    finally:
+        master.close()
+        replica.close()
+
+
+def test_a_queue_id_flip_with_several_possible_queues_reserves_them_until_later_records_tell(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Proves a record whose QUEUEID flipped (0 → 2) when queues 0, 1 and 3 all await the queue
+    offset it claims is passed by the reput at once (its possible slots reserved), and the
+    records that follow give each queue its master's offsets: queue 0's next record at 3 shows
+    the damaged record was its 2 (read as CORRUPT), queues 1 and 3 take their own 2; a promotion
+    then continues every queue after its master's last offset; the reput's expected waits at a
+    partial record are not logged as errors."""
+    master = _store(tmp_path / "master")
+    replica = _store(tmp_path / "replica")
+    try:
+        for n in range(2):
+            for queue_id in (0, 1, 3):
+                _put(master, f"q{queue_id}-{n}".encode() * 10, queue_id)
+        damaged = _put(master, b"q0-2" * 10, 0)
+        vouch = master.put_message(request(topic="U", body=b"other topic"))
+        first_end = master.max_commit_log_offset
+        later = [_put(master, f"q{q}-{n}".encode() * 10, q) for q, n in [(1, 2), (3, 2), (0, 3)]]
+        data = _master_bytes(tmp_path / "master", master.max_commit_log_offset)
+        at = damaged.commit_log_offset + QUEUE_ID_LOW_BYTE
+        assert data[at] == 0
+        data[at] ^= 0x02
+
+        with caplog.at_level(logging.INFO, logger="ariane.store"):
+            _stream(replica, data, 0, first_end)
+        assert replica.dispatcher.dispatched_offset == first_end
+        assert vouch.status is PutMessageStatus.PUT_OK
+        assert _bodies(replica, 0, queue_id=0) == [(0, b"q0-0" * 10), (1, b"q0-1" * 10)]
+        assert not [
+            r for r in caplog.records if r.levelno >= logging.ERROR and "reput" in r.message
+        ]
+
+        _stream(replica, data, first_end, len(data))
+        assert replica.dispatcher.dispatched_offset == len(data)
+        for queue_id in (1, 3):
+            got = _bodies(replica, 0, queue_id=queue_id)
+            assert got == [(n, f"q{queue_id}-{n}".encode() * 10) for n in range(3)]
+        assert read(replica, 2).status is message_store.GetMessageStatus.RECORD_CORRUPTED
+        assert _bodies(replica, 3) == [(3, b"q0-3" * 10)]
+        assert [r.queue_offset for r in later] == [2, 2, 3]
+
+        replica.adopt_replicated_queue_offsets()
+        assert replication.cut_partial_record(replica) is None
+        next_offsets = [
+            replica.put_message(request(body=b"new", queue_id=q)).queue_offset for q in (0, 1, 3)
+        ]
+        assert next_offsets == [4, 3, 3]
+    finally:
+        master.close()
+        replica.close()
