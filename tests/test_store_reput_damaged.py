@@ -8,8 +8,12 @@ them. Before: the reput stopped at such a record (its claimed queue was not wher
 placed), the records after it were never dispatched, and a promotion kept them undispatched
 and gave their queue offsets to new messages (issue 25's residual).
 
+Recovery follows the same rule (``store.record_scan``): a master's unclean recovery meeting a
+damaged record it cannot place keeps it, reserving its possible queue offsets (before: the valid
+data ended there).
+
 Own stores: a master's CommitLog bytes, damaged, streamed to a replica store in process in
-frames that end at any byte, as the HA stream does.
+frames that end at any byte, as the HA stream does (and an in-memory store for recovery).
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import pathlib
 
 import pytest
 
+import store_testing
 from ariane.broker.services import replication
 from ariane.common import clock, ids
 from ariane.store import (
     LookupStatus,
     PutMessageResult,
     PutMessageStatus,
+    mapped_file,
     message_store,
 )
 from store_testing import read, request, tiny_settings
@@ -184,6 +190,90 @@ def test_a_queue_id_flip_with_several_possible_queues_reserves_them_until_later_
             replica.put_message(request(body=b"new", queue_id=q)).queue_offset for q in (0, 1, 3)
         ]
         assert next_offsets == [4, 3, 3]
+    finally:
+        master.close()
+        replica.close()
+
+
+def test_a_topic_flipped_to_non_utf8_is_still_a_whole_record_the_reput_passes(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Proves a record whose TOPIC's high bit flipped (no longer UTF-8) is still read as a
+    whole damaged record, not a torn one: the replica dispatches past it at its master's
+    queue offset (before: read as torn, the reput stopped there for good)."""
+    master = _store(tmp_path / "master")
+    replica = _store(tmp_path / "replica")
+    try:
+        put = [_put(master, f"m{n}".encode() * 20) for n in range(6)]
+        data = _master_bytes(tmp_path / "master", master.max_commit_log_offset)
+        at = put[2].commit_log_offset + FIXED_BYTES + 40 + 1
+        assert data[at : at + 1] == b"T"
+        data[at] ^= 0x80
+        _stream(replica, data, 0, len(data))
+        assert replica.max_queue_offset(ids.TopicName("T"), ids.QueueId(0)) == 6
+        assert read(replica, 2).status is message_store.GetMessageStatus.RECORD_CORRUPTED
+        assert _bodies(replica, 3) == [(n, f"m{n}".encode() * 20) for n in range(3, 6)]
+    finally:
+        master.close()
+        replica.close()
+
+
+def test_recovery_keeps_an_unplaceable_damaged_record_and_reserves_its_possible_offsets() -> None:
+    """Proves a master's unclean recovery (no checkpoint: everything dispatched again) meeting
+    a QUEUEID-flipped record that three queues could hold keeps it and every record after it,
+    reserving the offset in each of them, so new messages never take the damaged record's
+    queue offset (before: the valid data ended there, cutting the records after it)."""
+    mem = store_testing.MemoryStore.open()
+    store = mem.store
+    for n in range(2):
+        for queue_id in (0, 1, 3):
+            _put(store, f"q{queue_id}-{n}".encode() * 10, queue_id)
+    damaged = _put(store, b"q0-2" * 10, 0)
+    other = store.put_message(request(topic="U", body=b"other topic"))
+    end = other.commit_log_offset + other.wrote_bytes
+    store.commit_log.flush()
+    store_testing.abandon(store)
+    mem.layer.remove(store_testing.ROOT / "checkpoint")
+    size = mem.config.commit_log_file_size_bytes
+    path = (
+        store_testing.ROOT
+        / "commitlog"
+        / mapped_file.file_name_of(damaged.commit_log_offset - damaged.commit_log_offset % size)
+    )
+    position = damaged.commit_log_offset % size + QUEUE_ID_LOW_BYTE
+    assert mem.layer.read_durable(path, position, 1) == b"\x00"
+    mem.layer.overwrite(path, position, b"\x02")
+
+    store = mem.reopen()
+    assert store.max_commit_log_offset == end
+    assert store.recovery_report.damaged_offsets == (damaged.commit_log_offset,)
+    assert [m.body for m in read(store, 0, topic="U").messages] == [b"other topic"]
+    assert store.get_message(damaged.commit_log_offset).status is LookupStatus.CORRUPT
+    for queue_id in (0, 1, 3):
+        assert store.put_message(request(body=b"new", queue_id=queue_id)).queue_offset == 3
+
+
+def test_frames_ending_inside_records_are_normal_catch_up_not_errors(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Proves a replica fed sound records in frames that end inside records logs its reput's
+    waits at DEBUG, once per offset, never as an error (before: an ERROR "reput stopped at
+    ... truncated" for every such frame: 172 lines in a chaos run's slave log)."""
+    master = _store(tmp_path / "master")
+    replica = _store(tmp_path / "replica")
+    try:
+        for n in range(10):
+            _put(master, f"m{n}".encode() * 20)
+        data = _master_bytes(tmp_path / "master", master.max_commit_log_offset)
+        with caplog.at_level(logging.DEBUG, logger="ariane.store.dispatcher"):
+            for at in range(0, len(data), 50):  # several frames inside each record
+                chunk = bytes(data[at : min(len(data), at + 50)])
+                replica.append_replicated(ids.CommitLogOffset(at), chunk)
+        assert replica.max_queue_offset(ids.TopicName("T"), ids.QueueId(0)) == 10
+        waits = [r for r in caplog.records if r.name == "ariane.store.dispatcher"]
+        assert waits and all(r.levelno == logging.DEBUG for r in waits)
+        offsets = [r.args[0] for r in waits if isinstance(r.args, tuple)]
+        assert len(set(offsets)) == len(offsets) == len(waits)  # once per offset
     finally:
         master.close()
         replica.close()
