@@ -333,13 +333,10 @@ class ReputMessageService:
         )
         _log.error(
             "CommitLog record at %d is damaged (%s) but whole, with a sound record after it: "
-            "dispatched past (reads of it answer CORRUPT)%s",
+            "dispatched past (reads of it answer CORRUPT); %s",
             found.offset,
             found.reason,
-            f"; {placement.problem}: its possible queue offsets {list(placement.reserved)} "
-            "are reserved"
-            if placement.problem
-            else "",
+            record_scan.describe(placement),
         )
         if placement.unit is not None:
             return [placement.unit]
@@ -359,7 +356,9 @@ class ReputMessageService:
         own (the dispatch writes it over the filler); right after it, the damaged record
         held the slot: its unit replaces the filler."""
         key = (request.topic, request.queue_id)
-        for damaged, slots in list(self._reserved):
+        settled = []
+        for entry in self._reserved:
+            damaged, slots = entry
             slot = slots.get(key)
             if slot is None:
                 continue
@@ -368,7 +367,7 @@ class ReputMessageService:
                     topic=key[0], queue_id=key[1], queue_offset=ids.QueueOffset(slot)
                 )
                 self._dispatcher.fill(unit)
-                self._reserved.remove((damaged, slots))
+                settled.append(entry)
                 _log.warning(
                     "damaged CommitLog record at %d placed at %s-%d offset %d (the next "
                     "record of that queue follows it)",
@@ -380,7 +379,9 @@ class ReputMessageService:
             elif request.queue_offset == slot:
                 del slots[key]
                 if not slots:
-                    self._reserved.remove((damaged, slots))
+                    settled.append(entry)
+        if settled:
+            self._reserved = [e for e in self._reserved if all(e is not s for s in settled)]
 
     def start(self, *, interval_ms: int = 1) -> None:
         """Run ``reput`` in a thread every ``interval_ms`` until ``stop``."""

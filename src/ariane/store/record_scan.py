@@ -250,6 +250,15 @@ def place(
     return Placement(None, reserved, f"{len(fits)} ConsumeQueue places fit what its header claims")
 
 
+def describe(placement: Placement) -> str:
+    """A log phrase for ``placement``: where its unit went, or why none and what is reserved."""
+    unit = placement.unit
+    if not placement.problem and unit is not None:
+        return f"its unit is {unit.topic}-{unit.queue_id} offset {unit.queue_offset}"
+    reserved = ", ".join(f"{t}-{q} offset {at}" for t, q, at in placement.reserved)
+    return f"{placement.problem}; no unit" + (f", reserved: {reserved}" if reserved else "")
+
+
 def _expected(queues: consume_queue.ConsumeQueueStore, key: _QueueKey) -> int:
     queue = queues.get(*key)
     return 0 if queue is None else int(queue.max_queue_offset)

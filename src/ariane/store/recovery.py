@@ -398,11 +398,10 @@ class _Rescan:
         )
         if placement.problem:
             _log.error(
-                "damaged CommitLog record at %d (%s): %s; queue offsets it may hold, reserved: %s",
+                "damaged CommitLog record at %d (%s): %s",
                 found.offset,
                 found.reason,
-                placement.problem,
-                list(placement.reserved),
+                record_scan.describe(placement),
             )
         if placement.unit is not None:
             self._pending.append(placement.unit)
