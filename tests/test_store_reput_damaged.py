@@ -277,3 +277,27 @@ def test_frames_ending_inside_records_are_normal_catch_up_not_errors(
     finally:
         master.close()
         replica.close()
+
+
+def test_a_record_whose_size_or_magic_flipped_stops_the_reput_with_one_error(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Proves a record that is no longer whole (its MAGICCODE flipped) inside the replicated
+    data stops the reput there (its extent is unknown: nothing after it can be placed) with
+    one ERROR however many frames arrive after it (before: one per frame)."""
+    master = _store(tmp_path / "master")
+    replica = _store(tmp_path / "replica")
+    try:
+        put = [_put(master, f"m{n}".encode() * 20) for n in range(10)]
+        data = _master_bytes(tmp_path / "master", master.max_commit_log_offset)
+        data[put[3].commit_log_offset + 5] ^= 0x04  # MAGICCODE
+        with caplog.at_level(logging.DEBUG, logger="ariane.store.dispatcher"):
+            _stream(replica, data, 0, len(data))
+        assert replica.dispatcher.dispatched_offset == put[3].commit_log_offset
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert [r.getMessage().split(":")[0] for r in errors] == [
+            f"reput stopped at {put[3].commit_log_offset}"
+        ]
+    finally:
+        master.close()
+        replica.close()

@@ -83,6 +83,11 @@ class RecordReader:
         """Offset just past the last written record."""
         return self.log.max_offset
 
+    @property
+    def record_bytes_max(self) -> int:
+        """The largest record believed when reading, bytes."""
+        return self._record_bytes_max
+
     def read(self, offset: int, size_bytes: int = 0, *, damaged: bool = False) -> LookupResult:
         """The message whose record starts at ``offset``, with its CRCs checked.
 

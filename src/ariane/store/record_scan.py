@@ -168,16 +168,22 @@ def _sound_after(reader: record_reader.RecordReader, offset: int) -> bool:
 
 def _reaches_past_end(reader: record_reader.RecordReader, offset: int) -> bool:
     """Whether the record at ``offset`` is cut by the end of the written data: fewer than a
-    header's bytes are written, or its TOTALSIZE reaches past the written data."""
+    header's bytes are written, or its header (a message magic code, a believable TOTALSIZE)
+    says it reaches past the written data."""
     left = reader.max_offset - offset
     if left < message_codec.END_FILE_MIN_BLANK_BYTES:
         return left > 0
     segment = reader.log.find(offset)
-    header = None if segment is None else segment.read(offset - segment.start_offset, 4)
-    if not header or len(header) < 4:
+    header = None if segment is None else segment.read(offset - segment.start_offset, 8)
+    if not header or len(header) < 8:
         return False
-    total = int.from_bytes(header, "big", signed=True)
-    return offset + total > reader.max_offset
+    total = int.from_bytes(header[:4], "big", signed=True)
+    magic = int.from_bytes(header[4:], "big", signed=True)
+    return (
+        magic in (message_codec.MAGIC_CODE_V1, message_codec.MAGIC_CODE_V2)
+        and message_codec.RECORD_BYTES_MIN <= total <= reader.record_bytes_max
+        and offset + total > reader.max_offset
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
