@@ -6,6 +6,14 @@ been dispatched. The store calls it right after an append (so a read-after-write
 message through its ConsumeQueue); ``ReputMessageService`` tails the CommitLog from
 ``dispatched_offset`` for records written by someone else (recovery, a replication stream).
 
+Where the tail is damaged the reput follows the store's one rule (``record_scan``): it waits at
+a torn tail (a record the writer or the HA stream has not finished: logged at DEBUG once per
+offset) and passes a whole damaged record with a sound one after it, its unit placed by
+``record_scan.place`` or, when several queues could hold it, those queue offsets reserved with
+filler units until a later record of one of them shows which held it (``_settle``, in memory:
+after a restart the filler stays and reads skip that offset). RocketMQ's reput reads without
+CRC checks and dispatches a damaged record by whatever its header says.
+
 The key index is pluggable through ``KeyIndexSink``; it receives ``topic#KEY`` for each key of
 a message and ``topic#UNIQ_KEY`` for its client message id, as RocketMQ's ``IndexService``.
 
