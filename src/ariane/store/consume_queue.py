@@ -67,6 +67,9 @@ class NewUnit(NamedTuple):
     tag_hash: int
 
 
+FILLER_UNIT = NewUnit(ids.CommitLogOffset(0), FILLER_SIZE, 0)
+"""A filler: no record (a gap, or a slot reserved for a damaged record); reads skip it."""
+
 StoreTimestampOf = Callable[[ids.CommitLogOffset, int], "int | None"]
 """``(commit_log_offset, size) -> store timestamp ms`` of a record, ``None`` if unreadable."""
 
@@ -199,7 +202,8 @@ class ConsumeQueue:
         """Store units for consecutive queue offsets from ``first_queue_offset``.
 
         Units already present (a re-dispatch in recovery) are checked and repaired if they
-        differ; a gap before ``first_queue_offset`` is padded with filler units and logged.
+        differ (a filler there, a slot reserved for a damaged record, is replaced without a
+        warning); a gap before ``first_queue_offset`` is padded with filler units and logged.
 
         Raises:
             OSError: if a segment cannot be created or written.
@@ -235,9 +239,10 @@ class ConsumeQueue:
             (present.commit_log_offset, present.size_bytes, present.tag_hash) == expected
         ):
             return
-        _log.warning(
-            "ConsumeQueue %s-%d: repairing unit %d", self.topic, self.queue_id, queue_offset
-        )
+        if not present.is_filler:  # a filler is a reserved slot: its unit replaces it
+            _log.warning(
+                "ConsumeQueue %s-%d: repairing unit %d", self.topic, self.queue_id, queue_offset
+            )
         segment = self.log.find(queue_offset * UNIT_BYTES)
         assert segment is not None
         segment.overwrite(queue_offset * UNIT_BYTES - segment.start_offset, _UNIT.pack(*expected))

@@ -6,6 +6,14 @@ been dispatched. The store calls it right after an append (so a read-after-write
 message through its ConsumeQueue); ``ReputMessageService`` tails the CommitLog from
 ``dispatched_offset`` for records written by someone else (recovery, a replication stream).
 
+Where the tail is damaged the reput follows the store's one rule (``record_scan``): it waits at
+a torn tail (a record the writer or the HA stream has not finished: logged at DEBUG once per
+offset) and passes a whole damaged record with a sound one after it, its unit placed by
+``record_scan.place`` or, when several queues could hold it, those queue offsets reserved with
+filler units until a later record of one of them shows which held it (``_settle``, in memory:
+after a restart the filler stays and reads skip that offset). RocketMQ's reput reads without
+CRC checks and dispatches a damaged record by whatever its header says.
+
 The key index is pluggable through ``KeyIndexSink``; it receives ``topic#KEY`` for each key of
 a message and ``topic#UNIQ_KEY`` for its client message id, as RocketMQ's ``IndexService``.
 
@@ -26,7 +34,7 @@ from typing import Protocol
 
 from ariane.common import ids, log_limits
 from ariane.common import message as message_mod
-from ariane.store import commit_log, consume_queue, message_codec, record_reader
+from ariane.store import commit_log, consume_queue, message_codec, record_scan
 
 _log = logging.getLogger(__name__)
 
@@ -36,6 +44,13 @@ _TRANSACTION_TYPE_MASK = message_mod.TRANSACTION_TYPE_MASK
 
 INDEX_FAILURE_LOG_INTERVAL_S = 60.0
 """Least time between two log lines about failing key-index writes, s."""
+REPUT_LOOKAHEAD_BYTES_MAX = 4 * 1024 * 1024
+"""How far past a damaged record the reput scans to place its unit (``record_scan.place``),
+bytes: at most ~0.1 s under the put lock on the development machine, once per damaged record."""
+RESERVED_MAX = 64
+"""Damaged records whose reserved slots the reput keeps settling (``ReputMessageService``)."""
+
+QueueKey = tuple[ids.TopicName, ids.QueueId]
 
 
 class KeyIndexSink(Protocol):
@@ -180,6 +195,33 @@ class Dispatcher:
         queue = self.consume_queues.get_or_create(*key)
         queue.put(ids.QueueOffset(run[0]), run[1])
 
+    def reserve(self, slots: Sequence[tuple[ids.TopicName, ids.QueueId, ids.QueueOffset]]) -> None:
+        """A filler unit at each slot that is still its queue's next offset: a damaged record
+        may hold any one of them (``record_scan.place``); reads skip a filler, and a unit later
+        dispatched at that offset replaces it. Never gives a queue offset twice.
+
+        Raises:
+            OSError: if a ConsumeQueue write fails.
+        """
+        for topic, queue_id, queue_offset in slots:
+            queue = self.consume_queues.get_or_create(topic, queue_id)
+            if queue.max_queue_offset == queue_offset:
+                queue.put(queue_offset, [consume_queue.FILLER_UNIT])
+
+    def fill(self, unit: commit_log.DispatchRequest) -> None:
+        """Write ``unit`` at its queue offset over the filler ``reserve`` left there.
+
+        Raises:
+            OSError: if a ConsumeQueue write fails.
+        """
+        queue = self.consume_queues.get_or_create(unit.topic, unit.queue_id)
+        present = queue.unit_at(unit.queue_offset)
+        if present is not None and present.is_filler:
+            queue.put(
+                unit.queue_offset,
+                [consume_queue.NewUnit(unit.commit_log_offset, unit.size_bytes, unit.tags_code)],
+            )
+
     def skip_to(self, offset: int) -> None:
         """Declare everything below ``offset`` dispatched (a BLANK or a truncation)."""
         self.dispatched_offset = ids.CommitLogOffset(max(self.dispatched_offset, offset))
@@ -211,6 +253,12 @@ class ReputMessageService:
         self._check_crc = check_crc
         self._batch_records_max = batch_records_max
         self.scanned_records = 0
+        self._waiting_at = -1
+        """Where the reput last waited (logged once per offset)."""
+        self._reserved: list[tuple[commit_log.DispatchRequest, dict[QueueKey, int]]] = []
+        """Damaged records passed with their possible slots reserved, oldest first (at most
+        ``RESERVED_MAX``): each slot (queue → queue offset) not yet settled by a later
+        record of that queue (``_settle``)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -218,7 +266,11 @@ class ReputMessageService:
         """Dispatch every record from ``dispatched_offset`` to the CommitLog's end.
 
         Returns:
-            how many records were dispatched. Stops (and logs) at a corrupt record.
+            how many records were dispatched (a DAMAGED record passed counts when it got a
+            unit). Waits at a torn tail (``record_scan``): logged once per offset, at DEBUG
+            when the record reaches past the written data (the writer or the HA stream is
+            mid-record), WARNING for a whole damaged record nothing sound follows yet, ERROR
+            for damage that stops the reput (records after it stay undispatched).
         """
         total = 0
         while True:
@@ -240,55 +292,104 @@ class ReputMessageService:
                 if batch:  # a CORRUPT record is looked at again by the next call
                     return batch, status is not message_codec.DecodeStatus.CORRUPT
                 self._dispatcher.skip_to(item.offset)
-                if status is message_codec.DecodeStatus.CORRUPT:
-                    damaged = self._damaged_unit(item.offset, item.result.reason)
-                    if damaged is not None:
-                        return [damaged], False  # dispatched alone: its queue's next unit
-                    _log.error("reput stopped at %d: %s", item.offset, item.result.reason)
-                return batch, True
+                if status is not message_codec.DecodeStatus.CORRUPT:
+                    return batch, True
+                return self._at_damage(item.offset)
             assert item.result.message is not None
             self.scanned_records += 1
-            batch.append(commit_log.dispatch_request_of(item.result.message))
+            request = commit_log.dispatch_request_of(item.result.message)
+            if self._reserved:
+                self._settle(request)
+            batch.append(request)
             if len(batch) >= self._batch_records_max:
                 return batch, False
         return batch, True
 
-    def _damaged_unit(self, offset: int, reason: str) -> commit_log.DispatchRequest | None:
-        """The unit of the record at ``offset``, which failed its checks, when it is a whole
-        damaged record inside the log (as recovery's ``_Rescan`` tells it: it fails only its
-        CRCs, fits in the written data, and a record passing every check follows it) whose
-        header names its queue's next unit (or no unit, its body alone damaged); else ``None``:
-        a torn or partial record (the HA stream stops at any byte), or one whose unit cannot
-        be placed, where the reput waits. A replica receives its master's bytes verbatim, a
-        damaged record included: stopping there would leave every later record undispatched,
-        and a promotion cut them (``cut_partial_record``). The record is never served: reads
-        check CRCs and answer CORRUPT."""
-        found = self._log.read(offset, damaged=True)
-        stored = found.message
-        if found.status is not record_reader.LookupStatus.FOUND or stored is None:
-            return None
-        after = offset + stored.store_size_bytes
-        if after >= self._log.max_offset:
-            return None
-        follower = next(iter(self._log.scan(after, check_crc=self._check_crc)), None)
-        if follower is None or follower.result.status is not message_codec.DecodeStatus.OK:
-            return None
-        request = commit_log.dispatch_request_of(stored)
-        if not request.to_consume_queue:
-            placed = reason == message_codec.BODY_CRC_MISMATCH
-        else:
-            queue = self._dispatcher.consume_queues.get(request.topic, request.queue_id)
-            next_offset = 0 if queue is None else int(queue.max_queue_offset)
-            placed = next_offset == request.queue_offset
-        if not placed:
-            return None
+    def _at_damage(self, offset: int) -> tuple[list[commit_log.DispatchRequest], bool]:
+        """The scan stopped at ``offset``: pass a DAMAGED record (``record_scan``), else wait
+        there (a torn tail: the next append or HA frame may complete it); (batch, done)."""
+        found = record_scan.look(self._log.reader, offset, check_crc=self._check_crc)
+        if found.kind is record_scan.Kind.DAMAGED:
+            return self._pass_damaged(found), False
+        if offset != self._waiting_at:
+            self._waiting_at = offset
+            if found.kind is record_scan.Kind.UNVOUCHED:
+                _log.warning(
+                    "reput waits at %d: %s yet (dispatched past once one follows)",
+                    offset,
+                    found.reason,
+                )
+            elif found.kind is record_scan.Kind.TORN and not found.partial:
+                _log.error(
+                    "reput stopped at %d: %s; the records after it stay undispatched",
+                    offset,
+                    found.reason,
+                )
+            else:  # a record the writer or the HA stream has not finished: normal catch-up
+                _log.debug("reput waits at %d: %s", offset, found.reason)
+        return [], True
+
+    def _pass_damaged(self, found: record_scan.Found) -> list[commit_log.DispatchRequest]:
+        """Dispatch past a DAMAGED record: its unit where ``record_scan.place`` puts it, or
+        its possible places reserved (settled by later records, ``_settle``). The record is
+        never served: reads check CRCs and answer CORRUPT."""
+        placement = record_scan.place(
+            self._log.reader,
+            self._dispatcher.consume_queues,
+            found,
+            lookahead_bytes_max=REPUT_LOOKAHEAD_BYTES_MAX,
+        )
         _log.error(
             "CommitLog record at %d is damaged (%s) but whole, with a sound record after it: "
-            "dispatched past (reads of it answer CORRUPT)",
-            offset,
-            reason,
+            "dispatched past (reads of it answer CORRUPT); %s",
+            found.offset,
+            found.reason,
+            record_scan.describe(placement),
         )
-        return request
+        if placement.unit is not None:
+            return [placement.unit]
+        assert found.message is not None
+        self._dispatcher.reserve(placement.reserved)
+        self._dispatcher.skip_to(found.next_offset)
+        if placement.reserved:
+            if len(self._reserved) >= RESERVED_MAX:
+                self._reserved.pop(0)  # its fillers stay: reads skip its slot
+            request = commit_log.dispatch_request_of(found.message)
+            slots = {(t, q): int(at) for t, q, at in placement.reserved}
+            self._reserved.append((request, slots))
+        return []
+
+    def _settle(self, request: commit_log.DispatchRequest) -> None:
+        """A sound record of a queue holding a reserved slot: at the slot, the slot was its
+        own (the dispatch writes it over the filler); right after it, the damaged record
+        held the slot: its unit replaces the filler."""
+        key = (request.topic, request.queue_id)
+        settled = []
+        for entry in self._reserved:
+            damaged, slots = entry
+            slot = slots.get(key)
+            if slot is None:
+                continue
+            if request.queue_offset == slot + 1:
+                unit = damaged._replace(
+                    topic=key[0], queue_id=key[1], queue_offset=ids.QueueOffset(slot)
+                )
+                self._dispatcher.fill(unit)
+                settled.append(entry)
+                _log.warning(
+                    "damaged CommitLog record at %d placed at %s-%d offset %d (the next "
+                    "record of that queue follows it)",
+                    damaged.commit_log_offset,
+                    key[0],
+                    key[1],
+                    slot,
+                )
+            elif request.queue_offset == slot:
+                del slots[key]
+                if not slots:
+                    settled.append(entry)
+        if settled:
+            self._reserved = [e for e in self._reserved if all(e is not s for s in settled)]
 
     def start(self, *, interval_ms: int = 1) -> None:
         """Run ``reput`` in a thread every ``interval_ms`` until ``stop``."""

@@ -467,8 +467,9 @@ def decode(
         record_bytes_max: largest TOTALSIZE believed; above is CORRUPT.
         check_crc: verify BODYCRC and the record-CRC property (RocketMQ ``checkCRCOnRecover``).
         damaged: read a record known to fail its CRCs for what its structure still tells
-            (recovery's placement of a damaged record): no CRC check, and properties that
-            are not UTF-8 read as none. Such a message is never served.
+            (recovery's placement of a damaged record): no CRC check, properties that are
+            not UTF-8 read as none, and a topic that is not UTF-8 with replacement
+            characters (no queue has that name). Such a message is never served.
 
     Returns:
         OK with the message, BLANK with the bytes to skip, END, or CORRUPT with a reason.
@@ -589,7 +590,9 @@ def _assemble(
     try:
         topic = bytes(topic_bytes).decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
-        return _corrupt("topic is not UTF-8")
+        if not damaged:
+            return _corrupt("topic is not UTF-8")
+        topic = bytes(topic_bytes).decode("utf-8", "replace")  # a flipped high bit
     stored = message_mod.StoredMessage(
         message=message_mod.Message(
             topic=ids.TopicName(topic), body=body, properties=properties, flag=h.flag

@@ -83,6 +83,11 @@ class RecordReader:
         """Offset just past the last written record."""
         return self.log.max_offset
 
+    @property
+    def record_bytes_max(self) -> int:
+        """The largest record believed when reading, bytes."""
+        return self._record_bytes_max
+
     def read(self, offset: int, size_bytes: int = 0, *, damaged: bool = False) -> LookupResult:
         """The message whose record starts at ``offset``, with its CRCs checked.
 
@@ -107,17 +112,59 @@ class RecordReader:
         if data is None:
             return LookupResult(LookupStatus.NOT_FOUND, reason="segment deleted")
         view = memoryview(data)
-        decoded = message_codec.decode(
-            view, record_bytes_max=self._record_bytes_max, damaged=damaged
-        )
+        decoded = self._decode(view, offset, check_crc=True, damaged=damaged)
         if decoded.status is message_codec.DecodeStatus.OK:
             assert decoded.message is not None
-            if decoded.message.commit_log_offset != offset:
-                return LookupResult(LookupStatus.CORRUPT, reason="PHYSICALOFFSET mismatch")
             return LookupResult(LookupStatus.FOUND, decoded.message, record=view[: decoded.size])
         if decoded.status is message_codec.DecodeStatus.CORRUPT:
             return LookupResult(LookupStatus.CORRUPT, reason=decoded.reason)
         return LookupResult(LookupStatus.NOT_FOUND, reason="no message record here")
+
+    def peek(
+        self, offset: int, *, check_crc: bool = True, damaged: bool = False
+    ) -> message_codec.DecodeResult:
+        """What starts at ``offset``, as one step of a scan would say (``record_scan.look``).
+
+        Args:
+            offset: a CommitLog offset (a record boundary, as far as the caller knows).
+            check_crc: verify the CRCs.
+            damaged: read a record failing its CRCs for its structure (as ``read``).
+
+        Returns:
+            OK (a record at its own PHYSICALOFFSET), BLANK (one that ends its segment: its
+            ``size`` is the bytes to the next segment), END (at or past the written data,
+            outside the stored range, or zeros), or CORRUPT with a reason (a BLANK that does
+            not end its segment is CORRUPT, as in ``scan``).
+        """
+        segment = self.log.find(offset)
+        end = message_codec.DecodeResult(message_codec.DecodeStatus.END)
+        if segment is None or not self.min_offset <= offset < self.max_offset:
+            return end
+        position = offset - segment.start_offset
+        data = self._read_whole(segment, position, _LOOKUP_READ_BYTES)
+        if data is None:
+            return end
+        decoded = self._decode(memoryview(data), offset, check_crc=check_crc, damaged=damaged)
+        if decoded.status is message_codec.DecodeStatus.BLANK and (
+            offset + decoded.size != segment.end_offset
+        ):
+            return message_codec.DecodeResult(
+                message_codec.DecodeStatus.CORRUPT, reason="BLANK does not end the segment"
+            )
+        return decoded
+
+    def _decode(
+        self, view: memoryview, offset: int, *, check_crc: bool, damaged: bool
+    ) -> message_codec.DecodeResult:
+        """``message_codec.decode``, and a record not at its own PHYSICALOFFSET is CORRUPT."""
+        decoded = message_codec.decode(
+            view, record_bytes_max=self._record_bytes_max, check_crc=check_crc, damaged=damaged
+        )
+        if decoded.message is not None and decoded.message.commit_log_offset != offset:
+            return message_codec.DecodeResult(
+                message_codec.DecodeStatus.CORRUPT, reason="PHYSICALOFFSET mismatch"
+            )
+        return decoded
 
     def store_timestamp_at(self, offset: int, size_bytes: int) -> int | None:
         """STORETIMESTAMP of the record at ``offset`` (header only), ``None`` if unreadable."""

@@ -18,7 +18,7 @@ start-up.
 Unclean stop: walk back from the newest segment to the first one that starts at or below
 ``min(flushed, dispatched)`` of the checkpoint, at most ``max_recovery_commit_log_files``
 segments; rescan forward with CRC checks (``check_crc_on_recover``); the first torn, corrupt
-or misplaced record ends the valid data, with one exception on a master (below). Then: drop
+or misplaced record ends the valid data, with one exception (below). Then: drop
 ConsumeQueue units at or past the re-dispatch start (the checkpoint's dispatched offset),
 re-dispatch every valid record from there (ConsumeQueue units and key index, whose entries from
 that start on are dropped first so that they are rebuilt from valid records only), cut the
@@ -28,37 +28,33 @@ those bytes may still sit unsynced in the page cache.
 
 A damaged record is not a torn tail (Ariane's addition; RocketMQ ``recoverAbnormally`` cuts at
 the first record whose CRC fails, on any broker, so one flipped bit drops every later record,
-acknowledged ones included). On a master (a slave: below) a record that fails only
-its CRCs is *whole* when, read without them, its sizes, magic code, lengths and PHYSICALOFFSET
-are sound and it fits in its segment's data (``RecordReader.read(damaged=True)``). A whole
-record is kept as *damaged* if
-
-- it ends at or below the checkpoint's flushed CommitLog offset (those bytes were synced before
-  the checkpoint was written, and the checkpoint is rewritten after every cut: a crash cannot
-  have torn them, only a flip changed them), or
-- a record that passes every check (CRCs included) follows it, possibly after further whole
-  damaged records (a crash tears the end of what was written; should page write-back order
-  ever leave a whole but torn record before sound ones, it is kept as damaged too, and when
-  no slave holds it its queue waits at it, as for any record no slave can repair).
-
-Anything else ends the valid data: a record that is not whole, or whole damaged records past
-the flushed offset with no sound record after them (cut at the first of them: a torn tail).
-Stale bytes cannot vouch for a damaged record: every cut (this one, a replica's diverged tail,
-a promotion's partial record) zeroes and syncs its segment past the cut up to the high-water
-mark, and a record must sit at its own PHYSICALOFFSET. A damaged record below the re-dispatch
-start keeps the unit it had. One past it needs a unit, dispatched in order (its properties read
-as none when they are not UTF-8: no tag code, no keys): where its header says when that is its
-queue's next unit, else (its topic, queue id or queue offset damaged) in the one queue where it
-would be the next unit, matching two of the three fields its header claims, and whose next
-record (a scan ahead, ``_Rescan._place``) comes right after it; with no such single queue the
-valid data ends there, as before (its unit could land in the wrong queue). A kept record is
-then handled as on the clean path: listed in ``RecoveryReport.damaged_offsets``, answered
-CORRUPT by reads, which stop its queue there and ask an in-sync slave for its bytes
-(``record_repair``). A slave (``repair_from_master``) after an unclean stop keeps a whole damaged
-record only when a sound record follows it (it trusts no flushed offset: its newest segment may
-have been padded after a truncation): its master streams its CommitLog verbatim, so the master's
-own copy may be the damaged one, and a slave cutting there lost every record after it once
-promoted (chaos run, issue 25: 4.56 MB); its reput dispatches past such a record too
+acknowledged ones included). Where the scan stops, ``record_scan.look`` says what is there by
+the store's one rule (shared with the reput and a promotion's cut): a *whole* record failing
+only its CRCs is kept as DAMAGED when it ends at or below the checkpoint's flushed CommitLog
+offset (those bytes were synced before the checkpoint was written, and the checkpoint is
+rewritten after every cut: a crash cannot have torn them, only a flip changed them), or when a
+record passing every check follows it, possibly after further whole damaged records (should
+page write-back order ever leave a whole but torn record before sound ones, it is kept as
+damaged too, and when no slave holds it its queue waits at it, as for any record no slave can
+repair). Anything else ends the valid data: a record that is not whole, or whole damaged records
+past the flushed offset with no sound record after them (cut at the first of them: a torn
+tail). Stale bytes cannot vouch for a damaged record: every cut (this one, a replica's diverged
+tail, a promotion's partial record) zeroes and syncs its segment past the cut up to the
+high-water mark, and a record must sit at its own PHYSICALOFFSET. A damaged record below the
+re-dispatch start keeps the unit it had. One past it gets the unit ``record_scan.place``
+decides (its properties read as none when they are not UTF-8: no tag code, no keys): the one
+its header claims when only its body can have changed or the claim is its queue's next unit,
+else the one queue where it would be the next unit matching two of the three fields its header
+claims, that the records after it leave a gap for; with several such places each is reserved
+(a filler unit: reads skip it, no queue offset is given twice), and the data never ends there
+(it did before: every record after an unplaceable one was cut). A kept record is then handled
+as on the clean path: listed in ``RecoveryReport.damaged_offsets``, answered CORRUPT by reads,
+which stop its queue there and ask an in-sync slave for its bytes (``record_repair``). A slave
+(``repair_from_master``) after an unclean stop keeps a whole damaged record only when a sound
+record follows it (it trusts no flushed offset: its newest segment may have been padded after
+a truncation): its master streams its CommitLog verbatim, so the master's own copy may be the
+damaged one, and a slave cutting there lost every record after it once promoted (chaos run,
+issue 25: 4.56 MB); its reput dispatches past such a record too
 (``dispatcher.ReputMessageService``), and a promotion cuts only a partial last record.
 
 Either way every ConsumeQueue whose newest file was cut short, or whose newest units disagree
@@ -77,7 +73,6 @@ import dataclasses
 import logging
 
 from ariane.common import ids
-from ariane.common import message as message_mod
 from ariane.store import (
     checkpoint,
     commit_log,
@@ -87,14 +82,18 @@ from ariane.store import (
     index_service,
     message_codec,
     queue_repair,
-    record_reader,
+    record_scan,
 )
 
 _log = logging.getLogger(__name__)
 
 _REDISPATCH_BATCH = 1024
 DAMAGED_LISTED_MAX = 64
-"""Damaged records a recovery lists in its report and logs one by one; more are counted."""
+"""Damaged records a recovery lists in its report and logs one by one; more are counted (and
+placed without a scan ahead)."""
+LOOKAHEAD_BYTES_MAX = 64 * 1024 * 1024
+"""How far past a damaged record recovery scans to place its unit (``record_scan.place``),
+bytes: about 1.6 s at the development machine's 40 MB/s, at most ``DAMAGED_LISTED_MAX`` times."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -297,7 +296,7 @@ def _recover_unclean(
 
 class _Rescan:
     """The unclean path's forward scan: sound records re-dispatched from ``redispatch_from``,
-    damaged records (a master's or a slave's) kept or cut by the rule of the module docstring.
+    damaged records (a master's or a slave's) kept or cut by ``record_scan``'s rule.
 
     Args:
         log: the CommitLog.
@@ -328,13 +327,9 @@ class _Rescan:
         self._check_crc = settings.check_crc_on_recover
         self._keep_damaged = settings.check_crc_on_recover and keep_damaged
         self._pending: list[commit_log.DispatchRequest] = []
-        self._suspects: list[tuple[int, str]] = []
-        """Whole damaged records past ``flushed`` no sound record follows yet (the first
-        ``DAMAGED_LISTED_MAX``; ``_suspect_count`` counts them all)."""
-        self._suspect_count = 0
         self._lookaheads = 0
-        """Scans ahead to place a damaged record (``_place``), at most ``DAMAGED_LISTED_MAX``."""
-        self._placed: commit_log.DispatchRequest | None = None
+        """Damaged records placed with a scan ahead (``record_scan.place``); past
+        ``DAMAGED_LISTED_MAX`` the rest are placed by their claims alone."""
         self.scanned = 0
         self.redispatched = 0
         self.damaged: list[int] = []
@@ -353,18 +348,21 @@ class _Rescan:
         offset = start
         while True:
             end, reason = self._scan_sound(offset)
-            damaged = self._whole(end, reason)
-            if damaged is None:
+            if not reason:
                 break
-            self._hold(end, damaged, reason)
-            offset = end + damaged.store_size_bytes
-        self._dispatch_pending()
-        if self._suspects:
-            end, first = self._suspects[0]
-            reason = (
-                f"torn tail: {self._suspect_count} record(s) failing their CRCs ({first}) past "
-                f"the flushed offset {self._flushed} with no sound record after them"
+            found = record_scan.look(
+                self._log.reader,
+                end,
+                check_crc=self._check_crc,
+                flushed=self._flushed,
+                keep_damaged=self._keep_damaged,
             )
+            if found.kind is not record_scan.Kind.DAMAGED:
+                reason = found.reason or reason
+                break
+            self._hold(found)
+            offset = found.next_offset
+        self._dispatch_pending()
         return end, reason
 
     def _scan_sound(self, start: int) -> tuple[int, str]:
@@ -374,131 +372,41 @@ class _Rescan:
             if item.result.status is not message_codec.DecodeStatus.OK or stored is None:
                 return item.offset, item.result.reason
             self.scanned += 1
-            if self._suspects:
-                self._vouch()
             if item.offset >= self._redispatch_from:
                 self._pending.append(commit_log.dispatch_request_of(stored))
                 if len(self._pending) >= _REDISPATCH_BATCH:
                     self._dispatch_pending()
         return start, ""  # not reached: a scan ends with an END or CORRUPT item
 
-    def _whole(self, offset: int, reason: str) -> message_mod.StoredMessage | None:
-        """The record at ``offset`` if it failed only its CRCs, CRCs are checked, and
-        it needs no unit or gets one (``_place``)."""
-        if not self._keep_damaged or not reason:
-            return None
-        found = self._log.read(offset, damaged=True)
-        stored = found.message
-        if found.status is not record_reader.LookupStatus.FOUND or stored is None:
-            return None
-        if offset < self._redispatch_from:
-            return stored  # its unit and keys were dispatched (and synced) before the stop
-        problem = self._place(stored, reason)
-        if not problem:
-            return stored
-        _log.error(
-            "damaged CommitLog record at %d (%s) is past the re-dispatch start %d and %s: "
-            "the valid data ends there",
-            offset,
-            reason,
-            self._redispatch_from,
-            problem,
-        )
-        return None
-
-    def _place(self, stored: message_mod.StoredMessage, reason: str) -> str:
-        """Decide the unit of a damaged record past the re-dispatch start (``_placed``, or
-        none for a record that gets no unit); why it cannot be placed ("" if it can).
-
-        The unit goes to the one queue where it would be the next unit (its queue offset the
-        queue's next, 0 for a queue not yet known), whose topic, queue id and that offset
-        match at least two of the three its header claims (one flip damages one field), and
-        whose next record after it, if any, has the offset after; of several, the one such
-        later record shows the gap of. When all three match (a flip in the body or
-        properties), no scan ahead is needed."""
-        request = commit_log.dispatch_request_of(stored)
-        if not request.to_consume_queue:
-            if reason == message_codec.BODY_CRC_MISMATCH:
-                self._placed = request
-                return ""
-            return "its SYSFLAG may be damaged (it says: no ConsumeQueue unit)"
-        self._dispatch_pending()  # the queues then hold every unit before this record
-        claim = (request.topic, request.queue_id)
-        queue = self._queues.get(*claim)
-        if queue is not None and queue.max_queue_offset == request.queue_offset:
-            self._placed = request
-            return ""
-        if self._lookaheads >= DAMAGED_LISTED_MAX:
-            return "too many damaged records to place"
-        self._lookaheads += 1
-        nexts = self._first_queue_offsets(request.end_offset)
-        known = {*nexts, *self._queues.next_offset_table()}
-        fits = [
-            (key, expected)
-            for key in {claim, *known}
-            for expected in [self._expected(key)]
-            if nexts.get(key, expected + 1) == expected + 1
-            and (key[0] == claim[0]) + (key[1] == claim[1]) + (expected == request.queue_offset)
-            >= (2 if key in known else 3)  # a queue nothing else names: only its first record
-        ]
-        gaps = [fit for fit in fits if fit[0] in nexts]  # a later record shows the gap
-        if len(gaps) == 1:
-            fits = gaps
-        if len(fits) != 1:
-            return f"{len(fits)} ConsumeQueue places fit what its header claims"
-        (topic, queue_id), at = fits[0]
-        self._placed = request._replace(
-            topic=topic, queue_id=queue_id, queue_offset=ids.QueueOffset(at)
-        )
-        return ""
-
-    def _expected(self, key: tuple[ids.TopicName, ids.QueueId]) -> int:
-        queue = self._queues.get(*key)
-        return 0 if queue is None else int(queue.max_queue_offset)
-
-    def _first_queue_offsets(self, start: int) -> dict[tuple[ids.TopicName, ids.QueueId], int]:
-        """The queue offset of each queue's first record from ``start`` on (a scan ahead over
-        the records recovery would keep; damaged ones are stepped over, not read)."""
-        firsts: dict[tuple[ids.TopicName, ids.QueueId], int] = {}
-        offset = start
-        while True:
-            last = None
-            for item in self._log.scan(offset, check_crc=self._check_crc):
-                last = item
-                stored = item.result.message
-                if stored is None:
-                    break
-                if commit_log.dispatch_request_of(stored).to_consume_queue:
-                    firsts.setdefault((stored.topic, stored.queue_id), stored.queue_offset)
-            if last is None or not last.result.reason:
-                return firsts
-            found = self._log.read(last.offset, damaged=True)
-            if found.message is None:
-                return firsts
-            offset = last.offset + found.message.store_size_bytes
-
-    def _hold(self, offset: int, stored: message_mod.StoredMessage, reason: str) -> None:
-        """A whole damaged record: kept if flushed, else a suspect until a sound one follows;
-        past the re-dispatch start, dispatched now with the unit ``_place`` decided (units
-        past a cut are dropped with the cut)."""
+    def _hold(self, found: record_scan.Found) -> None:
+        """Keep a DAMAGED record; past the re-dispatch start, dispatch the unit
+        ``record_scan.place`` decides, or reserve its possible places (below it, its unit and
+        keys were dispatched, and synced, before the stop)."""
         self.scanned += 1
-        if offset + stored.store_size_bytes <= self._flushed:
-            self._keep(offset, reason)
+        self._keep(found.offset, found.reason)
+        if found.offset < self._redispatch_from:
+            return
+        self._dispatch_pending()  # the queues then hold every unit before this record
+        self._lookaheads += 1
+        placement = record_scan.place(
+            self._log.reader,
+            self._queues,
+            found,
+            lookahead_bytes_max=LOOKAHEAD_BYTES_MAX
+            if self._lookaheads <= DAMAGED_LISTED_MAX
+            else 0,
+        )
+        if placement.problem:
+            _log.error(
+                "damaged CommitLog record at %d (%s): %s",
+                found.offset,
+                found.reason,
+                record_scan.describe(placement),
+            )
+        if placement.unit is not None:
+            self._pending.append(placement.unit)
         else:
-            if len(self._suspects) < DAMAGED_LISTED_MAX:
-                self._suspects.append((offset, reason))
-            self._suspect_count += 1
-        placed, self._placed = self._placed, None
-        if offset >= self._redispatch_from and placed is not None:
-            self._pending.append(placed)
-
-    def _vouch(self) -> None:
-        """A sound record follows the suspects: they are damaged records inside the log."""
-        for offset, reason in self._suspects:
-            self._keep(offset, reason)
-        self.damaged_count += self._suspect_count - len(self._suspects)
-        self._suspects.clear()
-        self._suspect_count = 0
+            self._feed.reserve(placement.reserved)
 
     def _keep(self, offset: int, reason: str) -> None:
         self.damaged_count += 1

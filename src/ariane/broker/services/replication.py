@@ -53,7 +53,7 @@ from typing import Protocol
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import orphan_topics
 from ariane.common import ids, tls
-from ariane.store import message_store, record_reader
+from ariane.store import message_store, record_scan
 from ariane.store.ha import client as ha_client
 from ariane.store.ha import epochs, frames
 from ariane.store.ha import lease as lease_mod
@@ -61,9 +61,6 @@ from ariane.store.ha import service as ha_service
 from ariane.store.ha import settings as ha_settings
 
 _log = logging.getLogger(__name__)
-
-DAMAGED_STEPS_MAX = 64
-"""Whole damaged records a promotion steps over looking for a sound one after them."""
 
 HA_DIR_NAME = "ha"
 
@@ -93,16 +90,16 @@ def cut_partial_record(store: message_store.MessageStore) -> ids.CommitLogOffset
     would sit under the records this broker then writes as master, and the next recovery,
     reading it as corrupt, would cut them with it: acknowledged messages lost.
 
-    Only a partial (torn) tail is cut, never a whole damaged record with sound records after
-    it (the master's own damaged copy, streamed verbatim): the reput dispatches past such a
-    record (``ReputMessageService``), and should it have stopped at one (its unit could not
-    be placed), nothing is cut when a sound record follows (Ariane's addition: RocketMQ cuts
-    where its dispatch stopped). A whole damaged last record is cut as a torn tail is, as
-    recovery does (``store.recovery``).
+    What is there is decided by the store's one rule (``store.record_scan.look``, as recovery
+    and the reput decide it): only a torn tail is cut (a record not whole, or whole damaged
+    records nothing sound follows, as recovery cuts them), never a whole damaged record with
+    sound records after it (the master's own damaged copy, streamed verbatim): the reput
+    dispatches past such a record, its unit placed or its possible queue offsets reserved
+    (Ariane's addition: RocketMQ cuts where its dispatch stopped).
 
     Returns:
-        the offset cut at, ``None`` when the CommitLog ended at a record boundary (or a sound
-        record follows where the dispatch stopped).
+        the offset cut at, ``None`` when the CommitLog ended at a record boundary (or, logged
+        as an error, the dispatch stopped before a record that is not a torn tail).
 
     Raises:
         OSError: zeroing or deleting the tail failed.
@@ -110,32 +107,24 @@ def cut_partial_record(store: message_store.MessageStore) -> ids.CommitLogOffset
     end = store.dispatcher.dispatched_offset
     if end >= store.max_commit_log_offset:
         return None
-    if _sound_record_after(store, end):
-        _log.error("promotion: records from %d are kept undispatched (a damaged record)", end)
+    found = record_scan.look(store.commit_log.reader, end)
+    if found.kind not in _TAIL_KINDS:
+        _log.error(
+            "promotion: records from %d are kept undispatched (%s there)", end, found.kind.value
+        )
         return None
     _log.warning(
-        "promotion: %d bytes of a partial record from the old master cut at %d",
+        "promotion: %d bytes of a partial record from the old master cut at %d (%s)",
         store.max_commit_log_offset - end,
         end,
+        found.reason or "no record",
     )
     store.truncate_replica(end)
     return end
 
 
-def _sound_record_after(store: message_store.MessageStore, offset: int) -> bool:
-    """Whether whole records from ``offset`` (damaged ones stepped over, at most
-    ``DAMAGED_STEPS_MAX``) reach a record passing every check."""
-    log = store.commit_log
-    for _ in range(DAMAGED_STEPS_MAX):
-        found = log.read(offset, damaged=True)
-        if found.message is None or found.status is not record_reader.LookupStatus.FOUND:
-            return False
-        offset += found.message.store_size_bytes
-        if offset >= log.max_offset:
-            return False
-        if log.read(offset).status is record_reader.LookupStatus.FOUND:
-            return True
-    return False
+_TAIL_KINDS = frozenset({record_scan.Kind.TORN, record_scan.Kind.UNVOUCHED, record_scan.Kind.END})
+"""What a promotion cuts at the dispatch's end (END: zeros inside the written data)."""
 
 
 class RoleFollower(Protocol):
