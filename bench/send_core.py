@@ -124,7 +124,9 @@ def _child(root: pathlib.Path, messages: int) -> dict[str, float]:
             code = codes.RequestCode.SEND_MESSAGE_V2
             if name == "classic batch 64":
                 code = codes.RequestCode.SEND_BATCH_MESSAGE
-                requests = [command.request(code, header(i, True), batch_body(i)) for i in range(calls)]
+                requests = [
+                    command.request(code, header(i, True), batch_body(i)) for i in range(calls)
+                ]
             else:
                 requests = [command.request(code, header(i, False), body) for i in range(calls)]
             t0 = time.thread_time()
@@ -148,8 +150,16 @@ def _child(root: pathlib.Path, messages: int) -> dict[str, float]:
 def _run(src: pathlib.Path, root: pathlib.Path, messages: int) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=f"{src}{os.pathsep}{bench.REPO}")
     out = subprocess.run(
-        [sys.executable, "-m", "bench.send_core", "--child", "--messages", str(messages)]
-        + ["--dir", str(root)],
+        [
+            sys.executable,
+            "-m",
+            "bench.send_core",
+            "--child",
+            "--messages",
+            str(messages),
+            "--dir",
+            str(root),
+        ],
         env=env,
         cwd=bench.REPO,
         capture_output=True,
@@ -205,7 +215,8 @@ def _report(
         + ", ".join(f"{x:.1f}" for x in loads)
         + " (shared 2-core machine: indicative only).",
         "",
-        "| row | " + " | ".join(f"{t} µs/msg median [min-max]" for t in trees)
+        "| row | "
+        + " | ".join(f"{t} µs/msg median [min-max]" for t in trees)
         + (" | current/baseline |" if len(trees) > 1 else " |"),
         "|---|" + "---|" * len(trees) + ("---|" if len(trees) > 1 else ""),
     ]
