@@ -237,11 +237,11 @@ class ClassicDrafts:
             IllegalDeliveryTimeError: a value is not an integer, or more than
                 ``TIMER_DELAY_MS_MAX`` ahead (RocketMQ ``MESSAGE_ILLEGAL``).
         """
-        now_ms = self._clock.now_ms()
         for name, scale_ms, relative in _TIMER_PROPERTIES:
             raw = props.get(name)
             if raw is None:
                 continue
+            now_ms = self._clock.now_ms()  # read only for a timer message
             try:
                 value = int(raw)
             except ValueError:
