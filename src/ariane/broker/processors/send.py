@@ -34,7 +34,7 @@ from typing import Protocol
 from ariane.broker.processors import idempotency as idempotency_mod
 from ariane.broker.processors import long_polling, send_classic, send_draft, send_v2
 from ariane.broker.tables import topic_config
-from ariane.common import clock, errors, histogram, ids, message, topics
+from ariane.common import clock, errors, histogram, idempotency, ids, message, topics
 from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings_mod
 
@@ -275,7 +275,7 @@ class SendProcessor:
         refused: commit_log.PutMessageStatus | None = None
         for position, draft in enumerate(drafts):
             try:
-                request = self._route(draft)
+                request = draft.request if draft.route is Route.STORE else self._route(draft)
                 item = prepare(request, properties_bytes=draft.properties_bytes)
                 if item.record is None:
                     error = send_draft.problem_error(item, self._limits)
@@ -295,8 +295,6 @@ class SendProcessor:
 
     def _route(self, draft: send_draft.Draft) -> commit_log.AppendRequest:
         route = draft.route
-        if route is Route.STORE:
-            return draft.request
         if route is Route.HALF and self._half is not None:
             return self._half.to_half(draft.request)
         schedule = self._schedule
@@ -311,6 +309,9 @@ class SendProcessor:
         (``idempotency``): for them the stored message, or the index of the request of this
         batch with the same key."""
         window = self._idempotency
+        key = idempotency.IDEMPOTENCY_KEY_PROPERTY
+        if window is not None and not any(key in p.request.message.properties for p in prepared):
+            window = None  # no message has a key: nothing to look up or claim
         claim = None if window is None else await window.claim([p.request for p in prepared])
         try:
             if claim is None or not claim.duplicates:
