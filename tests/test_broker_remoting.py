@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import pathlib
+import struct
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import broker_harness
 from ariane.broker.processors import transaction_check
 from ariane.broker.remoting import service as remoting_service
-from ariane.common import ids, route
+from ariane.common import idempotency, ids, route
 from ariane.remoting import codes, command, fastjson, message_codec, transport
 
 RQ = codes.RequestCode
@@ -229,6 +230,37 @@ def test_batch_send_and_oneway_send(tmp_path: pathlib.Path) -> None:
         records = message_codec.decode_stored(pulled.body)
         assert [r.body for r in records] == [b"m0", b"m1", b"m2", b"oneway"]
         assert [r.properties["UNIQ_KEY"] for r in records[:3]] == ["U0", "U1", "U2"]
+
+    run(tmp_path, scenario)
+
+
+def test_classic_properties_stored_as_sent_or_re_encoded_and_keyed_ids(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A batch message whose properties string repeats a name is stored with the properties it
+    parses to (not the string as sent); a message with ``ARIANE_IDEMPOTENCY_KEY`` is stored
+    with the id derived from the key in place of its UNIQ_KEY; an invalid key answers
+    MESSAGE_ILLEGAL (13)."""
+
+    async def scenario(ctx: Ctx) -> None:
+        peer = await ctx.connect()
+        raw = b"a\x01first\x02a\x01second\x02UNIQ_KEY\x01U1\x02"  # ``a`` twice
+        size = 4 * 5 + 1 + 2 + len(raw)  # MessageDecoder.encodeMessage: head, body, properties
+        body = struct.pack(">iiiii", size, 0, 0, 0, 1) + b"r" + struct.pack(">h", len(raw)) + raw
+        reply = await peer.call(RQ.SEND_BATCH_MESSAGE, send_header(queue_id=0, m="true"), body)
+        assert reply.code == RC.SUCCESS, reply.remark
+        keyed = props(UNIQ_KEY="client-id", ARIANE_IDEMPOTENCY_KEY="k-1")
+        reply = await peer.call(RQ.SEND_MESSAGE_V2, send_header(queue_id=0, properties=keyed), b"k")
+        assert reply.code == RC.SUCCESS, reply.remark
+        bad = props(UNIQ_KEY="x", ARIANE_IDEMPOTENCY_KEY="k" * (idempotency.KEY_CHARS_MAX + 1))
+        reply = await peer.call(RQ.SEND_MESSAGE_V2, send_header(queue_id=0, properties=bad), b"b")
+        assert reply.code == RC.MESSAGE_ILLEGAL, reply.remark
+        pulled = await peer.call(RQ.PULL_MESSAGE, pull_header(0, 0))
+        assert pulled.code == RC.SUCCESS, pulled.remark
+        assert b"first" not in pulled.body
+        first, second = message_codec.decode_stored(pulled.body)
+        assert dict(first.properties) == {"a": "second", "UNIQ_KEY": "U1"}
+        assert second.properties["UNIQ_KEY"] == idempotency.message_id_of("k-1")
 
     run(tmp_path, scenario)
 

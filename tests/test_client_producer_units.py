@@ -10,8 +10,8 @@ import re
 import pytest
 
 from ariane import client
-from ariane.client import message_id, route_cache
-from ariane.common import clock, errors, message
+from ariane.client import route_cache
+from ariane.common import clock, errors, message, message_id
 from ariane.grpcwire import codes, pb
 from client_testing import FakeTransport, accept_all, queues
 

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from ariane.broker.processors import send
+from ariane.broker.processors import send_draft
 from ariane.common import errors, log_limits, message
 from ariane.grpcwire import messages, pb
 from ariane.store import message_codec
@@ -63,14 +63,14 @@ def test_unknown_enum_values_are_bad_requests(field: str, value: int) -> None:
 def test_gzip_bodies_are_checked_within_the_limit() -> None:
     """Valid gzip/zlib bodies pass; junk and truncation are MESSAGE_CORRUPTED; a body that
     inflates one byte past the limit is MESSAGE_BODY_TOO_LARGE."""
-    send.check_gzip_body(gzip.compress(b"a" * 100), 100)
-    send.check_gzip_body(gzip.compress(b"a") + gzip.compress(b"b"), 100)
-    send.check_gzip_body(zlib.compress(b"a" * 100), 100)
+    send_draft.check_gzip_body(gzip.compress(b"a" * 100), 100)
+    send_draft.check_gzip_body(gzip.compress(b"a") + gzip.compress(b"b"), 100)
+    send_draft.check_gzip_body(zlib.compress(b"a" * 100), 100)
     for junk in (b"junk", gzip.compress(b"abc")[:-2], gzip.compress(b"a") + b"tail"):
         with pytest.raises(errors.MessageCorruptedError):
-            send.check_gzip_body(junk, 100)
+            send_draft.check_gzip_body(junk, 100)
     with pytest.raises(errors.MessageBodyTooLargeError):
-        send.check_gzip_body(gzip.compress(b"a" * 101), 100)
+        send_draft.check_gzip_body(gzip.compress(b"a" * 101), 100)
 
 
 def test_the_codec_refuses_header_fields_that_do_not_fit_their_slots() -> None:

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ariane.common import ids, message
+from ariane.remoting import message_codec as remoting_codec
 from ariane.store import message_codec as codec
 
 RECORD_MAX = 64 * 1024
@@ -149,6 +150,31 @@ def test_illegal_messages_are_refused_before_encoding() -> None:
         codec.prepare("T", b"x", {}, bad_host, body_bytes_max=10, properties_bytes_max=40)
         is codec.PrepareProblem.HOST_ILLEGAL
     )
+
+
+_RAW_PROPERTIES = st.lists(
+    st.sampled_from(["a", "b", "\x01", "\x02", "", "é", "UNIQ_KEY", "x\x01"]), max_size=12
+).map(lambda parts: "".join(parts).encode())
+
+
+@given(_RAW_PROPERTIES)
+def test_properties_as_sent_are_stored_as_sent_only_when_they_are_their_encoding(
+    raw: bytes,
+) -> None:
+    """A properties string a classic client sent is reused as the stored one exactly when it
+    equals the encoding of what it parses to (by the store's and the Remoting codec's parser),
+    so reusing it never stores bytes that read back as other properties."""
+    for parsed in (codec.bytes_to_properties(raw), remoting_codec.decode_properties(raw)):
+        assert parsed is not None
+        assert codec.is_encoding_of(raw, parsed) == (codec.properties_to_bytes(parsed) == raw)
+
+
+@given(property_maps)
+def test_the_encoding_of_properties_is_recognised(props: dict[str, str]) -> None:
+    """``is_encoding_of`` accepts the encoding of any legal properties (non-empty values)."""
+    legal = {k: v for k, v in props.items() if v}
+    encoded = codec.properties_to_bytes(legal)
+    assert encoded is not None and codec.is_encoding_of(encoded, legal)
 
 
 def test_every_cut_of_a_record_is_corrupt_or_end() -> None:

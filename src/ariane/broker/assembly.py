@@ -15,7 +15,6 @@ from ariane.broker import runtime as runtime_mod
 from ariane.broker.processors import (
     admin,
     admin_deps,
-    classic_send,
     consume,
     idempotency,
     pull,
@@ -32,7 +31,8 @@ class Processors:
     """The processors one broker serves requests with.
 
     Attributes:
-        sender: SendMessage (RocketMQ ``SendMessageProcessor``).
+        sender: the sends of both protocols (RocketMQ ``SendMessageProcessor``): v2
+            ``SendMessage`` and classic ``SEND_MESSAGE``/``V2``/``BATCH``.
         consumer: receive/ack/change-invisible/DLQ (``PopMessageProcessor`` and friends).
         admin: the admin API (``AdminBrokerProcessor``).
         puller: pull by offset, offsets and offset queries (``PullMessageProcessor``,
@@ -41,8 +41,6 @@ class Processors:
             ``EndTransactionProcessor``), rebuilt from the CommitLog.
         retry: retry copies in ``%RETRY%<group>`` and dead letters (the consume path's
             nack/revive/DLQ forwarding; the classic CONSUMER_SEND_MSG_BACK).
-        classic_sender: the classic protocol's sends (``SendMessageProcessor`` for messages in
-            their stored form, with the client's queue id).
         read_role: the broker's role as the pull adapters see it (``slaveReadEnable``, its
             id, whether a slave's master is online).
     """
@@ -53,7 +51,6 @@ class Processors:
     puller: pull.PullProcessor
     transactions: transaction.TransactionalMessageService
     retry: retry.RetryProcessor
-    classic_sender: classic_send.ClassicSendProcessor
     read_role: slave_read.ReadRole
 
 
@@ -105,16 +102,6 @@ def build(broker: runtime_mod.BrokerRuntime, *, time: clock.Clock) -> Processors
         ),
         transactions=transactions,
         retry=retrier,
-        classic_sender=classic_send.ClassicSendProcessor(
-            store=broker.store,
-            topics=broker.topics,
-            polling=broker.polling,
-            counters=broker.counters,
-            store_settings=settings.store,
-            schedule=broker.schedule,
-            half_messages=transactions,
-            time=time,
-        ),
     )
 
 
@@ -124,8 +111,8 @@ def send_processor(
     *,
     time: clock.Clock,
 ) -> send.SendProcessor:
-    """The v2 send path over ``broker``'s store, with idempotent sends found in its key index
-    (``idempotency``)."""
+    """The send processor of both protocols over ``broker``'s store, with idempotent sends
+    found in its key index (``idempotency``)."""
     settings = broker.settings
     return send.SendProcessor(
         store=broker.store,
@@ -141,6 +128,7 @@ def send_processor(
             window_ms=settings.idempotency_window_ms,
             time=time,
         ),
+        time=time,
     )
 
 

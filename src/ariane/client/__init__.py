@@ -12,7 +12,8 @@ Errors are the classes of ``ariane.common.errors`` (one per RocketMQ status code
 Modules: ``producer``, ``consumer``, ``pull_consumer``, ``admin`` (+ ``admin_types``), ``failover``
 (promote a slave: ``ariane admin broker promote`` and the operator), and
 below them ``session``, ``route_cache``, ``transport``, ``credentials`` (ACL 2.0 signing),
-``send_stream`` (the producer's streaming mode) and ``message_id``.
+``send_stream`` (the producer's streaming mode); ``message_id`` is ``ariane.common.message_id``
+(the broker makes the same ids), named here too.
 """
 
 from ariane.client import (
@@ -20,7 +21,6 @@ from ariane.client import (
     admin_types,
     consumer,
     credentials,
-    message_id,
     producer,
     pull_consumer,
     route_cache,
@@ -70,6 +70,7 @@ from ariane.client.transport import (
     NameServerUnreachableError,
     PartialFailureError,
 )
+from ariane.common import message_id
 from ariane.grpcwire.tls import ClientTls
 
 __all__ = [

@@ -56,9 +56,9 @@ import logging
 import socket
 from collections.abc import Mapping, Sequence
 
-from ariane.client import message_id, route_cache, send_stream, session
+from ariane.client import route_cache, send_stream, session
 from ariane.client import transport as transport_mod
-from ariane.common import clock, errors, idempotency, ids, limits
+from ariane.common import clock, errors, idempotency, ids, limits, message_id
 from ariane.grpcwire import codes, pb
 
 _check_range = limits.check_range  # the one range check, short at its many call sites

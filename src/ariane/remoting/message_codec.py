@@ -22,8 +22,8 @@ Three encodings travel in Remoting bodies and headers:
   (``stored_records_body``: no decode, no re-encode); view, query and check bodies are
   built from a decoded message (``encode_stored``, the same bytes).
 
-Offset message ids (``create_offset_message_id`` / ``decode_offset_message_id``) are the store's
-(32 upper-case hex characters for IPv4: IP, port, CommitLog offset).
+Offset message ids (``create_offset_message_id`` / ``decode_offset_message_id``) are
+``common.message_id``'s (32 upper-case hex characters for IPv4: IP, port, CommitLog offset).
 
 Invariants: ``decode_batch(encode_batch(ms)) == ms``, ``decode_stored(encode_stored(s))``
 gives ``s`` back (with ``store_size_bytes`` of the record without the CRC property), and every
@@ -37,6 +37,7 @@ import struct
 from collections.abc import Iterable, Mapping
 
 from ariane.common import message as message_mod
+from ariane.common import message_id
 from ariane.store import message_codec as store_codec
 
 PROPERTIES_BYTES_MAX = 32_767
@@ -48,8 +49,8 @@ BATCH_MESSAGES_MAX = 4096
 RECORD_BYTES_MAX = 16 * 1024 * 1024
 """Largest stored record ``decode_stored`` believes (a frame's bound)."""
 
-create_offset_message_id = store_codec.create_offset_message_id
-decode_offset_message_id = store_codec.decode_offset_message_id
+create_offset_message_id = message_id.create_offset_message_id
+decode_offset_message_id = message_id.decode_offset_message_id
 
 _BATCH_HEAD = struct.Struct(">iiiii")
 _SHORT = struct.Struct(">h")
@@ -71,11 +72,14 @@ class BatchMessage:
         body: the body bytes.
         properties: the message's properties (UNIQ_KEY, KEYS, TAGS, WAIT … and user ones).
         flag: the application flag.
+        properties_bytes: the properties string as the batch held it (``decode_batch`` sets
+            it; not compared), or ``None``.
     """
 
     body: bytes
     properties: Mapping[str, str]
     flag: int = 0
+    properties_bytes: bytes | None = dataclasses.field(default=None, compare=False)
 
 
 def encode_properties(properties: Mapping[str, str]) -> bytes:
@@ -157,8 +161,9 @@ def decode_batch(body: bytes | memoryview) -> list[BatchMessage]:
         end = props_start + props_length
         if props_length < 0 or end > len(view) or end - p != size:
             raise MessageCodecError(f"sizes of the batch message at {p} do not add up")
-        properties = decode_properties(view[props_start:end])
-        messages.append(BatchMessage(body=message_body, properties=properties, flag=flag))
+        raw = bytes(view[props_start:end])
+        properties = decode_properties(raw)
+        messages.append(BatchMessage(message_body, properties, flag, raw))
         p = end
     return messages
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from ariane.common import clock as clock_mod
-from ariane.common import delay, ids, topics
+from ariane.common import delay, ids, message_id, topics
 from ariane.common import message as message_mod
 from ariane.store import (
     file_layer,
@@ -204,14 +204,19 @@ def dispatch_request_of(stored: message_mod.StoredMessage) -> DispatchRequest:
 
 
 class PreparedAppend(NamedTuple):
-    """An append request with everything computed that does not need the put lock."""
+    """An append request with everything computed that does not need the put lock.
+
+    ``record`` is ``None`` when the message cannot be stored: ``status`` says how the store
+    answers it and ``problem`` why (a sender turns it into its request's error)."""
 
     request: AppendRequest
     fields: message_codec.RecordFields
     record: message_codec.PreparedRecord | None
     status: PutMessageStatus
+    problem: message_codec.PrepareProblem | None = None
 
 
+_Problem = message_codec.PrepareProblem
 _PROBLEM_STATUS = {
     message_codec.PrepareProblem.PROPERTIES_TOO_LARGE: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
 }
@@ -282,8 +287,13 @@ class CommitLog:
         """Replace the next-queue-offset table (recovery rebuilds it from the ConsumeQueues)."""
         self._queue_offsets = dict(table)
 
-    def prepare(self, request: AppendRequest) -> PreparedAppend:
-        """Validate and pre-encode one request; pure, needs no lock."""
+    def prepare(
+        self, request: AppendRequest, *, properties_bytes: bytes | None = None
+    ) -> PreparedAppend:
+        """Validate and pre-encode one request; pure, needs no lock.
+
+        ``properties_bytes``: the message's properties already encoded (see
+        ``message_codec.prepare``), so they are not encoded again."""
         msg = request.message
         fields = message_codec.RecordFields(  # positional, in field order (once per message)
             request.queue_id,
@@ -295,8 +305,11 @@ class CommitLog:
             request.reconsume_times,
             request.prepared_transaction_offset,
         )
-        if not _legal_topic(msg.topic) or not 0 <= request.queue_id < 2**31:
-            return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
+        illegal = PutMessageStatus.MESSAGE_ILLEGAL
+        if not _legal_topic(msg.topic):
+            return PreparedAppend(request, fields, None, illegal, _Problem.TOPIC_ILLEGAL)
+        if not 0 <= request.queue_id < 2**31:
+            return PreparedAppend(request, fields, None, illegal, _Problem.FIELD_OUT_OF_RANGE)
         record = message_codec.prepare(
             msg.topic,
             msg.body,
@@ -304,12 +317,13 @@ class CommitLog:
             fields,
             body_bytes_max=self.settings.message_size_bytes_max,
             properties_bytes_max=self.settings.properties_size_bytes_max,
+            properties_bytes=properties_bytes,
         )
         if isinstance(record, message_codec.PrepareProblem):
-            status = _PROBLEM_STATUS.get(record, PutMessageStatus.MESSAGE_ILLEGAL)
-            return PreparedAppend(request, fields, None, status)
+            status = _PROBLEM_STATUS.get(record, illegal)
+            return PreparedAppend(request, fields, None, status, record)
         if record.total_size > self._record_bytes_max:
-            return PreparedAppend(request, fields, None, PutMessageStatus.MESSAGE_ILLEGAL)
+            return PreparedAppend(request, fields, None, illegal, _Problem.RECORD_TOO_LARGE)
         return PreparedAppend(request, fields, record, PutMessageStatus.PUT_OK)
 
     def append(
@@ -498,7 +512,7 @@ class _BatchWriter:
         # Looked up once per write and only for stored messages (a store host that is not a
         # literal IP makes every message illegal in ``prepare``, so none is pending then).
         host = self.log.store_host
-        prefix = message_codec.offset_message_id_prefix(host) if self._pending else ""
+        prefix = message_id.offset_message_id_prefix(host) if self._pending else ""
         for index, request in self._pending:
             results[index] = _ok_result(request, prefix)
             if request.to_consume_queue:

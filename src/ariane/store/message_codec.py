@@ -49,7 +49,7 @@ import zlib
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ariane.common import hashing, ids
+from ariane.common import hashing, ids, message_id
 from ariane.common import message as message_mod
 
 MAGIC_CODE_V1 = -626843481
@@ -77,6 +77,8 @@ bit, only the body or the BODYCRC field changed, never the header, topic or prop
 TOPIC_BYTES_MAX = 32_767
 """Longest encodable topic (V2 length field); the store enforces a much lower limit."""
 
+_NAME_VALUE = NAME_VALUE_SEPARATOR.encode()
+_PROPERTY_END = PROPERTY_SEPARATOR.encode()
 _CRC_PREFIX = (CRC_PROPERTY_NAME + NAME_VALUE_SEPARATOR).encode()
 _CRC_SUFFIX = PROPERTY_SEPARATOR.encode()
 _V1_TOPIC_BYTES_MAX = 127
@@ -130,6 +132,8 @@ class PrepareProblem(enum.Enum):
     TOPIC_ILLEGAL = "TOPIC_ILLEGAL"
     HOST_ILLEGAL = "HOST_ILLEGAL"
     FIELD_OUT_OF_RANGE = "FIELD_OUT_OF_RANGE"
+    RECORD_TOO_LARGE = "RECORD_TOO_LARGE"
+    """The whole record exceeds what the CommitLog writes (``CommitLog.prepare``)."""
 
 
 class PreparedRecord(NamedTuple):
@@ -237,6 +241,25 @@ def properties_to_bytes(properties: Mapping[str, str]) -> bytes | None:
     return text.encode("utf-8", "surrogatepass")
 
 
+def is_encoding_of(data: bytes, properties: Mapping[str, str]) -> bool:
+    """Whether ``data`` is exactly ``properties_to_bytes(properties)``, for ``properties`` parsed
+    from ``data`` (``bytes_to_properties`` or the Remoting codec's, which also skips empty
+    values); cheaper than encoding again.
+
+    Each parsed item took one name/value separator and ended at one property separator, so
+    when both counts equal the number of properties and ``data`` ends with a property
+    separator, no item was skipped, merged or repeated: ``data`` is their encoding in order.
+    """
+    count = len(properties)
+    if not data:
+        return count == 0
+    return (
+        data[-1:] == _PROPERTY_END
+        and data.count(_NAME_VALUE) == count
+        and data.count(_PROPERTY_END) == count
+    )
+
+
 def bytes_to_properties(data: bytes | memoryview) -> dict[str, str] | None:
     """Decode a properties string (``string2messageProperties``); ``None`` if it is not UTF-8.
 
@@ -260,14 +283,8 @@ def _topic_bytes(topic: str) -> bytes:
     return topic.encode("utf-8", "surrogatepass")
 
 
-@functools.lru_cache(maxsize=1024)
-def pack_ip(ip: str) -> bytes | None:
-    """The 4 or 16 address bytes of a literal IP, or ``None`` if it is not one."""
-    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-    try:
-        return socket.inet_pton(family, ip)
-    except OSError:
-        return None
+pack_ip = message_id.pack_ip
+"""``common.message_id.pack_ip`` (the record codec packs hosts with it)."""
 
 
 def prepare(
@@ -278,6 +295,7 @@ def prepare(
     *,
     body_bytes_max: int,
     properties_bytes_max: int,
+    properties_bytes: bytes | None = None,
 ) -> PreparedRecord | PrepareProblem:
     """Compute everything about a record that does not depend on its offsets.
 
@@ -288,6 +306,9 @@ def prepare(
         fields: the remaining header fields.
         body_bytes_max: largest body accepted, bytes.
         properties_bytes_max: largest encoded properties (without the CRC property), bytes.
+        properties_bytes: ``properties`` already encoded, exactly as ``properties_to_bytes``
+            would (a classic message's properties as sent: ``is_encoding_of``); ``None``
+            encodes them here.
 
     Returns:
         a ``PreparedRecord`` for ``encode_into``, or the problem that forbids encoding.
@@ -299,9 +320,10 @@ def prepare(
     topic_bytes = _topic_bytes(topic)
     if not topic_bytes or len(topic_bytes) > TOPIC_BYTES_MAX:
         return PrepareProblem.TOPIC_ILLEGAL
-    properties_bytes = properties_to_bytes(properties)
     if properties_bytes is None:
-        return PrepareProblem.PROPERTY_ILLEGAL
+        properties_bytes = properties_to_bytes(properties)
+        if properties_bytes is None:
+            return PrepareProblem.PROPERTY_ILLEGAL
     if len(properties_bytes) > properties_bytes_max:
         return PrepareProblem.PROPERTIES_TOO_LARGE
     if not _fields_in_range(fields):
@@ -671,49 +693,10 @@ def _unpack_ip(packed: bytes) -> str:
     return socket.inet_ntop(family, packed)
 
 
-def create_offset_message_id(store_host: message_mod.HostAddress, commit_log_offset: int) -> str:
-    """The offset message id: store IP, port and CommitLog offset as upper-case hex.
-
-    Mirrors RocketMQ ``MessageDecoder.createMessageId``: IPv4 gives 4 + 4 + 8 bytes = 32 hex
-    characters, IPv6 16 + 4 + 8 = 56.
-
-    Raises:
-        ValueError: if ``store_host.ip`` is not a literal IP address.
-    """
-    return offset_message_id_prefix(store_host) + f"{commit_log_offset & (2**64 - 1):016X}"
-
-
-@functools.lru_cache(maxsize=64)
-def offset_message_id_prefix(store_host: message_mod.HostAddress) -> str:
-    """The host part (IP and port, upper-case hex) of every offset message id of a broker.
-
-    Raises:
-        ValueError: if ``store_host.ip`` is not a literal IP address.
-    """
-    packed = pack_ip(store_host.ip)
-    if packed is None:
-        raise ValueError(f"store host {store_host.ip!r} is not a literal IP address")
-    return (packed + struct.pack(">i", store_host.port)).hex().upper()
-
-
-def decode_offset_message_id(
-    message_id: str,
-) -> tuple[message_mod.HostAddress, ids.CommitLogOffset] | None:
-    """Invert ``create_offset_message_id`` (RocketMQ ``MessageDecoder.decodeMessageId``).
-
-    Returns:
-        (store host, CommitLog offset), or ``None`` if ``message_id`` is not 32 or 56 hex chars.
-    """
-    if len(message_id) not in (32, 56):
-        return None
-    try:
-        raw = bytes.fromhex(message_id)
-    except ValueError:
-        return None
-    ip_bytes = 4 if len(raw) == 16 else 16
-    port, offset = struct.unpack_from(">iq", raw, ip_bytes)
-    host = message_mod.HostAddress(_unpack_ip(raw[:ip_bytes]), port)
-    return host, ids.CommitLogOffset(offset)
+# Offset message ids live in ``common.message_id`` (the broker and clients make them too).
+create_offset_message_id = message_id.create_offset_message_id
+offset_message_id_prefix = message_id.offset_message_id_prefix
+decode_offset_message_id = message_id.decode_offset_message_id
 
 
 _LONG = struct.Struct(">q")

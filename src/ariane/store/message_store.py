@@ -364,19 +364,19 @@ class MessageStore:
     async def put_messages(
         self, requests: Sequence[commit_log.AppendRequest], *, atomic: bool = False
     ) -> list[commit_log.PutMessageResult]:
-        """Append a batch; one await for the whole batch (group commit under SYNC_FLUSH).
-
-        The append itself runs in the calling thread (it only hands bytes to the OS); the
-        await covers the flush. After ``sync_flush_timeout_ms`` stored messages come back as
-        FLUSH_DISK_TIMEOUT.
-
-        With ``atomic`` (a v2 SendMessage request, which is all-or-nothing), a message that
-        ``CommitLog.prepare`` refuses fails the whole batch before any byte is written: every
-        result carries that message's status. Without it each message is answered on its own.
-        """
+        """Append a batch (``put_prepared``). With ``atomic`` (an all-or-nothing request), a
+        message ``CommitLog.prepare`` refuses fails the whole batch before any byte is written
+        (every result carries its status); without it each message is answered on its own."""
         prepared, refused = self._prepare(requests, atomic)
-        if refused is not None:
-            return refused
+        return refused if refused is not None else await self.put_prepared(prepared)
+
+    async def put_prepared(
+        self, prepared: list[commit_log.PreparedAppend]
+    ) -> list[commit_log.PutMessageResult]:
+        """Append messages ``CommitLog.prepare`` encoded, each answered on its own. The append
+        runs in the calling thread (it only hands bytes to the OS); one await covers the flush
+        of the batch (group commit under SYNC_FLUSH); after ``sync_flush_timeout_ms`` stored
+        messages come back as FLUSH_DISK_TIMEOUT."""
         results, durable = self._append(prepared, asyncio.get_running_loop())
         timeout_ms = self.settings.sync_flush_timeout_ms
         return await put_wait.wait(results, durable, self.replication, timeout_ms=timeout_ms)

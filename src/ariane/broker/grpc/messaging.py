@@ -39,6 +39,7 @@ from ariane.broker.processors import (
     pull,
     renewal,
     send,
+    send_draft,
     transaction,
 )
 from ariane.broker.tables import clients, consumers, subscriptions
@@ -554,7 +555,7 @@ def _decode_messages(
         try:
             decoded.append(messages.incoming(raw))
         except errors.ArianeError as exc:
-            raise send.refuse_request(exc, position, count) from None
+            raise send_draft.refuse_request(exc, position, count) from None
     return decoded
 
 

@@ -41,7 +41,8 @@ from typing import Generic, TypeVar
 from ariane.broker.processors import admin_deps, admin_stats
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, message, route, topics
-from ariane.store import dispatcher, message_codec, message_store, record_reader, retention
+from ariane.common import message_id as message_id_mod
+from ariane.store import dispatcher, message_store, record_reader, retention
 
 _log = logging.getLogger(__name__)
 
@@ -440,7 +441,7 @@ class AdminProcessor:
             )
         if not found:
             found = self._by_offset_id(message_id, topic)
-        offset_id = message_codec.decode_offset_message_id(message_id) is not None
+        offset_id = message_id_mod.decode_offset_message_id(message_id) is not None
         if not found and not topic and not offset_id:
             raise errors.BadRequestError(
                 f"{message_id!r} is not an offset message id; give the topic too: client "
@@ -529,7 +530,7 @@ class AdminProcessor:
         return [m for m in self._read(hits) if m.topic == topic and matches(m)]
 
     def _by_offset_id(self, message_id: str, topic: str) -> list[message.StoredMessage]:
-        decoded = message_codec.decode_offset_message_id(message_id)
+        decoded = message_id_mod.decode_offset_message_id(message_id)
         if decoded is None:
             return []
         wanted = message_id.upper()
@@ -537,7 +538,7 @@ class AdminProcessor:
             m
             for m in self._read([decoded[1]])
             if (not topic or m.topic == topic)
-            and message_codec.create_offset_message_id(m.store_host, m.commit_log_offset) == wanted
+            and message_id_mod.create_offset_message_id(m.store_host, m.commit_log_offset) == wanted
         ]
 
     # -- broker ---------------------------------------------------------------------------------

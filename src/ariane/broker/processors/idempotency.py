@@ -2,6 +2,7 @@
 
 RocketMQ has no idempotent producer (apache/rocketmq#4933, #10263): a send retried after a lost
 answer, a failed-over producer or a re-run Spark task stores its messages again. Here a message
+sent over either protocol (``send.SendProcessor`` serves v2 and classic sends alike)
 whose user property ``idempotency.IDEMPOTENCY_KEY_PROPERTY`` holds a key K gets the message id
 (``UNIQ_KEY``) ``idempotency.message_id_of(K)``, and a send of K when a message of the same
 topic with that id is stored here, with a store time within the last ``window_ms``, stores
@@ -35,6 +36,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ariane.common import clock, idempotency, ids, message, topics
+from ariane.common import message_id as message_id_mod
 from ariane.store import commit_log, dispatcher, index_service, message_store, record_reader
 
 P = message.Property
@@ -55,11 +57,16 @@ class Stored:
         message_id: its id (``UNIQ_KEY``).
         queue_offset: its offset in the queue it was stored in.
         delivery_ms: a DELAY message's delivery time, ms since the epoch, else ``None``.
+        queue_id: the queue it was stored in (a parked message: the timer's).
+        offset_message_id: its offset message id (store host + CommitLog offset; a classic
+            producer's receipt names it).
     """
 
     message_id: str
     queue_offset: int
     delivery_ms: int | None
+    queue_id: int = 0
+    offset_message_id: str = ""
 
 
 Found = Stored | int | None
@@ -192,4 +199,10 @@ class IdempotencyWindow:
         if props.get(P.REAL_TOPIC, found.message.topic) != topic:
             return None
         due = props.get(P.TIMER_DELIVER_MS, "")
-        return Stored(message_id, found.queue_offset, int(due) if due.isdigit() else None)
+        return Stored(
+            message_id,
+            found.queue_offset,
+            int(due) if due.isdigit() else None,
+            found.queue_id,
+            message_id_mod.create_offset_message_id(found.store_host, found.commit_log_offset),
+        )

@@ -1,53 +1,49 @@
-"""The send path of v2 ``SendMessage``: validate, choose the queue, append, answer per message.
+"""The one send processor (RocketMQ ``SendMessageProcessor``) for both protocols.
 
-Mirrors the RocketMQ 5 proxy's ``SendMessageActivity`` plus the broker's
-``SendMessageProcessor`` checks (grpc-v2.md §6.3): the topic must exist and be writable; the
-message type must be one the topic accepts; the body is 1 byte .. ``message_size_bytes_max``;
-a body flagged GZIP must be a complete gzip (or zlib) stream that inflates to at most
-``message_size_bytes_max`` (the official clients inflate it on receive and stop at a poison
-body, so it is refused at send: MESSAGE_CORRUPTED when it does not inflate, MESSAGE_BODY_TOO_LARGE
-when it inflates beyond the limit; inflation is bounded and never allocates more than the limit);
-the client's message id is required and stored as ``UNIQ_KEY``; tags may not contain ``|``; user
-property keys may not be reserved names and stay within the proxy's 128 keys / 16 KiB; a FIFO
-message group is 1..64 characters; no text stored as a property may hold the store's property
-separators (``\x01``, ``\x02``) and all properties together fit ``properties_size_bytes_max``.
-The request carries no queue id: normal messages go round-robin over the topic's write queues,
-FIFO messages to ``crc32(group) % write queues`` so a group always lands in one queue.
+A protocol adapter turns its request into drafts (``send_v2`` for v2 ``SendMessage``,
+``send_classic`` for Remoting ``SEND_MESSAGE``/``V2``/``BATCH``); the core here routes each
+draft (a DELAY or timer message parked by the schedule hook, ``broker.schedule``; a
+TRANSACTION one made a half message by ``transaction.TransactionalMessageService``), encodes it
+to its stored form once (``CommitLog.prepare``, which also checks body and properties: the
+check is the encoding), drops the messages an earlier try of their idempotency key stored
+(``idempotency``), appends the rest as one batch, records stored half messages, counts and
+wakes long polling; the adapter answers from the results, in its protocol's terms.
 
-Invariant: a request is all-or-nothing. Every message is validated before anything reaches the
-store; the first invalid one refuses the whole request with its code (as the Java proxy, whose
-``buildMessage`` throws for the request) and nothing of it is stored, and the store appends the
-batch atomically (``MessageStore.put_messages(..., atomic=True)``: a message its codec refuses
-fails the batch before a byte is written). A DELAY message (to a DELAY or MIXED topic; to any
-other the proxy's ``DefaultTopicMessageTypeValidator`` answer, MESSAGE_PROPERTY_CONFLICT_WITH_TYPE)
-is parked by the schedule hook (``broker.schedule``) and its outcome carries its delivery time,
-from which the adapter makes the recall handle. A TRANSACTION message is stored as a half
-message by ``transaction.TransactionalMessageService`` (``half_messages``) and answered with its
-transaction id. Without the hook or the service, those kinds are refused with UNSUPPORTED.
+Invariants:
 
-Idempotent sends (Ariane's, RocketMQ has none): a message whose user property
-``ARIANE_IDEMPOTENCY_KEY`` holds a key gets the message id derived from it
-(``common.idempotency``), and one an earlier try stored within the window is not stored again
-but answered OK with the stored id and offset (``idempotency``); the rest of its request is
-stored as one batch.
+* a request is all-or-nothing: every message is translated, routed and encoded before
+  anything reaches the store; the first one refused refuses the whole request (body and
+  property problems as their error, the rarer store problems as the store's status for
+  every message) and nothing of it is stored (as the Java proxy, whose ``buildMessage``
+  throws for the request);
+* a message's properties are encoded once, after its route rewrote them (a classic message
+  stored as sent is not encoded at all: its properties string is the stored one);
+* idempotent sends (Ariane's, RocketMQ has none): a message whose user property
+  ``ARIANE_IDEMPOTENCY_KEY`` holds a key is stored with the message id derived from it
+  (``common.idempotency``) whichever protocol sent it, and one an earlier try stored within
+  the window is not stored again but answered OK with where that try went (``idempotency``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from ariane.broker.processors import idempotency as idempotency_mod
-from ariane.broker.processors import long_polling
+from ariane.broker.processors import long_polling, send_classic, send_draft, send_v2
 from ariane.broker.tables import topic_config
-from ariane.common import errors, histogram, idempotency, ids, limits, message, topics
-from ariane.store import commit_log, message_codec, message_store
+from ariane.common import clock, errors, histogram, idempotency, ids, message, topics
+from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings_mod
 
 P = message.Property
+Route = send_draft.Route
+
+Found = commit_log.PutMessageResult | idempotency_mod.Stored | int
+"""Per message of a request: the store's result, the message an earlier try stored, or the
+index of the earlier message of the same request with the same key (``idempotency.Found``)."""
 
 _STATUS_ERRORS: dict[commit_log.PutMessageStatus, errors.Code] = {
     commit_log.PutMessageStatus.FLUSH_DISK_TIMEOUT: errors.Code.MASTER_PERSISTENCE_TIMEOUT,
@@ -76,17 +72,10 @@ _STATUS_TEXT: dict[commit_log.PutMessageStatus, str] = {
     ),
 }
 
-_ACCEPTED_WIRE_TYPES = {
-    "NORMAL": message.MessageType.NORMAL,
-    "FIFO": message.MessageType.FIFO,
-    "DELAY": message.MessageType.DELAY,
-    "TRANSACTION": message.MessageType.TRANSACTION,
-}
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SendOutcome:
-    """The answer for one message of a request.
+    """The answer for one message of a v2 request.
 
     Attributes:
         code: OK or the error code.
@@ -115,12 +104,16 @@ class SendCounters(Protocol):
 
 
 class ScheduleHook(Protocol):
-    """Parks DELAY messages until due (``schedule.service.ScheduleService``)."""
+    """Parks DELAY-level and timer messages (``schedule.service.ScheduleService``)."""
 
     def park(
         self, request: commit_log.AppendRequest, *, delivery_ms: int | None
     ) -> commit_log.AppendRequest:
         """The request rewritten into the timer topic (see ``ScheduleService.park``)."""
+        ...
+
+    def park_level(self, request: commit_log.AppendRequest, level: int) -> commit_log.AppendRequest:
+        """The request rewritten into ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``."""
         ...
 
 
@@ -135,8 +128,8 @@ class HalfMessages(Protocol):
 
 
 class SendProcessor:
-    """Validates and appends the messages of SendMessage requests (RocketMQ
-    ``SendMessageProcessor``), whatever protocol they came in on.
+    """Validates, encodes and appends the messages of send requests of either protocol
+    (RocketMQ ``SendMessageProcessor``; module docstring).
 
     Args:
         store: the message store the batch is appended to.
@@ -148,6 +141,7 @@ class SendProcessor:
         half_messages: the transaction service, or ``None`` to refuse TRANSACTION sends.
         idempotency_window: finds earlier tries of messages with an idempotency key
             (``idempotency``); ``None`` stores every try.
+        time: the clock of classic timer delays and broker-made ``UNIQ_KEY`` ids.
     """
 
     def __init__(
@@ -161,21 +155,35 @@ class SendProcessor:
         schedule: ScheduleHook | None = None,
         half_messages: HalfMessages | None = None,
         idempotency_window: idempotency_mod.IdempotencyWindow | None = None,
+        time: clock.Clock | None = None,
     ) -> None:
         self._store = store
-        self._topics = topics
         self._polling = polling
         self._counters = counters
         self._limits = store_settings
         self._schedule = schedule
-        self._round_robin = itertools.count()
         self._half = half_messages
         self._idempotency = idempotency_window
+        round_robin = itertools.count()
+        self._v2 = send_v2.V2Drafts(
+            table=topics,
+            store_settings=store_settings,
+            round_robin=round_robin,
+            delay_supported=schedule is not None,
+            transactions_supported=half_messages is not None,
+        )
+        self._classic = send_classic.ClassicDrafts(
+            table=topics,
+            store_settings=store_settings,
+            round_robin=round_robin,
+            time=time or clock.SystemClock(),
+        )
 
     async def send(
         self, batch: Sequence[message.IncomingMessage], *, born_ip: str
     ) -> list[SendOutcome]:
-        """Validate every message, then append all of them as one atomic batch, answer each.
+        """v2 ``SendMessage``: check every message, append all of them as one atomic batch,
+        answer each.
 
         Args:
             batch: the decoded messages of one request.
@@ -188,334 +196,180 @@ class SendProcessor:
             ArianeError: the error of the first invalid message (its class and code, the
                 message's position in the text); nothing of the request was stored.
         """
-        requests: list[commit_log.AppendRequest] = []
-        born_host = message.HostAddress(born_ip, 0)
-        writable: dict[str, topic_config.TopicConfig] = {}  # topics already checked
-        for position, incoming in enumerate(batch):
-            try:
-                requests.append(self._append_request(incoming, born_host, writable))
-            except errors.ArianeError as exc:
-                raise refuse_request(exc, position, len(batch)) from None
-        results = await self._put(requests)
+        drafts = self._v2.drafts(batch, born_ip)
+        routed, found, transaction_ids = await self._commit(drafts, refuse=True)
         answered: list[SendOutcome] = []
-        stored_topics: set[str] = set()
-        stored = stored_bytes = 0  # counted once per request, not per message
-        sizes = self._counters.message_size_bytes
-        for incoming, request, result in zip(batch, requests, results, strict=True):
-            if not isinstance(result, commit_log.PutMessageResult):
-                answered.append(_earlier(result, answered))
-                continue
-            outcome = self._outcome(incoming, request, result)
-            half = self._half if request.message.topic == topics.TRANS_HALF_TOPIC else None
-            if half is not None and result.status.is_stored:
-                tid = half.prepared(request, result)
-                outcome = dataclasses.replace(outcome, transaction_id=tid)
-            answered.append(outcome)
-            if result.status.is_stored:
-                stored_topics.add(incoming.topic)
-                stored += 1
-                stored_bytes += len(incoming.body)
-                sizes[_message_type(incoming)].observe(len(incoming.body))
-        counters = self._counters
-        counters.messages_in += stored
-        counters.bytes_in += stored_bytes
-        self._polling.notify_many(stored_topics)
+        for incoming, request, result, tid in zip(
+            batch, routed, found, transaction_ids, strict=True
+        ):
+            if isinstance(result, int):
+                answered.append(answered[result])
+            elif isinstance(result, idempotency_mod.Stored):
+                answered.append(
+                    SendOutcome(
+                        errors.Code.OK,
+                        "OK",
+                        result.message_id,
+                        result.queue_offset,
+                        result.delivery_ms,
+                    )
+                )
+            else:
+                answered.append(_outcome(incoming, request, result, tid))
         return answered
 
-    async def _put(
-        self, requests: list[commit_log.AppendRequest]
-    ) -> list[commit_log.PutMessageResult | idempotency_mod.Stored | int]:
-        """Append ``requests`` as one atomic batch, but those an earlier try stored
+    async def send_classic(
+        self, request: send_classic.ClassicSendRequest
+    ) -> send_classic.ClassicSendResult:
+        """A classic send: check every message, append them atomically, say where they went.
+
+        Raises:
+            ArianeError: as ``send_classic.ClassicDrafts.drafts``; body and property problems
+                (MessageBodyEmptyError, MessageBodyTooLargeError, MessagePropertiesTooLargeError,
+                BadRequestError); TooManyRequestsError: the timer wheel or the half-message
+                table is full. Nothing of the request was stored.
+        """
+        drafts = self._classic.drafts(request)
+        routed, found, transaction_ids = await self._commit(drafts, refuse=False)
+        results: list[commit_log.PutMessageResult | idempotency_mod.Stored] = []
+        for item in found:
+            results.append(results[item] if isinstance(item, int) else item)
+        first = results[0]
+        if isinstance(first, idempotency_mod.Stored):
+            status, queue_id = commit_log.PutMessageStatus.PUT_OK, ids.QueueId(first.queue_id)
+        else:
+            status, queue_id = first.status, routed[0].queue_id
+        for result in results:
+            if isinstance(result, commit_log.PutMessageResult) and not result.status.is_stored:
+                status = result.status
+                break
+        return send_classic.ClassicSendResult(
+            status=status,
+            queue_id=queue_id,
+            queue_offset=first.queue_offset,
+            offset_message_ids=tuple(
+                r.offset_message_id if isinstance(r, idempotency_mod.Stored) else r.message_id
+                for r in results
+            ),
+            unique_keys=tuple(
+                r.message.properties[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for r in routed
+            ),
+            transaction_id=transaction_ids[0],
+        )
+
+    async def _commit(
+        self, drafts: Sequence[send_draft.Draft], *, refuse: bool
+    ) -> tuple[list[commit_log.AppendRequest], list[Found], list[str]]:
+        """Route, encode and append ``drafts`` (module docstring); the routed requests, what
+        became of each and each stored half message's transaction id ("" for the others).
+
+        ``refuse``: an invalid message's error names its position (``refuse_request``).
+
+        Raises:
+            ArianeError: a message could not be routed, or its body or properties are
+                refused; nothing was stored.
+        """
+        routed: list[commit_log.AppendRequest] = []
+        prepared: list[commit_log.PreparedAppend] = []
+        prepare = self._store.commit_log.prepare  # pure: the put lock is taken to append
+        refused: commit_log.PutMessageStatus | None = None
+        for position, draft in enumerate(drafts):
+            try:
+                request = draft.request if draft.route is Route.STORE else self._route(draft)
+                item = prepare(request, properties_bytes=draft.properties_bytes)
+                if item.record is None:
+                    error = send_draft.problem_error(item, self._limits)
+                    if error is not None:
+                        raise error
+                    refused = refused or item.status
+            except errors.ArianeError as exc:
+                if refuse:
+                    raise send_draft.refuse_request(exc, position, len(drafts)) from None
+                raise
+            routed.append(request)
+            prepared.append(item)
+        if refused is not None:  # a store problem: the request answers its status, unstored
+            return routed, [commit_log.PutMessageResult(refused)] * len(drafts), [""] * len(drafts)
+        found = await self._put(prepared)
+        return routed, found, self._account(drafts, routed, found)
+
+    def _route(self, draft: send_draft.Draft) -> commit_log.AppendRequest:
+        route = draft.route
+        if route is Route.HALF and self._half is not None:
+            return self._half.to_half(draft.request)
+        schedule = self._schedule
+        if route is Route.TIMER and schedule is not None:
+            return schedule.park(draft.request, delivery_ms=draft.delivery_ms)
+        if route is Route.LEVEL and schedule is not None:
+            return schedule.park_level(draft.request, draft.level)
+        raise errors.UnsupportedError(f"{route.value} sends are not supported by this broker")
+
+    async def _put(self, prepared: list[commit_log.PreparedAppend]) -> list[Found]:
+        """Append ``prepared`` as one batch, but those an earlier try stored
         (``idempotency``): for them the stored message, or the index of the request of this
         batch with the same key."""
         window = self._idempotency
-        claim = None if window is None else await window.claim(requests)
-        if claim is None or not claim.duplicates:
-            try:
-                return list(await self._store.put_messages(requests, atomic=True))
-            finally:
-                if claim is not None:
-                    claim.release()
+        key = idempotency.IDEMPOTENCY_KEY_PROPERTY
+        if window is not None and not any(key in p.request.message.properties for p in prepared):
+            window = None  # no message has a key: nothing to look up or claim
+        claim = None if window is None else await window.claim([p.request for p in prepared])
         try:
-            fresh = [r for r, f in zip(requests, claim.found, strict=True) if f is None]
-            results = iter(await self._store.put_messages(fresh, atomic=True) if fresh else [])
+            if claim is None or not claim.duplicates:
+                return list(await self._store.put_prepared(prepared))
+            fresh = [p for p, f in zip(prepared, claim.found, strict=True) if f is None]
+            results = iter(await self._store.put_prepared(fresh) if fresh else [])
             return [next(results) if f is None else f for f in claim.found]
         finally:
-            claim.release()
+            if claim is not None:
+                claim.release()
 
-    def _outcome(
+    def _account(
         self,
-        incoming: message.IncomingMessage,
-        request: commit_log.AppendRequest,
-        result: commit_log.PutMessageResult,
-    ) -> SendOutcome:
-        if result.status is commit_log.PutMessageStatus.PUT_OK:
-            return SendOutcome(
-                errors.Code.OK,
-                "OK",
-                request.message.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                or incoming.message_id,
-                result.queue_offset,
-                incoming.delivery_timestamp_ms if self._parks(incoming) else None,
-            )
-        code = _STATUS_ERRORS.get(result.status, errors.Code.INTERNAL_ERROR)
-        text = _STATUS_TEXT.get(result.status, f"store answered {result.status.value}")
-        return SendOutcome(code, text, incoming.message_id, result.queue_offset)
+        drafts: Sequence[send_draft.Draft],
+        routed: Sequence[commit_log.AppendRequest],
+        found: Sequence[Found],
+    ) -> list[str]:
+        """Count the stored messages (once per request), wake long polling for their topics
+        and record the stored half messages; each message's transaction id or ""."""
+        transaction_ids: list[str] = []
+        stored_topics: set[str] = set()
+        stored = stored_bytes = 0
+        sizes = self._counters.message_size_bytes
+        half = self._half
+        for draft, request, result in zip(drafts, routed, found, strict=True):
+            tid = ""
+            if isinstance(result, commit_log.PutMessageResult) and result.status.is_stored:
+                if half is not None and request.message.topic == topics.TRANS_HALF_TOPIC:
+                    tid = half.prepared(request, result)
+                stored_topics.add(draft.topic)
+                stored += 1
+                size = len(request.message.body)
+                stored_bytes += size
+                sizes[draft.kind].observe(size)
+            transaction_ids.append(tid)
+        counters = self._counters
+        counters.messages_in += stored
+        counters.bytes_in += stored_bytes
+        if stored_topics:
+            self._polling.notify_many(stored_topics)
+        return transaction_ids
 
-    def _append_request(
-        self,
-        incoming: message.IncomingMessage,
-        born_host: message.HostAddress,
-        writable: dict[str, topic_config.TopicConfig],
-    ) -> commit_log.AppendRequest:
-        # ``writable``: topics of this request that passed ``_writable_topic`` (name check,
-        # lookup or auto-creation, write permission), so each is checked once per request.
-        topic = writable.get(incoming.topic)
-        if topic is None:
-            topic = writable[incoming.topic] = self._writable_topic(incoming.topic)
-        kind = _message_type(incoming)
-        if not topic.message_type.accepts(kind):
-            raise errors.MessageTypeConflictError(
-                f"topic {topic.name!r} accepts {topic.message_type.value} messages, not "
-                f"{kind.value}; send to a topic of that type or change the topic's type"
-            )
-        transactional = kind is message.MessageType.TRANSACTION
-        half = self._half if transactional else None
-        if (transactional and half is None) or (
-            kind is message.MessageType.DELAY and self._schedule is None
-        ):
-            raise errors.UnsupportedError(
-                f"{kind.value} messages are not supported by this broker yet"
-            )
-        self._check_body(incoming.body)
-        if incoming.gzip:
-            check_gzip_body(incoming.body, self._limits.message_size_bytes_max)
-        properties = _properties(incoming, kind)
-        self._check_properties(properties)
-        queue_id = self._choose_queue(topic, incoming.message_group)
-        request = commit_log.AppendRequest(
-            message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
-            queue_id=queue_id,
-            sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
-            born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
-            born_host=born_host,
+
+def _outcome(
+    incoming: message.IncomingMessage,
+    request: commit_log.AppendRequest,
+    result: commit_log.PutMessageResult,
+    transaction_id: str,
+) -> SendOutcome:
+    if result.status is commit_log.PutMessageStatus.PUT_OK:
+        return SendOutcome(
+            errors.Code.OK,
+            "OK",
+            request.message.properties.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or incoming.message_id,
+            result.queue_offset,
+            incoming.delivery_timestamp_ms if send_v2.parks(incoming) else None,
+            transaction_id,
         )
-        if self._schedule is not None and kind is message.MessageType.DELAY:
-            return self._schedule.park(request, delivery_ms=incoming.delivery_timestamp_ms)
-        return request if half is None else half.to_half(request)
-
-    def _parks(self, incoming: message.IncomingMessage) -> bool:
-        return incoming.message_type == "DELAY" and incoming.delivery_timestamp_ms is not None
-
-    def _writable_topic(self, name: str) -> topic_config.TopicConfig:
-        return writable_topic(self._topics, name)
-
-    def _check_body(self, body: bytes) -> None:
-        check_body(body, self._limits)
-
-    def _check_properties(self, properties: dict[str, str]) -> None:
-        check_properties(properties, self._limits)
-
-    def _choose_queue(
-        self, topic: topic_config.TopicConfig, message_group: str | None
-    ) -> ids.QueueId:
-        count = topic.write_queue_nums
-        if message_group is not None:
-            return ids.QueueId(zlib.crc32(message_group.encode()) % count)
-        return ids.QueueId(next(self._round_robin) % count)
-
-
-def writable_topic(table: topic_config.TopicConfigManager, name: str) -> topic_config.TopicConfig:
-    """The config of topic ``name`` for a producer (auto-created when that is on).
-
-    Raises:
-        IllegalTopicError: a bad name. TopicNotFoundError: unknown and not auto-created.
-        ForbiddenError: the topic is not writable on this broker.
-    """
-    topic = table.require(topics.validate_topic(name), auto_create=True)
-    if not topic.writeable:
-        raise errors.ForbiddenError(f"topic {name!r} is not writable on this broker")
-    return topic
-
-
-def check_body(body: bytes, limits_: store_settings_mod.StoreSettings) -> None:
-    """Refuse an empty body or one above ``message_size_bytes_max``.
-
-    Raises:
-        MessageBodyEmptyError, MessageBodyTooLargeError: as their names say.
-    """
-    if not body:
-        raise errors.MessageBodyEmptyError("message body is empty; send at least one byte")
-    limit = limits_.message_size_bytes_max
-    if len(body) > limit:
-        raise errors.MessageBodyTooLargeError(
-            f"message body is {len(body)} bytes; the limit is {limit}"
-        )
-
-
-def check_properties(
-    properties: Mapping[str, str], limits_: store_settings_mod.StoreSettings
-) -> None:
-    """Refuse properties the store would refuse: separators in names or values, or more than
-    ``properties_size_bytes_max`` encoded.
-
-    The store refuses these too, but only message by message inside its batch: checked before,
-    one bad message refuses its request before anything is appended.
-
-    Raises:
-        BadRequestError: a separator. MessagePropertiesTooLargeError: too large.
-    """
-    encoded = message_codec.properties_to_bytes(properties)
-    if encoded is None:
-        raise errors.BadRequestError(
-            "a property name or value holds a control character \\x01 or \\x02 "
-            "(the store's property separators)"
-        )
-    limit = limits_.properties_size_bytes_max
-    if len(encoded) > limit:
-        raise errors.MessagePropertiesTooLargeError(
-            f"the message's properties (keys, tag, ids, user properties) take "
-            f"{len(encoded)} bytes; the limit is {limit}"
-        )
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-"""The first two bytes of a gzip member; a GZIP-flagged body without them must be zlib, as the
-official Python client's ``Misc.uncompress_bytes_gzip`` reads it."""
-
-GZIP_MEMBERS_MAX = 64
-"""Most concatenated gzip members one body may hold (each costs a decompressor)."""
-
-
-def refuse_request(error: errors.ArianeError, position: int, count: int) -> errors.ArianeError:
-    """The error refusing a whole request because its message at ``position`` is invalid.
-
-    Same class and code as ``error``; the text names the message and says nothing was stored.
-    """
-    return type(error)(
-        f"message {position + 1} of {count}: {error.message}; no message of this request was stored"
-    )
-
-
-def check_gzip_body(body: bytes, inflated_bytes_max: int) -> None:
-    """Refuse a GZIP-flagged body that a consumer could not inflate within the size limit.
-
-    Reads ``body`` as the official Python client does: concatenated gzip members when it starts
-    with ``1f 8b``, else one zlib stream. Inflation stops ``inflated_bytes_max + 1`` bytes in,
-    so a compression bomb costs at most that much memory.
-
-    Args:
-        body: the body as sent (compressed).
-        inflated_bytes_max: the largest inflated body accepted, bytes
-            (``message_size_bytes_max``).
-
-    Raises:
-        MessageCorruptedError: (MESSAGE_CORRUPTED, 40016) the body is not a complete gzip or
-            zlib stream, or has trailing bytes after its gzip members.
-        MessageBodyTooLargeError: (MESSAGE_BODY_TOO_LARGE, 41301) it inflates beyond
-            ``inflated_bytes_max``.
-    """
-    gzip_members = body[:2] == GZIP_MAGIC
-    remaining, budget, members = body, inflated_bytes_max + 1, 0
-    try:
-        while remaining:
-            members += 1
-            if members > GZIP_MEMBERS_MAX:
-                raise errors.MessageCorruptedError(
-                    f"body flagged GZIP holds more than {GZIP_MEMBERS_MAX} gzip members"
-                )
-            inflater = zlib.decompressobj(wbits=31 if gzip_members else 15)
-            budget -= len(inflater.decompress(remaining, budget))
-            if budget <= 0 or inflater.unconsumed_tail:
-                raise errors.MessageBodyTooLargeError(
-                    f"body flagged GZIP inflates beyond {inflated_bytes_max} bytes, the limit"
-                )
-            if not inflater.eof:
-                raise errors.MessageCorruptedError("body flagged GZIP is a truncated stream")
-            remaining = inflater.unused_data if gzip_members else b""
-            if remaining and remaining[:2] != GZIP_MAGIC:
-                raise errors.MessageCorruptedError("body flagged GZIP has trailing garbage")
-    except zlib.error as exc:
-        raise errors.MessageCorruptedError(
-            f"body flagged GZIP does not inflate ({exc}); send it with IDENTITY encoding or "
-            "compress it with gzip"
-        ) from None
-
-
-def _earlier(found: idempotency_mod.Stored | int, answered: list[SendOutcome]) -> SendOutcome:
-    """The answer to a message an earlier try stored: OK with the stored id and offset (or
-    the answer to the message of this request with the same key)."""
-    if isinstance(found, int):
-        return answered[found]
-    return SendOutcome(
-        errors.Code.OK, "OK", found.message_id, found.queue_offset, found.delivery_ms
-    )
-
-
-def _message_type(incoming: message.IncomingMessage) -> message.MessageType:
-    kind = _ACCEPTED_WIRE_TYPES.get(incoming.message_type)
-    if kind is None:
-        if incoming.message_type != "UNSPECIFIED":
-            raise errors.UnsupportedError(f"{incoming.message_type} messages are not supported")
-        kind = message.MessageType.FIFO if incoming.message_group else message.MessageType.NORMAL
-    if kind is message.MessageType.FIFO and not incoming.message_group:
-        raise errors.IllegalMessageGroupError("a FIFO message needs a message group")
-    return kind
-
-
-def _properties(incoming: message.IncomingMessage, kind: message.MessageType) -> dict[str, str]:
-    if not incoming.message_id:
-        raise errors.IllegalMessageIdError("message id is empty; the client must set one")
-    props = _user_properties(incoming.user_properties)
-    key = props.get(idempotency.IDEMPOTENCY_KEY_PROPERTY)
-    if key is None:
-        props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = incoming.message_id
-    else:
-        try:
-            idempotency.check_key(key)
-        except ValueError as exc:
-            raise errors.IllegalPropertyKeyError(
-                f"{idempotency.IDEMPOTENCY_KEY_PROPERTY}: {exc}"
-            ) from None
-        props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = idempotency.message_id_of(key)
-    props[P.MESSAGE_TYPE] = kind.value
-    if incoming.tag is not None:
-        props[P.TAGS] = topics.validate_tag(incoming.tag)
-    if incoming.keys:
-        for key in incoming.keys:
-            if not key.strip() or message.KEY_SEPARATOR in key:
-                raise errors.IllegalMessageKeyError(f"key {key!r} is blank or has a space")
-        props[P.KEYS] = message.KEY_SEPARATOR.join(incoming.keys)
-    if incoming.message_group is not None:
-        group = incoming.message_group
-        if not group.strip() or len(group) > limits.MESSAGE_GROUP_CHARS_MAX:
-            raise errors.IllegalMessageGroupError(
-                f"message group must be 1..{limits.MESSAGE_GROUP_CHARS_MAX} characters"
-            )
-        props[P.SHARDING_KEY] = group
-    if incoming.born_host:
-        props[P.BORN_HOST_NAME] = incoming.born_host
-    if incoming.trace_context:
-        props[P.TRACE_CONTEXT] = incoming.trace_context
-    return props
-
-
-def _user_properties(raw: dict[str, str]) -> dict[str, str]:
-    if not raw:  # most messages carry none
-        return {}
-    if len(raw) > limits.USER_PROPERTIES_COUNT_MAX:
-        raise errors.MessagePropertiesTooLargeError(
-            f"{len(raw)} user properties; the limit is {limits.USER_PROPERTIES_COUNT_MAX}"
-        )
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in raw.items())
-    if size > limits.USER_PROPERTIES_SIZE_BYTES_MAX:
-        raise errors.MessagePropertiesTooLargeError(
-            f"user properties take {size} bytes; the limit is "
-            f"{limits.USER_PROPERTIES_SIZE_BYTES_MAX}"
-        )
-    for key in raw:
-        if not key or key in message.RESERVED_PROPERTY_KEYS:
-            raise errors.IllegalPropertyKeyError(
-                f"user property key {key!r} is empty or a reserved system property name"
-            )
-    return dict(raw)
+    code = _STATUS_ERRORS.get(result.status, errors.Code.INTERNAL_ERROR)
+    text = _STATUS_TEXT.get(result.status, f"store answered {result.status.value}")
+    return SendOutcome(code, text, incoming.message_id, result.queue_offset, None, transaction_id)

@@ -6,6 +6,6 @@ protocol-neutral processors as the gRPC services (``broker.assembly.Processors``
 their answer. The connection-level table of classic clients lives in ``clients``.
 
 Invariant: no handler touches the store or the tables directly for what a processor does; what
-the classic protocol needs beyond the gRPC one was added to the processors
-(``processors.classic_send``).
+the classic protocol needs beyond the gRPC one was added to the processors (the one send
+processor, ``processors.send``, takes classic requests through ``processors.send_classic``).
 """

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ariane.broker.processors import classic_send, retry
+from ariane.broker.processors import retry, send, send_classic
 from ariane.broker.remoting import replies
 from ariane.common import errors, message
 from ariane.remoting import codes, command, message_codec
@@ -74,17 +74,16 @@ def normalized_header(fields: Mapping[str, str]) -> dict[str, str]:
 
 
 class SendHandler:
-    """Serves the classic send codes over ``ClassicSendProcessor``, and
-    ``CONSUMER_SEND_MSG_BACK`` (36) over the protocol-neutral ``RetryProcessor``.
+    """Serves the classic send codes over the send processor both protocols share
+    (``send.SendProcessor.send_classic``), and ``CONSUMER_SEND_MSG_BACK`` (36) over the
+    protocol-neutral ``RetryProcessor``.
 
     Args:
-        sender: the classic send processor.
+        sender: the send processor.
         retrier: the retry/DLQ processor (``Processors.retry``).
     """
 
-    def __init__(
-        self, sender: classic_send.ClassicSendProcessor, retrier: retry.RetryProcessor
-    ) -> None:
+    def __init__(self, sender: send.SendProcessor, retrier: retry.RetryProcessor) -> None:
         self._sender = sender
         self._retrier = retrier
 
@@ -119,7 +118,7 @@ class SendHandler:
         """
         try:
             send_request = _decode(request, born_host)
-            result = await self._sender.send(send_request)
+            result = await self._sender.send_classic(send_request)
             response = _answer(request, result)
         except errors.ArianeError as exc:
             response = replies.error(request, exc)
@@ -134,7 +133,7 @@ class SendHandler:
 
 def _decode(
     request: command.RemotingCommand, born_host: message.HostAddress
-) -> classic_send.ClassicSendRequest:
+) -> send_classic.ClassicSendRequest:
     fields = normalized_header(request.ext_fields)
     header = replies.Header(fields)
     batch = header.flag("batch") or request.code == codes.RequestCode.SEND_BATCH_MESSAGE
@@ -143,28 +142,31 @@ def _decode(
     reconsume = header.integer("reconsumeTimes", 0)
     if batch:
         messages = [
-            classic_send.ClassicMessage(
+            send_classic.ClassicMessage(
                 body=m.body,
                 properties=m.properties,
                 flag=m.flag,
                 sys_flag=sys_flag,
                 born_timestamp_ms=born_ms,
                 reconsume_times=reconsume,
+                properties_bytes=m.properties_bytes,
             )
             for m in message_codec.decode_batch(request.body)
         ]
     else:
+        text = header.text("properties", "")
         messages = [
-            classic_send.ClassicMessage(
+            send_classic.ClassicMessage(
                 body=request.body,
-                properties=message_codec.decode_properties(header.text("properties", "")),
+                properties=message_codec.decode_properties(text),
                 flag=header.integer("flag"),
                 sys_flag=sys_flag,
                 born_timestamp_ms=born_ms,
                 reconsume_times=reconsume,
+                properties_bytes=text.encode("utf-8", "surrogatepass"),
             )
         ]
-    return classic_send.ClassicSendRequest(
+    return send_classic.ClassicSendRequest(
         topic=header.text("topic"),
         queue_id=header.integer("queueId"),
         messages=messages,
@@ -174,7 +176,7 @@ def _decode(
 
 
 def _answer(
-    request: command.RemotingCommand, result: classic_send.ClassicSendResult
+    request: command.RemotingCommand, result: send_classic.ClassicSendResult
 ) -> command.RemotingCommand:
     status = result.status
     if not status.is_stored:

@@ -116,7 +116,7 @@ class RemotingService:
         self.locks = locks if locks is not None else queue_locks.RebalanceLockManager(time=time)
         self.table = clients.ClassicClientTable(time=time, locks=self.locks)
         self.outbox = outbox_mod.Outbox()
-        self._sender = sending.SendHandler(processors.classic_sender, processors.retry)
+        self._sender = sending.SendHandler(processors.sender, processors.retry)
         self._role = processors.read_role
         self._puller = pulling.PullHandler(processors.puller, self.table, self._role)
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)

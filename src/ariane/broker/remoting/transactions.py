@@ -23,6 +23,7 @@ from ariane.broker.processors import transaction, transaction_check
 from ariane.broker.remoting import clients, replies
 from ariane.broker.remoting import outbox as outbox_mod
 from ariane.common import errors, message
+from ariane.common import message_id as message_id_mod
 from ariane.remoting import codes, command, message_codec, transport
 
 _log = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ class ClassicCheckListener:
                 "commitLogOffset": str(half.commit_log_offset),
                 "msgId": message.message_id_of(half),
                 "transactionId": check.transaction_id,
-                "offsetMsgId": message_codec.create_offset_message_id(
+                "offsetMsgId": message_id_mod.create_offset_message_id(
                     half.store_host, half.commit_log_offset
                 ),
             },

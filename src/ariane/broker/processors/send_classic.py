@@ -1,10 +1,9 @@
-"""The send path of the classic protocol: messages that arrive in RocketMQ's stored form.
+"""Classic sends as drafts for the send core (``send.SendProcessor.send_classic``).
 
 Classic clients (``DefaultMQProducer`` over Remoting ``SEND_MESSAGE`` / ``SEND_MESSAGE_V2`` /
 ``SEND_BATCH_MESSAGE``) send the message as RocketMQ stores it: topic, body, FLAG, SYSFLAG and
-the full properties string, with the queue the client chose. This processor mirrors the
-broker's ``SendMessageProcessor`` for them, beside ``send.SendProcessor`` (which serves the v2
-``SendMessage``) and over the same store, topic table, delay schedule and transaction service:
+the full properties string, with the queue the client chose. This adapter mirrors the broker's
+``SendMessageProcessor`` for them:
 
 * the topic must exist and be writable, or be auto-created (``auto_create_topic_enable``, as
   RocketMQ creates it from ``TBW102``); otherwise TopicNotFoundError (Remoting
@@ -13,34 +12,32 @@ broker's ``SendMessageProcessor`` for them, beside ``send.SendProcessor`` (which
   ``max(read, write)`` queue count is refused (``msgCheck``), a negative one means "pick"
   (round-robin over the write queues);
 * properties are kept as sent (KEYS, TAGS, user properties, ``TRAN_MSG``, ``PGROUP`` ...);
-  ``UNIQ_KEY`` is added when absent (``MessageClientIDSetter.setUniqID``);
+  ``UNIQ_KEY`` is added when absent (``MessageClientIDSetter.setUniqID``). When nothing is
+  added and the message is stored as sent, the properties string as it arrived is the one
+  stored (``message_codec.is_encoding_of``): it is not encoded again;
 * classic clients declare no message type, so the topic's message type is not checked (as the
   Java broker, which accepts any kind on any topic);
 * ``DELAY`` (a level 1..18, higher clamps) parks the message in ``SCHEDULE_TOPIC_XXXX``; the
   5.x timer properties ``TIMER_DELAY_SEC`` > ``TIMER_DELAY_MS`` > ``TIMER_DELIVER_MS`` (in that
-  precedence, ``HookUtils.handleScheduleMessage``) park it on the timer wheel; both through the
-  schedule service;
-* ``TRAN_MSG=true`` stores a half message through the transaction service (never delayed);
+  precedence, ``HookUtils.handleScheduleMessage``) park it on the timer wheel;
+* ``TRAN_MSG=true`` stores a half message (never delayed);
 * a batch holds messages of one topic, all to one queue, appended atomically with consecutive
   queue offsets; it may not hold DELAY, timer or transactional messages (``MessageBatch``).
 
-Invariant: a request is all-or-nothing, as ``send.SendProcessor``: every message is checked
-before anything reaches the store, and the store appends the batch atomically.
+Idempotent sends (Ariane's, as for v2): a message whose user property ``ARIANE_IDEMPOTENCY_KEY``
+holds a key K is stored with ``UNIQ_KEY`` = ``idempotency.message_id_of(K)`` in place of the
+client's, so the send core finds an earlier try of K whichever protocol sent it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterator, Mapping, Sequence
 
-from ariane.broker.processors import long_polling, send
+from ariane.broker.processors import send_draft
 from ariane.broker.tables import topic_config
-from ariane.client import message_id
-from ariane.common import clock, errors, ids, message, topics
-from ariane.store import commit_log
-from ariane.store import message_store as message_store_mod
+from ariane.common import clock, errors, idempotency, ids, message, message_id
+from ariane.store import commit_log, message_codec
 from ariane.store import settings as store_settings_mod
 
 P = message.Property
@@ -68,6 +65,8 @@ class ClassicMessage:
         sys_flag: the SYSFLAG the client set (compression, transaction type bits).
         born_timestamp_ms: when the client made it, ms since the epoch.
         reconsume_times: RECONSUMETIMES as sent (a retried message sent back by the client).
+        properties_bytes: the properties string as it arrived (``properties`` was parsed
+            from it), or ``None``.
     """
 
     body: bytes
@@ -76,6 +75,7 @@ class ClassicMessage:
     sys_flag: int = 0
     born_timestamp_ms: int = 0
     reconsume_times: int = 0
+    properties_bytes: bytes | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,8 +102,10 @@ class ClassicSendResult:
     """What a classic send stored (the fields of RocketMQ's ``SendMessageResponseHeader``).
 
     Attributes:
-        status: the store's outcome (of the first message not stored, else PUT_OK).
-        queue_id: the queue the messages went to (the half queue for a transaction).
+        status: the store's outcome (of the first message not stored, else PUT_OK; PUT_OK
+            for a message an earlier try stored).
+        queue_id: the queue the messages went to (the half queue for a transaction; the
+            earlier try's for a message it stored).
         queue_offset: the first message's queue offset.
         offset_message_ids: each message's offset message id (store host + CommitLog offset).
         unique_keys: each message's ``UNIQ_KEY``.
@@ -118,89 +120,48 @@ class ClassicSendResult:
     transaction_id: str = ""
 
 
-class ClassicSendProcessor:
-    """Validates and appends classic send requests (RocketMQ ``SendMessageProcessor``).
+class ClassicDrafts:
+    """Turns classic send requests into drafts (module docstring).
 
     Args:
-        store: the message store.
-        topics: the topic table (``require`` with auto-create).
-        polling: long polling, notified of the queues that got messages.
-        counters: the broker's totals (messages and bytes in).
-        store_settings: the body and property size limits.
-        schedule: parks DELAY-level and timer messages.
-        half_messages: the transaction service (half messages).
+        table: the topic table (``require`` with auto-create).
+        store_settings: the body size limit.
+        round_robin: the shared counter a queue is picked with when the client lets the
+            broker pick.
         time: the clock (timer delays, generated ``UNIQ_KEY``).
     """
 
     def __init__(
         self,
         *,
-        store: message_store_mod.MessageStore,
-        topics: topic_config.TopicConfigManager,
-        polling: long_polling.LongPolling,
-        counters: send.SendCounters,
+        table: topic_config.TopicConfigManager,
         store_settings: store_settings_mod.StoreSettings,
-        schedule: ClassicScheduleHook,
-        half_messages: send.HalfMessages,
+        round_robin: Iterator[int],
         time: clock.Clock,
     ) -> None:
-        self._store = store
-        self._topics = topics
-        self._polling = polling
-        self._counters = counters
+        self._topics = table
         self._limits = store_settings
-        self._schedule = schedule
-        self._half = half_messages
+        self._round_robin = round_robin
         self._clock = time
         self._ids = message_id.MessageIdFactory(time=time)
-        self._round_robin = itertools.count()
 
-    async def send(self, request: ClassicSendRequest) -> ClassicSendResult:
-        """Check every message, append them atomically, say where they went.
+    def drafts(self, request: ClassicSendRequest) -> list[send_draft.Draft]:
+        """One draft per message, in order.
 
         Raises:
             TopicNotFoundError: unknown topic and no auto-creation (``TOPIC_NOT_EXIST``).
             ForbiddenError: the topic is not writable (``NO_PERMISSION``).
             BadRequestError: the queue id is out of range, an empty batch, or a batch holding
-                DELAY, timer or transactional messages (``SYSTEM_ERROR`` / ``MESSAGE_ILLEGAL``).
-            MessageBodyEmptyError, MessageBodyTooLargeError, MessagePropertiesTooLargeError,
-            IllegalTopicError, IllegalDeliveryTimeError: an invalid message
+                DELAY, timer or transactional messages.
+            MessageBodyEmptyError, MessageBodyTooLargeError, IllegalTopicError,
+                IllegalDeliveryTimeError, IllegalPropertyKeyError: an invalid message
                 (``MESSAGE_ILLEGAL``).
-            TooManyRequestsError: the timer wheel or the half-message table is full.
         """
         if not request.messages:
             raise errors.BadRequestError("the request holds no message")
-        topic = send.writable_topic(self._topics, request.topic)
+        topic = send_draft.writable_topic(self._topics, request.topic)
         queue_id = self._queue_id(topic, request.queue_id)
-        appends = [self._append(topic, queue_id, m, request) for m in request.messages]
-        results = await self._store.put_messages(appends, atomic=True)
-        first_failed = next((r for r in results if not r.status.is_stored), None)
-        transaction_id = ""
-        if first_failed is None and appends[0].message.topic == topics.TRANS_HALF_TOPIC:
-            transaction_id = self._half.prepared(appends[0], results[0])
-        self._count(request, results)
-        return ClassicSendResult(
-            status=(first_failed or results[0]).status,
-            queue_id=appends[0].queue_id,
-            queue_offset=results[0].queue_offset,
-            offset_message_ids=tuple(r.message_id for r in results),
-            unique_keys=tuple(
-                a.message.properties[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for a in appends
-            ),
-            transaction_id=transaction_id,
-        )
-
-    def _count(
-        self, request: ClassicSendRequest, results: Sequence[commit_log.PutMessageResult]
-    ) -> None:
-        stored = [m for m, r in zip(request.messages, results, strict=True) if r.status.is_stored]
-        self._counters.messages_in += len(stored)
-        self._counters.bytes_in += sum(len(m.body) for m in stored)
-        sizes = self._counters.message_size_bytes[message.MessageType.NORMAL]
-        for stored_message in stored:
-            sizes.observe(len(stored_message.body))
-        if stored:
-            self._polling.notify_many([request.topic])
+        return [self._draft(topic, queue_id, m, request) for m in request.messages]
 
     def _queue_id(self, topic: topic_config.TopicConfig, wanted: int) -> ids.QueueId:
         if wanted < 0:
@@ -212,25 +173,33 @@ class ClassicSendProcessor:
             )
         return ids.QueueId(wanted)
 
-    def _append(
+    def _draft(
         self,
         topic: topic_config.TopicConfig,
         queue_id: ids.QueueId,
         incoming: ClassicMessage,
         request: ClassicSendRequest,
-    ) -> commit_log.AppendRequest:
-        send.check_body(incoming.body, self._limits)
-        props = dict(incoming.properties)
-        if not props.get(P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
-            props[P.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._ids.next_id()
-        send.check_properties(props, self._limits)
-        transactional = props.get(P.TRANSACTION_PREPARED) == "true"
-        level = _delay_level(props)
-        delivery_ms = self._timer_delivery_ms(props)
-        if request.batch and (transactional or level > 0 or delivery_ms is not None):
+    ) -> send_draft.Draft:
+        send_draft.check_body(incoming.body, self._limits)
+        props = incoming.properties
+        client_id = props.get(_UNIQ, "")
+        key = props.get(idempotency.IDEMPOTENCY_KEY_PROPERTY)
+        as_sent = bool(client_id) and key is None
+        if not as_sent:
+            props = dict(props)
+            props[_UNIQ] = client_id or self._ids.next_id()
+            if key is not None:
+                props[_UNIQ] = send_draft.keyed_message_id(key)
+        route, level, delivery_ms = self._route(props)
+        if request.batch and route is not send_draft.Route.STORE:
             raise errors.BadRequestError(
                 "a batch may not hold delayed, timer or transactional messages"
             )
+        raw = incoming.properties_bytes
+        if raw is not None and not (
+            as_sent and route is send_draft.Route.STORE and message_codec.is_encoding_of(raw, props)
+        ):
+            raw = None
         append = commit_log.AppendRequest(
             message=message.Message(topic.name, incoming.body, props, incoming.flag),
             queue_id=queue_id,
@@ -239,13 +208,27 @@ class ClassicSendProcessor:
             born_host=request.born_host,
             reconsume_times=incoming.reconsume_times,
         )
+        normal = message.MessageType.NORMAL
+        return send_draft.Draft(
+            append, request.topic, normal, client_id, route, delivery_ms, level, raw
+        )
+
+    def _route(self, props: Mapping[str, str]) -> tuple[send_draft.Route, int, int | None]:
+        """(route, delay level, timer delivery ms) the properties ask for.
+
+        Raises:
+            BadRequestError: DELAY is no integer. IllegalDeliveryTimeError: a bad timer.
+        """
+        transactional = props.get(P.TRANSACTION_PREPARED) == "true"
+        level = _delay_level(props)
+        delivery_ms = self._timer_delivery_ms(props)
         if transactional:
-            return self._half.to_half(append)
+            return send_draft.Route.HALF, 0, None
         if delivery_ms is not None:
-            return self._schedule.park(append, delivery_ms=delivery_ms)
+            return send_draft.Route.TIMER, 0, delivery_ms
         if level > 0:
-            return self._schedule.park_level(append, level)
-        return append
+            return send_draft.Route.LEVEL, level, None
+        return send_draft.Route.STORE, 0, None
 
     def _timer_delivery_ms(self, props: Mapping[str, str]) -> int | None:
         """The absolute delivery time the TIMER_* properties ask for, or ``None``.
@@ -254,11 +237,11 @@ class ClassicSendProcessor:
             IllegalDeliveryTimeError: a value is not an integer, or more than
                 ``TIMER_DELAY_MS_MAX`` ahead (RocketMQ ``MESSAGE_ILLEGAL``).
         """
-        now_ms = self._clock.now_ms()
         for name, scale_ms, relative in _TIMER_PROPERTIES:
             raw = props.get(name)
             if raw is None:
                 continue
+            now_ms = self._clock.now_ms()  # read only for a timer message
             try:
                 value = int(raw)
             except ValueError:
@@ -273,14 +256,6 @@ class ClassicSendProcessor:
                 )
             return delivery_ms
         return None
-
-
-class ClassicScheduleHook(send.ScheduleHook, Protocol):
-    """Parks delay-level and timer messages (``schedule.service.ScheduleService``)."""
-
-    def park_level(self, request: commit_log.AppendRequest, level: int) -> commit_log.AppendRequest:
-        """The request rewritten into ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``."""
-        ...
 
 
 def _delay_level(props: Mapping[str, str]) -> int:
