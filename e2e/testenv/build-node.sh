@@ -115,8 +115,11 @@ run_logged coredns env GOBIN="$BIN" "${GO[@]}" install -p "$JOBS" -trimpath -ldf
 "$BIN/coredns" -version >&2
 
 # ------------------------------------------ 3. kube-router (no replace directives: go install works)
-run_logged kube-router env GOBIN="$BIN" "${GO[@]}" install -p "$JOBS" -trimpath -ldflags "-s -w" \
+KRV=github.com/cloudnativelabs/kube-router/v2/pkg/version
+run_logged kube-router env GOBIN="$BIN" "${GO[@]}" install -p "$JOBS" -trimpath \
+  -ldflags "-s -w -X $KRV.Version=$KUBE_ROUTER_VERSION -X $KRV.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+"$BIN/kube-router" --version >&2
 
 # ------------------------------------------ 4. pause image (static pause.c, OCI layout via umoci)
 P=$OUT/pause-build

@@ -14,8 +14,9 @@ as the NetworkPolicy API says. Pod-to-pod traffic on the bridge reaches iptables
 Why kube-router and not ``sigs.k8s.io/kube-network-policies``: build-node.sh says (this kernel
 has no ``CONFIG_NFT_QUEUE``).
 
-``PolicyAgent.stop`` stops it by PID, runs ``kube-router --cleanup-config`` (its own removal of
-its chains and ipsets), then removes whatever of them is left, and checks nothing is.
+``PolicyAgent.stop`` stops it by PID, then unhooks and deletes its chains and destroys its ipsets
+(by their prefixes), and checks nothing of them is left. Not ``kube-router --cleanup-config``:
+that also runs the BGP router's and the service proxy's cleanups, which this agent never set up.
 
 Invariants:
 - The agent adds no listener and changes only the filter table's ``KUBE-ROUTER-*``,
@@ -31,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pathlib
+import shlex
 import subprocess
 
 from e2e.testenv import hostchanges, processes, realnode
@@ -45,7 +47,6 @@ IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-")
 """The ipsets it owns."""
 READY_TIMEOUT_S = 60.0
 """Bound on the agent hooking its chains into the filter table, s."""
-CLEANUP_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 30.0
 
 
@@ -114,15 +115,6 @@ class PolicyAgent:
         self.process.stop()
         if self.process in self.node.cluster.processes:
             self.node.cluster.processes.remove(self.process)
-        cleanup = subprocess.run(
-            [*argv(self.node), "--cleanup-config"],
-            capture_output=True,
-            text=True,
-            timeout=CLEANUP_TIMEOUT_S,
-            check=False,
-        )
-        if cleanup.returncode != 0:
-            logger.warning("kube-router --cleanup-config: %s", cleanup.stderr[-2000:])
         _remove_leftovers()
         left = owned_chains() + owned_ipsets()
         if left:
@@ -135,14 +127,16 @@ def _remove_leftovers() -> None:
     for builtin in ("INPUT", "FORWARD", "OUTPUT"):
         for rule in _iptables("-S", builtin).stdout.splitlines():
             if any(f"-j {prefix}" in rule for prefix in CHAIN_PREFIXES):
-                _iptables("-D", *rule.split()[1:])
+                _iptables("-D", *shlex.split(rule)[1:])  # its comments are quoted
     chains = owned_chains()
     for chain in chains:
         _iptables("-F", chain)
     for chain in chains:
         _iptables("-X", chain)
     for name in owned_ipsets():
-        subprocess.run(["ipset", "destroy", name], capture_output=True, check=False, timeout=30)
+        subprocess.run(
+            ["ipset", "destroy", name], capture_output=True, check=False, timeout=COMMAND_TIMEOUT_S
+        )
 
 
 def start(node: realnode.RealNode) -> PolicyAgent:
