@@ -11,8 +11,8 @@ A connection a policy does not admit is rejected (ICMP port unreachable: the cli
 as the NetworkPolicy API says. Pod-to-pod traffic on the bridge reaches iptables because
 ``net.bridge.bridge-nf-call-iptables`` is 1 (set here; the journal restores it).
 
-Why kube-router and not ``sigs.k8s.io/kube-network-policies``: build-node.sh says (this kernel
-has no ``CONFIG_NFT_QUEUE``).
+Why kube-router and not ``sigs.k8s.io/kube-network-policies``: that agent needs nftables'
+``queue`` expression, and this kernel has no ``CONFIG_NFT_QUEUE`` (build-node.sh).
 
 ``PolicyAgent.stop`` stops it by PID, then unhooks and deletes its chains and destroys its ipsets
 (by their prefixes), and checks nothing of them is left. Not ``kube-router --cleanup-config``:
