@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import kubernetes  # type: ignore[import-untyped]
 import pytest
 
-from e2e.testenv import build, cluster, objects, processes, realnode
+from e2e.testenv import build, cluster, netpolicy, objects, processes, realnode
 
 NAMESPACE_READY_TIMEOUT_S = 60.0
 
@@ -99,6 +99,17 @@ def real_node() -> Iterator[realnode.RealNode]:
         yield node
     finally:
         node.stop()
+
+
+@pytest.fixture(scope="module")
+def policy_agent(real_node: realnode.RealNode) -> Iterator[netpolicy.PolicyAgent]:
+    """NetworkPolicies enforced on the real node for one module (kube-router's firewall,
+    ``netpolicy``); stopped, its chains and ipsets removed, when the module ends."""
+    agent = netpolicy.start(real_node)
+    try:
+        yield agent
+    finally:
+        agent.stop()
 
 
 @pytest.fixture

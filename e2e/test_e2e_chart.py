@@ -127,16 +127,24 @@ def test_operator_network_policy_admits_metrics_and_reaches_admin_ports(
     k8s: cluster.Cluster, namespace: str
 ) -> None:
     """The operator's NetworkPolicy selects its pod; ingress only to its metrics port from the
-    Prometheus namespaces; egress to the apiserver, DNS and the admin ports of Ariane's pods in
-    the watched namespaces; ``networkPolicy.enabled=false`` drops it."""
+    Prometheus namespaces; egress to the apiserver, DNS (the kube-dns pods, plus
+    ``networkPolicy.dnsCidrs``) and the admin ports of Ariane's pods in the watched namespaces;
+    ``networkPolicy.enabled=false`` drops it."""
     objects = _kinds(_render(k8s, namespace, "operator.watchNamespaces={a}"))
     policy = objects["NetworkPolicy"]["spec"]
+    node_dns = _kinds(_render(k8s, namespace, "networkPolicy.dnsCidrs={10.0.0.10/32}"))
     pod_labels = objects["Deployment"]["spec"]["template"]["metadata"]["labels"]
     off = _kinds(_render(k8s, namespace, "networkPolicy.enabled=false"))
 
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert [r["ports"] for r in policy["ingress"]] == [[{"protocol": "TCP", "port": 8081}]]
+    dns = policy["egress"][1]["to"]
+    assert [p["port"] for p in policy["egress"][1]["ports"]] == [53, 53]
+    assert dns[0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}} and len(dns) == 1
+    assert node_dns["NetworkPolicy"]["spec"]["egress"][1]["to"][1:] == [
+        {"ipBlock": {"cidr": "10.0.0.10/32"}}
+    ]
     admin = policy["egress"][2]
     assert [p["port"] for p in admin["ports"]] == [9876, 8081]
     assert admin["to"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["a"]

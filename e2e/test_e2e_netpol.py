@@ -7,8 +7,9 @@ Prometheus' namespace) given as ``netpol.OperatorSide``. The StatefulSet and Dep
 controllers create the name-server and broker pods with the labels the operator renders (kwok
 runs them; nothing listens). The operator, client, Prometheus and stranger pods are created by
 the test (the operator pod with the labels of the chart's own Deployment template). A pure
-evaluator (``e2e.netpol_eval``) then answers, for every pod and port, who is admitted. No
-policy-enforcing network plugin runs here: enforcement itself is not tested.
+evaluator (``e2e.netpol_eval``) then answers, for every pod and port, who is admitted. kwok's
+pods have no network: enforcement is tested on the real node (``test_e2e_realnode_secure``,
+kube-router's firewall between real pods).
 """
 
 from __future__ import annotations

@@ -1,10 +1,16 @@
-"""Issue 24 on real pods: a secured Broker (TLS enforcing, ACL 2.0) in a restricted namespace.
+"""Issue 24 on real pods: a secured Broker (TLS enforcing, ACL 2.0, NetworkPolicies enforced) in
+a restricted namespace.
 
 One ``helm install`` per module, in a namespace labelled
 ``pod-security.kubernetes.io/enforce=restricted`` (the apiserver's PodSecurity admission admits or
-rejects every pod: operator, name server, brokers, client pods). The Broker ``demo`` is the
-chart's sample as it comes, secure by default: ``spec.tls.mode: enforcing`` and
-``spec.auth.enabled`` (with the smoke test's RocketMQUser); its leaves live ``LEAF_LIFETIME_S``
+rejects every pod: operator, name server, brokers, client pods), with the node's NetworkPolicy
+agent running for the whole module (``policy_agent``: kube-router's firewall), so the chart's
+operator policy and the operator's Broker policies are enforced on every connection the module
+makes. The Broker ``demo`` is the chart's sample, secure by default as it comes
+(``spec.tls.mode: enforcing``, ``spec.auth.enabled``, with the smoke test's RocketMQUser), given
+one slave (``sampleBroker.replicasPerGroup=2``) and ``spec.networkPolicy.clientSelectors``
+naming ``CLIENT_LABELS`` (``sampleBroker.extraSpec``), which every client pod of the module
+carries; its leaves live ``LEAF_LIFETIME_S``
 (``certs.LEAF_LIFETIME_ANNOTATION``), so the operator's own renewal path (a leaf due at two
 thirds of its life is re-issued into its Secret) runs during the module. Clients are the
 official Python client (tests/conformance/official_py_driver.py) in pods of the client image.
@@ -23,8 +29,9 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 from cryptography import x509
 
+from ariane.operator import model
 from e2e import test_e2e_realnode_chart as chart
-from e2e.testenv import objects, processes, realnode
+from e2e.testenv import netpolicy, objects, processes, realnode
 
 pytestmark = pytest.mark.realnode
 
@@ -33,7 +40,9 @@ LEAF_LIFETIME_S = 45
 WAIT_S = 120.0
 USER = "alice"
 TOPIC, OTHER_TOPIC, GROUP = "orders", "other", "billing"
-BROKER_POD = "demo-a-0"
+BROKER_POD, SLAVE_POD = "demo-a-0", "demo-a-1"
+CLIENT_LABELS = {"ariane.dev/client": "demo"}
+"""The labels of the Broker's ``clientSelectors``: the module's client pods carry them."""
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +63,24 @@ def restricted_namespace(real_node: realnode.RealNode) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def secured(real_node: realnode.RealNode, restricted_namespace: str) -> str:
+def secured(
+    real_node: realnode.RealNode, restricted_namespace: str, policy_agent: netpolicy.PolicyAgent
+) -> str:
     """The chart installed with its sample Broker ``demo`` as it comes (TLS enforcing, ACL on;
-    only the leaf lifetime annotated), Ready, topics ``orders`` and ``other``, group
-    ``billing``, the driver ConfigMap; the namespace."""
+    only the leaf lifetime annotated, one slave and the client selectors added), Ready, its
+    NetworkPolicies enforced, topics ``orders`` and ``other``, group ``billing``, the driver
+    ConfigMap; the namespace. The node's DNS server is no pod: the chart's operator policy
+    admits it through ``networkPolicy.dnsCidrs``."""
     node, ns = real_node, restricted_namespace
     annotations = {"ariane.dev/tls-certificate-lifetime-seconds": str(LEAF_LIFETIME_S)}
+    smoke = {"app.kubernetes.io/component": "smoke-test"}  # the chart's `helm test` pod
+    selectors = [{"podSelector": {"matchLabels": labels}} for labels in (CLIENT_LABELS, smoke)]
+    extra = {"networkPolicy": {"clientSelectors": selectors}}
     chart.helm_install(
-        node, ns, "--set=sampleBroker.enabled=true",
+        node, ns, "--set=sampleBroker.enabled=true", "--set=sampleBroker.replicasPerGroup=2",
         f"--set-json=sampleBroker.annotations={json.dumps(annotations)}",
+        f"--set-json=sampleBroker.extraSpec={json.dumps(extra)}",
+        f"--set=networkPolicy.dnsCidrs={{{realnode.BRIDGE_IP}/32}}",
     )  # fmt: skip
     spec = chart._broker(node, ns)["spec"]
     assert (spec["tls"]["mode"], spec["auth"]["enabled"]) == ("enforcing", True), spec
@@ -99,7 +117,7 @@ def _client_pod(
     ]
     ca_items = [{"key": "ca.crt", "path": "ca.crt"}]
     return {
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": CLIENT_LABELS},
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
@@ -363,3 +381,119 @@ def test_a_renewed_certificate_is_served_without_a_pod_restart(
     assert served[-1] not in (served_before, secret_before)
     # issued for the annotation's lifetime (notBefore backdated a tenth of it, ``security.ca``)
     assert LEAF_LIFETIME_S <= _lifetime_s(leaf) <= LEAF_LIFETIME_S * 1.1 + 1
+
+
+PROBE = """
+import json, socket, sys, time
+def attempt(target):
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        return "connected"
+    except ConnectionRefusedError:
+        return "refused"
+    except TimeoutError:
+        return "timeout"
+    except OSError as error:
+        return f"error {error.errno}"
+split = sys.argv.index("--once")
+result, deadline = {}, time.monotonic() + float(sys.argv[1])
+for target in sys.argv[2:split]:
+    while (outcome := attempt(target)) != "connected" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    result[target] = outcome
+for target in sys.argv[split + 1:]:
+    result[target] = attempt(target)
+print(json.dumps(result))
+"""
+"""TCP connects from a pod: ``DEADLINE_S WAITED... --once TRIED...`` (``HOST:PORT`` each); the
+waited ones are retried until connected (the agent admits a new pod's IP within its sync), the
+tried ones are attempted once afterwards; prints ``{target: connected|refused|timeout|...}``."""
+PROBE_DEADLINE_S = 45
+
+
+def _probe(
+    node: realnode.RealNode,
+    ns: str,
+    name: str,
+    labels: dict[str, str],
+    waited: list[str],
+    tried: list[str],
+) -> dict[str, str]:
+    """Runs PROBE in a restricted pod of the Ariane image with ``labels``; its result."""
+    container = {
+        "name": "probe", "image": node.image, "imagePullPolicy": "Never",
+        "command": ["python3", "-c", PROBE, str(PROBE_DEADLINE_S), *waited, "--once", *tried],
+        "securityContext": objects.restricted_container_security_context(),
+    }  # fmt: skip
+    pod = {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "securityContext": objects.restricted_pod_security_context(),
+            "containers": [container],
+        },
+    }  # fmt: skip
+    log = realnode.run_to_completion(node, ns, pod, timeout_s=PROBE_DEADLINE_S + 60)
+    result: dict[str, str] = json.loads(log.strip().splitlines()[-1])
+    return result
+
+
+def _pod_ips(node: realnode.RealNode, ns: str) -> dict[str, str]:
+    """Pod name → IP; the name-server pod also under ``namesrv``."""
+    pods = kubernetes.client.CoreV1Api(node.cluster.api_client).list_namespaced_pod(ns).items
+    ips = {p.metadata.name: p.status.pod_ip for p in pods if p.status.pod_ip}
+    for p in pods:
+        if p.metadata.name.startswith("demo-namesrv-") and p.status.phase == "Running":
+            ips["namesrv"] = p.status.pod_ip
+    return ips
+
+
+SLAVE_CONNECT = (
+    "import socket, sys\n"
+    "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()\n"
+    "print('connected')\n"
+)
+HA_PEERS = (
+    "import sys\n"
+    "port = format(int(sys.argv[1]), '04X')\n"
+    "for table in ('/proc/net/tcp', '/proc/net/tcp6'):\n"
+    "    for line in open(table).read().splitlines()[1:]:\n"
+    "        local, remote, state = line.split()[1:4]\n"
+    "        if local.endswith(':' + port) and state == '01':\n"
+    "            v4 = remote.split(':')[0][-8:]\n"
+    "            print('.'.join(str(int(v4[i:i + 2], 16)) for i in (6, 4, 2, 0)))\n"
+)
+"""Run in the master: the IPv4 peers (IPv4-mapped too) of its ESTABLISHED connections on the
+HA port (``/proc/net/tcp*`` hold addresses as little-endian hex)."""
+
+
+def test_network_policies_are_enforced_between_real_pods(
+    real_node: realnode.RealNode, secured: str, policy_agent: netpolicy.PolicyAgent
+) -> None:
+    """With kube-router enforcing the operator's policies: a pod with the clientSelector labels
+    connects to the name server's and the broker's client ports but not to the HA port; a pod
+    without them connects to none; the slave opens a new connection to its master's HA port and
+    replicates over one (broker traffic keeps working; the module's other tests send, receive
+    and renew certificates under the same policies)."""
+    node, ns = real_node, secured
+    ips = _pod_ips(node, ns)
+    namesrv = f"{ips['namesrv']}:{model.NAMESRV_PORT}"
+    client_port = f"{ips[BROKER_POD]}:{model.BROKER_PORT}"
+    ha = f"{ips[BROKER_POD]}:{model.HA_PORT}"
+
+    labelled = _probe(node, ns, "probe-client", CLIENT_LABELS, [namesrv, client_port], [ha])
+    stranger = _probe(node, ns, "probe-stranger", {"role": "x"}, [], [namesrv, client_port, ha])
+    slave = node.cluster.kubectl(
+        "exec", "-n", ns, SLAVE_POD, "--", "python3", "-c", SLAVE_CONNECT, *ha.split(":"),
+        check=False,
+    )  # fmt: skip
+    peers = node.cluster.kubectl(
+        "exec", "-n", ns, BROKER_POD, "--", "python3", "-c", HA_PEERS, str(model.HA_PORT)
+    ).stdout.split()
+
+    diagnosis = f"{labelled} {stranger}\n{policy_agent.log_tail()}"
+    assert labelled == {namesrv: "connected", client_port: "connected", ha: "refused"}, diagnosis
+    assert stranger == dict.fromkeys((namesrv, client_port, ha), "refused"), diagnosis
+    assert slave.stdout.strip() == "connected", slave.stderr + diagnosis
+    assert ips[SLAVE_POD] in peers, (peers, ips)

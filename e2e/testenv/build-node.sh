@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
 # Build the real test node that runs Ariane's pods (spec k8s-real-node.md): kubelet and kube-proxy
-# of the control plane's version and CoreDNS, from the Go module proxy, plus a pause image built
-# from Kubernetes' own pause.c (registry.k8s.io is not reachable here). containerd, runc and the
-# CNI plugins come from Debian: missing packages are installed with apt-get (root only).
+# of the control plane's version, CoreDNS and kube-router (its NetworkPolicy firewall only, see
+# e2e/testenv/netpolicy.py), from the Go module proxy, plus a pause image built from Kubernetes'
+# own pause.c (registry.k8s.io is not reachable here). containerd, runc, the CNI plugins and
+# ipset come from Debian: missing packages are installed with apt-get (root only).
 #
-# Output: ${TESTENV_CACHE:-$HOME/.cache/ariane}/node-<stamp>/{bin/{kubelet,kube-proxy,coredns},
-# pause-oci.tar,STAMP}. STAMP is written last: its presence means a complete build. The Go caches
+# Why kube-router and not sigs.k8s.io/kube-network-policies (SIG Network's agent): the latter
+# queues packets with nftables' native `queue` expression, and this kernel is built without
+# CONFIG_NFT_QUEUE (`nft add rule ... queue num 100` fails: "No such file or directory").
+# kube-router filters with iptables and ipsets, which the kernel has. The Go module proxy serves
+# kube-router v2.1.0 only (newer tags: "This module version is not available").
+#
+# Output: ${TESTENV_CACHE:-$HOME/.cache/ariane}/node-<stamp>/{bin/{kubelet,kube-proxy,coredns,
+# kube-router},pause-oci.tar,STAMP}. STAMP is written last: its presence means a complete build. The Go caches
 # are shared with build.sh (gomod/, gobuild/), so on top of its control-plane build the kubelet and
 # kube-proxy cost one or two minutes cold. Nothing is written to the repo.
 #
 # Usage: build-node.sh            install packages and build if needed; last stdout line: the dir
 #        build-node.sh --check    exit 0 and print the dir if built (and packages present), else 3
-# Env: TESTENV_CACHE, TESTENV_GO_JOBS, K8S_VERSION (must match build.sh), COREDNS_VERSION.
+# Env: TESTENV_CACHE, TESTENV_GO_JOBS, K8S_VERSION (must match build.sh), COREDNS_VERSION,
+#      KUBE_ROUTER_VERSION.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v2.1.0}
 JOBS=${TESTENV_GO_JOBS:-2}
 ROOT=${TESTENV_CACHE:-$HOME/.cache/ariane}
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 # Debian packages the node needs, and one binary each proves it is installed.
-PACKAGES=(containerd runc containernetworking-plugins iptables umoci buildah mmdebstrap uidmap conntrack)
+PACKAGES=(containerd runc containernetworking-plugins iptables umoci buildah mmdebstrap uidmap conntrack
+          ipset)
 PROBES=(/usr/bin/containerd /usr/sbin/runc /usr/lib/cni/bridge /usr/sbin/iptables /usr/bin/umoci
-        /usr/bin/buildah /usr/bin/mmdebstrap /usr/bin/newuidmap /usr/sbin/conntrack)
+        /usr/bin/buildah /usr/bin/mmdebstrap /usr/bin/newuidmap /usr/sbin/conntrack /usr/sbin/ipset)
 
 log() { printf '[testenv-node %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -31,7 +41,7 @@ packages_present() { local p; for p in "${PROBES[@]}"; do [[ -x $p ]] || return 
 
 GOVERSION=$(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null || echo none)
 SCRIPT_SUM=$(sha256sum "$SELF" | cut -c1-16)
-STAMP="k8s=$K8S_VERSION coredns=$COREDNS_VERSION $GOVERSION script=$SCRIPT_SUM"
+STAMP="k8s=$K8S_VERSION coredns=$COREDNS_VERSION kube-router=$KUBE_ROUTER_VERSION $GOVERSION script=$SCRIPT_SUM"
 OUT=$ROOT/node-$(printf '%s' "$STAMP" | sha256sum | cut -c1-12)
 BIN=$OUT/bin
 is_built() { [[ -f $OUT/STAMP && $(<"$OUT/STAMP") == "$STAMP" ]] && packages_present; }
@@ -104,7 +114,14 @@ run_logged coredns env GOBIN="$BIN" "${GO[@]}" install -p "$JOBS" -trimpath -ldf
   "github.com/coredns/coredns@$COREDNS_VERSION"
 "$BIN/coredns" -version >&2
 
-# ------------------------------------------ 3. pause image (static pause.c, OCI layout via umoci)
+# ------------------------------------------ 3. kube-router (no replace directives: go install works)
+KRV=github.com/cloudnativelabs/kube-router/v2/pkg/version
+run_logged kube-router env GOBIN="$BIN" "${GO[@]}" install -p "$JOBS" -trimpath \
+  -ldflags "-s -w -X $KRV.Version=$KUBE_ROUTER_VERSION -X $KRV.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+"$BIN/kube-router" --version >&2
+
+# ------------------------------------------ 4. pause image (static pause.c, OCI layout via umoci)
 P=$OUT/pause-build
 mkdir -p "$P/rootfs"
 gcc -Os -static -DVERSION="$K8S_VERSION-ariane" -o "$P/rootfs/pause" "$KDIR/build/pause/linux/pause.c"

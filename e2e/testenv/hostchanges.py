@@ -2,8 +2,9 @@
 
 A ``Journal`` is a JSON file at a fixed path (``JOURNAL_PATH``, on /run: host changes do not
 survive a reboot either). Before the node touches the host it records the state it will change:
-the sysctls (``SYSCTLS``), the iptables and ip6tables tables (``iptables-save``), the mount points,
-which of ``CREATED_PATHS`` exist, and which cgroups exist under ``CGROUP_PARENTS``. While it runs it
+the sysctls (``SYSCTLS``), the iptables and ip6tables tables (``iptables-save``), the names of the
+ipsets (``ipset list -n``), the mount points, which of ``CREATED_PATHS`` exist, and which cgroups
+exist under ``CGROUP_PARENTS``. While it runs it
 adds the PIDs it starts (with their start time, so a recycled PID is never signalled) and the
 bridge it creates. ``restore`` puts everything back and deletes the journal:
 
@@ -11,7 +12,8 @@ bridge it creates. ``restore`` puts everything back and deletes the journal:
    whose command line names this node's containerd socket (started by that containerd);
 2. mounts made since (deepest first, lazily) under the node's work directory and /run/netns;
 3. iptables and ip6tables, every table replaced by its recorded content (a table that was absent
-   comes back empty with ACCEPT policies);
+   comes back empty with ACCEPT policies), then every ipset that was not there before (the
+   NetworkPolicy agent's) destroyed (no rule refers to it any more);
 4. the bridge (its routes go with it), then the sysctls;
 5. paths of ``CREATED_PATHS`` that did not exist, and new empty cgroups, removed.
 
@@ -147,6 +149,7 @@ class Journal:
             "sysctls": sysctls,
             "iptables": _run(["iptables-save"]),
             "ip6tables": _run(["ip6tables-save"]),
+            "ipsets": ipset_names(),
             "mounts": _mount_points(),
             "absent_paths": [p for p in CREATED_PATHS if not os.path.lexists(p)],
             "cgroups": _cgroups(),
@@ -231,6 +234,10 @@ class Journal:
             now = _tables(_run([f"{tool}-save"]))
             for table in sorted(set(saved) | set(now)):
                 _run([f"{tool}-restore"], stdin=saved.get(table) or _empty_table(table))
+        before = set(self.data.get("ipsets", []))
+        for name in ipset_names():
+            if name not in before:
+                _run(["ipset", "destroy", name])
 
     def _delete_bridge(self) -> None:
         bridge = self.data.get("bridge")
@@ -256,6 +263,13 @@ class Journal:
         work = pathlib.Path(self.data["work_dir"])
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+def ipset_names() -> list[str]:
+    """The names of the host's ipsets (``[]`` without the ``ipset`` tool)."""
+    if shutil.which("ipset") is None:
+        return []
+    return _run(["ipset", "list", "-n"]).split()
 
 
 def _tables(dump: str) -> dict[str, str]:

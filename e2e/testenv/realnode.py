@@ -12,7 +12,9 @@ stops everything by PID and restores the host from the journal.
 Invariants:
 - Every listener is on 127.0.0.1 or on the bridge IP; pods have no default route (their only
   routes are the pod subnet and the service range through the bridge), CoreDNS forwards nothing,
-  and the FORWARD guard drops every forwarded packet that does not enter and leave by the bridge.
+  and the FORWARD guard (mangle table, before any filter-table chain) drops every forwarded
+  packet that does not enter and leave by the bridge.
+- NetworkPolicies are enforced only while a ``netpolicy.PolicyAgent`` runs (a module opts in).
 - One real node per machine at a time (``LOCK_PATH``, flock): the bridge, the kubelet port and the
   host's iptables are machine-wide.
 - The host is restored on stop, and at the next start if a run died before restoring.
@@ -177,16 +179,23 @@ def _sh(*argv: str) -> None:
 
 
 def _guard_forwarding() -> None:
-    """ARIANE-FORWARD, first in FORWARD: only bridge-to-bridge traffic is forwarded."""
-    subprocess.run(["iptables", "-N", GUARD_CHAIN], capture_output=True, check=False)
-    _sh("iptables", "-F", GUARD_CHAIN)
-    _sh("iptables", "-A", GUARD_CHAIN, "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT")
-    _sh("iptables", "-A", GUARD_CHAIN, "-j", "DROP")
-    while (
-        subprocess.run(["iptables", "-D", "FORWARD", "-j", GUARD_CHAIN], capture_output=True)
-    ).returncode == 0:
-        pass
-    _sh("iptables", "-I", "FORWARD", "1", "-j", GUARD_CHAIN)
+    """ARIANE-FORWARD, first in the mangle table's FORWARD (which runs before the filter
+    table's, where kube-proxy and the NetworkPolicy agent put their chains first): a forwarded
+    packet that does not enter and leave by the bridge is dropped, a bridge-to-bridge one
+    goes on to the filter table; there, a last rule accepts it (whatever FORWARD's policy)."""
+    for table, verdict in (("mangle", "RETURN"), ("filter", "ACCEPT")):
+        subprocess.run(["iptables", "-t", table, "-N", GUARD_CHAIN], capture_output=True)
+        _sh("iptables", "-t", table, "-F", GUARD_CHAIN)
+        _sh("iptables", "-t", table, "-A", GUARD_CHAIN, "-i", BRIDGE, "-o", BRIDGE, "-j", verdict)
+        while (
+            subprocess.run(
+                ["iptables", "-t", table, "-D", "FORWARD", "-j", GUARD_CHAIN], capture_output=True
+            )
+        ).returncode == 0:
+            pass
+    _sh("iptables", "-t", "mangle", "-A", GUARD_CHAIN, "-j", "DROP")
+    _sh("iptables", "-t", "mangle", "-I", "FORWARD", "1", "-j", GUARD_CHAIN)
+    _sh("iptables", "-t", "filter", "-A", "FORWARD", "-j", GUARD_CHAIN)
 
 
 def _make_bridge(journal: hostchanges.Journal) -> None:
@@ -534,7 +543,7 @@ def _start_node_agents(node: RealNode, node_ports: dict[str, int]) -> None:
         timeout_s=timeout_s,
         what="CoreDNS /ready",
     )
-    _guard_forwarding()  # first again, before any chain kube-proxy or the kubelet prepended
+    _guard_forwarding()  # the filter table's accept last again, after kube-proxy's chains
 
 
 def start(artifacts: Artifacts, settings: cluster.Settings | None = None) -> RealNode:

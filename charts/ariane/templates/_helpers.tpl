@@ -21,6 +21,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/*
+The `helm test` smoke pod's labels: the release's, with its own component. Never the operator's
+selector labels: a bare pod matching the operator Deployment's selector is adopted by its
+ReplicaSet, which then deletes one of its two pods (the smoke pod, the newer) mid-test.
+*/}}
+{{- define "ariane.smokeLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: smoke-test
+app.kubernetes.io/part-of: ariane
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
 {{- define "ariane.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "ariane.fullname" .) .Values.serviceAccount.name -}}
