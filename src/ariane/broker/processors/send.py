@@ -12,7 +12,10 @@ property keys may not be reserved names and stay within the proxy's 128 keys / 1
 message group is 1..64 characters; no text stored as a property may hold the store's property
 separators (``\x01``, ``\x02``) and all properties together fit ``properties_size_bytes_max``.
 The request carries no queue id: normal messages go round-robin over the topic's write queues,
-FIFO messages to ``crc32(group) % write queues`` so a group always lands in one queue.
+FIFO messages to ``crc32(group) % write queues`` so a group always lands in one queue, PRIORITY
+messages (to a PRIORITY topic only; priority 0 or more, else BAD_REQUEST) to queue
+``min(priority, write queues - 1)`` with the priority stored as ``_SYS_MSG_PRIORITY_``
+(``pop.priority``, RocketMQ 5.4).
 
 Invariant: a request is all-or-nothing. Every message is validated before anything reaches the
 store; the first invalid one refuses the whole request with its code (as the Java proxy, whose
@@ -40,6 +43,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from ariane.broker.pop import priority as priority_mod
 from ariane.broker.processors import idempotency as idempotency_mod
 from ariane.broker.processors import long_polling
 from ariane.broker.tables import topic_config
@@ -81,6 +85,7 @@ _ACCEPTED_WIRE_TYPES = {
     "FIFO": message.MessageType.FIFO,
     "DELAY": message.MessageType.DELAY,
     "TRANSACTION": message.MessageType.TRANSACTION,
+    "PRIORITY": message.MessageType.PRIORITY,
 }
 
 
@@ -292,7 +297,12 @@ class SendProcessor:
             check_gzip_body(incoming.body, self._limits.message_size_bytes_max)
         properties = _properties(incoming, kind)
         self._check_properties(properties)
-        queue_id = self._choose_queue(topic, incoming.message_group)
+        if kind is message.MessageType.PRIORITY:
+            level = priority_mod.check_priority(incoming.priority)
+            properties[P.PRIORITY] = str(level)
+            queue_id = priority_mod.queue_of(level, topic.write_queue_nums)
+        else:
+            queue_id = self._choose_queue(topic, incoming.message_group)
         request = commit_log.AppendRequest(
             message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
             queue_id=queue_id,

@@ -7,7 +7,7 @@ Requests:
   ``readQueueNums``, ``writeQueueNums``, ``perm`` (required, as RocketMQ's ``@CFNotNull``),
   ``topicFilterType``, ``topicSysFlag``, ``order``, ``attributes``. ``attributes`` is
   RocketMQ's ``AttributeParser`` text, ``+key=value`` and ``-key`` joined by ``,``; the one
-  attribute Ariane keeps is ``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED; ``-``
+  attribute Ariane keeps is ``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED, PRIORITY; ``-``
   switches back to NORMAL). Any other key is refused, as RocketMQ refuses unsupported
   attributes. Fields an existing topic does not name keep their value (message type and
   retention, which the header cannot carry otherwise).
