@@ -79,7 +79,7 @@ class PriorityOrder:
         Highest first; but when the group's last fair pass over the topic is ``aging_ms`` or
         more ago (a pair seen for the first time starts its clock at ``now_ms``), a fair pass:
         round-robin from a start level that moves up by one per fair pass (0, 1, …), so a
-        non-empty level leads a pass at least once every ``count`` × ``aging_ms``.
+        non-empty level leads a pass at least once every ``count * aging_ms``.
         """
         key = (group, topic)
         last_ms, start = self._fair.get(key, (now_ms, 0))
