@@ -157,8 +157,8 @@ def test_a_retried_message_keeps_its_priority(harness: broker_harness.BrokerHarn
 
 def test_low_priorities_age_into_a_fair_pass(harness: broker_harness.BrokerHarness) -> None:
     """Under a steady priority-3 backlog a priority-0 message is not served while the group's
-    last fair pass is under priority_aging_ms ago, and is the first served by the fair pass
-    after it (starting at the lowest level)."""
+    passes have skipped the lower levels for less than priority_aging_ms, and is the first
+    served by the fair pass after that (starting at the lowest level)."""
     _send(harness, _priority_message(b"low", 0))
     _send(harness, *(_priority_message(f"high-{i}".encode(), 3) for i in range(20)))
     for i in range(5):
@@ -169,16 +169,39 @@ def test_low_priorities_age_into_a_fair_pass(harness: broker_harness.BrokerHarne
     assert _bodies(_receive(harness, batch_size=1)) == [b"high-5"]
 
 
+def test_a_backlog_drained_to_its_last_level_starts_no_fair_pass(
+    harness: broker_harness.BrokerHarness,
+) -> None:
+    """A group that drained a backlog down to its lowest level long ago gets a new backlog
+    highest first: only passes that keep skipping lower levels age them."""
+    _send(harness, *(_priority_message(f"old-{p}".encode(), p) for p in (0, 3)))
+    for expected in (b"old-3", b"old-0"):
+        (got,) = _receive(harness, batch_size=1)
+        assert got.stored.body == expected
+        harness.processors.consumer.ack(G, T, got.delivery.receipt_handle)
+    harness.clock.advance_ms(AGING_MS * 3)
+    _send(harness, *(_priority_message(f"new-{p}".encode(), p) for p in (0, 2)))
+    assert _bodies(_receive(harness, batch_size=1)) == [b"new-2"]
+    assert _bodies(_receive(harness, batch_size=1)) == [b"new-0"]
+
+
 def test_fair_passes_rotate_their_start_level() -> None:
-    """Each fair pass starts one level higher than the last, and the (group, topic) table is
-    bounded by GROUPS_MAX."""
+    """Each fair pass starts one level higher than the last and restarts the aging clock, and
+    the (group, topic) table is bounded by GROUPS_MAX."""
     order = priority.PriorityOrder(aging_ms=100)
     assert order.levels("g", "t", 3, 0) == [2, 1, 0]
+    order.passed("g", "t", skipped=True, now_ms=0)
+    assert order.levels("g", "t", 3, 99) == [2, 1, 0]
     assert order.levels("g", "t", 3, 100) == [0, 1, 2]
     assert order.levels("g", "t", 3, 150) == [2, 1, 0]
-    assert order.levels("g", "t", 3, 200) == [1, 2, 0]
-    assert order.levels("g", "t", 3, 300) == [2, 0, 1]
+    order.passed("g", "t", skipped=True, now_ms=150)
+    assert order.levels("g", "t", 3, 250) == [1, 2, 0]
+    order.passed("g", "t", skipped=True, now_ms=250)
+    order.passed("g", "t", skipped=False, now_ms=260)
+    assert order.levels("g", "t", 3, 1_000) == [2, 1, 0]
+    order.passed("g", "t", skipped=True, now_ms=1_000)
+    assert order.levels("g", "t", 3, 1_100) == [2, 0, 1]
     for n in range(priority.GROUPS_MAX + 10):
         order.levels(f"g{n}", "t", 3, 0)
-    assert len(order._fair) == priority.GROUPS_MAX
+    assert len(order._state) == priority.GROUPS_MAX
     assert priority.queue_of(7, 4) == 3 and priority.queue_of(0, 4) == 0

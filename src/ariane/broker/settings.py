@@ -312,8 +312,9 @@ class ReceiveSettings:
     ``TOTAL_PHYSICAL_MEMORY_SIZE``). Tests set a small value to make backlogs cold."""
 
     priority_aging_ms: int = 10_000
-    """Longest a consumer group goes without a fair (round-robin) receive pass over a PRIORITY
-    topic, so low priorities cannot starve (``pop.priority``; RocketMQ has no such bound)."""
+    """Longest a consumer group's receive passes over a PRIORITY topic may skip its lower
+    levels (each filling its batch first) before one pass reads the levels round-robin, so low
+    priorities cannot starve (``pop.priority``; RocketMQ has no such bound)."""
 
     def __post_init__(self) -> None:
         limits.check_range(

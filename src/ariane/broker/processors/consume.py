@@ -16,9 +16,10 @@ see its module docstring for the call graph). This processor keeps the policy:
   group's receive also moves copies out of the shared ``%RETRY%<group>`` (stored before
   per-topic retry topics, or by a classic send-back);
 * a PRIORITY topic (RocketMQ 5.4, RIP-80) read by a concurrent group: its levels highest first,
-  each level's retry queue before its topic queue, with a fair round-robin pass at least every
-  ``ReceiveSettings.priority_aging_ms`` per group (``pop.priority``: the layout, the kept
-  priority of retries and the aging rule); an orderly group reads it as any topic;
+  each level's retry queue before its topic queue, with a fair round-robin pass once its passes
+  skipped lower levels for ``ReceiveSettings.priority_aging_ms`` in a row (``pop.priority``:
+  the layout, the kept priority of retries and the aging rule); an orderly group reads it as
+  any topic;
 * the subscription's filter (tag or SQL92) for the topic's queues, ``*`` for retry topics;
 * retry and DLQ: expired deliveries become retry copies or dead letters through
   ``retry.RetryProcessor`` (injected into the receiver; past the group's
@@ -172,7 +173,17 @@ class ConsumeProcessor:
         keys = (topic.name, topics.pop_retry_topic(group.group, topic.name))
         while True:
             since = self._polling.snapshot()
-            popped = await self._receiver.receive(self._pop_request(request, group, topic))
+            pop_request = self._pop_request(request, group, topic)
+            popped = await self._receiver.receive(pop_request)
+            if topic.message_type is message.MessageType.PRIORITY and not group.consume_orderly:
+                last_level = pop_request.sources[-1].queue_id
+                self._priority.passed(
+                    group.group,
+                    topic.name,
+                    skipped=len(popped) >= request.batch_size
+                    and popped[-1].stored.queue_id != last_level,
+                    now_ms=self._clock.monotonic_ms(),
+                )
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if popped or remaining_ms <= 0:
                 self._counters.messages_out += len(popped)
@@ -232,8 +243,9 @@ class ConsumeProcessor:
         topic: topic_config.TopicConfig,
     ) -> list[receiver.Source]:
         """A PRIORITY topic's queues level by level (``pop.priority``: highest first, or a
-        fair pass once the group's last is ``aging_ms`` old), each level's retry queue
-        (``%RETRY%<group>_<topic>``, filter ``*``) before its topic queue: a retried message
+        fair pass once the group's passes skipped lower levels for ``aging_ms``), each level's
+        retry queue (``%RETRY%<group>_<topic>``, filter ``*``) before its topic queue: a retried
+        message
         keeps its priority and, older than the level's new messages, goes first within it. A
         retry topic made before the topic became PRIORITY has fewer queues: its queues above
         the top level it has are not read, and all its copies sit in queue 0 (the lowest)."""
