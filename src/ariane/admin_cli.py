@@ -254,7 +254,14 @@ def _topic_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--write-queues", type=_positive, metavar="N", help="write queues (default: --queues)"
         )
-        p.add_argument("--type", type=_message_type, metavar="TYPE", help=" | ".join(_TYPES))
+        p.add_argument(
+            "--type",
+            "--message-type",
+            dest="type",
+            type=_message_type,
+            metavar="TYPE",
+            help=" | ".join(_TYPES),
+        )
         p.add_argument("--perm", type=int, choices=[2, 4, 6], help="WRITE 2, READ 4, both 6")
         p.add_argument("--retention-hours", type=int, metavar="H", help="-1 = the broker default")
         if verb == "create":

@@ -8,6 +8,7 @@ Commands::
 
     produce        --endpoints E --topic T --count N [--tag X] [--keys-prefix K]
                    [--groups G] [--body-size B] [--prefix P] [--delay-s S] [--recall I]
+                   [--priorities P0,P1,...]
     simple-consume --endpoints E --group G --topic T --count N [--invisible-s S]
                    [--no-ack] [--deadline-s D] [--filter EXPR] [--batch B]
     push-consume   --endpoints E --group G --topic T --count N [--fail] [--deadline-s D]
@@ -22,7 +23,8 @@ an ``error`` event (class name and message) and exits 4. ``RMQ_DRIVER_ACCESS_KEY
 ``RMQ_DRIVER_SECRET_KEY`` in the environment become the client's ``Credentials``;
 ``RMQ_DRIVER_TLS=1`` turns the client's ``tls_enable`` on (it verifies the servers against the
 system roots, or ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``). ``produce --interval-s S`` paces the
-sends (a producer that keeps sending while something else happens).
+sends (a producer that keeps sending while something else happens). ``produce --priorities``
+gives message i the priority ``P[i % len(P)]`` (``Message.priority``, a PRIORITY message).
 ``push-watch`` has no count: it prints its client id, then every message with its receipt
 handle, until its stdin closes (then it shuts down cleanly: NotifyClientTermination) or the
 deadline passes.
@@ -88,6 +90,7 @@ def _view(msg: Any) -> dict[str, Any]:
         "topic": msg.topic,
         "properties": dict(msg.properties),
         "corrupted": bool(msg.corrupted),
+        "priority": msg.priority,
     }
 
 
@@ -109,6 +112,9 @@ def produce(args: argparse.Namespace) -> int:
                 msg.message_group = f"g{i % args.groups}"
             if args.delay_s:  # the client sends whole seconds (grpc-v2.md §5.3)
                 msg.delivery_timestamp = int(time.time()) + args.delay_s
+            if args.priorities:
+                levels = [int(p) for p in args.priorities.split(",")]
+                msg.priority = levels[i % len(levels)]
             receipt = producer.send(msg)
             emit(
                 {
@@ -119,6 +125,7 @@ def produce(args: argparse.Namespace) -> int:
                     "group": msg.message_group,
                     "delivery_s": msg.delivery_timestamp,
                     "recall_handle": receipt.recall_handle,
+                    "priority": msg.priority,
                 }
             )
             if args.interval_s:
@@ -309,6 +316,7 @@ def main() -> int:
     p.add_argument("--delay-s", type=int, default=0)
     p.add_argument("--recall", type=int, default=-1)
     p.add_argument("--interval-s", type=float, default=0.0)
+    p.add_argument("--priorities", default="")
     s = sub.add_parser("simple-consume")
     s.add_argument("--endpoints", required=True)
     s.add_argument("--group", required=True)

@@ -311,6 +311,11 @@ class ReceiveSettings:
     """The memory that ratio is taken of, bytes; 0: the machine's physical memory (RocketMQ
     ``TOTAL_PHYSICAL_MEMORY_SIZE``). Tests set a small value to make backlogs cold."""
 
+    priority_aging_ms: int = 10_000
+    """Longest a consumer group's receive passes over a PRIORITY topic may skip its lower
+    levels (each filling its batch first) before one pass reads the levels round-robin, so low
+    priorities cannot starve (``pop.priority``; RocketMQ has no such bound)."""
+
     def __post_init__(self) -> None:
         limits.check_range(
             "auto_renew_invisible_ms", self.auto_renew_invisible_ms, 1_000, 12 * 3600_000
@@ -319,6 +324,7 @@ class ReceiveSettings:
         limits.check_range("poll_slice_ms", self.poll_slice_ms, 10, 60_000)
         limits.check_range("deadline_reserve_ms", self.deadline_reserve_ms, 0, 10_000)
         limits.check_range("message_bytes_max", self.message_bytes_max, 1, 1 << 30)
+        limits.check_range("priority_aging_ms", self.priority_aging_ms, 100, 3_600_000)
         limits.check_range(
             "access_message_in_memory_max_ratio_percent",
             self.access_message_in_memory_max_ratio_percent,

@@ -44,6 +44,7 @@ class Property:
     MESSAGE_TYPE = "__MESSAGE_TYPE"
     DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
     DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+    PRIORITY = "_SYS_MSG_PRIORITY_"
 
 
 KEY_SEPARATOR = " "
@@ -70,17 +71,24 @@ TRANSACTION_TYPE_MASK = 0xC
 
 
 class MessageType(enum.Enum):
-    """Topic message types (RocketMQ ``TopicMessageType``); MIXED accepts every kind."""
+    """Topic message types (RocketMQ ``TopicMessageType``).
+
+    MIXED accepts NORMAL, FIFO, DELAY and TRANSACTION messages; PRIORITY (RocketMQ 5.4, RIP-80)
+    accepts PRIORITY messages only, as RocketMQ's ``RouteActivity`` maps the types.
+    """
 
     NORMAL = "NORMAL"
     FIFO = "FIFO"
     DELAY = "DELAY"
     TRANSACTION = "TRANSACTION"
     MIXED = "MIXED"
+    PRIORITY = "PRIORITY"
 
     def accepts(self, kind: MessageType) -> bool:
         """Whether a topic of this type accepts a message of ``kind``."""
-        return self is MessageType.MIXED or self is kind
+        if self is MessageType.MIXED:
+            return kind is not MessageType.PRIORITY
+        return self is kind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -217,6 +225,7 @@ class IncomingMessage:
         born_timestamp_ms: when the client made it (whole seconds from Python), ms.
         born_host: the host name/IP the client reported.
         trace_context: the trace context, or ``None``.
+        priority: the ``priority`` system property (RocketMQ 5.4), or ``None`` when unset.
     """
 
     topic: str
@@ -232,6 +241,7 @@ class IncomingMessage:
     born_timestamp_ms: int
     born_host: str
     trace_context: str | None
+    priority: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ _ACCEPTED_TYPES: dict[message.MessageType, tuple[pb.v2.MessageType, ...]] = {
     message.MessageType.FIFO: (pb.v2.MessageType.FIFO,),
     message.MessageType.DELAY: (pb.v2.MessageType.DELAY,),
     message.MessageType.TRANSACTION: (pb.v2.MessageType.TRANSACTION,),
+    message.MessageType.PRIORITY: (pb.v2.MessageType.PRIORITY,),
     message.MessageType.MIXED: (
         pb.v2.MessageType.NORMAL,
         pb.v2.MessageType.FIFO,
@@ -40,6 +41,7 @@ _TOPIC_TYPES: dict[message.MessageType, pb.topic.TopicMessageType] = {
     message.MessageType.DELAY: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_DELAY,
     message.MessageType.TRANSACTION: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_TRANSACTION,
     message.MessageType.MIXED: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_MIXED,
+    message.MessageType.PRIORITY: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_PRIORITY,
 }
 _TOPIC_TYPES_BACK = {v: k for k, v in _TOPIC_TYPES.items()}
 

@@ -141,6 +141,7 @@ def incoming(msg: pb.v2.Message) -> message.IncomingMessage:
         ),
         born_host=props.born_host,
         trace_context=props.trace_context if props.HasField("trace_context") else None,
+        priority=props.priority if props.HasField("priority") else None,
     )
 
 
@@ -212,6 +213,8 @@ def _system_properties(
         _set_timestamp(system.delivery_timestamp, int(props[P.TIMER_DELIVER_MS]))
     if P.TRACE_CONTEXT in props:
         system.trace_context = props[P.TRACE_CONTEXT]
+    if P.PRIORITY in props:
+        system.priority = int(props[P.PRIORITY])
 
 
 def _set_timestamp(target: timestamp_pb2.Timestamp, ms: int) -> None:

@@ -15,6 +15,11 @@ see its module docstring for the call graph). This processor keeps the policy:
   each, so a retry copy is only ever delivered on a receive for its own topic; a concurrent
   group's receive also moves copies out of the shared ``%RETRY%<group>`` (stored before
   per-topic retry topics, or by a classic send-back);
+* a PRIORITY topic (RocketMQ 5.4, RIP-80) read by a concurrent group: its levels highest first,
+  each level's retry queue before its topic queue, with a fair round-robin pass once its passes
+  skipped lower levels for ``ReceiveSettings.priority_aging_ms`` in a row (``pop.priority``:
+  the layout, the kept priority of retries and the aging rule); an orderly group reads it as
+  any topic;
 * the subscription's filter (tag or SQL92) for the topic's queues, ``*`` for retry topics;
 * retry and DLQ: expired deliveries become retry copies or dead letters through
   ``retry.RetryProcessor`` (injected into the receiver; past the group's
@@ -37,7 +42,7 @@ from typing import Protocol
 
 from ariane.broker import filters
 from ariane.broker import settings as broker_settings
-from ariane.broker.pop import receiver
+from ariane.broker.pop import priority, receiver
 from ariane.broker.pop import service as pop_service_mod
 from ariane.broker.processors import long_polling, retry
 from ariane.broker.tables import subscriptions, topic_config
@@ -137,6 +142,7 @@ class ConsumeProcessor:
         self._clock = time
         self._next_queue = 0
         self._retry_first = False
+        self._priority = priority.PriorityOrder(receive.priority_aging_ms)
         self._receiver = receiver.PopReceiver(
             pop_service=pop_service,
             topic_table=topic_table,
@@ -167,7 +173,17 @@ class ConsumeProcessor:
         keys = (topic.name, topics.pop_retry_topic(group.group, topic.name))
         while True:
             since = self._polling.snapshot()
-            popped = await self._receiver.receive(self._pop_request(request, group, topic))
+            pop_request = self._pop_request(request, group, topic)
+            popped = await self._receiver.receive(pop_request)
+            if topic.message_type is message.MessageType.PRIORITY and not group.consume_orderly:
+                last_level = pop_request.sources[-1].queue_id
+                self._priority.passed(
+                    group.group,
+                    topic.name,
+                    skipped=len(popped) >= request.batch_size
+                    and popped[-1].stored.queue_id != last_level,
+                    now_ms=self._clock.monotonic_ms(),
+                )
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if popped or remaining_ms <= 0:
                 self._counters.messages_out += len(popped)
@@ -192,11 +208,19 @@ class ConsumeProcessor:
         every other pass (a busy topic cannot starve it), and last (copies this pass wrote
         for expired deliveries go out at once); orderly groups have none, and no shared
         ``%RETRY%<group>`` to move copies out of."""
+        shared = None
+        if topic.message_type is message.MessageType.PRIORITY and not group.consume_orderly:
+            return receiver.PopRequest(
+                group=group,
+                sources=self._priority_sources(request, group, topic),
+                batch_size=request.batch_size,
+                invisible_ms=request.invisible_ms,
+                shared_retry=topics.retry_topic(group.group),
+            )
         queues = [
             receiver.Source(topic.name, queue_id, request.message_filter)
             for queue_id in self._queue_order(request, group, topic)
         ]
-        shared = None
         self._retry_first = not self._retry_first
         if not group.consume_orderly:
             shared = topics.retry_topic(group.group)
@@ -211,6 +235,34 @@ class ConsumeProcessor:
             invisible_ms=request.invisible_ms,
             shared_retry=shared,
         )
+
+    def _priority_sources(
+        self,
+        request: ReceiveRequest,
+        group: subscriptions.SubscriptionGroupConfig,
+        topic: topic_config.TopicConfig,
+    ) -> list[receiver.Source]:
+        """A PRIORITY topic's queues level by level (``pop.priority``: highest first, or a
+        fair pass once the group's passes skipped lower levels for ``aging_ms``), each level's
+        retry queue (``%RETRY%<group>_<topic>``, filter ``*``) before its topic queue: a retried
+        message
+        keeps its priority and, older than the level's new messages, goes first within it. A
+        retry topic made before the topic became PRIORITY has fewer queues: its queues above
+        the top level it has are not read, and all its copies sit in queue 0 (the lowest)."""
+        retry_topic = topics.pop_retry_topic(group.group, topic.name)
+        retry_config = self._topics.get(retry_topic)
+        retry_queues = (
+            topic.read_queue_nums if retry_config is None else retry_config.read_queue_nums
+        )
+        order = self._priority.levels(
+            group.group, topic.name, topic.read_queue_nums, self._clock.monotonic_ms()
+        )
+        sources: list[receiver.Source] = []
+        for level in order:
+            if level < retry_queues:
+                sources.append(receiver.Source(retry_topic, level, receiver.EVERYTHING))
+            sources.append(receiver.Source(topic.name, level, request.message_filter))
+        return sources
 
     def _queue_order(
         self,

@@ -12,7 +12,9 @@ topic per (group, topic), ``%RETRY%<group>_<topic>`` (``KeyBuilder.buildPopRetry
 receive for one topic reads only that topic's copies; a classic consumer's send-back goes to
 ``%RETRY%<group>``, which classic consumers subscribe to as a topic. Copies a POP group left in
 ``%RETRY%<group>`` before per-topic retry topics existed are moved to their per-topic topic
-(``move_to_pop_retry``) when a receive of the group reads them.
+(``move_to_pop_retry``) when a receive of the group reads them. A POP retry copy of a PRIORITY
+topic's message keeps its priority: the retry topic has one queue per level and the copy goes
+to its level's queue (``pop.priority``; RocketMQ loses it, apache/rocketmq#10350).
 
 Record layout of what it writes (remoting.md "Retry and DLQ"):
 
@@ -22,7 +24,9 @@ retry copy                    DLQ copy
 topic ``%RETRY%<group>_<t>``  topic ``%DLQ%<group>``
 (POP) or ``%RETRY%<group>``
 (classic send-back)
-queue 0 (1 queue, perm 6)     queue 0 (1 queue, perm 6: readable, so operators can read it)
+queue 0 (1 queue, perm 6;     queue 0 (1 queue, perm 6: readable, so operators can read it)
+a PRIORITY topic's: its
+level's of one per level)
 RECONSUMETIMES = failed       RECONSUMETIMES = attempts (one above the last delivery's
 attempt (= reconsume + 1)     reconsume times)
 ``RETRY_TOPIC`` = origin      ``RETRY_TOPIC`` = origin topic, ``DLQ_ORIGIN_TOPIC`` = origin
@@ -50,6 +54,7 @@ import zlib
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
+from ariane.broker.pop import priority
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store
@@ -459,17 +464,32 @@ class RetryProcessor:
     ) -> commit_log.AppendRequest:
         """A copy for ``%RETRY%<group>_<origin>`` (``pop``) or ``%RETRY%<group>``."""
         origin = origin_topic(stored)
+        levels = self._priority_levels(origin, stored)
         if pop:
             retry = self._ensure(
                 topics.pop_retry_topic(group, origin),
-                lambda: self._topics.ensure_pop_retry_topic(group, origin),
+                lambda: self._topics.ensure_pop_retry_topic(group, origin, levels or 1),
             )
         else:
             retry = self._ensure(
                 topics.retry_topic(group), lambda: self._topics.ensure_retry_topic(group)
             )
         props = _copied_properties(stored)
-        return _append_request(stored, retry.name, props, reconsume_times=reconsume_times)
+        request = _append_request(stored, retry.name, props, reconsume_times=reconsume_times)
+        if pop and levels:  # a retried priority message keeps its level (pop.priority)
+            level = priority.queue_of(int(props[P.PRIORITY]), retry.write_queue_nums)
+            request = dataclasses.replace(request, queue_id=level)
+        return request
+
+    def _priority_levels(self, origin: ids.TopicName, stored: message.StoredMessage) -> int:
+        """The write queue count of ``origin`` when it is a PRIORITY topic and ``stored``
+        carries a priority, else 0."""
+        config = self._topics.get(origin)
+        if config is None or config.message_type is not message.MessageType.PRIORITY:
+            return 0
+        if not stored.properties.get(P.PRIORITY, "").isdigit():
+            return 0
+        return config.write_queue_nums
 
     def _ensure(
         self, name: ids.TopicName, create: Callable[[], topic_config.TopicConfig]

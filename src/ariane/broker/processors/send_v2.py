@@ -11,7 +11,9 @@ the client's message id is required and stored as ``UNIQ_KEY``; tags may not con
 property keys may not be reserved names and stay within the proxy's 128 keys / 16 KiB; a FIFO
 message group is 1..64 characters. The request carries no queue id: normal messages go
 round-robin over the topic's write queues, FIFO messages to ``crc32(group) % write queues`` so
-a group always lands in one queue. A DELAY message (to a DELAY or MIXED topic; to any other the
+a group always lands in one queue, PRIORITY messages (to a PRIORITY topic only; priority 0 or
+more, else BAD_REQUEST) to queue ``min(priority, write queues - 1)`` with the priority stored as
+``_SYS_MSG_PRIORITY_`` (``pop.priority``, RocketMQ 5.4). A DELAY message (to a DELAY or MIXED topic; to any other the
 proxy's ``DefaultTopicMessageTypeValidator`` answer, MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) is
 routed to the timer, a TRANSACTION message to the half messages; without them those kinds are
 refused with UNSUPPORTED.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator, Sequence
 
+from ariane.broker.pop import priority as priority_mod
 from ariane.broker.processors import send_draft
 from ariane.broker.tables import topic_config
 from ariane.common import errors, idempotency, ids, limits, message, topics
@@ -42,6 +45,7 @@ _ACCEPTED_WIRE_TYPES = {
     "FIFO": message.MessageType.FIFO,
     "DELAY": message.MessageType.DELAY,
     "TRANSACTION": message.MessageType.TRANSACTION,
+    "PRIORITY": message.MessageType.PRIORITY,
 }
 
 
@@ -124,11 +128,16 @@ class V2Drafts:
         send_draft.check_body(incoming.body, self._limits)
         if incoming.gzip:
             send_draft.check_gzip_body(incoming.body, self._limits.message_size_bytes_max)
+        properties = _properties(incoming, kind)
+        if kind is message.MessageType.PRIORITY:
+            level = priority_mod.check_priority(incoming.priority)
+            properties[P.PRIORITY] = str(level)
+            queue_id = priority_mod.queue_of(level, topic.write_queue_nums)
+        else:
+            queue_id = self._choose_queue(topic, incoming.message_group)
         request = commit_log.AppendRequest(
-            message=message.Message(
-                topic=topic.name, body=incoming.body, properties=_properties(incoming, kind)
-            ),
-            queue_id=self._choose_queue(topic, incoming.message_group),
+            message=message.Message(topic=topic.name, body=incoming.body, properties=properties),
+            queue_id=queue_id,
             sys_flag=int(message.SysFlag.COMPRESSED) if incoming.gzip else 0,
             born_timestamp_ms=ids.TimestampMs(incoming.born_timestamp_ms),
             born_host=born_host,

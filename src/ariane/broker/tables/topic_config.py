@@ -214,11 +214,14 @@ class TopicConfigManager(persistence.VersionedTable[TopicConfig]):
         """The ``%RETRY%<group>`` topic, created with 1 read+write queue when missing."""
         return self._ensure(topics.retry_topic(group), RETRY_QUEUE_NUMS)
 
-    def ensure_pop_retry_topic(self, group: ids.GroupName, topic: ids.TopicName) -> TopicConfig:
+    def ensure_pop_retry_topic(
+        self, group: ids.GroupName, topic: ids.TopicName, queues: int = RETRY_QUEUE_NUMS
+    ) -> TopicConfig:
         """A POP consumer group's retry topic for ``topic`` (``topics.pop_retry_topic``),
-        created with 1 read+write queue when missing (RocketMQ's ``PopReviveService``
-        creates it on the first revive)."""
-        return self._ensure(topics.pop_retry_topic(group, topic), RETRY_QUEUE_NUMS)
+        created with ``queues`` read+write queues when missing (RocketMQ's
+        ``PopReviveService`` creates it with 1 on the first revive; a PRIORITY topic's has one
+        per priority level, ``pop.priority``)."""
+        return self._ensure(topics.pop_retry_topic(group, topic), queues)
 
     def ensure_dlq_topic(self, group: ids.GroupName) -> TopicConfig:
         """The ``%DLQ%<group>`` topic, created with 1 read+write queue when missing.

@@ -13,12 +13,14 @@ class TopicMessageType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOPIC_MESSAGE_TYPE_DELAY: _ClassVar[TopicMessageType]
     TOPIC_MESSAGE_TYPE_TRANSACTION: _ClassVar[TopicMessageType]
     TOPIC_MESSAGE_TYPE_MIXED: _ClassVar[TopicMessageType]
+    TOPIC_MESSAGE_TYPE_PRIORITY: _ClassVar[TopicMessageType]
 TOPIC_MESSAGE_TYPE_UNSPECIFIED: TopicMessageType
 TOPIC_MESSAGE_TYPE_NORMAL: TopicMessageType
 TOPIC_MESSAGE_TYPE_FIFO: TopicMessageType
 TOPIC_MESSAGE_TYPE_DELAY: TopicMessageType
 TOPIC_MESSAGE_TYPE_TRANSACTION: TopicMessageType
 TOPIC_MESSAGE_TYPE_MIXED: TopicMessageType
+TOPIC_MESSAGE_TYPE_PRIORITY: TopicMessageType
 
 class TopicConfig(_message.Message):
     __slots__ = ("topic", "read_queue_nums", "write_queue_nums", "perm", "message_type")
