@@ -13,10 +13,10 @@ message group is 1..64 characters. The request carries no queue id: normal messa
 round-robin over the topic's write queues, FIFO messages to ``crc32(group) % write queues`` so
 a group always lands in one queue, PRIORITY messages (to a PRIORITY topic only; priority 0 or
 more, else BAD_REQUEST) to queue ``min(priority, write queues - 1)`` with the priority stored as
-``_SYS_MSG_PRIORITY_`` (``pop.priority``, RocketMQ 5.4). A DELAY message (to a DELAY or MIXED topic; to any other the
-proxy's ``DefaultTopicMessageTypeValidator`` answer, MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) is
-routed to the timer, a TRANSACTION message to the half messages; without them those kinds are
-refused with UNSUPPORTED.
+``_SYS_MSG_PRIORITY_`` (``pop.priority``, RocketMQ 5.4). A DELAY message (to a DELAY or MIXED
+topic; to any other the proxy's ``DefaultTopicMessageTypeValidator`` answer,
+MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) is routed to the timer, a TRANSACTION message to the half
+messages; without them those kinds are refused with UNSUPPORTED.
 
 Idempotent sends (Ariane's): a message whose user property ``ARIANE_IDEMPOTENCY_KEY`` holds a
 key gets the message id derived from it (``common.idempotency``) instead of the client's.
