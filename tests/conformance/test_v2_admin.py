@@ -1,0 +1,176 @@
+"""The upstream ``apache.rocketmq.v2.Admin`` service (RIP-2's proxy admin), called the way a tool
+would: a plain grpcio stub from the generated code (``pb.v2_admin_grpc.AdminStub``) on the broker,
+against real ``ariane`` processes; the messages and the consumer come from the official Python
+client (``official_py_driver.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+
+from ariane.common import errors
+from ariane.grpcwire import pb
+from conformance.conftest import Cluster, DriverProcess
+
+pytestmark = pytest.mark.slow
+
+R = TypeVar("R")
+
+DEADLINE_S = 20.0
+"""Longest wait for the broker to see a consumer."""
+
+
+def _call(cluster: Cluster, rpc: str, request: Any) -> Any:
+    """One unary call of ``rpc`` on the broker through the generated Admin stub."""
+
+    async def call() -> Any:
+        async with grpc.aio.insecure_channel(cluster.broker) as channel:
+            stub = pb.v2_admin_grpc.AdminStub(channel)
+            return await getattr(stub, rpc)(request, timeout=10)
+
+    return asyncio.run(call())
+
+
+def _res(name: str) -> pb.v2.Resource:
+    return pb.v2.Resource(name=name)
+
+
+def _until(probe: Callable[[], R], done: Callable[[R], bool]) -> R:
+    deadline = time.monotonic() + DEADLINE_S
+    got = probe()
+    while not done(got) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        got = probe()
+    return got
+
+
+def test_v2_admin_topic_status_route_accumulation_and_messages(cluster: Cluster) -> None:
+    """DescribeTopicStatus, GetTopicRoute, DescribeGroupAccumulation, QueryTimeSpan,
+    QueryMessage and ResetGroupOffset answer what the official client sent and consumed: the
+    group's backlog is the messages sent after it consumed, with its last consume time; a
+    reset to before the first send makes every message a backlog again; unknown topics and a
+    query without a key answer their codes."""
+    topic, group = "v2a-orders", "v2a-billing"
+    cluster.admin("topic", "create", topic, "--queues", "2", "--type", "NORMAL")
+    before = int(time.time())
+    code, _ = cluster.run_driver("produce", "--topic", topic, "--count", "4", "--keys-prefix", "k")
+    assert code == 0
+    code, got = cluster.run_driver(
+        "simple-consume", "--topic", topic, "--group", group, "--count", "4"
+    )
+    assert code == 0 and sum(1 for e in got if e["event"] == "acked") == 4, got
+    code, _ = cluster.run_driver("produce", "--topic", topic, "--count", "2", "--prefix", "late")
+    assert code == 0
+
+    status = _call(
+        cluster, "DescribeTopicStatus", pb.v2_admin.DescribeTopicStatusRequest(topic=_res(topic))
+    )
+    assert (status.status.code, status.topic_message_type) == (pb.v2.Code.OK, pb.v2.NORMAL)
+    missing = _call(
+        cluster,
+        "DescribeTopicStatus",
+        pb.v2_admin.DescribeTopicStatusRequest(topic=_res("v2a-none")),
+    )
+    assert missing.status.code == errors.Code.TOPIC_NOT_FOUND
+    route = _call(cluster, "GetTopicRoute", pb.v2_admin.GetTopicRouteRequest(topic=_res(topic)))
+    data = json.loads(route.topic_route_data)
+    assert data["queueDatas"][0]["readQueueNums"] == 2, data
+    assert data["brokerDatas"][0]["brokerAddrs"] == {"0": cluster.broker}, data
+
+    def accumulation() -> Any:
+        return _call(
+            cluster,
+            "DescribeGroupAccumulation",
+            pb.v2_admin.DescribeGroupAccumulationRequest(group=_res(group), topics=[_res(topic)]),
+        )
+
+    backlog = accumulation()
+    assert backlog.status.code == pb.v2.Code.OK, backlog
+    whole = backlog.accumulation
+    assert (whole.accumulation, whole.ready_messages, whole.inflight_messages) == (2, 2, 0)
+    assert whole.last_consume_timestamp // 1000 >= before - 1, whole
+    assert whole.deliver_delay_time.seconds >= 0
+    assert backlog.topic_accumulation[topic].accumulation == 2
+
+    spans = _call(
+        cluster,
+        "QueryTimeSpan",
+        pb.v2_admin.QueryTimeSpanRequest(group=_res(group), topics=[_res(topic)]),
+    ).queue_time_span_list
+    assert sorted(s.message_queue.id for s in spans) == [0, 1]
+    assert all(s.min_timestamp // 1000 >= before - 1 for s in spans if s.max_timestamp), spans
+    assert any(s.max_timestamp >= s.consume_timestamp > 0 for s in spans), spans
+
+    found = _call(
+        cluster,
+        "QueryMessage",
+        pb.v2_admin.ListMessageRequest(topic=_res(topic), message_key="k-2"),
+    )
+    assert found.status.code == pb.v2.Code.OK, found
+    assert [m.body for m in found.messages] == [b"m-2"]
+    assert list(found.messages[0].system_properties.keys) == ["k-2"]
+    no_key = _call(cluster, "QueryMessage", pb.v2_admin.ListMessageRequest(topic=_res(topic)))
+    assert no_key.status.code == pb.v2.Code.BAD_REQUEST
+
+    reset = pb.v2_admin.ResetGroupOffsetRequest(group=_res(group), topic=_res(topic))
+    reset.reset_timestamp.seconds = before - 5
+    assert _call(cluster, "ResetGroupOffset", reset).status.code == pb.v2.Code.OK
+    assert accumulation().accumulation.accumulation == 6
+
+
+def test_v2_admin_sees_live_consumers_and_runtime(cluster: Cluster) -> None:
+    """While an official push consumer runs, ListConsumerConnection, ListSubscription and
+    DescribeSubscription show its client and subscription and GetProxyRuntimeStats counts it;
+    ChangeLogLevel answers its remark; the client-telemetry RPCs answer NOT_IMPLEMENTED."""
+    topic, group = "v2a-live", "v2a-watchers"
+    cluster.admin("topic", "create", topic, "--queues", "1", "--type", "NORMAL")
+    watcher = DriverProcess(
+        cluster, "push-watch", "--topic", topic, "--group", group, "--deadline-s", "60"
+    )
+    try:
+        client_id = watcher.wait_for("started")["client_id"]
+        request = pb.v2_admin.ListConsumerConnectionRequest(group=_res(group))
+        connections = _until(
+            lambda: _call(cluster, "ListConsumerConnection", request),
+            lambda answer: len(answer.client_info) > 0,
+        )
+        assert [c.client_id for c in connections.client_info] == [client_id], connections
+        assert connections.client_info[0].message_model == pb.v2_admin.CLUSTERING
+
+        listed = _call(
+            cluster, "ListSubscription", pb.v2_admin.ListSubscriptionRequest(group=_res(group))
+        )
+        ((info),) = listed.subscription_info
+        assert (info.group.name, info.topic.name, info.online) == (group, topic, True)
+        assert info.expression.expression == "*"
+        described = _call(
+            cluster,
+            "DescribeSubscription",
+            pb.v2_admin.DescribeSubscriptionRequest(topic=_res(topic)),
+        )
+        assert [c.client_info.client_id for c in described.client_subscription_info] == [client_id]
+        stats = _call(cluster, "GetProxyRuntimeStats", pb.v2_admin.GetProxyRuntimeStatsRequest())
+        assert stats.status.code == pb.v2.Code.OK and stats.proxy_name == "broker-a", stats
+        assert stats.consumers >= 1 and stats.connections >= stats.consumers
+    finally:
+        watcher.close()
+
+    level = _call(
+        cluster,
+        "ChangeLogLevel",
+        pb.v2_admin.ChangeLogLevelRequest(level=pb.v2_admin.ChangeLogLevelRequest.INFO),
+    )
+    assert level.remark == "log level changed to INFO"
+    stack = _call(
+        cluster,
+        "PrintThreadStackTrace",
+        pb.v2_admin.PrintThreadStackTraceRequest(client_id=client_id, group=_res(group)),
+    )
+    assert stack.status.code == pb.v2.Code.NOT_IMPLEMENTED
