@@ -27,11 +27,12 @@ DEADLINE_S = 20.0
 """Longest wait for the broker to see a consumer."""
 
 
-def _call(cluster: Cluster, rpc: str, request: Any) -> Any:
-    """One unary call of ``rpc`` on the broker through the generated Admin stub."""
+def _call(cluster: Cluster, rpc: str, request: Any, *, at: str = "") -> Any:
+    """One unary call of ``rpc`` through the generated Admin stub on ``at`` (the broker when
+    empty)."""
 
     async def call() -> Any:
-        async with grpc.aio.insecure_channel(cluster.broker) as channel:
+        async with grpc.aio.insecure_channel(at or cluster.broker) as channel:
             stub = pb.v2_admin_grpc.AdminStub(channel)
             return await getattr(stub, rpc)(request, timeout=10)
 
@@ -174,3 +175,44 @@ def test_v2_admin_sees_live_consumers_and_runtime(cluster: Cluster) -> None:
         pb.v2_admin.PrintThreadStackTraceRequest(client_id=client_id, group=_res(group)),
     )
     assert stack.status.code == pb.v2.Code.NOT_IMPLEMENTED
+
+
+def test_v2_admin_through_the_name_server(cluster: Cluster) -> None:
+    """Called on the access point (the name server), the v2 Admin RPCs are answered by the
+    broker masters: the route is the cluster's, the group's backlog and connections are the
+    broker's, a reset and a message query reach the broker serving the topic."""
+    topic, group = "v2a-ns", "v2a-ns-g"
+    cluster.admin("topic", "create", topic, "--queues", "1", "--type", "NORMAL")
+    before = int(time.time())
+    code, _ = cluster.run_driver("produce", "--topic", topic, "--count", "3", "--keys-prefix", "n")
+    assert code == 0
+    code, got = cluster.run_driver(
+        "simple-consume", "--topic", topic, "--group", group, "--count", "3"
+    )
+    assert code == 0 and sum(1 for e in got if e["event"] == "acked") == 3, got
+
+    def ns(rpc: str, request: Any) -> Any:
+        return _call(cluster, rpc, request, at=cluster.namesrv)
+
+    route = ns("GetTopicRoute", pb.v2_admin.GetTopicRouteRequest(topic=_res(topic)))
+    data = json.loads(route.topic_route_data)
+    assert [b["brokerAddrs"] for b in data["brokerDatas"]] == [{"0": cluster.broker}], data
+    assert (
+        ns("GetTopicRoute", pb.v2_admin.GetTopicRouteRequest(topic=_res("v2a-none"))).status.code
+        == errors.Code.TOPIC_NOT_FOUND
+    )
+    status = ns("DescribeTopicStatus", pb.v2_admin.DescribeTopicStatusRequest(topic=_res(topic)))
+    assert status.topic_message_type == pb.v2.NORMAL, status
+    accumulation = pb.v2_admin.DescribeGroupAccumulationRequest(group=_res(group))
+    caught_up = ns("DescribeGroupAccumulation", accumulation)
+    assert caught_up.status.code == pb.v2.Code.OK, caught_up
+    assert caught_up.accumulation.accumulation == 0
+    assert caught_up.accumulation.last_consume_timestamp // 1000 >= before - 1
+    found = ns("QueryMessage", pb.v2_admin.ListMessageRequest(topic=_res(topic), message_key="n-1"))
+    assert [m.body for m in found.messages] == [b"m-1"], found
+    reset = pb.v2_admin.ResetGroupOffsetRequest(group=_res(group), topic=_res(topic))
+    reset.reset_timestamp.seconds = before - 5
+    assert ns("ResetGroupOffset", reset).status.code == pb.v2.Code.OK
+    assert ns("DescribeGroupAccumulation", accumulation).accumulation.accumulation == 3
+    stats = ns("GetProxyRuntimeStats", pb.v2_admin.GetProxyRuntimeStatsRequest())
+    assert (stats.status.code, stats.proxy_name) == (pb.v2.Code.OK, "namesrv"), stats
