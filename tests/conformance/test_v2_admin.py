@@ -129,7 +129,7 @@ def test_v2_admin_topic_status_route_accumulation_and_messages(cluster: Cluster)
 def test_v2_admin_sees_live_consumers_and_runtime(cluster: Cluster) -> None:
     """While an official push consumer runs, ListConsumerConnection, ListSubscription and
     DescribeSubscription show its client and subscription and GetProxyRuntimeStats counts it;
-    ChangeLogLevel answers its remark; the client-telemetry RPCs answer NOT_IMPLEMENTED."""
+    ChangeLogLevel answers its remark; GetConsumerRunningInfo answers NOT_IMPLEMENTED."""
     topic, group = "v2a-live", "v2a-watchers"
     cluster.admin("topic", "create", topic, "--queues", "1", "--type", "NORMAL")
     watcher = DriverProcess(
@@ -169,12 +169,9 @@ def test_v2_admin_sees_live_consumers_and_runtime(cluster: Cluster) -> None:
         pb.v2_admin.ChangeLogLevelRequest(level=pb.v2_admin.ChangeLogLevelRequest.INFO),
     )
     assert level.remark == "log level changed to INFO"
-    stack = _call(
-        cluster,
-        "PrintThreadStackTrace",
-        pb.v2_admin.PrintThreadStackTraceRequest(client_id=client_id, group=_res(group)),
-    )
-    assert stack.status.code == pb.v2.Code.NOT_IMPLEMENTED
+    running = pb.v2_admin.GetConsumerRunningInfoRequest(client_id=client_id, group=_res(group))
+    answer = _call(cluster, "GetConsumerRunningInfo", running)
+    assert answer.status.code == pb.v2.Code.NOT_IMPLEMENTED
 
 
 def test_v2_admin_through_the_name_server(cluster: Cluster) -> None:
@@ -216,3 +213,58 @@ def test_v2_admin_through_the_name_server(cluster: Cluster) -> None:
     assert ns("DescribeGroupAccumulation", accumulation).accumulation.accumulation == 3
     stats = ns("GetProxyRuntimeStats", pb.v2_admin.GetProxyRuntimeStatsRequest())
     assert (stats.status.code, stats.proxy_name) == (pb.v2.Code.OK, "namesrv"), stats
+
+
+def test_v2_admin_pushes_client_commands_on_the_telemetry_stream(cluster: Cluster) -> None:
+    """PrintThreadStackTrace and VerifyMessage push their command on the client's open Telemetry
+    stream (a raw stream of a producer here, reading what the broker pushes) and answer OK;
+    VerifyMessage of an unknown id is MESSAGE_NOT_FOUND; once the stream ended both answer
+    NOT_FOUND."""
+    topic, client_id = "v2a-cmd", "v2a-raw-client"
+    cluster.admin("topic", "create", topic, "--queues", "1", "--type", "NORMAL")
+    code, sent = cluster.run_driver("produce", "--topic", topic, "--count", "1")
+    assert code == 0
+    message_id = next(e["message_id"] for e in sent if e["event"] == "sent")
+    stack = pb.v2_admin.PrintThreadStackTraceRequest(client_id=client_id)
+    verify = pb.v2_admin.VerifyMessageRequest(
+        client_id=client_id, topic=_res(topic), message_id=message_id
+    )
+
+    async def scenario() -> list[Any]:
+        async with grpc.aio.insecure_channel(cluster.broker) as channel:
+            admin = pb.v2_admin_grpc.AdminStub(channel)
+            stream = pb.v2_service_grpc.MessagingServiceStub(channel).Telemetry(
+                metadata=(("x-mq-client-id", client_id),), timeout=30
+            )
+            settings = pb.v2.Settings(
+                client_type=pb.v2.ClientType.PRODUCER,
+                publishing=pb.v2.Publishing(topics=[_res(topic)]),
+            )
+            await stream.write(pb.v2_service.TelemetryCommand(settings=settings))
+            assert (await stream.read()).status.code == pb.v2.Code.OK
+            answers = [
+                await admin.PrintThreadStackTrace(stack, timeout=10),
+                await admin.VerifyMessage(verify, timeout=10),
+            ]
+            assert [a.status.code for a in answers] == [pb.v2.Code.OK] * 2, answers
+            pushed = [await stream.read(), await stream.read()]
+            unknown = pb.v2_admin.VerifyMessageRequest(
+                client_id=client_id, topic=_res(topic), message_id="0" * 32
+            )
+            answers.append(await admin.VerifyMessage(unknown, timeout=10))
+            await stream.done_writing()
+            return [*answers, *pushed]
+
+    printed, verified, unknown, first, second = asyncio.run(scenario())
+    assert [printed.status.code, verified.status.code] == [pb.v2.Code.OK, pb.v2.Code.OK]
+    assert unknown.status.code == errors.Code.MESSAGE_NOT_FOUND
+    assert first.WhichOneof("command") == "print_thread_stack_trace_command", first
+    assert first.print_thread_stack_trace_command.nonce
+    assert second.WhichOneof("command") == "verify_message_command", second
+    assert second.verify_message_command.message.system_properties.message_id == message_id
+    gone = _until(
+        lambda: _call(cluster, "PrintThreadStackTrace", stack),
+        lambda answer: answer.status.code != pb.v2.Code.OK,
+    )
+    assert gone.status.code == errors.Code.NOT_FOUND, gone
+    assert _call(cluster, "VerifyMessage", verify).status.code == errors.Code.NOT_FOUND

@@ -413,7 +413,9 @@ def _services(
         (pb.INGEST_SERVICE, messaging.IngestService(service)),
         (
             pb.V2_ADMIN_SERVICE,
-            v2_admin.V2AdminService(runtime, processors.admin, client_registry, consumer_registry),
+            v2_admin.V2AdminService(
+                runtime, processors.admin, client_registry, consumer_registry, streams
+            ),
         ),
     ]
     assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES

@@ -12,9 +12,11 @@ Status codes follow the proxy: a missing topic or group is BAD_REQUEST, a query 
 for a store refusal, Ariane answers the refusal's own code (TOPIC_NOT_FOUND,
 CONSUMER_GROUP_NOT_FOUND, MESSAGE_NOT_FOUND …) through ``grpcwire.rpc``'s guard.
 
-``PrintThreadStackTrace``, ``VerifyMessage``, ``GetConsumerRunningInfo`` and
-``AdminSendMessage`` are not implemented here (the guard answers NOT_IMPLEMENTED, 50100): the
-first three need a reply over the client's Telemetry stream, the last the send path.
+``PrintThreadStackTrace`` and ``VerifyMessage`` push their command on the client's Telemetry
+stream and answer OK at once, as the proxy does (the client's reply comes back on that stream;
+NOT_FOUND when the client has no stream here). ``GetConsumerRunningInfo`` (which must wait for
+the client's reply) and ``AdminSendMessage`` (the send path) are not implemented (the guard
+answers NOT_IMPLEMENTED, 50100).
 
 Authorization: ``security.requests.GRPC_RULES`` maps each RPC to the permission of the Remoting
 code it stands for (reads need Get on the group/topic, changes Update, ``ChangeLogLevel`` and
@@ -30,12 +32,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import grpc
 
 from ariane.broker import runtime
+from ariane.broker.grpc import producer_streams
 from ariane.broker.processors import admin, admin_stats
 from ariane.broker.tables import clients, consumers
 from ariane.common import errors, ids, message
@@ -89,6 +93,7 @@ class V2AdminService:
         processor: the admin processor (lag, resets, message queries, group deletes).
         client_registry: the broker's client sessions (connections, client types).
         consumer_registry: the live consumer groups and their subscriptions.
+        streams: the open Telemetry streams (``None``: the client commands answer NOT_FOUND).
     """
 
     def __init__(
@@ -97,7 +102,9 @@ class V2AdminService:
         processor: admin.AdminProcessor,
         client_registry: clients.ClientRegistry,
         consumer_registry: consumers.ConsumerRegistry,
+        streams: producer_streams.ProducerStreams | None = None,
     ) -> None:
+        self._streams = streams
         self._rt = broker
         self._admin = processor
         self._clients = client_registry
@@ -398,6 +405,43 @@ class V2AdminService:
         return pb.v2_admin.ListMessageResponse(
             status=codes.ok(), messages=[messages.outgoing(m, delivery) for m in found]
         )
+
+    # -- client commands ------------------------------------------------------------------------
+
+    def _push(self, client_id: str, command: pb.v2_service.TelemetryCommand) -> None:
+        if self._streams is None or not self._streams.push(ids.ClientId(client_id), command):
+            raise errors.NotFoundError(
+                f"client {client_id!r} has no open Telemetry stream on {self._rt.broker_name}"
+            )
+
+    async def print_thread_stack_trace(
+        self, request: pb.v2_admin.PrintThreadStackTraceRequest, context: Context
+    ) -> pb.v2_admin.PrintThreadStackTraceResponse:
+        """PrintThreadStackTrace: push the command to the client (its stack trace comes back
+        on its Telemetry stream); NOT_FOUND when it has no stream here."""
+        command = pb.v2_service.PrintThreadStackTraceCommand(nonce=uuid.uuid4().hex)
+        self._push(
+            request.client_id,
+            pb.v2_service.TelemetryCommand(print_thread_stack_trace_command=command),
+        )
+        return pb.v2_admin.PrintThreadStackTraceResponse(status=codes.ok("command sent"))
+
+    async def verify_message(
+        self, request: pb.v2_admin.VerifyMessageRequest, context: Context
+    ) -> pb.v2_admin.VerifyMessageResponse:
+        """VerifyMessage: push the stored message (by id in the topic) to the client for it to
+        consume and report; MESSAGE_NOT_FOUND for an unknown id, NOT_FOUND for a client with
+        no stream here."""
+        topic = _name(request.topic, "topic")
+        stored = self._admin.messages_by_id(request.message_id, topic)[0]
+        delivery = message.Delivery(receipt_handle="", invisible_ms=0, attempt=1)
+        command = pb.v2_service.VerifyMessageCommand(
+            nonce=uuid.uuid4().hex, message=messages.outgoing(stored, delivery)
+        )
+        self._push(
+            request.client_id, pb.v2_service.TelemetryCommand(verify_message_command=command)
+        )
+        return pb.v2_admin.VerifyMessageResponse(status=codes.ok("command sent"))
 
 
 __all__ = ["ANSWER_ROWS_MAX", "V2AdminService"]
