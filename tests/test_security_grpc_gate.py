@@ -239,3 +239,70 @@ def test_only_a_super_caller_creates_a_super_user(tmp_path: pathlib.Path) -> Non
         asyncio.run(create(signed("ops", "ops-pw")))
     answer = asyncio.run(create(signed("root", "root-pw")))
     assert answer.user.user_type == "Super" and not answer.user.password
+
+
+class V2AdminRecorder:
+    """An ``apache.rocketmq.v2.Admin`` implementation that records which RPCs ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def describe_group_accumulation(self, request: Any, context: Any) -> Any:
+        self.ran.append("accumulation")
+        return pb.v2_admin.DescribeGroupAccumulationResponse(status=codes.ok())
+
+    async def change_log_level(self, request: Any, context: Any) -> Any:
+        self.ran.append("log")
+        return pb.v2_admin.ChangeLogLevelResponse(remark="changed")
+
+
+def test_v2_admin_rpcs_need_their_actions_or_a_super_user(tmp_path: pathlib.Path) -> None:
+    """The upstream v2 Admin RPCs pass the gate like the other admin RPCs: an accumulation
+    query needs Get on the group and on every topic of its repeated ``topics`` (alice, with
+    Sub only, is FORBIDDEN), ChangeLogLevel needs Cluster:Update; the Super user passes both."""
+    store = make_store(tmp_path)
+    store.put_acl(
+        model.acl_from_info(
+            {
+                "subject": "User:carol",
+                "policies": [
+                    {
+                        "entries": [
+                            {"resource": "Group:billing", "actions": ["Get"], "decision": "Allow"},
+                            {"resource": "Topic:orders", "actions": ["Get"], "decision": "Allow"},
+                        ]
+                    }
+                ],
+            }
+        )
+    )  # fmt: skip
+    gate = auth_gate.GrpcAuthGate(store, AUTH_ON, cluster="c")
+    impl = V2AdminRecorder()
+    methods = {
+        m.path.rpartition("/")[2]: m
+        for m in rpc.guarded_methods(pb.V2_ADMIN_SERVICE, impl, gate=gate)
+    }
+
+    def accumulation(context: Context, *topics: str) -> int:
+        request = pb.v2_admin.DescribeGroupAccumulationRequest(
+            group=pb.v2.Resource(name="billing"), topics=[pb.v2.Resource(name=t) for t in topics]
+        )
+        answer = asyncio.run(methods["DescribeGroupAccumulation"].call(request, context))
+        return int(answer.status.code)
+
+    alice, carol, root = (
+        signed("alice", "alice-pw"),
+        signed("carol", "carol-pw"),
+        signed("root", "root-pw"),
+    )
+    assert accumulation(alice, "orders") == errors.Code.FORBIDDEN
+    assert accumulation(carol, "orders", "payments") == errors.Code.FORBIDDEN
+    assert impl.ran == []
+    assert accumulation(carol, "orders") == errors.Code.OK
+    assert accumulation(root, "orders", "payments") == errors.Code.OK
+    log = pb.v2_admin.ChangeLogLevelRequest(level=pb.v2_admin.ChangeLogLevelRequest.DEBUG)
+    # no status field in the response: the refusal is raised (grpc answers a gRPC error)
+    with pytest.raises(errors.UnsupportedError, match="Cluster:c"):
+        asyncio.run(methods["ChangeLogLevel"].call(log, carol))
+    assert asyncio.run(methods["ChangeLogLevel"].call(log, root)).remark == "changed"
+    assert impl.ran == ["accumulation", "accumulation", "log"]

@@ -265,3 +265,31 @@ def test_mqadmin_reads_messages_stats_and_consumer_progress(
     out = _mqadmin(java, ends, "resetOffsetByTime", "-g", "mq-read-g", "-t", "mq-read", "-s", "0")
     assert {(r[1], r[2]) for r in _rows(out, "broker-a")} == {("0", "0"), ("1", "0")}, out
     assert "Consume Diff Total: 1" in progress()
+
+
+def test_mqadmin_consumer_progress_of_a_grpc_pop_group(
+    remoting_cluster: dev.DevEndpoints, java: ClassicJava
+) -> None:
+    """consumerProgress of a group that consumed with the official Python gRPC client (POP)
+    shows its real broker and consumer offsets, a diff of 0 and the last consumed message's
+    store time, not -1 or N/A (the RocketMQ dashboard's NOT_CONSUME_YET for POP groups)."""
+    ends = remoting_cluster
+    grpc_cluster = Cluster(ends)
+    grpc_cluster.admin("topic", "create", "mq-pop", "--queues", "1", "--type", "NORMAL")
+    before_ms = int(time.time() * 1000)
+    code, sent = grpc_cluster.run_driver("produce", "--topic", "mq-pop", "--count", "3")
+    assert code == 0 and len([e for e in sent if e["event"] == "sent"]) == 3, sent
+    code, got = grpc_cluster.run_driver(
+        "simple-consume", "--topic", "mq-pop", "--group", "mq-pop-g", "--count", "3"
+    )
+    assert code == 0 and sum(1 for e in got if e["event"] == "acked") == 3, got
+
+    out = _until(
+        lambda: _mqadmin(java, ends, "consumerProgress", "-g", "mq-pop-g"),
+        lambda text: "Consume Diff Total: 0" in text and "mq-pop " in text,
+    )
+    (row,) = _rows(out, "mq-pop")
+    assert row[1:5] == ["broker-a", "0", "3", "3"], out  # broker, queue, offsets
+    assert "Consume Diff Total: 0" in out and "N/A" not in row, out
+    last = time.strptime(" ".join(row[-2:]), "%Y-%m-%d %H:%M:%S")
+    assert time.mktime(last) >= before_ms // 1000 - 1, out

@@ -37,6 +37,7 @@ from ariane.broker.grpc import (
     receive_rpc,
     routes,
     slave_sync,
+    v2_admin,
 )
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import consume, renewal, transaction_check
@@ -410,6 +411,12 @@ def _services(
             ),
         ),
         (pb.INGEST_SERVICE, messaging.IngestService(service)),
+        (
+            pb.V2_ADMIN_SERVICE,
+            v2_admin.V2AdminService(
+                runtime, processors.admin, client_registry, consumer_registry, streams
+            ),
+        ),
     ]
     assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
     return implementations

@@ -9,7 +9,7 @@ generated ``.pyi`` stubs; the ``*_grpc`` modules have no stubs and are ``Any`` t
 Modules:
     v2: ``apache.rocketmq.v2`` domain types and enums (definition.proto).
     v2_service: ``apache.rocketmq.v2.MessagingService`` requests and responses.
-    v2_admin: ``apache.rocketmq.v2.Admin`` (kept for completeness; Ariane does not serve it).
+    v2_admin: ``apache.rocketmq.v2.Admin`` (RIP-2's proxy admin, served by brokers).
     topic: ``ariane.common.v1`` topic values shared by the registry and admin protos.
     registry: ``ariane.namesrv.v1.Registry`` (broker registration, route lookups).
     admin: ``ariane.admin.v1.Admin`` (Ariane's admin API served by brokers).
@@ -39,7 +39,7 @@ MESSAGING_SERVICE: descriptor.ServiceDescriptor = v2_service.DESCRIPTOR.services
 """``apache.rocketmq.v2.MessagingService``: the client protocol."""
 
 V2_ADMIN_SERVICE: descriptor.ServiceDescriptor = v2_admin.DESCRIPTOR.services_by_name["Admin"]
-"""``apache.rocketmq.v2.Admin``: the proxy's admin API (not served by Ariane)."""
+"""``apache.rocketmq.v2.Admin``: the proxy's admin API (RIP-2), served by brokers."""
 
 REGISTRY_SERVICE: descriptor.ServiceDescriptor = registry.DESCRIPTOR.services_by_name["Registry"]
 """``ariane.namesrv.v1.Registry``: what brokers call on every name server."""

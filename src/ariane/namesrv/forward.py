@@ -56,8 +56,11 @@ class Forwarder:
         request: rpc.ProtoMessage,
         response_type: type[rpc.M],
         context: Context,
+        *,
+        service: rpc.ServiceDescriptor = pb.MESSAGING_SERVICE,
     ) -> rpc.M:
-        """Call ``method`` on the master of ``broker_name`` and return its answer as is.
+        """Call ``method`` of ``service`` (default: the v2 ``MessagingService``) on the master
+        of ``broker_name`` and return its answer as is.
 
         Raises:
             NotFoundError: the group is unknown or has no live master.
@@ -79,7 +82,7 @@ class Forwarder:
         try:
             return await rpc.unary_call(
                 channel,
-                pb.MESSAGING_SERVICE,
+                service,
                 method,
                 request,
                 response_type,

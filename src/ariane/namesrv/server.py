@@ -41,7 +41,7 @@ from ariane.grpcwire import pb, rpc
 from ariane.grpcwire import ports as grpc_ports
 from ariane.grpcwire import server as grpc_server
 from ariane.grpcwire import tls as grpc_tls
-from ariane.namesrv import forward, inner_auth, kv_config, remoting_service, service
+from ariane.namesrv import forward, inner_auth, kv_config, remoting_service, service, v2_admin
 from ariane.namesrv import route_info_manager as rim
 from ariane.remoting import front as remoting_front
 from ariane.remoting import transport as remoting_transport
@@ -176,6 +176,11 @@ class NameServer:
                 latency=self._latency,
             ),
             rpc.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),
+            rpc.service_handler(
+                pb.V2_ADMIN_SERVICE,
+                v2_admin.NamesrvV2Admin(self.manager, forwarder),
+                latency=self._latency,
+            ),
         ]
 
     async def _write_perm(self, broker_name: ids.BrokerName, writable: bool) -> int:

@@ -147,6 +147,7 @@ def source_ip_of(address: str) -> str | None:
 
 V2 = "apache.rocketmq.v2.MessagingService/"
 ADMIN = "ariane.admin.v1.Admin/"
+V2_ADMIN = "apache.rocketmq.v2.Admin/"
 REGISTRY = "ariane.namesrv.v1.Registry/"
 INGEST = "ariane.ingest.v1.Ingest/"
 
@@ -292,6 +293,52 @@ GRPC_RULES: Mapping[str, Rule] = {
         "Ariane: a slave's copy of users and ACLs; the handler answers the inner credential"
         " user alone",
         cluster_need(A.GET),
+    ),
+    # apache.rocketmq.v2.Admin: the Remoting code each RPC stands for (RIP-2 proxy admin).
+    V2_ADMIN + "ChangeLogLevel": rule_of(
+        "Ariane: as UPDATE_BROKER_CONFIG (RIP-2: proxy.admin.config Update)",
+        cluster_need(A.UPDATE),
+    ),
+    V2_ADMIN + "GetProxyRuntimeStats": rule_of(
+        "Ariane: as GET_BROKER_RUNTIME_INFO", cluster_need(A.GET)
+    ),
+    V2_ADMIN + "DescribeTopicStatus": rule_of(
+        "@RocketMQAction GET_TOPIC_STATS_INFO", need_of(RT.TOPIC, "topic", A.GET)
+    ),
+    V2_ADMIN + "GetTopicRoute": rule_of(
+        "as GET_ROUTEINFO_BY_TOPIC", need_of(RT.TOPIC, "topic", A.PUB, A.SUB, A.GET)
+    ),
+    V2_ADMIN + "ListSubscription": rule_of(
+        "Ariane: every live subscription (RIP-2: proxy.admin.client List)",
+        cluster_need(A.GET, A.LIST),
+    ),
+    V2_ADMIN + "DescribeSubscription": rule_of(
+        "Ariane: every live subscription with its clients (RIP-2: proxy.admin.client Get)",
+        cluster_need(A.GET, A.LIST),
+    ),
+    V2_ADMIN + "DeleteSubscription": rule_of(
+        "@RocketMQAction DELETE_SUBSCRIPTIONGROUP", need_of(RT.GROUP, "group", A.DELETE)
+    ),
+    V2_ADMIN + "ListConsumerConnection": rule_of(
+        "@RocketMQAction GET_CONSUMER_CONNECTION_LIST", need_of(RT.GROUP, "group", A.GET)
+    ),
+    V2_ADMIN + "DescribeGroupAccumulation": rule_of(
+        "@RocketMQAction GET_CONSUME_STATS",
+        need_of(RT.GROUP, "group", A.GET),
+        need_of(RT.TOPIC, "topic", A.GET, required=False),
+    ),
+    V2_ADMIN + "QueryTimeSpan": rule_of(
+        "@RocketMQAction QUERY_CONSUME_TIME_SPAN",
+        need_of(RT.GROUP, "group", A.GET),
+        need_of(RT.TOPIC, "topic", A.GET, required=False),
+    ),
+    V2_ADMIN + "ResetGroupOffset": rule_of(
+        "@RocketMQAction INVOKE_BROKER_TO_RESET_OFFSET",
+        need_of(RT.GROUP, "group", A.UPDATE),
+        need_of(RT.TOPIC, "topic", A.UPDATE),
+    ),
+    V2_ADMIN + "QueryMessage": rule_of(
+        "@RocketMQAction QUERY_MESSAGE", need_of(RT.TOPIC, "topic", A.SUB, A.GET)
     ),
     # ariane.namesrv.v1.Registry (RocketMQ's name server checks nothing: weakness 14).
     REGISTRY + "RegisterBroker": rule_of("@RocketMQAction REGISTER_BROKER", cluster_need(A.UPDATE)),

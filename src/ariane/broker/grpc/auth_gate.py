@@ -1,7 +1,8 @@
 """The one authentication + authorization step of the broker's gRPC services (issue 21).
 
 ``GrpcAuthGate.check`` runs in the status guard of ``grpcwire.rpc`` before any handler, for
-every RPC of ``MessagingService``, ``ariane.admin.v1.Admin`` and ``Ingest``, whether the
+every RPC of ``MessagingService``, ``ariane.admin.v1.Admin``, ``Ingest`` and the upstream
+``apache.rocketmq.v2.Admin``, whether the
 broker's own gRPC server or a front-end worker's relay brought the call (both end in the same
 guard on the store owner, which holds the users and ACLs). It builds a
 ``security.requests.RequestContext`` from the call:
@@ -130,13 +131,21 @@ def _named_group(request: Any) -> Names:
     return (), request.name
 
 
+def _topics_and_group(request: Any) -> Names:
+    """A v2 Admin request naming its topics in the repeated ``topics`` field."""
+    return tuple(t.name for t in request.topics), request.group.name
+
+
 _V2 = requests.V2
 _ADMIN = requests.ADMIN
+_V2_ADMIN = requests.V2_ADMIN
 
 NAMES_OF: dict[str, Callable[[Any], Names]] = {
     _V2 + "Heartbeat": _heartbeat_names,
     _ADMIN + "DeleteTopic": _named_topic,
     _ADMIN + "DeleteSubscriptionGroup": _named_group,
+    _V2_ADMIN + "DescribeGroupAccumulation": _topics_and_group,
+    _V2_ADMIN + "QueryTimeSpan": _topics_and_group,
 }
 """RPCs whose names are not read by field name (``_generic_names`` reads the others)."""
 

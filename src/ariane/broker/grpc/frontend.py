@@ -53,7 +53,12 @@ from ariane.grpcwire import server as grpc_server
 
 _log = logging.getLogger(__name__)
 
-SERVED_SERVICES = (pb.MESSAGING_SERVICE, pb.ADMIN_SERVICE, pb.INGEST_SERVICE)
+SERVED_SERVICES = (
+    pb.MESSAGING_SERVICE,
+    pb.ADMIN_SERVICE,
+    pb.INGEST_SERVICE,
+    pb.V2_ADMIN_SERVICE,
+)
 """The gRPC services a broker serves (both front ends serve exactly these)."""
 
 WORKER_START_TIMEOUT_S = 60.0

@@ -110,6 +110,7 @@ class MessagingService:
             consumer_registry=consumer_registry,
             receive=runtime.settings.receive,
             message_size_bytes_max=runtime.settings.store.message_size_bytes_max,
+            retry_topics=client_settings.retry_topic_creator(runtime.topics, runtime.route_changed),
         )
         self._assignments = assignment.AssignmentProcessor(consumer_registry=consumer_registry)
         self._puller = puller

@@ -84,6 +84,19 @@ class ProducerStreams:
                 found.append(client_id)
         return found
 
+    def push(self, client_id: ids.ClientId, command: Command) -> bool:
+        """Queue ``command`` on the open stream of ``client_id`` (the v2 Admin's
+        ``PrintThreadStackTrace`` and ``VerifyMessage``); False when it has no stream or its
+        outbox is full."""
+        outbox = self._outboxes.get(client_id)
+        if outbox is None:
+            return False
+        try:
+            outbox.put_nowait(command)
+        except asyncio.QueueFull:
+            return False
+        return True
+
     def send_check(self, check: transaction.HalfCheck) -> bool:
         """Queue a ``RecoverOrphanedTransactionCommand`` for one live producer of the topic.
 

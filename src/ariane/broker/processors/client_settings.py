@@ -20,13 +20,14 @@ their readable queues among their live members (``assignment.AssignmentProcessor
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from ariane.broker import settings as broker_settings
-from ariane.broker.tables import clients, consumers, subscriptions
+from ariane.broker.tables import clients, consumers, subscriptions, topic_config
 from ariane.common import ids, limits, topics
 
 Q = TypeVar("Q")
@@ -118,8 +119,10 @@ class ClientSettingsProcessor:
         consumer_registry: consumers.ConsumerRegistry,
         receive: broker_settings.ReceiveSettings,
         message_size_bytes_max: int,
+        retry_topics: Callable[[ids.GroupName], None] | None = None,
     ) -> None:
         self._groups = group_table
+        self._retry_topics = retry_topics
         self._clients = client_registry
         self._consumers = consumer_registry
         self._receive = receive
@@ -139,8 +142,10 @@ class ClientSettingsProcessor:
         group_name: str,
         subscribed: Iterable[consumers.Subscription],
     ) -> ConsumerPolicy:
-        """A consumer's report: create its group on first use, register it as a member with
-        its subscriptions, answer its policy.
+        """A consumer's report: create its group on first use (with its ``%RETRY%<group>``
+        topic through ``retry_topics``, as RocketMQ's proxy heartbeat to the broker does, so that
+        mqadmin ``consumerProgress`` finds the group's route), register it as a member with its
+        subscriptions, answer its policy.
 
         Raises:
             IllegalConsumerGroupError: a bad group name. ConsumerGroupNotFoundError: the group
@@ -150,6 +155,8 @@ class ClientSettingsProcessor:
         assert kind is not ClientKind.PRODUCER, "producers report through producer()"
         group = self._groups.require(topics.validate_group(group_name))
         subs = list(subscribed)
+        if self._retry_topics is not None:
+            self._retry_topics(group.group)
         self._consumers.register(group.group, client_id, subscriptions=subs)
         session = self._clients.touch(client_id)
         session.client_type = kind.value
@@ -162,6 +169,25 @@ class ClientSettingsProcessor:
             max_delivery_attempts=group.max_delivery_attempts,
             retry_policy=group.effective_retry_policy(),
         )
+
+
+def retry_topic_creator(
+    table: topic_config.TopicConfigManager, route_changed: asyncio.Event
+) -> Callable[[ids.GroupName], None]:
+    """What ``ClientSettingsProcessor(retry_topics=...)`` calls for a gRPC consumer group: its
+    ``%RETRY%<group>`` (1 queue) created when missing and ``route_changed`` set, so the name
+    servers learn it at once (RocketMQ's proxy heartbeats gRPC consumers to the broker, whose
+    heartbeat creates it; mqadmin ``consumerProgress`` routes by it).
+
+    The callable raises TooManyRequestsError when the topic table is full.
+    """
+
+    def ensure(group: ids.GroupName) -> None:
+        if table.get(topics.retry_topic(group)) is None:
+            table.ensure_retry_topic(group)
+            route_changed.set()
+
+    return ensure
 
 
 def one_assignment_per_broker(
