@@ -20,6 +20,7 @@ Modules:
 from __future__ import annotations
 
 from google.protobuf import descriptor
+from google.protobuf import message as _message
 
 from ariane.grpcwire.gen.apache.rocketmq.v2 import admin_pb2 as v2_admin
 from ariane.grpcwire.gen.apache.rocketmq.v2 import admin_pb2_grpc as v2_admin_grpc
@@ -32,6 +33,9 @@ from ariane.grpcwire.gen.ariane.common.v1 import topic_pb2 as topic
 from ariane.grpcwire.gen.ariane.ingest.v1 import ingest_pb2 as ingest
 from ariane.grpcwire.gen.ariane.namesrv.v1 import registry_pb2 as registry
 from ariane.grpcwire.gen.ariane.namesrv.v1 import registry_pb2_grpc as registry_grpc
+
+Message = _message.Message
+"""The base class of every generated message (for ``TypeVar`` bounds outside ``grpcwire``)."""
 
 MESSAGING_SERVICE: descriptor.ServiceDescriptor = v2_service.DESCRIPTOR.services_by_name[
     "MessagingService"

@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import message
 
 from ariane.common import errors, ids
 from ariane.grpcwire import codes, pb
@@ -39,7 +38,7 @@ from ariane.namesrv import forward
 from ariane.namesrv import route_info_manager as rim
 
 Context = grpc.aio.ServicerContext[Any, Any]
-M = TypeVar("M", bound=message.Message)
+M = TypeVar("M", bound=pb.Message)
 
 FAN_OUT_MAX = 64
 """Most broker group masters one request is forwarded to."""
