@@ -48,6 +48,7 @@ unit: $(STAMP)
 e2e: $(STAMP)
 	@if command -v go >/dev/null; then \
 	  bash e2e/testenv/build.sh && bash e2e/testenv/build-node.sh && bash e2e/testenv/build-image.sh \
+	  && bash e2e/testenv/build-spark.sh \
 	  && sh tests/prometheus/build-k8s-sd.sh >/dev/null && TESTENV_REQUIRED=1 $(BIN)/pytest e2e; \
 	else \
 	  echo "WARNING: no Go toolchain: Kubernetes e2e tests skipped (README: Test environment)"; \
