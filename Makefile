@@ -44,6 +44,7 @@ unit: $(STAMP)
 # that run against it. Without Go those tests are skipped, loudly. build-node.sh installs the
 # Debian packages of the real test node (containerd, runc, CNI, buildah, ...) and builds kubelet,
 # kube-proxy and CoreDNS; build-image.sh builds the image from the Dockerfile (cached by content);
+# build-spark.sh the spark-operator and the Spark images of examples/spark (cached by content);
 # build-k8s-sd.sh builds Prometheus with Kubernetes discovery (Debian's has none; cached).
 e2e: $(STAMP)
 	@if command -v go >/dev/null; then \
