@@ -44,10 +44,12 @@ unit: $(STAMP)
 # that run against it. Without Go those tests are skipped, loudly. build-node.sh installs the
 # Debian packages of the real test node (containerd, runc, CNI, buildah, ...) and builds kubelet,
 # kube-proxy and CoreDNS; build-image.sh builds the image from the Dockerfile (cached by content);
+# build-spark.sh the spark-operator and the Spark images of examples/spark (cached by content);
 # build-k8s-sd.sh builds Prometheus with Kubernetes discovery (Debian's has none; cached).
 e2e: $(STAMP)
 	@if command -v go >/dev/null; then \
 	  bash e2e/testenv/build.sh && bash e2e/testenv/build-node.sh && bash e2e/testenv/build-image.sh \
+	  && bash e2e/testenv/build-spark.sh \
 	  && sh tests/prometheus/build-k8s-sd.sh >/dev/null && TESTENV_REQUIRED=1 $(BIN)/pytest e2e; \
 	else \
 	  echo "WARNING: no Go toolchain: Kubernetes e2e tests skipped (README: Test environment)"; \

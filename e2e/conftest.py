@@ -112,6 +112,18 @@ def policy_agent(real_node: realnode.RealNode) -> Iterator[netpolicy.PolicyAgent
         agent.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_images(real_node: realnode.RealNode) -> realnode.SparkArtifacts:
+    """build-spark.sh's images (the flights job's, the spark-operator's) imported into the
+    real node's containerd; skipped when not built (a failure under ``TESTENV_REQUIRED=1``)."""
+    try:
+        spark = realnode.SparkArtifacts(build.cached_output(build.SPARK_SCRIPT))
+    except build.NotBuiltError as error:
+        _missing(str(error))
+    realnode.import_images(real_node, spark.archives())
+    return spark
+
+
 @pytest.fixture
 def real_namespace(real_node: realnode.RealNode) -> Iterator[str]:
     """A fresh namespace on the real node whose ``default`` ServiceAccount exists, enforcing

@@ -7,7 +7,8 @@ the CRD's schema; a broken SparkApplication is refused (so the schema really che
 ServiceAccount may do everything the spark-operator's chart grants its Spark driver; and the
 endpoints are the name-server Service the operator renders for the Broker the chart installs.
 What it cannot prove: no spark-operator controller runs and kwok pods run nothing, so no Spark
-driver starts here (tests/test_spark_image.py runs the job's main file with these arguments).
+driver starts here (e2e/test_e2e_realnode_spark.py runs the file with the spark-operator on
+real pods; tests/test_spark_image.py runs the job's main file with these arguments).
 """
 
 from __future__ import annotations

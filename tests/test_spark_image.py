@@ -145,13 +145,32 @@ def test_output_directory_is_mounted_shared_on_driver_and_executors() -> None:
         for o in spark_examples.manifest_objects()
         if o["kind"] == "PersistentVolumeClaim"
     }
-    (volume,) = spec["volumes"]
+    (volume,) = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
 
     assert claims[volume["persistentVolumeClaim"]["claimName"]]["accessModes"] == ["ReadWriteMany"]
     for role in ("driver", "executor"):
-        (mount,) = spec[role]["volumeMounts"]
-        assert mount["name"] == volume["name"]
+        (mount,) = [m for m in spec[role]["volumeMounts"] if m["name"] == volume["name"]]
         assert out.startswith(mount["mountPath"].rstrip("/") + "/")
+
+
+def test_ca_file_is_the_sample_brokers_bundle_mounted_on_driver_and_executors() -> None:
+    """``--tls --ca-file F``: F is ``ca.crt`` of the sample Broker's name-server Secret (the one
+    the chart's ``helm test`` pod trusts), mounted read-only where the driver and the executors
+    (which pull the queues) look for it."""
+    spec = _spec()
+    arguments = spec["arguments"]
+    ca_file = pathlib.PurePosixPath(arguments[arguments.index("--ca-file") + 1])
+    (volume,) = [v for v in spec["volumes"] if "secret" in v]
+    smoke = (ROOT / "charts" / "ariane" / "templates" / "tests" / "smoke.yaml").read_text()
+
+    assert "--tls" in arguments
+    assert volume["secret"]["secretName"] == "demo-namesrv-tls"
+    assert volume["secret"]["items"] == [{"key": "ca.crt", "path": ca_file.name}]
+    assert "secretName: {{ .Values.sampleBroker.name }}-namesrv-tls" in smoke
+    for role in ("driver", "executor"):
+        (mount,) = [m for m in spec[role]["volumeMounts"] if m["name"] == volume["name"]]
+        assert mount["mountPath"] == str(ca_file.parent)
+        assert mount["readOnly"] is True
 
 
 def _fill_flights_topic(namesrv: str, flights: list[dataset.Flight]) -> None:
@@ -187,6 +206,9 @@ def test_job_runs_from_its_main_file_with_the_manifests_arguments(
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
     _fill_flights_topic(shared_cluster.namesrv, flights)
+    # The shared cluster serves plain TCP: the TLS arguments (the sample Broker's) go.
+    tls_at = arguments.index("--tls")
+    del arguments[tls_at : tls_at + 3]  # --tls --ca-file FILE
     arguments[arguments.index("--endpoints") + 1] = shared_cluster.namesrv
     arguments[arguments.index("--out") + 1] = str(out)
     main = ROOT / _spec()["mainApplicationFile"].removeprefix(f"local://{IMAGE_ROOT}/")

@@ -61,6 +61,9 @@ NODE_SCRIPT = BUILD_SCRIPT.with_name("build-node.sh")
 """Builds the real node's kubelet, kube-proxy, CoreDNS and pause image (and installs packages)."""
 IMAGE_SCRIPT = BUILD_SCRIPT.with_name("build-image.sh")
 """Builds the Ariane image from the Dockerfile with buildah, cached by content."""
+SPARK_SCRIPT = BUILD_SCRIPT.with_name("build-spark.sh")
+"""Builds the spark-operator (Go module proxy), Spark's image, the flights job's image from
+examples/spark/Dockerfile and the spark-operator's image, cached by content."""
 
 
 def cached_output(script: pathlib.Path) -> pathlib.Path:

@@ -63,6 +63,8 @@ VOLUME_UID = 10001
 POD_TIMEOUT_S = 120.0
 """Default bound on a run-to-completion pod, s."""
 DRAIN_TIMEOUT_S = 60.0
+IMPORT_TIMEOUT_S = 600.0
+"""Bound on importing one image archive into containerd, s (``import_images``)."""
 """Bound on waiting for the kubelet to remove every container at stop, s."""
 
 
@@ -88,6 +90,31 @@ class Artifacts:
         return (self.image_dir / "CLIENT_IMAGE").read_text().strip()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SparkArtifacts:
+    """What build-spark.sh made: the flights job's and the spark-operator's images."""
+
+    spark_dir: pathlib.Path
+    """build-spark.sh's output (ariane-spark.tar, spark-operator.tar and their names)."""
+
+    @property
+    def app_image(self) -> str:
+        """The image of examples/spark/Dockerfile (``localhost/ariane-spark:<key>``)."""
+        return (self.spark_dir / "SPARK_APP_IMAGE").read_text().strip()
+
+    @property
+    def operator_image(self) -> str:
+        """The spark-operator's image (``localhost/spark-operator:<version>-<key>``)."""
+        return (self.spark_dir / "OPERATOR_IMAGE").read_text().strip()
+
+    def archives(self) -> dict[str, pathlib.Path]:
+        """Image name -> its docker-archive, for ``import_images``."""
+        return {
+            self.app_image: self.spark_dir / "ariane-spark.tar",
+            self.operator_image: self.spark_dir / "spark-operator.tar",
+        }
+
+
 @dataclasses.dataclass(slots=True)
 class RealNode:
     """Handle on a running real-node cluster; ``stop`` once, by whoever started it."""
@@ -105,13 +132,15 @@ class RealNode:
         """The Ariane image (``imagePullPolicy: Never``/``IfNotPresent`` finds it imported)."""
         return self.artifacts.image
 
-    def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Runs ``ctr -n k8s.io`` against this node's containerd."""
+    def ctr(
+        self, *args: str, check: bool = True, timeout_s: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs ``ctr -n k8s.io`` against this node's containerd (at most ``timeout_s``)."""
         return subprocess.run(
             ["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout_s,
             check=check,
         )
 
@@ -473,6 +502,28 @@ def _start_containerd(node: RealNode) -> None:
     for name, archive in wanted.items():
         if name not in held:
             node.ctr("images", "import", str(node.artifacts.image_dir / archive))
+
+
+def import_images(
+    node: RealNode, wanted: dict[str, pathlib.Path], timeout_s: float = IMPORT_TIMEOUT_S
+) -> None:
+    """Imports each ``name: docker-archive`` of ``wanted`` that containerd does not hold, after
+    removing the images of the same repositories under other tags (older builds: the
+    containerd root is kept in the cache, so they would pile up).
+
+    Raises:
+        subprocess.CalledProcessError: ``ctr`` refused an archive.
+        subprocess.TimeoutExpired: an import took longer than ``timeout_s`` (a 2 GB image
+            takes about a minute on a busy machine).
+    """
+    held = set(node.ctr("images", "list", "--quiet").stdout.split())
+    repositories = {name.rsplit(":", 1)[0] + ":" for name in wanted}
+    for stale in held - set(wanted):
+        if stale.startswith(tuple(repositories)):
+            node.ctr("images", "remove", stale, check=False)
+    for name, archive in wanted.items():
+        if name not in held:
+            node.ctr("images", "import", str(archive), timeout_s=timeout_s)
 
 
 def _start_control_plane(node: RealNode, keys: pki.Pki, ports: cluster.Ports) -> None:

@@ -333,20 +333,29 @@ def main(argv: list[str] | None = None) -> int:
 
     ``--endpoints`` is the name server (``host:port``); ``--out`` the directory the checkpoint,
     the tables and the plot go to (on a cluster: storage every executor shares); ``--limit N``
-    checks against the first N flights (the producer sent only those); ``--local`` runs in
-    local mode instead of on the master the job was submitted to.
+    checks against the first N flights (the producer sent only those); ``--tls`` dials the
+    cluster over TLS, verified against ``--ca-file`` (a PEM bundle readable on the driver and
+    every executor; without it the system's roots), the source's ``tls``/``caFile`` options;
+    ``--local`` runs in local mode instead of on the master the job was submitted to.
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoints", required=True, help="name server, host:port")
     parser.add_argument("--out", required=True, type=pathlib.Path, help="output directory")
     parser.add_argument("--limit", type=int, default=0, help="only the first N flights were sent")
+    parser.add_argument("--tls", action="store_true", help="dial TLS (the source's tls=true)")
+    parser.add_argument("--ca-file", default="", help="PEM CA bundle verifying the servers")
     local = stream_to_parquet.LOCAL_MASTER
     parser.add_argument("--local", action="store_true", help=f"run on {local} instead")
     args = parser.parse_args(argv)
+    if args.ca_file and not args.tls:
+        parser.error("--ca-file needs --tls")
+    options = {"tls": "true", **({"caFile": args.ca_file} if args.ca_file else {})}
     flights = dataset.load_flights()[: args.limit or None]
     total = len(flights) if args.limit else dataset.FLIGHTS_ROWS
     master = local if args.local else None
-    result = run(args.endpoints, args.out, flights, total, master=master)
+    result = run(
+        args.endpoints, args.out, flights, total, master=master, options=options if args.tls else {}
+    )
     show(Console(), result)
     return 0 if result.ok else 1
 

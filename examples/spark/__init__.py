@@ -10,8 +10,6 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import yaml
-
 HERE = pathlib.Path(__file__).resolve().parent
 MANIFEST = HERE / "flights-sparkapplication.yaml"
 """The flights job as a Kubeflow spark-operator ``SparkApplication`` with what it needs."""
@@ -21,6 +19,10 @@ DOCKERFILE = HERE / "Dockerfile"
 
 def manifest_objects() -> list[dict[str, Any]]:
     """Every object of ``MANIFEST``, in file order."""
+    # Imported here: the Spark image runs examples.spark.stream_to_parquet (the flights job
+    # imports it), and PyYAML is no dependency of the wheel's extras it installs.
+    import yaml
+
     return [doc for doc in yaml.safe_load_all(MANIFEST.read_text()) if doc]
 
 
