@@ -86,8 +86,8 @@ def _install_ariane(node: realnode.RealNode, ns: str) -> None:
     node.cluster.helm(
         "install", chart._release(ns), str(operator_support.CHART_DIR), "--namespace", ns,
         "--wait", "--timeout", "3m", "--set=sampleBroker.enabled=true",
-        "--set=sampleBroker.auth=false", f"--set=image.repository={repository}", f"--set=image.tag={tag}",
-        "--set=image.pullPolicy=Never", "--set=operator.resyncSeconds=2",
+        "--set=sampleBroker.auth=false", f"--set=image.repository={repository}",
+        f"--set=image.tag={tag}", "--set=image.pullPolicy=Never", "--set=operator.resyncSeconds=2",
         f"--set=operator.watchNamespaces={{{ns}}}",
     )  # fmt: skip
     chart._wait(node, ns, lambda: chart._ready(node, ns), "Broker demo Ready")
