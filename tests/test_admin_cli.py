@@ -199,3 +199,14 @@ def test_the_admin_process_against_a_name_server_and_broker(tmp_path: pathlib.Pa
             assert "TOPIC_NOT_FOUND" in err and "fix:" in err
 
     asyncio.run(main())
+
+
+def test_flights_example_passes_a_secret_key_starting_with_a_dash() -> None:
+    """A generated secret key may start with "-" (``secrets.token_urlsafe``): the flights
+    example's ``ariane admin`` flags still parse to that key (as separate words argparse took it
+    for an option and the pipeline failed with "expected one argument", CI 2026-11-29)."""
+    from examples.flights import access
+
+    flags = access.Access("127.0.0.1:9876", access_key="app", secret_key="-xY_z").admin_args()
+    args = parse(*flags, "topic", "list")
+    assert (args.access_key, args.secret_key) == ("app", "-xY_z")

@@ -70,7 +70,7 @@ def _admin(ends: dict[str, Any], *args: str, signed: bool = True, tls: bool = Tr
     cmd += ["--tls", "--ca-file", ends["ca_path"]] if tls else []
     if signed:
         access_key, secret_key = _credentials(ends)
-        cmd += ["--access-key", access_key, "--secret-key", secret_key]
+        cmd += [f"--access-key={access_key}", f"--secret-key={secret_key}"]  # "-…" keys
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARIANE_")}
     return subprocess.run(
         [*cmd, *args], capture_output=True, text=True, timeout=60, check=False, env=env

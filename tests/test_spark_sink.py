@@ -166,7 +166,7 @@ def _job(cluster: Cluster, tmp: pathlib.Path, *extra: str) -> subprocess.Popen[b
     job.log."""
     args = [sys.executable, "-m", "spark_sink_job", "--endpoints", cluster.namesrv]
     args += ["--source", "sink-src", "--sink", "sink-out", *cluster.job_args()]
-    args += ["--secret-key", cluster.secret_key]
+    args += [f"--secret-key={cluster.secret_key}"]  # a generated key may start with "-"
     args += ["--checkpoint", str(tmp / "checkpoint"), *extra]
     with (tmp / "job.log").open("ab") as log:
         return subprocess.Popen(

@@ -56,7 +56,7 @@ class Access:
         args = ["--endpoints", self.namesrv]
         args += ["--tls", "--ca-file", self.ca_path] if self.secure else []
         if self.access_key:
-            args += ["--access-key", self.access_key, "--secret-key", self.secret_key]
+            args += [f"--access-key={self.access_key}", f"--secret-key={self.secret_key}"]
         return args
 
     def worker_args(self) -> list[str]:
@@ -64,7 +64,7 @@ class Access:
         args = ["--endpoints", self.namesrv]
         args += ["--tls"] if self.secure else []
         if self.access_key:
-            args += ["--access-key", self.access_key, "--secret-key", self.secret_key]
+            args += [f"--access-key={self.access_key}", f"--secret-key={self.secret_key}"]
         return args
 
     def worker_env(self) -> dict[str, str]:

@@ -222,7 +222,10 @@ def _add_common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--secret-key",
         default=default(os.environ.get(client_credentials.SECRET_KEY_ENV, "")),
         metavar="SK",
-        help=f"that user's secret key (default: ${client_credentials.SECRET_KEY_ENV})",
+        help=(
+            f"that user's secret key (default: ${client_credentials.SECRET_KEY_ENV}); "
+            "write --secret-key=SK when it starts with '-'"
+        ),
     )
     parser.add_argument(
         "--tls",

@@ -330,11 +330,11 @@ def _lines_with(path: pathlib.Path, *needles: str, at_least: int) -> list[str]:
 
 
 def test_refused_rpcs_leave_one_line_per_kind_and_client(topics_ready: Cluster) -> None:
-    """30 UNSUPPORTED sends (a PRIORITY message: DELAY ones are served now) and 30
+    """30 UNSUPPORTED sends (a LITE message: DELAY and PRIORITY ones are served now) and 30
     NOT_IMPLEMENTED calls from each of two clients leave exactly one line per (RPC, client) in
     the broker log; the name server likewise. (The broker answers an EndTransaction without a
     transaction id INVALID_TRANSACTION_ID, which is not logged.)"""
-    unsupported = _message("atomic", message_type=pb.v2.MessageType.PRIORITY)
+    unsupported = _message("atomic", message_type=pb.v2.MessageType.LITE)
     end = pb.v2_service.EndTransactionRequest(topic=pb.v2.Resource(name="atomic"))
     for client in ("refused-a@1", "refused-b@1"):
         for _ in range(30):
