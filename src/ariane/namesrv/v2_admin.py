@@ -48,6 +48,17 @@ ANSWER_ROWS_MAX = 10_000
 _Accumulation = pb.v2_admin.DescribeGroupAccumulationResponse.GroupAccumulation
 
 
+def _concatenated(field: str) -> Callable[[Any, Any], None]:
+    """A merge appending a part's repeated ``field`` to the answer's, up to ``ANSWER_ROWS_MAX``
+    rows in all."""
+
+    def merge(into: Any, part: Any) -> None:
+        rows = getattr(into, field)
+        rows.extend(getattr(part, field)[: max(0, ANSWER_ROWS_MAX - len(rows))])
+
+    return merge
+
+
 def _merge_accumulation(into: _Accumulation, part: _Accumulation) -> None:
     into.inflight_messages += part.inflight_messages
     into.ready_messages += part.ready_messages
@@ -232,17 +243,13 @@ class NamesrvV2Admin:
     ) -> pb.v2_admin.ListSubscriptionResponse:
         """ListSubscription of every master, concatenated."""
 
-        def merge(into: pb.v2_admin.ListSubscriptionResponse, part: Any) -> None:
-            room = max(0, ANSWER_ROWS_MAX - len(into.subscription_info))
-            into.subscription_info.extend(part.subscription_info[:room])
-
         return await self._merged(
             self._all_masters(),
             "ListSubscription",
             request,
             pb.v2_admin.ListSubscriptionResponse,
             context,
-            merge,
+            _concatenated("subscription_info"),
         )
 
     async def describe_subscription(
@@ -250,17 +257,13 @@ class NamesrvV2Admin:
     ) -> pb.v2_admin.DescribeSubscriptionResponse:
         """DescribeSubscription of every master, concatenated."""
 
-        def merge(into: pb.v2_admin.DescribeSubscriptionResponse, part: Any) -> None:
-            room = max(0, ANSWER_ROWS_MAX - len(into.client_subscription_info))
-            into.client_subscription_info.extend(part.client_subscription_info[:room])
-
         return await self._merged(
             self._all_masters(),
             "DescribeSubscription",
             request,
             pb.v2_admin.DescribeSubscriptionResponse,
             context,
-            merge,
+            _concatenated("client_subscription_info"),
         )
 
     async def list_consumer_connection(
@@ -307,17 +310,13 @@ class NamesrvV2Admin:
     ) -> pb.v2_admin.QueryTimeSpanResponse:
         """QueryTimeSpan of every master, concatenated."""
 
-        def merge(into: pb.v2_admin.QueryTimeSpanResponse, part: Any) -> None:
-            room = max(0, ANSWER_ROWS_MAX - len(into.queue_time_span_list))
-            into.queue_time_span_list.extend(part.queue_time_span_list[:room])
-
         return await self._merged(
             self._all_masters(),
             "QueryTimeSpan",
             request,
             pb.v2_admin.QueryTimeSpanResponse,
             context,
-            merge,
+            _concatenated("queue_time_span_list"),
         )
 
     async def get_proxy_runtime_stats(
