@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-import secrets
 
 import grpc
 
 from ariane import client
 from ariane.grpcwire import tls as grpc_tls
+from ariane.security import keys
 
 APP_USER = "flights-app"
 """The Normal user the data path signs as on a secure cluster."""
@@ -102,4 +102,4 @@ def from_dev(namesrv: str, ca_path: str, credentials_path: str) -> Access:
 
 def app_secret() -> str:
     """A fresh secret key for ``APP_USER`` (one per run)."""
-    return secrets.token_urlsafe(24)
+    return keys.generate_secret_key(24)

@@ -280,7 +280,8 @@ def prepare(admin: access_mod.Access) -> access_mod.Access:
     if not admin.secure:
         return admin
     app = admin.as_user(access_mod.APP_USER, access_mod.app_secret())
-    _admin(admin, "user", "create", "-u", app.access_key, "-p", app.secret_key, "-t", "Normal")
+    password = f"--password={app.secret_key}"  # one word: a key may start with "-"
+    _admin(admin, "user", "create", "-u", app.access_key, password, "-t", "Normal")
     for resources, actions in ((f"Topic:{TOPIC}", "Pub,Sub"), (f"Group:{GROUP}", "Sub")):
         _admin(admin, "acl", "create", "-s", f"User:{app.access_key}", "-r", resources,
                "-a", actions, "-d", "Allow")  # fmt: skip

@@ -36,7 +36,6 @@ import logging
 import os
 import pathlib
 import random
-import secrets
 import signal
 import socket
 import subprocess
@@ -49,7 +48,7 @@ from collections.abc import Callable, Iterator, Sequence
 import grpc
 
 from ariane.grpcwire import rpc
-from ariane.security import ca
+from ariane.security import ca, keys
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +149,7 @@ def prepare_security(data_dir: pathlib.Path, inner: tuple[str, str] | None) -> D
                 " (remove it and the store to start over)"
             ) from None
     else:
-        user = (SUPER_USER, secrets.token_urlsafe(24))
+        user = (SUPER_USER, keys.generate_secret_key(24))
         _write_private(
             credentials_path, json.dumps({"access_key": user[0], "secret_key": user[1]}) + "\n"
         )
@@ -171,7 +170,7 @@ def inner_credential(text: str) -> tuple[str, str]:
             as is (quote, backslash, control).
     """
     if not text:
-        return GENERATED_ACCESS_KEY, secrets.token_urlsafe(24)
+        return GENERATED_ACCESS_KEY, keys.generate_secret_key(24)
     access_key, sep, secret_key = text.partition(":")
     if not sep or not access_key or not secret_key:
         raise ValueError("--inner-credential takes ACCESS_KEY:SECRET_KEY")

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,6 +49,7 @@ from ariane.operator import (
     status,
     storage,
 )
+from ariane.security import keys
 
 _log = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ def ensure_operator_secret(
     name = model.operator_secret_name(owner.name)
     if client.get("v1", "Secret", owner.namespace, name):
         return
-    keys = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-    client.apply(model.operator_secret(owner, *keys))
+    pair = keys.generate_secret_key(32), keys.generate_secret_key(32)
+    client.apply(model.operator_secret(owner, *pair))
     _log.info(
         "broker %s/%s: generated the operator's Super user Secret %s",
         owner.namespace,

@@ -39,13 +39,13 @@ import base64
 import dataclasses
 import datetime
 import pathlib
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ariane.client import admin_types, auth_admin, credentials
 from ariane.common import errors
 from ariane.operator import metadata, model, resources, status
+from ariane.security import keys
 
 ROTATE_ANNOTATION: Final = "ariane.dev/rotate-secret"
 """Set or change this annotation's value to have the operator generate a new secret key."""
@@ -138,8 +138,8 @@ class AclEntry:
 
 
 def generate_key() -> str:
-    """A new random secret key (``KEY_BYTES`` from ``secrets``, URL-safe base64, no padding)."""
-    return secrets.token_urlsafe(KEY_BYTES)
+    """A new random secret key: ``KEY_BYTES`` random bytes, never a leading "-" (``keys``)."""
+    return keys.generate_secret_key(KEY_BYTES)
 
 
 def username(body: Mapping[str, Any]) -> str:
