@@ -234,7 +234,7 @@ def message_response(record: memoryview, namespace: str = "") -> bytes | None:
     topic = bytes(parts.topic)
     if props is None or (not topic.isascii() and not _utf8(topic)):
         return None
-    out = [_resource(namespace, topic)]
+    out: list[bytes | memoryview] = [_resource(namespace, topic)]
     for name, value in props.items():
         if name not in _RESERVED:
             entry = _entry_head(name) + _varint(len(value)) + value

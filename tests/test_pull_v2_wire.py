@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+from typing import Any
 
 import grpc
 
@@ -101,7 +102,7 @@ async def _pull_raw(endpoint: str, queue_id: int, namespace: str) -> list[bytes]
         filter_expression=pb.v2.FilterExpression(type=pb.v2.FilterType.TAG, expression="*"),
     )
     async with grpc.aio.insecure_channel(endpoint) as channel:
-        call = channel.unary_stream(
+        call: Any = channel.unary_stream(
             rpc.method_path(pb.MESSAGING_SERVICE, "PullMessage"),
             request_serializer=lambda m: m.SerializeToString(),
         )
