@@ -17,6 +17,8 @@ import struct
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import broker_harness
 from ariane.broker.processors import send_classic
@@ -190,3 +192,24 @@ def test_a_hostile_batch_answers_its_code_and_appends_nothing(broker: Broker, na
     assert broker.store.max_commit_log_offset == before
     assert broker.store.max_queue_offset(ids.TopicName(TOPIC), ids.QueueId(1)) == 0
     assert broker.records() == []
+
+
+_RAW_PROPERTIES = st.lists(
+    st.sampled_from(["a", "b", "\x01", "\x02", "", "é", "UNIQ_KEY", "DELAY", "x\x01", "1"]),
+    max_size=14,
+).map(lambda parts: "".join(parts).encode())
+
+
+@given(_RAW_PROPERTIES)
+def test_the_as_sent_check_keeps_only_strings_that_are_their_own_encoding(raw: bytes) -> None:
+    """A batch message's properties string is taken as sent only when it is exactly the
+    encoding of what the Remoting reader parses from it, holds a UNIQ_KEY and no DELAY: the
+    stored bytes then read back as the properties the general path would have stored."""
+    found = send_classic._stored_as_sent(raw)
+    parsed = remoting_codec.decode_properties(raw)
+    if found is not None:
+        assert found == parsed
+        assert store_codec.properties_to_bytes(found) == raw
+        assert found["UNIQ_KEY"] and "DELAY" not in found
+    elif store_codec.properties_to_bytes(parsed) == raw and parsed.get("UNIQ_KEY"):
+        assert "DELAY" in parsed
