@@ -558,10 +558,11 @@ def render(path: pathlib.Path) -> str:
     """Rewrite the Markdown of a recorded run from its JSON (``--render``); returns it."""
     recorded = json.loads(path.read_text())
     names = {f.name for f in dataclasses.fields(Sample)}
-    samples = [
-        Sample(**{k: tuple(v) if k == "profiles" else v for k, v in s.items() if k in names})
-        for s in recorded["samples"]
-    ]
+    samples: list[Sample] = []
+    for fields in recorded["samples"]:
+        values: dict[str, Any] = {k: v for k, v in fields.items() if k in names}
+        values["profiles"] = tuple(values.get("profiles", ()))
+        samples.append(Sample(**values))
     page = markdown(recorded, samples)
     path.with_suffix(".md").write_text(page + "\n")
     return page
