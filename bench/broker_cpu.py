@@ -69,6 +69,7 @@ from typing import Any
 
 import bench
 from ariane.benchmark import machine, process_cpu, report
+from ariane.common import event_loop
 from bench import classic_java, compare, flamegraph
 
 JAVA_ROWS = ("java-send1", "java-send8", "java-batch64", "java-push")
@@ -296,6 +297,14 @@ def _cprofile_hook(directory: pathlib.Path | None) -> Iterator[None]:
             os.environ.update(saved)
 
 
+def _results_link(path: pathlib.Path) -> str:
+    """``path`` as the Markdown in ``bench/results/`` links it: relative when it lies below."""
+    try:
+        return str(path.resolve().relative_to(bench.RESULTS_DIR.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
 def _profiles(
     spies: dict[str, tuple[pathlib.Path, subprocess.Popen[bytes]]],
     row: str,
@@ -324,8 +333,8 @@ def _profiles(
         kept.append(
             {
                 "process": name,
-                "svg": f"{stem}.svg",
-                "stacks": f"{stem}.txt",
+                "svg": _results_link(opts.flamegraphs / f"{stem}.svg"),
+                "stacks": _results_link(opts.flamegraphs / f"{stem}.txt"),
                 "busy_samples": profile.busy,
                 "idle_samples": profile.idle,
                 "self_top": [[frame, n, round(share, 4)] for frame, n, share in top],
@@ -517,7 +526,8 @@ def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
         "",
         f"- {recorded['started_utc']}, flush {settings['flush']}, rounds "
         f"{settings['rounds']}, commit {info['git_commit'][:12]}, load average at start "
-        f"{info['load_average_at_start']}.",
+        f"{info['load_average_at_start']}, broker event loop "
+        f"`{settings.get('event_loop', 'asyncio')}` (`$ARIANE_EVENT_LOOP`).",
         "- Cells: median over the rounds whose drivers counted every message asked (rounds "
         "used; a row cut short by errors or the deadline is left out); ext_cores: the largest "
         "outside load of those rounds; on/off: broker µs/msg with security on over off.",
@@ -671,6 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings["cprofile"] = str(opts.cprofile) if opts.cprofile else None
     settings["flamegraphs"] = str(opts.flamegraphs) if opts.flamegraphs else None
     settings["java_client"] = java.version if java is not None else None
+    settings["event_loop"] = os.environ.get(event_loop.ENV_VAR, event_loop.EventLoop.AUTO.value)
     for name in ("command", "record", "render"):
         settings.pop(name)
     recorded: dict[str, Any] = {
