@@ -318,7 +318,8 @@ def test_view_broker_stats_data_answers_live_topic_group_and_broker_items(
     one send each), GROUP_GET_NUMS (a pull of both, avgpt 2 per pull) and BROKER_PUT_NUMS under
     the cluster name, with a non-zero minute tps; 208 then shows the group's consume tps; an
     item never counted, an unknown name or another cluster answer SYSTEM_ERROR "The stats <..>
-    <..> not exist"; a header without statsKey answers 29."""
+    <..> not exist"; a header without statsKey answers 29; deleting the topic (215) forgets
+    its items."""
 
     async def scenario(ctx: Ctx) -> None:
         peer, cluster = await ctx.connect(), ctx.h.runtime.settings.cluster
@@ -360,5 +361,11 @@ def test_view_broker_stats_data_answers_live_topic_group_and_broker_items(
             )
         missing = await peer.call(RQ.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS"})
         assert missing.code == RC.INVALID_PARAMETER
+
+        deleted = await peer.call(RQ.DELETE_TOPIC_IN_BROKER, {"topic": TOPIC})
+        assert deleted.code == RC.SUCCESS, deleted.remark
+        for name, key in (("TOPIC_PUT_NUMS", TOPIC), ("GROUP_GET_NUMS", f"{TOPIC}@stats-g")):
+            gone = await peer.call(RQ.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+            assert gone.code == RC.SYSTEM_ERROR  # forgotten with the topic
 
     run(tmp_path, scenario)
