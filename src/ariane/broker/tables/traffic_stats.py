@@ -28,12 +28,12 @@ buckets instead (``WINDOWS``: 6 x 10 s, 6 x 10 min, 24 x 1 h), added to as traff
 figure includes the message stored a moment ago, and nothing runs in the background.
 
 Invariants: a table holds at most ``KEYS_MAX`` keys, each a fixed ``array`` of
-``(columns + 1) x 36`` int64 cells plus three bucket epochs (about 1 KiB), so a table never
-exceeds ~1.2 MiB and the three tables ~3.5 MiB; adding a key to a full table evicts the least
-recently updated one, and items idle longer than the day window (all of whose buckets are then
-zero) go first, whatever the size. A ring only moves forward: a bucket is zeroed when its
-time comes round again. Counting never raises and never blocks; everything runs on the
-broker's event loop.
+``(columns + 1) x 36`` int64 cells plus three bucket epochs (about 1.4 KiB with its key), so
+a table never exceeds ~1.4 MiB and the three tables ~4 MiB; adding a key to a full table
+evicts the least recently updated one, and items idle longer than the day window (all of
+whose buckets are then zero) go first, whatever the size. A ring only moves forward: a bucket
+is zeroed when its time comes round again. Counting never raises and never blocks; everything
+runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ WINDOWS = (Window(10_000, 6), Window(600_000, 6), Window(3_600_000, 24))
 _BUCKETS_TOTAL = sum(w.buckets for w in WINDOWS)
 _BASES = tuple(sum(w.buckets for w in WINDOWS[:index]) for index in range(len(WINDOWS)))
 """Where each window's ring starts in an item's cells, in buckets."""
+_RINGS = tuple(
+    (index, base, w.bucket_ms, w.buckets)
+    for index, (base, w) in enumerate(zip(_BASES, WINDOWS, strict=True))
+)
+"""(index, base, bucket_ms, buckets) per window, for the counting loop."""
 _IDLE_MS = WINDOWS[-1].span_ms
 """An item not updated for this long has only zero buckets left: it may go."""
 
@@ -159,9 +164,12 @@ class StatsTable:
         else:
             self._items.move_to_end(key)
             item.touched_ms = now_ms
-        cells, stride = item.cells, self._stride
-        for index, base in enumerate(_BASES):
-            at = (base + self._advance(item, index, now_ms)) * stride
+        cells, stride, epochs = item.cells, self._stride, item.epochs
+        for index, base, bucket_ms, buckets in _RINGS:
+            epoch = now_ms // bucket_ms
+            if epoch != epochs[index]:
+                self._advance(item, index, now_ms)
+            at = (base + epoch % buckets) * stride
             for column, value in enumerate(values):
                 cells[at + column] += value
             cells[at + self._columns] += 1
