@@ -183,9 +183,9 @@ class StatsTable:
         item = items[key] = _Item(self._stride, now_ms)
         return item
 
-    def _advance(self, item: _Item, index: int, now_ms: int) -> int:
+    def _advance(self, item: _Item, index: int, now_ms: int) -> None:
         """Move window ``index``'s ring to now, zeroing the buckets whose time came round
-        again; the slot of the current bucket."""
+        again."""
         window = WINDOWS[index]
         epoch = now_ms // window.bucket_ms
         last = item.epochs[index]
@@ -196,7 +196,6 @@ class StatsTable:
                 at = (base + passed % window.buckets) * stride
                 item.cells[at : at + stride] = array.array("q", bytes(8 * stride))
             item.epochs[index] = epoch
-        return epoch % window.buckets
 
     def view(self, key: str, column: int) -> StatsData | None:
         """The three windows of ``column`` under ``key``; ``None`` for an unknown key."""
