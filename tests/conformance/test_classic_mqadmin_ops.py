@@ -281,9 +281,10 @@ def test_mqadmin_stats_all_shows_live_tps_and_totals(
 ) -> None:
     """After a classic producer sent 6 messages and a push consumer consumed them, statsAll
     shows the topic and group with a non-zero InTPS and OutTPS and 6 messages in and out
-    (RocketMQ's TOPIC_PUT_NUMS and GROUP_GET_NUMS, VIEW_BROKER_STATS_DATA 315),
+    (RocketMQ's TOPIC_PUT_NUMS and GROUP_GET_NUMS, VIEW_BROKER_STATS_DATA 315), the broker's
+    TopicStatsTable (202, as mqadmin's library parses it) a non-zero topicPutTps,
     consumerProgress a non-zero Consume TPS, and brokerStatus 6 more messages put and got, at
-    non-zero rates. (topicStatus's live Topic Put TPS: test_official_classic.)"""
+    non-zero rates."""
     _make_topic(java, ends, "mq-stats")
     before = _runtime_totals(java, ends)
     # the consumer starts first, so the rates are read soon after the sends
@@ -305,6 +306,9 @@ def test_mqadmin_stats_all_shows_live_tps_and_totals(
         "6",
     ), out
     assert float(in_tps) > 0 and float(out_tps) > 0, out
+    args = ("--broker", ends.broker_remoting, "--topic", "mq-stats")
+    (stats,) = java.run("topic-stats", *args).events
+    assert stats["topicPutTps"] > 0 and stats["queues"] == 2, stats
     out = _mqadmin(java, ends, "consumerProgress", "-g", "mq-stats-g")
     found = re.search(r"Consume TPS: ([\d.]+)", out)
     assert found is not None and float(found.group(1)) > 0, out

@@ -223,10 +223,10 @@ def _rows(out: str, first: str) -> list[list[str]]:
 def test_mqadmin_reads_messages_stats_and_consumer_progress(
     remoting_cluster: dev.DevEndpoints, java: ClassicJava
 ) -> None:
-    """After mqadmin sendMessage, topicStatus shows the message's queue and max offset and a
-    live put rate above 0, queryMsgByKey and queryMsgById find it; after an official push
-    consumer consumed it, consumerProgress shows the group caught up and topicList -c names
-    the group; after resetOffsetByTime to 0 it shows the message unconsumed again."""
+    """After mqadmin sendMessage, topicStatus shows the message's queue and max offset,
+    queryMsgByKey and queryMsgById find it; after an official push consumer consumed it,
+    consumerProgress shows the group caught up and topicList -c names the group; after
+    resetOffsetByTime to 0 it shows the message unconsumed again."""
     ends = remoting_cluster
     _mqadmin(
         java, ends, "updateTopic", "-c", "DefaultCluster", "-t", "mq-read", "-r", "2", "-w", "2"
@@ -242,8 +242,10 @@ def test_mqadmin_reads_messages_stats_and_consumer_progress(
     out = _mqadmin(java, ends, "topicStatus", "-t", "mq-read")
     stats = {int(r[1]): (int(r[2]), int(r[3])) for r in _rows(out, "broker-a")}
     assert stats == {q: (0, 1 if q == int(queue) else 0) for q in range(2)}, out
-    put_tps = re.search(r"Topic Put TPS: ([\d.E-]+)", out)
-    assert put_tps is not None and float(put_tps.group(1)) > 0, out  # the send, live
+    # mqadmin 5.3.3 merges only the brokers' offset tables (DefaultMQAdminExtImpl
+    # .examineTopicStats): its total rate is always 0.0; the broker's is checked in
+    # test_classic_mqadmin_ops (topic-stats)
+    assert "Topic Put TPS: 0.0" in out, out
     assert msg_id in _mqadmin(java, ends, "queryMsgByKey", "-t", "mq-read", "-k", "key-7")
     out = _mqadmin(java, ends, "queryMsgById", "-t", "mq-read", "-i", msg_id)
     assert re.search(r"Keys:\s+\[key-7\]", out) and re.search(r"Topic:\s+mq-read", out), out
