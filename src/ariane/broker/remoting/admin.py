@@ -12,7 +12,8 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   topic create`` does. A bad name or config answers INVALID_PARAMETER (29), a slave
   NO_PERMISSION (16).
 * ``GET_TOPIC_STATS_INFO`` (202): min/max offset and last store time per queue, or
-  TOPIC_NOT_EXIST (17); ``topicPutTps`` is the topic's live ``TOPIC_PUT_NUMS`` rate.
+  TOPIC_NOT_EXIST (17); ``topicPutTps`` is the topic's live ``TOPIC_PUT_NUMS`` rate (which
+  ``mqadmin topicStatus`` 5.3.3 drops: it merges only the brokers' offset tables).
 * ``GET_CONSUME_STATS`` (208): per readable queue the broker, consumer and pull offsets and the
   last consumed store time, of ``topic`` or of every topic the group consumed here; when the
   group's clients are online, only the topics they subscribe to (as RocketMQ). An unknown
