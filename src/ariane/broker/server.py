@@ -315,6 +315,7 @@ class BrokerServer:
             tps=remoting_rates.TpsSampler(
                 lambda: (runtime.counters.messages_in, runtime.counters.messages_out)
             ),
+            traffic=runtime.counters.traffic,
         )
         try:
             bound_host, bound_port = await service.start(host, port, self.server_tls)

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from ariane.broker.processors import idempotency as idempotency_mod
 from ariane.broker.processors import long_polling, send_classic, send_draft, send_v2
-from ariane.broker.tables import topic_config
+from ariane.broker.tables import topic_config, traffic_stats
 from ariane.common import clock, errors, histogram, idempotency, ids, message, topics
 from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings_mod
@@ -101,6 +101,7 @@ class SendCounters(Protocol):
     messages_in: int
     bytes_in: int
     message_size_bytes: dict[message.MessageType, histogram.Histogram]
+    traffic: traffic_stats.TrafficStats
 
 
 class ScheduleHook(Protocol):
@@ -329,10 +330,11 @@ class SendProcessor:
         routed: Sequence[commit_log.AppendRequest],
         found: Sequence[Found],
     ) -> list[str]:
-        """Count the stored messages (once per request), wake long polling for their topics
-        and record the stored half messages; each message's transaction id or ""."""
+        """Count the stored messages (once per request, in total and per topic as sent), wake
+        long polling for their topics and record the stored half messages; each message's
+        transaction id or ""."""
         transaction_ids: list[str] = []
-        stored_topics: set[str] = set()
+        stored_topics: dict[str, tuple[int, int]] = {}  # topic -> (messages, body bytes)
         stored = stored_bytes = 0
         sizes = self._counters.message_size_bytes
         half = self._half
@@ -341,15 +343,18 @@ class SendProcessor:
             if isinstance(result, commit_log.PutMessageResult) and result.status.is_stored:
                 if half is not None and request.message.topic == topics.TRANS_HALF_TOPIC:
                     tid = half.prepared(request, result)
-                stored_topics.add(draft.topic)
                 stored += 1
                 size = len(request.message.body)
+                messages, topic_bytes = stored_topics.get(draft.topic, (0, 0))
+                stored_topics[draft.topic] = (messages + 1, topic_bytes + size)
                 stored_bytes += size
                 sizes[draft.kind].observe(size)
             transaction_ids.append(tid)
         counters = self._counters
         counters.messages_in += stored
         counters.bytes_in += stored_bytes
+        for topic, (messages, topic_bytes) in stored_topics.items():
+            counters.traffic.put(topic, messages, topic_bytes)
         if stored_topics:
             self._polling.notify_many(stored_topics)
         return transaction_ids
