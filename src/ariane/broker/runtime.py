@@ -21,7 +21,7 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.schedule import service as schedule_service
-from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
+from ariane.broker.tables import lite_topics, offsets, persistence, subscriptions, topic_config
 from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
 from ariane.security import metadata_store
@@ -149,6 +149,13 @@ class BrokerRuntime:
         )
         self.clamp_offsets("start-up", role=settings.ha.role)
         self.polling = long_polling.LongPolling(core.long_polling)
+        lite = settings.lite
+        self.lite_topics = lite_topics.LiteTopicTable(
+            lite_topics_max=lite.lite_topics_max,
+            subscription_quota=lite.subscription_quota,
+            name_bytes_max=lite.name_bytes_max,
+        )
+        """Lite topics under LITE parents and lite subscriptions (RocketMQ 5.5)."""
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
         self.pop_service = pop_service.PopService.open(
