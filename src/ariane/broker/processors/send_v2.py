@@ -96,11 +96,14 @@ class V2Drafts:
         drafts: list[send_draft.Draft] = []
         born_host = message.HostAddress(born_ip, 0)
         writable: dict[str, topic_config.TopicConfig] = {}  # topics already checked
+        lite: list[tuple[ids.TopicName, str, int]] = []  # lite topics, created if all pass
         for position, incoming in enumerate(batch):
             try:
-                drafts.append(self._draft(incoming, born_host, writable))
+                drafts.append(self._draft(incoming, born_host, writable, lite))
             except errors.ArianeError as exc:
                 raise send_draft.refuse_request(exc, position, len(batch)) from None
+        if lite and self._lite is not None:
+            self._lite.touch_all(lite, self._time.monotonic_ms())
         return drafts
 
     def _draft(
@@ -108,6 +111,7 @@ class V2Drafts:
         incoming: message.IncomingMessage,
         born_host: message.HostAddress,
         writable: dict[str, topic_config.TopicConfig],
+        lite: list[tuple[ids.TopicName, str, int]],
     ) -> send_draft.Draft:
         # ``writable``: topics of this request that passed ``writable_topic`` (name check,
         # lookup or auto-creation, write permission), so each is checked once per request.
@@ -146,8 +150,7 @@ class V2Drafts:
         elif kind is message.MessageType.LITE:
             name = properties[P.LITE_TOPIC] = self._lite_topic(incoming)
             queue_id = ids.QueueId(zlib.crc32(name.encode()) % topic.write_queue_nums)
-            assert self._lite is not None  # _lite_topic refuses LITE without a table
-            self._lite.touch(topic.name, name, queue_id, self._time.monotonic_ms())
+            lite.append((topic.name, name, queue_id))
         else:
             queue_id = self._choose_queue(topic, incoming.message_group)
         request = commit_log.AppendRequest(

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ariane.common import errors, hashing, ids, topics
 
@@ -170,6 +170,22 @@ class LiteTopicTable:
         found = under[name] = LiteTopic(queue_id, -1, now_ms)
         self._count += 1
         return found
+
+    def touch_all(self, entries: Sequence[tuple[ids.TopicName, str, int]], now_ms: int) -> None:
+        """``touch`` every ``(parent, name, queue id)`` of one send request, all or none.
+
+        Raises:
+            LiteTopicQuotaExceededError: the request's new lite topics do not all fit under
+                ``lite_topics_max`` (none is created). IllegalLiteTopicError: a bad name.
+        """
+        new = {(p, n) for p, n, _ in entries if self.get(p, n) is None}
+        if self._count + len(new) > self._max:
+            raise errors.LiteTopicQuotaExceededError(
+                f"this broker holds {self._count} lite topics and its quota (lite_topics_max) "
+                f"is {self._max}; {len(new)} new lite topics were not created"
+            )
+        for parent, name, queue_id in entries:
+            self.touch(parent, name, queue_id, now_ms)
 
     def stored(self, parent: ids.TopicName, name: str, queue_offset: int, now_ms: int) -> None:
         """Record where a lite topic's latest message went (no-op if it expired meanwhile)."""
