@@ -131,8 +131,7 @@ class BrokerRuntime:
             clock=time,
             index=index_file.settings_for_volume(root, settings.index),
         )
-        self.index = self.store.key_index
-        """The store's key index (query by key and by client message id)."""
+        self.index = self.store.key_index  # query by key and by client message id
         core = settings.core
         self.topics = topic_config.TopicConfigManager(
             persistence.config_path(root, topic_config.FILE_NAME),
@@ -149,13 +148,7 @@ class BrokerRuntime:
         )
         self.clamp_offsets("start-up", role=settings.ha.role)
         self.polling = long_polling.LongPolling(core.long_polling)
-        lite = settings.lite
-        self.lite_topics = lite_topics.LiteTopicTable(
-            lite_topics_max=lite.lite_topics_max,
-            subscription_quota=lite.subscription_quota,
-            name_bytes_max=lite.name_bytes_max,
-        )
-        """Lite topics under LITE parents and lite subscriptions (RocketMQ 5.5)."""
+        self.lite_topics = lite_topics.LiteTopicTable.of(settings.lite)  # RocketMQ 5.5
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
         self.pop_service = pop_service.PopService.open(

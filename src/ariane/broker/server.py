@@ -152,21 +152,13 @@ class BrokerServer:
             self.remoting = await self._start_remoting(processors, runtime)
             _log.info(
                 "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
-                self.settings.broker_name,
-                self.settings.broker_id,
-                self.settings.listen,
-                runtime.client_endpoint,
-                front.workers,
-            )
+                self.settings.broker_name, self.settings.broker_id, self.settings.listen,
+                runtime.client_endpoint, front.workers,
+            )  # fmt: skip
             self.started.set()
             checker = self._check_service(processors, streams)
-            lite = _lite_expiry(runtime, client_registry, streams, self.clock)
-            background = (
-                checker.run,
-                renewals.run,
-                lite.run,
-                *((timeline.run,) if timeline else ()),
-            )
+            lite = _lite_expiry(runtime, client_registry, streams, self.clock).run
+            background = (checker.run, renewals.run, lite, *((timeline.run,) if timeline else ()))
             await self._run_services(
                 stop, runtime, registrar, client_registry, processors.consumer, front, background
             )

@@ -46,6 +46,7 @@ import enum
 import itertools
 from collections.abc import Iterable, Sequence
 
+from ariane.broker import lite_settings
 from ariane.common import errors, hashing, ids, topics
 
 
@@ -132,6 +133,15 @@ class LiteTopicTable:
         self._sets: dict[_SubKey, set[str]] = {}
         self._views: dict[_ViewKey, GroupView] = {}
         self._scan_at = 0
+
+    @classmethod
+    def of(cls, settings: lite_settings.LiteSettings) -> LiteTopicTable:
+        """An empty table with the quotas of ``settings``."""
+        return cls(
+            lite_topics_max=settings.lite_topics_max,
+            subscription_quota=settings.subscription_quota,
+            name_bytes_max=settings.name_bytes_max,
+        )
 
     def __len__(self) -> int:
         return self._count
