@@ -9,6 +9,9 @@ UpdateOffset, QueryOffset) are served by ``pull.PullProcessor``. A parked DELAY 
 carries a recall handle (``grpcwire.recall``) that RecallMessage, here or at a name server,
 resolves. EndTransaction goes to ``transaction.TransactionalMessageService``; Telemetry streams
 are kept open in ``producer_streams`` so transaction checks can be pushed to producers.
+Lite topics (RocketMQ 5.5): SyncLiteSubscription is ``lite_rpc.sync_lite_subscription``, and a
+LITE_PUSH_CONSUMER's or LITE_SIMPLE_CONSUMER's receive filters by its group's lite
+subscriptions (``lite_rpc.receive_filter``); settings replies are ``settings_reply``'s.
 
 ``IngestService`` serves ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own producer streams
 batches) from the same ``answer_send`` as SendMessage, so both answer a request identically.

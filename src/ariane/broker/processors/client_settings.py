@@ -47,11 +47,6 @@ class ClientKind(enum.Enum):
     LITE_PUSH_CONSUMER = "LITE_PUSH_CONSUMER"
     LITE_SIMPLE_CONSUMER = "LITE_SIMPLE_CONSUMER"
 
-    @property
-    def push(self) -> bool:
-        """A push consumer (plain or lite): it receives from the queues assigned to it."""
-        return self is ClientKind.PUSH_CONSUMER or self is ClientKind.LITE_PUSH_CONSUMER
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Backoff:
