@@ -58,7 +58,7 @@ class Broker:
         outcomes = asyncio.run(self.harness.processors.sender.send(batch, born_ip="10.1.2.3"))
         return [o.message_id for o in outcomes]
 
-    def settings(self, client_id: str, kind: int) -> pb.v2.Settings:
+    def settings(self, client_id: str, kind: pb.v2.ClientType) -> pb.v2.Settings:
         """The reply to a lite consumer's Telemetry settings report."""
         reported = pb.v2.Settings(
             client_type=kind,
@@ -77,7 +77,9 @@ class Broker:
             )
         )
 
-    def sync(self, client_id: str, action: int, *names: str, topic: str = PARENT) -> int:
+    def sync(
+        self, client_id: str, action: pb.v2.LiteSubscriptionAction, *names: str, topic: str = PARENT
+    ) -> int:
         """SyncLiteSubscription as the client; the answered code."""
         request = pb.v2_service.SyncLiteSubscriptionRequest(
             action=action,
@@ -272,12 +274,16 @@ def test_idle_lite_topics_expire_but_never_while_a_subscriber_has_lag(broker: Br
     notified: list[tuple[str, str]] = []
     runtime = broker.harness.runtime
 
+    def notify(client_id: ids.ClientId, name: str) -> bool:
+        notified.append((client_id, name))
+        return True
+
     def expiry(scan_max: int) -> lite_expiry.LiteExpiryService:
         return lite_expiry.LiteExpiryService(
             table=broker.table,
             settings=lite_settings.LiteSettings(ttl_ms=TTL_MS, expiry_scan_max=scan_max),
             lagging=lite_expiry.pop_lag(runtime.pop_service),
-            notify=lambda client, name: notified.append((client, name)) is None,
+            notify=notify,
             time=broker.harness.clock,
         )
 
