@@ -21,7 +21,14 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.schedule import service as schedule_service
-from ariane.broker.tables import offsets, persistence, subscriptions, topic_config, traffic_stats
+from ariane.broker.tables import (
+    lite_topics,
+    offsets,
+    persistence,
+    subscriptions,
+    topic_config,
+    traffic_stats,
+)
 from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
 from ariane.security import metadata_store
@@ -135,8 +142,7 @@ class BrokerRuntime:
             clock=time,
             index=index_file.settings_for_volume(root, settings.index),
         )
-        self.index = self.store.key_index
-        """The store's key index (query by key and by client message id)."""
+        self.index = self.store.key_index  # query by key and by client message id
         core = settings.core
         self.topics = topic_config.TopicConfigManager(
             persistence.config_path(root, topic_config.FILE_NAME),
@@ -153,6 +159,7 @@ class BrokerRuntime:
         )
         self.clamp_offsets("start-up", role=settings.ha.role)
         self.polling = long_polling.LongPolling(core.long_polling)
+        self.lite_topics = lite_topics.LiteTopicTable.of(settings.lite)  # RocketMQ 5.5
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
         self.pop_service = pop_service.PopService.open(

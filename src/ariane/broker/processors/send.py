@@ -33,7 +33,7 @@ from typing import Protocol
 
 from ariane.broker.processors import idempotency as idempotency_mod
 from ariane.broker.processors import long_polling, send_classic, send_draft, send_v2
-from ariane.broker.tables import topic_config, traffic_stats
+from ariane.broker.tables import lite_topics, topic_config, traffic_stats
 from ariane.common import clock, errors, histogram, idempotency, ids, message, topics
 from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings_mod
@@ -142,7 +142,9 @@ class SendProcessor:
         half_messages: the transaction service, or ``None`` to refuse TRANSACTION sends.
         idempotency_window: finds earlier tries of messages with an idempotency key
             (``idempotency``); ``None`` stores every try.
-        time: the clock of classic timer delays and broker-made ``UNIQ_KEY`` ids.
+        time: the clock of classic timer delays, broker-made ``UNIQ_KEY`` ids and lite
+            topics' activity.
+        lite: the broker's lite topics (``None``: LITE sends answer UNSUPPORTED).
     """
 
     def __init__(
@@ -157,7 +159,10 @@ class SendProcessor:
         half_messages: HalfMessages | None = None,
         idempotency_window: idempotency_mod.IdempotencyWindow | None = None,
         time: clock.Clock | None = None,
+        lite: lite_topics.LiteTopicTable | None = None,
     ) -> None:
+        self._lite = lite
+        self._time = time or clock.SystemClock()
         self._store = store
         self._polling = polling
         self._counters = counters
@@ -172,12 +177,14 @@ class SendProcessor:
             round_robin=round_robin,
             delay_supported=schedule is not None,
             transactions_supported=half_messages is not None,
+            lite=lite,
+            time=self._time,
         )
         self._classic = send_classic.ClassicDrafts(
             table=topics,
             store_settings=store_settings,
             round_robin=round_robin,
-            time=time or clock.SystemClock(),
+            time=self._time,
         )
 
     async def send(
@@ -217,7 +224,21 @@ class SendProcessor:
                 )
             else:
                 answered.append(_outcome(incoming, request, result, tid))
+                if self._lite is not None and P.LITE_TOPIC in request.message.properties:
+                    self._lite_stored(request, result)
         return answered
+
+    def _lite_stored(
+        self, request: commit_log.AppendRequest, result: commit_log.PutMessageResult
+    ) -> None:
+        """Note where a stored lite message went (its lite topic's lag and activity)."""
+        if self._lite is not None and result.status.is_stored:
+            self._lite.stored(
+                ids.TopicName(request.message.topic),
+                request.message.properties[P.LITE_TOPIC],
+                result.queue_offset,
+                self._time.monotonic_ms(),
+            )
 
     async def send_classic(
         self, request: send_classic.ClassicSendRequest

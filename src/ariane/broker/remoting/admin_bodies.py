@@ -8,7 +8,7 @@ Requests:
   ``topicFilterType``, ``topicSysFlag``, ``order``, ``attributes``. ``attributes`` is
   RocketMQ's ``AttributeParser`` text, ``+key=value`` and ``-key`` joined by ``,``; the one
   attribute Ariane keeps is ``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED,
-  PRIORITY; ``-`` switches back to NORMAL). Any other key is refused, as RocketMQ refuses
+  PRIORITY, LITE; ``-`` switches back to NORMAL). Any other key is refused, as RocketMQ refuses
   unsupported attributes. Fields an existing topic does not name keep their value (message type and
   retention, which the header cannot carry otherwise).
 * ``UPDATE_AND_CREATE_SUBSCRIPTIONGROUP`` (200) body (``SubscriptionGroupConfig`` JSON):
