@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from ariane import admin_cli
+from ariane.admin_cli import arguments as admin_arguments
 from ariane.broker.grpc import frontend
 from ariane.common import tls
 from ariane.connectors.spark import options
@@ -27,11 +28,13 @@ def test_admin_tls_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     """``--tls --ca-file`` gives ``ClientTls(ca_file)``; no ``--tls`` is plaintext even with
     ``ARIANE_CA_FILE`` set; ``ARIANE_TLS=1`` turns it on."""
     args = _admin_args(["--tls", "--ca-file", "/ca.pem", "topic", "list"])
-    assert admin_cli._tls(args) == grpc_tls.ClientTls(ca_file="/ca.pem")
+    assert admin_arguments.client_tls(args) == grpc_tls.ClientTls(ca_file="/ca.pem")
     monkeypatch.setenv("ARIANE_CA_FILE", "/env-ca.pem")
-    assert admin_cli._tls(_admin_args(["topic", "list"])) is None
+    assert admin_arguments.client_tls(_admin_args(["topic", "list"])) is None
     monkeypatch.setenv("ARIANE_TLS", "1")
-    assert admin_cli._tls(_admin_args(["topic", "list"])) == grpc_tls.ClientTls("/env-ca.pem")
+    assert admin_arguments.client_tls(_admin_args(["topic", "list"])) == grpc_tls.ClientTls(
+        "/env-ca.pem"
+    )
 
 
 def test_spark_tls_options() -> None:
