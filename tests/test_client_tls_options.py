@@ -15,7 +15,7 @@ from ariane.broker.grpc import frontend
 from ariane.common import tls
 from ariane.connectors.spark import options
 from ariane.grpcwire import tls as grpc_tls
-from ariane.operator import metadata
+from ariane.operator import settings as operator_settings
 
 
 def _admin_args(argv: list[str]) -> argparse.Namespace:
@@ -55,9 +55,10 @@ def test_spark_tls_options() -> None:
 
 def test_operator_tls_from_environment() -> None:
     """The operator's admin calls use TLS exactly when ``ARIANE_TLS`` says so."""
-    assert metadata.client_tls_from_env({}) is None
-    assert metadata.client_tls_from_env({"ARIANE_CA_FILE": "/ca.pem"}) is None
-    found = metadata.client_tls_from_env({"ARIANE_TLS": "true", "ARIANE_CA_FILE": "/ca.pem"})
+    read = operator_settings.OperatorSettings.from_env
+    assert read({}).client_tls is None
+    assert read({"ARIANE_CA_FILE": "/ca.pem"}).client_tls is None
+    found = read({"ARIANE_TLS": "true", "ARIANE_CA_FILE": "/ca.pem"}).client_tls
     assert found == grpc_tls.ClientTls(ca_file="/ca.pem")
 
 
