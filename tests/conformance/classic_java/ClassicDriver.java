@@ -26,6 +26,10 @@
 //   later       --topic T --group G --max-reconsume N  (every delivery answers RECONSUME_LATER)
 //   fault-send  --topic T --count N [--interval-ms X]  (sync sends with sendLatencyFaultEnable;
 //               a failed send is printed as "failed" and the run goes on)
+//   client-ip   --count N  (builds ClientConfigs, the base of every producer, consumer and
+//               admin, each resolving the client's IP as the client does (NetworkUtil), N of them
+//               or as many as the deadline allows; prints one "client-ip" event with how many
+//               and the addresses seen; talks to no server)
 // orderly, consumers and later run until their stdin closes (or the deadline passes).
 // Every scenario's producers and push consumers sign their requests when given
 // --access-key AK --secret-key SK (RocketMQ's AclClientRPCHook over SessionCredentials).
@@ -169,6 +173,7 @@ public final class ClassicDriver {
         case "consumers": code = consumers(args, deadline); break;
         case "later": code = later(args, deadline); break;
         case "fault-send": code = faultSend(args); break;
+        case "client-ip": code = clientIp(args, deadline); break;
         default: throw new IllegalArgumentException("unknown scenario " + argv[0]);
       }
     } catch (Exception e) {
@@ -412,6 +417,22 @@ public final class ClassicDriver {
     reader.setDaemon(true);
     reader.start();
     closed.await(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+  }
+
+  // Every ClientConfig resolves the client's IP (NetworkUtil.getLocalAddress), probing each
+  // network interface the JVM lists; a failed probe ends in a NullPointerException here.
+  private static int clientIp(Args args, long deadline) {
+    Set<String> seen = new java.util.TreeSet<>();
+    int built = 0;
+    while (built < args.integer("count", 1) && System.currentTimeMillis() < deadline) {
+      seen.add(new org.apache.rocketmq.client.ClientConfig().getClientIP());
+      built++;
+    }
+    Map<String, Object> e = event("client-ip");
+    e.put("built", built);
+    e.put("addresses", new ArrayList<>(seen));
+    emit(e);
+    return 0;
   }
 
   private static void started(String clientId) {
