@@ -1,4 +1,5 @@
-"""The classic Java driver's JVMs on a host whose network interfaces come and go.
+"""The classic Java driver's JVMs on the shared test machine: its network interfaces come and
+go, and its load stretches the driver's client timeouts.
 
 The official classic client resolves its IP in every ``ClientConfig`` (the base of each producer,
 consumer and admin): ``NetworkUtil`` lists the JVM's network interfaces, then asks each one for
@@ -11,9 +12,11 @@ node's), so the driver's JVMs run with ``-Djava.net.preferIPv4Stack=true``
 (``classic_java_client.JAVA_PROPERTIES``): the JVM then lists only interfaces with an IPv4 address
 and never probes a pod's veth. The tests talk to 127.0.0.1 only.
 
-The test recreates the host in a private network namespace (``unshare --net``; needs root, as the
-real node does): a stable interface with an IPv4 address like the machine's ``eth0``, and veth
-pairs without one added, brought up and deleted in a loop, as pods come and go.
+The first test recreates the host in a private network namespace (``unshare --net``; needs
+root, as the real node does): a stable interface with an IPv4 address like the machine's
+``eth0``, and veth pairs without one added, brought up and deleted in a loop, as pods come and
+go. The second checks the launcher's arguments: the client timeouts (15 s) were too short for a
+cold JVM at a load of 20 on 2 cores ("sendDefaultImpl call timeout").
 
 Own processes: no cluster (the scenario talks to no server).
 """
@@ -21,8 +24,11 @@ Own processes: no cluster (the scenario talks to no server).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
+
+import pytest
 
 from conformance import classic_java_client
 from conformance.classic_java_client import ClassicJava
@@ -99,3 +105,19 @@ def test_clients_are_built_while_veths_without_an_ipv4_address_come_and_go(
     (built,) = events
     assert built["addresses"] == ["192.0.2.2"], built
     assert built["built"] == BUILDS, f"the driver's deadline passed first: {built}"
+
+
+def test_the_launcher_stretches_the_client_timeouts_with_the_load_and_keeps_ipv4(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    """Proves every driver JVM gets ``CLIENT_TIMEOUT_S`` as its client timeouts on an idle
+    machine, ten times that at a load of 20 on 2 CPUs, and the IPv4 stack either way."""
+    java = ClassicJava("classes", "127.0.0.1:1", tmp_path)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    argvs = {}
+    for load_1m in (0.5, 20.0):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load_1m: (load, load, load))
+        argvs[load_1m] = java.java("ClassicDriver")
+    assert "-Ddriver.timeoutMs=15000" in argvs[0.5]
+    assert "-Ddriver.timeoutMs=150000" in argvs[20.0]
+    assert all("-Djava.net.preferIPv4Stack=true" in argv for argv in argvs.values())
