@@ -26,6 +26,7 @@ from e2e.testenv import processes
 
 from ariane import dev
 from ariane.broker import settings as broker_settings
+from ariane.broker.grpc import frontend
 from ariane.common import process
 from ariane.grpcwire import pb, rpc
 
@@ -197,6 +198,29 @@ def test_a_port_in_use_is_refused_before_any_worker_starts(tmp_path: pathlib.Pat
     log = (tmp_path / "broker.log").read_text()
     assert f"cannot listen on 127.0.0.1:{port}" in log
     assert "front-end worker" not in log
+
+
+def test_workers_not_serving_in_time_fail_the_start_with_a_reason(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Proves a start whose workers do not say they serve within ``WORKER_START_TIMEOUT_S``
+    fails with a reason naming them (a bare TimeoutError, logged by the broker as an empty
+    error line before its exit 1: seen at a load of 30 on the 2-core test machine)."""
+    monkeypatch.setattr(frontend, "WORKER_START_TIMEOUT_S", 0.05)  # below any Python start
+    listen = f"127.0.0.1:{dev.free_port()}"
+    settings = broker_settings.from_mapping({"store_dir": str(tmp_path), "listen": listen})
+    front = frontend.WorkerFrontEnd(settings, [], workers=2)
+
+    async def start_then_stop() -> None:
+        try:
+            await front.start()
+        finally:
+            await front.stop()
+
+    with pytest.raises(TimeoutError) as caught:
+        asyncio.run(start_then_stop())
+    assert "did not say they serve within 0.05 s" in str(caught.value)
+    assert "front-end workers 0, 1" in str(caught.value)
 
 
 def test_zero_workers_serve_from_the_store_owning_process(tmp_path: pathlib.Path) -> None:
