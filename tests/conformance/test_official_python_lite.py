@@ -2,7 +2,10 @@
 ``LitePushConsumer``, ``LiteSimpleConsumer``; own process) against real processes: a LITE parent
 made with ``ariane admin topic create --type LITE``, lite topics created by the producer's
 sends, each lite consumer receiving exactly the lite topics it subscribed, and the name rules
-and quotas answering their codes (a cluster of its own with small quotas)."""
+and quotas answering their codes.
+
+Own cluster: the quota test needs a broker whose ``[lite]`` quotas are small (two lite topics,
+one lite subscription per client), which would refuse other tests' lite sends on a shared one."""
 
 from __future__ import annotations
 
