@@ -12,6 +12,10 @@
   group, permissions, KV config, users) or lists the whole cluster starts its own and says why
   (``Own cluster:``, tests/test_test_shape.py). Topic and group names must be unique across the
   modules that share it (each module prefixes its own).
+- The servers the suite starts run asyncio's own loop (``$ARIANE_EVENT_LOOP`` defaults to
+  ``asyncio`` here), whether or not uvloop is installed: the suite's behaviour does not depend on
+  the dev venv's extras. ``tests/test_event_loop.py`` runs a cluster on uvloop;
+  ``ARIANE_EVENT_LOOP=auto make unit`` runs the whole suite on it.
 - ``solo``: a test that asserts a wall-clock bound (a lease, a route hole, a restart within
   seconds) and so must not share the machine's 2 cores with other tests: ``make unit`` runs
   those after the parallel run, one at a time (``-m solo``).
@@ -28,12 +32,15 @@ import pytest
 from e2e.testenv import processes
 
 from ariane import dev
+from ariane.common import event_loop
 
 _MARK = pytest.StashKey[int]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Registers ``solo``; gives this xdist worker (if any) its own port slice."""
+    """Registers ``solo``; gives this xdist worker (if any) its own port slice; the servers
+    started by the tests run asyncio's loop unless ``$ARIANE_EVENT_LOOP`` says otherwise."""
+    os.environ.setdefault(event_loop.ENV_VAR, event_loop.EventLoop.ASYNCIO.value)
     config.addinivalue_line(
         "markers",
         "solo: asserts a wall-clock bound; run alone, after the parallel run (make unit)",

@@ -163,11 +163,11 @@ def mqadmin(
     with); stdout and stderr, joined."""
     done = subprocess.run(
         [
-            "java",
-            f"-Drocketmq.client.logRoot={classic.logs}",
-            f"-Drocketmq.home.dir={home}",
-            *(f"-D{key}={value}" for key, value in TLS_JVM.items()),
-            *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
+            *classic.java(
+                classic_java_client.MQADMIN_MAIN,
+                f"-Drocketmq.home.dir={home}",
+                *(f"-D{key}={value}" for key, value in TLS_JVM.items()),
+            ),
             *(command_name, "-b", secured.remoting, "-n", secured.namesrv, *args),
         ],
         capture_output=True,

@@ -134,10 +134,7 @@ def test_mqadmin_lists_topics_over_tls(
     def topic_list(*jvm: str) -> str:
         done = subprocess.run(
             [
-                "java",
-                f"-Drocketmq.client.logRoot={classic.logs}",
-                *jvm,
-                *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
+                *classic.java(classic_java_client.MQADMIN_MAIN, *jvm),
                 *("topicList", "-n", secured.namesrv_remoting),
             ],
             capture_output=True,
