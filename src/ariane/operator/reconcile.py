@@ -48,8 +48,8 @@ from ariane.operator import (
     roller,
     status,
     storage,
+    users,
 )
-from ariane.security import keys
 
 _log = logging.getLogger(__name__)
 
@@ -150,8 +150,7 @@ def ensure_operator_secret(
     name = model.operator_secret_name(owner.name)
     if client.get("v1", "Secret", owner.namespace, name):
         return
-    pair = keys.generate_secret_key(32), keys.generate_secret_key(32)
-    client.apply(model.operator_secret(owner, *pair))
+    client.apply(model.operator_secret(owner, users.generate_key(), users.generate_key()))
     _log.info(
         "broker %s/%s: generated the operator's Super user Secret %s",
         owner.namespace,

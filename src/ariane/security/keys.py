@@ -25,8 +25,8 @@ def generate_secret_key(nbytes: int = 32) -> str:
     """A new random secret key of ``nbytes`` random bytes (URL-safe base64, no padding, about
     ``4 * nbytes / 3`` characters) that does not start with "-".
 
-    A leading "-" is replaced by a random letter (the key keeps its length and all but
-    6 bits of one character's randomness).
+    A leading "-" is replaced by a random letter: the key keeps its length, and its first
+    character is one of 52 letters where the others are one of 64 symbols.
 
     Raises:
         ValueError: ``nbytes`` outside ``KEY_BYTES_MIN..KEY_BYTES_MAX``.
