@@ -12,6 +12,10 @@
   group, permissions, KV config, users) or lists the whole cluster starts its own and says why
   (``Own cluster:``, tests/test_test_shape.py). Topic and group names must be unique across the
   modules that share it (each module prefixes its own).
+- Longest file first (``tests/durations.py``): in an xdist worker the collected tests are
+  reordered file by file by their recorded seconds, so that ``--dist loadfile
+  --no-loadscope-reorder`` starts the long files first; with ``$ARIANE_TEST_DURATIONS`` set the
+  controller records this run's seconds per file there.
 - ``solo``: a test that asserts a wall-clock bound (a lease, a route hole, a restart within
   seconds) and so must not share the machine's 2 cores with other tests: ``make unit`` runs
   those after the parallel run, one at a time (``-m solo``).
@@ -22,14 +26,18 @@ Invariant: nothing here changes what a test asserts or how long it may take.
 from __future__ import annotations
 
 import os
+import pathlib
 from collections.abc import Generator, Iterator
 
 import pytest
 from e2e.testenv import processes
 
+import durations
 from ariane import dev
 
 _MARK = pytest.StashKey[int]()
+_MEASURED: dict[str, float] = {}
+"""Seconds per test file measured in this run (the controller's, or a run without xdist)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,6 +50,30 @@ def pytest_configure(config: pytest.Config) -> None:
     count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit():
         os.environ[dev.PORT_RANGE_ENV] = dev.worker_port_range(int(worker[2:]), int(count))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker: the longest test files first (``durations.longest_file_first``)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    seconds = durations.load(durations.sources())
+    order = durations.longest_file_first([item.nodeid for item in items], seconds)
+    items[:] = [items[i] for i in order]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds each phase's seconds to its file's total (not in a worker: the controller gets
+    every worker's reports)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        path = durations.file_of(report.nodeid)
+        _MEASURED[path] = _MEASURED.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Records the measured seconds per file where ``$ARIANE_TEST_DURATIONS`` says."""
+    target = os.environ.get(durations.RECORD_ENV, "")
+    if target and _MEASURED and not os.environ.get("PYTEST_XDIST_WORKER"):
+        durations.record(pathlib.Path(target), _MEASURED)
 
 
 @pytest.hookimpl(tryfirst=True)
