@@ -16,6 +16,9 @@
   reordered file by file by their recorded seconds, so that ``--dist loadfile
   --no-loadscope-reorder`` starts the long files first; with ``$ARIANE_TEST_DURATIONS`` set the
   controller records this run's seconds per file there.
+- ``spark_jvm``: the modules that start Spark drivers (sessions, ``spark-submit``, jobs) ask for
+  it; their JVMs then run with ``jvm_testing``'s options (C1, serial GC, a class-data-sharing
+  archive of pyspark's jars: about a quarter of the CPU of a default one).
 - ``solo``: a test that asserts a wall-clock bound (a lease, a route hole, a restart within
   seconds) and so must not share the machine's 2 cores with other tests: ``make unit`` runs
   those after the parallel run, one at a time (``-m solo``).
@@ -33,6 +36,7 @@ import pytest
 from e2e.testenv import processes
 
 import durations
+import jvm_testing
 from ariane import dev
 
 _MARK = pytest.StashKey[int]()
@@ -100,3 +104,10 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dev.Dev
     module of this pytest process that asks for it; stopped by PID at the end of the session."""
     with dev.dev_cluster(tmp_path_factory.mktemp("shared-cluster"), namesrv_port=0) as ends:
         yield ends
+
+
+@pytest.fixture(scope="session")
+def spark_jvm() -> None:
+    """``$SPARK_SUBMIT_OPTS`` set for this process and its children (``jvm_testing.use_for_spark``:
+    the first use on a machine dumps pyspark's archive, once), before any Spark driver starts."""
+    jvm_testing.use_for_spark()

@@ -23,6 +23,7 @@ import pathlib
 import subprocess
 from collections.abc import Mapping
 
+import jvm_testing
 from conformance import polyglot
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -35,7 +36,7 @@ RUN_TIMEOUT_S = 180.0
 """Longest run of one scenario or mqadmin command."""
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 TRAINING = (MQADMIN_MAIN, "topicList", "-n", "127.0.0.1:1")
-"""The run that trains the class path's class-data-sharing archive (``polyglot.jvm_flags``):
+"""The run that trains the class path's class-data-sharing archive (``jvm_testing.jvm_flags``):
 mqadmin's commands and the client's connection, retry and error classes (nothing listens on
 port 1; it ends in seconds)."""
 _RUNS = itertools.count(1)
@@ -74,10 +75,10 @@ class ClassicJava:
 
     def java(self, main: str, *jvm_args: str) -> list[str]:
         """The ``java`` argv prefix that runs class ``main`` with this driver's class path (and
-        ``polyglot.jvm_flags``, its class-data-sharing archive built on first use)."""
+        ``jvm_testing.jvm_flags``, its class-data-sharing archive built on first use)."""
         return [
             "java",
-            *polyglot.jvm_flags(self.classpath, TRAINING),
+            *jvm_testing.jvm_flags(self.classpath, TRAINING),
             f"-Drocketmq.client.localOffsetStoreDir={self.logs / 'offsets'}",
             f"-Drocketmq.client.logRoot={self.logs}",
             *(f"-D{key}={value}" for key, value in self.properties.items()),

@@ -28,17 +28,13 @@ The Java driver also runs several scenarios in one JVM (``Client.run_batch``): a
 seconds, and the scenarios' waits (check-backs, delays, redeliveries) then overlap.
 
 Every client JVM the tests start (these drivers, the classic driver, ``mqadmin``) runs with
-``jvm_flags``: short-lived JVMs on a 2-core machine shared by parallel tests spend most of their
-CPU on class loading and C2 compilation, so they run C1 only with the serial collector and load
-their classes from a class-data-sharing archive of their class path (built once, cached).
+``jvm_testing.jvm_flags`` (C1 only, the serial collector, a class-data-sharing archive).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
-import functools
-import hashlib
 import json
 import os
 import pathlib
@@ -47,6 +43,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any
+
+import jvm_testing
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -64,96 +62,6 @@ RESPONSE_CODE = re.compile(r"response-code=(\d+)")
 """Where a Java ``ClientException``'s text names the access point's status code."""
 NODE_DIR = HERE / "node"
 NPM_TIMEOUT_S = 600
-
-CLIENT_JVM_FLAGS = (
-    "-XX:TieredStopAtLevel=1",
-    "-XX:+UseSerialGC",
-    "-XX:-UsePerfData",
-    "-Xshare:auto",
-    "-Xlog:cds=off",
-    "-Xlog:cds+dynamic=off",
-)
-"""JVM options of every client JVM the tests start: C1 only (a client that runs seconds never
-repays C2's compile time, which on 2 shared cores competes with the brokers), the serial
-collector (no parallel GC threads for a heap of tens of MB), no perf-data file under /tmp, and
-class-data sharing when an archive is usable, silently without one (``-Xlog``: no CDS warning
-mixes into the outputs the tests read). Measured with ``mqadmin topicList``: about 2.3 s of CPU
-a run by default, 1.2 s with these, 0.6 s with the archive too."""
-ARCHIVE_TIMEOUT_S = 120.0
-"""Longest training run that dumps a class-data-sharing archive, seconds."""
-
-
-@functools.cache
-def jvm_flags(classpath: str, training: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """``CLIENT_JVM_FLAGS`` and, with a ``training`` main class and arguments, once it exists,
-    this class path's class-data-sharing archive.
-
-    The archive (``<cache>/jvm-cds/<key>.jsa``; the key hashes the class path, each jar's size and
-    modification time and the JVM's version) is dumped on first use by one training run of
-    ``java -cp CLASSPATH TRAINING`` (``-XX:ArchiveClassesAtExit``), one process at a time (an
-    flock beside it), and renamed into place whole. The training class must come from a jar: a
-    JDK 17 archive cannot hold classes of a directory (the official v5 driver's classes are one,
-    so it runs with the flags alone). A failed or slow training run leaves an empty marker and no
-    archive: the JVMs then run without one, only slower (the JVM also ignores an archive whose
-    class path or JDK does not match). Cached per process.
-    """
-    if not training:
-        return CLIENT_JVM_FLAGS
-    archive = _archive_path(classpath)
-    tried = archive.with_suffix(".tried")
-    if not tried.exists():
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        with archive.with_suffix(".lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not tried.exists():
-                _dump_archive(classpath, training, archive)
-                tried.touch()
-    if not archive.exists():
-        return CLIENT_JVM_FLAGS
-    return (*CLIENT_JVM_FLAGS, f"-XX:SharedArchiveFile={archive}")
-
-
-def _archive_path(classpath: str) -> pathlib.Path:
-    """Where the archive of ``classpath`` lives (its key: see ``jvm_flags``)."""
-    digest = hashlib.sha256(classpath.encode())
-    for entry in classpath.split(os.pathsep):
-        path = pathlib.Path(entry)
-        jars = sorted(path.parent.glob("*.jar")) if path.name == "*" else [path]
-        for jar in jars:
-            stat = jar.stat() if jar.exists() else None
-            digest.update(f"{jar}|{stat and stat.st_size}|{stat and stat.st_mtime_ns}".encode())
-    version = subprocess.run(
-        ["java", "-version"], capture_output=True, text=True, timeout=60, check=False
-    )
-    digest.update(version.stderr.encode())
-    cache = pathlib.Path(os.environ.get("ARIANE_CACHE", pathlib.Path.home() / ".cache/ariane"))
-    return cache / "jvm-cds" / f"{digest.hexdigest()[:24]}.jsa"
-
-
-def _dump_archive(classpath: str, training: tuple[str, ...], archive: pathlib.Path) -> None:
-    """One training run that dumps ``archive`` (through a temporary name)."""
-    partial = archive.with_suffix(f".{os.getpid()}.partial")
-    try:
-        subprocess.run(
-            [
-                "java",
-                *CLIENT_JVM_FLAGS,
-                f"-XX:ArchiveClassesAtExit={partial}",
-                f"-Drocketmq.client.logRoot={archive.parent / 'training-logs'}",
-                f"-Drocketmq.log.root={archive.parent / 'training-logs'}",
-                *("-cp", classpath, *training),
-            ],
-            capture_output=True,
-            timeout=ARCHIVE_TIMEOUT_S,
-            check=False,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(archive.parent)},
-        )
-        if partial.exists():
-            partial.rename(archive)
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -302,7 +210,7 @@ def build(name: str, log_dir: pathlib.Path) -> Client:
         version = JAVA_VERSIONS[0] if name == "java" else name.removeprefix("java-")
         assert version in JAVA_VERSIONS, name
         classpath = script_output(HERE / "java" / "fetch.sh", version)
-        flags = jvm_flags(classpath)
+        flags = jvm_testing.jvm_flags(classpath)
         command = ("java", *flags, f"-Drocketmq.log.root={log_dir}", "-cp", classpath, "Driver")
         return Client(name, command, env)
     assert name == "go", name

@@ -27,10 +27,11 @@ from collections.abc import Iterator
 import pytest
 
 import ha_testing
+import jvm_testing
 import tls_testing
 from ariane.remoting import codes, command, fastjson
 from ariane.security import signing
-from conformance import acl_cluster, classic_java_client, polyglot
+from conformance import acl_cluster, classic_java_client
 from conformance.acl_cluster import ROOT
 from conformance.classic_java_client import ClassicJava
 
@@ -164,7 +165,7 @@ def mqadmin(
     done = subprocess.run(
         [
             "java",
-            *polyglot.jvm_flags(classic.classpath, classic_java_client.TRAINING),
+            *jvm_testing.jvm_flags(classic.classpath, classic_java_client.TRAINING),
             f"-Drocketmq.client.logRoot={classic.logs}",
             f"-Drocketmq.home.dir={home}",
             *(f"-D{key}={value}" for key, value in TLS_JVM.items()),

@@ -20,10 +20,11 @@ from collections.abc import Iterator
 import pytest
 
 import ha_testing
+import jvm_testing
 import tls_testing
 from ariane import dev
 from ariane.security import ca
-from conformance import classic_java_client, polyglot
+from conformance import classic_java_client
 from conformance.classic_java_client import ClassicJava
 from tls_testing import RC, RQ
 
@@ -135,7 +136,7 @@ def test_mqadmin_lists_topics_over_tls(
         done = subprocess.run(
             [
                 "java",
-                *polyglot.jvm_flags(classic.classpath, classic_java_client.TRAINING),
+                *jvm_testing.jvm_flags(classic.classpath, classic_java_client.TRAINING),
                 f"-Drocketmq.client.logRoot={classic.logs}",
                 *jvm,
                 *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
