@@ -32,6 +32,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,10 @@ frame.groupBy("k").count().collect()
 with tempfile.TemporaryDirectory() as out:
     frame.write.parquet(out + "/p")
     spark.read.parquet(out + "/p").count()
+jvm = spark.sparkContext._gateway.proc
 spark.stop()
+jvm.stdin.close()  # the gateway JVM exits on EOF, dumping the archive; wait for the whole file
+sys.exit(jvm.wait())
 """
 """A local session (the tests' settings, ``rocketmq`` registered), a shuffle and a parquet round
 trip: the classes most Spark tests load."""
@@ -81,9 +85,9 @@ def jvm_flags(classpath: str, training: tuple[str, ...] = ()) -> tuple[str, ...]
     if not training:
         return JVM_FLAGS
 
-    def dump(partial: pathlib.Path) -> None:
+    def dump(partial: pathlib.Path) -> bool:
         logs = partial.parent / "training-logs"
-        subprocess.run(
+        return _train(
             [
                 "java",
                 *JVM_FLAGS,
@@ -91,10 +95,8 @@ def jvm_flags(classpath: str, training: tuple[str, ...] = ()) -> tuple[str, ...]
                 *(f"-Drocketmq.client.logRoot={logs}", f"-Drocketmq.log.root={logs}"),
                 *("-cp", classpath, *training),
             ],
-            capture_output=True,
-            timeout=ARCHIVE_TIMEOUT_S,
-            check=False,
             env={"PATH": "/usr/bin:/bin", "HOME": str(partial.parent)},
+            cwd=partial.parent,
         )
 
     archive = _archive(classpath, dump)
@@ -112,26 +114,40 @@ def use_for_spark() -> None:
     home = pathlib.Path(pyspark.__file__).parent
     classpath = f"{home / 'conf'}{os.pathsep}{home / 'jars' / '*'}"
 
-    def dump(partial: pathlib.Path) -> None:
+    def dump(partial: pathlib.Path) -> bool:
         opts = " ".join((*JVM_FLAGS, f"-XX:ArchiveClassesAtExit={partial}"))
         env = {**os.environ, SPARK_OPTS_ENV: opts, "PYTHONPATH": os.pathsep.join(sys.path)}
         with tempfile.TemporaryDirectory() as cwd:
-            subprocess.run(
-                [sys.executable, "-c", _SPARK_TRAINING],
-                capture_output=True,
-                timeout=ARCHIVE_TIMEOUT_S,
-                check=False,
-                env=env,
-                cwd=cwd,
-            )
+            return _train([sys.executable, "-c", _SPARK_TRAINING], env=env, cwd=pathlib.Path(cwd))
 
     archive = _archive(classpath, dump)
     extra = () if archive is None else (f"-XX:SharedArchiveFile={archive}",)
     os.environ[SPARK_OPTS_ENV] = " ".join((*JVM_FLAGS, *extra))
 
 
-def _archive(classpath: str, dump: Callable[[pathlib.Path], None]) -> pathlib.Path | None:
-    """The archive of ``classpath``, dumped by ``dump(partial)`` on first use (see the module
+def _train(argv: list[str], *, env: dict[str, str], cwd: pathlib.Path) -> bool:
+    """Run a training command in its own process group, bounded by ``ARCHIVE_TIMEOUT_S``: past
+    it the whole group (a Spark training's JVM is a grandchild) is SIGKILLed and reaped. Whether
+    it ended in time with exit code 0 (only then is its archive whole)."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        return proc.wait(timeout=ARCHIVE_TIMEOUT_S) == 0
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return False
+
+
+def _archive(classpath: str, dump: Callable[[pathlib.Path], bool]) -> pathlib.Path | None:
+    """The archive of ``classpath``, dumped by ``dump(partial)`` (true: the training ended well
+    and the file is whole) on first use (see the module
     docstring); ``None`` when there is none yet: another process is dumping it (this one goes
     on without rather than wait), or a training run in the last ``RETRY_S`` produced none."""
     archive = _archive_path(classpath)
@@ -149,11 +165,8 @@ def _archive(classpath: str, dump: Callable[[pathlib.Path], None]) -> pathlib.Pa
         if not archive.exists():
             partial = archive.with_suffix(f".{os.getpid()}.partial")
             try:
-                dump(partial)
-                if partial.exists():
+                if dump(partial) and partial.exists():
                     partial.rename(archive)
-            except subprocess.TimeoutExpired:
-                pass
             finally:
                 partial.unlink(missing_ok=True)
             tried.touch()

@@ -22,9 +22,10 @@ def test_an_archive_is_dumped_once_through_a_partial_file_then_reused(
     monkeypatch.setenv("ARIANE_CACHE", str(tmp_path))
     dumped: list[pathlib.Path] = []
 
-    def dump(partial: pathlib.Path) -> None:
+    def dump(partial: pathlib.Path) -> bool:
         dumped.append(partial)
         partial.write_bytes(b"archive")
+        return True
 
     first = jvm_testing._archive("/nowhere/a.jar", dump)
     again = jvm_testing._archive("/nowhere/a.jar", dump)
@@ -36,17 +37,24 @@ def test_an_archive_is_dumped_once_through_a_partial_file_then_reused(
 def test_no_archive_after_a_failed_training_or_while_another_process_trains(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A training run that dumps nothing is not tried again within ``RETRY_S``, and a lookup
+    """A training run that fails (its torn file is dropped) is not tried again within
+    ``RETRY_S``, and a lookup
     that finds the lock held goes on without an archive instead of waiting."""
     monkeypatch.setenv("ARIANE_CACHE", str(tmp_path))
     tries: list[pathlib.Path] = []
-    assert jvm_testing._archive("/nowhere/b.jar", tries.append) is None
-    assert jvm_testing._archive("/nowhere/b.jar", tries.append) is None
-    assert len(tries) == 1
+
+    def killed(partial: pathlib.Path) -> bool:
+        tries.append(partial)
+        partial.write_bytes(b"torn")  # a training killed while it wrote
+        return False
+
+    assert jvm_testing._archive("/nowhere/b.jar", killed) is None
+    assert jvm_testing._archive("/nowhere/b.jar", killed) is None
+    assert len(tries) == 1 and not tries[0].exists()
     busy = jvm_testing._archive_path("/nowhere/c.jar").with_suffix(".lock")
     with busy.open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert jvm_testing._archive("/nowhere/c.jar", tries.append) is None
+        assert jvm_testing._archive("/nowhere/c.jar", killed) is None
     assert len(tries) == 1
 
 
