@@ -6,6 +6,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
 
 .PHONY: all run test lint typecheck imports unit e2e bench clean protos chart-metrics
 
@@ -89,10 +90,18 @@ protos: $(STAMP)
 chart-metrics: $(STAMP)
 	$(BIN)/python -m ariane.metrics.chartgen charts/ariane/files
 
-# Ariane vs Apache RocketMQ 5.3.3 (bench/peers/rocketmq: Java 17 + Maven Central on first use),
+# The benchmarks' own tools on top of the dev install: the `bench` extra (py-spy, for the broker's
+# flame graphs: `python -m bench.broker_cpu --py-spy .venv/bin/py-spy`).
+.PHONY: bench-tools
+bench-tools: $(BENCH_STAMP)
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+# Ariane vs Apache RocketMQ 5.5.1 (bench/peers/rocketmq: Java 17 + Maven Central on first use),
 # official Python client and (java rows) the classic Java client, A/B/A/B; about 20 min when quiet
 # before the java rows (bench/README.md); results in bench/results/compare-<stamp>.*
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.compare
 
 .PHONY: bench-store

@@ -12,7 +12,14 @@ workers unless ``--workers`` is given), warms it up with untimed sends, and runs
 * ``simple``: one SimpleConsumer process, 8 threads of ``receive(32)`` + one ack per message,
   a fresh group reading ``--drain-messages`` from the first offset (the topic is topped up
   untimed first);
-* ``push``: one PushConsumer process (8 consumption threads), a fresh group, the same count.
+* ``push``: one PushConsumer process (8 consumption threads), a fresh group, the same count;
+* ``java-send1`` / ``java-send8`` / ``java-batch64`` / ``java-push``: the rows of
+  ``bench.compare --rows java`` (the official classic Java client over Remoting, one JVM per
+  row, ``bench.classic_java``): one ``DefaultMQProducer`` shared by 1 or 8 threads sending
+  ``--send-messages``; one thread sending ``--java-batch-messages`` in ``send(Collection)`` calls
+  of 64; a ``DefaultMQPushConsumer`` (8 consumption threads, a fresh group) reading
+  ``--drain-messages`` after an untimed Java top-up. Remoting is served by the store owner, so
+  these rows load the owner only.
 
 For each row it records the CPU (utime + stime from ``/proc/<pid>/stat``, from the drivers'
 "go" to their "done") of the broker's own process (``owner``: the store, the POP state, the
@@ -20,12 +27,14 @@ handlers) and of its front-end worker processes (``workers``: gRPC), each divide
 messages the drivers counted: µs per message. ``--py-spy PATH`` also samples the owner process
 with py-spy during every row (``--format raw``, 100 Hz, non-blocking; the sampling costs the
 owner a little CPU, so figures from such a run are marked) and prints the 25 largest self and
-inclusive shares per row. ``--cprofile DIR`` runs the owner's event-loop thread under
-cProfile during every row instead (a ``sitecustomize`` hook put first on the children's
-``PYTHONPATH``: SIGUSR1 starts it, SIGUSR2 writes ``DIR/<row>-<round>.prof``; it times with
-the thread's CPU clock, so time the loop spends preempted or blocked does not count; the profiler
-roughly doubles the owner's CPU, so only its call counts and shares mean something) and prints
-the largest own and cumulative times.
+inclusive shares per row; with ``--flamegraphs DIR`` each sampled process's profile is also
+kept there as collapsed stacks (``.txt``) and drawn as a flame graph (``.svg``,
+``bench.flamegraph``), and the Markdown lists the 10 largest self-time frames of each row.
+``--cprofile DIR`` runs the owner's event-loop thread under cProfile during every row instead (a
+``sitecustomize`` hook put first on the children's ``PYTHONPATH``: SIGUSR1 starts it, SIGUSR2
+writes ``DIR/<row>-<round>.prof``; it times with the thread's CPU clock, so time the loop spends
+preempted or blocked does not count; the profiler roughly doubles the owner's CPU, so only its
+call counts and shares mean something) and prints the largest own and cumulative times.
 
 ``--security off,on`` measures the cost of security on the same workload: every round runs a
 plain cluster and then one started as ``ariane dev --secure`` (TLS enforcing on every port,
@@ -60,9 +69,12 @@ from typing import Any
 
 import bench
 from ariane.benchmark import machine, process_cpu, report
-from bench import compare
+from ariane.common import event_loop
+from bench import classic_java, compare, flamegraph
 
-ROWS = ("send1", "send8", "simple", "push")
+JAVA_ROWS = ("java-send1", "java-send8", "java-batch64", "java-push")
+"""The classic Java client's rows (``bench.compare``'s ``java`` rows)."""
+ROWS = ("send1", "send8", "simple", "push", *JAVA_ROWS)
 """What ``--rows`` selects from."""
 SECURITY = ("off", "on")
 """What ``--security`` selects from: a plain cluster, or ``ariane dev --secure``."""
@@ -72,6 +84,8 @@ PY_SPY_RATE_HZ = 100
 """py-spy samples per second."""
 PY_SPY_TOP = 25
 """Lines of each py-spy summary."""
+FLAME_TOP = 10
+"""Self-time frames per profile in the Markdown of a ``--flamegraphs`` run."""
 RESULTS_NAME = "broker_cpu"
 PROFILE_WRITE_TIMEOUT_S = 30.0
 """Longest wait for the owner to write its cProfile file after SIGUSR2."""
@@ -116,6 +130,8 @@ class Options:
     record: bool
     command: str
     render: pathlib.Path | None = None
+    java_batch_messages: int = 64_000
+    flamegraphs: pathlib.Path | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,6 +147,8 @@ class Sample:
     ext_cores: float
     profiled: bool
     security: str = "off"
+    profiles: tuple[dict[str, Any], ...] = ()
+    """With ``--flamegraphs``: per sampled process its files, sample counts and top frames."""
 
     @property
     def owner_us(self) -> float:
@@ -143,7 +161,44 @@ class Sample:
         return self.workers_cpu_s / max(self.messages, 1) * 1e6
 
 
+def _java_produce(
+    cluster: compare.Cluster, count: int, threads: int, batch: int, warmup: int
+) -> list[str]:
+    return classic_java.produce_args(
+        cluster.classic_namesrv,
+        cluster.topic,
+        count=count,
+        threads=threads,
+        batch=batch,
+        body_bytes=compare.BODY_BYTES,
+        warmup=warmup,
+        deadline_s=compare.RUN_TIMEOUT_S - 30,
+    )
+
+
+def _java_commands(row: str, cluster: compare.Cluster, opts: Options, token: str) -> list[str]:
+    warmup = compare.JAVA_WARMUP_MESSAGES  # untimed, in the row's JVM: the client's JIT
+    if row == "java-send1":
+        return _java_produce(cluster, opts.send_messages, 1, 1, warmup)
+    if row == "java-send8":
+        threads = compare.JAVA_PRODUCER_THREADS
+        return _java_produce(cluster, opts.send_messages, threads, 1, warmup)
+    if row == "java-batch64":
+        return _java_produce(cluster, opts.java_batch_messages, 1, compare.JAVA_BATCH, warmup)
+    assert row == "java-push", row
+    return classic_java.push_args(
+        cluster.classic_namesrv,
+        cluster.topic,
+        group=f"cpu-{row}-{token}",
+        count=opts.drain_messages,
+        threads=compare.DRAIN_THREADS,
+        deadline_s=compare.RUN_TIMEOUT_S - 30,
+    )
+
+
 def _commands(row: str, cluster: compare.Cluster, opts: Options, token: str) -> list[list[str]]:
+    if row in JAVA_ROWS:
+        return [_java_commands(row, cluster, opts, token)]
     if row == "send1":
         return [compare.driver_args("produce", cluster, opts.send_messages, 1, "")]
     if row == "send8":
@@ -242,21 +297,75 @@ def _cprofile_hook(directory: pathlib.Path | None) -> Iterator[None]:
             os.environ.update(saved)
 
 
+def _results_link(path: pathlib.Path) -> str:
+    """``path`` as the Markdown in ``bench/results/`` links it: relative when it lies below."""
+    try:
+        return str(path.resolve().relative_to(bench.RESULTS_DIR.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _profiles(
+    spies: dict[str, tuple[pathlib.Path, subprocess.Popen[bytes]]],
+    row: str,
+    round_index: int,
+    opts: Options,
+) -> tuple[dict[str, Any], ...]:
+    """Print each py-spy summary; with ``--flamegraphs`` keep its stacks, draw its SVG and
+    note its ``FLAME_TOP`` self-time frames."""
+    kept: list[dict[str, Any]] = []
+    for name, (out, _) in spies.items():
+        if not out.exists():
+            continue
+        raw = out.read_text()
+        print(f"py-spy {row} round {round_index}, {name} ({out}):", file=sys.stderr)
+        print(py_spy_summary(raw), file=sys.stderr, flush=True)
+        if opts.flamegraphs is None:
+            continue
+        role = name.split()[0]  # "owner" or "worker": pids differ between runs
+        stem = f"{row}-r{round_index}-{role}{len(kept)}"
+        profile = flamegraph.parse(raw)
+        opts.flamegraphs.mkdir(parents=True, exist_ok=True)
+        (opts.flamegraphs / f"{stem}.txt").write_text(raw)
+        title = f"Ariane broker {role}, {row}, round {round_index}, py-spy {PY_SPY_RATE_HZ} Hz"
+        (opts.flamegraphs / f"{stem}.svg").write_text(flamegraph.svg(profile, title))
+        top = flamegraph.self_shares(profile, FLAME_TOP)
+        kept.append(
+            {
+                "process": name,
+                "svg": _results_link(opts.flamegraphs / f"{stem}.svg"),
+                "stacks": _results_link(opts.flamegraphs / f"{stem}.txt"),
+                "busy_samples": profile.busy,
+                "idle_samples": profile.idle,
+                "self_top": [[frame, n, round(share, 4)] for frame, n, share in top],
+            }
+        )
+    return tuple(kept)
+
+
 def _run_row(
-    row: str, cluster: compare.Cluster, opts: Options, round_index: int, token: str, security: str
+    row: str,
+    cluster: compare.Cluster,
+    opts: Options,
+    round_index: int,
+    token: str,
+    security: str,
+    java: compare.JavaDriver | None = None,
 ) -> Sample:
     workers = process_cpu.descendants(cluster.broker_pid)
     gate = machine.wait_for_quiet(compare.QUIET_BUSY_CORES_MAX, 30.0)
     spies: dict[str, tuple[pathlib.Path, subprocess.Popen[bytes]]] = {}
     if opts.py_spy is not None:
-        for name, pid in [("owner", cluster.broker_pid), *(("worker", w) for w in workers)]:
+        sampled = [] if row in JAVA_ROWS else workers  # Remoting is served by the owner alone
+        for name, pid in [("owner", cluster.broker_pid), *(("worker", w) for w in sampled)]:
             out = pathlib.Path(tempfile.gettempdir()) / f"broker-cpu-{row}-{round_index}-{pid}.txt"
             spies[f"{name} {pid}"] = (out, _start_py_spy(opts.py_spy, pid, out, opts.py_spy_native))
         time.sleep(0.5)  # let py-spy attach before the timed span (not a synchronisation)
     if opts.cprofile is not None:
         os.kill(cluster.broker_pid, signal.SIGUSR1)  # our own child: the hook starts cProfile
     try:
-        result = compare.run_drivers(_commands(row, cluster, opts, token), None)
+        program = java.program if java is not None and row in JAVA_ROWS else None
+        result = compare.run_drivers(_commands(row, cluster, opts, token), None, program)
     finally:
         for _, spy in spies.values():
             _stop_py_spy(spy)
@@ -273,6 +382,7 @@ def _run_row(
         ext_cores=result.load.ext_cores,
         profiled=bool(spies) or opts.cprofile is not None,
         security=security,
+        profiles=_profiles(spies, row, round_index, opts),
     )
     print(
         f"{row} security {security} round {round_index}: {sample.messages} msgs in "
@@ -282,18 +392,37 @@ def _run_row(
         file=sys.stderr,
         flush=True,
     )
-    for name, (out, _) in spies.items():
-        if out.exists():
-            print(f"py-spy {row} round {round_index}, {name} ({out}):", file=sys.stderr)
-            print(py_spy_summary(out.read_text()), file=sys.stderr, flush=True)
     return sample
 
 
+def _top_up(
+    row: str, cluster: compare.Cluster, opts: Options, written: int, java: compare.JavaDriver | None
+) -> int:
+    """Before a drain row: send (untimed) what the topic lacks of ``--drain-messages`` plus
+    ``DRAIN_SLACK_MESSAGES``; the official Python client for ``simple``/``push``, the Java
+    client in batches of 64 for ``java-push``. Returns the messages now written."""
+    missing = opts.drain_messages + compare.DRAIN_SLACK_MESSAGES - written
+    if missing <= 0:
+        return written
+    if row == "java-push":
+        assert java is not None
+        threads, batch = compare.JAVA_PRODUCER_THREADS, compare.JAVA_BATCH
+        fill = _java_produce(cluster, max(missing, threads * batch), threads, batch, 0)
+        return written + compare.run_drivers([fill], None, java.program).timing.messages
+    share = -(-missing // PRODUCERS)
+    fill = compare.driver_args("produce", cluster, share, 1, "")
+    return written + compare.run_drivers([fill] * PRODUCERS, None).timing.messages
+
+
 def run_round(
-    base: pathlib.Path, opts: Options, round_index: int, security: str = "off"
+    base: pathlib.Path,
+    opts: Options,
+    round_index: int,
+    security: str = "off",
+    java: compare.JavaDriver | None = None,
 ) -> list[Sample]:
     """One fresh cluster (secured when ``security`` is ``on``), the warm-up, then every row of
-    ``opts.rows``."""
+    ``opts.rows`` (``java``: the built Java driver, needed by the ``JAVA_ROWS``)."""
     token = f"{round_index}-{security}-{int(time.time())}"
     samples: list[Sample] = []
     with (
@@ -310,15 +439,14 @@ def run_round(
         warmup = compare.driver_args("produce", cluster, opts.warmup_messages, PRODUCERS, "")
         written = compare.run_drivers([warmup], None).timing.messages
         for row in opts.rows:
-            if row in ("simple", "push"):
-                missing = opts.drain_messages + compare.DRAIN_SLACK_MESSAGES - written
-                if missing > 0:
-                    share = -(-missing // PRODUCERS)
-                    fill = compare.driver_args("produce", cluster, share, 1, "")
-                    written += compare.run_drivers([fill] * PRODUCERS, None).timing.messages
-            sample = _run_row(row, cluster, opts, round_index, token, security)
+            if row in ("simple", "push", "java-push"):
+                written = _top_up(row, cluster, opts, written, java)
+            sample = _run_row(row, cluster, opts, round_index, token, security, java)
             samples.append(sample)
-            written += sample.messages if row.startswith("send") else 0
+            if row.startswith("send"):
+                written += sample.messages
+            elif row in JAVA_ROWS[:3]:
+                written += sample.messages + compare.JAVA_WARMUP_MESSAGES
     return samples
 
 
@@ -326,8 +454,14 @@ def complete(sample: Sample, settings: dict[str, Any]) -> bool:
     """Whether a row's drivers counted every message asked (``--send-messages`` for a send
     row, ``--drain-messages`` for a drain): a row cut short by send errors or the drivers'
     deadline (a saturated machine) divides its CPU by too few messages, or by none."""
-    wanted = settings["send_messages" if sample.row.startswith("send") else "drain_messages"]
-    return sample.messages >= int(wanted)
+    if sample.row == "java-batch64":
+        wanted = settings.get("java_batch_messages", 0)
+    elif sample.row in ("send1", "send8", "java-send1", "java-send8"):
+        wanted = settings["send_messages"]
+    else:
+        wanted = settings["drain_messages"]
+    # a push drain counts N - 1: the messages inside the span from the first listener call
+    return sample.messages >= int(wanted) - (1 if sample.row in ("push", "java-push") else 0)
 
 
 def _broker_us(sample: Sample) -> float:
@@ -386,13 +520,14 @@ def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
     headers = ["row", "security", "owner µs/msg", "workers µs/msg", "broker µs/msg"]
     headers += ["on/off", "msgs/s", "ext_cores", "rounds used", "py-spy"]
     lines = [
-        "# Broker CPU per message, official Python client",
+        "# Broker CPU per message, official clients",
         "",
         f"Written by `bench/broker_cpu.py`. Command: `{recorded['command']}`",
         "",
         f"- {recorded['started_utc']}, flush {settings['flush']}, rounds "
         f"{settings['rounds']}, commit {info['git_commit'][:12]}, load average at start "
-        f"{info['load_average_at_start']}.",
+        f"{info['load_average_at_start']}, broker event loop "
+        f"`{settings.get('event_loop', 'asyncio')}` (`$ARIANE_EVENT_LOOP`).",
         "- Cells: median over the rounds whose drivers counted every message asked (rounds "
         "used; a row cut short by errors or the deadline is left out); ext_cores: the largest "
         "outside load of those rounds; on/off: broker µs/msg with security on over off.",
@@ -402,14 +537,42 @@ def markdown(recorded: dict[str, Any], samples: Sequence[Sample]) -> str:
     if set(settings.get("security", ["off"])) == set(SECURITY):
         lines += ["", "On/off per round (broker µs/msg, complete pairs only):", ""]
         lines += _paired_ratios(used, settings["rows"])
+    lines += _profile_tables(samples)
     return "\n".join(lines)
+
+
+def _profile_tables(samples: Sequence[Sample]) -> list[str]:
+    """Per profiled row and process: the ``FLAME_TOP`` self-time frames (share of the busy
+    samples) and the flame graph's file."""
+    lines: list[str] = []
+    for sample in samples:
+        for profile in sample.profiles:
+            lines += [
+                "",
+                f"### {sample.row}, round {sample.round_index}, {profile['process']}: "
+                f"[{profile['svg']}]({profile['svg']})",
+                "",
+                f"{profile['busy_samples']} busy samples ({profile['idle_samples']} waiting in "
+                "the selector or a condition, left out); self time:",
+                "",
+            ]
+            rows = [
+                [f"{100 * share:.1f}%", str(n), f"`{frame}`"]
+                for frame, n, share in profile["self_top"]
+            ]
+            lines.append(report.markdown_table(["self", "samples", "frame"], rows))
+    return lines
 
 
 def render(path: pathlib.Path) -> str:
     """Rewrite the Markdown of a recorded run from its JSON (``--render``); returns it."""
     recorded = json.loads(path.read_text())
     names = {f.name for f in dataclasses.fields(Sample)}
-    samples = [Sample(**{k: v for k, v in s.items() if k in names}) for s in recorded["samples"]]
+    samples: list[Sample] = []
+    for fields in recorded["samples"]:
+        values: dict[str, Any] = {k: v for k, v in fields.items() if k in names}
+        values["profiles"] = tuple(values.get("profiles", ()))
+        samples.append(Sample(**values))
     page = markdown(recorded, samples)
     path.with_suffix(".md").write_text(page + "\n")
     return page
@@ -446,6 +609,13 @@ def parse(argv: Sequence[str] | None) -> Options:
         action="store_true",
         help="py-spy --native: C frames too (grpcio's core, TLS), blocking the sampled process",
     )
+    parser.add_argument("--java-batch-messages", type=int, default=64_000)
+    parser.add_argument(
+        "--flamegraphs",
+        type=pathlib.Path,
+        default=None,
+        help="with --py-spy: keep each profile's stacks (.txt) and flame graph (.svg) here",
+    )
     parser.add_argument("--cprofile", type=pathlib.Path, default=None, help="profile directory")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument(
@@ -461,7 +631,9 @@ def parse(argv: Sequence[str] | None) -> Options:
     security = tuple(dict.fromkeys(x for x in args.security.split(",") if x))
     if not security or not set(security) <= set(SECURITY):
         parser.error("--security takes a comma list of off,on")
-    for name in ("send_messages", "drain_messages", "warmup_messages"):
+    if args.flamegraphs is not None and args.py_spy is None:
+        parser.error("--flamegraphs needs --py-spy")
+    for name in ("send_messages", "drain_messages", "warmup_messages", "java_batch_messages"):
         if not 1 <= getattr(args, name) <= 200_000:
             parser.error(f"--{name.replace('_', '-')} must be 1..200000")
     return Options(
@@ -480,6 +652,8 @@ def parse(argv: Sequence[str] | None) -> Options:
         record=not args.no_record,
         command=report.command_line("bench.broker_cpu"),
         render=args.render,
+        java_batch_messages=args.java_batch_messages,
+        flamegraphs=args.flamegraphs,
     )
 
 
@@ -493,17 +667,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = pathlib.Path(tempfile.mkdtemp(prefix=".bench-broker-cpu-", dir=bench.REPO))
     try:
         info = machine.machine_info(base, bench.REPO)
+        java = compare.java_driver(base) if set(JAVA_ROWS) & set(opts.rows) else None
         samples = [
             sample
             for r in range(opts.rounds)
             for security in opts.security
-            for sample in run_round(base, opts, r, security)
+            for sample in run_round(base, opts, r, security, java)
         ]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     settings = dataclasses.asdict(opts)
     settings["py_spy"] = str(opts.py_spy) if opts.py_spy else None
     settings["cprofile"] = str(opts.cprofile) if opts.cprofile else None
+    settings["flamegraphs"] = str(opts.flamegraphs) if opts.flamegraphs else None
+    settings["java_client"] = java.version if java is not None else None
+    settings["event_loop"] = os.environ.get(event_loop.ENV_VAR, event_loop.EventLoop.AUTO.value)
     for name in ("command", "record", "render"):
         settings.pop(name)
     recorded: dict[str, Any] = {

@@ -1,9 +1,11 @@
-"""``python -m bench.compare``: the same workloads against Ariane and Apache RocketMQ 5.3.3.
+"""``python -m bench.compare``: the same workloads against Ariane and Apache RocketMQ 5.5.1.
 
 Both systems are driven by the official ``rocketmq-python-client`` 5.1.2
 (``ariane/benchmark/official_client_driver.py``, one process per producer or consumer) and,
 in the ``java`` rows, by the official classic Java client ``rocketmq-client`` 5.3.3 (Remoting;
-``bench/java/BenchDriver.java``, ``bench.classic_java``), 1 KiB bodies:
+``bench/java/BenchDriver.java``, ``bench.classic_java``), 1 KiB bodies: the same clients against
+both systems. RocketMQ runs its 5.5.1 broker, store and remoting with the 5.5.0 name server,
+proxy and tools (5.5.1 of those is not served here: ``bench/peers/rocketmq/pom.xml``).
 
 * ``send xN``: N producer processes, one thread each, synchronous ``Producer.send`` (one
   message per SendMessage call); msgs/s over the span all N share (they start together on a
@@ -366,7 +368,8 @@ def secured_drivers(endpoints: dev.DevEndpoints) -> Iterator[None]:
 
 @contextlib.contextmanager
 def rocketmq_cluster(flush: str, tag: str) -> Iterator[Cluster]:
-    """A fresh RocketMQ 5.3.3 name server + broker/proxy with its 8-queue ``BenchTopic``."""
+    """A fresh RocketMQ (``peer.version()``) name server + broker/proxy with its 8-queue
+    ``BenchTopic``."""
     launched = time.monotonic()
     with peer.running_peer(peer.FlushMode(flush)) as running:
         endpoints = running.endpoints
@@ -1344,14 +1347,15 @@ def _ratio_cell(ratio: float | None) -> str:
     return f"{ratio:.2f}" if ratio is not None else "-"
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
+def table(rows: Sequence[dict[str, Any]], rocketmq: str = peer.PREVIOUS_VERSION) -> str:
     """The Markdown table of the ``summary`` rows that have both systems (section compare),
-    with the broker CPU µs/msg of each msgs/s row (``cpu_columns``)."""
+    with the broker CPU µs/msg of each msgs/s row (``cpu_columns``); ``rocketmq``: the peer's
+    version (what the run recorded)."""
     headers = [
         "flush",
         "row",
         "Ariane",
-        "RocketMQ 5.3.3",
+        f"RocketMQ {rocketmq}",
         "Ariane/RocketMQ",
         "Ariane CPU µs/msg",
         "RocketMQ CPU µs/msg",
@@ -1379,7 +1383,9 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return report.markdown_table(headers, cells)
 
 
-def plot(rows: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
+def plot(
+    rows: Sequence[dict[str, Any]], path: pathlib.Path, rocketmq: str = peer.PREVIOUS_VERSION
+) -> None:
     """A horizontal bar chart of the ratios Ariane/RocketMQ (log scale), written to ``path``."""
     import matplotlib
 
@@ -1396,7 +1402,7 @@ def plot(rows: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
     axes.set_xscale("log")
     axes.invert_yaxis()
     axes.set_xlabel(
-        "Ariane / RocketMQ 5.3.3, median of rounds, log scale "
+        f"Ariane / RocketMQ {rocketmq}, median of rounds, log scale "
         "(blue: Ariane better; msgs/s higher is better, ms/s/MiB lower)"
     )
     axes.set_title("Official Python client 5.1.2 and classic Java client, 1 KiB, 2-core VM")
@@ -1410,9 +1416,11 @@ def plot(rows: Sequence[dict[str, Any]], path: pathlib.Path) -> None:
 def markdown(recorded: dict[str, Any]) -> str:
     """The Markdown page of one invocation: command, conditions, table, what is missing."""
     info = recorded["machine"]
+    rocketmq = recorded.get("rocketmq_version", peer.PREVIOUS_VERSION)
     return "\n".join(
         [
-            "# Ariane vs Apache RocketMQ 5.3.3, official Python client and classic Java client",
+            f"# Ariane vs Apache RocketMQ {rocketmq}, official Python client and classic Java "
+            "client",
             "",
             "Written by `python -m bench.compare` (`bench/compare.py`; its docstring defines every",
             "row). Command:",
@@ -1441,7 +1449,7 @@ def markdown(recorded: dict[str, Any]) -> str:
             "- Notes flag rows where a run's outside load (`ext_cores`) exceeded 0.25 cores or "
             "the quiet gate (< 0.25 busy cores, perf.md §2.1) ran out of patience.",
             "",
-            table(recorded["summary"]),
+            table(recorded["summary"], rocketmq),
             "",
             "## Ariane's own batching client next to the machine limits (no RocketMQ column)",
             "",
@@ -1564,7 +1572,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--replot"] and len(args) == 2:
         recorded_path = pathlib.Path(args[1])
-        plot(json.loads(recorded_path.read_text())["summary"], recorded_path.with_suffix(".png"))
+        replotted = json.loads(recorded_path.read_text())
+        version = replotted.get("rocketmq_version", peer.PREVIOUS_VERSION)
+        plot(replotted["summary"], recorded_path.with_suffix(".png"), version)
         return 0
     opts = parse(argv)
     started = datetime.datetime.now(datetime.UTC)
@@ -1593,6 +1603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "not_measured": NOT_MEASURED,
         "workers_available": workers_supported(),
         "java_client": classic_java.client_version() if "java" in opts.rows else None,
+        "rocketmq_version": peer.version(),
+        "rocketmq_modules": peer.module_versions(),
     }
     page = markdown(recorded)
     print(page)
@@ -1602,7 +1614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             RESULTS_NAME, stamp, recorded, page, opts.results_dir
         )
         png_path = json_path.with_suffix(".png")
-        plot(recorded["summary"], png_path)
+        plot(recorded["summary"], png_path, recorded["rocketmq_version"])
         log(f"recorded {json_path}, {md_path} and {png_path}")
     return 0
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 import yaml
 
 from ariane import dev
-from ariane.operator import handlers
+from ariane.operator import settings as operator_settings
 from e2e.testenv import cluster, processes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -211,7 +211,7 @@ def run_operator(
     child_env = {
         **os.environ,
         "KUBECONFIG": str(k8s.kubeconfig),
-        handlers.RESYNC_ENV: str(resync_s),
+        operator_settings.RESYNC_ENV: str(resync_s),
         **env,
     }
     port, metrics_port = dev.free_port(), dev.free_port()

@@ -33,7 +33,7 @@ import kubernetes  # type: ignore[import-untyped]
 import pytest
 
 from ariane import dev
-from ariane.operator import metadata
+from ariane.operator import settings as operator_settings
 from e2e import operator_support
 from e2e.testenv import cluster, processes
 
@@ -183,7 +183,7 @@ def operator(
     """The operator watching ``namespace``, reaching the loopback name server (once it runs);
     cert-manager's CRDs are installed first."""
     operator_support.apply_crd_files(k8s, operator_support.cert_manager_crd_files())
-    env = {metadata.OVERRIDE_ENV: json.dumps({"*": addresses[0]})}
+    env = {operator_settings.NAMESRV_OVERRIDES_ENV: json.dumps({"*": addresses[0]})}
     with operator_support.run_operator(
         k8s, tmp_path / "operator.log", namespace, env=env, resync_s=RESYNC_S
     ) as running:

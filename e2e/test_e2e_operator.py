@@ -2,7 +2,8 @@
 
 One operator and one loopback cluster (``ariane.dev.dev_cluster``: name server + broker on
 127.0.0.1) serve the whole module; the operator reaches that name server through the override
-seam (``metadata.OVERRIDE_ENV``), never a cluster address. Each test works in its own namespace.
+seam (``operator_settings.NAMESRV_OVERRIDES_ENV``), never a cluster address. Each test works
+in its own namespace.
 
 Own cluster: the operator under test must reach a name server through its override seam; one
 loopback cluster serves the module.
@@ -25,7 +26,8 @@ import pytest
 
 from ariane import dev
 from ariane.client import admin
-from ariane.operator import handlers, metadata, model, status
+from ariane.operator import handlers, model, status
+from ariane.operator import settings as operator_settings
 from e2e import operator_support
 from e2e.testenv import cluster, objects, processes
 
@@ -54,7 +56,7 @@ def _run_operator(
     resync_s: int = RESYNC_S,
 ) -> Iterator[operator_support.Running]:
     """``ariane operator --standalone --namespace GLOB`` as a child process, stopped by PID."""
-    env = {metadata.OVERRIDE_ENV: json.dumps({"*": loopback.namesrv})}
+    env = {operator_settings.NAMESRV_OVERRIDES_ENV: json.dumps({"*": loopback.namesrv})}
     with operator_support.run_operator(
         k8s, log_path, namespace_glob, env=env, resync_s=resync_s
     ) as running:

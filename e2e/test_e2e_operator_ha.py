@@ -42,7 +42,8 @@ import pytest
 
 from ariane.client import admin, admin_types, failover, producer, pull_consumer
 from ariane.grpcwire import messages, pb, rpc
-from ariane.operator import ha, metadata, reconcile, status
+from ariane.operator import ha, reconcile, status
+from ariane.operator import settings as operator_settings
 from e2e import operator_support
 from e2e.testenv import cluster, cutproxy, kubelet, processes
 
@@ -138,8 +139,10 @@ def _ha_env(
     routes = stand_in.overrides()
     routes.update({f"{namespace}/{pod}": proxy.endpoint for pod, proxy in proxies.items()})
     env = {
-        metadata.OVERRIDE_ENV: json.dumps({f"{namespace}/demo": f"127.0.0.1:{port}"}),
-        ha.POD_OVERRIDE_ENV: json.dumps(routes),
+        operator_settings.NAMESRV_OVERRIDES_ENV: json.dumps(
+            {f"{namespace}/demo": f"127.0.0.1:{port}"}
+        ),
+        operator_settings.POD_OVERRIDES_ENV: json.dumps(routes),
     }
     log = work / "operator.log"
     try:

@@ -28,7 +28,8 @@ from ariane import client, dev
 from ariane.client import credentials
 from ariane.common import errors
 from ariane.grpcwire import tls as grpc_tls
-from ariane.operator import metadata, users
+from ariane.operator import settings as operator_settings
+from ariane.operator import users
 from e2e import operator_support
 from e2e.testenv import cluster, processes
 
@@ -56,9 +57,9 @@ def operator(
 ) -> Iterator[operator_support.Running]:
     """The operator watching ``namespace`` (created before it starts, so it is watched at once)."""
     env = {
-        metadata.OVERRIDE_ENV: json.dumps({"*": secured.namesrv}),
-        metadata.TLS_ENV: "1",
-        metadata.CA_FILE_ENV: secured.ca_path,
+        operator_settings.NAMESRV_OVERRIDES_ENV: json.dumps({"*": secured.namesrv}),
+        operator_settings.TLS_ENV: "1",
+        operator_settings.CA_FILE_ENV: secured.ca_path,
     }
     with operator_support.run_operator(
         k8s, tmp_path / "operator.log", namespace, env=env, resync_s=RESYNC_S
@@ -303,9 +304,9 @@ def test_operator_runs_under_exactly_the_charts_service_account(
     who = f"system:serviceaccount:{namespace}:{account}"
     env = {
         "KUBECONFIG": kubeconfig,
-        metadata.OVERRIDE_ENV: json.dumps({"*": secured.namesrv}),
-        metadata.TLS_ENV: "1",
-        metadata.CA_FILE_ENV: secured.ca_path,
+        operator_settings.NAMESRV_OVERRIDES_ENV: json.dumps({"*": secured.namesrv}),
+        operator_settings.TLS_ENV: "1",
+        operator_settings.CA_FILE_ENV: secured.ca_path,
     }
     user = {
         "apiVersion": "ariane.dev/v1alpha1",

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import grpc
 
-from ariane.broker import assembly, filters, runtime
+from ariane.broker import assembly, filters, lite_settings, runtime
 from ariane.broker import settings as broker_settings
 from ariane.broker.processors import consume
 from ariane.broker.tables import topic_config
@@ -57,12 +57,14 @@ class BrokerHarness:
         *,
         receive: broker_settings.ReceiveSettings | None = None,
         time: clock.ManualClock | None = None,
+        lite: lite_settings.LiteSettings | None = None,
     ) -> None:
         self.clock = time or clock.ManualClock()
         settings = broker_settings.BrokerSettings(
             store_dir=root / "store",
             store=SMALL_STORE,
             receive=receive or broker_settings.ReceiveSettings(),
+            lite=lite or lite_settings.LiteSettings(),
         )
         self.runtime = runtime.BrokerRuntime(settings, time=self.clock)
         self.processors = assembly.build(self.runtime, time=self.clock)

@@ -19,6 +19,10 @@
 - ``spark_jvm``: the modules that start Spark drivers (sessions, ``spark-submit``, jobs) ask for
   it; their JVMs then run with ``jvm_testing``'s options (C1, serial GC, a class-data-sharing
   archive of pyspark's jars: about a quarter of the CPU of a default one).
+- The servers the suite starts run asyncio's own loop (``$ARIANE_EVENT_LOOP`` defaults to
+  ``asyncio`` here), whether or not uvloop is installed: the suite's behaviour does not depend on
+  the dev venv's extras. ``tests/test_event_loop.py`` runs a cluster on uvloop;
+  ``ARIANE_EVENT_LOOP=auto make unit`` runs the whole suite on it.
 - ``solo``: a test that asserts a wall-clock bound (a lease, a route hole, a restart within
   seconds) and so must not share the machine's 2 cores with other tests: ``make unit`` runs
   those after the parallel run, one at a time (``-m solo``).
@@ -38,6 +42,7 @@ from e2e.testenv import processes
 import durations
 import jvm_testing
 from ariane import dev
+from ariane.common import event_loop
 
 _MARK = pytest.StashKey[int]()
 _MEASURED: dict[str, float] = {}
@@ -45,7 +50,9 @@ _MEASURED: dict[str, float] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Registers ``solo``; gives this xdist worker (if any) its own port slice."""
+    """Registers ``solo``; gives this xdist worker (if any) its own port slice; the servers
+    started by the tests run asyncio's loop unless ``$ARIANE_EVENT_LOOP`` says otherwise."""
+    os.environ.setdefault(event_loop.ENV_VAR, event_loop.EventLoop.ASYNCIO.value)
     config.addinivalue_line(
         "markers",
         "solo: asserts a wall-clock bound; run alone, after the parallel run (make unit)",

@@ -134,7 +134,10 @@ class Broker:
             args += ["--config", str(config)]
         args += extra
         self.process = spawn(args, tmp / f"{self.name}.log")
-        dev.wait_until_listening("127.0.0.1", self.port, process=self.process, timeout_s=DEADLINE_S)
+        listening_s = processes.loaded_timeout_s(DEADLINE_S)
+        dev.wait_until_listening(
+            "127.0.0.1", self.port, process=self.process, timeout_s=listening_s
+        )
         if role != "SLAVE" and wait_writable:
             poll(
                 lambda: stats(self.endpoint, user=self.user).writable,
@@ -194,8 +197,9 @@ def new_broker(tmp: pathlib.Path, name: str, *, user: User | None = None) -> Bro
 
 
 def poll(check: Callable[[], bool], what: str) -> None:
-    """Poll ``check`` until true; ``TimeoutError`` naming ``what`` after ``DEADLINE_S``."""
-    processes.wait_until(check, timeout_s=DEADLINE_S, what=what)
+    """Poll ``check`` until true; ``TimeoutError`` naming ``what`` after ``DEADLINE_S`` (a hang
+    guard: stretched on a loaded machine, ``processes.loaded_timeout_s``)."""
+    processes.wait_until(check, timeout_s=processes.loaded_timeout_s(DEADLINE_S), what=what)
 
 
 async def _admin(

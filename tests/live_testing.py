@@ -19,12 +19,13 @@ from ariane.common import errors, message
 from ha_testing import SMALL_STORE_TOML
 
 DEADLINE_S = 60.0
-"""Longest wait for any condition."""
+"""Longest wait for any condition on an idle machine (a hang guard: every wait here stretches it
+on a loaded one, ``processes.loaded_timeout_s``)."""
 
 
 async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
-    """Poll ``check`` until it is true; fail after ``DEADLINE_S``."""
-    deadline = time.monotonic() + DEADLINE_S
+    """Poll ``check`` until it is true; fail after ``DEADLINE_S`` (stretched under load)."""
+    deadline = time.monotonic() + processes.loaded_timeout_s(DEADLINE_S)
     while not await check():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
@@ -69,7 +70,7 @@ async def drain(
 ) -> list[client.ReceivedMessage]:
     """Receive and ack until ``count`` messages arrived (each receive's batch acked at once)."""
     got: list[client.ReceivedMessage] = []
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + processes.loaded_timeout_s(DEADLINE_S)
     while len(got) < count:
         assert time.monotonic() < deadline, f"received {len(got)} of {count} in time"
         received = await consumer.receive(batch, invisible_duration_s=30)
@@ -104,7 +105,8 @@ def start_broker(
     args += ["--config", str(config)]
     args += ["--remoting-listen", f"127.0.0.1:{remoting_port}"] if remoting_port else []
     proc = spawn([*args, "--broker-name", name, "--namesrv", namesrv], tmp / f"{name}.log")
-    dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=DEADLINE_S)
+    listening_s = processes.loaded_timeout_s(DEADLINE_S)
+    dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=listening_s)
     return proc
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from ariane import admin_top, client
+from ariane import client
+from ariane.admin_cli import top as admin_top
 from metrics_testing import cluster, load
 
 pytestmark = pytest.mark.slow

@@ -52,7 +52,8 @@ async def create_topic(caller: AdminCaller, name: str, queues: int = 2, perm: in
 
 
 def test_topic_crud_round_trip_persists_across_a_reopen(tmp_path: pathlib.Path) -> None:
-    """Created and updated topics list as stored, survive a reopen, and delete for good."""
+    """Created and updated topics list as stored, survive a reopen, and delete for good
+    (their traffic stats too)."""
 
     async def first(caller: AdminCaller, broker: runtime.BrokerRuntime) -> None:
         assert not broker.route_changed.is_set()
@@ -84,8 +85,10 @@ def test_topic_crud_round_trip_persists_across_a_reopen(tmp_path: pathlib.Path) 
         everything = await caller.call("ListTopics", A.ListTopicsRequest(include_system=True))
         assert [t.name for t in everything.topics] == ["%RETRY%billing", "orders", "plain"]
         broker.offsets.commit(G, ids.TopicName("orders"), Q0, ids.QueueOffset(3))
+        broker.counters.traffic.put("orders", 1, 1)
         deleted = await caller.call("DeleteTopic", A.DeleteTopicRequest(name="orders"))
         assert code(deleted) == OK
+        assert broker.counters.traffic.view("TOPIC_PUT_NUMS", "orders") is None  # statsAll
         assert broker.offsets.query(G, ids.TopicName("orders"), Q0) is None
         again = await caller.call("DeleteTopic", A.DeleteTopicRequest(name="orders"))
         assert code(again) == errors.Code.TOPIC_NOT_FOUND

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import broker_harness
 from ariane.broker.processors import transaction_check
+from ariane.broker.remoting import rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.common import idempotency, ids, route
 from ariane.remoting import codes, command, fastjson, message_codec, transport
@@ -63,7 +64,14 @@ def run(tmp_path: pathlib.Path, scenario: Scenario) -> None:
     async def main() -> None:
         harness = broker_harness.BrokerHarness(tmp_path)
         harness.create_topic(TOPIC, queues=4)
-        service = remoting_service.RemotingService(harness.processors, time=harness.clock)
+        counters = harness.runtime.counters
+        service = remoting_service.RemotingService(
+            harness.processors,
+            time=harness.clock,
+            cluster=harness.runtime.settings.cluster,
+            tps=rates.TpsSampler(lambda: (counters.messages_in, counters.messages_out)),
+            traffic=counters.traffic,
+        )
         host, port = await service.start("127.0.0.1", 0)
         runner = asyncio.ensure_future(service.run())
         clients: list[transport.RemotingClient] = []

@@ -14,7 +14,7 @@ import pathlib
 from ariane.broker.tables import topic_config
 from ariane.common import ids, message
 from ariane.remoting import codes, fastjson
-from test_broker_remoting import TOPIC, Ctx, run, send_header, until
+from test_broker_remoting import TOPIC, Ctx, pull_header, run, send_header, until
 
 RQ = codes.RequestCode
 RC = codes.ResponseCode
@@ -154,7 +154,8 @@ def test_update_subscription_group_from_its_config_body(tmp_path: pathlib.Path) 
 def test_topic_stats_and_consume_stats_key_queues_by_message_queue_objects(
     tmp_path: pathlib.Path,
 ) -> None:
-    """202 answers every queue's min/max offset and last store time; 208 the group's broker,
+    """202 answers every queue's min/max offset, last store time and the topic's live put
+    rate; 208 the group's broker,
     consumer and pull offsets and last consumed store time, under MessageQueue object keys;
     an unknown group answers an empty table, an unknown topic in 202 answers 17, a header
     without topic or group answers 29."""
@@ -167,7 +168,7 @@ def test_topic_stats_and_consume_stats_key_queues_by_message_queue_objects(
         stats = await peer.call(RQ.GET_TOPIC_STATS_INFO, {"topic": TOPIC})
         assert stats.code == RC.SUCCESS, stats.remark
         table = fastjson.loads(stats.body)
-        assert table["topicPutTps"] == 0.0
+        assert table["topicPutTps"] > 0  # 2 messages over at most 10 s
         assert table["offsetTable"][MQ(TOPIC, BROKER, 1)] == {
             "lastUpdateTimestamp": stored_ms,
             "maxOffset": 2,
@@ -306,5 +307,65 @@ def test_reset_offset_by_time_moves_the_group_on_every_queue(tmp_path: pathlib.P
         assert (await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, no_group)).code == 29
         unknown = await peer.call(RQ.INVOKE_BROKER_TO_RESET_OFFSET, {**header, "topic": "nope"})
         assert unknown.code == RC.TOPIC_NOT_EXIST
+
+    run(tmp_path, scenario)
+
+
+def test_view_broker_stats_data_answers_live_topic_group_and_broker_items(
+    tmp_path: pathlib.Path,
+) -> None:
+    """315 answers RocketMQ's BrokerStatsData for TOPIC_PUT_NUMS/SIZE (2 messages, 3 bytes, in
+    one send each), GROUP_GET_NUMS (a pull of both, avgpt 2 per pull) and BROKER_PUT_NUMS under
+    the cluster name, with a non-zero minute tps; 208 then shows the group's consume tps; an
+    item never counted, an unknown name or another cluster answer SYSTEM_ERROR "The stats <..>
+    <..> not exist"; a header without statsKey answers 29; deleting the topic (215) forgets
+    its items."""
+
+    async def scenario(ctx: Ctx) -> None:
+        peer, cluster = await ctx.connect(), ctx.h.runtime.settings.cluster
+
+        async def view(name: str, key: str) -> dict[str, dict[str, float]]:
+            reply = await peer.call(RQ.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+            assert reply.code == RC.SUCCESS, reply.remark
+            found: dict[str, dict[str, float]] = fastjson.loads(reply.body)
+            return found
+
+        for body in (b"1", b"22"):
+            assert (await peer.call(RQ.SEND_MESSAGE_V2, send_header(queue_id=2), body)).code == 0
+        pulled = await peer.call(RQ.PULL_MESSAGE, pull_header(2, 0, group="stats-g"))
+        assert pulled.code == RC.SUCCESS, pulled.remark
+
+        puts = await view("TOPIC_PUT_NUMS", TOPIC)
+        assert set(puts) == {"statsMinute", "statsHour", "statsDay"}
+        for window in puts.values():
+            assert (window["sum"], window["avgpt"]) == (2, 1.0) and window["tps"] > 0
+        assert (await view("TOPIC_PUT_SIZE", TOPIC))["statsDay"]["sum"] == 3
+        gets = (await view("GROUP_GET_NUMS", f"{TOPIC}@stats-g"))["statsMinute"]
+        assert (gets["sum"], gets["avgpt"]) == (2, 2.0) and gets["tps"] > 0
+        broker = (await view("BROKER_PUT_NUMS", cluster))["statsDay"]
+        assert broker["sum"] == 2 and broker["avgpt"] == 0.0
+        progress = await peer.call(
+            RQ.GET_CONSUME_STATS, {"consumerGroup": "stats-g", "topic": TOPIC}
+        )
+        assert fastjson.loads(progress.body)["consumeTps"] > 0
+
+        for name, key in (
+            ("GROUP_GET_NUMS", f"{TOPIC}@never-g"),
+            ("NO_SUCH_STATS", TOPIC),
+            ("BROKER_PUT_NUMS", "OtherCluster"),
+        ):
+            reply = await peer.call(RQ.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+            assert (reply.code, reply.remark) == (
+                RC.SYSTEM_ERROR,
+                f"The stats <{name}> <{key}> not exist",
+            )
+        missing = await peer.call(RQ.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS"})
+        assert missing.code == RC.INVALID_PARAMETER
+
+        deleted = await peer.call(RQ.DELETE_TOPIC_IN_BROKER, {"topic": TOPIC})
+        assert deleted.code == RC.SUCCESS, deleted.remark
+        for name, key in (("TOPIC_PUT_NUMS", TOPIC), ("GROUP_GET_NUMS", f"{TOPIC}@stats-g")):
+            gone = await peer.call(RQ.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+            assert gone.code == RC.SYSTEM_ERROR  # forgotten with the topic
 
     run(tmp_path, scenario)

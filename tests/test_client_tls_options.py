@@ -10,11 +10,12 @@ import pathlib
 import pytest
 
 from ariane import admin_cli
+from ariane.admin_cli import arguments as admin_arguments
 from ariane.broker.grpc import frontend
 from ariane.common import tls
 from ariane.connectors.spark import options
 from ariane.grpcwire import tls as grpc_tls
-from ariane.operator import metadata
+from ariane.operator import settings as operator_settings
 
 
 def _admin_args(argv: list[str]) -> argparse.Namespace:
@@ -27,11 +28,13 @@ def test_admin_tls_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> Non
     """``--tls --ca-file`` gives ``ClientTls(ca_file)``; no ``--tls`` is plaintext even with
     ``ARIANE_CA_FILE`` set; ``ARIANE_TLS=1`` turns it on."""
     args = _admin_args(["--tls", "--ca-file", "/ca.pem", "topic", "list"])
-    assert admin_cli._tls(args) == grpc_tls.ClientTls(ca_file="/ca.pem")
+    assert admin_arguments.client_tls(args) == grpc_tls.ClientTls(ca_file="/ca.pem")
     monkeypatch.setenv("ARIANE_CA_FILE", "/env-ca.pem")
-    assert admin_cli._tls(_admin_args(["topic", "list"])) is None
+    assert admin_arguments.client_tls(_admin_args(["topic", "list"])) is None
     monkeypatch.setenv("ARIANE_TLS", "1")
-    assert admin_cli._tls(_admin_args(["topic", "list"])) == grpc_tls.ClientTls("/env-ca.pem")
+    assert admin_arguments.client_tls(_admin_args(["topic", "list"])) == grpc_tls.ClientTls(
+        "/env-ca.pem"
+    )
 
 
 def test_spark_tls_options() -> None:
@@ -52,9 +55,10 @@ def test_spark_tls_options() -> None:
 
 def test_operator_tls_from_environment() -> None:
     """The operator's admin calls use TLS exactly when ``ARIANE_TLS`` says so."""
-    assert metadata.client_tls_from_env({}) is None
-    assert metadata.client_tls_from_env({"ARIANE_CA_FILE": "/ca.pem"}) is None
-    found = metadata.client_tls_from_env({"ARIANE_TLS": "true", "ARIANE_CA_FILE": "/ca.pem"})
+    read = operator_settings.OperatorSettings.from_env
+    assert read({}).client_tls is None
+    assert read({"ARIANE_CA_FILE": "/ca.pem"}).client_tls is None
+    found = read({"ARIANE_TLS": "true", "ARIANE_CA_FILE": "/ca.pem"}).client_tls
     assert found == grpc_tls.ClientTls(ca_file="/ca.pem")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from ariane.grpcwire import tls as grpc_tls
 from ariane.operator import certs, model, resources
 from ariane.security import ca as ca_lib
 
@@ -246,17 +247,17 @@ def test_operator_client_tls_follows_the_broker(tmp_path: pathlib.Path) -> None:
     kube = FakeKube()
     _ensure(kube, T0)
     broker = {"metadata": {"name": "demo", "uid": OWNER.uid}, "spec": TLS_SPEC}
-    dialled = certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path, environ={})
+    dialled = certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path)
     assert dialled is not None
     assert pathlib.Path(dialled.ca_file).read_bytes() == kube.secret("demo-operator-tls")["ca.crt"]
     assert (
         pathlib.Path(dialled.cert_path).read_bytes() == kube.secret("demo-operator-tls")["tls.crt"]
     )
-    env = {"ARIANE_TLS": "1", "ARIANE_CA_FILE": "/x.pem"}
-    from_env = certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path, environ=env)
-    assert from_env is not None and from_env.ca_file == "/x.pem"
+    override = grpc_tls.ClientTls(ca_file="/x.pem")
+    from_env = certs.client_tls(kube, "mq", "demo", broker, directory=tmp_path, override=override)
+    assert from_env == override
     permissive = {"spec": {"tls": {"mode": "permissive"}}}
-    assert certs.client_tls(kube, "mq", "demo", permissive, directory=tmp_path, environ={}) is None
+    assert certs.client_tls(kube, "mq", "demo", permissive, directory=tmp_path) is None
     assert (
         certs.trust_bundle(kube, "mq", broker) == kube.secret("demo-cluster-ca")["ca.crt"].decode()
     )
@@ -288,7 +289,7 @@ def test_a_secret_the_broker_does_not_own_is_neither_trusted_nor_overwritten(
     for name in ("demo-operator-tls", "demo-namesrv-tls"):
         fresh.objects[("Secret", "mq", name)]["metadata"]["ownerReferences"] = [{"uid": "other"}]
     broker = {"metadata": {"name": "demo", "uid": OWNER.uid}, "spec": TLS_SPEC}
-    assert certs.client_tls(fresh, "mq", "demo", broker, directory=tmp_path, environ={}) is None
+    assert certs.client_tls(fresh, "mq", "demo", broker, directory=tmp_path) is None
     assert certs.trust_bundle(fresh, "mq", broker) == ""
 
     by_cert_manager = {"metadata": {"name": "demo-broker-tls", "annotations": {

@@ -267,9 +267,6 @@ def test_pod_endpoint_prefers_overrides_then_the_pod_dns_name() -> None:
     assert ha.pod_endpoint("mq", "demo-a", "demo-a-0", overrides) == "127.0.0.1:1"
     assert ha.pod_endpoint("mq", "demo-a", "demo-a-1", overrides) == "127.0.0.1:2"
     assert ha.pod_endpoint("mq", "demo-a", "demo-a-2", overrides) == "demo-a-2.demo-a.mq.svc:8081"
-    assert ha.pod_overrides_from_env({ha.POD_OVERRIDE_ENV: '{"a": "b"}'}) == {"a": "b"}
-    with pytest.raises(ValueError):
-        ha.pod_overrides_from_env({ha.POD_OVERRIDE_ENV: "[1]"})
 
 
 class FakeKube:

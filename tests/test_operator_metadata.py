@@ -11,6 +11,7 @@ import pytest
 
 from ariane.client import admin_types
 from ariane.operator import metadata, reconcile
+from ariane.operator import settings as operator_settings
 
 
 def test_override_most_specific_key_wins_and_default_is_service_dns() -> None:
@@ -25,12 +26,15 @@ def test_override_most_specific_key_wins_and_default_is_service_dns() -> None:
 
 def test_overrides_come_from_the_environment_and_bad_ones_are_refused() -> None:
     """The override map is read from JSON; anything but an object of strings is refused."""
-    good = {metadata.OVERRIDE_ENV: json.dumps({"*": "127.0.0.1:9876"})}
+    name = operator_settings.NAMESRV_OVERRIDES_ENV
+    read = operator_settings.OperatorSettings.from_env
 
-    assert metadata.overrides_from_env(good) == {"*": "127.0.0.1:9876"}
-    assert metadata.overrides_from_env({}) == {}
+    assert read({name: json.dumps({"*": "127.0.0.1:9876"})}).namesrv_overrides == {
+        "*": "127.0.0.1:9876"
+    }
+    assert read({}).namesrv_overrides == {}
     with pytest.raises(ValueError, match="JSON object of strings"):
-        metadata.overrides_from_env({metadata.OVERRIDE_ENV: '{"*": 9876}'})
+        read({name: '{"*": 9876}'})
 
 
 def _lag(topic: str, queue_id: int, lag: int, inflight: int) -> admin_types.QueueLag:

@@ -7,6 +7,7 @@ import pytest
 
 from ariane.operator import __main__ as operator_main
 from ariane.operator import model, netpol
+from ariane.operator import settings as operator_settings
 
 OWNER = model.Owner(name="demo", namespace="ns", uid="u-1")
 
@@ -15,20 +16,21 @@ def test_operator_side_comes_from_the_charts_environment() -> None:
     """The chart's variables name the operator pod and Prometheus' namespaces; unset: no
     operator pod, ``monitoring``; a malformed value is refused."""
     env = {
-        netpol.OPERATOR_NAMESPACE_ENV: "ops",
-        netpol.OPERATOR_LABELS_ENV: '{"app.kubernetes.io/name": "ariane", "x": "y"}',
-        netpol.PROMETHEUS_NAMESPACES_ENV: '["mon", "obs"]',
+        operator_settings.OPERATOR_NAMESPACE_ENV: "ops",
+        operator_settings.OPERATOR_LABELS_ENV: '{"app.kubernetes.io/name": "ariane", "x": "y"}',
+        operator_settings.PROMETHEUS_NAMESPACES_ENV: '["mon", "obs"]',
     }
 
-    side = netpol.OperatorSide.from_env(env)
+    side = operator_settings.OperatorSettings.from_env(env).side
 
     assert side == netpol.OperatorSide(
         "ops", (("app.kubernetes.io/name", "ariane"), ("x", "y")), ("mon", "obs")
     )
-    assert netpol.OperatorSide.from_env({}) == netpol.OperatorSide()
+    assert operator_settings.OperatorSettings.from_env({}).side == netpol.OperatorSide()
     assert netpol.operator_peers(netpol.OperatorSide()) == []
-    with pytest.raises(ValueError, match=netpol.PROMETHEUS_NAMESPACES_ENV):
-        netpol.OperatorSide.from_env({netpol.PROMETHEUS_NAMESPACES_ENV: '"monitoring"'})
+    name = operator_settings.PROMETHEUS_NAMESPACES_ENV
+    with pytest.raises(ValueError, match=name):
+        operator_settings.OperatorSettings.from_env({name: '"monitoring"'})
 
 
 @pytest.mark.parametrize(

@@ -44,3 +44,21 @@ def test_a_fresh_sampler_answers_zero_and_the_ring_is_bounded() -> None:
         sampler.sample()
     assert len(sampler._ring) <= rates.SAMPLES_MAX
     assert sampler.rates()[0] == (0.0, 0.0, 0.0)
+
+
+def test_broker_stats_over_a_minute_an_hour_and_a_day_stay_bounded() -> None:
+    """BROKER_PUT_NUMS/BROKER_GET_NUMS (315): after 2 hours at 1 msg/s in and 2 out, sampled
+    every 10 s, the minute window sums about 60 and the hour about 3600 at 1 msg/s, the day
+    window everything since start; the coarse rings keep 7 and 25 samples at most."""
+    clock, totals = _Clock(), [0, 0]
+    sampler = rates.TpsSampler(lambda: (totals[0], totals[1]), clock)
+    for step in range(721):  # 2 h in 10 s steps
+        clock.now_s = step * 10.0
+        totals[0], totals[1] = step * 10, step * 20
+        sampler.sample()
+    puts, gets = sampler.stats()
+    assert puts.minute.sum == 60 and puts.minute.tps == pytest.approx(1.0)
+    assert puts.hour.tps == pytest.approx(1.0) and 3000 <= puts.hour.sum <= 3600
+    assert (puts.day.sum, gets.day.sum) == (7200, 14400)
+    assert gets.minute.tps == pytest.approx(2.0) and puts.day.avgpt == 0.0
+    assert [len(ring) for ring in sampler._coarse] == [7, 3]

@@ -254,10 +254,12 @@ class Cluster:
         args += ["--config", str(self.config), "--lease-ms", str(LEASE_MS)]
         args += ["--broker-role", self.role if is_master else "SLAVE", "--ha-listen", node.ha]
         args += ["--flush-disk-type", self.flush_disk_type]
+        # The workload speaks gRPC only: no classic port, so the brokers never take RocketMQ's
+        # machine-wide default 10911 (two chaos brokers, or a parallel test, would fight for it).
+        args += ["--remoting-listen", ""]
         if self.network is not None:
             args += ["--advertise", self._via(network_mod.CLIENT, node, "grpc")]
             args += ["--ha-advertise", self._via(peer.name, node, "ha")]
-            args += ["--remoting-listen", ""]
         if not is_master:
             args += ["--master-ha", self.master_ha_for(node)]
         python_path = os.pathsep.join(

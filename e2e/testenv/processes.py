@@ -4,14 +4,17 @@ The one process layer of the test suites (issue 22): ``spawn_ariane`` starts ``p
 ...`` (a name server, a broker of any role, ``ariane dev``), ``running_namesrv`` a name server for
 a ``with`` block, ``track`` records any other child (an official-client driver) with its log,
 ``kill_tree`` SIGKILLs a broker and waits for its front-end workers, ``wait_until`` polls with a
-deadline and names what it waited for; ``ManagedProcess`` runs the control plane's components.
+deadline and names what it waited for, ``loaded_timeout_s`` stretches a hang guard on a loaded
+machine; ``ManagedProcess`` runs the control plane's components.
 Every process started through ``spawn_ariane``/``track`` is remembered (the last
 ``TRACKED_MAX``) with its log, so tests/conftest.py attaches the log tails of the processes a
 failing test started (or that still run) to its report (``log_tails``).
 
 Invariants: every process is started by this module and remembered by its ``Popen`` object;
 stopping sends SIGTERM, waits a bounded time, then SIGKILL, only to that PID (never by name).
-Every wait is a poll against a deadline.
+Every wait is a poll against a deadline. A deadline that only tells a hung process from a slow
+one (a start, a catch-up) is ``loaded_timeout_s`` of its unloaded value; a bound the product
+promises (a lease, a failover or delivery time) is never stretched.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ READY_TIMEOUT_S = 30.0
 """Longest wait for a started name server to listen, s."""
 KILL_TIMEOUT_S = 60.0
 """Longest wait for a SIGKILLed process and its children to be gone, s."""
+LOAD_FACTOR_MAX = 10.0
+"""Most a hang guard is stretched (``loaded_timeout_s``): 30 s become at most 300 s, inside
+pytest's 600 s per test."""
 
 
 class StartupError(RuntimeError):
@@ -50,6 +56,29 @@ class StartupError(RuntimeError):
 
 free_port = dev.free_port
 """A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range (``dev``)."""
+
+
+def load_factor() -> float:
+    """How many runnable tasks share each CPU: the 1-minute load average per CPU, clamped to
+    [1, ``LOAD_FACTOR_MAX``] (1 where the platform reports none).
+
+    On the shared 2-core test machine (8 engineers and CI at once) it reaches 10: a ``python -m
+    ariane broker`` that listens after 3 s alone then needs 30-50 s of wall time for the same
+    CPU work (imports and the front-end workers' imports, measured)."""
+    try:
+        load_1m = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return min(max(load_1m / (os.cpu_count() or 1), 1.0), LOAD_FACTOR_MAX)
+
+
+def loaded_timeout_s(timeout_s: float) -> float:
+    """``timeout_s`` (the deadline on an idle machine) times ``load_factor()`` now, in s.
+
+    Only for a hang guard: a wait that ends as soon as its condition holds (a process listens,
+    a slave caught up), whose deadline only tells "hung" from "slow". A bound the product
+    promises (a lease, a failover time, a timer's lateness) must not be stretched."""
+    return timeout_s * load_factor()
 
 
 def wait_until(check: Callable[[], bool], *, timeout_s: float, what: str) -> None:
@@ -232,13 +261,14 @@ def running_namesrv(
     PID on exit (SIGCONT first: a paused one must be able to stop).
 
     Raises:
-        RuntimeError: it exited or did not listen within ``timeout_s``.
+        RuntimeError: it exited or did not listen within ``timeout_s`` (``loaded_timeout_s``).
         AssertionError: ``check_exit`` and its exit status on the clean stop was not 0.
     """
     port = dev.free_port()
     proc = spawn_ariane(["namesrv", "--listen", f"127.0.0.1:{port}", *extra], log)
     try:
-        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=timeout_s)
+        ready_s = loaded_timeout_s(timeout_s)
+        dev.wait_until_listening("127.0.0.1", port, process=proc, timeout_s=ready_s)
         yield f"127.0.0.1:{port}", proc
     finally:
         with contextlib.suppress(ProcessLookupError):

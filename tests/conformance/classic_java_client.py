@@ -9,8 +9,9 @@ JVM, against a name server, each printing one JSON event per line, and runs the 
 ``distribution/bin/mqadmin`` does. Client logs and BROADCASTING offsets go to the test's
 directory, not under ``$HOME``.
 
-Invariant: every JVM started here is bounded (``RUN_TIMEOUT_S`` or the caller's timeout) and
-gets only ``JAVA_ENV`` as its environment.
+Invariant: every JVM started here is bounded (``RUN_TIMEOUT_S`` or the caller's timeout), gets
+only ``JAVA_ENV`` as its environment and ``JAVA_PROPERTIES`` and the driver's client timeout
+(``CLIENT_TIMEOUT_S``, stretched on a loaded machine) among its system properties.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import pathlib
 import subprocess
 from collections.abc import Mapping
 
+from e2e.testenv import processes
+
 import jvm_testing
 from conformance import polyglot
 
@@ -32,6 +35,18 @@ PROJECT = HERE / "classic_java"
 ``ClassicAdmin.java``."""
 JAVA_ENV = {"PATH": "/usr/bin:/bin"}
 """The driver JVM's whole environment."""
+JAVA_PROPERTIES = {"java.net.preferIPv4Stack": "true"}
+"""System properties of every driver JVM. The client resolves its IP in every ``ClientConfig``
+(``NetworkUtil.getLocalAddress``: it lists the network interfaces, then asks each for its flags)
+and dies with ``NullPointerException: ... "localHost" is null`` when one vanished in between;
+the real test node adds and deletes a veth per pod on this machine. With the IPv4 stack only,
+the JVM lists only interfaces with an IPv4 address, which those veths never have (their bridge
+holds the node's); the tests reach the servers on 127.0.0.1 (``test_classic_java_host.py``)."""
+CLIENT_TIMEOUT_S = 15.0
+"""The driver's client timeouts (a send's whole budget, one call's) on an idle machine; every
+driver JVM gets ``processes.loaded_timeout_s`` of it as ``-Ddriver.timeoutMs``: a cold JVM
+sharing the 2-core machine with ~20 runnable tasks took longer than 15 s for its first route
+fetch and send ("sendDefaultImpl call timeout")."""
 RUN_TIMEOUT_S = 180.0
 """Longest run of one scenario or mqadmin command."""
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
@@ -76,12 +91,14 @@ class ClassicJava:
     def java(self, main: str, *jvm_args: str) -> list[str]:
         """The ``java`` argv prefix that runs class ``main`` with this driver's class path (and
         ``jvm_testing.jvm_flags``, its class-data-sharing archive built on first use)."""
+        timeout_ms = round(processes.loaded_timeout_s(CLIENT_TIMEOUT_S) * 1000)
         return [
             "java",
             *jvm_testing.jvm_flags(self.classpath, TRAINING),
             f"-Drocketmq.client.localOffsetStoreDir={self.logs / 'offsets'}",
             f"-Drocketmq.client.logRoot={self.logs}",
-            *(f"-D{key}={value}" for key, value in self.properties.items()),
+            f"-Ddriver.timeoutMs={timeout_ms}",
+            *(f"-D{key}={value}" for key, value in {**JAVA_PROPERTIES, **self.properties}.items()),
             *jvm_args,
             *("-cp", self.classpath, main),
         ]

@@ -16,6 +16,8 @@ Commands::
     push-watch     --endpoints E --group G --topic T [--deadline-s D]
     transaction    --endpoints E --topic T --count N --end commit|rollback|none
                    --checker commit|rollback|unknown [--checks C] [--hold] [--deadline-s D]
+    lite           --endpoints E --topic T --group G --consumer push|simple --subscribe L1,..
+                   --send L1,.. --count N [--deadline-s D]
 
 Every loop is bounded by ``--deadline-s``; the driver exits 0 when it reached ``--count`` and 3
 when the deadline passed first (printing what it saw so far); a client exception is printed as
@@ -27,7 +29,13 @@ sends (a producer that keeps sending while something else happens). ``produce --
 gives message i the priority ``P[i % len(P)]`` (``Message.priority``, a PRIORITY message).
 ``push-watch`` has no count: it prints its client id, then every message with its receipt
 handle, until its stdin closes (then it shuts down cleanly: NotifyClientTermination) or the
-deadline passes.
+deadline passes. ``lite`` (RocketMQ 5.5 lite topics) starts a ``LitePushConsumer`` or
+``LiteSimpleConsumer`` bound to ``--topic``, subscribes each ``--subscribe`` lite topic
+(``subscribed`` lists the set the client holds after the broker's answers, once the client's
+complete set was synced: 5.1.2's ``subscribe_lite`` sends a name's characters; a refusal the
+client raises itself is an ``error`` event), sends one message per ``--send`` entry with that
+``lite_topic`` (``sent``, or an ``error`` event with the refusal's class and code), then
+consumes until ``--count`` messages arrived (``received``, acked, with their ``lite_topic``).
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ from rocketmq import (  # type: ignore[import-untyped]
     ConsumeResult,
     Credentials,
     FilterExpression,
+    LitePushConsumer,
+    LiteSimpleConsumer,
     Message,
     MessageListener,
     Producer,
@@ -91,6 +101,7 @@ def _view(msg: Any) -> dict[str, Any]:
         "properties": dict(msg.properties),
         "corrupted": bool(msg.corrupted),
         "priority": msg.priority,
+        "lite_topic": msg.lite_topic,
     }
 
 
@@ -298,6 +309,75 @@ def transaction(args: argparse.Namespace) -> int:
     return 0 if checker.count >= args.checks else 3
 
 
+def _error(exc: ClientException, **extra: Any) -> dict[str, Any]:
+    return {"event": "error", "type": type(exc).__name__, "message": str(exc), **extra}
+
+
+def _lite_send(args: argparse.Namespace) -> None:
+    producer = Producer(_config(args.endpoints), (args.topic,), tls_enable=_tls())
+    producer.startup()
+    try:
+        for i, name in enumerate(n for n in args.send.split(",") if n):
+            msg = Message()
+            msg.topic = args.topic
+            msg.body = f"{name}-{i}".encode()
+            msg.lite_topic = name
+            try:
+                receipt = producer.send(msg)
+            except ClientException as exc:
+                emit(_error(exc, lite_topic=name))
+                continue
+            emit({"event": "sent", "i": i, "lite_topic": name, "message_id": receipt.message_id})
+    finally:
+        producer.shutdown()
+
+
+def lite(args: argparse.Namespace) -> int:
+    """A lite consumer subscribes, a producer sends to lite topics, the consumer consumes
+    (module docstring)."""
+    config = _config(args.endpoints)
+    listener = _Listener(fail=False)
+    if args.consumer == "push":
+        consumer = LitePushConsumer(config, args.group, args.topic, listener, tls_enable=_tls())
+    else:
+        consumer = LiteSimpleConsumer(args.topic, config, args.group, 5, tls_enable=_tls())
+    consumer.startup()
+    held = getattr(consumer, f"_{type(consumer).__name__}__subscription_manager")
+    handled = 0
+    try:
+        # A LiteSimpleConsumer's startup does not wait for the settings reply (5.1.2), and
+        # until it has one its quota is 0: wait for the announced quota (10 s deadline).
+        settled = time.monotonic() + 10
+        while held.lite_subscription_quota == 0 and time.monotonic() < settled:
+            time.sleep(0.05)  # polling the client's state with a deadline
+        emit({"event": "quota", "quota": held.lite_subscription_quota})
+        for name in (n for n in args.subscribe.split(",") if n):
+            try:
+                consumer.subscribe_lite(name)
+            except ClientException as exc:
+                emit(_error(exc, lite_topic=name))
+        # 5.1.2's subscribe_lite sends PARTIAL_ADD with lite_topic_set.extend(name): one
+        # entry per *character* of the name (its scheduler's COMPLETE_ADD of the real names
+        # repairs that every 30 s). Send that complete set now rather than wait for it.
+        held.sync_all_lite_subscription()
+        emit({"event": "subscribed", "lite_topics": sorted(held.lite_topics)})
+        _lite_send(args)
+        deadline = time.monotonic() + args.deadline_s
+        while handled < args.count and time.monotonic() < deadline:
+            if args.consumer == "push":
+                with listener.lock:
+                    handled = listener.count
+                time.sleep(0.1)  # polling the listener's count with a deadline
+                continue
+            for msg in consumer.receive(16, 15):
+                emit({"event": "received", **_view(msg)})
+                consumer.ack(msg)
+                handled += 1
+    finally:
+        consumer.shutdown()
+    return 0 if handled >= args.count else 3
+
+
 def main() -> int:
     """Parse the command line and run one command."""
     parser = argparse.ArgumentParser(
@@ -352,6 +432,15 @@ def main() -> int:
     t.add_argument("--prefix", default="tx")
     t.add_argument("--hold", action="store_true")
     t.add_argument("--deadline-s", type=float, default=60)
+    lt = sub.add_parser("lite")
+    lt.add_argument("--endpoints", required=True)
+    lt.add_argument("--topic", required=True)
+    lt.add_argument("--group", required=True)
+    lt.add_argument("--consumer", choices=["push", "simple"], required=True)
+    lt.add_argument("--subscribe", default="")
+    lt.add_argument("--send", default="")
+    lt.add_argument("--count", type=int, required=True)
+    lt.add_argument("--deadline-s", type=float, default=60)
     args = parser.parse_args()
     handlers = {
         "produce": produce,
@@ -359,6 +448,7 @@ def main() -> int:
         "push-consume": push_consume,
         "push-watch": push_watch,
         "transaction": transaction,
+        "lite": lite,
     }
     try:
         return handlers[args.cmd](args)

@@ -27,7 +27,6 @@ from collections.abc import Iterator
 import pytest
 
 import ha_testing
-import jvm_testing
 import tls_testing
 from ariane.remoting import codes, command, fastjson
 from ariane.security import signing
@@ -164,12 +163,11 @@ def mqadmin(
     with); stdout and stderr, joined."""
     done = subprocess.run(
         [
-            "java",
-            *jvm_testing.jvm_flags(classic.classpath, classic_java_client.TRAINING),
-            f"-Drocketmq.client.logRoot={classic.logs}",
-            f"-Drocketmq.home.dir={home}",
-            *(f"-D{key}={value}" for key, value in TLS_JVM.items()),
-            *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
+            *classic.java(
+                classic_java_client.MQADMIN_MAIN,
+                f"-Drocketmq.home.dir={home}",
+                *(f"-D{key}={value}" for key, value in TLS_JVM.items()),
+            ),
             *(command_name, "-b", secured.remoting, "-n", secured.namesrv, *args),
         ],
         capture_output=True,

@@ -206,3 +206,154 @@ def test_mqadmin_finds_and_prints_messages(ends: dev.DevEndpoints, java: Classic
     assert re.search(rf"MSGID: {msg_id} .* BODY: hello-print", out), out
     out = _mqadmin(java, ends, "consumeMessage", "-t", "mq-print")
     assert "Consume ok" in out and "hello-print" in out, out
+
+
+def _consumer_heartbeat(group: str, topic: str) -> bytes:
+    """A classic push consumer's HEART_BEAT body (``HeartbeatData``): ``group`` subscribes
+    to ``topic`` with ``*``."""
+    subscription = {
+        "topic": topic,
+        "subString": "*",
+        "tagsSet": [],
+        "codeSet": [],
+        "subVersion": 1,
+        "expressionType": "TAG",
+        "classFilterMode": False,
+    }
+    consumer = {
+        "groupName": group,
+        "consumeType": "CONSUME_PASSIVELY",
+        "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        "unitMode": False,
+        "subscriptionDataSet": [subscription],
+    }
+    return fastjson.dumps(
+        {"clientID": "10.0.0.8@mq-consumer", "producerDataSet": [], "consumerDataSet": [consumer]}
+    )
+
+
+def test_mqadmin_lists_consumer_connections(ends: dev.DevEndpoints, java: ClassicJava) -> None:
+    """consumerConnection -g lists a classic consumer heartbeating to the broker (client id,
+    address, language, version V5_3_3), its subscription and its consume type, model and
+    start; once its connection closed, CONSUMER_NOT_ONLINE (206) naming the group."""
+    _make_topic(java, ends, "mq-cc")
+
+    async def online() -> str:
+        client = transport.RemotingClient()
+        try:
+            peer = await client.connection(ends.broker_remoting)
+            body = _consumer_heartbeat("mq-cc-g", "mq-cc")
+            beat = await peer.request(command.request(codes.RequestCode.HEART_BEAT, body=body), 10)
+            assert beat.code == codes.ResponseCode.SUCCESS, beat.remark
+            return await asyncio.to_thread(java.mqadmin, "consumerConnection", "-g", "mq-cc-g")
+        finally:
+            await client.close()
+
+    out = asyncio.run(online())
+    assert "Exception" not in out, out
+    (row,) = [line.split() for line in out.splitlines() if "10.0.0.8@mq-consumer" in line]
+    assert row[1].startswith("127.0.0.1:") and row[::2] == ["10.0.0.8@mq-consumer", "JAVA"], out
+    assert row[3] == "V5_3_3", out
+    assert ["mq-cc", "*"] in [line.split() for line in out.splitlines()], out
+    for line in (
+        "ConsumeType: CONSUME_PASSIVELY",
+        "MessageModel: CLUSTERING",
+        "ConsumeFromWhere: CONSUME_FROM_LAST_OFFSET",
+    ):
+        assert line in out, out
+    gone = _until(
+        lambda: java.mqadmin("consumerConnection", "-g", "mq-cc-g"),
+        lambda text: "CODE: 206" in text,
+    )
+    assert "CODE: 206" in gone and "the consumer group[mq-cc-g] not online" in gone, gone
+
+
+def _runtime_totals(java: ClassicJava, ends: dev.DevEndpoints) -> dict[str, str]:
+    """brokerStatus's ``key : value`` lines."""
+    out = _mqadmin(java, ends, "brokerStatus", "-b", ends.broker_remoting)
+    pairs = (line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def test_mqadmin_stats_all_shows_live_tps_and_totals(
+    ends: dev.DevEndpoints, java: ClassicJava
+) -> None:
+    """After a classic producer sent 6 messages and a push consumer consumed them, statsAll
+    shows the topic and group with a non-zero InTPS and OutTPS and 6 messages in and out
+    (RocketMQ's TOPIC_PUT_NUMS and GROUP_GET_NUMS, VIEW_BROKER_STATS_DATA 315), the broker's
+    TopicStatsTable (202, as mqadmin's library parses it) a non-zero topicPutTps,
+    consumerProgress a non-zero Consume TPS, and brokerStatus 6 more messages put and got, at
+    non-zero rates."""
+    _make_topic(java, ends, "mq-stats")
+    before = _runtime_totals(java, ends)
+    # the consumer starts first, so the rates are read soon after the sends
+    consumer = java.start("consume", "--group", "mq-stats-g", "--topic", "mq-stats", "--count", "6")
+    sent = java.run("send", "--topic", "mq-stats", "--count", "6")
+    assert len([e for e in sent.events if e.get("status") == "SEND_OK"]) == 6, sent
+    got = java.outcome(consumer)
+    assert (got.code, len(got.events[-1]["bodies"])) == (0, 6), got
+
+    # rates cover about the last minute: read them first, each JVM takes seconds
+    out = _mqadmin(java, ends, "statsAll", "-t", "mq-stats")
+    (row,) = [line.split() for line in out.splitlines() if line.split()[:1] == ["mq-stats"]]
+    topic, group, accumulation, in_tps, out_tps, in_total, out_total = row
+    assert (topic, group, accumulation, in_total, out_total) == (
+        "mq-stats",
+        "mq-stats-g",
+        "0",
+        "6",
+        "6",
+    ), out
+    assert float(in_tps) > 0 and float(out_tps) > 0, out
+    args = ("--broker", ends.broker_remoting, "--topic", "mq-stats")
+    (stats,) = java.run("topic-stats", *args).events
+    assert stats["topicPutTps"] > 0 and stats["queues"] == 2, stats
+    out = _mqadmin(java, ends, "consumerProgress", "-g", "mq-stats-g")
+    found = re.search(r"Consume TPS: ([\d.]+)", out)
+    assert found is not None and float(found.group(1)) > 0, out
+
+    after = _runtime_totals(java, ends)
+    for key in ("msgPutTotalTodayNow", "msgGetTotalTodayNow"):
+        assert int(after[key]) - int(before[key]) == 6, (key, before, after)
+    for key in ("putTps", "getTransferedTps"):  # "10 s, 1 min, 10 min": the 10 min rate
+        assert float(after[key].split()[2]) > 0, after
+
+
+def test_mqadmin_resets_one_queue_of_a_group(ends: dev.DevEndpoints, java: ClassicJava) -> None:
+    """resetOffsetByTime -b BROKER -q 0 -o 1 moves only queue 0 of a group that consumed 3
+    messages there back to offset 1 (consumerProgress: consumer offset 1, diff 2), and leaves
+    queue 1 where it was."""
+    _make_topic(java, ends, "mq-reset")
+    for queue in ("0", "1"):
+        args = ("--topic", "mq-reset", "--count", "3", "--mode", "selector", "--queue", queue)
+        sent = java.run("send", *args)
+        assert [e["queue_id"] for e in sent.events if e["event"] == "sent"] == [int(queue)] * 3
+    got = java.attempt("consume", "--group", "mq-reset-g", "--topic", "mq-reset", "--count", "6")
+    assert got.code == 0, got
+
+    def progress() -> dict[int, tuple[int, int]]:
+        out = _mqadmin(java, ends, "consumerProgress", "-g", "mq-reset-g")
+        rows = [line.split() for line in out.splitlines() if line.split()[:1] == ["mq-reset"]]
+        return {int(r[2]): (int(r[3]), int(r[4])) for r in rows}
+
+    assert progress() == {0: (3, 3), 1: (3, 3)}
+    out = _mqadmin(
+        java,
+        ends,
+        "resetOffsetByTime",
+        "-g",
+        "mq-reset-g",
+        "-t",
+        "mq-reset",
+        "-b",
+        ends.broker_remoting,
+        "-q",
+        "0",
+        "-o",
+        "1",
+        "-s",
+        "now",
+    )
+    assert "reset consumer offset to 1" in out, out
+    assert progress() == {0: (3, 1), 1: (3, 3)}

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 import pytest
 
 import ha_testing
-import jvm_testing
 import tls_testing
 from ariane import dev
 from ariane.security import ca
@@ -135,11 +134,7 @@ def test_mqadmin_lists_topics_over_tls(
     def topic_list(*jvm: str) -> str:
         done = subprocess.run(
             [
-                "java",
-                *jvm_testing.jvm_flags(classic.classpath, classic_java_client.TRAINING),
-                f"-Drocketmq.client.logRoot={classic.logs}",
-                *jvm,
-                *("-cp", classic.classpath, classic_java_client.MQADMIN_MAIN),
+                *classic.java(classic_java_client.MQADMIN_MAIN, *jvm),
                 *("topicList", "-n", secured.namesrv_remoting),
             ],
             capture_output=True,

@@ -52,13 +52,18 @@ def topics_ready(cluster: Cluster) -> Iterator[Cluster]:
 
 
 def _call(
-    address: str, rpc_name: str, request: pb_message.Message, response_type: type[M], client: str
+    address: str,
+    rpc_name: str,
+    request: pb_message.Message,
+    response_type: type[M],
+    client: str,
+    service: rpc.ServiceDescriptor = pb.MESSAGING_SERVICE,
 ) -> M:
     async def go() -> M:
         async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
             return await rpc.unary_call(
                 channel,
-                pb.MESSAGING_SERVICE,
+                service,
                 rpc_name,
                 request,
                 response_type,
@@ -330,15 +335,25 @@ def _lines_with(path: pathlib.Path, *needles: str, at_least: int) -> list[str]:
 
 
 def test_refused_rpcs_leave_one_line_per_kind_and_client(topics_ready: Cluster) -> None:
-    """30 UNSUPPORTED sends (a LITE message: DELAY and PRIORITY ones are served now) and 30
-    NOT_IMPLEMENTED calls from each of two clients leave exactly one line per (RPC, client) in
-    the broker log; the name server likewise. (The broker answers an EndTransaction without a
-    transaction id INVALID_TRANSACTION_ID, which is not logged.)"""
-    unsupported = _message("atomic", message_type=pb.v2.MessageType.LITE)
+    """30 UNSUPPORTED calls (the v2 Admin's DescribeGroupAccumulation of one lite topic: every
+    message type is served on SendMessage now) and 30 NOT_IMPLEMENTED calls from each of two
+    clients leave exactly one line per (RPC, client) in the broker log; the name server
+    likewise. (The broker answers an EndTransaction without a transaction id
+    INVALID_TRANSACTION_ID, which is not logged.)"""
+    unsupported = pb.v2_admin.DescribeGroupAccumulationRequest(
+        group=pb.v2.Resource(name="readers"), lite_topic="session-1"
+    )
     end = pb.v2_service.EndTransactionRequest(topic=pb.v2.Resource(name="atomic"))
     for client in ("refused-a@1", "refused-b@1"):
         for _ in range(30):
-            sent = _send(topics_ready, unsupported, client=client)
+            sent = _call(
+                topics_ready.broker,
+                "DescribeGroupAccumulation",
+                unsupported,
+                pb.v2_admin.DescribeGroupAccumulationResponse,
+                client,
+                service=pb.V2_ADMIN_SERVICE,
+            )
             assert codes.code_of(sent.status) == errors.Code.UNSUPPORTED
             ended = _call(
                 topics_ready.broker,
@@ -359,7 +374,9 @@ def test_refused_rpcs_leave_one_line_per_kind_and_client(topics_ready: Cluster) 
     broker_log = topics_ready.data_dir / "broker.log"
     namesrv_log = topics_ready.data_dir / "namesrv.log"
     for client in ("refused-a@1", "refused-b@1"):
-        sends = _lines_with(broker_log, "SendMessage refused", client, "UNSUPPORTED", at_least=1)
+        sends = _lines_with(
+            broker_log, "DescribeGroupAccumulation refused", client, "UNSUPPORTED", at_least=1
+        )
         names = _lines_with(namesrv_log, "EndTransaction refused", client, at_least=1)
         assert (len(sends), len(names)) == (1, 1), (sends, names)
         assert not _lines_with(broker_log, "EndTransaction refused", client, at_least=0)

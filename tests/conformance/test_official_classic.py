@@ -242,6 +242,9 @@ def test_mqadmin_reads_messages_stats_and_consumer_progress(
     out = _mqadmin(java, ends, "topicStatus", "-t", "mq-read")
     stats = {int(r[1]): (int(r[2]), int(r[3])) for r in _rows(out, "broker-a")}
     assert stats == {q: (0, 1 if q == int(queue) else 0) for q in range(2)}, out
+    # mqadmin 5.3.3 merges only the brokers' offset tables (DefaultMQAdminExtImpl
+    # .examineTopicStats): its total rate is always 0.0; the broker's is checked in
+    # test_classic_mqadmin_ops (topic-stats)
     assert "Topic Put TPS: 0.0" in out, out
     assert msg_id in _mqadmin(java, ends, "queryMsgByKey", "-t", "mq-read", "-k", "key-7")
     out = _mqadmin(java, ends, "queryMsgById", "-t", "mq-read", "-i", msg_id)

@@ -1,4 +1,4 @@
-"""Apache RocketMQ 5.3.x as a local benchmark peer: fetch, start on 127.0.0.1, create a topic, stop.
+"""Apache RocketMQ 5.5.1 as a local benchmark peer: fetch, start on 127.0.0.1, create a topic, stop.
 
 Role: the Java reference broker that Ariane's benchmarks are measured against (perf.md §1.1), run on
 this machine under the same conditions (perf.md §2.1). ``rocketmq_peer`` fetches the jars with
@@ -6,6 +6,11 @@ this machine under the same conditions (perf.md §2.1). ``rocketmq_peer`` fetche
 one broker with the gRPC proxy in LOCAL mode (``ProxyStartup -pm local``: broker and proxy share one
 JVM), creates a topic with ``MQAdminStartup updateTopic``, waits until the proxy's gRPC
 ``QueryRoute`` (what the official clients call first) routes it, and yields the endpoints.
+
+The version is ``pom.xml``'s ``<rocketmq.version>`` (the broker, store, remoting, common and
+tiered store); the other modules (name server, proxy, tools, client, srvutil, filter, auth) are
+``<rocketmq.companion.version>``, the newest release of theirs that the registry serves
+(``version()``, ``module_versions()``; README "Versions").
 
 Invariants:
 - Everything listens for and sends to 127.0.0.1 only, on ports picked free at start. The name
@@ -55,6 +60,9 @@ log = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
 FETCH_SCRIPT = HERE / "fetch.sh"
+POM = HERE / "pom.xml"
+PREVIOUS_VERSION = "5.3.3"
+"""The peer's version before 2026-11-29: results recorded without ``rocketmq_version`` ran it."""
 REPO_ROOT = HERE.parents[2]
 DRIVER = REPO_ROOT / "tests" / "conformance" / "official_py_driver.py"
 LOOPBACK = "127.0.0.1"
@@ -125,7 +133,7 @@ class Endpoints:
     topic: str
     """The topic created at start."""
     version: str
-    """RocketMQ version, e.g. ``5.3.3``."""
+    """RocketMQ version (its broker's), e.g. ``5.5.1``."""
     flush: FlushMode
     """The broker's flushDiskType."""
     work_dir: Path
@@ -187,6 +195,26 @@ def _broker_port() -> int:
         if port > 1100 and _port_is_free(port - 2) and _port_is_free(port + 1):
             return port
     raise PeerError("no free loopback port triple for the broker")
+
+
+def _pom_property(name: str) -> str:
+    text = POM.read_text()
+    start = text.index(f"<{name}>") + len(name) + 2
+    return text[start : text.index(f"</{name}>", start)]
+
+
+def version() -> str:
+    """The RocketMQ version the peer runs (its broker and store), from ``pom.xml``: ``5.5.1``."""
+    return _pom_property("rocketmq.version")
+
+
+def module_versions() -> dict[str, str]:
+    """The version of each RocketMQ module the peer runs, as ``pom.xml`` pins them:
+    ``{"broker": "5.5.1", "store": ..., "namesrv": "5.5.0", ...}``."""
+    main, companion = version(), _pom_property("rocketmq.companion.version")
+    mains = ("broker", "store", "remoting", "common", "tiered-store")
+    companions = ("namesrv", "controller", "proxy", "tools", "client", "srvutil", "filter", "auth")
+    return {**dict.fromkeys(mains, main), **dict.fromkeys(companions, companion)}
 
 
 def fetch() -> Path:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ariane.broker import server
 from ariane.broker import settings as broker_settings
-from ariane.common import ids, process
+from ariane.common import event_loop, ids, process
 from ariane.store import settings as store_settings
 from ariane.store.ha import settings as ha_settings
 
@@ -76,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ASYNC_FLUSH (default) or SYNC_FLUSH",
     )
     _add_ha_arguments(parser)
+    parser.add_argument(
+        "--event-loop",
+        choices=[e.value for e in event_loop.EventLoop],
+        help="asyncio event loop: asyncio's, uvloop if installed (auto), or uvloop (required); "
+        f"default ${event_loop.ENV_VAR} or asyncio",
+    )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
@@ -209,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         make_settings=lambda: settings_from_args(args),
         serve=lambda settings, stop: server.BrokerServer(settings).serve(stop),
         log_level=args.log_level,
+        event_loop=event_loop.EventLoop(args.event_loop) if args.event_loop else None,
     )
 
 

@@ -129,6 +129,7 @@ def send_processor(
             time=time,
         ),
         time=time,
+        lite=broker.lite_topics,
     )
 
 

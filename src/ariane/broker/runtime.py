@@ -21,7 +21,14 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.schedule import service as schedule_service
-from ariane.broker.tables import offsets, persistence, subscriptions, topic_config
+from ariane.broker.tables import (
+    lite_topics,
+    offsets,
+    persistence,
+    subscriptions,
+    topic_config,
+    traffic_stats,
+)
 from ariane.common import clock, histogram, ids, message, route
 from ariane.grpcwire import server as grpc_server
 from ariane.security import metadata_store
@@ -48,7 +55,8 @@ def _size_histograms() -> dict[message.MessageType, histogram.Histogram]:
 class Counters:
     """Totals since start, read by the admin API (``rocketmq_messages_in/out_total``) and the
     metrics (``message_size_bytes``: body sizes of stored messages per message type,
-    ``rocketmq_message_size``)."""
+    ``rocketmq_message_size``); ``traffic``: the same traffic per topic and group over the last
+    minute, hour and day (``mqadmin statsAll``, ``topicStatus``, ``consumerProgress``)."""
 
     messages_in: int = 0
     bytes_in: int = 0
@@ -57,6 +65,9 @@ class Counters:
     sent_to_dlq: int = 0
     message_size_bytes: dict[message.MessageType, histogram.Histogram] = dataclasses.field(
         default_factory=_size_histograms
+    )
+    traffic: traffic_stats.TrafficStats = dataclasses.field(
+        default_factory=traffic_stats.TrafficStats
     )
 
 
@@ -131,8 +142,7 @@ class BrokerRuntime:
             clock=time,
             index=index_file.settings_for_volume(root, settings.index),
         )
-        self.index = self.store.key_index
-        """The store's key index (query by key and by client message id)."""
+        self.index = self.store.key_index  # query by key and by client message id
         core = settings.core
         self.topics = topic_config.TopicConfigManager(
             persistence.config_path(root, topic_config.FILE_NAME),
@@ -149,6 +159,7 @@ class BrokerRuntime:
         )
         self.clamp_offsets("start-up", role=settings.ha.role)
         self.polling = long_polling.LongPolling(core.long_polling)
+        self.lite_topics = lite_topics.LiteTopicTable.of(settings.lite)  # RocketMQ 5.5
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
         self.pop_service = pop_service.PopService.open(

@@ -32,6 +32,7 @@ from ariane.broker.grpc import (
     admin_service,
     auth_gate,
     frontend,
+    lite_rpc,
     messaging,
     producer_streams,
     receive_rpc,
@@ -45,7 +46,7 @@ from ariane.broker.remoting import broker_config as remoting_broker_config
 from ariane.broker.remoting import rates as remoting_rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
-from ariane.broker.services import registration, replication, write_timeline
+from ariane.broker.services import lite_expiry, registration, replication, write_timeline
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
 from ariane.common import tls
@@ -151,15 +152,13 @@ class BrokerServer:
             self.remoting = await self._start_remoting(processors, runtime)
             _log.info(
                 "broker %s/%d serving on %s (advertised %s) with %d front-end workers",
-                self.settings.broker_name,
-                self.settings.broker_id,
-                self.settings.listen,
-                runtime.client_endpoint,
-                front.workers,
-            )
+                self.settings.broker_name, self.settings.broker_id, self.settings.listen,
+                runtime.client_endpoint, front.workers,
+            )  # fmt: skip
             self.started.set()
             checker = self._check_service(processors, streams)
-            background = (checker.run, renewals.run, *((timeline.run,) if timeline else ()))
+            lite = _lite_expiry(runtime, client_registry, streams, self.clock).run
+            background = (checker.run, renewals.run, lite, *((timeline.run,) if timeline else ()))
             await self._run_services(
                 stop, runtime, registrar, client_registry, processors.consumer, front, background
             )
@@ -315,6 +314,7 @@ class BrokerServer:
             tps=remoting_rates.TpsSampler(
                 lambda: (runtime.counters.messages_in, runtime.counters.messages_out)
             ),
+            traffic=runtime.counters.traffic,
         )
         try:
             bound_host, bound_port = await service.start(host, port, self.server_tls)
@@ -420,6 +420,25 @@ def _services(
     ]
     assert tuple(s for s, _ in implementations) == frontend.SERVED_SERVICES
     return implementations
+
+
+def _lite_expiry(
+    runtime: runtime_mod.BrokerRuntime,
+    client_registry: clients.ClientRegistry,
+    streams: producer_streams.ProducerStreams,
+    time: clock_mod.Clock,
+) -> lite_expiry.LiteExpiryService:
+    """The TTL loop of lite topics, telling subscribers on their Telemetry streams; a client
+    that goes away loses its lite subscriptions."""
+    table = runtime.lite_topics
+    client_registry.add_removal_listener(table.drop_client)
+    return lite_expiry.LiteExpiryService(
+        table=table,
+        settings=runtime.settings.lite,
+        lagging=lite_expiry.pop_lag(runtime.pop_service),
+        notify=lambda client_id, name: streams.push(client_id, lite_rpc.unsubscribe_command(name)),
+        time=time,
+    )
 
 
 def _exposition(source: Callable[[], metrics.BrokerSnapshot]) -> metrics.MetricsServer:

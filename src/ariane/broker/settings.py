@@ -53,6 +53,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ariane.broker import (
+    lite_settings,
     renewal_settings,
     schedule_settings,
     slave_sync_settings,
@@ -193,13 +194,11 @@ class ConsumerSettings:
 
     channel_expired_ms: int = 120_000
     """Silence after which a client (and its group memberships and queue locks) is dropped, ms
-    (RocketMQ ``channelExpiredTimeout`` = 120 s); every call or heartbeat of the client counts.
-    Tests shorten it to see an expiry happen."""
+    (RocketMQ ``channelExpiredTimeout`` = 120 s); every call or heartbeat of the client counts."""
 
     expiry_scan_interval_ms: int = 10_000
     """How often silent clients are looked for, ms (``ClientHousekeepingService`` scans every
-    10 s): a client goes between ``channel_expired_ms`` and that plus this after its last
-    call."""
+    10 s): a client goes between ``channel_expired_ms`` and that plus this after its last call."""
 
     lock_expiry_ms: int = 60_000
     """Life of a queue lock since it was last taken or renewed, ms
@@ -424,8 +423,10 @@ class BrokerSettings:
     renewal: renewal_settings.RenewalSettings = dataclasses.field(
         default_factory=renewal_settings.RenewalSettings
     )
-    """Server-side renewal of push consumers' invisible time and ``attempt_id`` re-receives
-    (``[renewal]``)."""
+    """Server-side renewal of push consumers' invisible time, ``attempt_id`` (``[renewal]``)."""
+
+    lite: lite_settings.LiteSettings = dataclasses.field(default_factory=lite_settings.LiteSettings)
+    """Lite topics (RocketMQ 5.5): quotas, name length, TTL expiry (``[lite]``)."""
 
     idempotency_window_ms: int = 24 * 3_600_000
     """How far back (store time, ms) a send with an idempotency key finds an earlier try and

@@ -22,6 +22,7 @@ The tree::
     │   ├── IllegalFilterExpressionError ILLEGAL_FILTER_EXPRESSION
     │   ├── IllegalPollingTimeError   ILLEGAL_POLLING_TIME
     │   ├── IllegalOffsetError        ILLEGAL_OFFSET
+    │   ├── IllegalLiteTopicError     ILLEGAL_LITE_TOPIC
     │   ├── InvalidReceiptHandleError INVALID_RECEIPT_HANDLE
     │   ├── InvalidTransactionIdError INVALID_TRANSACTION_ID
     │   ├── MessageTypeConflictError  MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
@@ -38,6 +39,8 @@ The tree::
     ├── UnauthorizedError             UNAUTHORIZED (authentication failed)
     ├── ForbiddenError                FORBIDDEN
     ├── TooManyRequestsError          TOO_MANY_REQUESTS      (retriable)
+    │   ├── LiteTopicQuotaExceededError LITE_TOPIC_QUOTA_EXCEEDED (not retriable)
+    │   └── LiteSubscriptionQuotaExceededError LITE_SUBSCRIPTION_QUOTA_EXCEEDED (not retriable)
     ├── ServiceUnavailableError       INTERNAL_SERVER_ERROR  (retriable; e.g. disk full)
     ├── PersistenceTimeoutError       MASTER_PERSISTENCE_TIMEOUT (retriable)
     ├── SlavePersistenceTimeoutError  SLAVE_PERSISTENCE_TIMEOUT (retriable)
@@ -208,6 +211,13 @@ class IllegalOffsetError(BadRequestError):
     code = Code.ILLEGAL_OFFSET
 
 
+class IllegalLiteTopicError(BadRequestError):
+    """A lite topic name breaks RocketMQ 5.5's rules (blank, too long, or characters other than
+    letters, digits, ``-`` and ``_``), or a lite send/subscription names no LITE parent."""
+
+    code = Code.ILLEGAL_LITE_TOPIC
+
+
 class InvalidReceiptHandleError(BadRequestError):
     """A receipt handle that does not decode or no longer matches an in-flight message."""
 
@@ -305,6 +315,22 @@ class TooManyRequestsError(ArianeError):
 
     code = Code.TOO_MANY_REQUESTS
     retriable = True
+
+
+class LiteTopicQuotaExceededError(TooManyRequestsError):
+    """A send would create a lite topic beyond the broker's ``lite_topics_max`` (RocketMQ 5.5
+    ``LITE_TOPIC_QUOTA_EXCEEDED``); retrying does not help until lite topics expire."""
+
+    code = Code.LITE_TOPIC_QUOTA_EXCEEDED
+    retriable = False
+
+
+class LiteSubscriptionQuotaExceededError(TooManyRequestsError):
+    """A consumer's lite subscriptions would exceed its ``lite_subscription_quota``
+    (``LITE_SUBSCRIPTION_QUOTA_EXCEEDED``)."""
+
+    code = Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED
+    retriable = False
 
 
 class ServiceUnavailableError(ArianeError):

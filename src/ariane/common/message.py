@@ -45,6 +45,7 @@ class Property:
     DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
     DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
     PRIORITY = "_SYS_MSG_PRIORITY_"
+    LITE_TOPIC = "__LITE_TOPIC"
 
 
 KEY_SEPARATOR = " "
@@ -74,7 +75,8 @@ class MessageType(enum.Enum):
     """Topic message types (RocketMQ ``TopicMessageType``).
 
     MIXED accepts NORMAL, FIFO, DELAY and TRANSACTION messages; PRIORITY (RocketMQ 5.4, RIP-80)
-    accepts PRIORITY messages only, as RocketMQ's ``RouteActivity`` maps the types.
+    accepts PRIORITY messages only and LITE (RocketMQ 5.5, RIP-83: the parent of many lite
+    topics) LITE messages only, as RocketMQ's ``RouteActivity`` maps the types.
     """
 
     NORMAL = "NORMAL"
@@ -83,11 +85,12 @@ class MessageType(enum.Enum):
     TRANSACTION = "TRANSACTION"
     MIXED = "MIXED"
     PRIORITY = "PRIORITY"
+    LITE = "LITE"
 
     def accepts(self, kind: MessageType) -> bool:
         """Whether a topic of this type accepts a message of ``kind``."""
         if self is MessageType.MIXED:
-            return kind is not MessageType.PRIORITY
+            return kind is not MessageType.PRIORITY and kind is not MessageType.LITE
         return self is kind
 
 
@@ -226,6 +229,7 @@ class IncomingMessage:
         born_host: the host name/IP the client reported.
         trace_context: the trace context, or ``None``.
         priority: the ``priority`` system property (RocketMQ 5.4), or ``None`` when unset.
+        lite_topic: the ``lite_topic`` system property (RocketMQ 5.5), or ``None`` when unset.
     """
 
     topic: str
@@ -242,6 +246,7 @@ class IncomingMessage:
     born_host: str
     trace_context: str | None
     priority: int | None = None
+    lite_topic: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ Every long-running Ariane process (``ariane namesrv``, ``ariane broker``) starts
 refuse ``python -O`` (assertions are checks, STYLE §7), build and validate its settings (bad
 ones exit 2 with the reason), configure logging (only here, never in library modules), serve
 until SIGTERM or SIGINT sets a stop event, and exit 0 after a clean shutdown or 1 when the
-server could not start (port taken, store unreadable).
+server could not start (port taken, store unreadable). The loop is uvloop when it is installed
+and not refused (``common.event_loop``), else asyncio's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+from ariane.common import event_loop as event_loop_mod
 
 S = TypeVar("S")
 
@@ -78,6 +81,7 @@ def run_server(
     make_settings: Callable[[], S],
     serve: Callable[[S, asyncio.Event], Awaitable[None]],
     log_level: str,
+    event_loop: event_loop_mod.EventLoop | None = None,
 ) -> int:
     """Run one server process to completion; returns its exit status.
 
@@ -86,6 +90,8 @@ def run_server(
         make_settings: builds the settings; ``ValueError``/``OSError`` mean bad settings.
         serve: serves with the settings until the stop event is set.
         log_level: a ``logging`` level name.
+        event_loop: the loop to run (``--event-loop``); None = ``$ARIANE_EVENT_LOOP``, else
+            ``auto`` (uvloop if installed).
 
     Returns:
         0 after a clean stop, 1 when serving failed with ``OSError``, 2 for ``python -O`` or
@@ -96,12 +102,16 @@ def run_server(
         return 2
     try:
         settings = make_settings()
+        choice = event_loop if event_loop is not None else event_loop_mod.default_choice()
+        factory, loop_name = event_loop_mod.loop_factory(choice)
     except (ValueError, OSError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=log_level, format=LOG_FORMAT, stream=sys.stderr)
+    logging.getLogger(prog.replace(" ", ".")).info("event loop: %s", loop_name)
     try:
-        asyncio.run(serve_until_signalled(lambda stop: serve(settings, stop)))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve_until_signalled(lambda stop: serve(settings, stop)))
     except OSError as exc:
         logging.getLogger(prog.replace(" ", ".")).error("%s", exc)
         return 1

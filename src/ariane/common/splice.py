@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
+from ariane.common import event_loop
+
 
 class Splice(asyncio.Protocol):
     """One side of a spliced connection.
@@ -31,8 +33,7 @@ class Splice(asyncio.Protocol):
         self.pending: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = event_loop.stream_transport(transport)
         self.live.add(self)
 
     def attach(self, peer: Splice) -> None:

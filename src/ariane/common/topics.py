@@ -154,6 +154,34 @@ def validate_tag(tag: str) -> str:
     return tag
 
 
+LITE_TOPIC_BYTES_MAX = 64
+"""Longest lite topic name, UTF-8 bytes (RocketMQ 5.5 proxy ``maxLiteTopicSize``; the official
+clients' default ``max_lite_topic_size``, announced to lite consumers)."""
+
+_LITE_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def validate_lite_topic(name: str, *, bytes_max: int = LITE_TOPIC_BYTES_MAX) -> str:
+    """Check a lite topic name as RocketMQ 5.5's ``GrpcValidator.validateLiteTopic``: not
+    blank, at most ``bytes_max`` UTF-8 bytes, only ``[a-zA-Z0-9_-]``.
+
+    Raises:
+        IllegalLiteTopicError: if the name breaks one of those rules.
+    """
+    if not name.strip():
+        raise errors.IllegalLiteTopicError("lite topic is blank")
+    size = len(name.encode())
+    if size > bytes_max:
+        raise errors.IllegalLiteTopicError(
+            f"lite topic is {size} bytes long; the limit is {bytes_max}"
+        )
+    if not _LITE_NAME_PATTERN.match(name):
+        raise errors.IllegalLiteTopicError(
+            f"lite topic {name!r} may only hold letters, digits, '-' and '_'"
+        )
+    return name
+
+
 def retry_topic(group: ids.GroupName) -> ids.TopicName:
     """The retry topic of a consumer group: ``%RETRY%<group>`` (MixAll.getRetryTopic)."""
     return ids.TopicName(RETRY_GROUP_TOPIC_PREFIX + group)

@@ -27,6 +27,7 @@ _ACCEPTED_TYPES: dict[message.MessageType, tuple[pb.v2.MessageType, ...]] = {
     message.MessageType.DELAY: (pb.v2.MessageType.DELAY,),
     message.MessageType.TRANSACTION: (pb.v2.MessageType.TRANSACTION,),
     message.MessageType.PRIORITY: (pb.v2.MessageType.PRIORITY,),
+    message.MessageType.LITE: (pb.v2.MessageType.LITE,),
     message.MessageType.MIXED: (
         pb.v2.MessageType.NORMAL,
         pb.v2.MessageType.FIFO,
@@ -42,6 +43,7 @@ _TOPIC_TYPES: dict[message.MessageType, pb.topic.TopicMessageType] = {
     message.MessageType.TRANSACTION: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_TRANSACTION,
     message.MessageType.MIXED: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_MIXED,
     message.MessageType.PRIORITY: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_PRIORITY,
+    message.MessageType.LITE: pb.topic.TopicMessageType.TOPIC_MESSAGE_TYPE_LITE,
 }
 _TOPIC_TYPES_BACK = {v: k for k, v in _TOPIC_TYPES.items()}
 

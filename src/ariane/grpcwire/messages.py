@@ -142,6 +142,7 @@ def incoming(msg: pb.v2.Message) -> message.IncomingMessage:
         born_host=props.born_host,
         trace_context=props.trace_context if props.HasField("trace_context") else None,
         priority=props.priority if props.HasField("priority") else None,
+        lite_topic=props.lite_topic if props.HasField("lite_topic") else None,
     )
 
 
@@ -215,6 +216,8 @@ def _system_properties(
         system.trace_context = props[P.TRACE_CONTEXT]
     if P.PRIORITY in props:
         system.priority = int(props[P.PRIORITY])
+    if P.LITE_TOPIC in props:
+        system.lite_topic = props[P.LITE_TOPIC]
 
 
 def _set_timestamp(target: timestamp_pb2.Timestamp, ms: int) -> None:

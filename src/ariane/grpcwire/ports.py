@@ -42,7 +42,7 @@ import secrets
 
 import grpc
 
-from ariane.common import log_limits, tls
+from ariane.common import event_loop, log_limits, tls
 from ariane.common.splice import Splice
 from ariane.grpcwire import server as grpc_server
 from ariane.grpcwire import tls as grpc_tls
@@ -65,8 +65,7 @@ class _Sniff(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = event_loop.stream_transport(transport)
         if len(self.front.splices) >= 2 * CONNECTIONS_MAX:
             self.front.refuse(("busy",), f"more than {CONNECTIONS_MAX} connections")
             transport.close()

@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf import descriptor
 
+from ariane.common import event_loop
 from ariane.grpcwire import relay_codec, rpc
 
 _log = logging.getLogger(__name__)
@@ -103,9 +104,8 @@ class _FramedConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._writer = _CorkedWriter(transport)
+        self._transport = event_loop.stream_transport(transport)
+        self._writer = _CorkedWriter(self._transport)
 
     def pause_writing(self) -> None:
         self._writable.clear()

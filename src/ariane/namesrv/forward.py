@@ -99,6 +99,24 @@ class Forwarder:
                 f"broker {broker_name} could not be reached: {exc.code().name}"
             ) from None
 
+    def readable_brokers(self, topic: ids.TopicName) -> list[ids.BrokerName]:
+        """The broker groups, by name, that serve ``topic`` readable with a live master.
+
+        Raises:
+            TopicNotFoundError: no broker group serves the topic.
+            ForbiddenError: no group serves it readable with a live master.
+        """
+        found = self._manager.pickup_topic_route(topic)
+        masters = {g.broker_name for g in found.broker_groups if g.master() is not None}
+        readable = sorted(
+            q.broker_name
+            for q in found.queue_datas
+            if q.perm & route.Perm.READ and q.read_queue_nums > 0 and q.broker_name in masters
+        )
+        if not readable:
+            raise errors.ForbiddenError(f"no live broker serves topic {topic!r} readable")
+        return readable
+
     def assignment_broker(self, topic: ids.TopicName) -> ids.BrokerName:
         """The broker group that answers QueryAssignment for ``topic`` on a client's behalf.
 

@@ -12,6 +12,8 @@ answer UNAUTHORIZED and change nothing; the lookups stay open.
 * ``QueryRoute``: each broker group's master (id 0) at its advertised endpoint, one
   ``MessageQueue`` per queue id with its permission, ``accept_message_types`` from the topic's
   type (never empty). Unknown topic → TOPIC_NOT_FOUND; illegal name → ILLEGAL_TOPIC.
+* ``SyncLiteSubscription`` (RocketMQ 5.5; the official clients send it to their access point):
+  forwarded to the master of every broker group serving the LITE parent readable;
 * ``RecallMessage``: forwarded to the master of the broker group named in the recall handle,
   with the caller's v2 headers and a bounded deadline (``forward``).
 * ``QueryAssignment``: forwarded the same way to a broker group serving the topic (the Go
@@ -338,6 +340,28 @@ class MessagingService:
             pb.v2_service.RecallMessageResponse,
             context,
         )
+
+    async def sync_lite_subscription(
+        self, request: pb.v2_service.SyncLiteSubscriptionRequest, context: Context
+    ) -> pb.v2_service.SyncLiteSubscriptionResponse:
+        """SyncLiteSubscription (RocketMQ 5.5), forwarded to every broker group serving the
+        LITE parent readable: each filters its own queues by the subscriptions it holds. The
+        first refusal is the answer (a quota or a name is refused alike by all)."""
+        metadata.require_client_id(context)
+        topic = topics.validate_topic(request.topic.name)
+        topics.validate_group(request.group.name)
+        answer = pb.v2_service.SyncLiteSubscriptionResponse(status=codes.ok())
+        for broker_name in self._forwarder.readable_brokers(topic):
+            got = await self._forwarder.to_master(
+                broker_name,
+                "SyncLiteSubscription",
+                request,
+                pb.v2_service.SyncLiteSubscriptionResponse,
+                context,
+            )
+            if not codes.is_success(got.status) and codes.is_success(answer.status):
+                answer = got
+        return answer
 
     async def query_assignment(
         self, request: pb.v2_service.QueryAssignmentRequest, context: Context

@@ -4,13 +4,15 @@ One replica only (kopf has no leader election); ``--standalone`` skips kopf peer
 chart does. kopf and the Kubernetes client are imported only when the operator runs. The
 watched scope is ``--namespace`` (repeatable, kopf globs) or every namespace; with plain
 namespace names only, kopf scans neither namespaces nor CRDs (no cluster-wide reads: the chart's
-namespaced Roles suffice).
+namespaced Roles suffice). The operator's environment is read once, before kopf starts, into
+``settings.OperatorSettings``: a bad value exits 2 with the variable named.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -47,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
     """
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be 0..65535, not {args.metrics_port}")
+    from ariane.operator import settings as operator_settings  # see below: `ariane` loads this
+
+    try:
+        settings = operator_settings.OperatorSettings.from_env()
+    except operator_settings.SettingsError as error:
+        print(f"ariane operator: {error}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
@@ -54,20 +63,24 @@ def run(args: argparse.Namespace) -> int:
     # and a broker or name server should not load kopf and the Kubernetes client (~50 MB)
     import kopf
 
-    from ariane.operator import handlers  # registers the handlers with kopf
+    from ariane.operator import handlers  # registers the change handlers with kopf
 
-    logging.getLogger(__name__).info("operator starting (resync every %.0f s)", handlers.RESYNC_S)
+    handlers.register_timers(settings)
+    logging.getLogger(__name__).info(
+        "operator starting (resync every %.0f s)", settings.resync_interval_s
+    )
     if args.metrics_port:
         handlers.METRICS.serve(args.metrics_port)
-    settings = kopf.OperatorSettings()
+    kopf_settings = kopf.OperatorSettings()
     # exact namespaces: no cluster-wide read of namespaces or CRDs (kopf would try both and
     # fall back with a warning); the chart's namespaced Roles grant neither
-    settings.scanning.disabled = exact_namespaces(args.namespace)
+    kopf_settings.scanning.disabled = exact_namespaces(args.namespace)
     kopf.run(
-        settings=settings,
+        settings=kopf_settings,
         standalone=args.standalone,
         namespaces=args.namespace,
         clusterwide=not args.namespace,
         liveness_endpoint=args.liveness,
+        memo=kopf.Memo(settings=settings),
     )
     return 0

@@ -69,7 +69,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
 from ariane.grpcwire import tls as grpc_tls
-from ariane.operator import metadata, model, resources, status
+from ariane.operator import model, resources, status
 from ariane.security import ca as ca_lib
 
 _log = logging.getLogger(__name__)
@@ -644,11 +644,12 @@ def client_tls(
     broker: Mapping[str, Any],
     *,
     directory: pathlib.Path = CLIENT_FILES_DIR,
-    environ: Mapping[str, str] | None = None,
+    override: grpc_tls.ClientTls | None = None,
 ) -> grpc_tls.ClientTls | None:
     """The TLS the operator's own calls to Broker ``name`` use (blocking: a Kubernetes read).
 
-    ``metadata.TLS_ENV`` set (tests, out-of-cluster runs): that, as before. Else a Broker with
+    ``override`` (``OperatorSettings.client_tls``: ``ARIANE_TLS`` set, in tests and
+    out-of-cluster runs): that. Else a Broker with
     ``spec.tls.mode: enforcing`` is dialled with its trust bundle and the operator's client
     certificate (``<b>-operator-tls``, written to files under ``directory``, rewritten only
     when they change); ``permissive``/``disabled``: plaintext (``None``), as is an enforcing
@@ -658,9 +659,8 @@ def client_tls(
         kubernetes.client.ApiException: the Secret could not be read.
         OSError: ``directory`` is not writable.
     """
-    from_env = metadata.client_tls_from_env(environ)
-    if from_env is not None:
-        return from_env
+    if override is not None:
+        return override
     spec = broker.get("spec", {})
     if model.tls_spec(spec)["mode"] != "enforcing":
         return None

@@ -6,7 +6,7 @@
 so the e2e tests and a future fake can stand in.
 
 The **pod address seam**: a broker pod is dialled at ``<pod>.<group>.<ns>.svc:8081`` (the
-endpoint it advertises), unless ``POD_OVERRIDE_ENV`` (JSON ``{"<ns>/<pod>" | "<pod>":
+endpoint it advertises), unless ``settings.POD_OVERRIDES_ENV`` (JSON ``{"<ns>/<pod>" | "<pod>":
 "host:port"}``) names another, as tests do to reach a loopback ``ariane broker`` standing in
 for a pod (the cluster's pod IPs are never dialled).
 
@@ -21,19 +21,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
 from ariane.client import admin
 from ariane.client import credentials as client_credentials
 from ariane.client import failover as client_failover
 from ariane.common import errors
 from ariane.grpcwire import tls as grpc_tls
-from ariane.operator import failover, metadata, model, resources, roller
+from ariane.operator import failover, model, resources, roller
 
 _log = logging.getLogger(__name__)
-
-POD_OVERRIDE_ENV: Final = "ARIANE_OPERATOR_POD_OVERRIDES"
-"""Environment variable holding the JSON pod → ``host:port`` override map (empty = pod DNS)."""
 
 ADMIN_TIMEOUT_S: Final = 3.0
 """Deadline of each broker call, in seconds (a broker slower than this does not answer)."""
@@ -42,15 +39,6 @@ PROMOTE_LEASE_WAIT_S: Final = 3.0
 """Longest a failover's promote call waits for the old master's lease, s: ``failover_step``
 asks only once the name servers no longer hold it, so a wait means the master renewed since
 (the promotion is refused and decided again at the next reconcile, never a blocked worker)."""
-
-
-def pod_overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The override map of ``POD_OVERRIDE_ENV`` (``{}`` when unset).
-
-    Raises:
-        ValueError: the variable is not a JSON object of strings.
-    """
-    return metadata.string_map_from_env(POD_OVERRIDE_ENV, environ)
 
 
 def pod_endpoint(namespace: str, group: str, pod: str, overrides: Mapping[str, str]) -> str:
@@ -88,12 +76,12 @@ class AdminSeam:
 
     Args:
         namesrv: ``host:port`` of the Broker's name server (``metadata.namesrv_endpoint``).
-        pod_overrides: the ``POD_OVERRIDE_ENV`` map.
+        pod_overrides: ``OperatorSettings.pod_overrides``.
         credentials: the operator's Super user of this Broker (``spec.auth.enabled``, the
             ``<broker>-operator-auth`` Secret): every call (stats, ChangeRole, write permission,
             lag) is signed with it; ``None``: unsigned.
         tls: the TLS of every call (``certs.client_tls``: the Broker's trust bundle and the
-            operator's client certificate); ``"env"``: ``metadata.client_tls_from_env``.
+            operator's client certificate); ``None``: plaintext.
     """
 
     def __init__(
@@ -101,12 +89,12 @@ class AdminSeam:
         namesrv: str,
         pod_overrides: Mapping[str, str],
         credentials: client_credentials.Credentials | None = None,
-        tls: grpc_tls.ClientTls | Literal["env"] | None = "env",
+        tls: grpc_tls.ClientTls | None = None,
     ) -> None:
         self._namesrv = namesrv
         self._overrides = dict(pod_overrides)
         self._credentials = credentials
-        self._tls = metadata.client_tls_from_env() if tls == "env" else tls
+        self._tls = tls
         """TLS of the admin calls (the Broker's, ``certs.client_tls``), or ``None``."""
 
     def members(

@@ -1,13 +1,17 @@
 """kopf wiring only: which handler runs ``reconcile`` / ``metadata`` for which CR, and when.
 
 Broker: create/update/resume apply the model (``reconcile.reconcile_broker``, sync, in kopf's
-thread pool) and a timer re-applies it every ``RESYNC_ENV`` seconds, which reverts drift and
+thread pool) and a timer re-applies it every ``resync_interval_s`` seconds (``settings``), which
+reverts drift and
 refreshes readiness. Topic, ConsumerGroup and RocketMQUser: create/update/resume and a timer
 create-or-replace them through the admin API (``metadata``, ``users``: the user, its ACL and its
 Secret); a delete handler (behind the ``FINALIZER``) removes them from the brokers. Admin calls
 are signed as the operator's Super user when the Broker has ``spec.auth.enabled``, and dial
 TLS with the Broker's trust bundle and the operator's client certificate when it has
 ``spec.tls.mode: enforcing`` (``certs.client_tls``; ``ARIANE_TLS`` wins when set).
+The operator's settings (``settings.OperatorSettings``, read once by ``ariane operator``)
+reach the handlers as ``memo.settings``; the timers, whose interval is one of them, are
+registered by ``register_timers`` (the change handlers register on import).
 Settings (``configure``): diff base and handler progress in
 ``status.kopf`` (declared by the CRDs; never in annotations), a finalizer under ``ariane.dev``,
 events posted for handler outcomes. A CR annotated ``ariane.dev/pause-reconciliation: "true"``
@@ -21,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import logging
-import os
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -40,12 +44,12 @@ from ariane.operator import (
     kube,
     metadata,
     model,
-    netpol,
     reconcile,
     resources,
     status,
     users,
 )
+from ariane.operator import settings as operator_settings
 
 _log = logging.getLogger(__name__)
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -53,10 +57,6 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 FINALIZER: Final = "ariane.dev/operator"
 """The finalizer kopf puts on CRs with delete handlers or timers (never kopf's default)."""
 
-RESYNC_ENV: Final = "ARIANE_OPERATOR_RESYNC_INTERVAL_S"
-"""Environment variable: seconds between drift-reverting re-applies (default 60, 1..3600)."""
-
-RESYNC_DEFAULT_S: Final = 60.0
 RETRY_DELAY_S: Final = 10.0
 """Delay before a failed handler runs again, in seconds."""
 TIMER_STOP_POLL_S: Final = 1.0
@@ -74,19 +74,6 @@ DURATION = METRICS.duration
 _last_success = {"monotonic_s": time.monotonic()}
 
 
-def resync_interval_s() -> float:
-    """The timer interval from ``RESYNC_ENV``, bounded to 1..3600 s.
-
-    Raises:
-        ValueError: the variable is not a number in range.
-    """
-    value = float(os.environ.get(RESYNC_ENV, RESYNC_DEFAULT_S))
-    if not 1.0 <= value <= 3600.0:
-        raise ValueError(f"{RESYNC_ENV} must be 1..3600 seconds, not {value}")
-    return value
-
-
-RESYNC_S: Final = resync_interval_s()
 G, V = resources.GROUP, resources.VERSION
 
 
@@ -96,7 +83,8 @@ def _now() -> datetime.datetime:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    """kopf settings and the shared clients (stored in ``memo``)."""
+    """kopf settings and the shared Kubernetes client (``memo.kube``; ``memo.settings`` is the
+    operator's, given to ``kopf.run``)."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diffbase")
     settings.persistence.progress_storage = kopf.StatusProgressStorage(
@@ -109,15 +97,19 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.execution.max_workers = 8
     settings.background.cancellation_polling = TIMER_STOP_POLL_S
     memo.kube = kube.Kube(kube.api_client_from_environment())
-    memo.overrides = metadata.overrides_from_env()
-    memo.pod_overrides = ha.pod_overrides_from_env()
-    memo.side = netpol.OperatorSide.from_env()
 
 
 @kopf.on.probe(id="last_success_age_s")
 def last_success_age(**_: Any) -> float:
     """Liveness detail: seconds since the last successful reconciliation."""
     return round(time.monotonic() - _last_success["monotonic_s"], 1)
+
+
+def _settings(memo: kopf.Memo) -> operator_settings.OperatorSettings:
+    """The operator's settings (``ariane operator`` puts them in the root memo)."""
+    found = memo.get("settings")
+    assert isinstance(found, operator_settings.OperatorSettings), found
+    return found
 
 
 def _write(patch: kopf.Patch, result: dict[str, Any]) -> None:
@@ -139,22 +131,25 @@ def _seam_credentials(body: kopf.Body, memo: kopf.Memo) -> credentials.Credentia
 def _seam_tls(body: kopf.Body, memo: kopf.Memo) -> grpc_tls.ClientTls | None:
     """What the Broker's failover, switchover and drain calls dial with (``certs.client_tls``)."""
     namespace, name = str(body.metadata.namespace), str(body.metadata.name)
-    return certs.client_tls(memo.kube, namespace, name, dict(body))
+    return certs.client_tls(
+        memo.kube, namespace, name, dict(body), override=_settings(memo).client_tls
+    )
 
 
 def _broker(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, change: bool) -> None:
     RECONCILES.labels("Broker").inc()
+    settings = _settings(memo)
     namesrv = metadata.namesrv_endpoint(
-        str(body.metadata.namespace), str(body.metadata.name), memo.overrides
+        str(body.metadata.namespace), str(body.metadata.name), settings.namesrv_overrides
     )
     admin_seam = ha.AdminSeam(
-        namesrv, memo.pod_overrides, _seam_credentials(body, memo), _seam_tls(body, memo)
+        namesrv, settings.pod_overrides, _seam_credentials(body, memo), _seam_tls(body, memo)
     )
     notes: list[reconcile.Note] = []
     with DURATION.labels("Broker").time():
         try:
             result = reconcile.reconcile_broker(
-                memo.kube, dict(body), _now(), admin_seam, notes, memo.side
+                memo.kube, dict(body), _now(), admin_seam, notes, settings.side
             )
         except kubernetes.client.ApiException as error:
             FAILURES.labels("Broker").inc()
@@ -187,7 +182,6 @@ def broker_changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any
     _broker(body, patch, memo, change=True)
 
 
-@kopf.timer(G, V, "brokers", interval=RESYNC_S, initial_delay=RESYNC_S)
 def broker_resync(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     """Periodic re-apply: reverts drift and refreshes readiness in status."""
     _broker(body, patch, memo, change=False)
@@ -226,9 +220,16 @@ async def _client(memo: kopf.Memo, body: kopf.Body, broker: dict[str, Any]) -> a
     the Broker has ``spec.auth.enabled`` (``_operator_credentials``)."""
     namespace, name = str(body.metadata.namespace), str(body["spec"]["broker"])
     signed = await asyncio.to_thread(_operator_credentials, memo.kube, namespace, name, broker)
-    tls = await asyncio.to_thread(certs.client_tls, memo.kube, namespace, name, broker)
+    settings = _settings(memo)
+    tls = await asyncio.to_thread(
+        functools.partial(certs.client_tls, override=settings.client_tls),
+        memo.kube,
+        namespace,
+        name,
+        broker,
+    )
     return admin.AdminClient(
-        metadata.namesrv_endpoint(namespace, name, memo.overrides),
+        metadata.namesrv_endpoint(namespace, name, settings.namesrv_overrides),
         timeout_s=metadata.ADMIN_TIMEOUT_S,
         tls=tls,
         credentials=signed,
@@ -328,5 +329,16 @@ for _plural in ADMIN_PLURALS:
     kopf.on.resume(G, V, _plural)(admin_changed)
     kopf.on.create(G, V, _plural)(admin_changed)
     kopf.on.update(G, V, _plural)(admin_changed)
-    kopf.timer(G, V, _plural, interval=RESYNC_S, initial_delay=RESYNC_S, id="resync")(admin_changed)
     kopf.on.delete(G, V, _plural)(admin_deleted)
+
+
+def register_timers(settings: operator_settings.OperatorSettings) -> None:
+    """Register the resync timers of Brokers and of the admin CRs, every
+    ``settings.resync_interval_s`` (first after one interval), in kopf's default registry;
+    once, before ``kopf.run``."""
+    every_s = settings.resync_interval_s
+    kopf.timer(G, V, "brokers", interval=every_s, initial_delay=every_s)(broker_resync)
+    for plural in ADMIN_PLURALS:
+        kopf.timer(G, V, plural, interval=every_s, initial_delay=every_s, id="resync")(
+            admin_changed
+        )

@@ -2,8 +2,9 @@
 
 The operator reaches a Broker's brokers through its name server only; ``namesrv_endpoint`` is
 the **address seam**: in the cluster it is the name-server Service DNS name, and an override
-map (``OVERRIDE_ENV``, JSON ``{"<namespace>/<broker>" | "<broker>" | "*": "host:port"}``) lets
-tests and out-of-cluster runs point a Broker at a loopback ``ariane namesrv``.
+map (``settings.NAMESRV_OVERRIDES_ENV``, JSON ``{"<namespace>/<broker>" | "<broker>" | "*":
+"host:port"}``) lets tests and out-of-cluster runs point a Broker at a loopback ``ariane
+namesrv``.
 
 Invariants: every function here is idempotent (create = create-or-replace on every master);
 the status returned is what the CRD declares (``route``, ``lag``, conditions,
@@ -13,64 +14,18 @@ the status returned is what the CRD declares (``route``, ``lag``, conditions,
 from __future__ import annotations
 
 import datetime
-import json
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 from ariane.client import admin, admin_types
 from ariane.common import message
-from ariane.grpcwire import tls as grpc_tls
 from ariane.operator import model, resources, status
 
 _log = logging.getLogger(__name__)
 
-OVERRIDE_ENV: Final = "ARIANE_OPERATOR_NAMESRV_OVERRIDES"
-"""Environment variable holding the JSON name-server override map (empty = in-cluster DNS)."""
-
 ADMIN_TIMEOUT_S: Final = 10.0
 """Deadline of each admin call the operator makes, in seconds."""
-
-
-def string_map_from_env(variable: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The JSON object of strings in environment ``variable`` (``{}`` when unset).
-
-    Raises:
-        ValueError: the variable is not a JSON object of strings.
-    """
-    text = (os.environ if environ is None else environ).get(variable, "").strip()
-    if not text:
-        return {}
-    parsed = json.loads(text)
-    if not isinstance(parsed, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
-    ):
-        raise ValueError(f"{variable} must be a JSON object of strings, not {text!r}")
-    return parsed
-
-
-TLS_ENV: Final = "ARIANE_TLS"
-CA_FILE_ENV: Final = "ARIANE_CA_FILE"
-"""The operator's admin calls speak TLS with ``ARIANE_TLS=1`` (``true``/``yes``), verified
-against the PEM CA at ``ARIANE_CA_FILE`` (none: the system's roots); as ``ariane admin``."""
-
-
-def client_tls_from_env(environ: Mapping[str, str] | None = None) -> grpc_tls.ClientTls | None:
-    """The TLS options of ``TLS_ENV``/``CA_FILE_ENV``, or ``None`` for plaintext."""
-    env = os.environ if environ is None else environ
-    if env.get(TLS_ENV, "").strip().lower() not in ("1", "true", "yes"):
-        return None
-    return grpc_tls.ClientTls(ca_file=env.get(CA_FILE_ENV, "").strip())
-
-
-def overrides_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The override map of ``OVERRIDE_ENV`` (``{}`` when unset).
-
-    Raises:
-        ValueError: the variable is not a JSON object of strings.
-    """
-    return string_map_from_env(OVERRIDE_ENV, environ)
 
 
 def namesrv_endpoint(namespace: str, broker: str, overrides: Mapping[str, str]) -> str:

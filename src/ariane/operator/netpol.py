@@ -20,9 +20,10 @@ absent: any source may reach the client ports, as Strimzi's ``networkPolicyPeers
 authenticate with TLS and ACL there; the internal ports stay closed). Prometheus peers are
 ``spec.networkPolicy.metricsSelectors``; absent: the pods of the namespaces whose
 ``kubernetes.io/metadata.name`` (set by the apiserver, immutable) is in the operator's list
-(``PROMETHEUS_NAMESPACES_ENV``, the chart's ``networkPolicy.prometheusNamespaces``, default
-``monitoring``). The operator peer is its pod's labels in its namespace (``OPERATOR_*_ENV``, set
-by the chart); an operator running outside the cluster (no namespace known) has no pod to admit.
+(``settings.PROMETHEUS_NAMESPACES_ENV``, the chart's ``networkPolicy.prometheusNamespaces``,
+default ``monitoring``). The operator peer is its pod's labels in its namespace
+(``settings.OPERATOR_*_ENV``, set by the chart); an operator running outside the cluster (no
+namespace known) has no pod to admit.
 
 Invariants: same input, same output; each policy is owned by the Broker (garbage-collected with
 it) and carries the Broker's labels (``reconcile`` prunes the ones no longer wanted).
@@ -32,19 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ariane.operator import model, resources
 
-OPERATOR_NAMESPACE_ENV: Final = "ARIANE_OPERATOR_NAMESPACE"
-"""Environment variable: the operator pod's namespace (downward API in the chart)."""
-OPERATOR_LABELS_ENV: Final = "ARIANE_OPERATOR_POD_LABELS"
-"""Environment variable: JSON object, the operator pod's selector labels."""
-PROMETHEUS_NAMESPACES_ENV: Final = "ARIANE_OPERATOR_PROMETHEUS_NAMESPACES"
-"""Environment variable: JSON list of the namespaces Prometheus scrapes from."""
 NAMESPACE_NAME_LABEL: Final = "kubernetes.io/metadata.name"
 DEFAULT_PROMETHEUS_NAMESPACES: Final = ("monitoring",)
 DEFAULT_OPERATOR_LABELS: Final = (
@@ -57,7 +50,8 @@ PEERS_MAX: Final = 32
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OperatorSide:
-    """What the policies need to know about the operator's own deployment."""
+    """What the policies need to know about the operator's own deployment
+    (``settings.OperatorSettings.side``, from the chart's environment)."""
 
     namespace: str = ""
     """The operator pod's namespace; empty: not a pod (no operator peer)."""
@@ -65,38 +59,6 @@ class OperatorSide:
     """Labels selecting the operator pod (sorted pairs)."""
     prometheus_namespaces: tuple[str, ...] = DEFAULT_PROMETHEUS_NAMESPACES
     """Namespaces whose pods may scrape metrics when a Broker names no ``metricsSelectors``."""
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSide:
-        """From ``OPERATOR_*_ENV`` and ``PROMETHEUS_NAMESPACES_ENV`` (defaults when unset).
-
-        Raises:
-            ValueError: a variable is not the JSON it must be.
-        """
-        env = os.environ if environ is None else environ
-        labels = dict(DEFAULT_OPERATOR_LABELS)
-        if env.get(OPERATOR_LABELS_ENV):
-            labels = _json(env[OPERATOR_LABELS_ENV], dict, OPERATOR_LABELS_ENV)
-        namespaces = list(DEFAULT_PROMETHEUS_NAMESPACES)
-        if env.get(PROMETHEUS_NAMESPACES_ENV) is not None:
-            namespaces = _json(env[PROMETHEUS_NAMESPACES_ENV], list, PROMETHEUS_NAMESPACES_ENV)
-        if not all(isinstance(v, str) for v in [*labels, *labels.values(), *namespaces]):
-            raise ValueError(f"{OPERATOR_LABELS_ENV}/{PROMETHEUS_NAMESPACES_ENV}: strings only")
-        return cls(
-            namespace=env.get(OPERATOR_NAMESPACE_ENV, ""),
-            pod_labels=tuple(sorted(labels.items())),
-            prometheus_namespaces=tuple(namespaces),
-        )
-
-
-def _json(text: str, kind: type[Any], name: str) -> Any:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{name} is not JSON: {error}") from None
-    if not isinstance(value, kind):
-        raise ValueError(f"{name} must be a JSON {kind.__name__}")
-    return value
 
 
 def enabled(spec: resources.BrokerSpec) -> bool:

@@ -16,7 +16,7 @@ One reconcile (``reconcile_user``), run on every change and every resync:
    ``secretKey``, ``endpoints`` (the name servers clients bootstrap from), and ``ca.crt`` when
    the Broker has ``spec.tls`` on: its trust bundle (``certs.trust_bundle``: every CA the
    servers' certificates chain to now, old and new during a CA rollover), else the CA the
-   operator itself dials the Broker with (``metadata.CA_FILE_ENV``).
+   operator itself dials the Broker with (``settings.CA_FILE_ENV``).
 
 Deletion (``delete_user``): the user (and with it its ACL) is deleted from every broker;
 already-absent is success, verified with ``get_user`` (a partial fan-out could hide a failure).

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from ariane.common import tls, tls_listener
+from ariane.common import event_loop, tls, tls_listener
 from ariane.common.splice import Splice
 from ariane.remoting import transport
 
@@ -53,8 +53,7 @@ class _Sniff(asyncio.Protocol):
         self.decided = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = event_loop.stream_transport(transport)
         self.timer = asyncio.get_running_loop().call_later(SNIFF_TIMEOUT_S, transport.close)
 
     def data_received(self, data: bytes) -> None:

@@ -12,7 +12,8 @@ Three encodings travel in Remoting bodies and headers:
       4  TOTALSIZE (this message, bytes)   4  MAGICCODE (0)   4  BODYCRC (0)   4  FLAG
       4+n BODY                             2+m PROPERTIES
 
-  The topic is the request header's; ``decode_batch`` checks that the sizes add up.
+  The topic is the request header's; ``batch_items`` walks a body once over slices of it and
+  checks that the sizes add up (``decode_batch`` decodes each message from that walk).
 * **stored records** (pull, view and query bodies; the body of CHECK_TRANSACTION_STATE): the
   CommitLog record. Ariane's store already writes RocketMQ's layout byte for byte (V1 magic and
   91 fixed bytes with IPv4 hosts; V2 only for topics over 127 bytes), so a record goes out as
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from ariane.common import message as message_mod
 from ariane.common import message_id
@@ -136,35 +137,48 @@ def encode_batch(messages: list[BatchMessage]) -> bytes:
     return b"".join(parts)
 
 
+def batch_items(body: bytes | memoryview) -> Iterator[tuple[int, memoryview, memoryview]]:
+    """Walk a SEND_BATCH_MESSAGE body once: ``(flag, body, properties)`` of each message, the
+    two as slices of ``body`` (nothing copied or decoded). Every size is checked before its
+    message is yielded; a caller that must be all-or-nothing consumes the whole walk before it
+    acts.
+
+    Raises:
+        MessageCodecError: sizes that do not add up (a TOTALSIZE, BODY or PROPERTIES length
+            that lies), truncation, or more than ``BATCH_MESSAGES_MAX`` messages.
+    """
+    view = memoryview(body)
+    end_of_body = len(view)
+    count = p = 0
+    while p < end_of_body:
+        if count >= BATCH_MESSAGES_MAX:
+            raise MessageCodecError(f"more than {BATCH_MESSAGES_MAX} messages in a batch")
+        if p + _BATCH_FIXED_BYTES > end_of_body:
+            raise MessageCodecError(f"batch message truncated at {p}")
+        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(view, p)
+        start = p + _BATCH_HEAD.size
+        if body_length < 0 or start + body_length + _SHORT.size > end_of_body:
+            raise MessageCodecError(f"body length {body_length} at {p} runs past the batch")
+        (props_length,) = _SHORT.unpack_from(view, start + body_length)
+        props_start = start + body_length + _SHORT.size
+        end = props_start + props_length
+        if props_length < 0 or end > end_of_body or end - p != size:
+            raise MessageCodecError(f"sizes of the batch message at {p} do not add up")
+        yield flag, view[start : start + body_length], view[props_start:end]
+        count += 1
+        p = end
+
+
 def decode_batch(body: bytes | memoryview) -> list[BatchMessage]:
     """Split a SEND_BATCH_MESSAGE body into its messages (``MessageDecoder.decodeMessages``).
 
     Raises:
-        MessageCodecError: sizes that do not add up, truncation, undecodable properties, or
-            more than ``BATCH_MESSAGES_MAX`` messages.
+        MessageCodecError: as ``batch_items``; or undecodable properties.
     """
-    view = memoryview(body)
     messages: list[BatchMessage] = []
-    p = 0
-    while p < len(view):
-        if len(messages) >= BATCH_MESSAGES_MAX:
-            raise MessageCodecError(f"more than {BATCH_MESSAGES_MAX} messages in a batch")
-        if p + _BATCH_FIXED_BYTES > len(view):
-            raise MessageCodecError(f"batch message truncated at {p}")
-        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(view, p)
-        start = p + _BATCH_HEAD.size
-        if body_length < 0 or start + body_length + _SHORT.size > len(view):
-            raise MessageCodecError(f"body length {body_length} at {p} runs past the batch")
-        message_body = bytes(view[start : start + body_length])
-        (props_length,) = _SHORT.unpack_from(view, start + body_length)
-        props_start = start + body_length + _SHORT.size
-        end = props_start + props_length
-        if props_length < 0 or end > len(view) or end - p != size:
-            raise MessageCodecError(f"sizes of the batch message at {p} do not add up")
-        raw = bytes(view[props_start:end])
-        properties = decode_properties(raw)
-        messages.append(BatchMessage(message_body, properties, flag, raw))
-        p = end
+    for flag, message_body, properties in batch_items(body):
+        raw = bytes(properties)
+        messages.append(BatchMessage(bytes(message_body), decode_properties(raw), flag, raw))
     return messages
 
 

@@ -364,6 +364,11 @@ _ROWS: Sequence[tuple[int, str, requests.Rule]] = (
         ),
     ),
     (
+        315,
+        "VIEW_BROKER_STATS_DATA",
+        rule_of(_annotated("ViewBrokerStatsDataRequestHeader"), cluster_need(A.GET)),
+    ),
+    (
         320,
         "SEND_BATCH_MESSAGE",
         rule_of(

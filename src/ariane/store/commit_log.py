@@ -174,11 +174,18 @@ class DispatchRequest(NamedTuple):
 
 
 def tags_code_of(message: message_mod.Message, store_timestamp_ms: int) -> int:
-    """The ConsumeQueue tag code: the TAGS hash, or the delivery time of a delay-level message.
+    """The ConsumeQueue tag code: the TAGS hash, or the delivery time of a delay-level message,
+    or the hash of a lite message's lite topic.
 
     Mirrors RocketMQ ``CommitLog.checkMessageAndReturnSize`` (SCHEDULE_TOPIC_XXXX units hold
-    the time a message is due instead of its tag hash).
+    the time a message is due instead of its tag hash). A lite message (``__LITE_TOPIC``, in
+    its LITE parent's queue) holds the Java hash of its lite topic, so a lite consumer's
+    receive skips other lite topics' units without reading them (``broker.tables.lite_topics``;
+    RocketMQ gives each lite topic its own queue instead).
     """
+    lite = message.properties.get(message_mod.Property.LITE_TOPIC)
+    if lite is not None:
+        return message_codec.tag_hash_code(lite)
     if message.topic == topics.SCHEDULE_TOPIC:
         level = message.properties.get(message_mod.Property.DELAY_TIME_LEVEL, "")
         if level.isdigit() and int(level) > 0:

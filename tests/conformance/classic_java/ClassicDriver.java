@@ -26,6 +26,10 @@
 //   later       --topic T --group G --max-reconsume N  (every delivery answers RECONSUME_LATER)
 //   fault-send  --topic T --count N [--interval-ms X]  (sync sends with sendLatencyFaultEnable;
 //               a failed send is printed as "failed" and the run goes on)
+//   client-ip   --count N  (builds ClientConfigs, the base of every producer, consumer and
+//               admin, each resolving the client's IP as the client does (NetworkUtil), N of them
+//               or as many as the deadline allows; prints one "client-ip" event with how many
+//               and the addresses seen; talks to no server)
 // orderly, consumers and later run until their stdin closes (or the deadline passes).
 // Every scenario's producers and push consumers sign their requests when given
 // --access-key AK --secret-key SK (RocketMQ's AclClientRPCHook over SessionCredentials).
@@ -69,8 +73,9 @@ import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 public final class ClassicDriver {
   private static final Object PRINT = new Object();
   // The client's whole-send budget and its name-server/broker call timeout; their 3 s defaults
-  // are too tight when the shared 2-core test machine is busy and the JVM is cold.
-  private static final int SEND_TIMEOUT_MS = 15_000;
+  // are too tight when the shared 2-core test machine is busy and the JVM is cold. 15 s on an
+  // idle machine; the launcher passes a longer one as -Ddriver.timeoutMs on a loaded one.
+  private static final int SEND_TIMEOUT_MS = Integer.getInteger("driver.timeoutMs", 15_000);
 
   private static void emit(Map<String, Object> event) {
     StringBuilder out = new StringBuilder("{");
@@ -169,6 +174,7 @@ public final class ClassicDriver {
         case "consumers": code = consumers(args, deadline); break;
         case "later": code = later(args, deadline); break;
         case "fault-send": code = faultSend(args); break;
+        case "client-ip": code = clientIp(args, deadline); break;
         default: throw new IllegalArgumentException("unknown scenario " + argv[0]);
       }
     } catch (Exception e) {
@@ -412,6 +418,22 @@ public final class ClassicDriver {
     reader.setDaemon(true);
     reader.start();
     closed.await(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+  }
+
+  // Every ClientConfig resolves the client's IP (NetworkUtil.getLocalAddress), probing each
+  // network interface the JVM lists; a failed probe ends in a NullPointerException here.
+  private static int clientIp(Args args, long deadline) {
+    Set<String> seen = new java.util.TreeSet<>();
+    int built = 0;
+    while (built < args.integer("count", 1) && System.currentTimeMillis() < deadline) {
+      seen.add(new org.apache.rocketmq.client.ClientConfig().getClientIP());
+      built++;
+    }
+    Map<String, Object> e = event("client-ip");
+    e.put("built", built);
+    e.put("addresses", new ArrayList<>(seen));
+    emit(e);
+    return 0;
   }
 
   private static void started(String clientId) {

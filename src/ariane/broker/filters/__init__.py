@@ -5,9 +5,11 @@ One module per concern: ``tag`` (tag expressions and the ConsumeQueue tag-hash p
 RocketMQ's parse-time checks and our bounds), ``sql_eval`` (three-valued evaluation over a
 message's properties), ``sql_render`` (tree back to text) and ``subscription`` (what a
 subscription's expression compiles to). The package's names below are what the receive path and
-the tests use; each module's docstring states its rules and its deviations from RocketMQ.
+the tests use (``lite``: a lite consumer's filter); each module's docstring states its rules
+and its deviations from RocketMQ.
 """
 
+from ariane.broker.filters.lite import LiteFilter
 from ariane.broker.filters.sql_eval import evaluate
 from ariane.broker.filters.sql_render import render
 from ariane.broker.filters.sql_tree import (
@@ -49,6 +51,7 @@ __all__ = [
     "FilterKind",
     "In",
     "IsNull",
+    "LiteFilter",
     "MessageFilter",
     "Node",
     "Not",

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping
 
 from ariane.broker import settings
-from ariane.broker.filters import sql_eval, sql_parser, sql_tree, tag
+from ariane.broker.filters import lite, sql_eval, sql_parser, sql_tree, tag
 
 
 class FilterKind(enum.Enum):
@@ -48,8 +48,8 @@ class SqlFilter:
         return sql_eval.evaluate(self.root, properties) is True
 
 
-MessageFilter = tag.TagFilter | SqlFilter
-"""What a subscription's filter expression compiles to."""
+MessageFilter = tag.TagFilter | SqlFilter | lite.LiteFilter
+"""What a subscription's filter expression compiles to (or a lite consumer's lite topics)."""
 
 
 def compile_filter(

@@ -118,8 +118,10 @@ class AdminService(auth_admin.AuthAdminRpcs):
     async def delete_topic(
         self, request: pb.admin.DeleteTopicRequest, context: Context
     ) -> pb.admin.DeleteTopicResponse:
-        """DeleteTopic: remove a topic, its consumer offsets and POP queues (TOPIC_NOT_FOUND)."""
+        """DeleteTopic: remove a topic, its consumer offsets and POP queues (TOPIC_NOT_FOUND),
+        and its traffic stats (``mqadmin statsAll``)."""
         name = self._admin.delete_topic(request.name)
+        self._rt.counters.traffic.forget_topic(name)
         return pb.admin.DeleteTopicResponse(
             status=codes.ok(f"topic {name} deleted from {self._rt.broker_name}")
         )
@@ -168,8 +170,9 @@ class AdminService(auth_admin.AuthAdminRpcs):
     async def delete_subscription_group(
         self, request: pb.admin.DeleteSubscriptionGroupRequest, context: Context
     ) -> pb.admin.DeleteSubscriptionGroupResponse:
-        """DeleteSubscriptionGroup: remove a group, its offsets and POP state."""
+        """DeleteSubscriptionGroup: remove a group, its offsets, POP state and traffic stats."""
         group = self._admin.delete_group(request.name)
+        self._rt.counters.traffic.forget_group(group)
         return pb.admin.DeleteSubscriptionGroupResponse(
             status=codes.ok(f"group {group} deleted from {self._rt.broker_name}")
         )

@@ -84,6 +84,8 @@ _CONSUMER_TYPES = frozenset(
         pb.v2.ClientType.PUSH_CONSUMER,
         pb.v2.ClientType.SIMPLE_CONSUMER,
         pb.v2.ClientType.PULL_CONSUMER,
+        pb.v2.ClientType.LITE_PUSH_CONSUMER,
+        pb.v2.ClientType.LITE_SIMPLE_CONSUMER,
     }
 )
 

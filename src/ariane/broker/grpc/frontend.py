@@ -237,20 +237,33 @@ class WorkerFrontEnd:
         )
 
     async def _wait_serving(self) -> None:
-        async with asyncio.timeout(WORKER_START_TIMEOUT_S):
-            while True:
-                pids = set(self.worker_pids())
-                if pids <= self._relay.serving_pids():
-                    return
-                for worker in self._workers:
-                    if worker.process is not None and worker.process.returncode is not None:
-                        raise OSError(
-                            f"front-end worker {worker.index} exited with status "
-                            f"{worker.process.returncode} before serving (its log is above)"
-                        )
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.2):
-                        await self._relay.wait_changed()
+        """Wait until every worker says it serves.
+
+        Raises:
+            OSError: a worker exited first.
+            TimeoutError: not all did within ``WORKER_START_TIMEOUT_S``; the message names
+                them (the broker logs it as the reason of its exit 1).
+        """
+        try:
+            async with asyncio.timeout(WORKER_START_TIMEOUT_S):
+                while not set(self.worker_pids()) <= self._relay.serving_pids():
+                    for worker in self._workers:
+                        if worker.process is not None and worker.process.returncode is not None:
+                            raise OSError(
+                                f"front-end worker {worker.index} exited with status "
+                                f"{worker.process.returncode} before serving (its log is above)"
+                            )
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(0.2):
+                            await self._relay.wait_changed()
+        except TimeoutError:
+            serving = self._relay.serving_pids()
+            late = [w for w in self._workers if w.process is None or w.process.pid not in serving]
+            names = ", ".join(str(w.index) for w in late)
+            raise TimeoutError(
+                f"front-end workers {names} did not say they serve within "
+                f"{WORKER_START_TIMEOUT_S:g} s (a machine too busy to start them?)"
+            ) from None
 
     async def run(self) -> None:
         """Supervise the workers until cancelled: restart any that dies."""

@@ -9,6 +9,9 @@ UpdateOffset, QueryOffset) are served by ``pull.PullProcessor``. A parked DELAY 
 carries a recall handle (``grpcwire.recall``) that RecallMessage, here or at a name server,
 resolves. EndTransaction goes to ``transaction.TransactionalMessageService``; Telemetry streams
 are kept open in ``producer_streams`` so transaction checks can be pushed to producers.
+Lite topics (RocketMQ 5.5): SyncLiteSubscription is ``lite_rpc.sync_lite_subscription``, and a
+LITE_PUSH_CONSUMER's or LITE_SIMPLE_CONSUMER's receive filters by its group's lite
+subscriptions (``lite_rpc.receive_filter``); settings replies are ``settings_reply``'s.
 
 ``IngestService`` serves ``ariane.ingest.v1.Ingest/SendStream`` (Ariane's own producer streams
 batches) from the same ``answer_send`` as SendMessage, so both answer a request identically.
@@ -20,16 +23,16 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator
 
-import grpc
-
 from ariane.broker import filters
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import (
     assignment_rpc,
+    lite_rpc,
     producer_streams,
     recall_rpc,
     receive_rpc,
     routes,
+    settings_reply,
     transaction_rpc,
 )
 from ariane.broker.processors import (
@@ -42,7 +45,7 @@ from ariane.broker.processors import (
     send_draft,
     transaction,
 )
-from ariane.broker.tables import clients, consumers, subscriptions
+from ariane.broker.tables import clients, consumers
 from ariane.common import errors, ids, limits, message, topics
 from ariane.grpcwire import codes, convert, messages, metadata, pb, rpc
 
@@ -54,11 +57,21 @@ Context = rpc.CallContext
 RECEIVE_BATCH_SIZE = client_settings.RECEIVE_BATCH_SIZE
 """``receive_batch_size`` announced to consumers; also the most one receive returns."""
 
-_CONSUMER_KINDS = {
-    pb.v2.ClientType.PUSH_CONSUMER: client_settings.ClientKind.PUSH_CONSUMER,
-    pb.v2.ClientType.SIMPLE_CONSUMER: client_settings.ClientKind.SIMPLE_CONSUMER,
-    pb.v2.ClientType.PULL_CONSUMER: client_settings.ClientKind.PULL_CONSUMER,
-}
+_PUSH_TYPES = frozenset(
+    {
+        client_settings.ClientKind.PUSH_CONSUMER.value,
+        client_settings.ClientKind.LITE_PUSH_CONSUMER.value,
+    }
+)
+"""Client types whose receive reads the queue assigned to them."""
+
+_LITE_TYPES = frozenset(
+    {
+        client_settings.ClientKind.LITE_PUSH_CONSUMER.value,
+        client_settings.ClientKind.LITE_SIMPLE_CONSUMER.value,
+    }
+)
+"""Client types whose receive filters by their group's lite subscriptions (``lite_rpc``)."""
 
 
 class MessagingService:
@@ -160,7 +173,9 @@ class MessagingService:
         ) -> pb.v2_service.TelemetryCommand | None:
             if command.WhichOneof("command") != "settings":
                 return None
-            reply = await self._merged_settings(client_id, command.settings, context)
+            reply = await settings_reply.merged_settings(
+                self._settings, self._runtime.lite_topics, client_id, command.settings, context
+            )
             return pb.v2_service.TelemetryCommand(status=codes.ok(), settings=reply)
 
         try:
@@ -169,37 +184,6 @@ class MessagingService:
         finally:
             self.streams.close(client_id, outbox)
             self._clients.close_channel(outbox)  # not if the client moved to a newer stream
-
-    async def _merged_settings(
-        self, client_id: ids.ClientId, reported: pb.v2.Settings, context: Context
-    ) -> pb.v2.Settings:
-        merged = pb.v2.Settings()
-        merged.CopyFrom(reported)
-        merged.metric.CopyFrom(pb.v2.Metric(on=False))
-        kind = reported.WhichOneof("pub_sub")
-        if kind == "publishing" and reported.client_type == pb.v2.ClientType.PRODUCER:
-            published = (t.name for t in reported.publishing.topics)
-            producer = self._settings.producer(client_id, published)
-            merged.publishing.max_body_size = producer.max_body_size_bytes
-            merged.publishing.validate_message_type = producer.validate_message_type
-            merged.backoff_policy.CopyFrom(_exponential(producer.backoff))
-            return merged
-        consumer_kind = _CONSUMER_KINDS.get(reported.client_type)
-        if kind == "subscription" and consumer_kind is not None:
-            policy = self._settings.consumer(
-                client_id,
-                consumer_kind,
-                reported.subscription.group.name,
-                map(assignment_rpc.subscription, reported.subscription.subscriptions),
-            )
-            _consumer_settings(merged, policy)
-            return merged
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            "settings need a known client_type with publishing (producer) or subscription "
-            "(push/simple/pull consumer)",
-        )
-        raise AssertionError("unreachable: abort raises")
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -291,11 +275,14 @@ class MessagingService:
         acked (``receive_rpc``).
         """
         client = self._client(context)
-        push = client.client_type == client_settings.ClientKind.PUSH_CONSUMER.value
+        push = client.client_type in _PUSH_TYPES
         wanted = receive_rpc.receive_request(
             request, context, self._message_filter, self._runtime.settings.receive
         )
         wanted = dataclasses.replace(wanted, assigned_queue=push)
+        if client.client_type in _LITE_TYPES:  # a lite consumer reads its lite topics only
+            lite = lite_rpc.receive_filter(self._runtime.lite_topics, wanted.group, wanted.topic)
+            wanted = dataclasses.replace(wanted, message_filter=lite)
         received = await self.receives.receive(client.client_id, wanted, request)
         namespace = request.group.resource_namespace
         text = "OK" if received else "no new message"
@@ -358,7 +345,7 @@ class MessagingService:
         """ChangeInvisibleDuration (§6.5): new deadline, new receipt handle (old one stale);
         a push consumer's is the nack of a failed attempt (``ConsumeProcessor.nack``)."""
         client = self._client(context)
-        push = client.client_type == client_settings.ClientKind.PUSH_CONSUMER.value
+        push = client.client_type in _PUSH_TYPES
         group = topics.validate_group(request.group.name)
         invisible_ms = consume.check_invisible_ms(
             messages.duration_ms(request.invisible_duration), minimum_ms=0
@@ -382,6 +369,14 @@ class MessagingService:
         await self._consumer.forward_to_dlq(group, request.topic.name, current)
         await self._consumer.journal_replicated()
         return pb.v2_service.ForwardMessageToDeadLetterQueueResponse(status=codes.ok())
+
+    async def sync_lite_subscription(
+        self, request: pb.v2_service.SyncLiteSubscriptionRequest, context: Context
+    ) -> pb.v2_service.SyncLiteSubscriptionResponse:
+        """SyncLiteSubscription (RocketMQ 5.5): ``lite_rpc.sync_lite_subscription``."""
+        client_id = self._client(context).client_id
+        table = self._runtime.lite_topics
+        return lite_rpc.sync_lite_subscription(table, self._runtime.topics, client_id, request)
 
     async def query_assignment(
         self, request: pb.v2_service.QueryAssignmentRequest, context: Context
@@ -558,36 +553,3 @@ def _decode_messages(
         except errors.ArianeError as exc:
             raise send_draft.refuse_request(exc, position, count) from None
     return decoded
-
-
-def _exponential(backoff: client_settings.Backoff) -> pb.v2.RetryPolicy:
-    return pb.v2.RetryPolicy(
-        max_attempts=backoff.max_attempts,
-        exponential_backoff=pb.v2.ExponentialBackoff(
-            initial=messages.duration(backoff.initial_ms),
-            max=messages.duration(backoff.max_ms),
-            multiplier=backoff.multiplier,
-        ),
-    )
-
-
-def _consumer_settings(merged: pb.v2.Settings, policy: client_settings.ConsumerPolicy) -> None:
-    """Fill the subscription part of a consumer's settings reply from its policy."""
-    merged.subscription.receive_batch_size = policy.receive_batch_size
-    merged.subscription.long_polling_timeout.CopyFrom(messages.duration(policy.long_polling_ms))
-    merged.subscription.fifo = policy.fifo
-    retry = policy.retry_policy
-    backoff = pb.v2.RetryPolicy(max_attempts=policy.max_delivery_attempts)
-    if retry.kind is subscriptions.GroupRetryPolicyType.EXPONENTIAL:
-        backoff.exponential_backoff.CopyFrom(
-            pb.v2.ExponentialBackoff(
-                initial=messages.duration(retry.initial_ms),
-                max=messages.duration(retry.max_ms),
-                multiplier=float(retry.multiplier),
-            )
-        )
-    else:
-        backoff.customized_backoff.CopyFrom(
-            pb.v2.CustomizedBackoff(next=[messages.duration(ms) for ms in retry.delays_ms])
-        )
-    merged.backoff_policy.CopyFrom(backoff)

@@ -69,7 +69,13 @@ _EXPRESSIONS = {
 }
 
 _CONSUMER_TYPES = frozenset(
-    {"PUSH_CONSUMER", "SIMPLE_CONSUMER", "PULL_CONSUMER", "LITE_PUSH_CONSUMER"}
+    {
+        "PUSH_CONSUMER",
+        "SIMPLE_CONSUMER",
+        "PULL_CONSUMER",
+        "LITE_PUSH_CONSUMER",
+        "LITE_SIMPLE_CONSUMER",
+    }
 )
 
 _log = logging.getLogger(__name__)

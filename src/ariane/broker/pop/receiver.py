@@ -280,7 +280,8 @@ class PopReceiver:
         wanted = source.message_filter
         prefilter = (
             wanted.matches_tag_hash
-            if isinstance(wanted, filters.TagFilter) and not wanted.matches_all
+            if isinstance(wanted, (filters.TagFilter, filters.LiteFilter))
+            and not wanted.matches_all
             else None
         )
         read = self._read_at_cursor(state, topic, queue_id, budget, prefilter)

@@ -6,9 +6,10 @@ adapters and a future Remoting heartbeat answer alike:
 
 * a producer gets the broker's body limit, message-type validation and the proxy's default send
   retry backoff (3 attempts, 10 ms doubling to 1 s);
-* a push/simple consumer's group is created on first use (``autoCreateSubscriptionGroup``) and
-  the consumer gets the receive batch size, the long-polling timeout, whether the group is FIFO
-  and the group's retry policy with its max delivery attempts;
+* a push/simple consumer's (plain or lite, RocketMQ 5.5) group is created on first use
+  (``autoCreateSubscriptionGroup``) and the consumer gets the receive batch size, the
+  long-polling timeout, whether the group is FIFO and the group's retry policy with its max
+  delivery attempts;
 * either report refreshes the client's session (type, group, topics) in the ``ClientRegistry``;
   a consumer's also makes it a live CLUSTERING member of its group, with its subscriptions, in
   the ``ConsumerRegistry`` (RocketMQ ``ConsumerManager.registerConsumer``).
@@ -43,6 +44,8 @@ class ClientKind(enum.Enum):
     PUSH_CONSUMER = "PUSH_CONSUMER"
     SIMPLE_CONSUMER = "SIMPLE_CONSUMER"
     PULL_CONSUMER = "PULL_CONSUMER"
+    LITE_PUSH_CONSUMER = "LITE_PUSH_CONSUMER"
+    LITE_SIMPLE_CONSUMER = "LITE_SIMPLE_CONSUMER"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

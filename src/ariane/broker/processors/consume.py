@@ -45,7 +45,7 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.pop import priority, receiver
 from ariane.broker.pop import service as pop_service_mod
 from ariane.broker.processors import long_polling, retry
-from ariane.broker.tables import subscriptions, topic_config
+from ariane.broker.tables import subscriptions, topic_config, traffic_stats
 from ariane.common import clock, errors, ids, limits, message, topics
 
 
@@ -102,6 +102,7 @@ class ConsumeCounters(Protocol):
 
     messages_out: int
     bytes_out: int
+    traffic: traffic_stats.TrafficStats
 
 
 class ConsumeProcessor:
@@ -186,8 +187,10 @@ class ConsumeProcessor:
                 )
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if popped or remaining_ms <= 0:
+                size_bytes = sum(len(p.stored.body) for p in popped)
                 self._counters.messages_out += len(popped)
-                self._counters.bytes_out += sum(len(p.stored.body) for p in popped)
+                self._counters.bytes_out += size_bytes
+                self._counters.traffic.got(group.group, topic.name, len(popped), size_bytes)
                 return [Received(retry.as_consumed(p.stored), p.delivery) for p in popped]
             hold_s = min(slice_ms, remaining_ms) / 1000
             await self._polling.hold_any(keys, hold_s, since=since)

@@ -224,8 +224,12 @@ class PullProcessor:
                 break
             hold_s = min(self._receive.poll_slice_ms, remaining_ms) / 1000
             await self._polling.hold(request.topic, hold_s, since=since)
+        size_bytes = sum(len(m.body) for m in result.messages)
         self._counters.messages_out += len(result.messages)
-        self._counters.bytes_out += sum(len(m.body) for m in result.messages)
+        self._counters.bytes_out += size_bytes
+        if request.group is not None:
+            traffic = self._counters.traffic
+            traffic.got(request.group, request.topic, len(result.messages), size_bytes)
         cold = slave_read.suggest_pulling_from_slave(
             commit_log_max_offset=self._store.max_commit_log_offset,
             pulled_commit_log_offset=(

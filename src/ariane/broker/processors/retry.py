@@ -55,7 +55,7 @@ from collections.abc import Callable, Hashable
 from typing import Protocol
 
 from ariane.broker.pop import priority
-from ariane.broker.tables import subscriptions, topic_config
+from ariane.broker.tables import subscriptions, topic_config, traffic_stats
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store
 
@@ -115,6 +115,7 @@ class RetryCounters(Protocol):
     """The totals the retry path adds to (``runtime.Counters``)."""
 
     sent_to_dlq: int
+    traffic: traffic_stats.TrafficStats
 
 
 class Destination(enum.Enum):
@@ -330,17 +331,25 @@ class RetryProcessor:
                 (RocketMQ reads the subscription group's ``retryMaxTimes`` unless the request
                 carries ``maxReconsumeTimes``).
 
+        Counted, once stored, as ``SNDBCK_PUT_NUMS`` of the message's origin topic and the
+        group (RocketMQ ``incSendBackNums``).
+
         Raises:
             ServiceUnavailableError: the store refused the copy.
         """
         limit = group.retry_max_times if max_reconsume_times < 0 else max_reconsume_times
         reconsume = stored.reconsume_times
         if delay_level < 0 or reconsume >= limit:
-            return await self.dead_letter(group.group, stored, attempts=reconsume + 1)
-        level = SEND_BACK_LEVEL_BASE + reconsume if delay_level == 0 else delay_level
-        request = self._retry_copy(group.group, stored, reconsume_times=reconsume + 1, pop=False)
-        parked = self._schedule.park_level(request, level)
-        return await self._put(parked, Destination.RETRY, None)
+            result = await self.dead_letter(group.group, stored, attempts=reconsume + 1)
+        else:
+            level = SEND_BACK_LEVEL_BASE + reconsume if delay_level == 0 else delay_level
+            request = self._retry_copy(
+                group.group, stored, reconsume_times=reconsume + 1, pop=False
+            )
+            parked = self._schedule.park_level(request, level)
+            result = await self._put(parked, Destination.RETRY, None)
+        self._counters.traffic.sent_back(group.group, origin_topic(stored))
+        return result
 
     async def send_msg_back_at(
         self,

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from ariane.broker.processors import idempotency as idempotency_mod
 from ariane.broker.processors import long_polling, send_classic, send_draft, send_v2
-from ariane.broker.tables import topic_config
+from ariane.broker.tables import lite_topics, topic_config, traffic_stats
 from ariane.common import clock, errors, histogram, idempotency, ids, message, topics
 from ariane.store import commit_log, message_store
 from ariane.store import settings as store_settings_mod
@@ -101,6 +101,7 @@ class SendCounters(Protocol):
     messages_in: int
     bytes_in: int
     message_size_bytes: dict[message.MessageType, histogram.Histogram]
+    traffic: traffic_stats.TrafficStats
 
 
 class ScheduleHook(Protocol):
@@ -141,7 +142,9 @@ class SendProcessor:
         half_messages: the transaction service, or ``None`` to refuse TRANSACTION sends.
         idempotency_window: finds earlier tries of messages with an idempotency key
             (``idempotency``); ``None`` stores every try.
-        time: the clock of classic timer delays and broker-made ``UNIQ_KEY`` ids.
+        time: the clock of classic timer delays, broker-made ``UNIQ_KEY`` ids and lite
+            topics' activity.
+        lite: the broker's lite topics (``None``: LITE sends answer UNSUPPORTED).
     """
 
     def __init__(
@@ -156,7 +159,10 @@ class SendProcessor:
         half_messages: HalfMessages | None = None,
         idempotency_window: idempotency_mod.IdempotencyWindow | None = None,
         time: clock.Clock | None = None,
+        lite: lite_topics.LiteTopicTable | None = None,
     ) -> None:
+        self._lite = lite
+        self._time = time or clock.SystemClock()
         self._store = store
         self._polling = polling
         self._counters = counters
@@ -171,12 +177,14 @@ class SendProcessor:
             round_robin=round_robin,
             delay_supported=schedule is not None,
             transactions_supported=half_messages is not None,
+            lite=lite,
+            time=self._time,
         )
         self._classic = send_classic.ClassicDrafts(
             table=topics,
             store_settings=store_settings,
             round_robin=round_robin,
-            time=time or clock.SystemClock(),
+            time=self._time,
         )
 
     async def send(
@@ -216,7 +224,21 @@ class SendProcessor:
                 )
             else:
                 answered.append(_outcome(incoming, request, result, tid))
+                if self._lite is not None and P.LITE_TOPIC in request.message.properties:
+                    self._lite_stored(request, result)
         return answered
+
+    def _lite_stored(
+        self, request: commit_log.AppendRequest, result: commit_log.PutMessageResult
+    ) -> None:
+        """Note where a stored lite message went (its lite topic's lag and activity)."""
+        if self._lite is not None and result.status.is_stored:
+            self._lite.stored(
+                ids.TopicName(request.message.topic),
+                request.message.properties[P.LITE_TOPIC],
+                result.queue_offset,
+                self._time.monotonic_ms(),
+            )
 
     async def send_classic(
         self, request: send_classic.ClassicSendRequest
@@ -329,10 +351,11 @@ class SendProcessor:
         routed: Sequence[commit_log.AppendRequest],
         found: Sequence[Found],
     ) -> list[str]:
-        """Count the stored messages (once per request), wake long polling for their topics
-        and record the stored half messages; each message's transaction id or ""."""
+        """Count the stored messages (once per request, in total and per topic as sent), wake
+        long polling for their topics and record the stored half messages; each message's
+        transaction id or ""."""
         transaction_ids: list[str] = []
-        stored_topics: set[str] = set()
+        stored_topics: dict[str, tuple[int, int]] = {}  # topic -> (messages, body bytes)
         stored = stored_bytes = 0
         sizes = self._counters.message_size_bytes
         half = self._half
@@ -341,15 +364,18 @@ class SendProcessor:
             if isinstance(result, commit_log.PutMessageResult) and result.status.is_stored:
                 if half is not None and request.message.topic == topics.TRANS_HALF_TOPIC:
                     tid = half.prepared(request, result)
-                stored_topics.add(draft.topic)
                 stored += 1
                 size = len(request.message.body)
+                messages, topic_bytes = stored_topics.get(draft.topic, (0, 0))
+                stored_topics[draft.topic] = (messages + 1, topic_bytes + size)
                 stored_bytes += size
                 sizes[draft.kind].observe(size)
             transaction_ids.append(tid)
         counters = self._counters
         counters.messages_in += stored
         counters.bytes_in += stored_bytes
+        for topic, (messages, topic_bytes) in stored_topics.items():
+            counters.traffic.put(topic, messages, topic_bytes)
         if stored_topics:
             self._polling.notify_many(stored_topics)
         return transaction_ids

@@ -22,7 +22,14 @@ the full properties string, with the queue the client chose. This adapter mirror
   precedence, ``HookUtils.handleScheduleMessage``) park it on the timer wheel;
 * ``TRAN_MSG=true`` stores a half message (never delayed);
 * a batch holds messages of one topic, all to one queue, appended atomically with consecutive
-  queue offsets; it may not hold DELAY, timer or transactional messages (``MessageBatch``).
+  queue offsets; it may not hold DELAY, timer or transactional messages (``MessageBatch``);
+* a batch's body is walked once (``remoting.message_codec.batch_items``, every length checked
+  before anything is kept): when every message is stored as sent (its properties string is the
+  encoding of what it parses to, with a ``UNIQ_KEY`` and nothing that reroutes or renames it:
+  what the Java client writes), each becomes its append request straight from slices of the
+  body, its properties string reused as the stored one (RocketMQ's ``MessageExtBatch``, no
+  per-message decode); otherwise the whole batch takes the per-message path above. A malformed
+  body raises ``MessageCodecError`` (MESSAGE_ILLEGAL) and nothing of the batch is stored.
 
 Idempotent sends (Ariane's, as for v2): a message whose user property ``ARIANE_IDEMPOTENCY_KEY``
 holds a key K is stored with ``UNIQ_KEY`` = ``idempotency.message_id_of(K)`` in place of the
@@ -32,11 +39,13 @@ client's, so the send core finds an earlier try of K whichever protocol sent it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 
 from ariane.broker.processors import send_draft
 from ariane.broker.tables import topic_config
 from ariane.common import clock, errors, idempotency, ids, message, message_id
+from ariane.remoting import message_codec as remoting_codec
 from ariane.store import commit_log, message_codec
 from ariane.store import settings as store_settings_mod
 
@@ -85,9 +94,14 @@ class ClassicSendRequest:
     Attributes:
         topic: the topic as sent.
         queue_id: the queue the client chose; negative lets the broker pick.
-        messages: the messages (one unless ``batch``).
+        messages: the messages (one unless ``batch``); empty when ``batch_body`` holds them.
         batch: the request was a batch (``SEND_BATCH_MESSAGE`` / header ``batch=true``).
         born_host: the producer's address as the broker sees the connection.
+        batch_body: a batch's body as it arrived (``MessageDecoder.encodeMessages``), walked
+            once by ``ClassicDrafts.drafts``; ``None`` when ``messages`` are given.
+        sys_flag: SYSFLAG of every message of ``batch_body`` (the header's).
+        born_timestamp_ms: BORNTIMESTAMP of every message of ``batch_body``.
+        reconsume_times: RECONSUMETIMES of every message of ``batch_body``.
     """
 
     topic: str
@@ -95,6 +109,10 @@ class ClassicSendRequest:
     messages: Sequence[ClassicMessage]
     batch: bool
     born_host: message.HostAddress
+    batch_body: bytes | memoryview | None = None
+    sys_flag: int = 0
+    born_timestamp_ms: int = 0
+    reconsume_times: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -157,11 +175,69 @@ class ClassicDrafts:
                 IllegalDeliveryTimeError, IllegalPropertyKeyError: an invalid message
                 (``MESSAGE_ILLEGAL``).
         """
-        if not request.messages:
+        body = request.batch_body
+        if not request.messages and not body:
             raise errors.BadRequestError("the request holds no message")
         topic = send_draft.writable_topic(self._topics, request.topic)
         queue_id = self._queue_id(topic, request.queue_id)
-        return [self._draft(topic, queue_id, m, request) for m in request.messages]
+        messages = request.messages
+        if body is not None:
+            as_sent = self._as_sent(topic, queue_id, body, request)
+            if as_sent is not None:
+                return as_sent
+            messages = [
+                ClassicMessage(
+                    m.body,
+                    m.properties,
+                    m.flag,
+                    request.sys_flag,
+                    request.born_timestamp_ms,
+                    request.reconsume_times,
+                    m.properties_bytes,
+                )
+                for m in remoting_codec.decode_batch(body)
+            ]
+        return [self._draft(topic, queue_id, m, request) for m in messages]
+
+    def _as_sent(
+        self,
+        topic: topic_config.TopicConfig,
+        queue_id: ids.QueueId,
+        body: bytes | memoryview,
+        request: ClassicSendRequest,
+    ) -> list[send_draft.Draft] | None:
+        """The drafts of a batch whose every message is stored as sent, walking its body once
+        (RocketMQ's ``MessageExtBatch``: no per-message object between the wire and the
+        store's record): each message's body and properties are slices of the body, checked
+        in place, the properties string reused as the stored one; ``None`` when some message
+        needs the general path (``_stored_as_sent`` says which).
+
+        Raises:
+            MessageCodecError: a malformed body or non-UTF-8 properties (MESSAGE_ILLEGAL).
+            MessageBodyEmptyError, MessageBodyTooLargeError: a message's body.
+        """
+        drafts: list[send_draft.Draft] = []
+        name, limits = topic.name, self._limits
+        normal, store = message.MessageType.NORMAL, send_draft.Route.STORE
+        for flag, message_body, raw_view in remoting_codec.batch_items(body):
+            raw = bytes(raw_view)
+            props = _stored_as_sent(raw)
+            if props is None:
+                return None
+            data = bytes(message_body)
+            send_draft.check_body(data, limits)
+            append = commit_log.AppendRequest(
+                message.Message(name, data, props, flag),
+                queue_id,
+                request.sys_flag,
+                ids.TimestampMs(request.born_timestamp_ms),
+                request.born_host,
+                request.reconsume_times,
+            )
+            drafts.append(
+                send_draft.Draft(append, request.topic, normal, props[_UNIQ], store, None, 0, raw)
+            )
+        return drafts
 
     def _queue_id(self, topic: topic_config.TopicConfig, wanted: int) -> ids.QueueId:
         if wanted < 0:
@@ -256,6 +332,56 @@ class ClassicDrafts:
                 )
             return delivery_ms
         return None
+
+
+_NOT_AS_SENT = frozenset(
+    {
+        P.DELAY_TIME_LEVEL,
+        P.TRANSACTION_PREPARED,
+        idempotency.IDEMPOTENCY_KEY_PROPERTY,
+        *(name for name, _, _ in _TIMER_PROPERTIES),
+    }
+)
+"""Properties that make a batch message take the general path (a refusal, or a rewritten id)."""
+
+
+_NAME_VALUE_REPEAT = itertools.repeat(message_codec.NAME_VALUE_SEPARATOR)
+_ONE_REPEAT = itertools.repeat(1)
+
+
+def _stored_as_sent(raw: bytes) -> dict[str, str] | None:
+    """The properties of a batch message when it is stored exactly as sent, else ``None``.
+
+    As sent means: ``raw`` is exactly the encoding of what it parses to (every item one
+    ``name\x01value\x02`` with a name and a value, no name twice: ``is_encoding_of``), it
+    holds a ``UNIQ_KEY`` (no id to add) and none of ``_NOT_AS_SENT``. One C-level split per
+    item; the separator counts catch a stray separator, an empty item or a repeated name.
+
+    Raises:
+        MessageCodecError: ``raw`` is not UTF-8 (as ``decode_properties``).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise remoting_codec.MessageCodecError(f"properties are not UTF-8: {exc}") from exc
+    if not text.endswith(message_codec.PROPERTY_SEPARATOR):
+        return None
+    items = text[:-1].split(message_codec.PROPERTY_SEPARATOR)
+    try:  # str.split mapped in C over the items: no Python frame per property
+        props = dict(map(str.split, items, _NAME_VALUE_REPEAT, _ONE_REPEAT))
+    except ValueError:  # an item without a separator
+        return None
+    count = len(props)
+    if (
+        text.count(message_codec.PROPERTY_SEPARATOR) != count
+        or text.count(message_codec.NAME_VALUE_SEPARATOR) != count
+        or "" in props
+        or "" in props.values()
+        or not props.get(_UNIQ)
+        or not _NOT_AS_SENT.isdisjoint(props)
+    ):
+        return None
+    return props
 
 
 def _delay_level(props: Mapping[str, str]) -> int:

@@ -13,8 +13,11 @@ message group is 1..64 characters. The request carries no queue id: normal messa
 round-robin over the topic's write queues, FIFO messages to ``crc32(group) % write queues`` so
 a group always lands in one queue, PRIORITY messages (to a PRIORITY topic only; priority 0 or
 more, else BAD_REQUEST) to queue ``min(priority, write queues - 1)`` with the priority stored as
-``_SYS_MSG_PRIORITY_`` (``pop.priority``, RocketMQ 5.4). A DELAY message (to a DELAY or MIXED
-topic; to any other the proxy's ``DefaultTopicMessageTypeValidator`` answer,
+``_SYS_MSG_PRIORITY_`` (``pop.priority``, RocketMQ 5.4), LITE messages (to a LITE topic only;
+``lite_topic`` set, else ILLEGAL_LITE_TOPIC) to queue ``crc32(lite topic) % write queues`` with
+the name stored as ``__LITE_TOPIC``, their lite topic created on first use (``tables.
+lite_topics``: name rules, LITE_TOPIC_QUOTA_EXCEEDED; RocketMQ 5.5). A DELAY message (to a
+DELAY or MIXED topic; to any other the proxy's ``DefaultTopicMessageTypeValidator`` answer,
 MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) is routed to the timer, a TRANSACTION message to the half
 messages; without them those kinds are refused with UNSUPPORTED.
 
@@ -33,8 +36,8 @@ from collections.abc import Iterator, Sequence
 
 from ariane.broker.pop import priority as priority_mod
 from ariane.broker.processors import send_draft
-from ariane.broker.tables import topic_config
-from ariane.common import errors, idempotency, ids, limits, message, topics
+from ariane.broker.tables import lite_topics, topic_config
+from ariane.common import clock, errors, idempotency, ids, limits, message, topics
 from ariane.store import commit_log
 from ariane.store import settings as store_settings_mod
 
@@ -46,6 +49,7 @@ _ACCEPTED_WIRE_TYPES = {
     "DELAY": message.MessageType.DELAY,
     "TRANSACTION": message.MessageType.TRANSACTION,
     "PRIORITY": message.MessageType.PRIORITY,
+    "LITE": message.MessageType.LITE,
 }
 
 
@@ -58,6 +62,8 @@ class V2Drafts:
         round_robin: the shared counter normal messages pick their queue with.
         delay_supported: a schedule service parks DELAY messages.
         transactions_supported: a transaction service takes TRANSACTION messages.
+        lite: the broker's lite topics (``None``: LITE messages answer UNSUPPORTED).
+        time: the clock lite topics are stamped with (monotonic).
     """
 
     def __init__(
@@ -68,7 +74,11 @@ class V2Drafts:
         round_robin: Iterator[int],
         delay_supported: bool,
         transactions_supported: bool,
+        lite: lite_topics.LiteTopicTable | None = None,
+        time: clock.Clock | None = None,
     ) -> None:
+        self._lite = lite
+        self._time = time or clock.SystemClock()
         self._topics = table
         self._limits = store_settings
         self._round_robin = round_robin
@@ -86,11 +96,14 @@ class V2Drafts:
         drafts: list[send_draft.Draft] = []
         born_host = message.HostAddress(born_ip, 0)
         writable: dict[str, topic_config.TopicConfig] = {}  # topics already checked
+        lite: list[tuple[ids.TopicName, str, int]] = []  # lite topics, created if all pass
         for position, incoming in enumerate(batch):
             try:
-                drafts.append(self._draft(incoming, born_host, writable))
+                drafts.append(self._draft(incoming, born_host, writable, lite))
             except errors.ArianeError as exc:
                 raise send_draft.refuse_request(exc, position, len(batch)) from None
+        if lite and self._lite is not None:
+            self._lite.touch_all(lite, self._time.monotonic_ms())
         return drafts
 
     def _draft(
@@ -98,6 +111,7 @@ class V2Drafts:
         incoming: message.IncomingMessage,
         born_host: message.HostAddress,
         writable: dict[str, topic_config.TopicConfig],
+        lite: list[tuple[ids.TopicName, str, int]],
     ) -> send_draft.Draft:
         # ``writable``: topics of this request that passed ``writable_topic`` (name check,
         # lookup or auto-creation, write permission), so each is checked once per request.
@@ -133,6 +147,10 @@ class V2Drafts:
             level = priority_mod.check_priority(incoming.priority)
             properties[P.PRIORITY] = str(level)
             queue_id = priority_mod.queue_of(level, topic.write_queue_nums)
+        elif kind is message.MessageType.LITE:
+            name = properties[P.LITE_TOPIC] = self._lite_topic(incoming)
+            queue_id = ids.QueueId(zlib.crc32(name.encode()) % topic.write_queue_nums)
+            lite.append((topic.name, name, queue_id))
         else:
             queue_id = self._choose_queue(topic, incoming.message_group)
         request = commit_log.AppendRequest(
@@ -151,6 +169,20 @@ class V2Drafts:
             incoming.delivery_timestamp_ms,
         )
 
+    def _lite_topic(self, incoming: message.IncomingMessage) -> str:
+        """The lite topic a LITE message names, checked (``tables.lite_topics``).
+
+        Raises:
+            UnsupportedError: no lite topic table. IllegalLiteTopicError: none named, or a bad
+                name.
+        """
+        if self._lite is None:
+            raise errors.UnsupportedError("LITE messages are not supported by this broker")
+        name = incoming.lite_topic
+        if name is None:
+            raise errors.IllegalLiteTopicError("a LITE message needs a lite_topic")
+        return topics.validate_lite_topic(name, bytes_max=self._lite.name_bytes_max)
+
     def _choose_queue(
         self, topic: topic_config.TopicConfig, message_group: str | None
     ) -> ids.QueueId:
@@ -166,7 +198,8 @@ def parks(incoming: message.IncomingMessage) -> bool:
 
 
 def message_type(incoming: message.IncomingMessage) -> message.MessageType:
-    """The message's type (UNSPECIFIED: FIFO with a group, else NORMAL).
+    """The message's type (UNSPECIFIED: LITE with a lite topic, FIFO with a group, else
+    NORMAL).
 
     Raises:
         UnsupportedError: a type this broker does not take. IllegalMessageGroupError: FIFO
@@ -176,7 +209,13 @@ def message_type(incoming: message.IncomingMessage) -> message.MessageType:
     if kind is None:
         if incoming.message_type != "UNSPECIFIED":
             raise errors.UnsupportedError(f"{incoming.message_type} messages are not supported")
-        kind = message.MessageType.FIFO if incoming.message_group else message.MessageType.NORMAL
+        kind = (
+            message.MessageType.LITE
+            if incoming.lite_topic is not None
+            else message.MessageType.FIFO
+            if incoming.message_group
+            else message.MessageType.NORMAL
+        )
     if kind is message.MessageType.FIFO and not incoming.message_group:
         raise errors.IllegalMessageGroupError("a FIFO message needs a message group")
     return kind

@@ -1,7 +1,8 @@
 """Classic admin codes, the broker side of ``mqadmin`` (rocketmq-tools 5.3.3).
 
 Mirrors RocketMQ's ``AdminBrokerProcessor`` for the codes ``mqadmin updateTopic, updateSubGroup,
-topicList -c, clusterList, topicStatus, consumerProgress, brokerStatus, resetOffsetByTime`` send
+topicList -c, clusterList, topicStatus, consumerProgress, brokerStatus, statsAll,
+resetOffsetByTime`` send
 (remoting.md §5, §9), over the protocol-neutral ``processors.admin.AdminProcessor`` (the one the
 gRPC admin API and ``ariane admin`` call) and the classic client table:
 
@@ -11,11 +12,13 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   topic create`` does. A bad name or config answers INVALID_PARAMETER (29), a slave
   NO_PERMISSION (16).
 * ``GET_TOPIC_STATS_INFO`` (202): min/max offset and last store time per queue, or
-  TOPIC_NOT_EXIST (17).
+  TOPIC_NOT_EXIST (17); ``topicPutTps`` is the topic's live ``TOPIC_PUT_NUMS`` rate (which
+  ``mqadmin topicStatus`` 5.3.3 drops: it merges only the brokers' offset tables).
 * ``GET_CONSUME_STATS`` (208): per readable queue the broker, consumer and pull offsets and the
   last consumed store time, of ``topic`` or of every topic the group consumed here; when the
   group's clients are online, only the topics they subscribe to (as RocketMQ). An unknown
-  group or topic answers an empty table, on which mqadmin asks 203.
+  group or topic answers an empty table, on which mqadmin asks 203. ``consumeTps`` sums the
+  group's live ``GROUP_GET_NUMS`` rates over those topics.
 * ``GET_CONSUMER_CONNECTION_LIST`` (203): the group's live classic clients and subscriptions,
   or CONSUMER_NOT_ONLINE (206).
 * ``GET_PRODUCER_CONNECTION_LIST`` (204): the producer group's live classic clients, or
@@ -24,6 +27,11 @@ gRPC admin API and ``ariane admin`` call) and the classic client table:
   ``consumerProgress`` and ``topicStatus`` tolerate.
 * ``GET_BROKER_RUNTIME_INFO`` (28): a ``KVTable`` of store and traffic figures, with the live
   ``putTps``/``getTransferedTps`` of ``rates.TpsSampler`` (10 s, 1 min, 10 min).
+* ``VIEW_BROKER_STATS_DATA`` (315), header ``statsName``, ``statsKey``: a ``BrokerStatsData``
+  (minute, hour, day: ``sum``, ``tps``, ``avgpt``) of one item of ``traffic_stats`` (topic and
+  topic@group stats) or, for ``BROKER_PUT_NUMS``/``BROKER_GET_NUMS`` under the cluster name, of
+  ``rates.TpsSampler``; an item never counted answers SYSTEM_ERROR (1) "The stats <name> <key>
+  not exist", as RocketMQ's (``statsAll`` then prints 0 for it).
 * ``QUERY_TOPIC_CONSUME_BY_WHO`` (300): the groups whose online clients subscribe to the
   topic plus the groups with committed offsets on it.
 * ``INVOKE_BROKER_TO_RESET_OFFSET`` (222): RocketMQ 5's server-side reset
@@ -48,7 +56,7 @@ from collections.abc import Hashable
 
 from ariane.broker.processors import admin, admin_stats
 from ariane.broker.remoting import admin_bodies, admin_changes, clients, rates, replies
-from ariane.broker.tables import topic_config
+from ariane.broker.tables import topic_config, traffic_stats
 from ariane.common import errors
 from ariane.remoting import codes, command
 
@@ -59,13 +67,17 @@ Reply = command.RemotingCommand
 
 
 class AdminHandler:
-    """Serves 17, 200, 202, 208, 203, 204, 351, 28, 300 and 222; 215 and 207 through
+    """Serves 17, 200, 202, 208, 203, 204, 351, 28, 315, 300 and 222; 215 and 207 through
     ``admin_changes.DeleteHandler``.
 
     Args:
         admin_processor: the broker's admin operations.
         table: the classic client table (who is online, subscribing to what).
-        tps: the live put/delivered rates of 28 (``None``: not answered).
+        tps: the live put/delivered rates of 28 and the broker items of 315 (``None``: not
+            answered).
+        traffic: the per-topic and per-group counts of 202, 208 and 315 (``None``: rates 0,
+            315 finds no topic or group item).
+        cluster: the broker's cluster name, the key of 315's broker items.
     """
 
     def __init__(
@@ -73,11 +85,16 @@ class AdminHandler:
         admin_processor: admin.AdminProcessor,
         table: clients.ClassicClientTable,
         tps: rates.TpsSampler | None = None,
+        *,
+        traffic: traffic_stats.TrafficStats | None = None,
+        cluster: str = "",
     ) -> None:
         self._admin = admin_processor
         self._table = table
         self._tps = tps
-        self._deletes = admin_changes.DeleteHandler(admin_processor)
+        self._traffic = traffic if traffic is not None else traffic_stats.TrafficStats()
+        self._cluster = cluster
+        self._deletes = admin_changes.DeleteHandler(admin_processor, self._traffic)
 
     async def update_topic(self, request: Reply) -> Reply:
         """17: create or replace a topic from the ``CreateTopicRequestHeader``."""
@@ -119,7 +136,9 @@ class AdminHandler:
             config, stats = self._admin.topic_stats(topic)
         except errors.ArianeError as exc:
             return replies.error(request, exc)
-        body = admin_bodies.topic_stats_body(self._admin.broker_name, config.name, stats)
+        body = admin_bodies.topic_stats_body(
+            self._admin.broker_name, config.name, stats, self._traffic.topic_put_tps(config.name)
+        )
         return replies.ok(request, body=body)
 
     async def consume_stats(self, request: Reply) -> Reply:
@@ -131,7 +150,8 @@ class AdminHandler:
             lags = self._lags(group, topic)
         except errors.ArianeError as exc:
             return replies.error(request, exc)
-        body = admin_bodies.consume_stats_body(self._admin.broker_name, lags)
+        rate = sum(self._traffic.group_get_tps(group, t) for t in {q.topic for q in lags})
+        body = admin_bodies.consume_stats_body(self._admin.broker_name, lags, rate)
         return replies.ok(request, body=body)
 
     def _lags(self, group: str, topic: str | None) -> list[admin_stats.QueueLag]:
@@ -192,6 +212,30 @@ class AdminHandler:
         )
         return replies.ok(request, body=body)
 
+    async def broker_stats(self, request: Reply) -> Reply:
+        """315: one stats item's minute, hour and day figures."""
+        try:
+            header = replies.Header(request.ext_fields)
+            name, key = header.text("statsName"), header.text("statsKey")
+        except errors.ArianeError as exc:
+            return replies.error(request, exc)
+        found = self._stats_data(name, key)
+        if found is None:
+            return replies.failed(request, RC.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        return replies.ok(request, body=admin_bodies.broker_stats_body(found))
+
+    def _stats_data(self, name: str, key: str) -> traffic_stats.StatsData | None:
+        broker_items = (
+            traffic_stats.StatsName.BROKER_PUT_NUMS,
+            traffic_stats.StatsName.BROKER_GET_NUMS,
+        )
+        if name not in broker_items:
+            return self._traffic.view(name, key)
+        if self._tps is None or key != self._cluster:
+            return None
+        puts, gets = self._tps.stats()
+        return puts if name == traffic_stats.StatsName.BROKER_PUT_NUMS else gets
+
     async def consumed_by(self, request: Reply) -> Reply:
         """300: the groups consuming ``topic`` here."""
         try:
@@ -242,6 +286,7 @@ class AdminHandler:
             rq.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             rq.GET_TOPIC_CONFIG: self.topic_config,
             rq.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            rq.VIEW_BROKER_STATS_DATA: self.broker_stats,
             rq.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             rq.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             rq.DELETE_TOPIC_IN_BROKER: self._deletes.delete_topic,

@@ -8,7 +8,7 @@ Requests:
   ``topicFilterType``, ``topicSysFlag``, ``order``, ``attributes``. ``attributes`` is
   RocketMQ's ``AttributeParser`` text, ``+key=value`` and ``-key`` joined by ``,``; the one
   attribute Ariane keeps is ``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED,
-  PRIORITY; ``-`` switches back to NORMAL). Any other key is refused, as RocketMQ refuses
+  PRIORITY, LITE; ``-`` switches back to NORMAL). Any other key is refused, as RocketMQ refuses
   unsupported attributes. Fields an existing topic does not name keep their value (message type and
   retention, which the header cannot carry otherwise).
 * ``UPDATE_AND_CREATE_SUBSCRIPTIONGROUP`` (200) body (``SubscriptionGroupConfig`` JSON):
@@ -22,7 +22,8 @@ Requests:
 
 Answers: ``TopicStatsTable``, ``ConsumeStats``, ``ResetOffsetBody`` (``Map<MessageQueue, …>``
 keyed by JSON objects, remoting.md §5), ``TopicConfigAndQueueMapping``, ``ConsumerConnection``,
-``GroupList`` and ``KVTable``, written by ``fastjson.dumps`` (sorted fields, nulls omitted).
+``GroupList``, ``KVTable`` and ``BrokerStatsData``, written by ``fastjson.dumps`` (sorted
+fields, nulls omitted).
 
 Errors: a missing or malformed field raises ``replies.HeaderError`` (INVALID_PARAMETER, 29).
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 from ariane.broker.processors import admin, admin_stats
 from ariane.broker.remoting import clients, rates, replies
-from ariane.broker.tables import subscriptions, topic_config
+from ariane.broker.tables import subscriptions, topic_config, traffic_stats
 from ariane.common import allocate, errors, hashing, ids, message, route
 from ariane.remoting import fastjson
 
@@ -180,8 +181,11 @@ def _retry_policy(raw: object) -> subscriptions.GroupRetryPolicy | None:
 # -- answers ------------------------------------------------------------------------------------
 
 
-def topic_stats_body(broker: str, topic: str, stats: Sequence[admin_stats.QueueStats]) -> bytes:
-    """``TopicStatsTable``; ``topicPutTps`` is 0.0 (Ariane does not measure it per topic)."""
+def topic_stats_body(
+    broker: str, topic: str, stats: Sequence[admin_stats.QueueStats], put_tps: float
+) -> bytes:
+    """``TopicStatsTable``; ``put_tps``: messages stored in the topic per second over about
+    the last minute (``TrafficStats.topic_put_tps``)."""
     table = {
         fastjson.MessageQueue(topic, broker, s.queue_id): {
             "lastUpdateTimestamp": s.last_update_ms,
@@ -190,11 +194,14 @@ def topic_stats_body(broker: str, topic: str, stats: Sequence[admin_stats.QueueS
         }
         for s in stats
     }
-    return fastjson.dumps({"offsetTable": table, "topicPutTps": 0.0})
+    return fastjson.dumps({"offsetTable": table, "topicPutTps": put_tps})
 
 
-def consume_stats_body(broker: str, lags: Sequence[admin_stats.QueueLag]) -> bytes:
-    """``ConsumeStats``; ``consumeTps`` is 0.0 (not measured)."""
+def consume_stats_body(
+    broker: str, lags: Sequence[admin_stats.QueueLag], consume_tps: float
+) -> bytes:
+    """``ConsumeStats``; ``consume_tps``: messages handed to the group per second over about
+    the last minute, summed over the topics of ``lags`` (``TrafficStats.group_get_tps``)."""
     table = {
         fastjson.MessageQueue(q.topic, broker, q.queue_id): {
             "brokerOffset": q.broker_offset,
@@ -204,7 +211,23 @@ def consume_stats_body(broker: str, lags: Sequence[admin_stats.QueueLag]) -> byt
         }
         for q in lags
     }
-    return fastjson.dumps({"consumeTps": 0.0, "offsetTable": table})
+    return fastjson.dumps({"consumeTps": consume_tps, "offsetTable": table})
+
+
+def broker_stats_body(data: traffic_stats.StatsData) -> bytes:
+    """``BrokerStatsData``: ``statsMinute``, ``statsHour``, ``statsDay``, each a
+    ``BrokerStatsItem`` of ``sum``, ``tps`` and ``avgpt``."""
+
+    def item(window: traffic_stats.Snapshot) -> dict[str, object]:
+        return {"avgpt": window.avgpt, "sum": window.sum, "tps": window.tps}
+
+    return fastjson.dumps(
+        {
+            "statsDay": item(data.day),
+            "statsHour": item(data.hour),
+            "statsMinute": item(data.minute),
+        }
+    )
 
 
 def reset_offset_body(

@@ -27,6 +27,7 @@ import logging
 
 from ariane.broker.processors import admin
 from ariane.broker.remoting import replies
+from ariane.broker.tables import traffic_stats
 from ariane.common import errors, topics
 from ariane.remoting import codes, command
 
@@ -41,10 +42,15 @@ class DeleteHandler:
 
     Args:
         admin_processor: the broker's admin operations.
+        traffic: the broker's per-topic and per-group counts; a deleted topic's or group's
+            items go (RocketMQ ``BrokerStatsManager.onTopicDeleted``/``onGroupDeleted``).
     """
 
-    def __init__(self, admin_processor: admin.AdminProcessor) -> None:
+    def __init__(
+        self, admin_processor: admin.AdminProcessor, traffic: traffic_stats.TrafficStats
+    ) -> None:
         self._admin = admin_processor
+        self._traffic = traffic
 
     async def delete_topic(self, request: Reply) -> Reply:
         """215: delete ``topic`` here (SUCCESS when it does not exist)."""
@@ -58,6 +64,7 @@ class DeleteHandler:
                     f"The topic[{topic}] is conflict with system topic.",
                 )
             self._admin.delete_topic(topic)
+            self._traffic.forget_topic(topic)
         except errors.TopicNotFoundError:
             _log.info("classic delete of absent topic %r: nothing to do", request.ext_fields)
         except errors.IllegalTopicError as exc:
@@ -72,6 +79,7 @@ class DeleteHandler:
             self._admin.require_master()
             group = replies.Header(request.ext_fields).text("groupName").strip()
             self._admin.delete_group(group)
+            self._traffic.forget_group(group)
         except errors.ConsumerGroupNotFoundError:
             _log.info("classic delete of absent group %r: nothing to do", request.ext_fields)
         except errors.ArianeError as exc:

@@ -140,37 +140,35 @@ def _decode(
     sys_flag = header.integer("sysFlag")
     born_ms = header.integer("bornTimestamp")
     reconsume = header.integer("reconsumeTimes", 0)
-    if batch:
-        messages = [
-            send_classic.ClassicMessage(
-                body=m.body,
-                properties=m.properties,
-                flag=m.flag,
-                sys_flag=sys_flag,
-                born_timestamp_ms=born_ms,
-                reconsume_times=reconsume,
-                properties_bytes=m.properties_bytes,
-            )
-            for m in message_codec.decode_batch(request.body)
-        ]
-    else:
-        text = header.text("properties", "")
-        messages = [
-            send_classic.ClassicMessage(
-                body=request.body,
-                properties=message_codec.decode_properties(text),
-                flag=header.integer("flag"),
-                sys_flag=sys_flag,
-                born_timestamp_ms=born_ms,
-                reconsume_times=reconsume,
-                properties_bytes=text.encode("utf-8", "surrogatepass"),
-            )
-        ]
+    if batch:  # walked once by the send core: ``send_classic.ClassicDrafts.drafts``
+        return send_classic.ClassicSendRequest(
+            topic=header.text("topic"),
+            queue_id=header.integer("queueId"),
+            messages=(),
+            batch=True,
+            born_host=born_host,
+            batch_body=request.body or b"",
+            sys_flag=sys_flag,
+            born_timestamp_ms=born_ms,
+            reconsume_times=reconsume,
+        )
+    text = header.text("properties", "")
+    messages = [
+        send_classic.ClassicMessage(
+            body=request.body,
+            properties=message_codec.decode_properties(text),
+            flag=header.integer("flag"),
+            sys_flag=sys_flag,
+            born_timestamp_ms=born_ms,
+            reconsume_times=reconsume,
+            properties_bytes=text.encode("utf-8", "surrogatepass"),
+        )
+    ]
     return send_classic.ClassicSendRequest(
         topic=header.text("topic"),
         queue_id=header.integer("queueId"),
         messages=messages,
-        batch=batch,
+        batch=False,
         born_host=born_host,
     )
 

@@ -36,7 +36,7 @@ from ariane.broker.remoting import (
 )
 from ariane.broker.remoting import locks as locks_mod
 from ariane.broker.remoting import outbox as outbox_mod
-from ariane.broker.tables import queue_locks
+from ariane.broker.tables import queue_locks, traffic_stats
 from ariane.common import clock, message, tls
 from ariane.remoting import codes, command, security_gate, transport
 from ariane.security import audit, metadata_store
@@ -81,6 +81,8 @@ class RemotingService:
             served (tests without a broker runtime).
         tps: the put/delivered rates 28 answers, sampled by ``run`` every
             ``rates.SAMPLE_INTERVAL_S``; ``None``: 28 answers none.
+        traffic: the broker's per-topic and per-group counts (``runtime.Counters.traffic``)
+            that 202, 208 and 315 answer; ``None``: rates of 0 (tests).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class RemotingService:
         audit_log: audit.AuthAudit | None = None,
         config: broker_config.BrokerConfigHandler | None = None,
         tps: rates.TpsSampler | None = None,
+        traffic: traffic_stats.TrafficStats | None = None,
     ) -> None:
         self._config = config
         self._tps = tps
@@ -122,7 +125,9 @@ class RemotingService:
         self.membership = membership.MembershipHandler(self.table, processors.admin, self.outbox)
         self._ender = transactions.EndTransactionHandler(processors.transactions)
         self._queries = queries.QueryHandler(processors.admin)
-        self._admin = admin.AdminHandler(processors.admin, self.table, tps)
+        self._admin = admin.AdminHandler(
+            processors.admin, self.table, tps, traffic=traffic, cluster=cluster
+        )
         self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
         """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61riane/common/v1/topic.proto\x12\x10\x61riane.common.v1\"\x97\x01\n\x0bTopicConfig\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x38\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\".ariane.common.v1.TopicMessageType*\xf3\x01\n\x10TopicMessageType\x12\"\n\x1eTOPIC_MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19TOPIC_MESSAGE_TYPE_NORMAL\x10\x01\x12\x1b\n\x17TOPIC_MESSAGE_TYPE_FIFO\x10\x02\x12\x1c\n\x18TOPIC_MESSAGE_TYPE_DELAY\x10\x03\x12\"\n\x1eTOPIC_MESSAGE_TYPE_TRANSACTION\x10\x04\x12\x1c\n\x18TOPIC_MESSAGE_TYPE_MIXED\x10\x05\x12\x1f\n\x1bTOPIC_MESSAGE_TYPE_PRIORITY\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61riane/common/v1/topic.proto\x12\x10\x61riane.common.v1\"\x97\x01\n\x0bTopicConfig\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x38\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\".ariane.common.v1.TopicMessageType*\x90\x02\n\x10TopicMessageType\x12\"\n\x1eTOPIC_MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19TOPIC_MESSAGE_TYPE_NORMAL\x10\x01\x12\x1b\n\x17TOPIC_MESSAGE_TYPE_FIFO\x10\x02\x12\x1c\n\x18TOPIC_MESSAGE_TYPE_DELAY\x10\x03\x12\"\n\x1eTOPIC_MESSAGE_TYPE_TRANSACTION\x10\x04\x12\x1c\n\x18TOPIC_MESSAGE_TYPE_MIXED\x10\x05\x12\x1f\n\x1bTOPIC_MESSAGE_TYPE_PRIORITY\x10\x06\x12\x1b\n\x17TOPIC_MESSAGE_TYPE_LITE\x10\x07\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,7 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ariane.common.v1.topic_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TOPICMESSAGETYPE']._serialized_start=205
-  _globals['_TOPICMESSAGETYPE']._serialized_end=448
+  _globals['_TOPICMESSAGETYPE']._serialized_end=477
   _globals['_TOPICCONFIG']._serialized_start=51
   _globals['_TOPICCONFIG']._serialized_end=202
 # @@protoc_insertion_point(module_scope)

@@ -14,6 +14,7 @@ class TopicMessageType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOPIC_MESSAGE_TYPE_TRANSACTION: _ClassVar[TopicMessageType]
     TOPIC_MESSAGE_TYPE_MIXED: _ClassVar[TopicMessageType]
     TOPIC_MESSAGE_TYPE_PRIORITY: _ClassVar[TopicMessageType]
+    TOPIC_MESSAGE_TYPE_LITE: _ClassVar[TopicMessageType]
 TOPIC_MESSAGE_TYPE_UNSPECIFIED: TopicMessageType
 TOPIC_MESSAGE_TYPE_NORMAL: TopicMessageType
 TOPIC_MESSAGE_TYPE_FIFO: TopicMessageType
@@ -21,6 +22,7 @@ TOPIC_MESSAGE_TYPE_DELAY: TopicMessageType
 TOPIC_MESSAGE_TYPE_TRANSACTION: TopicMessageType
 TOPIC_MESSAGE_TYPE_MIXED: TopicMessageType
 TOPIC_MESSAGE_TYPE_PRIORITY: TopicMessageType
+TOPIC_MESSAGE_TYPE_LITE: TopicMessageType
 
 class TopicConfig(_message.Message):
     __slots__ = ("topic", "read_queue_nums", "write_queue_nums", "perm", "message_type")

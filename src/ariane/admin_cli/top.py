@@ -1,5 +1,5 @@
-"""``ariane admin lag`` and ``ariane admin top``: consumer progress summed per group and topic,
-and a live view of per-topic in/out rates and per-group lag.
+"""What ``ariane admin lag`` and ``ariane admin top`` show (``views`` runs them): consumer
+progress summed per group and topic, and a live view of per-topic in/out rates and per-group lag.
 
 Everything is read through ``client.AdminClient`` (RocketMQ ``mqadmin consumerProgress`` per
 group), so the figures cover the topics some group has consumed: a topic no group ever read
@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from rich import console as rich_console
 from rich import live as rich_live
@@ -176,8 +175,3 @@ async def _refresh(
         show(view(shown, after))
         before, then = after, now
     return shown
-
-
-def rows(values: Sequence[Any]) -> list[dict[str, Any]]:
-    """Dataclass values as dicts (for ``--json``)."""
-    return [dataclasses.asdict(v) for v in values]

@@ -20,15 +20,11 @@ a Super user.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ariane.client import admin, auth_admin
-
-Table = tuple[str, Sequence[tuple[str, str]], list[dict[str, Any]], str]
-"""What a command prints: title, (key, header) columns, rows and a closing note."""
-
-Handler = Callable[[admin.AdminClient, argparse.Namespace], Awaitable[Table]]
+from ariane.admin_cli import arguments, output
+from ariane.client import auth_admin
 
 _USER_COLUMNS = (
     ("broker_name", "broker"),
@@ -45,14 +41,6 @@ _ACL_COLUMNS = (
     ("source_ips", "source ips"),
     ("decision", "decision"),
 )
-
-
-def _list(text: str) -> list[str]:
-    """``a,b, c`` → ``["a", "b", "c"]`` (mqadmin's comma lists)."""
-    items = [part.strip() for part in text.split(",") if part.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("expected a comma-separated list, got nothing")
-    return items
 
 
 def add_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -83,16 +71,20 @@ def _acl_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
         p = verbs.add_parser(verb, help=f"{verb} entries of a user's ACL", parents=[common])
         p.add_argument("-s", "--subject", required=True, help="User:NAME (or NAME)")
         p.add_argument(
-            "-r", "--resources", type=_list, required=True,
+            "-r", "--resources", type=arguments.comma_list, required=True,
             help="comma list: Topic:T, Topic:prefix-*, Group:G, Cluster:C, *",
         )  # fmt: skip
         p.add_argument(
-            "-a", "--actions", type=_list, required=True,
+            "-a", "--actions", type=arguments.comma_list, required=True,
             help="comma list of Pub, Sub, Create, Update, Delete, Get, List, All",
         )  # fmt: skip
         p.add_argument("-d", "--decision", required=True, help="Allow or Deny")
         p.add_argument(
-            "-i", "--source-ip", type=_list, default=[], help="comma list of IPs or CIDRs"
+            "-i",
+            "--source-ip",
+            type=arguments.comma_list,
+            default=[],
+            help="comma list of IPs or CIDRs",
         )
         p.add_argument("--policy-type", default="", help="Custom (default) or Default")
     delete = verbs.add_parser("delete", help="delete an entry or a whole ACL", parents=[common])
@@ -106,9 +98,11 @@ def _acl_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
     listing.add_argument("-r", "--resource", default="", help="only resources containing this")
 
 
-def _done(what: str, brokers: list[str]) -> Table:
+def _done(what: str, brokers: list[str]) -> output.Result:
     rows = [{"broker_name": b} for b in brokers]
-    return (what, (("broker_name", "broker"),), rows, f"{what} on {len(brokers)} broker(s)")
+    return output.Result(
+        what, (("broker_name", "broker"),), rows, f"{what} on {len(brokers)} broker(s)"
+    )
 
 
 def _user_rows(users: Sequence[auth_admin.UserRecord]) -> list[dict[str, Any]]:
@@ -130,12 +124,12 @@ def _acl_rows(acls: Sequence[auth_admin.AclRecord]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-async def _user_create(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _user_create(client: output.Client, args: argparse.Namespace) -> output.Result:
     done = await client.create_user(args.username, args.password, user_type=args.user_type)
     return _done(f"user {args.username} created", done)
 
 
-async def _user_update(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _user_update(client: output.Client, args: argparse.Namespace) -> output.Result:
     if not (args.password or args.user_type or args.user_status):
         raise ValueError("give at least one of -p/--password, -t/--user-type, -s/--user-status")
     done = await client.update_user(
@@ -147,21 +141,21 @@ async def _user_update(client: admin.AdminClient, args: argparse.Namespace) -> T
     return _done(f"user {args.username} updated", done)
 
 
-async def _user_delete(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _user_delete(client: output.Client, args: argparse.Namespace) -> output.Result:
     return _done(f"user {args.username} deleted", await client.delete_user(args.username))
 
 
-async def _user_get(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _user_get(client: output.Client, args: argparse.Namespace) -> output.Result:
     rows = _user_rows(await client.get_user(args.username))
-    return (f"user {args.username}", _USER_COLUMNS, rows, "")
+    return output.Result(f"user {args.username}", _USER_COLUMNS, rows)
 
 
-async def _user_list(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _user_list(client: output.Client, args: argparse.Namespace) -> output.Result:
     rows = _user_rows(await client.list_users(args.filter))
-    return ("users", _USER_COLUMNS, rows, f"{len(rows)} user(s)")
+    return output.Result("users", _USER_COLUMNS, rows, f"{len(rows)} user(s)")
 
 
-async def _acl_put(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _acl_put(client: output.Client, args: argparse.Namespace) -> output.Result:
     done = await client.put_acl(
         args.subject,
         resources=args.resources,
@@ -173,7 +167,7 @@ async def _acl_put(client: admin.AdminClient, args: argparse.Namespace) -> Table
     return _done(f"ACL of {auth_admin.subject_of(args.subject)} updated", done)
 
 
-async def _acl_delete(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _acl_delete(client: output.Client, args: argparse.Namespace) -> output.Result:
     done = await client.delete_acl(
         args.subject, resource=args.resource, policy_type=args.policy_type
     )
@@ -181,17 +175,17 @@ async def _acl_delete(client: admin.AdminClient, args: argparse.Namespace) -> Ta
     return _done(f"{what} of {auth_admin.subject_of(args.subject)} deleted", done)
 
 
-async def _acl_get(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _acl_get(client: output.Client, args: argparse.Namespace) -> output.Result:
     rows = _acl_rows(await client.get_acl(args.subject))
-    return (f"ACL of {auth_admin.subject_of(args.subject)}", _ACL_COLUMNS, rows, "")
+    return output.Result(f"ACL of {auth_admin.subject_of(args.subject)}", _ACL_COLUMNS, rows)
 
 
-async def _acl_list(client: admin.AdminClient, args: argparse.Namespace) -> Table:
+async def _acl_list(client: output.Client, args: argparse.Namespace) -> output.Result:
     rows = _acl_rows(await client.list_acls(args.subject, args.resource))
-    return ("ACLs", _ACL_COLUMNS, rows, f"{len(rows)} entr(ies)")
+    return output.Result("ACLs", _ACL_COLUMNS, rows, f"{len(rows)} entr(ies)")
 
 
-HANDLERS: dict[tuple[str, str], Handler] = {
+HANDLERS: dict[tuple[str, str], output.Handler] = {
     ("user", "create"): _user_create,
     ("user", "update"): _user_update,
     ("user", "delete"): _user_delete,
