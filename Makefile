@@ -31,13 +31,16 @@ imports: $(STAMP)
 
 # tests/ in PYTEST_WORKERS pytest-xdist workers (much of a test's time is spent waiting on the
 # brokers and clients it starts, so more workers than the 2 cores pay, until the CPU is saturated:
-# README: Tests), one test file per worker at a time (module-scoped clusters start once); then the
+# README: Tests), one test file per worker at a time (module-scoped clusters start once), the
+# longest files first (tests/durations.py: by the seconds in tests/durations.json, overridden by
+# what the last run recorded in .ariane/test-durations.json), so no long file starts last; then the
 # `solo` tests, which assert wall-clock bounds, alone. Each run prints its 20 slowest tests.
 # Toxiproxy for the chaos tests' partitions is built first (cached), outside the tests' time.
 PYTEST_WORKERS ?= 3
 unit: $(STAMP)
 	bash e2e/chaos/toxiproxy.sh >/dev/null
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not solo"
+	ARIANE_TEST_DURATIONS=.ariane/test-durations.json \
+	  $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo"
 	$(BIN)/pytest -m solo
 
 # A real Kubernetes control plane (e2e/testenv/build.sh: built with Go from the Go module proxy,

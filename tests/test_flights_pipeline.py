@@ -18,6 +18,8 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]  # (pyarrow ships n
 import pytest
 from examples.flights import dataset, spark_job
 
+pytestmark = pytest.mark.usefixtures("spark_jvm")
+
 LIMIT = 400
 
 

@@ -34,7 +34,7 @@ from ariane import client, dev
 from ariane.common import errors, message
 from ariane.connectors.spark import broker_io, options, ranges, source
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spark_jvm")]
 
 DEADLINE_S = 240.0
 """Longest wait for a Spark job step on a loaded 2-core machine, seconds."""

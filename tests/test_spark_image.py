@@ -27,6 +27,8 @@ import dockerfile_testing
 from ariane import client, dev
 from live_testing import wait_routed
 
+pytestmark = pytest.mark.usefixtures("spark_jvm")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 IMAGE_ROOT = "/opt/ariane"

@@ -33,7 +33,7 @@ from ariane import client, dev
 from ariane.connectors.spark import ranges, source
 from ariane.operator import metadata
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spark_jvm")]
 
 DEADLINE_S = 240.0
 """Longest wait for a Spark job step on a loaded 2-core machine, seconds."""

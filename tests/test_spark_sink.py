@@ -32,7 +32,7 @@ from ariane.client import credentials
 from ariane.common import idempotency, message
 from ariane.grpcwire import tls as grpc_tls
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spark_jvm")]
 
 DEADLINE_S = 240.0
 """Longest wait for a Spark job step on a loaded 2-core machine, seconds."""

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from e2e.testenv import processes
 
+import jvm_testing
 from conformance import polyglot
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -49,6 +50,10 @@ fetch and send ("sendDefaultImpl call timeout")."""
 RUN_TIMEOUT_S = 180.0
 """Longest run of one scenario or mqadmin command."""
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+TRAINING = (MQADMIN_MAIN, "topicList", "-n", "127.0.0.1:1")
+"""The run that trains the class path's class-data-sharing archive (``jvm_testing.jvm_flags``):
+mqadmin's commands and the client's connection, retry and error classes (nothing listens on
+port 1; it ends in seconds)."""
 _RUNS = itertools.count(1)
 """Numbers the runs' stderr files."""
 
@@ -84,10 +89,12 @@ class ClassicJava:
         return dataclasses.replace(self, namesrv=namesrv)
 
     def java(self, main: str, *jvm_args: str) -> list[str]:
-        """The ``java`` argv prefix that runs class ``main`` with this driver's class path."""
+        """The ``java`` argv prefix that runs class ``main`` with this driver's class path (and
+        ``jvm_testing.jvm_flags``, its class-data-sharing archive built on first use)."""
         timeout_ms = round(processes.loaded_timeout_s(CLIENT_TIMEOUT_S) * 1000)
         return [
             "java",
+            *jvm_testing.jvm_flags(self.classpath, TRAINING),
             f"-Drocketmq.client.localOffsetStoreDir={self.logs / 'offsets'}",
             f"-Drocketmq.client.logRoot={self.logs}",
             f"-Ddriver.timeoutMs={timeout_ms}",

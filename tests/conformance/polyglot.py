@@ -26,6 +26,9 @@ got). ``--priority`` and ``--lite-topic`` set 5.2.0's message priority and lite 
 
 The Java driver also runs several scenarios in one JVM (``Client.run_batch``): a JVM start costs
 seconds, and the scenarios' waits (check-backs, delays, redeliveries) then overlap.
+
+Every client JVM the tests start (these drivers, the classic driver, ``mqadmin``) runs with
+``jvm_testing.jvm_flags`` (C1 only, the serial collector, a class-data-sharing archive).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any
+
+import jvm_testing
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -205,7 +210,8 @@ def build(name: str, log_dir: pathlib.Path) -> Client:
         version = JAVA_VERSIONS[0] if name == "java" else name.removeprefix("java-")
         assert version in JAVA_VERSIONS, name
         classpath = script_output(HERE / "java" / "fetch.sh", version)
-        command = ("java", f"-Drocketmq.log.root={log_dir}", "-cp", classpath, "Driver")
+        flags = jvm_testing.jvm_flags(classpath)
+        command = ("java", *flags, f"-Drocketmq.log.root={log_dir}", "-cp", classpath, "Driver")
         return Client(name, command, env)
     assert name == "go", name
     binary = script_output(HERE / "go" / "build.sh")
