@@ -290,12 +290,14 @@ def test_v2_admin_consumer_running_info_through_the_name_server(cluster: Cluster
 
         answer = _until(
             lambda: ns("GetConsumerRunningInfo", request),
-            lambda got: got.status.code == pb.v2.Code.OK
-            and sum(
-                q.process_queue_info.commit_offset
-                for q in got.consumer_running_info.message_queue_table
-            )
-            == 2,
+            lambda got: (
+                got.status.code == pb.v2.Code.OK
+                and sum(
+                    q.process_queue_info.commit_offset
+                    for q in got.consumer_running_info.message_queue_table
+                )
+                == 2
+            ),
         )
         assert answer.status.code == pb.v2.Code.OK, answer
         info = answer.consumer_running_info
