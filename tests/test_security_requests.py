@@ -86,6 +86,8 @@ GRPC_ROWS = [
     (requests.REGISTRY + "GetTopicRoute", {"topics": ["T"]}, ["Topic:T Get|Pub|Sub"]),
     (requests.REGISTRY + "GetTopicRoute", {"topics": ["%RETRY%G"]}, ["Group:G Get|Sub"]),
     (requests.INGEST + "SendStream", {"topics": ["T"]}, ["Topic:T Pub"]),
+    (requests.V2_ADMIN + "AdminSendMessage", {"topics": ["T"]}, ["Topic:T Pub"]),
+    (requests.V2_ADMIN + "GetConsumerRunningInfo", {"group": "G"}, ["Group:G Get"]),
     ("/unknown.Service/Method", {}, ["Cluster:DefaultCluster Update"]),
 ]
 

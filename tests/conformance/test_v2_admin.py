@@ -129,7 +129,7 @@ def test_v2_admin_topic_status_route_accumulation_and_messages(cluster: Cluster)
 def test_v2_admin_sees_live_consumers_and_runtime(cluster: Cluster) -> None:
     """While an official push consumer runs, ListConsumerConnection, ListSubscription and
     DescribeSubscription show its client and subscription and GetProxyRuntimeStats counts it;
-    ChangeLogLevel answers its remark; GetConsumerRunningInfo answers NOT_IMPLEMENTED."""
+    ChangeLogLevel answers its remark."""
     topic, group = "v2a-live", "v2a-watchers"
     cluster.admin("topic", "create", topic, "--queues", "1", "--type", "NORMAL")
     watcher = DriverProcess(
@@ -169,9 +169,6 @@ def test_v2_admin_sees_live_consumers_and_runtime(cluster: Cluster) -> None:
         pb.v2_admin.ChangeLogLevelRequest(level=pb.v2_admin.ChangeLogLevelRequest.INFO),
     )
     assert level.remark == "log level changed to INFO"
-    running = pb.v2_admin.GetConsumerRunningInfoRequest(client_id=client_id, group=_res(group))
-    answer = _call(cluster, "GetConsumerRunningInfo", running)
-    assert answer.status.code == pb.v2.Code.NOT_IMPLEMENTED
 
 
 def test_v2_admin_through_the_name_server(cluster: Cluster) -> None:
@@ -268,3 +265,119 @@ def test_v2_admin_pushes_client_commands_on_the_telemetry_stream(cluster: Cluste
     )
     assert gone.status.code == errors.Code.NOT_FOUND, gone
     assert _call(cluster, "VerifyMessage", verify).status.code == errors.Code.NOT_FOUND
+
+
+def test_v2_admin_consumer_running_info_through_the_name_server(cluster: Cluster) -> None:
+    """GetConsumerRunningInfo called on the name server answers, for an official push consumer,
+    what it reported (client type, message model, its subscription) and its group's progress
+    on each queue of the topic; an unknown client, or the client under another group, is
+    NOT_FOUND; a request without a group or client id is BAD_REQUEST."""
+    topic, group = "v2a-running", "v2a-runners"
+    cluster.admin("topic", "create", topic, "--queues", "2", "--type", "NORMAL")
+    code, _ = cluster.run_driver("produce", "--topic", topic, "--count", "2")
+    assert code == 0
+    watcher = DriverProcess(
+        cluster, "push-watch", "--topic", topic, "--group", group, "--deadline-s", "60"
+    )
+    try:
+        client_id = watcher.wait_for("started")["client_id"]
+        watcher.wait_for("consumed")
+        watcher.wait_for("consumed")
+        request = pb.v2_admin.GetConsumerRunningInfoRequest(group=_res(group), client_id=client_id)
+
+        def ns(rpc: str, request: Any) -> Any:
+            return _call(cluster, rpc, request, at=cluster.namesrv)
+
+        answer = _until(
+            lambda: ns("GetConsumerRunningInfo", request),
+            lambda got: (
+                got.status.code == pb.v2.Code.OK
+                and sum(
+                    q.process_queue_info.commit_offset
+                    for q in got.consumer_running_info.message_queue_table
+                )
+                == 2
+            ),
+        )
+        assert answer.status.code == pb.v2.Code.OK, answer
+        info = answer.consumer_running_info
+        assert info.properties["clientType"] == "PUSH_CONSUMER", info
+        assert info.properties["messageModel"] == "CLUSTERING", info
+        assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY", info
+        assert list(info.subscriptions) == [topic], info
+        assert info.subscriptions[topic].expression == "*"
+        queues = sorted(
+            (q.message_queue.topic.name, q.message_queue.id, q.message_queue.broker.name)
+            for q in info.message_queue_table
+        )
+        assert queues == [(topic, 0, "broker-a"), (topic, 1, "broker-a")], info
+        assert sum(q.process_queue_info.commit_offset for q in info.message_queue_table) == 2
+        assert max(q.process_queue_info.last_consume_timestamp for q in info.message_queue_table)
+
+        unknown = pb.v2_admin.GetConsumerRunningInfoRequest(group=_res(group), client_id="nobody")
+        assert ns("GetConsumerRunningInfo", unknown).status.code == errors.Code.NOT_FOUND
+        elsewhere = pb.v2_admin.GetConsumerRunningInfoRequest(
+            group=_res("v2a-other"), client_id=client_id
+        )
+        assert _call(cluster, "GetConsumerRunningInfo", elsewhere).status.code == (
+            errors.Code.NOT_FOUND
+        )
+        bare = pb.v2_admin.GetConsumerRunningInfoRequest(client_id=client_id)
+        assert _call(cluster, "GetConsumerRunningInfo", bare).status.code == (
+            errors.Code.BAD_REQUEST
+        )
+    finally:
+        watcher.close()
+
+
+def test_v2_admin_send_message_through_the_name_server(cluster: Cluster) -> None:
+    """AdminSendMessage called on the name server stores the message on a master of the topic
+    through the send core: an official push consumer receives it with its tag, key, body and
+    user property, and the answer's message id is the stored one; a missing topic answers
+    TOPIC_NOT_FOUND, a FIFO message on a NORMAL topic
+    MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, a body over the limit MESSAGE_BODY_TOO_LARGE."""
+    topic, group = "v2a-send", "v2a-send-g"
+    cluster.admin("topic", "create", topic, "--queues", "1", "--type", "NORMAL")
+
+    def ns(request: Any) -> Any:
+        return _call(cluster, "AdminSendMessage", request, at=cluster.namesrv)
+
+    watcher = DriverProcess(
+        cluster, "push-watch", "--topic", topic, "--group", group, "--deadline-s", "60"
+    )
+    try:
+        watcher.wait_for("started")
+        request = pb.v2_admin.AdminSendMessageRequest(
+            topic=_res(topic),
+            tag="TagA",
+            key="admin-key-1",
+            body=b"from the admin",
+            user_properties={"origin": "v2-admin"},
+        )
+        sent = ns(request)
+        assert sent.status.code == pb.v2.Code.OK, sent
+        assert len(sent.message_id) == 34, sent
+        got = watcher.wait_for("consumed")
+    finally:
+        watcher.close()
+    assert got["message_id"] == sent.message_id, got
+    assert got["body"] == "from the admin" and got["tag"] == "TagA", got
+    assert got["keys"] == ["admin-key-1"], got
+    assert got["properties"]["origin"] == "v2-admin", got
+    found = _call(
+        cluster,
+        "QueryMessage",
+        pb.v2_admin.ListMessageRequest(topic=_res(topic), message_id=sent.message_id),
+    )
+    assert [m.body for m in found.messages] == [b"from the admin"], found
+
+    missing = ns(pb.v2_admin.AdminSendMessageRequest(topic=_res("v2a-none"), body=b"x"))
+    assert missing.status.code == errors.Code.TOPIC_NOT_FOUND, missing
+    fifo = pb.v2_admin.AdminSendMessageRequest(
+        topic=_res(topic),
+        body=b"x",
+        system_properties=pb.v2.SystemProperties(message_type=pb.v2.FIFO, message_group="g"),
+    )
+    assert ns(fifo).status.code == errors.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+    huge = pb.v2_admin.AdminSendMessageRequest(topic=_res(topic), body=b"x" * (5 * 1024 * 1024))
+    assert ns(huge).status.code == errors.Code.MESSAGE_BODY_TOO_LARGE

@@ -414,7 +414,12 @@ def _services(
         (
             pb.V2_ADMIN_SERVICE,
             v2_admin.V2AdminService(
-                runtime, processors.admin, client_registry, consumer_registry, streams
+                runtime,
+                processors.admin,
+                client_registry,
+                consumer_registry,
+                streams,
+                sender=processors.sender,
             ),
         ),
     ]

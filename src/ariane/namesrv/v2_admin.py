@@ -15,9 +15,14 @@ RPCs):
   go to every live master and the answers are merged; a master that does not know the group
   (CONSUMER_GROUP_NOT_FOUND) adds nothing; when no master answers OK, the first refusal is the
   answer;
+* ``AdminSendMessage`` goes to one master serving the topic, taken in turn (a client's send
+  picks one writable queue the same way); a topic no broker serves is TOPIC_NOT_FOUND here;
+* ``GetConsumerRunningInfo`` goes to every live master: each answers what the client reported to
+  it; the answers are merged (properties of the first, subscriptions and queue rows of all);
+  NOT_FOUND when no master knows the client in the group;
 * ``ChangeLogLevel`` changes one process's log level, so it is called on that broker, not here;
-  it and the client-telemetry RPCs (``PrintThreadStackTrace``, ``VerifyMessage``,
-  ``GetConsumerRunningInfo``) and ``AdminSendMessage`` are not served here.
+  it and the client-telemetry RPCs (``PrintThreadStackTrace``, ``VerifyMessage``) are not served
+  here.
 
 Invariants: at most ``FAN_OUT_MAX`` masters are called per request, all at once, each within the
 forwarder's deadline; merged answers keep ``ANSWER_ROWS_MAX`` rows at most.
@@ -79,6 +84,7 @@ class NamesrvV2Admin:
     def __init__(self, manager: rim.RouteInfoManager, forwarder: forward.Forwarder) -> None:
         self._manager = manager
         self._forwarder = forwarder
+        self._sends = 0
 
     # -- fan-out ------------------------------------------------------------------------------
 
@@ -236,7 +242,48 @@ class NamesrvV2Admin:
             brokers, "QueryMessage", request, pb.v2_admin.ListMessageResponse, context, merge
         )
 
+    async def admin_send_message(
+        self, request: pb.v2_admin.AdminSendMessageRequest, context: Context
+    ) -> pb.v2_admin.AdminSendMessageResponse:
+        """AdminSendMessage on one master serving the topic, the masters taken in turn."""
+        brokers = self._topic_masters(request.topic.name)
+        self._sends = (self._sends + 1) % FAN_OUT_MAX
+        return await self._forwarder.to_master(
+            brokers[self._sends % len(brokers)],
+            "AdminSendMessage",
+            request,
+            pb.v2_admin.AdminSendMessageResponse,
+            context,
+            service=pb.V2_ADMIN_SERVICE,
+        )
+
     # -- group and client RPCs ------------------------------------------------------------------
+
+    async def get_consumer_running_info(
+        self, request: pb.v2_admin.GetConsumerRunningInfoRequest, context: Context
+    ) -> pb.v2_admin.GetConsumerRunningInfoResponse:
+        """GetConsumerRunningInfo of every master knowing the client, merged."""
+
+        def merge(into: pb.v2_admin.GetConsumerRunningInfoResponse, part: Any) -> None:
+            mine, theirs = into.consumer_running_info, part.consumer_running_info
+            for key, value in theirs.properties.items():
+                mine.properties.setdefault(key, value)
+            for topic, expression in theirs.subscriptions.items():
+                if topic not in mine.subscriptions:
+                    mine.subscriptions[topic].CopyFrom(expression)
+            rows = mine.message_queue_table
+            rows.extend(theirs.message_queue_table[: max(0, ANSWER_ROWS_MAX - len(rows))])
+            for topic, status in theirs.consume_status_table.items():
+                mine.consume_status_table[topic].CopyFrom(status)
+
+        return await self._merged(
+            self._all_masters(),
+            "GetConsumerRunningInfo",
+            request,
+            pb.v2_admin.GetConsumerRunningInfoResponse,
+            context,
+            merge,
+        )
 
     async def list_subscription(
         self, request: pb.v2_admin.ListSubscriptionRequest, context: Context

@@ -340,6 +340,13 @@ GRPC_RULES: Mapping[str, Rule] = {
     V2_ADMIN + "QueryMessage": rule_of(
         "@RocketMQAction QUERY_MESSAGE", need_of(RT.TOPIC, "topic", A.SUB, A.GET)
     ),
+    V2_ADMIN + "AdminSendMessage": rule_of(
+        "as SEND_MESSAGE (the proxy sends it as a producer would)",
+        need_of(RT.TOPIC, "topic", A.PUB),
+    ),
+    V2_ADMIN + "GetConsumerRunningInfo": rule_of(
+        "@RocketMQAction GET_CONSUMER_RUNNING_INFO", need_of(RT.GROUP, "group", A.GET)
+    ),
     # ariane.namesrv.v1.Registry (RocketMQ's name server checks nothing: weakness 14).
     REGISTRY + "RegisterBroker": rule_of("@RocketMQAction REGISTER_BROKER", cluster_need(A.UPDATE)),
     REGISTRY + "UnregisterBroker": rule_of(

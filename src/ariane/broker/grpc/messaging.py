@@ -210,7 +210,7 @@ class MessagingService:
                 raise errors.BadRequestError("SendMessage carries no message")
             incoming = _decode_messages(request)
             transaction_rpc.learn_transaction_topics(session, incoming)
-            outcomes = await self._sender.send(incoming, born_ip=_peer_ip(context))
+            outcomes = await self._sender.send(incoming, born_ip=peer_ip(context))
         except errors.ArianeError as exc:
             return pb.v2_service.SendMessageResponse(status=codes.from_error(exc))
         except Exception as exc:  # a producer must get a status, never a crash
@@ -530,7 +530,7 @@ class IngestService:
             yield await self._messaging.answer_send(request, context)
 
 
-def _peer_ip(context: Context) -> str:
+def peer_ip(context: Context) -> str:
     """The caller's IP from ``context.peer()`` (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``)."""
     peer = context.peer() or ""
     kind, _, rest = peer.partition(":")

@@ -14,13 +14,29 @@ CONSUMER_GROUP_NOT_FOUND, MESSAGE_NOT_FOUND …) through ``grpcwire.rpc``'s guar
 
 ``PrintThreadStackTrace`` and ``VerifyMessage`` push their command on the client's Telemetry
 stream and answer OK at once, as the proxy does (the client's reply comes back on that stream;
-NOT_FOUND when the client has no stream here). ``GetConsumerRunningInfo`` (which must wait for
-the client's reply) and ``AdminSendMessage`` (the send path) are not implemented (the guard
-answers NOT_IMPLEMENTED, 50100).
+NOT_FOUND when the client has no stream here).
+
+``GetConsumerRunningInfo`` is built from what the client reported here, without asking it:
+RocketMQ's proxy relays the broker's ``GET_CONSUMER_RUNNING_INFO`` to a gRPC client only as a
+``PrintThreadStackTraceCommand`` (``GrpcClientChannel``; the reply fills ``jstack`` alone, and
+without ``jstackEnable`` nothing answers until the broker's CONSUME_MSG_TIMEOUT), and the
+official clients ignore that command. Ariane answers at once: the client's type and message
+model (``properties``), its subscriptions, and per readable queue of each subscribed topic
+here the group's progress (``ProcessQueueInfo``: committed offset, messages in flight, last
+consume time; POP lets any member take any queue, so every readable queue is listed); NOT_FOUND
+when the client is not a live member of the group here (RocketMQ: SYSTEM_ERROR "not online").
+
+``AdminSendMessage`` builds one v2 ``Message`` from the request (topic, body, user and system
+properties; ``tag`` and ``key`` override theirs; a message id, born time and host are made when
+absent) and sends it through ``SendProcessor.send``, the core of a client's ``SendMessage``:
+the same checks, quotas and message-type rules answer the same codes (TOPIC_NOT_FOUND,
+MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, MESSAGE_BODY_TOO_LARGE …); the answer carries the
+message id.
 
 Authorization: ``security.requests.GRPC_RULES`` maps each RPC to the permission of the Remoting
-code it stands for (reads need Get on the group/topic, changes Update, ``ChangeLogLevel`` and
-``GetProxyRuntimeStats`` the cluster); a Super user passes all.
+code it stands for (reads need Get on the group/topic, changes Update, ``AdminSendMessage`` Pub
+on the topic as ``SEND_MESSAGE``, ``ChangeLogLevel`` and ``GetProxyRuntimeStats`` the cluster);
+a Super user passes all.
 
 Invariants: no admin rule lives here (``processors.admin`` holds them, as for
 ``ariane.admin.v1.Admin``); every answer is bounded by the broker's tables and
@@ -39,10 +55,10 @@ from typing import Any
 import grpc
 
 from ariane.broker import runtime
-from ariane.broker.grpc import producer_streams
-from ariane.broker.processors import admin, admin_stats
+from ariane.broker.grpc import messaging, producer_streams
+from ariane.broker.processors import admin, admin_stats, send
 from ariane.broker.tables import clients, consumers
-from ariane.common import errors, ids, message
+from ariane.common import errors, ids, message, message_id
 from ariane.grpcwire import codes, convert, messages, pb
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -100,6 +116,7 @@ class V2AdminService:
         client_registry: the broker's client sessions (connections, client types).
         consumer_registry: the live consumer groups and their subscriptions.
         streams: the open Telemetry streams (``None``: the client commands answer NOT_FOUND).
+        sender: the send path (``None``: AdminSendMessage answers UNSUPPORTED).
     """
 
     def __init__(
@@ -109,8 +126,11 @@ class V2AdminService:
         client_registry: clients.ClientRegistry,
         consumer_registry: consumers.ConsumerRegistry,
         streams: producer_streams.ProducerStreams | None = None,
+        sender: send.SendProcessor | None = None,
     ) -> None:
         self._streams = streams
+        self._sender = sender
+        self._ids = message_id.MessageIdFactory()
         self._rt = broker
         self._admin = processor
         self._clients = client_registry
@@ -448,6 +468,110 @@ class V2AdminService:
             request.client_id, pb.v2_service.TelemetryCommand(verify_message_command=command)
         )
         return pb.v2_admin.VerifyMessageResponse(status=codes.ok("command sent"))
+
+    async def admin_send_message(
+        self, request: pb.v2_admin.AdminSendMessageRequest, context: Context
+    ) -> pb.v2_admin.AdminSendMessageResponse:
+        """AdminSendMessage: one message built from the request, sent as a client's
+        ``SendMessage`` is (``SendProcessor.send``); the answer's ``message_id`` is the stored
+        message's. A refusal answers the send core's code (TOPIC_NOT_FOUND,
+        MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, MESSAGE_BODY_TOO_LARGE …)."""
+        if self._sender is None:
+            raise errors.UnsupportedError("AdminSendMessage is not served by this broker")
+        _name(request.topic, "topic")
+        built = pb.v2.Message(
+            topic=request.topic, body=request.body, user_properties=request.user_properties
+        )
+        props = built.system_properties
+        props.CopyFrom(request.system_properties)
+        if request.HasField("tag"):
+            props.tag = request.tag
+        if request.HasField("key") and request.key not in props.keys:
+            props.keys.append(request.key)
+        if not props.message_id:
+            props.message_id = self._ids.next_id()
+        if not props.HasField("born_timestamp"):
+            props.born_timestamp.CopyFrom(messages.timestamp(int(time.time() * 1000)))
+        born_ip = messaging.peer_ip(context)
+        props.born_host = props.born_host or born_ip
+        (outcome,) = await self._sender.send([messages.incoming(built)], born_ip=born_ip)
+        return pb.v2_admin.AdminSendMessageResponse(
+            status=codes.status(outcome.code, outcome.text), message_id=outcome.message_id
+        )
+
+    # -- consumer running info ------------------------------------------------------------------
+
+    async def get_consumer_running_info(
+        self, request: pb.v2_admin.GetConsumerRunningInfoRequest, context: Context
+    ) -> pb.v2_admin.GetConsumerRunningInfoResponse:
+        """GetConsumerRunningInfo: what the client reported here and its group's progress (see
+        the module docstring); NOT_FOUND when it is not a live member of the group here,
+        BAD_REQUEST without a group or client id."""
+        group = ids.GroupName(_name(request.group, "group"))
+        if not request.client_id:
+            raise errors.BadRequestError("client_id is required")
+        member = self._consumers.member(group, ids.ClientId(request.client_id))
+        if member is None:
+            raise errors.NotFoundError(
+                f"client {request.client_id!r} is not a live consumer of group {group!r} on "
+                f"{self._rt.broker_name}"
+            )
+        info = pb.v2_admin.ConsumerRunningInfo(properties=self._running_properties(group, member))
+        for sub in member.subscriptions:
+            info.subscriptions[sub.topic].CopyFrom(
+                pb.v2.FilterExpression(
+                    type=_EXPRESSIONS[sub.expression_type], expression=sub.expression
+                )
+            )
+            room = ANSWER_ROWS_MAX - len(info.message_queue_table)
+            info.message_queue_table.extend(self._queue_items(group, sub.topic)[: max(0, room)])
+        return pb.v2_admin.GetConsumerRunningInfoResponse(
+            status=codes.ok(), consumer_running_info=info
+        )
+
+    def _running_properties(
+        self, group: ids.GroupName, member: consumers.ConsumerMember
+    ) -> dict[str, str]:
+        """RocketMQ ``ConsumerRunningInfo.properties`` keys where one applies (consume type,
+        orderly), plus what the client reported (type, model, last report time)."""
+        session = self._clients.get(member.client_id)
+        kind = session.client_type if session is not None else ""
+        config = self._rt.groups.get(group)
+        return {
+            "clientType": kind,
+            "messageModel": member.message_model.name,
+            "PROP_CONSUME_TYPE": (
+                "CONSUME_PASSIVELY" if kind.endswith("PUSH_CONSUMER") else "CONSUME_ACTIVELY"
+            ),
+            "PROP_CONSUMEORDERLY": str(config is not None and config.consume_orderly).lower(),
+            "lastSeenTimestamp": str(member.last_seen_ms),
+            "brokerName": self._rt.broker_name,
+        }
+
+    def _queue_items(self, group: str, topic: str) -> list[pb.v2_admin.MessageQueueItem]:
+        """The group's progress on each readable queue of ``topic`` here (none when the
+        topic or the group's state is not here)."""
+        try:
+            lags = self._admin.consumer_lag(group, topic)
+        except (errors.ConsumerGroupNotFoundError, errors.TopicNotFoundError):
+            return []
+        return [
+            pb.v2_admin.MessageQueueItem(
+                message_queue=pb.v2.MessageQueue(
+                    topic=convert.resource(q.topic),
+                    id=q.queue_id,
+                    broker=pb.v2.Broker(name=self._rt.broker_name),
+                ),
+                process_queue_info=pb.v2_admin.ProcessQueueInfo(
+                    commit_offset=q.consumer_offset,
+                    cached_msg_min_offset=q.consumer_offset if q.inflight else 0,
+                    cached_msg_max_offset=max(q.pull_offset - 1, 0) if q.inflight else 0,
+                    cached_msg_count=q.inflight,
+                    last_consume_timestamp=q.last_timestamp_ms,
+                ),
+            )
+            for q in lags
+        ]
 
 
 __all__ = ["ANSWER_ROWS_MAX", "V2AdminService"]
