@@ -1,7 +1,7 @@
 """``python -m bench.auth_cost``: the broker CPU ACL 2.0 adds per message (issue 21, item 7).
 
 The only code a broker runs more with ``[auth]`` on is the gRPC gate
-(``broker.grpc.auth_gate.GrpcAuthGate.check``) inside the status guard of ``grpcwire.rpc``, on
+(``broker.grpc.auth_gate.GrpcAuthGate.check``) inside the status guard of ``grpcwire.guard``, on
 the store owner. This bench times exactly that seam on the thread CPU clock, in one process, so
 the neighbours' load (which moves end-to-end figures on this shared VM by 2x, see
 ``broker_cpu-2026-11-24.md``) barely touches it:
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, cast
 
 from ariane.broker.grpc import auth_gate
-from ariane.grpcwire import codes, pb, rpc
+from ariane.grpcwire import codes, guard, pb
 from ariane.remoting import codes as remoting_codes
 from ariane.remoting import command, security_gate, transport
 from ariane.security import metadata_store, model, signing
@@ -161,14 +161,14 @@ def measure(calls: int, repeats: int) -> dict[str, float]:
         for name, with_gate in (("off", None), ("on", gate)):
             (method,) = [
                 m
-                for m in rpc.guarded_methods(pb.MESSAGING_SERVICE, _Stub(), gate=with_gate)
+                for m in guard.guarded_methods(pb.MESSAGING_SERVICE, _Stub(), gate=with_gate)
                 if m.path.endswith("/SendMessage")
             ]
             calls_by_gate[name] = method
         results: dict[str, float] = {}
         for name, method in calls_by_gate.items():
 
-            def guarded(m: rpc.GuardedMethod = method) -> object:
+            def guarded(m: guard.GuardedMethod = method) -> object:
                 return loop.run_until_complete(m.call(send, context))
 
             results[f"guard_{name}"] = _cpu_us(guarded, calls, repeats)

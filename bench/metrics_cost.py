@@ -29,7 +29,7 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, histogram
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import guard, pb, rpc, rpc_latency
 from ariane.grpcwire import server as grpc_server
 
 ROUNDS = 5
@@ -48,7 +48,7 @@ def _per_op_us(statement: Any, number: int) -> float:
 
 def rpc_timing_us(calls: int) -> float:
     """Two timer readings and one ``observe``, µs."""
-    latency = rpc.RpcLatency()
+    latency = rpc_latency.RpcLatency()
     timer = latency.timer
     ok = int(errors.Code.OK)
 
@@ -66,7 +66,7 @@ def size_observe_us(calls: int) -> float:
 
 async def _unary_call_us(calls: int) -> float:
     server = grpc_server.build(
-        grpc_server.ServerSettings(), [rpc.service_handler(pb.MESSAGING_SERVICE, _Quiet())]
+        grpc_server.ServerSettings(), [guard.service_handler(pb.MESSAGING_SERVICE, _Quiet())]
     )
     port = grpc_server.bind(server, "127.0.0.1:0")
     await server.start()

@@ -30,7 +30,7 @@ import time
 import grpc
 
 from ariane import dev
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import pb, registry_client
 
 DRIVER = pathlib.Path(__file__).with_name("namesrv_route_driver.py")
 STARTUP_S = 30.0
@@ -48,7 +48,7 @@ async def _register(address: str) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
         while True:
             try:
-                await rpc.RegistryClient(channel, timeout_s=1).get_cluster_info()
+                await registry_client.RegistryClient(channel, timeout_s=1).get_cluster_info()
                 break
             except grpc.aio.AioRpcError:
                 if time.monotonic() > deadline:

@@ -19,7 +19,7 @@ from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import admin_service
 from ariane.broker.tables import topic_config
 from ariane.common import clock, ids, message
-from ariane.grpcwire import convert, pb, rpc
+from ariane.grpcwire import convert, pb, registry_client, rpc
 from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import server as namesrv_server
 from ariane.store import commit_log, index_file
@@ -64,7 +64,7 @@ class AdminCaller:
     async def call(self, rpc_name: str, request: pb_message.Message) -> Any:
         """Call ``rpc_name`` and return its response message."""
         method = pb.ADMIN_SERVICE.methods_by_name[rpc_name]
-        response_type = rpc.message_class(method.output_type)
+        response_type = pb.message_class(method.output_type)
         return await rpc.unary_call(
             self.channel, pb.ADMIN_SERVICE, rpc_name, request, response_type, timeout_s=10
         )
@@ -114,7 +114,7 @@ async def keep_registered(
     """Register with ``namesrv`` now and again whenever ``route_changed`` is set (the broker's
     registration loop in miniature); sets ``registered`` after each registration."""
     async with grpc.aio.insecure_channel(namesrv) as channel:
-        client = rpc.RegistryClient(channel, timeout_s=10)
+        client = registry_client.RegistryClient(channel, timeout_s=10)
         version = 0
         while True:
             version += 1

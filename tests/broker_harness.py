@@ -4,7 +4,7 @@ The idea of httpx's ``MockTransport``: ``BrokerHarness`` opens a ``BrokerRuntime
 ``MessageStore``, tables and POP service) under ``tmp_path`` with a ``ManualClock`` and builds
 the processors with ``broker.assembly.build`` exactly as the server does; tests call the
 processors directly and advance the clock instead of waiting. ``FakeCallContext`` satisfies
-``rpc.CallContext`` so the gRPC adapters (``MessagingService``, ``AdminService``) run
+``guard.CallContext`` so the gRPC adapters (``MessagingService``, ``AdminService``) run
 in-process too.
 """
 
@@ -29,7 +29,7 @@ SMALL_STORE = store_settings.StoreSettings(
 
 
 class FakeCallContext:
-    """A ``rpc.CallContext`` with a client id header, a peer and no deadline."""
+    """A ``guard.CallContext`` with a client id header, a peer and no deadline."""
 
     def __init__(self, client_id: str = "harness-client", peer: str = "ipv4:10.1.2.3:5000"):
         self._metadata = (("x-mq-client-id", client_id),)

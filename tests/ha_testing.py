@@ -25,7 +25,7 @@ from google.protobuf.message import Message
 from ariane import dev
 from ariane.client import credentials
 from ariane.common import errors
-from ariane.grpcwire import codes, convert, messages, pb, rpc
+from ariane.grpcwire import codes, convert, messages, pb, registry_client, rpc
 
 DEADLINE_S = 30.0
 SMALL_STORE_TOML = (
@@ -163,7 +163,7 @@ def cluster_masters(namesrv: str, broker_name: str = "ha-group") -> list[tuple[s
 
     async def call() -> pb.registry.GetClusterInfoResponse:
         async with grpc.aio.insecure_channel(namesrv) as channel:
-            return await rpc.RegistryClient(channel, timeout_s=10).get_cluster_info()
+            return await registry_client.RegistryClient(channel, timeout_s=10).get_cluster_info()
 
     info = asyncio.run(call())
     return [
@@ -181,7 +181,7 @@ def reported_in_sync(namesrv: str, broker_id: int = 1, broker_name: str = "ha-gr
 
     async def call() -> pb.registry.GetClusterInfoResponse:
         async with grpc.aio.insecure_channel(namesrv) as channel:
-            return await rpc.RegistryClient(channel, timeout_s=10).get_cluster_info()
+            return await registry_client.RegistryClient(channel, timeout_s=10).get_cluster_info()
 
     return any(
         r.broker_id == broker_id and r.in_sync

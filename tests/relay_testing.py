@@ -15,13 +15,12 @@ from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
-from ariane.grpcwire import pb, relay, rpc, server
-from ariane.grpcwire.rpc import ServiceDescriptor
+from ariane.grpcwire import guard, pb, relay, server
 
 
 @contextlib.asynccontextmanager
 async def relayed_server(
-    implementations: Sequence[tuple[ServiceDescriptor, object]] | None = None,
+    implementations: Sequence[tuple[pb.ServiceDescriptor, object]] | None = None,
     *,
     implementation: object | None = None,
     calls_max: int = 64,
@@ -32,7 +31,7 @@ async def relayed_server(
         if implementations is not None
         else [(pb.MESSAGING_SERVICE, implementation)]
     )
-    methods = [m for s, impl in served for m in rpc.guarded_methods(s, impl)]
+    methods = [m for s, impl in served for m in guard.guarded_methods(s, impl)]
     owner = relay.RelayServer(methods, calls_max=calls_max)
     with tempfile.TemporaryDirectory(prefix="ariane-relay-test-") as directory:
         socket_path = str(pathlib.Path(directory) / "relay.sock")

@@ -15,7 +15,7 @@ import broker_harness
 from ariane.broker.grpc import messaging, routes
 from ariane.broker.tables import clients, consumers, queue_locks, subscriptions
 from ariane.common import allocate, ids, message, route
-from ariane.grpcwire import convert, pb, rpc
+from ariane.grpcwire import channel_pool, convert, pb
 
 FIFO_TOPIC = "fifo-orders"
 GROUP = "fifo-readers"
@@ -31,7 +31,7 @@ class Broker:
         self.sessions = clients.ClientRegistry(time=self.harness.clock, expired_ms=120_000)
         self.locks = queue_locks.RebalanceLockManager(time=self.harness.clock)
         self.registry = consumers.ConsumerRegistry(self.sessions, locks=self.locks)
-        lookup = routes.RouteLookup(runtime, rpc.ChannelPool(channels_max=1))
+        lookup = routes.RouteLookup(runtime, channel_pool.ChannelPool(channels_max=1))
         lookup.topic_route = _local(lookup)  # type: ignore[method-assign]
         processors = self.harness.processors
         self.service = messaging.MessagingService(

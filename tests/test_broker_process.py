@@ -30,7 +30,7 @@ from e2e.testenv import processes
 from ariane import dev
 from ariane.broker.services import registration
 from ariane.common import errors
-from ariane.grpcwire import codes, messages, pb, rpc
+from ariane.grpcwire import codes, messages, pb, registry_client, rpc
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def _broker(tmp: pathlib.Path, namesrvs: list[str], port: int) -> subprocess.Pop
 
 async def _cluster_members(namesrv: str) -> list[str]:
     async with grpc.aio.insecure_channel(namesrv) as channel:
-        info = await rpc.RegistryClient(channel, timeout_s=5).get_cluster_info()
+        info = await registry_client.RegistryClient(channel, timeout_s=5).get_cluster_info()
     return sorted(g.broker_name for g in info.broker_groups if g.members)
 
 

@@ -14,7 +14,7 @@ from admin_testing import Cluster, append_request, cluster
 from ariane import client
 from ariane.common import errors, message
 from ariane.dev import free_port
-from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import codes, convert, pb, registry_client
 from ariane.namesrv import server as namesrv_server
 
 TWO = ("broker-a", "broker-b")
@@ -202,7 +202,7 @@ async def _register_ghost(namesrv: str, endpoint: str) -> None:
         request = pb.registry.RegisterBrokerRequest(
             cluster_name="c", broker_name="ghost", client_endpoint=convert.address(host, port)
         )
-        answer = await rpc.RegistryClient(channel).register_broker(request)
+        answer = await registry_client.RegistryClient(channel).register_broker(request)
         assert codes.is_success(answer.status)
 
 

@@ -14,7 +14,18 @@ from hypothesis import strategies as st
 
 import relay_testing
 from ariane.common import errors, ids, message
-from ariane.grpcwire import codes, convert, metadata, pb, recall, rpc, server
+from ariane.grpcwire import (
+    channel_pool,
+    codes,
+    convert,
+    guard,
+    metadata,
+    pb,
+    recall,
+    registry_client,
+    rpc,
+    server,
+)
 
 V2 = pb.v2
 
@@ -231,7 +242,7 @@ async def with_server(
         return
     grpc_server = server.build(
         server.ServerSettings(),
-        [rpc.service_handler(pb.MESSAGING_SERVICE, implementation)],
+        [guard.service_handler(pb.MESSAGING_SERVICE, implementation)],
     )
     port = server.bind(grpc_server, "127.0.0.1:0")
     await grpc_server.start()
@@ -244,7 +255,7 @@ async def with_server(
 
 async def call(channel: grpc.aio.Channel, rpc_name: str, request: Any) -> Any:
     method = pb.MESSAGING_SERVICE.methods_by_name[rpc_name]
-    response_type = rpc.message_class(method.output_type)
+    response_type = pb.message_class(method.output_type)
     return await rpc.unary_call(
         channel, pb.MESSAGING_SERVICE, rpc_name, request, response_type, timeout_s=10
     )
@@ -286,8 +297,8 @@ def test_every_failure_of_a_servicer_becomes_a_status(relayed: bool) -> None:
 
 def test_snake_case_names_match_the_rpcs() -> None:
     """RPC names map to the implementation's method names."""
-    assert rpc.snake_case("QueryRoute") == "query_route"
-    assert rpc.snake_case("ForwardMessageToDeadLetterQueue") == (
+    assert guard.snake_case("QueryRoute") == "query_route"
+    assert guard.snake_case("ForwardMessageToDeadLetterQueue") == (
         "forward_message_to_dead_letter_queue"
     )
 
@@ -365,10 +376,10 @@ def test_pooled_channels_wait_for_a_slow_handshake() -> None:
 
         front = await asyncio.start_server(slow_front, "127.0.0.1", 0)
         front_port = front.sockets[0].getsockname()[1]
-        pool = rpc.ChannelPool(channels_max=1)
+        pool = channel_pool.ChannelPool(channels_max=1)
         try:
             channel = await pool.get(f"127.0.0.1:{front_port}")
-            client = rpc.RegistryClient(channel, timeout_s=10.0)
+            client = registry_client.RegistryClient(channel, timeout_s=10.0)
             assert await client.get_cluster_info() == pb.registry.GetClusterInfoResponse()
         finally:
             await pool.close()

@@ -29,7 +29,7 @@ import ha_testing as ht
 from ariane.broker.services import registration
 from ariane.client import failover
 from ariane.common import errors, promotion
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import channel_pool, pb, registry_client
 from ariane.store.ha import frames
 
 OK = int(errors.Code.OK)
@@ -206,7 +206,7 @@ def test_a_master_heartbeats_its_report_at_once_when_its_in_sync_set_changes() -
     )
     service = registration.RegistrationService(
         runtime,  # type: ignore[arg-type]
-        rpc.ChannelPool(channels_max=1),
+        channel_pool.ChannelPool(channels_max=1),
         replication=replication,  # type: ignore[arg-type]
     )
     beats: list[float] = []
@@ -264,7 +264,7 @@ def _config(tmp: pathlib.Path) -> tuple[str, ...]:
 def _report(namesrv: str) -> pb.registry.InSyncReport:
     async def call() -> pb.registry.GetClusterInfoResponse:
         async with grpc.aio.insecure_channel(namesrv) as channel:
-            return await rpc.RegistryClient(channel, timeout_s=10).get_cluster_info()
+            return await registry_client.RegistryClient(channel, timeout_s=10).get_cluster_info()
 
     group = next(g for g in asyncio.run(call()).broker_groups if g.broker_name == "ha-group")
     return group.in_sync_report

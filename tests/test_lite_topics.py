@@ -22,7 +22,7 @@ from ariane.broker.remoting import admin_bodies
 from ariane.broker.services import lite_expiry
 from ariane.broker.tables import clients
 from ariane.common import errors, hashing, ids, message
-from ariane.grpcwire import codes, convert, messages, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, messages, pb
 from broker_harness import FakeCallContext, incoming
 
 PARENT = ids.TopicName("sessions")
@@ -41,7 +41,7 @@ class Broker:
         runtime = self.harness.runtime
         runtime.advertise("127.0.0.1:18081")
         self.sessions = clients.ClientRegistry(time=self.harness.clock, expired_ms=120_000)
-        lookup = routes.RouteLookup(runtime, rpc.ChannelPool(channels_max=1))
+        lookup = routes.RouteLookup(runtime, channel_pool.ChannelPool(channels_max=1))
         processors = self.harness.processors
         self.service = messaging.MessagingService(
             runtime, processors.sender, processors.consumer, lookup, self.sessions,

@@ -19,7 +19,7 @@ import pytest
 
 from ariane import dev
 from ariane.common import clock, errors, ids
-from ariane.grpcwire import codes, convert, pb, recall, rpc
+from ariane.grpcwire import codes, convert, guard, pb, recall, registry_client
 from ariane.grpcwire import server as grpc_server
 from ariane.namesrv import server as namesrv_server
 from ariane.remoting import codes as remoting_codes
@@ -74,7 +74,7 @@ async def wait_until_serving(process: NameServerProcess) -> None:
         while True:
             assert process.process.poll() is None, process.log_path.read_text()
             try:
-                await rpc.RegistryClient(channel, timeout_s=1).get_cluster_info()
+                await registry_client.RegistryClient(channel, timeout_s=1).get_cluster_info()
                 return
             except grpc.aio.AioRpcError:
                 if time.monotonic() > deadline:
@@ -249,7 +249,7 @@ def test_two_name_servers_answer_identically(name_servers: list[str]) -> None:
 
     async def cluster(address: str) -> Any:
         async with grpc.aio.insecure_channel(address) as channel:
-            return await rpc.RegistryClient(channel).get_topic_route("orders")
+            return await registry_client.RegistryClient(channel).get_topic_route("orders")
 
     routes = [asyncio.run(cluster(address)) for address in name_servers]
     for found in routes:  # registration times differ by server; everything else must not
@@ -312,7 +312,7 @@ class FakeBroker:
 @contextlib.asynccontextmanager
 async def serving(implementation: object) -> AsyncIterator[int]:
     server = grpc_server.build(
-        grpc_server.ServerSettings(), [rpc.service_handler(pb.MESSAGING_SERVICE, implementation)]
+        grpc_server.ServerSettings(), [guard.service_handler(pb.MESSAGING_SERVICE, implementation)]
     )
     port = grpc_server.bind(server, "127.0.0.1:0")
     await server.start()
@@ -379,7 +379,7 @@ def test_recall_is_forwarded_to_the_broker_named_in_the_handle() -> None:
     async def scenario() -> None:
         async with name_server_before(broker) as (address, broker_port):
             async with grpc.aio.insecure_channel(address) as channel:
-                registry = rpc.RegistryClient(channel, timeout_s=10)
+                registry = registry_client.RegistryClient(channel, timeout_s=10)
                 for name, port in [("broker-live", broker_port), ("broker-dead", free_port())]:
                     registered = await registry.register_broker(
                         pb.registry.RegisterBrokerRequest(
@@ -431,7 +431,7 @@ def test_query_assignment_is_forwarded_to_a_broker_serving_the_topic_readable() 
                 ("broker-c", free_port(), [topic_config("stranded", 1, 1, 6, normal)]),
             ]
             async with grpc.aio.insecure_channel(address) as channel:
-                registry = rpc.RegistryClient(channel, timeout_s=10)
+                registry = registry_client.RegistryClient(channel, timeout_s=10)
                 for name, port, configs in registrations:
                     await registry.register_broker(
                         pb.registry.RegisterBrokerRequest(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import relay_testing
 from ariane.common import errors
-from ariane.grpcwire import codes, pb, relay, relay_codec, rpc
+from ariane.grpcwire import codes, guard, pb, relay, relay_codec, rpc
 
 svc = pb.v2_service
 CLIENT_ID = (("x-mq-client-id", "relay-test@1"),)
@@ -95,7 +95,7 @@ class Recorder:
         self.parked = asyncio.Event()
         self.cancelled = asyncio.Event()
 
-    async def query_route(self, request: Any, context: rpc.CallContext) -> Any:
+    async def query_route(self, request: Any, context: guard.CallContext) -> Any:
         self.seen = {
             "headers": dict(context.invocation_metadata() or ()),
             "peer": context.peer(),
@@ -104,10 +104,10 @@ class Recorder:
         }
         return svc.QueryRouteResponse(status=codes.ok())
 
-    async def heartbeat(self, request: Any, context: rpc.CallContext) -> Any:
+    async def heartbeat(self, request: Any, context: guard.CallContext) -> Any:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "settings are malformed")
 
-    async def receive_message(self, request: Any, context: rpc.CallContext) -> AsyncIterator[Any]:
+    async def receive_message(self, request: Any, context: guard.CallContext) -> AsyncIterator[Any]:
         yield svc.ReceiveMessageResponse(status=codes.ok())
         try:
             self.parked.set()
@@ -118,7 +118,7 @@ class Recorder:
         yield svc.ReceiveMessageResponse(status=codes.ok())
 
     async def telemetry(
-        self, requests: AsyncIterator[Any], context: rpc.CallContext
+        self, requests: AsyncIterator[Any], context: guard.CallContext
     ) -> AsyncIterator[Any]:
         async for command in requests:
             yield svc.TelemetryCommand(status=codes.ok(), settings=command.settings)
@@ -135,7 +135,7 @@ def _receive(channel: grpc.aio.Channel) -> Any:
 
 async def _failed_call(channel: grpc.aio.Channel, name: str, request: Any) -> grpc.aio.AioRpcError:
     """Make a unary call that must fail at the gRPC level; returns its error."""
-    response_type = rpc.message_class(pb.MESSAGING_SERVICE.methods_by_name[name].output_type)
+    response_type = pb.message_class(pb.MESSAGING_SERVICE.methods_by_name[name].output_type)
     with pytest.raises(grpc.aio.AioRpcError) as failure:
         await rpc.unary_call(
             channel, pb.MESSAGING_SERVICE, name, request, response_type, timeout_s=5

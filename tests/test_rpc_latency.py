@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ariane import metrics
 from ariane.common import errors, histogram
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import guard, pb, rpc_latency
 from metrics_testing import parse, value
 
 V2 = pb.v2
@@ -77,17 +77,17 @@ class Ingest:
 
 
 def _methods(
-    service: rpc.ServiceDescriptor, impl: object, latency: rpc.RpcLatency
-) -> dict[str, rpc.GuardedMethod]:
+    service: pb.ServiceDescriptor, impl: object, latency: rpc_latency.RpcLatency
+) -> dict[str, guard.GuardedMethod]:
     return {
-        m.path.rpartition("/")[2]: m for m in rpc.guarded_methods(service, impl, latency=latency)
+        m.path.rpartition("/")[2]: m for m in guard.guarded_methods(service, impl, latency=latency)
     }
 
 
 def test_unary_and_server_streaming_calls_are_timed_once_with_their_answered_code() -> None:
     """Two sends (one refused) and one receive land in their code's 5 ms / 100 ms buckets."""
     timer = SteppingTimer()
-    latency = rpc.RpcLatency(timer=timer)
+    latency = rpc_latency.RpcLatency(timer=timer)
     methods = _methods(pb.MESSAGING_SERVICE, Messaging(timer), latency)
 
     async def calls() -> None:
@@ -114,7 +114,7 @@ def test_a_request_stream_is_timed_per_answer_from_the_read_of_its_request() -> 
     """Three requests on one SendStream, the client pausing 1 s between them: three 2 ms
     answers, none of the pauses counted."""
     timer = SteppingTimer()
-    latency = rpc.RpcLatency(timer=timer)
+    latency = rpc_latency.RpcLatency(timer=timer)
     methods = _methods(pb.INGEST_SERVICE, Ingest(timer), latency)
 
     async def requests() -> AsyncIterator[Any]:

@@ -39,7 +39,7 @@ USERS = ("alice", "bob", "root")
 
 
 class Context:
-    """A ``rpc.CallContext`` with the given headers and peer."""
+    """A ``guard.CallContext`` with the given headers and peer."""
 
     def __init__(self, headers: Iterable[tuple[str, str]], peer: str) -> None:
         self._headers = (("x-mq-client-id", "c-1"), *headers)

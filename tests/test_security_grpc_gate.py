@@ -1,5 +1,5 @@
 """The gRPC authentication + authorization gate, without sockets: ``GrpcAuthGate`` in the status
-guard of ``grpcwire.rpc`` (the path both the broker's own server and the front-end relay take),
+guard of ``grpcwire.guard`` (the path both the broker's own server and the front-end relay take),
 over a real ``AuthMetadataStore`` in a temp dir."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import auth_admin, auth_gate
 from ariane.common import errors
-from ariane.grpcwire import codes, pb, rpc
+from ariane.grpcwire import codes, guard, pb
 from ariane.security import metadata_store, model, signing
 from ariane.security import settings as auth_settings
 
@@ -25,7 +25,7 @@ DATE = "20250507T101500Z"
 
 
 class Context:
-    """A ``rpc.CallContext`` with the given headers and peer."""
+    """A ``guard.CallContext`` with the given headers and peer."""
 
     def __init__(self, headers: Iterable[tuple[str, str]], peer: str = "ipv4:10.0.0.7:5000"):
         self._headers = (("x-mq-client-id", "c-1"), *headers)
@@ -96,8 +96,8 @@ class Recorder:
             yield pb.v2_service.TelemetryCommand(status=codes.ok(), settings=command.settings)
 
 
-def guarded(gate: auth_gate.GrpcAuthGate, impl: object) -> dict[str, rpc.GuardedMethod]:
-    methods = rpc.guarded_methods(pb.MESSAGING_SERVICE, impl, gate=gate)
+def guarded(gate: auth_gate.GrpcAuthGate, impl: object) -> dict[str, guard.GuardedMethod]:
+    methods = guard.guarded_methods(pb.MESSAGING_SERVICE, impl, gate=gate)
     return {m.path.rpartition("/")[2]: m for m in methods}
 
 
@@ -280,7 +280,7 @@ def test_v2_admin_rpcs_need_their_actions_or_a_super_user(tmp_path: pathlib.Path
     impl = V2AdminRecorder()
     methods = {
         m.path.rpartition("/")[2]: m
-        for m in rpc.guarded_methods(pb.V2_ADMIN_SERVICE, impl, gate=gate)
+        for m in guard.guarded_methods(pb.V2_ADMIN_SERVICE, impl, gate=gate)
     }
 
     def accumulation(context: Context, *topics: str) -> int:

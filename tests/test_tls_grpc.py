@@ -37,7 +37,7 @@ import ha_testing
 import tls_testing
 from ariane import client, dev
 from ariane.common import tls
-from ariane.grpcwire import pb, ports, rpc
+from ariane.grpcwire import channel_pool, pb, ports, rpc
 from ariane.security import ca
 
 pytestmark = pytest.mark.slow
@@ -168,7 +168,7 @@ def _pem_fingerprint(pem: bytes) -> str:
 async def _stats(
     endpoint: str, credentials: grpc.ChannelCredentials | None
 ) -> pb.admin.GetBrokerRuntimeStatsResponse:
-    pool = rpc.ChannelPool(channels_max=1, credentials=credentials)
+    pool = channel_pool.ChannelPool(channels_max=1, credentials=credentials)
     try:
         channel = await pool.get(endpoint)
         request = pb.admin.GetBrokerRuntimeStatsRequest()

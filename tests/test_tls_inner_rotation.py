@@ -1,7 +1,7 @@
 """A server process's inner TLS connections follow its certificate files: a broker whose
 certificate is rotated on disk presents the new one on its next connections to the name server,
-with no restart (``grpcwire.tls.InnerCredentials`` + ``rpc.ChannelPool`` retiring its channels);
-before, its channels kept the certificate read at start until the process restarted.
+with no restart (``grpcwire.tls.InnerCredentials`` + ``channel_pool.ChannelPool`` retiring its
+channels); before, its channels kept the certificate read at start until the process restarted.
 
 Own cluster: the name server requires client certificates, is restarted on its port with a new
 trust bundle, and the broker's certificate files are replaced under it — no shared cluster can
@@ -23,7 +23,7 @@ from e2e.testenv import processes
 import ha_testing
 from ariane import dev
 from ariane.common import tls
-from ariane.grpcwire import rpc
+from ariane.grpcwire import channel_pool, registry_client
 from ariane.grpcwire import tls as grpc_tls
 from ariane.security import ca
 
@@ -53,7 +53,7 @@ def _tls_table(directory: pathlib.Path, name: str, trust: pathlib.Path) -> str:
 def _registered(namesrv: str, broker_name: str, client: grpc_tls.ClientTls) -> bool:
     async def ask() -> bool:
         async with grpc.aio.secure_channel(namesrv, client.credentials()) as channel:
-            info = await rpc.RegistryClient(channel, timeout_s=2.0).get_cluster_info()
+            info = await registry_client.RegistryClient(channel, timeout_s=2.0).get_cluster_info()
         return any(g.broker_name == broker_name and g.members for g in info.broker_groups)
 
     with contextlib.suppress(grpc.RpcError):
@@ -144,7 +144,7 @@ def test_inner_credentials_and_the_pool_follow_a_rotation(tmp_path: pathlib.Path
     assert inner.current() == (generation, credentials)
 
     async def scenario() -> None:
-        pool = rpc.ChannelPool(channels_max=2, credentials=inner)
+        pool = channel_pool.ChannelPool(channels_max=2, credentials=inner)
         try:
             first = await pool.get("127.0.0.1:1")
             assert await pool.get("127.0.0.1:1") is first

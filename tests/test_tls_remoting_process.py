@@ -31,7 +31,7 @@ import pytest
 import ha_testing
 import tls_testing
 from ariane import dev
-from ariane.grpcwire import rpc
+from ariane.grpcwire import registry_client
 from ariane.remoting import command, transport
 from ariane.security import ca
 from tls_testing import RC, RQ
@@ -196,7 +196,7 @@ def test_enforcing_name_server_serves_remoting_and_grpc_over_tls_on_its_shared_p
         else:
             channel = grpc.aio.secure_channel(addr, credentials)
         async with channel:
-            return await rpc.RegistryClient(channel, timeout_s=5).get_cluster_info()
+            return await registry_client.RegistryClient(channel, timeout_s=5).get_cluster_info()
 
     roots = processes.files.ca_path.read_bytes()
     asyncio.run(grpc_call(grpc.ssl_channel_credentials(roots)))

@@ -23,7 +23,7 @@ import grpc
 
 from ariane.client import failover as admin_failover
 from ariane.common import errors
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import channel_pool, pb, rpc
 from e2e.chaos import cluster as cluster_mod
 
 IN_SYNC_GAP_BYTES = 1 << 20
@@ -46,7 +46,7 @@ class Control:
 
     def __init__(self, cluster: cluster_mod.Cluster) -> None:
         self.cluster = cluster
-        self._channels = rpc.ChannelPool(channels_max=16)
+        self._channels = channel_pool.ChannelPool(channels_max=16)
 
     async def close(self) -> None:
         """Close the channels."""

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import grpc
 
-from ariane.grpcwire import rpc
+from ariane.grpcwire import registry_client
 from ariane.security import ca, keys
 
 log = logging.getLogger(__name__)
@@ -354,7 +354,7 @@ async def _registered(namesrv: str, broker_name: str, ca_pem: bytes | None) -> b
         else grpc.aio.secure_channel(namesrv, grpc.ssl_channel_credentials(ca_pem))
     )
     async with channel:
-        info = await rpc.RegistryClient(channel, timeout_s=2.0).get_cluster_info()
+        info = await registry_client.RegistryClient(channel, timeout_s=2.0).get_cluster_info()
     return any(g.broker_name == broker_name and g.members for g in info.broker_groups)
 
 

@@ -25,7 +25,7 @@ import pytest
 import ha_testing
 from ariane import dev
 from ariane.broker.remoting import replies
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import pb, registry_client
 from ariane.remoting import codes, command, fastjson, transport
 from conformance import classic_java_client
 from conformance.classic_java_client import ClassicJava
@@ -90,7 +90,7 @@ def _route_addresses(namesrv: str) -> dict[str, str]:
 
 async def _unregister(namesrv: str, broker_id: int) -> None:
     async with grpc.aio.insecure_channel(namesrv) as channel:
-        registry = rpc.RegistryClient(channel, timeout_s=10)
+        registry = registry_client.RegistryClient(channel, timeout_s=10)
         request = pb.registry.UnregisterBrokerRequest(
             cluster_name="DefaultCluster",
             broker_name="ha-group",

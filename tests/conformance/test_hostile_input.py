@@ -5,7 +5,7 @@ SendMessage request stores nothing; out-of-range fields and poison GZIP bodies g
 BAD_REQUEST-family code; malformed protobuf gets gRPC INVALID_ARGUMENT with a bounded number of
 one-line warnings; refused RPCs leave one log line per RPC kind and client. The broker runs with
 its default front-end workers, so broker calls take the relay path; the name server serves
-in-process (``grpcwire.rpc``).
+in-process (``grpcwire.guard``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _call(
     request: pb_message.Message,
     response_type: type[M],
     client: str,
-    service: rpc.ServiceDescriptor = pb.MESSAGING_SERVICE,
+    service: pb.ServiceDescriptor = pb.MESSAGING_SERVICE,
 ) -> M:
     async def go() -> M:
         async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:

@@ -27,7 +27,7 @@ from ariane.broker.services import replication as replication_mod
 from ariane.broker.services import write_timeline
 from ariane.broker.tables import clients
 from ariane.common import ids, topics
-from ariane.grpcwire import rpc
+from ariane.grpcwire import rpc_latency
 from ariane.security import audit
 from ariane.store import retention
 
@@ -38,7 +38,7 @@ def snapshot(
     runtime: runtime_mod.BrokerRuntime,
     client_registry: clients.ClientRegistry,
     front: frontend.FrontEnd,
-    latency: rpc.RpcLatency | None = None,
+    latency: rpc_latency.RpcLatency | None = None,
     *,
     ha: replication_mod.ReplicationService | None = None,
     timeline: write_timeline.WriteTimeline | None = None,

@@ -50,7 +50,7 @@ from ariane.broker.services import lite_expiry, registration, replication, write
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.common import clock as clock_mod
 from ariane.common import tls
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import channel_pool, pb, rpc_latency
 from ariane.grpcwire import server as grpc_server
 from ariane.grpcwire import tls as grpc_tls
 from ariane.store import clean_service
@@ -130,7 +130,7 @@ class BrokerServer:
             renewals,
             owner=self,
         )
-        latency = rpc.RpcLatency()
+        latency = rpc_latency.RpcLatency()
         front = self._front_end(implementations, latency)
         self.front_end = front
         ha = self.replication
@@ -176,8 +176,8 @@ class BrokerServer:
 
     def _front_end(
         self,
-        implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
-        latency: rpc.RpcLatency,
+        implementations: Sequence[tuple[pb.ServiceDescriptor, object]],
+        latency: rpc_latency.RpcLatency,
     ) -> frontend.FrontEnd:
         """How gRPC is served: checked by the gate, in the ``[tls]`` mode (``server_tls``)."""
         return frontend.build(
@@ -189,7 +189,7 @@ class BrokerServer:
         """The gRPC services' authentication + authorization step (``None``: auth off)."""
         return self.auth_stores.gate(cluster=self.settings.cluster)
 
-    def _channel_pool(self) -> rpc.ChannelPool:
+    def _channel_pool(self) -> channel_pool.ChannelPool:
         """Channels to every name server (all addresses a resolved name lists) and a few more
         (the master, other brokers), TLS when this broker is ``enforcing``."""
         namesrv_max = (
@@ -197,7 +197,7 @@ class BrokerServer:
             if self.settings.namesrv_resolve_all
             else len(self.settings.namesrv_addrs)
         )
-        return rpc.ChannelPool(
+        return channel_pool.ChannelPool(
             channels_max=namesrv_max + 8,
             credentials=grpc_tls.inner_credentials(self.settings.tls, lambda: self.server_tls),
         )
@@ -205,7 +205,7 @@ class BrokerServer:
     def _ha_services(
         self,
         runtime: runtime_mod.BrokerRuntime,
-        channels: rpc.ChannelPool,
+        channels: channel_pool.ChannelPool,
         processors: assembly.Processors,
     ) -> tuple[replication.ReplicationService | None, slave_sync.SlaveSyncService | None]:
         """The master's replication service (the transaction and POP services follow its
@@ -382,7 +382,7 @@ def _services(
     renewals: renewal.ReceiptRenewals,
     *,
     owner: BrokerServer,
-) -> list[tuple[rpc.ServiceDescriptor, object]]:
+) -> list[tuple[pb.ServiceDescriptor, object]]:
     """The gRPC services over the processors, in ``frontend.SERVED_SERVICES`` order (the
     broker's role changes and users/ACLs come from ``owner``)."""
     client_registry, consumer_registry = client_tables
@@ -398,7 +398,7 @@ def _services(
         consumer_registry=consumer_registry,
         renewals=renewals,
     )
-    implementations: list[tuple[rpc.ServiceDescriptor, object]] = [
+    implementations: list[tuple[pb.ServiceDescriptor, object]] = [
         (pb.MESSAGING_SERVICE, service),
         (
             pb.ADMIN_SERVICE,

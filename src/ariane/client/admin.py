@@ -35,7 +35,7 @@ from ariane.client import admin_types as types
 from ariane.client import auth_admin, transport
 from ariane.client import credentials as credentials_mod
 from ariane.common import errors, ids, message
-from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, pb, rpc
 from ariane.grpcwire import tls as grpc_tls
 
 _log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class AdminClient(auth_admin.AuthAdminCalls):
             raise ValueError(f"timeout_s must be 0.1..600 seconds, not {timeout_s}")
         self._endpoints = parse_endpoints(namesrv_endpoints)
         self._timeout_s = timeout_s
-        self._channels = rpc.ChannelPool(
+        self._channels = channel_pool.ChannelPool(
             channels_max=channels_max, credentials=None if tls is None else tls.credentials()
         )
 

@@ -48,7 +48,7 @@ import grpc
 
 from ariane.client import credentials as client_credentials
 from ariane.common import errors, promotion
-from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, pb, registry_client, rpc
 from ariane.grpcwire import tls as grpc_tls
 
 CATCH_UP_TIMEOUT_S = 10.0
@@ -118,7 +118,7 @@ class _Calls:
 
     def __init__(
         self,
-        channels: rpc.ChannelPool,
+        channels: channel_pool.ChannelPool,
         timeout_s: float,
         credentials: client_credentials.Credentials | None = None,
     ) -> None:
@@ -130,11 +130,11 @@ class _Calls:
         """The signature headers of one call (none without credentials)."""
         return () if self.credentials is None else self.credentials.headers()
 
-    async def registry(self, endpoint: str) -> rpc.RegistryClient:
+    async def registry(self, endpoint: str) -> registry_client.RegistryClient:
         """A signed registry client to the name server at ``endpoint``."""
         channel = await self.channels.get(endpoint)
         signer = None if self.credentials is None else self.headers
-        return rpc.RegistryClient(channel, timeout_s=self.timeout_s, signer=signer)
+        return registry_client.RegistryClient(channel, timeout_s=self.timeout_s, signer=signer)
 
     async def admin(self, endpoint: str, name: str, request: Any, answer: type[rpc.M]) -> rpc.M:
         channel = await self.channels.get(endpoint)
@@ -317,7 +317,9 @@ async def last_in_sync_report(
 ) -> promotion.InSyncReport | None:
     """The freshest in-sync report of the group's master the name servers keep (``None``:
     none), as a failover reads it (``in_sync_report``)."""
-    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls))
+    channels = channel_pool.ChannelPool(
+        channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls)
+    )
     try:
         calls = _Calls(channels, timeout_s)
         return await in_sync_report(calls, tuple(namesrv_endpoints), broker_name)
@@ -354,7 +356,9 @@ async def master_lease(
     Raises:
         ServiceUnavailableError: fewer than a majority of the name servers answered.
     """
-    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls))
+    channels = channel_pool.ChannelPool(
+        channels_max=len(namesrv_endpoints) + 1, credentials=_tls(tls)
+    )
     try:
         calls = _Calls(channels, timeout_s, credentials)
         return await _master_lease(calls, tuple(namesrv_endpoints), broker_name)
@@ -528,7 +532,7 @@ async def broker_states(
     Raises:
         UnauthorizedError, ForbiddenError: a broker refused the call (ACL 2.0 on).
     """
-    channels = rpc.ChannelPool(channels_max=len(endpoints) + 1, credentials=_tls(tls))
+    channels = channel_pool.ChannelPool(channels_max=len(endpoints) + 1, credentials=_tls(tls))
     try:
         calls = _Calls(channels, timeout_s, credentials)
         found = await asyncio.gather(*(calls.stats(e) for e in endpoints))
@@ -613,7 +617,9 @@ async def promote(
         UnauthorizedError, ForbiddenError: a broker refused the calls (ACL 2.0 on, unsigned
             or not a Super user); nothing was changed when the stats were refused.
     """
-    channels = rpc.ChannelPool(channels_max=len(namesrv_endpoints) + 16, credentials=_tls(tls))
+    channels = channel_pool.ChannelPool(
+        channels_max=len(namesrv_endpoints) + 16, credentials=_tls(tls)
+    )
     try:
         calls = _Calls(channels, timeout_s, credentials)
         members, report = await _look(calls, namesrv_endpoints, broker_name)

@@ -40,7 +40,7 @@ import grpc
 
 from ariane.client import credentials as credentials_mod
 from ariane.common import errors, ids
-from ariane.grpcwire import codes, convert, metadata, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, metadata, pb, rpc
 from ariane.grpcwire import tls as grpc_tls
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -157,7 +157,7 @@ class Transport:
         check_timeout_s("timeout_s", timeout_s)
         self._credentials = credentials
         self._timeout_s = timeout_s
-        self._channels = rpc.ChannelPool(
+        self._channels = channel_pool.ChannelPool(
             channels_max=channels_max, credentials=None if tls is None else tls.credentials()
         )
         self._client_id = client_id or new_client_id()

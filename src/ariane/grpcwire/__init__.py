@@ -9,13 +9,42 @@ Modules (import the modules, not their names):
   Permission, route → v2 ``MessageQueue`` list).
 * ``metadata``: the v2 request headers (``x-mq-client-id`` …) of a call.
 * ``recall``: the recall-handle codec shared by brokers and access points.
-* ``rpc``: serve a service from its descriptor with statuses instead of crashes; typed calls.
+* ``guard``: serve a service from its descriptor with statuses instead of crashes (the status
+  guard: malformed requests, the authentication gate, refusal logging).
+* ``rpc_latency``: the per (RPC, answered code) latency histograms the guard fills.
+* ``rpc``: typed unary and bounded server-streaming calls from the calling side.
+* ``registry_client``: typed calls of the name server's ``Registry`` (brokers, admin, slaves).
+* ``channel_pool``: a bounded pool of client channels, plaintext or TLS (rotating credentials).
 * ``server``: the ``grpc.aio`` server with Ariane's options.
 
 The protos live in ``grpcwire/protos`` (ours, re-expressing the public ``apache.rocketmq.v2``
 contract, plus ``ariane.*``); ``grpcwire/gen`` is generated from them by ``make protos``.
 """
 
-from ariane.grpcwire import codes, convert, metadata, pb, recall, rpc, server
+from ariane.grpcwire import (
+    channel_pool,
+    codes,
+    convert,
+    guard,
+    metadata,
+    pb,
+    recall,
+    registry_client,
+    rpc,
+    rpc_latency,
+    server,
+)
 
-__all__ = ["codes", "convert", "metadata", "pb", "recall", "rpc", "server"]
+__all__ = [
+    "channel_pool",
+    "codes",
+    "convert",
+    "guard",
+    "metadata",
+    "pb",
+    "recall",
+    "registry_client",
+    "rpc",
+    "rpc_latency",
+    "server",
+]

@@ -4,7 +4,7 @@ Other packages never import ``ariane.grpcwire.gen`` directly: they use ``pb.v2.S
 ``pb.v2_service.QueryRouteRequest``, ``pb.registry.RegisterBrokerRequest`` and so on, so that a
 change of layout in the generated tree touches this module only. Message classes are typed by the
 generated ``.pyi`` stubs; the ``*_grpc`` modules have no stubs and are ``Any`` to mypy (prefer
-``ariane.grpcwire.rpc`` for typed serving and calling).
+``grpcwire.guard`` for typed serving and ``grpcwire.rpc`` for typed calling).
 
 Modules:
     v2: ``apache.rocketmq.v2`` domain types and enums (definition.proto).
@@ -15,11 +15,15 @@ Modules:
     admin: ``ariane.admin.v1.Admin`` (Ariane's admin API served by brokers).
     ingest: ``ariane.ingest.v1.Ingest`` (streaming send for Ariane's own producer; its
         messages are the v2 ``SendMessageRequest``/``SendMessageResponse``).
+
+``Message`` and ``ServiceDescriptor`` name protobuf's types for packages that may not import
+protobuf; ``message_class`` finds the generated class of a message descriptor (the guard's
+request and response classes).
 """
 
 from __future__ import annotations
 
-from google.protobuf import descriptor
+from google.protobuf import descriptor, message_factory
 from google.protobuf import message as _message
 
 from ariane.grpcwire.gen.apache.rocketmq.v2 import admin_pb2 as v2_admin
@@ -36,6 +40,16 @@ from ariane.grpcwire.gen.ariane.namesrv.v1 import registry_pb2_grpc as registry_
 
 Message = _message.Message
 """The base class of every generated message (for ``TypeVar`` bounds outside ``grpcwire``)."""
+
+ServiceDescriptor = descriptor.ServiceDescriptor
+"""A protobuf service descriptor (``pb.MESSAGING_SERVICE``), for packages that may not import
+protobuf themselves."""
+
+
+def message_class(message_descriptor: descriptor.Descriptor) -> type[_message.Message]:
+    """The generated class of a message descriptor."""
+    return message_factory.GetMessageClass(message_descriptor)
+
 
 MESSAGING_SERVICE: descriptor.ServiceDescriptor = v2_service.DESCRIPTOR.services_by_name[
     "MessagingService"

@@ -13,7 +13,7 @@ protocol.
   OPEN frame with the call's headers, peer and deadline; responses come back as MESSAGE frames,
   the end as END (an owner-side ``context.abort`` becomes the same gRPC status here).
 * ``RelayServer`` (owner side) accepts worker connections and runs each forwarded call through
-  ``rpc.GuardedMethod`` (the same guard the in-process gRPC server uses) with a
+  ``guard.GuardedMethod`` (the same guard the in-process gRPC server uses) with a
   ``RelayContext`` that answers ``invocation_metadata``/``peer``/``time_remaining``/``abort``
   from the OPEN frame.
 * Both ends cork their writes: frames produced in one event-loop turn leave in one ``write``
@@ -39,7 +39,7 @@ import grpc
 from google.protobuf import descriptor
 
 from ariane.common import event_loop
-from ariane.grpcwire import relay_codec, rpc
+from ariane.grpcwire import guard, relay_codec
 
 _log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class _FramedConnection(asyncio.Protocol):
 
 @dataclasses.dataclass(slots=True)
 class RelayContext:
-    """The ``rpc.CallContext`` of a forwarded call, answered from its OPEN frame.
+    """The ``guard.CallContext`` of a forwarded call, answered from its OPEN frame.
 
     Attributes:
         call: the decoded OPEN frame.
@@ -281,7 +281,7 @@ class _OwnerConnection(_FramedConnection):
                 call.task.cancel()
             self._end(call_id, grpc.StatusCode.RESOURCE_EXHAUSTED, "request stream too far ahead")
 
-    async def _requests(self, call: _OwnerCall, method: rpc.GuardedMethod) -> AsyncIterator[Any]:
+    async def _requests(self, call: _OwnerCall, method: guard.GuardedMethod) -> AsyncIterator[Any]:
         assert call.requests is not None
         while True:
             item = await call.requests.get()
@@ -291,7 +291,7 @@ class _OwnerConnection(_FramedConnection):
             yield method.deserialize(item)
 
     async def _run(
-        self, call_id: int, call: _OwnerCall, method: rpc.GuardedMethod, context: RelayContext
+        self, call_id: int, call: _OwnerCall, method: guard.GuardedMethod, context: RelayContext
     ) -> None:
         try:
             if call.requests is not None:
@@ -323,11 +323,11 @@ class RelayServer:
     """The owner's end: accepts worker connections on a Unix socket and runs their calls.
 
     Args:
-        methods: the guarded RPCs served (``rpc.guarded_methods`` of each service).
+        methods: the guarded RPCs served (``guard.guarded_methods`` of each service).
         calls_max: most calls open at once per worker connection.
     """
 
-    def __init__(self, methods: Sequence[rpc.GuardedMethod], *, calls_max: int) -> None:
+    def __init__(self, methods: Sequence[guard.GuardedMethod], *, calls_max: int) -> None:
         if not 1 <= calls_max <= 1_000_000:
             raise ValueError(f"calls_max must be 1..1000000, not {calls_max}")
         self._methods = {m.path: m for m in methods}
@@ -337,7 +337,7 @@ class RelayServer:
         self._hello: dict[int, int] = {}
         self._changed = asyncio.Event()
 
-    def method(self, path: str) -> rpc.GuardedMethod | None:
+    def method(self, path: str) -> guard.GuardedMethod | None:
         """The guarded RPC served at ``path``, or ``None``."""
         return self._methods.get(path)
 
@@ -484,7 +484,7 @@ class RelayForwarder:
                 path = f"/{service.full_name}/{method.name}"
                 shape = (method.client_streaming, method.server_streaming)
                 behavior = self._behavior(path, shape)
-                handlers[method.name] = rpc.HANDLER_FACTORIES[shape](behavior)
+                handlers[method.name] = guard.HANDLER_FACTORIES[shape](behavior)
             result.append(grpc.method_handlers_generic_handler(service.full_name, handlers))
         return result
 
@@ -492,7 +492,7 @@ class RelayForwarder:
         client_streaming, server_streaming = shape
         if server_streaming:
 
-            async def stream(request: Any, context: rpc.CallContext) -> AsyncIterator[bytes]:
+            async def stream(request: Any, context: guard.CallContext) -> AsyncIterator[bytes]:
                 forwarded = self._forward(path, client_streaming, request, context)
                 async with contextlib.aclosing(forwarded) as payloads:
                     async for payload in payloads:
@@ -500,7 +500,7 @@ class RelayForwarder:
 
             return stream
 
-        async def unary(request: Any, context: rpc.CallContext) -> bytes:
+        async def unary(request: Any, context: guard.CallContext) -> bytes:
             response: bytes | None = None
             forwarded = self._forward(path, client_streaming, request, context)
             async with contextlib.aclosing(forwarded) as payloads:
@@ -513,7 +513,7 @@ class RelayForwarder:
         return unary
 
     async def _forward(
-        self, path: str, client_streaming: bool, request: Any, context: rpc.CallContext
+        self, path: str, client_streaming: bool, request: Any, context: guard.CallContext
     ) -> AsyncGenerator[bytes, None]:
         connection = self._connection
         if self.lost.is_set():
@@ -549,7 +549,7 @@ class RelayForwarder:
         path: str,
         client_streaming: bool,
         request: Any,
-        context: rpc.CallContext,
+        context: guard.CallContext,
     ) -> bytes:
         remaining_s = context.time_remaining()
         headers = tuple(

@@ -166,8 +166,8 @@ class InnerCredentials:
     """The channel credentials a server process dials its peers with, following the
     process's ``ServerTls``: the same files (``trust_cert_path`` verifies the peer,
     ``cert_path``/``key_path`` are presented), re-read when they change, so a rotated
-    certificate reaches new inner connections without a restart (a ``rpc.CredentialsSource``
-    for ``rpc.ChannelPool``). Thread-safe.
+    certificate reaches new inner connections without a restart (a
+    ``channel_pool.CredentialsSource`` for ``channel_pool.ChannelPool``). Thread-safe.
 
     Args:
         server_tls: the process's ``ServerTls`` (enforcing), or ``None`` while it is not

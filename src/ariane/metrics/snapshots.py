@@ -269,7 +269,7 @@ class BrokerSnapshot:
         frontend_calls: worker index -> calls it forwarded since start (empty without
             front-end workers).
         rpc_latency_ms: ``(request_code, response_code)`` -> latency of the calls answered
-            by this process (``grpcwire.rpc.RpcLatency``), ms.
+            by this process (``grpcwire.rpc_latency.RpcLatency``), ms.
         message_size_bytes: message type (``normal``, ``fifo``) -> body sizes of the
             messages stored by sends, bytes.
         commit_log_max_offset: the CommitLog's end, bytes (a slave's replicated offset).

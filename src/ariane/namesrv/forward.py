@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 
 from ariane.common import errors, ids, route
+from ariane.grpcwire import channel_pool, metadata, pb, rpc
 from ariane.grpcwire import codes as grpc_codes
-from ariane.grpcwire import metadata, pb, rpc
 from ariane.namesrv import route_info_manager as rim
 
 _log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class Forwarder:
     def __init__(
         self,
         manager: rim.RouteInfoManager,
-        channels: rpc.ChannelPool,
+        channels: channel_pool.ChannelPool,
         *,
         forward_timeout_s: float,
     ) -> None:
@@ -53,11 +53,11 @@ class Forwarder:
         self,
         broker_name: ids.BrokerName,
         method: str,
-        request: rpc.ProtoMessage,
+        request: pb.Message,
         response_type: type[rpc.M],
         context: Context,
         *,
-        service: rpc.ServiceDescriptor = pb.MESSAGING_SERVICE,
+        service: pb.ServiceDescriptor = pb.MESSAGING_SERVICE,
     ) -> rpc.M:
         """Call ``method`` of ``service`` (default: the v2 ``MessagingService``) on the master
         of ``broker_name`` and return its answer as is.

@@ -37,7 +37,7 @@ import grpc
 from ariane import metrics
 from ariane.common import clock as clock_module
 from ariane.common import ids, tls
-from ariane.grpcwire import pb, rpc
+from ariane.grpcwire import channel_pool, guard, pb, rpc_latency
 from ariane.grpcwire import ports as grpc_ports
 from ariane.grpcwire import server as grpc_server
 from ariane.grpcwire import tls as grpc_tls
@@ -133,11 +133,11 @@ class NameServer:
         self._settings = settings
         self._clock = clock or clock_module.SystemClock()
         self.manager = rim.RouteInfoManager(settings=settings.route, clock=self._clock)
-        self._channels = rpc.ChannelPool(  # forwards to brokers: TLS when enforcing
+        self._channels = channel_pool.ChannelPool(  # forwards to brokers: TLS when enforcing
             channels_max=settings.broker_channels_max,
             credentials=grpc_tls.inner_credentials(settings.tls, lambda: self.server_tls),
         )
-        self._latency = rpc.RpcLatency()
+        self._latency = rpc_latency.RpcLatency()
         self.kv = kv_config.KvConfig(entries_max=settings.kv_entries_max)
         self._port: int | None = None
         self.remoting_port: int | None = None
@@ -170,13 +170,13 @@ class NameServer:
             _log.info("broker registration is open (no [auth] inner credential configured)")
         checker = inner_auth.InnerAuthenticator(auth) if auth.enforced else None
         return [
-            rpc.service_handler(
+            guard.service_handler(
                 pb.REGISTRY_SERVICE,
                 service.RegistryService(self.manager, checker),
                 latency=self._latency,
             ),
-            rpc.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),
-            rpc.service_handler(
+            guard.service_handler(pb.MESSAGING_SERVICE, messaging, latency=self._latency),
+            guard.service_handler(
                 pb.V2_ADMIN_SERVICE,
                 v2_admin.NamesrvV2Admin(self.manager, forwarder),
                 latency=self._latency,

@@ -20,7 +20,7 @@ answer UNAUTHORIZED and change nothing; the lookups stay open.
   client sends it to its access point; issue 11 item 6).
 
 All require ``x-mq-client-id`` (CLIENT_ID_REQUIRED otherwise). Every other v2 RPC is answered
-NOT_IMPLEMENTED by ``ariane.grpcwire.rpc.service_handler``, which also turns any error into a
+NOT_IMPLEMENTED by ``ariane.grpcwire.guard.service_handler``, which also turns any error into a
 status. No logic lives here beyond translation; the tables are in ``route_info_manager``.
 """
 

@@ -4,7 +4,7 @@ Each RPC is a coroutine named after the RPC in snake case that decodes its reque
 (``admin_convert`` gives zero-valued fields their meaning), calls ``processors.admin.
 AdminProcessor`` (which holds every rule: master-only changes, what a delete drops, lag, resets,
 index queries; RocketMQ ``AdminBrokerProcessor``) and encodes the typed result. Serve it with
-``handler(runtime)``; ``ariane.grpcwire.rpc`` turns a raised ``ArianeError`` into the reply's
+``handler(runtime)``; ``ariane.grpcwire.guard`` turns a raised ``ArianeError`` into the reply's
 status. ``ChangeRole`` promotes or demotes through ``broker.services.replication`` (DESIGN §7).
 
 Invariant: no admin rule lives here; the classic Remoting adapter calls the same processor.
@@ -20,7 +20,7 @@ from ariane.broker import assembly, runtime
 from ariane.broker.grpc import admin_convert, auth_admin, auth_gate
 from ariane.broker.processors import admin, retry
 from ariane.common import errors, ids, topics
-from ariane.grpcwire import codes, pb, rpc
+from ariane.grpcwire import codes, guard, pb
 from ariane.store import commit_log
 from ariane.store.ha import settings as ha_settings
 
@@ -52,7 +52,7 @@ class RoleChanger(Protocol):
 
 def handler(broker: runtime.BrokerRuntime) -> grpc.GenericRpcHandler:
     """The gRPC handler serving ``ariane.admin.v1.Admin`` from ``broker``."""
-    return rpc.service_handler(pb.ADMIN_SERVICE, AdminService(broker))
+    return guard.service_handler(pb.ADMIN_SERVICE, AdminService(broker))
 
 
 class AdminService(auth_admin.AuthAdminRpcs):

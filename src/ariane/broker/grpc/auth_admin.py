@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ariane.broker.grpc import auth_gate
 from ariane.common import errors
-from ariane.grpcwire import codes, pb, rpc
+from ariane.grpcwire import codes, guard, pb
 from ariane.security import metadata_store, model
 
 SUPER_ONLY = "The super user can only be create by super user"
@@ -134,7 +134,7 @@ class AuthAdminRpcs:
         return self._auth_stores.get()
 
     async def create_user(
-        self, request: pb.admin.CreateUserRequest, context: rpc.CallContext
+        self, request: pb.admin.CreateUserRequest, context: guard.CallContext
     ) -> pb.admin.CreateUserResponse:
         """CreateUser (AUTH_CREATE_USER): a new user; Normal and enabled unless told."""
         wanted = request.user
@@ -152,7 +152,7 @@ class AuthAdminRpcs:
         return pb.admin.CreateUserResponse(status=codes.ok(), user=user_message(user.view()))
 
     async def update_user(
-        self, request: pb.admin.UpdateUserRequest, context: rpc.CallContext
+        self, request: pb.admin.UpdateUserRequest, context: guard.CallContext
     ) -> pb.admin.UpdateUserResponse:
         """UpdateUser (AUTH_UPDATE_USER): change the given fields, keep the empty ones."""
         wanted = request.user
@@ -171,7 +171,7 @@ class AuthAdminRpcs:
         return pb.admin.UpdateUserResponse(status=codes.ok(), user=user_message(view))
 
     async def delete_user(
-        self, request: pb.admin.DeleteUserRequest, context: rpc.CallContext
+        self, request: pb.admin.DeleteUserRequest, context: guard.CallContext
     ) -> pb.admin.DeleteUserResponse:
         """DeleteUser (AUTH_DELETE_USER): the user and its ACL; an absent user is a success."""
         store = self._store()
@@ -182,7 +182,7 @@ class AuthAdminRpcs:
         return pb.admin.DeleteUserResponse(status=codes.ok())
 
     async def get_user(
-        self, request: pb.admin.GetUserRequest, context: rpc.CallContext
+        self, request: pb.admin.GetUserRequest, context: guard.CallContext
     ) -> pb.admin.GetUserResponse:
         """GetUser (AUTH_GET_USER): the user without its password, or NOT_FOUND."""
         view = self._store().get_user(request.username)
@@ -191,28 +191,28 @@ class AuthAdminRpcs:
         return pb.admin.GetUserResponse(status=codes.ok(), user=user_message(view))
 
     async def list_users(
-        self, request: pb.admin.ListUsersRequest, context: rpc.CallContext
+        self, request: pb.admin.ListUsersRequest, context: guard.CallContext
     ) -> pb.admin.ListUsersResponse:
         """ListUsers (AUTH_LIST_USER): users whose name contains ``filter``, by name."""
         views = self._store().list_users(request.filter)
         return pb.admin.ListUsersResponse(status=codes.ok(), users=[user_message(v) for v in views])
 
     async def create_acl(
-        self, request: pb.admin.CreateAclRequest, context: rpc.CallContext
+        self, request: pb.admin.CreateAclRequest, context: guard.CallContext
     ) -> pb.admin.CreateAclResponse:
         """CreateAcl (AUTH_CREATE_ACL): merge the entries into the subject's ACL."""
         stored = self._store().put_acl(acl_of(request.acl))
         return pb.admin.CreateAclResponse(status=codes.ok(), acl=acl_message(stored))
 
     async def update_acl(
-        self, request: pb.admin.UpdateAclRequest, context: rpc.CallContext
+        self, request: pb.admin.UpdateAclRequest, context: guard.CallContext
     ) -> pb.admin.UpdateAclResponse:
         """UpdateAcl (AUTH_UPDATE_ACL): the same upsert as CreateAcl."""
         stored = self._store().put_acl(acl_of(request.acl))
         return pb.admin.UpdateAclResponse(status=codes.ok(), acl=acl_message(stored))
 
     async def delete_acl(
-        self, request: pb.admin.DeleteAclRequest, context: rpc.CallContext
+        self, request: pb.admin.DeleteAclRequest, context: guard.CallContext
     ) -> pb.admin.DeleteAclResponse:
         """DeleteAcl (AUTH_DELETE_ACL): one resource's entry, or the whole ACL."""
         subject = model.Subject.parse(request.subject)
@@ -222,7 +222,7 @@ class AuthAdminRpcs:
         return pb.admin.DeleteAclResponse(status=codes.ok())
 
     async def get_acl(
-        self, request: pb.admin.GetAclRequest, context: rpc.CallContext
+        self, request: pb.admin.GetAclRequest, context: guard.CallContext
     ) -> pb.admin.GetAclResponse:
         """GetAcl (AUTH_GET_ACL): the subject's ACL, or NOT_FOUND."""
         acl = self._store().get_acl(model.Subject.parse(request.subject))
@@ -231,14 +231,14 @@ class AuthAdminRpcs:
         return pb.admin.GetAclResponse(status=codes.ok(), acl=acl_message(acl))
 
     async def list_acls(
-        self, request: pb.admin.ListAclsRequest, context: rpc.CallContext
+        self, request: pb.admin.ListAclsRequest, context: guard.CallContext
     ) -> pb.admin.ListAclsResponse:
         """ListAcls (AUTH_LIST_ACL): ACLs filtered by subject and resource text."""
         acls = self._store().list_acls(request.subject_filter, request.resource_filter)
         return pb.admin.ListAclsResponse(status=codes.ok(), acls=[acl_message(a) for a in acls])
 
     async def export_auth_metadata(
-        self, request: pb.admin.ExportAuthMetadataRequest, context: rpc.CallContext
+        self, request: pb.admin.ExportAuthMetadataRequest, context: guard.CallContext
     ) -> pb.admin.ExportAuthMetadataResponse:
         """ExportAuthMetadata (Ariane only): every user with its secret key, by name, and every
         ACL, by subject, for a slave's metadata sync (``grpc.slave_sync``).

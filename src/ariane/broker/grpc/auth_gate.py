@@ -1,6 +1,6 @@
 """The one authentication + authorization step of the broker's gRPC services (issue 21).
 
-``GrpcAuthGate.check`` runs in the status guard of ``grpcwire.rpc`` before any handler, for
+``GrpcAuthGate.check`` runs in the status guard of ``grpcwire.guard`` before any handler, for
 every RPC of ``MessagingService``, ``ariane.admin.v1.Admin``, ``Ingest`` and the upstream
 ``apache.rocketmq.v2.Admin``, whether the
 broker's own gRPC server or a front-end worker's relay brought the call (both end in the same
@@ -51,7 +51,7 @@ from typing import Any
 from ariane.broker import runtime
 from ariane.broker import settings as broker_settings
 from ariane.common import errors
-from ariane.grpcwire import metadata, pb, rpc
+from ariane.grpcwire import guard, metadata, pb
 from ariane.security import (
     audit,
     authentication,
@@ -184,7 +184,7 @@ def _telemetry_permissions(command: Any) -> tuple[authorization.Permission, ...]
     return requests.telemetry_permissions()  # raises: neither publishing nor subscription
 
 
-def _headers(context: rpc.CallContext) -> tuple[str | None, str | None, str]:
+def _headers(context: guard.CallContext) -> tuple[str | None, str | None, str]:
     """``authorization``, ``x-mq-date-time`` and ``x-mq-client-id`` of a call (first value of
     each, text headers only)."""
     authorization_value = date_time = None
@@ -241,7 +241,7 @@ class GrpcAuthGate:
         self._generation = store.generation
 
     def check(
-        self, rpc_name: str, request: Any | None, context: rpc.CallContext
+        self, rpc_name: str, request: Any | None, context: guard.CallContext
     ) -> errors.ArianeError | None:
         """Decide one call (``request`` = ``None``: a stream opening, authentication only).
 
@@ -264,7 +264,7 @@ class GrpcAuthGate:
         return self._authorized(rpc_name, request, user, peer)
 
     def _authenticate(
-        self, rpc_name: str, context: rpc.CallContext, peer: str
+        self, rpc_name: str, context: guard.CallContext, peer: str
     ) -> model.User | errors.ArianeError:
         generation = self.store.generation
         if generation != self._generation:

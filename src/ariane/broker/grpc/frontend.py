@@ -48,7 +48,7 @@ from collections.abc import Sequence
 
 from ariane.broker import settings as broker_settings
 from ariane.common import tls
-from ariane.grpcwire import pb, ports, relay, rpc
+from ariane.grpcwire import guard, pb, ports, relay, rpc_latency
 from ariane.grpcwire import server as grpc_server
 
 _log = logging.getLogger(__name__)
@@ -91,14 +91,15 @@ class InProcessFrontEnd:
     def __init__(
         self,
         settings: broker_settings.BrokerSettings,
-        implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+        implementations: Sequence[tuple[pb.ServiceDescriptor, object]],
         *,
-        latency: rpc.RpcLatency | None = None,
-        gate: rpc.Gate | None = None,
+        latency: rpc_latency.RpcLatency | None = None,
+        gate: guard.Gate | None = None,
         server_tls: tls.ServerTls | None = None,
     ) -> None:
         handlers = [
-            rpc.service_handler(s, impl, latency=latency, gate=gate) for s, impl in implementations
+            guard.service_handler(s, impl, latency=latency, gate=gate)
+            for s, impl in implementations
         ]
         self._settings = settings
         self._server = grpc_server.build(settings.server, handlers)
@@ -159,18 +160,18 @@ class WorkerFrontEnd:
     def __init__(
         self,
         settings: broker_settings.BrokerSettings,
-        implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+        implementations: Sequence[tuple[pb.ServiceDescriptor, object]],
         workers: int,
         *,
-        latency: rpc.RpcLatency | None = None,
-        gate: rpc.Gate | None = None,
+        latency: rpc_latency.RpcLatency | None = None,
+        gate: guard.Gate | None = None,
         server_tls: tls.ServerTls | None = None,
     ) -> None:
         assert 1 <= workers <= broker_settings.WORKERS_MAX, f"bad worker count {workers}"
         methods = [
             m
             for s, impl in implementations
-            for m in rpc.guarded_methods(s, impl, latency=latency, gate=gate)
+            for m in guard.guarded_methods(s, impl, latency=latency, gate=gate)
         ]
         self._settings = settings
         self._tls_settings = None if server_tls is None else server_tls.settings
@@ -328,10 +329,10 @@ FrontEnd = InProcessFrontEnd | WorkerFrontEnd
 
 def build(
     settings: broker_settings.BrokerSettings,
-    implementations: Sequence[tuple[rpc.ServiceDescriptor, object]],
+    implementations: Sequence[tuple[pb.ServiceDescriptor, object]],
     *,
-    latency: rpc.RpcLatency | None = None,
-    gate: rpc.Gate | None = None,
+    latency: rpc_latency.RpcLatency | None = None,
+    gate: guard.Gate | None = None,
     server_tls: tls.ServerTls | None = None,
 ) -> FrontEnd:
     """The front end ``settings.workers`` asks for, timing calls into ``latency`` and checking

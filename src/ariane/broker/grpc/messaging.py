@@ -2,7 +2,7 @@
 
 Each handler checks the request's shape (client id, names, ranges) and answers with the right
 RocketMQ ``Code`` (grpc-v2.md §6); the work happens in ``send.SendProcessor``,
-``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.grpcwire.rpc`` guarantees a
+``consume.ConsumeProcessor`` and ``routes.RouteLookup``. ``ariane.grpcwire.guard`` guarantees a
 status on every answer: an ``ArianeError`` raised here becomes its code, anything else
 INTERNAL_ERROR, an RPC not defined here NOT_IMPLEMENTED. The pull RPCs (PullMessage, GetOffset,
 UpdateOffset, QueryOffset) are served by ``pull.PullProcessor``. A parked DELAY message's entry
@@ -47,12 +47,12 @@ from ariane.broker.processors import (
 )
 from ariane.broker.tables import clients, consumers
 from ariane.common import errors, ids, limits, message, topics
-from ariane.grpcwire import codes, convert, messages, metadata, pb, rpc
+from ariane.grpcwire import codes, convert, guard, messages, metadata, pb
 
 _log = logging.getLogger(__name__)
 
-Context = rpc.CallContext
-"""A call's context: the gRPC servicer context, or a front-end relay's (``rpc.CallContext``)."""
+Context = guard.CallContext
+"""A call's context: the gRPC servicer context, or a front-end relay's (``guard.CallContext``)."""
 
 RECEIVE_BATCH_SIZE = client_settings.RECEIVE_BATCH_SIZE
 """``receive_batch_size`` announced to consumers; also the most one receive returns."""
@@ -201,7 +201,7 @@ class MessagingService:
 
         A refusal of the whole request (no client id, no message, too many clients, any
         invalid message: a request is all-or-nothing) is the answer's status with no entries,
-        as ``ariane.grpcwire.rpc`` makes of an ``ArianeError``;
+        as ``ariane.grpcwire.guard`` makes of an ``ArianeError``;
         an unexpected exception is logged and answers INTERNAL_ERROR.
         """
         try:

@@ -24,7 +24,7 @@ from ariane.broker.pop import receipt
 from ariane.broker.processors import client_settings, consume, receive_attempts, renewal, retry
 from ariane.broker.tables import clients
 from ariane.common import errors, ids, limits, message, topics
-from ariane.grpcwire import messages, pb, rpc
+from ariane.grpcwire import guard, messages, pb
 
 _log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def new_renewals(
 
 def receive_request(
     request: pb.v2_service.ReceiveMessageRequest,
-    context: rpc.CallContext,
+    context: guard.CallContext,
     compile_filter: Callable[[pb.v2.FilterExpression], filters.MessageFilter],
     settings: broker_settings.ReceiveSettings,
 ) -> consume.ReceiveRequest:
@@ -190,7 +190,7 @@ def receive_request(
 
 def polling_s(
     request: pb.v2_service.ReceiveMessageRequest,
-    context: rpc.CallContext,
+    context: guard.CallContext,
     settings: broker_settings.ReceiveSettings,
 ) -> float:
     """Long-polling time of a receive, s: the requested one clamped to the proxy's 5..20 s,

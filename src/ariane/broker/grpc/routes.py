@@ -22,7 +22,7 @@ import grpc
 
 from ariane.broker import runtime as runtime_mod
 from ariane.common import errors, ids, topics
-from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, pb, registry_client
 
 _log = logging.getLogger(__name__)
 
@@ -38,7 +38,9 @@ class RouteLookup:
         channels: the pool of channels to name servers.
     """
 
-    def __init__(self, runtime: runtime_mod.BrokerRuntime, channels: rpc.ChannelPool) -> None:
+    def __init__(
+        self, runtime: runtime_mod.BrokerRuntime, channels: channel_pool.ChannelPool
+    ) -> None:
         self._runtime = runtime
         self._channels = channels
 
@@ -51,7 +53,7 @@ class RouteLookup:
         for addr in self._runtime.settings.namesrv_addrs:
             try:
                 channel = await self._channels.get(addr)
-                found = await rpc.RegistryClient(
+                found = await registry_client.RegistryClient(
                     channel, timeout_s=ROUTE_TIMEOUT_S
                 ).get_topic_route(topic)
             except grpc.aio.AioRpcError as exc:

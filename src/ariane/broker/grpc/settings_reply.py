@@ -16,7 +16,7 @@ from ariane.broker.grpc import assignment_rpc
 from ariane.broker.processors import client_settings
 from ariane.broker.tables import lite_topics, subscriptions
 from ariane.common import ids
-from ariane.grpcwire import messages, pb, rpc
+from ariane.grpcwire import guard, messages, pb
 
 CONSUMER_KINDS = {
     pb.v2.ClientType.PUSH_CONSUMER: client_settings.ClientKind.PUSH_CONSUMER,
@@ -37,7 +37,7 @@ async def merged_settings(
     lite: lite_topics.LiteTopicTable,
     client_id: ids.ClientId,
     reported: pb.v2.Settings,
-    context: rpc.CallContext,
+    context: guard.CallContext,
 ) -> pb.v2.Settings:
     """The reply to one settings report: the report with the broker's policy merged in.
 

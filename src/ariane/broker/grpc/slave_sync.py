@@ -52,7 +52,7 @@ from ariane.broker.grpc import admin_convert, auth_admin
 from ariane.broker.processors import transaction
 from ariane.broker.tables import subscriptions, topic_config
 from ariane.common import errors, ids, log_limits, topics
-from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, pb, registry_client, rpc
 from ariane.security import model, signing
 from ariane.security import settings as auth_settings
 
@@ -97,7 +97,9 @@ class SlaveSyncService:
         channels: the pool of channels to name servers and the master.
     """
 
-    def __init__(self, runtime: runtime_mod.BrokerRuntime, channels: rpc.ChannelPool) -> None:
+    def __init__(
+        self, runtime: runtime_mod.BrokerRuntime, channels: channel_pool.ChannelPool
+    ) -> None:
         self._runtime = runtime
         self._channels = channels
         self._timeout_s = runtime.settings.slave_sync.call_timeout_ms / 1000
@@ -142,7 +144,9 @@ class SlaveSyncService:
     async def _master_endpoint(self) -> str:
         runtime = self._runtime
         for addr in runtime.settings.namesrv_addrs:
-            registry = rpc.RegistryClient(await self._channels.get(addr), timeout_s=self._timeout_s)
+            registry = registry_client.RegistryClient(
+                await self._channels.get(addr), timeout_s=self._timeout_s
+            )
             try:
                 info = await registry.get_cluster_info()
             except grpc.aio.AioRpcError:

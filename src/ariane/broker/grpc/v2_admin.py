@@ -10,7 +10,7 @@ access points, so each broker answers every RPC from its own tables: what its cl
 Status codes follow the proxy: a missing topic or group is BAD_REQUEST, a query without
 ``message_id`` or ``message_key`` is BAD_REQUEST; where the proxy answers INTERNAL_ERROR
 for a store refusal, Ariane answers the refusal's own code (TOPIC_NOT_FOUND,
-CONSUMER_GROUP_NOT_FOUND, MESSAGE_NOT_FOUND …) through ``grpcwire.rpc``'s guard.
+CONSUMER_GROUP_NOT_FOUND, MESSAGE_NOT_FOUND …) through the status guard (``grpcwire.guard``).
 
 ``PrintThreadStackTrace`` and ``VerifyMessage`` push their command on the client's Telemetry
 stream and answer OK at once, as the proxy does (the client's reply comes back on that stream;

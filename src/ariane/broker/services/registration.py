@@ -67,7 +67,7 @@ import grpc
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.services import replication as replication_mod
 from ariane.common import errors, log_limits
-from ariane.grpcwire import codes, convert, pb, rpc
+from ariane.grpcwire import channel_pool, codes, convert, pb, registry_client
 from ariane.security import signing
 from ariane.store.ha import lease as lease_mod
 
@@ -197,7 +197,7 @@ class RegistrationService:
     def __init__(
         self,
         runtime: runtime_mod.BrokerRuntime,
-        channels: rpc.ChannelPool,
+        channels: channel_pool.ChannelPool,
         resolver: Resolver = resolve_host,
         replication: replication_mod.ReplicationService | None = None,
     ) -> None:
@@ -217,11 +217,13 @@ class RegistrationService:
         """The pooled channel to name server ``addr`` (TLS verifies its resolved-from name)."""
         return await self._channels.get(addr, server_name=self._server_names.get(addr, ""))
 
-    def _registry(self, channel: grpc.aio.Channel, timeout_s: float) -> rpc.RegistryClient:
+    def _registry(
+        self, channel: grpc.aio.Channel, timeout_s: float
+    ) -> registry_client.RegistryClient:
         """A registry client on ``channel`` that signs with the inner credential, if any."""
         inner = self._runtime.settings.auth.inner_client_authentication_credentials
         if inner is None:
-            return rpc.RegistryClient(channel, timeout_s=timeout_s)
+            return registry_client.RegistryClient(channel, timeout_s=timeout_s)
 
         def sign() -> tuple[tuple[str, str], ...]:
             now = signing.grpc_date_time(datetime.datetime.now(datetime.UTC))
@@ -229,7 +231,7 @@ class RegistrationService:
                 access_key=inner.access_key, secret_key=inner.secret_key, date_time=now
             )
 
-        return rpc.RegistryClient(channel, timeout_s=timeout_s, signer=sign)
+        return registry_client.RegistryClient(channel, timeout_s=timeout_s, signer=sign)
 
     @property
     def _lease(self) -> lease_mod.MasterLease | None:
