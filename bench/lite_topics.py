@@ -1,5 +1,5 @@
-"""Lite-topic benchmark (not a test): memory per idle lite topic and send/receive msgs/s with
-10^5 lite topics on one broker, in-process.
+"""Lite-topic benchmark (not a test): memory per idle lite topic, send/receive msgs/s and the
+table's rebuild at a restart with 10^5 lite topics on one broker, in-process.
 
 Run ``python -m bench.lite_topics [--lite-topics N] [--messages M] [--subscribed S] [--dir DIR]``
 from the repository root. It opens a broker's runtime and processors exactly as the server does
@@ -19,6 +19,11 @@ LITE parent with 8 queues, and measures:
   queues and gets only their messages: the filter prefilters on the ConsumeQueue tag slot, so
   the other 99 % are skipped without reading the CommitLog; msgs/s delivered and units
   scanned/s.
+- ``rebuild``: the broker is closed and its store reopened (a restart), and the lite-topic
+  table is rebuilt from it into an empty table (``broker.tables.lite_rebuild``: each parent
+  queue's ConsumeQueue read backwards, one CommitLog read per lite topic): seconds, lite
+  topics restored, ConsumeQueue units and CommitLog records read. The reopen itself (recovery,
+  ConsumeQueue load, and the runtime's own rebuild) is reported as ``reopen_s``.
 
 The machine is shared (2 cores, other engineers' tests): figures are indicative. Results go to
 ``bench/results/lite_topics-<date>T<time>.{json,md}``.
@@ -42,7 +47,7 @@ from ariane.broker import assembly, filters, lite_settings, runtime
 from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import lite_rpc
 from ariane.broker.processors import consume
-from ariane.broker.tables import lite_topics, subscriptions, topic_config
+from ariane.broker.tables import lite_rebuild, lite_topics, subscriptions, topic_config
 from ariane.common import clock, errors, ids, message
 from ariane.store import settings as store_settings
 
@@ -70,6 +75,37 @@ def _open(root: pathlib.Path, lite_topics_max: int) -> tuple[runtime.BrokerRunti
         )
     )
     return broker, processors
+
+
+def rebuild(root: pathlib.Path, lite_topics_max: int) -> dict[str, Any]:
+    """Reopen the broker's store as a restart does, then time one rebuild of the lite-topic
+    table into an empty table."""
+    settings = broker_settings.BrokerSettings(
+        store_dir=root / "store",
+        store=store_settings.StoreSettings(commit_log_file_size_bytes=64 * 1024 * 1024),
+        lite=lite_settings.LiteSettings(lite_topics_max=lite_topics_max),
+    )
+    started = time.perf_counter()
+    broker = runtime.BrokerRuntime(settings, time=clock.SystemClock())
+    reopen_s = time.perf_counter() - started
+    try:
+        assert len(broker.lite_topics) == lite_topics_max, len(broker.lite_topics)
+        table = lite_topics.LiteTopicTable.of(settings.lite)
+        started = time.perf_counter()
+        report = lite_rebuild.rebuild(
+            table, broker.store, [PARENT], ttl_ms=settings.lite.ttl_ms,
+            units_max=settings.lite.rebuild_units_max, time=clock.SystemClock(),
+        )  # fmt: skip
+        rebuild_s = time.perf_counter() - started
+    finally:
+        broker.close()
+    return {
+        "reopen_s": round(reopen_s, 2),
+        "rebuild_s": round(rebuild_s, 2),
+        "rebuild_lite_topics": report.restored,
+        "rebuild_units_read": report.units_read,
+        "rebuild_records_read": report.records_read,
+    }
 
 
 def _names(count: int) -> list[str]:
@@ -163,7 +199,9 @@ async def run(args: argparse.Namespace, root: pathlib.Path) -> dict[str, Any]:
         scanned_rate = args.messages / (time.perf_counter() - started)
     finally:
         broker.close()
+    rebuilt = rebuild(root, args.lite_topics)
     return {
+        **rebuilt,
         "send_msgs_per_s": round(send_rate),
         "receive_all_msgs_per_s": round(all_rate),
         "receive_all_got": all_got,
@@ -195,7 +233,7 @@ def main() -> None:
     )
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%M%SZ")
     lines = [
-        "# Lite topics: memory per idle lite topic, send/receive msgs/s (in-process)",
+        "# Lite topics: memory per idle lite topic, send/receive msgs/s, rebuild (in-process)",
         "",
         f"`{command}` ({stamp})",
         "",

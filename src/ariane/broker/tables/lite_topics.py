@@ -34,9 +34,15 @@ subscribed so they can be told to drop them (``NotifyUnsubscribeLiteCommand``).
 
 Invariants: ``len(self)`` is the number of records over all parents and never exceeds
 ``lite_topics_max``; a client's set is never larger than ``subscription_quota``; a group view's
-counts equal the number of its clients' sets holding each name (and hash). Not persisted: after
-a restart lite topics come back with their next send (their stored messages stay readable) and
-clients resend their subscriptions within 30 s. Used from the broker's event loop only.
+counts equal the number of its clients' sets holding each name (and hash). Used from the
+broker's event loop only.
+
+**Restarts and failover.** No file of its own: the lite topic records are derived from the
+store when the broker opens it and when a slave is promoted (``lite_rebuild``: the parents'
+ConsumeQueues read backwards over the last TTL, one CommitLog read per lite topic), so a lite
+topic with a message stored within the TTL is listed, counted against ``lite_topics_max`` and
+expired as before the restart (RocketMQ 5.5 keeps them in RocksDB). Subscriptions are not
+stored: clients resend their complete sets within 30 s.
 """
 
 from __future__ import annotations
