@@ -2,7 +2,8 @@
 lite-topic table is rebuilt from the store (``broker.tables.lite_rebuild``), so after a SIGKILL
 and restart, or on a promoted slave, the lite topics are listed again by ``ListLiteTopics``
 with their latest offsets and store times, count against ``lite_topics_max``
-(LITE_TOPIC_QUOTA_EXCEEDED) and expire by TTL afterwards.
+(LITE_TOPIC_QUOTA_EXCEEDED) and expire by TTL afterwards; ``ariane admin topic lite`` lists
+them too.
 
 Own cluster: the tests SIGKILL and restart a broker, or kill a master and promote its slave,
 and need a broker whose ``[lite]`` quota (three lite topics) and TTL are small.
@@ -11,7 +12,10 @@ and need a broker whose ``[lite]`` quota (three lite topics) and TTL are small.
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
+import subprocess
+import sys
 import time
 
 import grpc
@@ -77,6 +81,24 @@ def _listed(endpoint: str) -> dict[str, tuple[int, int, int]]:
     }
 
 
+def _cli_rows(namesrv: str) -> dict[str, tuple[int, int, int]]:
+    """``ariane admin --json topic lite PARENT`` as a process: the rows as ``_listed`` gives
+    them (empty while the name servers do not route ``PARENT`` yet)."""
+    argv = ("admin", "--endpoints", namesrv, "--json", "topic", "lite", PARENT)
+    done = subprocess.run(
+        [sys.executable, "-m", "ariane", *argv],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {}
+    return {
+        r["name"]: (r["queue_id"], r["last_queue_offset"], r["last_stored_timestamp_ms"])
+        for r in json.loads(done.stdout)
+    }
+
+
 def _fill_the_quota(endpoint: str) -> dict[str, tuple[int, int, int]]:
     """Create ``PARENT`` (LITE), send to three lite topics (one twice): the quota is full."""
     ht.create_topic(endpoint, PARENT, message_type="LITE")
@@ -108,7 +130,9 @@ def test_lite_topics_survive_a_sigkill_count_against_the_quota_and_expire_by_ttl
             assert _listed(broker.endpoint) == before
             ht.poll(lambda: not _listed(broker.endpoint), "the lite topics to expire by TTL")
             assert _send_lite(broker.endpoint, "delta") == OK
-            assert sorted(_listed(broker.endpoint)) == ["delta"]
+            now = _listed(broker.endpoint)
+            assert sorted(now) == ["delta"]
+            ht.poll(lambda: _cli_rows(namesrv) == now, "`ariane admin topic lite` to list delta")
         finally:
             broker.stop()
 

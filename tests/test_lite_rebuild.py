@@ -2,7 +2,8 @@
 (``broker.tables.lite_rebuild``), in-process over a real store and a manual clock: every lite
 topic comes back with its queue, latest offset and store time, TTL expiry counts from its last
 send, lite topics idle past the TTL are not read back, the newest are kept under a lowered
-quota, and ``rebuild_units_max`` bounds the scan."""
+quota, and ``rebuild_units_max`` bounds the scan; and the ``ListLiteTopics`` admin RPC that
+lists them."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import asyncio
 import itertools
 import pathlib
 
+import admin_testing
 import broker_harness
-from ariane.broker import lite_settings
+from ariane.broker import lite_settings, runtime
 from ariane.broker.services import lite_expiry
+from ariane.broker.tables import topic_config
 from ariane.common import clock, errors, ids, message
+from ariane.grpcwire import pb
 from broker_harness import incoming
 
 PARENT = ids.TopicName("sessions")
@@ -133,3 +137,42 @@ def test_rebuild_units_max_bounds_the_units_read_per_queue(tmp_path: pathlib.Pat
         assert (report.restored, report.units_read, report.records_read) == (1, 1, 1)
     finally:
         again.close()
+
+
+def test_list_lite_topics_answers_rows_counts_and_topic_not_found(tmp_path: pathlib.Path) -> None:
+    """``ListLiteTopics`` lists a parent's lite topics in the table's order up to ``limit``
+    with their queue, latest offset and store time, the parent's and broker's counts and the
+    quota, and answers TOPIC_NOT_FOUND for an unknown parent."""
+
+    async def main() -> None:
+        settings = admin_testing.tiny_settings(
+            tmp_path, lite=lite_settings.LiteSettings(lite_topics_max=7)
+        )
+        broker = runtime.BrokerRuntime(settings, time=clock.ManualClock())
+        table = broker.lite_topics
+        for i, name in enumerate(("a", "b", "c")):
+            table.touch(PARENT, name, i, 0)
+            table.stored(PARENT, name, 10 + i, 0, 1_700_000_000_000 + i)
+        table.touch(ids.TopicName("other"), "z", 0, 0)
+        broker.topics.create_or_update(
+            topic_config.TopicConfig(PARENT, message_type=message.MessageType.LITE)
+        )
+        try:
+            async with admin_testing.serving(broker) as (caller, _):
+                request = pb.admin.ListLiteTopicsRequest(parent=PARENT, limit=2)
+                listed = await caller.call("ListLiteTopics", request)
+                missing = await caller.call(
+                    "ListLiteTopics", pb.admin.ListLiteTopicsRequest(parent="nope")
+                )
+        finally:
+            broker.close()
+        assert errors.Code(listed.status.code) is errors.Code.OK
+        rows = [
+            (t.name, t.queue_id, t.last_queue_offset, t.last_stored_timestamp_ms)
+            for t in listed.lite_topics
+        ]
+        assert rows == [("a", 0, 10, 1_700_000_000_000), ("b", 1, 11, 1_700_000_000_001)]
+        assert (listed.parent_total, listed.broker_total, listed.broker_quota) == (3, 4, 7)
+        assert errors.Code(missing.status.code) is errors.Code.TOPIC_NOT_FOUND
+
+    asyncio.run(main())
