@@ -2,9 +2,10 @@
 table's rebuild at a restart with 10^5 lite topics on one broker, in-process.
 
 Run ``python -m bench.lite_topics [--lite-topics N] [--messages M] [--subscribed S] [--dir DIR]
-[--rebuild-only]`` from the repository root (``--rebuild-only``: no receive figures). It opens a broker's runtime and processors exactly as the server does
-(``broker.assembly.build``, ASYNC_FLUSH, a fresh store under ``--dir`` with 64 MiB segments), a
-LITE parent with 8 queues, and measures:
+[--rebuild-only]`` from the repository root (``--rebuild-only``: no receive figures). It opens
+a broker's runtime and processors exactly as the server does (``broker.assembly.build``,
+ASYNC_FLUSH, a fresh store under ``--dir`` with 64 MiB segments), a LITE parent with 8 queues,
+and measures:
 
 - ``bytes per idle lite topic``: ``tracemalloc`` growth of the lite-topic table (names
   included, made inside the measured region as a send's request would) while N lite topics are
