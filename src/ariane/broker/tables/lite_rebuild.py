@@ -16,11 +16,12 @@ resend their complete sets every 30 s).
 **How.** For each queue of each LITE parent the ConsumeQueue is read *backwards* from its end:
 the first unit met of a tag hash is its lite topic's latest message, so only that unit's record
 is read from the CommitLog (name, store time); later units of a hash already seen cost 20 bytes
-of ConsumeQueue and no CommitLog read. A record stored more than ``ttl_ms`` ago ends the queue's
-scan (everything before it is older still: a queue's store times grow with its offsets), and no
-scan reads more than ``rebuild_units_max`` units of one queue. The work is thus bounded by
-``queues x min(units within the TTL, rebuild_units_max)`` ConsumeQueue units plus one CommitLog
-read per lite topic (``bench/lite_topics.py``: "rebuild").
+of ConsumeQueue and no CommitLog read. The scan stops at the first unit stored within the last
+``ttl_ms`` (found by a binary search over store times, RocketMQ's ``getOffsetInQueueByTime``;
+a queue's store times grow with its offsets) and after ``rebuild_units_max`` units of one queue.
+The work is thus bounded by ``queues x min(units within the TTL, rebuild_units_max)``
+ConsumeQueue units plus one CommitLog read per lite topic and a few per queue for the search
+(``bench/lite_topics.py``: "rebuild").
 
 What is lost, on purpose: a lite topic idle for longer than the TTL is not rebuilt (the first
 expiry pass would find it idle anyway; its messages stay readable, a send recreates it, and
@@ -79,10 +80,9 @@ class Report:
     over_quota: int
 
 
-def _backwards(queue: consume_queue.ConsumeQueue, units_max: int) -> Iterator[consume_queue.CqUnit]:
-    """The queue's units from its last back towards its first, at most ``units_max``."""
+def _backwards(queue: consume_queue.ConsumeQueue, low: int) -> Iterator[consume_queue.CqUnit]:
+    """The queue's units from its last back to queue offset ``low``."""
     end = int(queue.max_queue_offset)
-    low = max(int(queue.min_queue_offset), end - units_max)
     while end > low:
         start = max(low, end - _CHUNK_UNITS)
         chunk = list(queue.iter_units(ids.QueueOffset(start), end - start))
@@ -109,7 +109,11 @@ def scan_queue(
     seen: set[int] = set()
     found: list[Found] = []
     units = records = 0
-    for unit in _backwards(queue, units_max):
+    end = int(queue.max_queue_offset)
+    low = max(int(queue.min_queue_offset), end - units_max)
+    if low < end:  # a binary search over store times: no unit older than the TTL is read
+        low = max(low, int(queue.offset_by_time(oldest_ms, store.commit_log.store_timestamp_at)))
+    for unit in _backwards(queue, low):
         units += 1
         if unit.is_filler or unit.tag_hash in seen:
             continue
