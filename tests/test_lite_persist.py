@@ -17,6 +17,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import zlib
 
 import grpc
 
@@ -32,9 +33,9 @@ QUOTA_EXCEEDED = int(errors.Code.LITE_TOPIC_QUOTA_EXCEEDED)
 LITE_TOML = f"[lite]\nlite_topics_max = {QUOTA}\nttl_ms = {TTL_MS}\nexpiry_interval_ms = 200\n"
 
 
-def _send_lite(endpoint: str, *names: str) -> int:
+def _send_lite(endpoint: str, *names: str) -> tuple[int, list[int]]:
     """One SendMessage of a LITE message per lite topic to ``PARENT``; the request's code (the
-    first entry's when it has entries)."""
+    first entry's when it has entries) and each entry's queue offset."""
 
     def one(i: int, name: str) -> pb.v2.Message:
         props = pb.v2.SystemProperties(
@@ -48,7 +49,7 @@ def _send_lite(endpoint: str, *names: str) -> int:
         body = name.encode()
         return pb.v2.Message(topic=pb.v2.Resource(name=PARENT), body=body, system_properties=props)
 
-    async def call() -> int:
+    async def call() -> tuple[int, list[int]]:
         async with grpc.aio.insecure_channel(endpoint) as channel:
             answer = await rpc.unary_call(
                 channel,
@@ -59,11 +60,17 @@ def _send_lite(endpoint: str, *names: str) -> int:
                 timeout_s=20,
                 metadata=ht.CLIENT,
             )
+        offsets = [int(e.offset) for e in answer.entries]
         if answer.entries and int(answer.status.code) == OK:
-            return int(answer.entries[0].status.code)
-        return int(answer.status.code)
+            return int(answer.entries[0].status.code), offsets
+        return int(answer.status.code), offsets
 
     return asyncio.run(call())
+
+
+def _code(endpoint: str, *names: str) -> int:
+    """The code of ``_send_lite``."""
+    return _send_lite(endpoint, *names)[0]
 
 
 def _listed(endpoint: str) -> dict[str, tuple[int, int, int]]:
@@ -99,16 +106,37 @@ def _cli_rows(namesrv: str) -> dict[str, tuple[int, int, int]]:
     }
 
 
-def _fill_the_quota(endpoint: str) -> dict[str, tuple[int, int, int]]:
-    """Create ``PARENT`` (LITE), send to three lite topics (one twice): the quota is full."""
+Expected = dict[str, tuple[int, int, int, int]]
+"""Lite topic → (queue id, queue offset of its latest message, wall time ms before and after
+the send that stored it)."""
+
+
+def _fill_the_quota(endpoint: str) -> Expected:
+    """Create ``PARENT`` (LITE, 2 queues) and send to three lite topics (alpha twice): the
+    quota is full; what ``ListLiteTopics`` must say of them."""
     ht.create_topic(endpoint, PARENT, message_type="LITE")
-    assert _send_lite(endpoint, "alpha", "beta") == OK
-    assert _send_lite(endpoint, "gamma", "alpha") == OK
-    assert _send_lite(endpoint, "delta") == QUOTA_EXCEEDED
-    before = _listed(endpoint)
-    assert sorted(before) == ["alpha", "beta", "gamma"]
-    assert all(offset >= 0 and stored > 0 for _, offset, stored in before.values())
-    return before
+    expected: Expected = {}
+    for names in (("alpha", "beta"), ("gamma", "alpha")):
+        before_ms = time.time_ns() // 1_000_000
+        code, offsets = _send_lite(endpoint, *names)
+        after_ms = time.time_ns() // 1_000_000
+        assert code == OK
+        for name, offset in zip(names, offsets, strict=True):
+            queue_id = zlib.crc32(name.encode()) % 2
+            expected[name] = (queue_id, offset, before_ms, after_ms)
+    assert _code(endpoint, "delta") == QUOTA_EXCEEDED
+    return expected
+
+
+def _assert_listed(endpoint: str, expected: Expected) -> None:
+    """``ListLiteTopics`` lists exactly ``expected``: queue, latest offset, and a store time
+    within its send."""
+    listed = _listed(endpoint)
+    assert sorted(listed) == sorted(expected)
+    for name, (queue_id, offset, stored_ms) in listed.items():
+        want_queue, want_offset, before_ms, after_ms = expected[name]
+        assert (queue_id, offset) == (want_queue, want_offset), name
+        assert before_ms <= stored_ms <= after_ms, (name, stored_ms, before_ms, after_ms)
 
 
 def test_lite_topics_survive_a_sigkill_count_against_the_quota_and_expire_by_ttl(
@@ -122,14 +150,14 @@ def test_lite_topics_survive_a_sigkill_count_against_the_quota_and_expire_by_ttl
         broker = ht.new_broker(tmp_path, "lite-broker")
         try:
             broker.start(tmp_path, namesrv, "ASYNC_MASTER", broker_id=0, extra=extra)
-            before = _fill_the_quota(broker.endpoint)
+            expected = _fill_the_quota(broker.endpoint)
             broker.kill()
             broker.start(tmp_path, namesrv, "ASYNC_MASTER", broker_id=0, extra=extra)
 
-            assert _send_lite(broker.endpoint, "delta") == QUOTA_EXCEEDED
-            assert _listed(broker.endpoint) == before
+            assert _code(broker.endpoint, "delta") == QUOTA_EXCEEDED
+            _assert_listed(broker.endpoint, expected)
             ht.poll(lambda: not _listed(broker.endpoint), "the lite topics to expire by TTL")
-            assert _send_lite(broker.endpoint, "delta") == OK
+            assert _code(broker.endpoint, "delta") == OK
             now = _listed(broker.endpoint)
             assert sorted(now) == ["delta"]
             ht.poll(lambda: _cli_rows(namesrv) == now, "`ariane admin topic lite` to list delta")
@@ -145,7 +173,7 @@ def test_a_promoted_slave_has_the_lite_topics_of_its_master(tmp_path: pathlib.Pa
         ht.running_namesrv(tmp_path) as namesrv,
         ht.synced_pair(tmp_path, namesrv, "plain", extra) as (master, slave),
     ):
-        before = _fill_the_quota(master.endpoint)
+        expected = _fill_the_quota(master.endpoint)
         ht.poll(lambda: PARENT in ht.topics(slave.endpoint), "the LITE topic on the slave")
         ht.poll(
             lambda: (
@@ -157,5 +185,5 @@ def test_a_promoted_slave_has_the_lite_topics_of_its_master(tmp_path: pathlib.Pa
         master.kill()
         ht.change_role(slave.endpoint, "ASYNC_MASTER", epoch=2, broker_id=0)
 
-        assert _listed(slave.endpoint) == before
-        assert _send_lite(slave.endpoint, "delta") == QUOTA_EXCEEDED
+        assert _code(slave.endpoint, "delta") == QUOTA_EXCEEDED
+        _assert_listed(slave.endpoint, expected)
