@@ -20,8 +20,10 @@ of ConsumeQueue and no CommitLog read. The scan stops at the first unit stored w
 ``ttl_ms`` (found by a binary search over store times, RocketMQ's ``getOffsetInQueueByTime``;
 a queue's store times grow with its offsets) and after ``rebuild_units_max`` units of one queue.
 The work is thus bounded by ``queues x min(units within the TTL, rebuild_units_max)``
-ConsumeQueue units plus one CommitLog read per lite topic and a few per queue for the search
-(``bench/lite_topics.py``: "rebuild").
+ConsumeQueue units plus one CommitLog read per lite topic and a few per queue for the search.
+Measured (``bench/lite_topics.py``, "rebuild"): 10^5 lite topics over 2x10^5 messages rebuild in
+about 6 s on a shared 2-core machine, ~60 us per lite topic, most of it decoding its record;
+the broker serves once it is done.
 
 What is lost, on purpose: a lite topic idle for longer than the TTL is not rebuilt (the first
 expiry pass would find it idle anyway; its messages stay readable, a send recreates it, and
