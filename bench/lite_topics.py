@@ -1,10 +1,11 @@
-"""Lite-topic benchmark (not a test): memory per idle lite topic and send/receive msgs/s with
-10^5 lite topics on one broker, in-process.
+"""Lite-topic benchmark (not a test): memory per idle lite topic, send/receive msgs/s and the
+table's rebuild at a restart with 10^5 lite topics on one broker, in-process.
 
-Run ``python -m bench.lite_topics [--lite-topics N] [--messages M] [--subscribed S] [--dir DIR]``
-from the repository root. It opens a broker's runtime and processors exactly as the server does
-(``broker.assembly.build``, ASYNC_FLUSH, a fresh store under ``--dir`` with 64 MiB segments), a
-LITE parent with 8 queues, and measures:
+Run ``python -m bench.lite_topics [--lite-topics N] [--messages M] [--subscribed S] [--dir DIR]
+[--rebuild-only]`` from the repository root (``--rebuild-only``: no receive figures). It opens
+a broker's runtime and processors exactly as the server does (``broker.assembly.build``,
+ASYNC_FLUSH, a fresh store under ``--dir`` with 64 MiB segments), a LITE parent with 8 queues,
+and measures:
 
 - ``bytes per idle lite topic``: ``tracemalloc`` growth of the lite-topic table (names
   included, made inside the measured region as a send's request would) while N lite topics are
@@ -19,6 +20,11 @@ LITE parent with 8 queues, and measures:
   queues and gets only their messages: the filter prefilters on the ConsumeQueue tag slot, so
   the other 99 % are skipped without reading the CommitLog; msgs/s delivered and units
   scanned/s.
+- ``rebuild``: the broker is closed and its store reopened (a restart), and the lite-topic
+  table is rebuilt from it into an empty table (``broker.tables.lite_rebuild``: each parent
+  queue's ConsumeQueue read backwards, one CommitLog read per lite topic): seconds, lite
+  topics restored, ConsumeQueue units and CommitLog records read. The reopen itself (recovery,
+  ConsumeQueue load, and the runtime's own rebuild) is reported as ``reopen_s``.
 
 The machine is shared (2 cores, other engineers' tests): figures are indicative. Results go to
 ``bench/results/lite_topics-<date>T<time>.{json,md}``.
@@ -42,7 +48,7 @@ from ariane.broker import assembly, filters, lite_settings, runtime
 from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import lite_rpc
 from ariane.broker.processors import consume
-from ariane.broker.tables import lite_topics, subscriptions, topic_config
+from ariane.broker.tables import lite_rebuild, lite_topics, subscriptions, topic_config
 from ariane.common import clock, errors, ids, message
 from ariane.store import settings as store_settings
 
@@ -70,6 +76,37 @@ def _open(root: pathlib.Path, lite_topics_max: int) -> tuple[runtime.BrokerRunti
         )
     )
     return broker, processors
+
+
+def rebuild(root: pathlib.Path, lite_topics_max: int) -> dict[str, Any]:
+    """Reopen the broker's store as a restart does, then time one rebuild of the lite-topic
+    table into an empty table."""
+    settings = broker_settings.BrokerSettings(
+        store_dir=root / "store",
+        store=store_settings.StoreSettings(commit_log_file_size_bytes=64 * 1024 * 1024),
+        lite=lite_settings.LiteSettings(lite_topics_max=lite_topics_max),
+    )
+    started = time.perf_counter()
+    broker = runtime.BrokerRuntime(settings, time=clock.SystemClock())
+    reopen_s = time.perf_counter() - started
+    try:
+        assert len(broker.lite_topics) == lite_topics_max, len(broker.lite_topics)
+        table = lite_topics.LiteTopicTable.of(settings.lite)
+        started = time.perf_counter()
+        report = lite_rebuild.rebuild(
+            table, broker.store, [PARENT], ttl_ms=settings.lite.ttl_ms,
+            units_max=settings.lite.rebuild_units_max, time=clock.SystemClock(),
+        )  # fmt: skip
+        rebuild_s = time.perf_counter() - started
+    finally:
+        broker.close()
+    return {
+        "reopen_s": round(reopen_s, 2),
+        "rebuild_s": round(rebuild_s, 2),
+        "rebuild_lite_topics": report.restored,
+        "rebuild_units_read": report.units_read,
+        "rebuild_records_read": report.records_read,
+    }
 
 
 def _names(count: int) -> list[str]:
@@ -147,24 +184,19 @@ async def receive(
     return got / (time.perf_counter() - started), got
 
 
-async def run(args: argparse.Namespace, root: pathlib.Path) -> dict[str, Any]:
-    broker, processors = _open(root, args.lite_topics)
-    try:
-        names = _names(args.lite_topics)
-        send_rate = await send(processors, names, args.messages)
-        assert len(broker.lite_topics) == args.lite_topics
-        _subscribe(broker, "all", names)
-        all_rate, all_got = await receive(broker, processors, "all", args.messages)
-        few = names[:: max(1, len(names) // args.subscribed)][: args.subscribed]
-        _subscribe(broker, "few", few)
-        expected = sum(1 for i in range(args.messages) if names[i % len(names)] in set(few))
-        started = time.perf_counter()
-        few_rate, few_got = await receive(broker, processors, "few", expected)
-        scanned_rate = args.messages / (time.perf_counter() - started)
-    finally:
-        broker.close()
+async def _receives(
+    broker: runtime.BrokerRuntime, processors: Any, names: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The two receive figures (module docstring)."""
+    _subscribe(broker, "all", names)
+    all_rate, all_got = await receive(broker, processors, "all", args.messages)
+    few = names[:: max(1, len(names) // args.subscribed)][: args.subscribed]
+    _subscribe(broker, "few", few)
+    expected = sum(1 for i in range(args.messages) if names[i % len(names)] in set(few))
+    started = time.perf_counter()
+    few_rate, few_got = await receive(broker, processors, "few", expected)
+    scanned_rate = args.messages / (time.perf_counter() - started)
     return {
-        "send_msgs_per_s": round(send_rate),
         "receive_all_msgs_per_s": round(all_rate),
         "receive_all_got": all_got,
         "receive_few_msgs_per_s": round(few_rate),
@@ -174,6 +206,18 @@ async def run(args: argparse.Namespace, root: pathlib.Path) -> dict[str, Any]:
     }
 
 
+async def run(args: argparse.Namespace, root: pathlib.Path) -> dict[str, Any]:
+    broker, processors = _open(root, args.lite_topics)
+    try:
+        names = _names(args.lite_topics)
+        send_rate = await send(processors, names, args.messages)
+        assert len(broker.lite_topics) == args.lite_topics
+        received = {} if args.rebuild_only else await _receives(broker, processors, names, args)
+    finally:
+        broker.close()
+    return {"send_msgs_per_s": round(send_rate), **received, **rebuild(root, args.lite_topics)}
+
+
 def main() -> None:
     """Parse, run, print the table and record it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -181,6 +225,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--subscribed", type=int, default=1_000)
     parser.add_argument("--dir", type=pathlib.Path, default=None)
+    parser.add_argument("--rebuild-only", action="store_true", help="skip the receive figures")
     args = parser.parse_args()
     bytes_each = memory_per_lite_topic(args.lite_topics)
     root = pathlib.Path(tempfile.mkdtemp(prefix="lite-bench-", dir=args.dir))
@@ -192,10 +237,11 @@ def main() -> None:
     command = (
         f"python -m bench.lite_topics --lite-topics {args.lite_topics} --messages "
         f"{args.messages} --subscribed {args.subscribed}"
+        + (" --rebuild-only" if args.rebuild_only else "")
     )
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H%M%SZ")
     lines = [
-        "# Lite topics: memory per idle lite topic, send/receive msgs/s (in-process)",
+        "# Lite topics: memory per idle lite topic, send/receive msgs/s, rebuild (in-process)",
         "",
         f"`{command}` ({stamp})",
         "",

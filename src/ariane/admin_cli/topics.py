@@ -1,5 +1,6 @@
-"""``ariane admin topic create|update|delete|list``: topics on every broker group (RocketMQ
-``mqadmin updateTopic``, ``deleteTopic``, ``topicList``).
+"""``ariane admin topic create|update|delete|list|lite``: topics on every broker group (RocketMQ
+``mqadmin updateTopic``, ``deleteTopic``, ``topicList``), and the lite topics under a LITE topic
+(``ListLiteTopics``: name, queue, latest offset and store time).
 
 ``topic create`` returns once every name server that answers routes the topic to the broker
 groups it was created on (``--route-wait-s``, default 24 s, RocketMQ's broker registration
@@ -70,6 +71,13 @@ def add_arguments(sub: Any, common: argparse.ArgumentParser) -> None:
     verbs.add_parser("delete", help="delete a topic", parents=[common]).add_argument("name")
     listing = verbs.add_parser("list", help="list topics", parents=[common])
     listing.add_argument("--all", action="store_true", help="also system, retry and DLQ topics")
+    lite = verbs.add_parser(
+        "lite", help="list the lite topics under a LITE topic", parents=[common]
+    )
+    lite.add_argument("parent")
+    lite.add_argument(
+        "--limit", type=arguments.positive, default=0, metavar="N", help="rows per broker group"
+    )
 
 
 def _create_arguments(create: argparse.ArgumentParser) -> None:
@@ -140,10 +148,30 @@ async def list_topics(client: output.Client, args: argparse.Namespace) -> output
     return output.Result("topics", _TOPIC_COLUMNS, output.rows(found), note=f"{len(found)} rows")
 
 
+_LITE_COLUMNS = (
+    ("name", "lite topic"),
+    ("broker_name", "broker"),
+    ("queue_id", "queue"),
+    ("last_queue_offset", "last offset"),
+    ("last_stored", "last stored"),
+)
+
+
+async def _lite(client: output.Client, args: argparse.Namespace) -> output.Result:
+    found = await client.list_lite_topics(args.parent, limit=args.limit)
+    rows = [
+        {**r, "last_stored": output.iso(r["last_stored_timestamp_ms"])} for r in output.rows(found)
+    ]
+    return output.Result(
+        f"lite topics of {args.parent}", _LITE_COLUMNS, rows, note=f"{len(found)} rows"
+    )
+
+
 HANDLERS: dict[tuple[str, str], output.Handler] = {
     ("topic", "create"): _create,
     ("topic", "update"): _update,
     ("topic", "delete"): _delete,
     ("topic", "list"): list_topics,
+    ("topic", "lite"): _lite,
 }
 """(noun, verb) → the coroutine that does it."""

@@ -42,6 +42,11 @@ class LiteSettings:
     expiry_scan_max: int = 10_000
     """Most lite topics one expiry pass looks at, a count (the next pass goes on from there)."""
 
+    rebuild_units_max: int = 1_000_000
+    """Most ConsumeQueue units of one LITE parent queue read back from its end when the table
+    is rebuilt at start and at a promotion (``tables.lite_rebuild``), a count: the bound of
+    that work, with the TTL (older units are not read)."""
+
     def __post_init__(self) -> None:
         limits.check_range("lite_topics_max", self.lite_topics_max, 1, 10_000_000)
         limits.check_range("subscription_quota", self.subscription_quota, 1, 1_000_000)
@@ -49,3 +54,4 @@ class LiteSettings:
         limits.check_range("ttl_ms", self.ttl_ms, 100, 30 * 86_400_000)
         limits.check_range("expiry_interval_ms", self.expiry_interval_ms, 10, 3_600_000)
         limits.check_range("expiry_scan_max", self.expiry_scan_max, 1, 10_000_000)
+        limits.check_range("rebuild_units_max", self.rebuild_units_max, 1, 1_000_000_000)

@@ -22,6 +22,7 @@ from ariane.broker.pop import service as pop_service
 from ariane.broker.processors import long_polling
 from ariane.broker.schedule import service as schedule_service
 from ariane.broker.tables import (
+    lite_rebuild,
     lite_topics,
     offsets,
     persistence,
@@ -41,6 +42,39 @@ _log = logging.getLogger(__name__)
 AUTH_DIR_NAME = "auth"
 """The users and ACLs' directory under the store's ``config`` (RocketMQ: ``config/users``,
 ``config/acls``)."""
+
+
+def _rebuild_lite(
+    table: lite_topics.LiteTopicTable,
+    settings: broker_settings.BrokerSettings,
+    store: message_store.MessageStore,
+    topic_table: topic_config.TopicConfigManager,
+    time: clock.Clock,
+) -> lite_rebuild.Report:
+    """Put back into ``table`` the lite topics of the LITE topics of ``topic_table`` the store
+    holds messages of from the last TTL (``tables.lite_rebuild``)."""
+    parents = [t.name for t in topic_table.list_all() if t.message_type is message.MessageType.LITE]
+    return lite_rebuild.rebuild(
+        table,
+        store,
+        parents,
+        ttl_ms=settings.lite.ttl_ms,
+        units_max=settings.lite.rebuild_units_max,
+        time=time,
+    )
+
+
+def _lite_table(
+    settings: broker_settings.BrokerSettings,
+    store: message_store.MessageStore,
+    topic_table: topic_config.TopicConfigManager,
+    time: clock.Clock,
+) -> lite_topics.LiteTopicTable:
+    """The lite-topic table, with what the store holds put back (lite topics survive a
+    restart)."""
+    table = lite_topics.LiteTopicTable.of(settings.lite)
+    _rebuild_lite(table, settings, store, topic_table, time)
+    return table
 
 
 def _size_histograms() -> dict[message.MessageType, histogram.Histogram]:
@@ -159,7 +193,7 @@ class BrokerRuntime:
         )
         self.clamp_offsets("start-up", role=settings.ha.role)
         self.polling = long_polling.LongPolling(core.long_polling)
-        self.lite_topics = lite_topics.LiteTopicTable.of(settings.lite)  # RocketMQ 5.5
+        self.lite_topics = _lite_table(settings, self.store, self.topics, time)  # RocketMQ 5.5
         self.counters = Counters()
         self.start_timestamp_ms = time.now_ms()
         self.pop_service = pop_service.PopService.open(
@@ -206,6 +240,11 @@ class BrokerRuntime:
     def broker_name(self) -> ids.BrokerName:
         """This broker group's name."""
         return self.settings.broker_name
+
+    def rebuild_lite_topics(self) -> lite_rebuild.Report:
+        """Put back the lite topics the store holds messages of from the last TTL
+        (``tables.lite_rebuild``): at start, and at a promotion."""
+        return _rebuild_lite(self.lite_topics, self.settings, self.store, self.topics, self.clock)
 
     def close(self) -> None:
         """Persist offsets, close the POP journal and close the store cleanly (removes its

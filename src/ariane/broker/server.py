@@ -47,7 +47,7 @@ from ariane.broker.remoting import rates as remoting_rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
 from ariane.broker.services import lite_expiry, registration, replication, write_timeline
-from ariane.broker.tables import clients, consumers, queue_locks
+from ariane.broker.tables import clients, consumers, lite_rebuild, queue_locks
 from ariane.common import clock as clock_mod
 from ariane.common import tls
 from ariane.grpcwire import channel_pool, pb, rpc_latency
@@ -208,8 +208,8 @@ class BrokerServer:
         channels: channel_pool.ChannelPool,
         processors: assembly.Processors,
     ) -> tuple[replication.ReplicationService | None, slave_sync.SlaveSyncService | None]:
-        """The master's replication service (the transaction and POP services follow its
-        role) and the slave's metadata sync (``None`` without HA)."""
+        """The master's replication service (the transaction and POP services and the lite
+        topics follow its role) and the slave's metadata sync (``None`` without HA)."""
         if not self.settings.ha.replicates:
             return None, None
         pop = runtime.pop_service
@@ -218,7 +218,13 @@ class BrokerServer:
         else:
             pop.become_slave()  # the master owns the POP state; drop any stale local journal
         roles = replication.ReplicationService(
-            runtime, followers=(processors.transactions, pop), server_tls=self.server_tls
+            runtime,
+            followers=(
+                processors.transactions,
+                pop,
+                lite_rebuild.RoleFollower(runtime.rebuild_lite_topics),
+            ),
+            server_tls=self.server_tls,
         )
         return roles, slave_sync.SlaveSyncService(runtime, channels)
 

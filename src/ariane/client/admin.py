@@ -507,6 +507,34 @@ class AdminClient(auth_admin.AuthAdminCalls):
         found = [types.TopicInfo.from_message(m.broker_name, t) for m, r in done for t in r.topics]
         return sorted(found, key=lambda t: (t.name, t.broker_name))
 
+    async def list_lite_topics(self, parent: str, *, limit: int = 0) -> list[types.LiteTopicInfo]:
+        """The lite topics under LITE topic ``parent`` on every master holding it, up to
+        ``limit`` per broker group (0: the broker's default, 1000), sorted by broker group
+        then name.
+
+        Raises:
+            TopicNotFoundError: no broker group holds ``parent``.
+        """
+        done = await self._fan_out(
+            await self.topic_masters(parent),
+            "ListLiteTopics",
+            pb.admin.ListLiteTopicsRequest(parent=parent, limit=limit),
+            pb.admin.ListLiteTopicsResponse,
+        )
+        found = [
+            types.LiteTopicInfo(
+                m.broker_name,
+                parent,
+                t.name,
+                t.queue_id,
+                t.last_queue_offset,
+                t.last_stored_timestamp_ms,
+            )
+            for m, r in done
+            for t in r.lite_topics
+        ]
+        return sorted(found, key=lambda t: (t.broker_name, t.name))
+
     # -- groups ----------------------------------------------------------------------------
 
     async def create_group(

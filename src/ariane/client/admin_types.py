@@ -31,6 +31,28 @@ class BrokerMaster:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class LiteTopicInfo:
+    """A lite topic (RocketMQ 5.5) under its LITE parent on one broker group.
+
+    Attributes:
+        broker_name: the broker group holding it.
+        parent: the LITE parent topic.
+        name: the lite topic.
+        queue_id: the parent queue its messages go to.
+        last_queue_offset: queue offset of its latest message, -1 before one.
+        last_stored_timestamp_ms: STORETIMESTAMP of its latest message, ms since the epoch
+            (0 before one).
+    """
+
+    broker_name: str
+    parent: str
+    name: str
+    queue_id: int
+    last_queue_offset: int
+    last_stored_timestamp_ms: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class TopicInfo:
     """A topic on one broker group (RocketMQ ``TopicConfig``).
 

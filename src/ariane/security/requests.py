@@ -220,6 +220,9 @@ GRPC_RULES: Mapping[str, Rule] = {
     ADMIN + "ListTopics": rule_of(
         "Ariane: GET_ALL_TOPIC_CONFIG is unchecked in RocketMQ", cluster_need(A.GET, A.LIST)
     ),
+    ADMIN + "ListLiteTopics": rule_of(
+        "Ariane: as reading the parent topic's status", need_of(RT.TOPIC, "parent", A.GET)
+    ),
     ADMIN + "CreateSubscriptionGroup": rule_of(
         "Ariane: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP is unchecked in RocketMQ",
         need_of(RT.GROUP, "group", A.CREATE),

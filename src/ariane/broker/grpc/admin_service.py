@@ -33,6 +33,13 @@ _RESET_TARGETS = {
 }
 
 
+LITE_LIST_DEFAULT = 1_000
+"""Rows ``ListLiteTopics`` returns when the request sets no limit."""
+
+LITE_LIST_MAX = 100_000
+"""Most rows one ``ListLiteTopics`` returns, whatever the request asks."""
+
+
 class RoleChanger(Protocol):
     """The role changes ``ChangeRole`` drives (``broker.services.replication``)."""
 
@@ -133,6 +140,32 @@ class AdminService(auth_admin.AuthAdminRpcs):
         found = self._admin.list_topics(include_internal=request.include_system)
         return pb.admin.ListTopicsResponse(
             status=codes.ok(), topics=[admin_convert.topic_message(t) for t in found]
+        )
+
+    async def list_lite_topics(
+        self, request: pb.admin.ListLiteTopicsRequest, context: Context
+    ) -> pb.admin.ListLiteTopicsResponse:
+        """ListLiteTopics: the lite topics under a LITE parent (TOPIC_NOT_FOUND if unknown)
+        with their queue, latest offset and store time, up to ``limit`` (0: 1000, at most
+        ``LITE_LIST_MAX``), and the parent's and the broker's counts and quota."""
+        parent = self._admin.existing_topic(request.parent).name
+        limit = min(request.limit or LITE_LIST_DEFAULT, LITE_LIST_MAX)
+        table = self._rt.lite_topics
+        rows, total = table.listing(parent, max(0, limit))
+        return pb.admin.ListLiteTopicsResponse(
+            status=codes.ok(),
+            lite_topics=[
+                pb.admin.LiteTopic(
+                    name=name,
+                    queue_id=r.queue_id,
+                    last_queue_offset=r.last_offset,
+                    last_stored_timestamp_ms=r.last_stored_ms,
+                )
+                for name, r in rows
+            ],
+            parent_total=total,
+            broker_total=len(table),
+            broker_quota=table.lite_topics_max,
         )
 
     # -- subscription groups --------------------------------------------------------------------

@@ -238,6 +238,7 @@ class SendProcessor:
                 request.message.properties[P.LITE_TOPIC],
                 result.queue_offset,
                 self._time.monotonic_ms(),
+                result.store_timestamp_ms,
             )
 
     async def send_classic(

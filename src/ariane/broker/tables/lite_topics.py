@@ -34,9 +34,15 @@ subscribed so they can be told to drop them (``NotifyUnsubscribeLiteCommand``).
 
 Invariants: ``len(self)`` is the number of records over all parents and never exceeds
 ``lite_topics_max``; a client's set is never larger than ``subscription_quota``; a group view's
-counts equal the number of its clients' sets holding each name (and hash). Not persisted: after
-a restart lite topics come back with their next send (their stored messages stay readable) and
-clients resend their subscriptions within 30 s. Used from the broker's event loop only.
+counts equal the number of its clients' sets holding each name (and hash). Used from the
+broker's event loop only.
+
+**Restarts and failover.** No file of its own: the lite topic records are derived from the
+store when the broker opens it and when a slave is promoted (``lite_rebuild``: the parents'
+ConsumeQueues read backwards over the last TTL, one CommitLog read per lite topic), so a lite
+topic with a message stored within the TTL is listed, counted against ``lite_topics_max`` and
+expired as before the restart (RocketMQ 5.5 keeps them in RocksDB). Subscriptions are not
+stored: clients resend their complete sets within 30 s.
 """
 
 from __future__ import annotations
@@ -67,11 +73,14 @@ class LiteTopic:
         queue_id: the parent queue its messages go to.
         last_offset: queue offset of its latest stored message in that queue, -1 before one.
         last_active_ms: when it was created or its latest message stored (monotonic), ms.
+        last_stored_ms: STORETIMESTAMP of its latest stored message (wall clock, ms since the
+            epoch), 0 before one.
     """
 
     queue_id: int
     last_offset: int
     last_active_ms: int
+    last_stored_ms: int = 0
 
 
 @dataclasses.dataclass(slots=True)
@@ -146,6 +155,11 @@ class LiteTopicTable:
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def lite_topics_max(self) -> int:
+        """The most lite topics this table holds, a count."""
+        return self._max
+
     # -- lite topics -------------------------------------------------------------------------
 
     def get(self, parent: str, name: str) -> LiteTopic | None:
@@ -156,6 +170,12 @@ class LiteTopicTable:
     def names(self, parent: str) -> list[str]:
         """The lite topics under ``parent``, in creation order."""
         return list(self._parents.get(ids.TopicName(parent), ()))
+
+    def listing(self, parent: str, limit: int) -> tuple[list[tuple[str, LiteTopic]], int]:
+        """Up to ``limit`` ``(name, record)`` under ``parent`` in the table's order, and how
+        many it has (the ``ListLiteTopics`` admin RPC)."""
+        under = self._parents.get(ids.TopicName(parent), {})
+        return list(itertools.islice(under.items(), limit)), len(under)
 
     def touch(self, parent: ids.TopicName, name: str, queue_id: int, now_ms: int) -> LiteTopic:
         """The record of a lite topic a send is about to store into, created on first use.
@@ -197,12 +217,38 @@ class LiteTopicTable:
         for parent, name, queue_id in entries:
             self.touch(parent, name, queue_id, now_ms)
 
-    def stored(self, parent: ids.TopicName, name: str, queue_offset: int, now_ms: int) -> None:
-        """Record where a lite topic's latest message went (no-op if it expired meanwhile)."""
+    def stored(
+        self,
+        parent: ids.TopicName,
+        name: str,
+        queue_offset: int,
+        now_ms: int,
+        store_timestamp_ms: int,
+    ) -> None:
+        """Record where a lite topic's latest message went and when it was stored (wall
+        clock, ms; ``now_ms`` monotonic); a no-op if it expired meanwhile."""
         found = self.get(parent, name)
         if found is not None and queue_offset > found.last_offset:
             found.last_offset = queue_offset
             found.last_active_ms = now_ms
+            found.last_stored_ms = store_timestamp_ms
+
+    def restore(self, parent: ids.TopicName, name: str, record: LiteTopic) -> bool:
+        """Put back a lite topic found in the store at start or promotion (``lite_rebuild``):
+        a new one is added while under ``lite_topics_max``, a known one takes the newer
+        message's offset and times. Returns whether the table holds it now."""
+        found = self.get(parent, name)
+        if found is not None:
+            if record.last_offset > found.last_offset:
+                found.queue_id, found.last_offset = record.queue_id, record.last_offset
+                found.last_stored_ms = record.last_stored_ms
+                found.last_active_ms = max(found.last_active_ms, record.last_active_ms)
+            return True
+        if self._count >= self._max:
+            return False
+        self._parents.setdefault(parent, {})[name] = record
+        self._count += 1
+        return True
 
     def expiry_candidates(
         self, now_ms: int, ttl_ms: int, scan_max: int

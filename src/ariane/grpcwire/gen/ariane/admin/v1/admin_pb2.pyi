@@ -101,6 +101,40 @@ class ListTopicsResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[Topic]
     def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[Topic, _Mapping]]] = ...) -> None: ...
 
+class ListLiteTopicsRequest(_message.Message):
+    __slots__ = ("parent", "limit")
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    parent: str
+    limit: int
+    def __init__(self, parent: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class LiteTopic(_message.Message):
+    __slots__ = ("name", "queue_id", "last_queue_offset", "last_stored_timestamp_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_STORED_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    queue_id: int
+    last_queue_offset: int
+    last_stored_timestamp_ms: int
+    def __init__(self, name: _Optional[str] = ..., queue_id: _Optional[int] = ..., last_queue_offset: _Optional[int] = ..., last_stored_timestamp_ms: _Optional[int] = ...) -> None: ...
+
+class ListLiteTopicsResponse(_message.Message):
+    __slots__ = ("status", "lite_topics", "parent_total", "broker_total", "broker_quota")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LITE_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BROKER_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BROKER_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    status: _definition_pb2.Status
+    lite_topics: _containers.RepeatedCompositeFieldContainer[LiteTopic]
+    parent_total: int
+    broker_total: int
+    broker_quota: int
+    def __init__(self, status: _Optional[_Union[_definition_pb2.Status, _Mapping]] = ..., lite_topics: _Optional[_Iterable[_Union[LiteTopic, _Mapping]]] = ..., parent_total: _Optional[int] = ..., broker_total: _Optional[int] = ..., broker_quota: _Optional[int] = ...) -> None: ...
+
 class SubscriptionGroup(_message.Message):
     __slots__ = ("name", "consume_orderly", "max_delivery_attempts", "retry_policy", "broadcast", "allocate_strategy", "allocate_config_queues")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -54,6 +54,11 @@ class AdminStub:
                 request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListTopicsRequest.SerializeToString,
                 response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
+        self.ListLiteTopics = channel.unary_unary(
+                '/ariane.admin.v1.Admin/ListLiteTopics',
+                request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListLiteTopicsRequest.SerializeToString,
+                response_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListLiteTopicsResponse.FromString,
+                _registered_method=True)
         self.CreateSubscriptionGroup = channel.unary_unary(
                 '/ariane.admin.v1.Admin/CreateSubscriptionGroup',
                 request_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.CreateSubscriptionGroupRequest.SerializeToString,
@@ -203,6 +208,12 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLiteTopics(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -382,6 +393,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListTopics,
                     request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListTopicsRequest.FromString,
                     response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListTopicsResponse.SerializeToString,
+            ),
+            'ListLiteTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLiteTopics,
+                    request_deserializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListLiteTopicsRequest.FromString,
+                    response_serializer=ariane_dot_admin_dot_v1_dot_admin__pb2.ListLiteTopicsResponse.SerializeToString,
             ),
             'CreateSubscriptionGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSubscriptionGroup,
@@ -617,6 +633,33 @@ class Admin:
             '/ariane.admin.v1.Admin/ListTopics',
             ariane_dot_admin_dot_v1_dot_admin__pb2.ListTopicsRequest.SerializeToString,
             ariane_dot_admin_dot_v1_dot_admin__pb2.ListTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLiteTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ariane.admin.v1.Admin/ListLiteTopics',
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListLiteTopicsRequest.SerializeToString,
+            ariane_dot_admin_dot_v1_dot_admin__pb2.ListLiteTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,
