@@ -58,6 +58,20 @@ class Cluster:
             raise AssertionError(f"admin {args} failed ({done.returncode}): {done.stderr}")
         return done
 
+    def wait_for_message(self, message_id: str, topic: str, *, deadline_s: float = 30) -> None:
+        """Poll ``ariane admin message get`` (``deadline_s`` deadline) until ``topic`` holds
+        the message ``message_id`` (e.g. the retry copy of a failed message, once its backoff
+        passed, in the group's retry topic ``%RETRY%<group>_<topic>``)."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            done = self.admin(
+                "--json", "message", "get", "--id", message_id, "--topic", topic, check=False
+            )
+            if done.returncode == 0 and json.loads(done.stdout):
+                return
+            assert time.monotonic() < deadline, f"no {message_id} in {topic}: {done.stderr}"
+            time.sleep(0.2)  # polling the admin API with a deadline
+
     def run_driver(self, *args: str, timeout_s: float = 120) -> tuple[int, list[dict[str, Any]]]:
         """Run the official-client driver; returns its exit code and JSON events."""
         done = subprocess.run(

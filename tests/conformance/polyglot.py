@@ -8,21 +8,27 @@ each: clients ``java-5.0.8`` and ``java-5.2.0``; plain ``java`` is the first) an
 ``main.go`` built with ``go``). Both scripts keep a stamp, so a warm run costs well under a
 second. The drivers take the same arguments and print the same JSON events:
 
-* ``sent`` (``i``, ``message_id``), ``received`` / ``consumed`` (``message_id``, ``body``, ``tag``,
-  ``keys``, ``group``, ``attempt``, ``n``, ``at_ms``, ``due_ms``, ``result``), ``checked`` (a
-  transaction check-back), ``recalled``, ``done`` (``received``), ``error`` (``message``;
-  Java also ``type``, the exception's class), Java's ``step`` and, in a batch, ``end``.
+* ``sent`` (``i``, ``message_id``; Java also ``body`` and ``priority``), ``received`` /
+  ``consumed`` (``message_id``, ``body``, ``tag``, ``keys``, ``group``, ``attempt``, ``n``,
+  ``at_ms``, ``due_ms``, ``result``; Java 5.2.0 also ``priority`` when the message has one),
+  ``checked`` (a transaction check-back), ``recalled``, ``done`` (``received``), ``error``
+  (``message``; Java also ``type``, the exception's class), Java's ``step`` and, in a batch,
+  ``end``.
 * Exit codes: 0 done, 3 the deadline passed before the expected messages arrived, 2 a client
   error (its ``error`` event and stack on stderr).
 
 Scenarios: ``send-consume`` (send ``count``, then a SimpleConsumer receives ``expect`` and keeps
 receiving ``linger-s`` more to catch extras), ``push-redelivery`` (a PushConsumer fails each
 message's first attempt), ``transaction`` (commit, rollback and unknown-then-checked-back),
-``recall`` (Java only; two delayed messages, the first recalled) and ``lite-push`` (Java 5.2.0's
+``recall`` (Java only; two delayed messages, the first recalled), ``lite-push`` (Java 5.2.0's
 LitePushConsumer: subscribe to a lite topic, send to it, consume; ``step`` events say how far it
-got). ``--priority`` and ``--lite-topic`` set 5.2.0's message priority and lite topic; the Java
-5.0.8 client lacks both (the driver's ``error`` event then has ``type``
-``UnsupportedOperationException``).
+got) and ``push-fail`` (Java only, never in a batch: send, then a PushConsumer fails every
+delivery until ``count`` failed, lingers ``linger-s`` and the process ends with it open: a closing
+Java PushConsumer waits for its long polls and would consume the retry). ``--priority`` (or
+``--priorities P0,P1,..``: message i gets ``P[i % len(P)]``) and ``--lite-topic`` set 5.2.0's
+message priority and lite topic; the Java 5.0.8 client lacks both (the driver's ``error`` event
+then has ``type`` ``UnsupportedOperationException``). Java's ``--prefix B`` names bodies ``B-i``
+(default ``m``) and ``--batch N`` caps a SimpleConsumer receive (default 16).
 
 The Java driver also runs several scenarios in one JVM (``Client.run_batch``): a JVM start costs
 seconds, and the scenarios' waits (check-backs, delays, redeliveries) then overlap.

@@ -6,8 +6,6 @@ retry still ahead of lower priorities (RocketMQ loses it: apache/rocketmq#10350)
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 from conformance.conftest import Cluster
@@ -28,20 +26,6 @@ def _receive_one_by_one(cluster: Cluster, count: int) -> list[tuple[str, int, in
     )  # fmt: skip
     assert code == 0, got
     return _received(got)
-
-
-def _wait_for_retry_copy(cluster: Cluster, message_id: str) -> None:
-    """Poll (30 s deadline) until the retry copy of ``message_id`` is stored in the group's
-    retry topic (its backoff passed)."""
-    deadline = time.monotonic() + 30
-    while True:
-        done = cluster.admin(
-            "--json", "message", "get", "--id", message_id, "--topic", RETRY_TOPIC, check=False
-        )
-        if done.returncode == 0 and json.loads(done.stdout):
-            return
-        assert time.monotonic() < deadline, f"no retry copy of {message_id}: {done.stderr}"
-        time.sleep(0.2)  # polling the admin API with a deadline
 
 
 def test_official_client_priority_backlog_comes_highest_first_also_after_a_retry(
@@ -74,7 +58,7 @@ def test_official_client_priority_backlog_comes_highest_first_also_after_a_retry
         "produce", "--topic", TOPIC, "--count", "3", "--priorities", "0,1,3", "--prefix", "new"
     )
     assert code == 0
-    _wait_for_retry_copy(cluster, retried_id)
+    cluster.wait_for_message(retried_id, RETRY_TOPIC)
     assert _receive_one_by_one(cluster, 4) == [
         ("new-2", 3, 1), ("retried-0", 2, 2), ("new-1", 1, 1), ("new-0", 0, 1),
     ]  # fmt: skip

@@ -7,10 +7,16 @@
 // Usage: java -cp <jars>:<classes> Driver SCENARIO --endpoints H:P --topic T [--group G]
 //        [--count N] [--mode sync|async] [--groups G] [--tags A,B] [--expr E]
 //        [--expr-type TAG|SQL92] [--expect N] [--linger-s S] [--deadline-s S] [--delay-ms D]
-//        [--priority P] [--lite-topic L] [--access-key AK --secret-key SK] [--tls true|false]
+//        [--priority P | --priorities P0,P1,..] [--prefix B] [--batch N] [--lite-topic L]
+//        [--access-key AK --secret-key SK] [--tls true|false]
 //    or: java ... Driver batch --endpoints H:P [common options] < PLAN
-// Scenarios: send-consume, push-redelivery, transaction, recall, lite-push (see
-// tests/conformance/polyglot.py). `batch` runs several scenarios at once in this one JVM (a JVM
+// Scenarios: send-consume, push-redelivery, push-fail, transaction, recall, lite-push (see
+// tests/conformance/polyglot.py). Message i's body is B-i (B: --prefix, default m) and its
+// priority --priority, or P[i % len(P)] of --priorities; a SimpleConsumer receives --batch
+// messages at most per call (default 16; 1 shows the order the broker hands them out in).
+// push-fail (alone only, never in a batch) sends, then a PushConsumer fails every delivery
+// until `count` failed, lingers --linger-s and ends the process without closing the consumer
+// (see pushFail). `batch` runs several scenarios at once in this one JVM (a JVM
 // start costs seconds): each PLAN line (stdin, tab-separated) is RUN SCENARIO --key value ...,
 // run in its own thread with the command line's options under its own; every event of it carries
 // `run`, and it ends with an `end` event (`run`, `code`: the exit code it would have had alone,
@@ -172,6 +178,12 @@ public final class Driver {
       case "push-redelivery":
         produce(null);
         return pushRedelivery();
+      case "push-fail":
+        if (run != null) {
+          throw new IllegalArgumentException("push-fail ends its process: never in a batch");
+        }
+        produce(null);
+        return pushFail();
       case "lite-push":
         return litePush();
       default:
@@ -230,13 +242,23 @@ public final class Driver {
     if (delayMs > 0) {
       b.setDeliveryTimestamp(System.currentTimeMillis() + delayMs);
     }
-    if (opts.containsKey("priority")) {
-      call(MessageBuilder.class, b, "setPriority", int.class, num("priority", 0));
+    Integer priority = priority(i);
+    if (priority != null) {
+      call(MessageBuilder.class, b, "setPriority", int.class, priority);
     }
     if (opts.containsKey("lite-topic")) {
       call(MessageBuilder.class, b, "setLiteTopic", String.class, opt("lite-topic", ""));
     }
     return b.build();
+  }
+
+  /** Message i's priority: P[i % len(P)] of --priorities, else --priority, else null. */
+  private Integer priority(int i) {
+    if (opts.containsKey("priorities")) {
+      String[] levels = opt("priorities", "").split(",");
+      return Integer.valueOf(levels[i % levels.length].trim());
+    }
+    return opts.containsKey("priority") ? num("priority", 0) : null;
   }
 
   private List<SendReceipt> produce(Producer given) throws Exception {
@@ -245,8 +267,9 @@ public final class Driver {
     int count = num("count", 1);
     boolean async = opt("mode", "sync").equals("async");
     List<CompletableFuture<SendReceipt>> pending = new ArrayList<>();
+    String prefix = opt("prefix", "m");
     for (int i = 0; i < count; i++) {
-      Message m = message(i, "m-" + i);
+      Message m = message(i, prefix + "-" + i);
       if (async) {
         pending.add(producer.sendAsync(m));
       } else {
@@ -258,7 +281,7 @@ public final class Driver {
     }
     for (int i = 0; i < receipts.size(); i++) {
       emit("sent", "i", i, "message_id", receipts.get(i).getMessageId().toString(),
-          "async", async);
+          "async", async, "body", prefix + "-" + i, "priority", priority(i));
     }
     if (given == null) {
       producer.close();
@@ -285,7 +308,7 @@ public final class Driver {
     while (System.currentTimeMillis() < Math.min(deadline, lingerUntil)) {
       List<MessageView> batch;
       try {
-        batch = consumer.receive(16, Duration.ofSeconds(30));
+        batch = consumer.receive(num("batch", 16), Duration.ofSeconds(30));
       } catch (Exception e) {
         if (refusal(e)) {
           throw e;
@@ -331,6 +354,42 @@ public final class Driver {
     consumer.close();
     emit("done", "received", succeeded.get());
     return succeeded.get() >= expect ? 0 : 3;
+  }
+
+  /**
+   * A PushConsumer whose listener fails every delivery, until `count` failed (or the deadline),
+   * then `linger-s` more (extra deliveries show up as `consumed` events); returns without
+   * closing the consumer, so main ends the process with it open (its connections drop, as a
+   * killed consumer's). Closing it would not end a retry test: PushConsumer.close first waits
+   * for its in-flight long-polling receives (up to the request timeout plus the server's
+   * long-polling timeout, PushConsumerImpl.waitingReceiveRequestFinished) with its listener
+   * still running, so a failed message due again meanwhile (the group's retry backoff) is
+   * received and consumed by the closing consumer.
+   */
+  private int pushFail() throws Exception {
+    int expect = num("count", 1);
+    AtomicInteger failed = new AtomicInteger();
+    PushConsumer consumer = PROVIDER.newPushConsumerBuilder()
+        .setClientConfiguration(config)
+        .setConsumerGroup(opt("group", "g"))
+        .setSubscriptionExpressions(Collections.singletonMap(opt("topic", "t"), filter()))
+        .setMessageListener(view -> {
+          emitView("consumed", view, "FAILURE");
+          failed.incrementAndGet();
+          return ConsumeResult.FAILURE;
+        })
+        .build();
+    long deadline = System.currentTimeMillis() + 1000L * num("deadline-s", 60);
+    while (failed.get() < expect && System.currentTimeMillis() < deadline) {
+      Thread.sleep(100); // polling a counter with a deadline
+    }
+    // Lingering, not waiting for something: later deliveries within it show up, and the nack
+    // (ChangeInvisibleDuration, sent as the listener returns) goes out meanwhile; one still in
+    // flight at the end is lost, and the message is then due once the server sees the consumer
+    // gone (its clear time), with the same next attempt.
+    Thread.sleep((long) (1000 * Double.parseDouble(opt("linger-s", "0"))));
+    emit("done", "received", failed.get());
+    return failed.get() >= expect ? 0 : 3;
   }
 
   private int transaction() throws Exception {
@@ -444,7 +503,21 @@ public final class Driver {
         "tag", view.getTag().orElse(""), "keys", new ArrayList<>(view.getKeys()),
         "group", view.getMessageGroup().orElse(""), "attempt", view.getDeliveryAttempt(),
         "n", view.getProperties().getOrDefault("n", ""), "at_ms", System.currentTimeMillis(),
-        "due_ms", view.getDeliveryTimestamp().orElse(0L), "result", result);
+        "due_ms", view.getDeliveryTimestamp().orElse(0L), "result", result,
+        "priority", priorityOf(view));
+  }
+
+  /** 5.2.0's MessageView.getPriority() (the priority system property), null when the message
+   * has none or the client version has no such method (5.0.8). */
+  private static Integer priorityOf(MessageView view) {
+    try {
+      Object got = MessageView.class.getMethod("getPriority").invoke(view);
+      return ((java.util.Optional<?>) got).map(p -> (Integer) p).orElse(null);
+    } catch (NoSuchMethodException e) {
+      return null;
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   private void emit(String event, Object... kv) {
