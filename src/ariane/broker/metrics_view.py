@@ -22,10 +22,10 @@ import logging
 from ariane import metrics
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import frontend
-from ariane.broker.processors import transaction
 from ariane.broker.services import replication as replication_mod
 from ariane.broker.services import write_timeline
 from ariane.broker.tables import clients
+from ariane.broker.transaction import processor as transaction
 from ariane.common import ids, topics
 from ariane.grpcwire import rpc
 from ariane.security import audit

@@ -41,13 +41,14 @@ from ariane.broker.grpc import (
     v2_admin,
 )
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume, renewal, transaction_check
+from ariane.broker.processors import consume, renewal
 from ariane.broker.remoting import broker_config as remoting_broker_config
 from ariane.broker.remoting import rates as remoting_rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
 from ariane.broker.services import lite_expiry, registration, replication, write_timeline
 from ariane.broker.tables import clients, consumers, queue_locks
+from ariane.broker.transaction import check_service
 from ariane.common import clock as clock_mod
 from ariane.common import tls
 from ariane.grpcwire import pb, rpc
@@ -279,12 +280,12 @@ class BrokerServer:
 
     def _check_service(
         self, processors: assembly.Processors, streams: producer_streams.ProducerStreams
-    ) -> transaction_check.TransactionCheckService:
+    ) -> check_service.TransactionCheckService:
         """Check-backs go to gRPC producer streams first, then to classic producers."""
-        listeners: list[transaction_check.CheckListener] = [streams]
+        listeners: list[check_service.CheckListener] = [streams]
         if self.remoting is not None:
             listeners.append(self.remoting.check_listener)
-        return transaction_check.TransactionCheckService(
+        return check_service.TransactionCheckService(
             transactions=processors.transactions,
             listener=remoting_transactions.CheckListeners(listeners),
             time=self.clock,

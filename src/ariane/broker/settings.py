@@ -52,13 +52,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ariane.broker import (
-    lite_settings,
-    renewal_settings,
-    schedule_settings,
-    slave_sync_settings,
-    transaction_settings,
-)
+from ariane.broker import lite_settings, renewal_settings, schedule_settings, slave_sync_settings
+from ariane.broker.transaction import settings as transaction_settings
 from ariane.common import ids, limits, process, tls, topics
 from ariane.grpcwire import server as grpc_server
 from ariane.security import settings as auth_settings
