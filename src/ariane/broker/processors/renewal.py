@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from ariane.broker import renewal_settings
+from ariane.broker.processors import renewal_settings
 from ariane.common import clock, errors, ids
 
 _log = logging.getLogger(__name__)
