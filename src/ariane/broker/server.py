@@ -37,7 +37,6 @@ from ariane.broker.grpc import (
     producer_streams,
     receive_rpc,
     routes,
-    slave_sync,
     v2_admin,
 )
 from ariane.broker.pop import service as pop_service
@@ -46,7 +45,13 @@ from ariane.broker.remoting import broker_config as remoting_broker_config
 from ariane.broker.remoting import rates as remoting_rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
-from ariane.broker.services import lite_expiry, registration, replication, write_timeline
+from ariane.broker.services import (
+    lite_expiry,
+    registration,
+    replication,
+    slave_sync,
+    write_timeline,
+)
 from ariane.broker.tables import clients, consumers, queue_locks
 from ariane.broker.transaction import check_service
 from ariane.common import clock as clock_mod
