@@ -41,7 +41,7 @@ def snapshot(
     latency: rpc.RpcLatency | None = None,
     *,
     ha: replication_mod.ReplicationService | None = None,
-    timeline: write_timeline.WriteTimeline | None = None,
+    timeline: write_timeline.WriteTimelineService | None = None,
     transactions: transaction.TransactionalMessageService | None = None,
     auth: audit.AuthAudit | None = None,
 ) -> metrics.BrokerSnapshot:
@@ -109,7 +109,7 @@ def _role(runtime: runtime_mod.BrokerRuntime, ha: replication_mod.ReplicationSer
 def _replication(
     runtime: runtime_mod.BrokerRuntime,
     ha: replication_mod.ReplicationService,
-    timeline: write_timeline.WriteTimeline | None,
+    timeline: write_timeline.WriteTimelineService | None,
 ) -> metrics.Replication:
     """Epoch, fencing, and each connected slave against this CommitLog's end (RocketMQ
     ``DefaultHAService.getRuntimeInfo``)."""
