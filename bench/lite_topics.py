@@ -44,11 +44,17 @@ import time
 import tracemalloc
 from typing import Any
 
-from ariane.broker import assembly, filters, lite_settings, runtime
+from ariane.broker import assembly, filters, runtime
 from ariane.broker import settings as broker_settings
 from ariane.broker.grpc import lite_rpc
 from ariane.broker.processors import consume
-from ariane.broker.tables import lite_rebuild, lite_topics, subscriptions, topic_config
+from ariane.broker.tables import (
+    lite_rebuild,
+    lite_settings,
+    lite_topics,
+    subscriptions,
+    topic_config,
+)
 from ariane.common import clock, errors, ids, message
 from ariane.store import settings as store_settings
 

@@ -16,10 +16,10 @@ from typing import NoReturn
 
 import grpc
 
-from ariane.broker import assembly, filters, lite_settings, runtime
+from ariane.broker import assembly, filters, runtime
 from ariane.broker import settings as broker_settings
 from ariane.broker.processors import consume
-from ariane.broker.tables import topic_config
+from ariane.broker.tables import lite_settings, topic_config
 from ariane.common import clock, ids, message
 from ariane.store import settings as store_settings
 

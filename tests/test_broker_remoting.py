@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import broker_harness
-from ariane.broker.processors import transaction_check
 from ariane.broker.remoting import rates
 from ariane.broker.remoting import service as remoting_service
+from ariane.broker.transaction import check_service
 from ariane.common import idempotency, ids, route
 from ariane.remoting import codes, command, fastjson, message_codec, transport
 
@@ -403,7 +403,7 @@ async def checked_back(ctx: Ctx, peer: Peer) -> command.RemotingCommand:
     CHECK_TRANSACTION_STATE (39) it pushed to ``peer``."""
     h = ctx.h
     h.clock.advance_ms(h.runtime.settings.transaction.transaction_timeout_ms + 1)
-    checker = transaction_check.TransactionCheckService(
+    checker = check_service.TransactionCheckService(
         transactions=h.processors.transactions,
         listener=ctx.service.check_listener,
         time=h.clock,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ariane.broker import renewal_settings
-from ariane.broker.processors import receive_attempts, renewal
+from ariane.broker.processors import receive_attempts, renewal, renewal_settings
 from ariane.common import clock, errors, ids
 
 KEY = (ids.ClientId("c1"), ids.GroupName("g"))

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.broker import schedule_settings
 from ariane.broker.schedule import service as schedule_service
+from ariane.broker.schedule import settings as schedule_settings
 from ariane.broker.schedule import timer_codec, timer_log, wheel
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ariane.broker import schedule_settings
 from ariane.broker.schedule import progress_codec
 from ariane.broker.schedule import service as schedule_service
+from ariane.broker.schedule import settings as schedule_settings
 from ariane.common import clock, ids, message, topics
 from ariane.store import commit_log, message_codec, message_store
 from store_testing import read, request, tiny_settings

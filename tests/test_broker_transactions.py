@@ -13,9 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from ariane.broker import settings as core_settings
-from ariane.broker import transaction_settings
-from ariane.broker.processors import transaction, transaction_check
 from ariane.broker.tables import offsets
+from ariane.broker.transaction import check_service
+from ariane.broker.transaction import processor as transaction
+from ariane.broker.transaction import settings as transaction_settings
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store
 from store_testing import tiny_settings
@@ -156,7 +157,7 @@ def test_checks_are_spaced_by_the_interval_and_given_up_after_the_max(broker: Br
     checks the half is parked in TRANS_CHECK_MAX_TIME_TOPIC and never checked again."""
     tid = broker.prepare("M4")
     recorder = Recorder()
-    checker = transaction_check.TransactionCheckService(
+    checker = check_service.TransactionCheckService(
         transactions=broker.tx, listener=recorder, time=broker.clock
     )
     broker.clock.advance_ms(5_999)
@@ -186,7 +187,7 @@ def test_state_survives_a_restart(broker: Broker) -> None:
     resolved the committed progress leaves nothing to re-read."""
     tids = {mid: broker.prepare(mid) for mid in ("A", "B", "C")}
     broker.end("A", tids["A"], transaction.Resolution.COMMIT)
-    checker = transaction_check.TransactionCheckService(
+    checker = check_service.TransactionCheckService(
         transactions=broker.tx, listener=Recorder(), time=broker.clock
     )
     broker.clock.advance_ms(SETTINGS.transaction_timeout_ms)
@@ -229,7 +230,7 @@ def test_a_slave_never_checks_nor_moves_progress_and_a_promotion_rebuilds(
     broker.offsets.commit(transaction.CONSUMER_GROUP, topics.TRANS_HALF_TOPIC, Q0, top)
     broker.tx.become_slave()
     assert len(broker.tx) == 0 and not broker.tx.is_master
-    checker = transaction_check.TransactionCheckService(
+    checker = check_service.TransactionCheckService(
         transactions=broker.tx, listener=Recorder(), time=broker.clock
     )
     broker.clock.advance_ms(SETTINGS.transaction_timeout_ms)

@@ -13,9 +13,9 @@ import pathlib
 
 import admin_testing
 import broker_harness
-from ariane.broker import lite_settings, runtime
+from ariane.broker import runtime
 from ariane.broker.services import lite_expiry
-from ariane.broker.tables import topic_config
+from ariane.broker.tables import lite_settings, topic_config
 from ariane.common import clock, errors, ids, message
 from ariane.grpcwire import pb
 from broker_harness import incoming

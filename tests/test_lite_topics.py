@@ -16,11 +16,10 @@ import pytest
 
 import broker_harness
 from ariane import admin_cli
-from ariane.broker import lite_settings
 from ariane.broker.grpc import lite_rpc, messaging, routes, settings_reply
 from ariane.broker.remoting import admin_bodies
 from ariane.broker.services import lite_expiry
-from ariane.broker.tables import clients
+from ariane.broker.tables import clients, lite_settings
 from ariane.common import errors, hashing, ids, message
 from ariane.grpcwire import channel_pool, codes, convert, messages, pb
 from broker_harness import FakeCallContext, incoming

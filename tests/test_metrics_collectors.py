@@ -158,7 +158,7 @@ def test_write_timeline_dates_the_oldest_unacked_byte_to_the_second() -> None:
     CommitLog that went backwards (a demoted master cut) starts the history anew."""
     manual = clock.ManualClock()
     end = [0]
-    timeline = write_timeline.WriteTimeline(lambda: end[0], manual)
+    timeline = write_timeline.WriteTimelineService(lambda: end[0], manual)
     for offset in (100, 100, 250, 400):  # one sample a second
         end[0] = offset
         timeline.sample()

@@ -21,8 +21,8 @@ from ariane.broker.processors import (
     retry,
     send,
     slave_read,
-    transaction,
 )
+from ariane.broker.transaction import processor as transaction
 from ariane.common import clock, process
 
 

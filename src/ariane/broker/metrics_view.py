@@ -22,10 +22,10 @@ import logging
 from ariane import metrics
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import frontend
-from ariane.broker.processors import transaction
 from ariane.broker.services import replication as replication_mod
 from ariane.broker.services import write_timeline
 from ariane.broker.tables import clients
+from ariane.broker.transaction import processor as transaction
 from ariane.common import ids, topics
 from ariane.grpcwire import rpc_latency
 from ariane.security import audit
@@ -41,7 +41,7 @@ def snapshot(
     latency: rpc_latency.RpcLatency | None = None,
     *,
     ha: replication_mod.ReplicationService | None = None,
-    timeline: write_timeline.WriteTimeline | None = None,
+    timeline: write_timeline.WriteTimelineService | None = None,
     transactions: transaction.TransactionalMessageService | None = None,
     auth: audit.AuthAudit | None = None,
 ) -> metrics.BrokerSnapshot:
@@ -109,7 +109,7 @@ def _role(runtime: runtime_mod.BrokerRuntime, ha: replication_mod.ReplicationSer
 def _replication(
     runtime: runtime_mod.BrokerRuntime,
     ha: replication_mod.ReplicationService,
-    timeline: write_timeline.WriteTimeline | None,
+    timeline: write_timeline.WriteTimelineService | None,
 ) -> metrics.Replication:
     """Epoch, fencing, and each connected slave against this CommitLog's end (RocketMQ
     ``DefaultHAService.getRuntimeInfo``)."""

@@ -2,14 +2,14 @@
 
 It opens the ``BrokerRuntime`` (store recovery happens here), builds the processors and the gRPC
 services (v2 MessagingService, ``ariane.admin.v1.Admin``), serves them through its front end
-(``broker.frontend``: in this process, or N worker processes sharing the port), and runs its
-background services in one ``TaskGroup``: registration with the name servers, consumer-offset
-persistence, client-session expiry (``[core.consumers] channel_expired_ms``, which also drops
-the client's group memberships and queue locks), retention (RocketMQ ``CleanCommitLogService``),
-transaction check-backs (``TransactionalMessageCheckService``) and the renewal of push
-consumers' invisible time (the proxy's ``DefaultReceiptHandleManager``). ``serve``
-returns after ``stop`` is set: it unregisters, stops the gRPC server with a grace period and
-closes the store cleanly (so the next start needs no recovery scan).
+(``grpc.frontend``: in this process, or N worker processes sharing the port), and runs its
+background services in one ``TaskGroup`` (``_run_services``): each a ``…Service`` whose
+``run`` loops until cancelled, listed in ``broker.services`` (registration with the name
+servers, consumer-offset persistence, client-session expiry, retention, POP revive, scheduled
+delivery, transaction check-backs, receipt renewal, lite-topic expiry, and with a broker role
+replication and the slave's metadata sync). ``serve`` returns after ``stop`` is set: it
+unregisters, stops the gRPC server with a grace period and closes the store cleanly (so the
+next start needs no recovery scan).
 
 TLS: one ``common.tls.ServerTls`` per process (``server_tls``, from ``[tls]`` unless
 ``disabled``) is handed to every listener (Remoting, HA); every port of the process has the same
@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ariane import metrics
 from ariane.broker import assembly, metrics_view
@@ -37,17 +37,27 @@ from ariane.broker.grpc import (
     producer_streams,
     receive_rpc,
     routes,
-    slave_sync,
     v2_admin,
 )
 from ariane.broker.pop import service as pop_service
-from ariane.broker.processors import consume, renewal, transaction_check
+from ariane.broker.processors import consume, renewal
 from ariane.broker.remoting import broker_config as remoting_broker_config
 from ariane.broker.remoting import rates as remoting_rates
 from ariane.broker.remoting import service as remoting_service
 from ariane.broker.remoting import transactions as remoting_transactions
-from ariane.broker.services import lite_expiry, registration, replication, write_timeline
+from ariane.broker.services import (
+    client_housekeeping,
+    lite_expiry,
+    offset_persist,
+    receipt_renewal,
+    registration,
+    replication,
+    retention,
+    slave_sync,
+    write_timeline,
+)
 from ariane.broker.tables import clients, consumers, lite_rebuild, queue_locks
+from ariane.broker.transaction import check_service
 from ariane.common import clock as clock_mod
 from ariane.common import tls
 from ariane.grpcwire import channel_pool, pb, rpc_latency
@@ -156,12 +166,12 @@ class BrokerServer:
                 runtime.client_endpoint, front.workers,
             )  # fmt: skip
             self.started.set()
-            checker = self._check_service(processors, streams)
-            lite = _lite_expiry(runtime, client_registry, streams, self.clock).run
-            background = (checker.run, renewals.run, lite, *((timeline.run,) if timeline else ()))
-            await self._run_services(
-                stop, runtime, registrar, client_registry, processors.consumer, front, background
-            )
+            await _run_services(stop, [
+                ("front-end", front), ("registration", registrar),
+                *self._housekeeping(runtime, client_registry, processors.consumer),
+                *self._client_services(runtime, client_registry, processors, streams, renewals),
+                *self._role_services(timeline),
+            ])  # fmt: skip
         finally:
             _log.info("broker stopping")
             exposition.close()
@@ -230,11 +240,13 @@ class BrokerServer:
 
     def _write_timeline(
         self, runtime: runtime_mod.BrokerRuntime
-    ) -> write_timeline.WriteTimeline | None:
+    ) -> write_timeline.WriteTimelineService | None:
         """The CommitLog's write times, for the slaves' lag in seconds (``None`` without HA)."""
         if self.replication is None:
             return None
-        return write_timeline.WriteTimeline(lambda: runtime.store.max_commit_log_offset, self.clock)
+        return write_timeline.WriteTimelineService(
+            lambda: runtime.store.max_commit_log_offset, self.clock
+        )
 
     def _client_tables(self) -> tuple[clients.ClientRegistry, consumers.ConsumerRegistry]:
         """The client sessions, the consumer registry over them and the queue lock table."""
@@ -250,47 +262,85 @@ class BrokerServer:
         )
         return client_registry, self.consumers
 
-    async def _run_services(
+    def _housekeeping(
         self,
-        stop: asyncio.Event,
         runtime: runtime_mod.BrokerRuntime,
-        registrar: registration.RegistrationService,
         client_registry: clients.ClientRegistry,
         consumer: consume.ConsumeProcessor,
-        front: frontend.FrontEnd,
-        background: tuple[Callable[[], Coroutine[Any, Any, None]], ...],
-    ) -> None:
-        """Run the loops until ``stop``; ``background`` are the transaction check-backs and
-        the receipt-handle renewal (their ``run`` methods)."""
-        async with asyncio.TaskGroup() as tasks:
-            loops = [
-                tasks.create_task(front.run(), name="front-end"),
-                tasks.create_task(registrar.run(), name="registration"),
-                tasks.create_task(self._persist_offsets(runtime), name="offset-persist"),
-                tasks.create_task(self._expire_clients(client_registry), name="client-expiry"),
-                tasks.create_task(self._retention(runtime), name="retention"),
-                tasks.create_task(self._reviver(runtime, consumer).run(), name="pop-revive"),
-                tasks.create_task(runtime.schedule.run(), name="schedule"),
-                *(tasks.create_task(run(), name=run.__qualname__) for run in background),
-            ]
-            if self.replication is not None:
-                loops.append(tasks.create_task(self.replication.run(), name="replication"))
-            if self.remoting is not None:
-                loops.append(tasks.create_task(self.remoting.run(), name="remoting"))
-            if self.slave_sync is not None:
-                loops.append(tasks.create_task(self.slave_sync.run(), name="slave-sync"))
-            await stop.wait()
-            for loop in loops:
-                loop.cancel()
+    ) -> list[tuple[str, _Service]]:
+        """Consumer-offset persistence, client-session expiry, retention, POP revive and
+        scheduled delivery."""
+        cleaner = clean_service.CleanCommitLogService(
+            runtime.store,
+            self.settings.retention,
+            clock=self.clock,
+            unconsumed=runtime.unconsumed_positions,
+            topic_retention_hours=runtime.topic_retention_hours,
+        )
+        return [
+            (
+                "offset-persist",
+                offset_persist.ConsumerOffsetPersistService(
+                    runtime.persist_offsets,
+                    interval_ms=self.settings.core.offsets.persist_interval_ms,
+                ),
+            ),
+            (
+                "client-expiry",
+                client_housekeeping.ClientHousekeepingService(
+                    client_registry, self.queue_locks, self.settings.core.consumers
+                ),
+            ),
+            (
+                "retention",
+                retention.RetentionService(
+                    cleaner, interval_ms=self.settings.retention.clean_resource_interval_ms
+                ),
+            ),
+            ("pop-revive", self._reviver(runtime, consumer)),
+            ("schedule", runtime.schedule),
+        ]
+
+    def _client_services(
+        self,
+        runtime: runtime_mod.BrokerRuntime,
+        client_registry: clients.ClientRegistry,
+        processors: assembly.Processors,
+        streams: producer_streams.ProducerStreams,
+        renewals: renewal.ReceiptRenewals,
+    ) -> list[tuple[str, _Service]]:
+        """The loops that reach clients: transaction check-backs, the renewal of push
+        consumers' invisible time (the proxy's receipt manager) and lite-topic expiry."""
+        renewal_service = receipt_renewal.ReceiptRenewalService(
+            renewals, period_ms=self.settings.renewal.renew_period_ms
+        )
+        return [
+            ("transaction-check", self._check_service(processors, streams)),
+            ("receipt-renewal", renewal_service),
+            ("lite-expiry", _lite_expiry(runtime, client_registry, streams, self.clock)),
+        ]
+
+    def _role_services(
+        self, timeline: write_timeline.WriteTimelineService | None
+    ) -> list[tuple[str, _Service]]:
+        """The services that run only in some brokers: the HA ones (with a broker role) and
+        the classic protocol (when it is served)."""
+        optional: list[tuple[str, _Service | None]] = [
+            ("write-timeline", timeline),
+            ("replication", self.replication),
+            ("remoting", self.remoting),
+            ("slave-sync", self.slave_sync),
+        ]
+        return [(name, service) for name, service in optional if service is not None]
 
     def _check_service(
         self, processors: assembly.Processors, streams: producer_streams.ProducerStreams
-    ) -> transaction_check.TransactionCheckService:
+    ) -> check_service.TransactionCheckService:
         """Check-backs go to gRPC producer streams first, then to classic producers."""
-        listeners: list[transaction_check.CheckListener] = [streams]
+        listeners: list[check_service.CheckListener] = [streams]
         if self.remoting is not None:
             listeners.append(self.remoting.check_listener)
-        return transaction_check.TransactionCheckService(
+        return check_service.TransactionCheckService(
             transactions=processors.transactions,
             listener=remoting_transactions.CheckListeners(listeners),
             time=self.clock,
@@ -336,25 +386,6 @@ class BrokerServer:
         _log.info("classic protocol (Remoting) on %s (bound %s)", listen, bound_host)
         return service
 
-    async def _persist_offsets(self, runtime: runtime_mod.BrokerRuntime) -> None:
-        interval_s = self.settings.core.offsets.persist_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            runtime.persist_offsets()
-
-    async def _expire_clients(self, client_registry: clients.ClientRegistry) -> None:
-        """RocketMQ ``ClientHousekeepingService``: drop silent clients (and, through the
-        registry's listeners, their memberships and locks) and purge expired locks."""
-        limits = self.settings.core.consumers
-        while True:
-            await asyncio.sleep(limits.expiry_scan_interval_ms / 1000)
-            for client_id in client_registry.expire():
-                _log.info(
-                    "client %s expired after %d ms of silence", client_id, limits.channel_expired_ms
-                )
-            if self.queue_locks is not None:
-                self.queue_locks.purge_expired()
-
     def _reviver(
         self, runtime: runtime_mod.BrokerRuntime, consumer: consume.ConsumeProcessor
     ) -> pop_service.PopReviveService:
@@ -365,18 +396,22 @@ class BrokerServer:
             interval_ms=self.settings.receive.poll_slice_ms,
         )
 
-    async def _retention(self, runtime: runtime_mod.BrokerRuntime) -> None:
-        policy = self.settings.retention
-        cleaner = clean_service.CleanCommitLogService(
-            runtime.store,
-            policy,
-            clock=self.clock,
-            unconsumed=runtime.unconsumed_positions,
-            topic_retention_hours=runtime.topic_retention_hours,
-        )
-        while True:
-            await asyncio.sleep(policy.clean_resource_interval_ms / 1000)
-            cleaner.run_once()
+
+class _Service(Protocol):
+    """A background loop of the broker: ``run`` until cancelled."""
+
+    async def run(self) -> None: ...
+
+
+async def _run_services(stop: asyncio.Event, services: Sequence[tuple[str, _Service]]) -> None:
+    """Run every service's ``run`` in one task group (a task named by the service) until
+    ``stop`` is set, then cancel them all; a service that fails ends the group, and so the
+    broker (``TaskGroup`` semantics)."""
+    async with asyncio.TaskGroup() as tasks:
+        loops = [tasks.create_task(service.run(), name=name) for name, service in services]
+        await stop.wait()
+        for loop in loops:
+            loop.cancel()
 
 
 def _services(

@@ -6,7 +6,9 @@ count, size and interval has a bound, and ``__post_init__`` refuses values outsi
 ``ValueError``. The tree is loaded and validated once in the composition root (``__main__``)
 from a TOML file (``--config``) and/or command-line flags (``load_toml``/``from_mapping``), and
 passed down explicitly: the tables, filters and POP state take their own group
-(``CoreSettings``), nothing reads a global.
+(``CoreSettings``), nothing reads a global. A concept's own group lives beside it and, as
+this module, imports no other broker module: ``schedule.settings``, ``transaction.settings``,
+``tables.lite_settings``, ``processors.renewal_settings``, ``services.slave_sync_settings``.
 
 TOML layout (every key optional; a table per nested group, keys are the field names)::
 
@@ -52,13 +54,11 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from ariane.broker import (
-    lite_settings,
-    renewal_settings,
-    schedule_settings,
-    slave_sync_settings,
-    transaction_settings,
-)
+from ariane.broker.processors import renewal_settings
+from ariane.broker.schedule import settings as schedule_settings
+from ariane.broker.services import slave_sync_settings
+from ariane.broker.tables import lite_settings
+from ariane.broker.transaction import settings as transaction_settings
 from ariane.common import ids, limits, process, tls, topics
 from ariane.grpcwire import server as grpc_server
 from ariane.security import settings as auth_settings

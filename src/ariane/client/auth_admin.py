@@ -3,8 +3,9 @@
 ``AuthAdminCalls`` is mixed into ``admin.AdminClient``. Writes (create/update/delete of users
 and ACLs) go to **every** live broker, masters and slaves, as ``mqadmin createUser -c`` does
 (RocketMQ brokers copy none, security.md §7; Ariane's slaves with authentication on also copy
-their master's every sync round, ``broker.grpc.slave_sync``); reads go to the masters. Each value
-names the broker it came from. Passwords are sent on create/update only and never come back.
+their master's every sync round, ``broker.services.slave_sync``); reads go to the masters.
+Each value names the broker it came from. Passwords are sent on create/update only and never
+come back.
 
 Errors are those of ``AdminClient``: a refusal raises its status code's class
 (``UnauthorizedError``, ``ForbiddenError``, ``BadRequestError`` for an invalid user or ACL,

@@ -10,7 +10,7 @@ SYSTEM_ERROR / NO_PERMISSION; Ariane FORBIDDEN). With authentication off there i
 and, as in RocketMQ, no such check.
 
 ``ExportAuthMetadata`` (Ariane only) gives a slave its master's users, secrets included, and
-ACLs (``grpc.slave_sync``); it answers the broker's inner credential user alone.
+ACLs (``services.slave_sync``); it answers the broker's inner credential user alone.
 
 Invariant: a reply never carries a password (``UserView`` has none), except
 ``ExportAuthMetadata``'s to the inner credential user (``UserSecret``).
@@ -241,7 +241,7 @@ class AuthAdminRpcs:
         self, request: pb.admin.ExportAuthMetadataRequest, context: guard.CallContext
     ) -> pb.admin.ExportAuthMetadataResponse:
         """ExportAuthMetadata (Ariane only): every user with its secret key, by name, and every
-        ACL, by subject, for a slave's metadata sync (``grpc.slave_sync``).
+        ACL, by subject, for a slave's metadata sync (``services.slave_sync``).
 
         RocketMQ 5.3 has nothing like it: ``SlaveSynchronize.syncAll`` copies topics, offsets,
         delay offsets, groups and request modes but no user or ACL; ``mqadmin createUser -c``

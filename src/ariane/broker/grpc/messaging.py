@@ -43,9 +43,9 @@ from ariane.broker.processors import (
     renewal,
     send,
     send_draft,
-    transaction,
 )
 from ariane.broker.tables import clients, consumers
+from ariane.broker.transaction import processor as transaction
 from ariane.common import errors, ids, limits, message, topics
 from ariane.grpcwire import codes, convert, guard, messages, metadata, pb
 

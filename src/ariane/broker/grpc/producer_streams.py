@@ -20,8 +20,8 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from ariane.broker.processors import transaction
 from ariane.broker.tables import clients
+from ariane.broker.transaction import processor as transaction
 from ariane.common import errors, ids, message
 from ariane.grpcwire import messages, pb
 

@@ -44,7 +44,8 @@ class ReceiveSessions:
 
     Args:
         consumer: the consume path.
-        renewals: the auto-renewed receipt handles (the server runs its ``run`` loop).
+        renewals: the auto-renewed receipt handles (renewed by the server's
+            ``ReceiptRenewalService``).
         runtime: ``settings.renewal.attempt_ids_max`` and the clock.
     """
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ariane.broker.processors import transaction
 from ariane.broker.tables import clients
+from ariane.broker.transaction import processor as transaction
 from ariane.common import errors, message, topics
 from ariane.grpcwire import codes, pb
 

@@ -9,13 +9,13 @@ invisible instead, and so does this table:
 
 * a receive with ``auto_renew`` ``track``s each delivered handle under (client id, group) and
   the handle the client holds (its *original* handle);
-* every ``renew_period_ms`` ``renew_once`` looks at each tracked handle: when the client is
-  gone (``is_online`` false) its handles are made visible again after ``clear_invisible_ms``
-  and dropped (``clearGroup``); a handle whose message becomes visible within
-  ``renew_ahead_ms`` is renewed with ChangeInvisibleDuration for ``renew_delays_ms[n]``
-  (the attempt count is unchanged) and its *current* handle remembered; past
-  ``renew_max_ms`` since the receive it is made visible after the group's retry backoff (a
-  failed attempt) and dropped;
+* every ``renew_period_ms`` ``renew_once`` (run by ``services.receipt_renewal``) looks at each
+  tracked handle: when the client is gone (``is_online`` false) its handles are made visible
+  again after ``clear_invisible_ms`` and dropped (``clearGroup``); a handle whose message
+  becomes visible within ``renew_ahead_ms`` is renewed with ChangeInvisibleDuration for
+  ``renew_delays_ms[n]`` (the attempt count is unchanged) and its *current* handle remembered;
+  past ``renew_max_ms`` since the receive it is made visible after the group's retry backoff
+  (a failed attempt) and dropped;
 * Ack, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue of a tracked original
   handle use its current handle (``take``), and stop tracking it (``removeReceiptHandle``).
 
@@ -27,14 +27,13 @@ persisted: after a restart the clients reconnect and their old handles are stale
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import enum
 import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from ariane.broker import renewal_settings
+from ariane.broker.processors import renewal_settings
 from ariane.common import clock, errors, ids
 
 _log = logging.getLogger(__name__)
@@ -216,12 +215,3 @@ class ReceiptRenewals:
             self._change(group, tracked.topic, tracked.current, max(1, ms))
         except errors.ArianeError as exc:
             _log.debug("renewal %s of %s in %s: %s", why, tracked.message_id, group, exc)
-
-    async def run(self) -> None:
-        """``renew_once`` every ``renew_period_ms`` until cancelled."""
-        while True:
-            await asyncio.sleep(self._settings.renew_period_ms / 1000)
-            try:
-                self.renew_once()
-            except Exception:  # one bad pass must not end renewal for everyone
-                _log.exception("renewal pass failed")

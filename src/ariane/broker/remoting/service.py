@@ -130,7 +130,7 @@ class RemotingService:
         )
         self._lock_handler = locks_mod.LockHandler(self.locks)
         self.check_listener = transactions.ClassicCheckListener(self.table, self.outbox)
-        """Sends check-backs to classic producers (``transaction_check.CheckListener``)."""
+        """Sends check-backs to classic producers (``check_service.CheckListener``)."""
         self.server = transport.RemotingServer(
             self.handlers(), settings=TRANSPORT_SETTINGS, on_connect=self._on_connect
         )

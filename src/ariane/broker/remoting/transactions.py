@@ -19,9 +19,10 @@ import itertools
 import logging
 from collections.abc import Sequence
 
-from ariane.broker.processors import transaction, transaction_check
 from ariane.broker.remoting import clients, replies
 from ariane.broker.remoting import outbox as outbox_mod
+from ariane.broker.transaction import check_service
+from ariane.broker.transaction import processor as transaction
 from ariane.common import errors, message
 from ariane.common import message_id as message_id_mod
 from ariane.remoting import codes, command, message_codec, transport
@@ -120,7 +121,7 @@ class CheckListeners:
         listeners: the listeners, in order.
     """
 
-    def __init__(self, listeners: Sequence[transaction_check.CheckListener]) -> None:
+    def __init__(self, listeners: Sequence[check_service.CheckListener]) -> None:
         self._listeners = tuple(listeners)
 
     def send_check(self, check: transaction.HalfCheck) -> bool:

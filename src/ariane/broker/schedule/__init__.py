@@ -2,6 +2,6 @@
 
 ``service.ScheduleService`` parks DELAY messages and writes them to their real topic when due;
 ``wheel`` is its bounded in-memory due-time index, ``timer_codec`` the timer log's record
-format and ``timer_log`` the file. Protocol-neutral: no gRPC, no protobuf (recall handles are
-encoded by the adapters).
+format, ``timer_log`` the file and ``settings`` their ``ScheduleSettings`` (``[schedule]``).
+Protocol-neutral: no gRPC, no protobuf (recall handles are encoded by the adapters).
 """

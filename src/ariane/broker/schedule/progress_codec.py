@@ -36,7 +36,7 @@ _ORIGIN = struct.Struct("<BBqQ")
 ORIGINS_MAX = 4_096
 """Most origins one record lists, a count (``deliver_batch_max`` is at most this)."""
 LEVEL_MAX = 64
-"""Highest delay level a record names (``schedule_settings.DELAY_LEVELS_MAX``)."""
+"""Highest delay level a record names (``schedule.settings.DELAY_LEVELS_MAX``)."""
 
 
 class Kind(enum.IntEnum):

@@ -57,7 +57,6 @@ import logging
 import pathlib
 from collections.abc import Callable, Iterable
 
-from ariane.broker import schedule_settings
 from ariane.broker.schedule import (
     offsets_file,
     progress,
@@ -66,6 +65,7 @@ from ariane.broker.schedule import (
     timers,
     wheel,
 )
+from ariane.broker.schedule import settings as schedule_settings
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store, record_reader
 

@@ -22,9 +22,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from ariane.broker import lite_settings
 from ariane.broker.pop import service as pop_service_mod
-from ariane.broker.tables import lite_topics
+from ariane.broker.tables import lite_settings, lite_topics
 from ariane.common import clock, ids
 
 _log = logging.getLogger(__name__)

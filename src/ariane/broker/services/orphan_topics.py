@@ -2,7 +2,7 @@
 
 The gap: the HA stream carries CommitLog bytes, which a slave dispatches to its own
 ConsumeQueues, while topic configs come by the periodic metadata sync
-(``grpc.slave_sync.SlaveSyncService``, RocketMQ ``SlaveSynchronize``, every ~10 s). A topic
+(``slave_sync.SlaveSyncService``, RocketMQ ``SlaveSynchronize``, every ~10 s). A topic
 created on the master within one sync round before the master died had its messages on the
 slave but no config: once promoted, the broker did not register it and clients got "failed to
 fetch topic route" for messages it held. RocketMQ has the same gap and does nothing about it at

@@ -1,4 +1,4 @@
-"""``WriteTimeline``: when the CommitLog reached which offset, sampled once a second.
+"""``WriteTimelineService``: when the CommitLog reached which offset, sampled once a second.
 
 A slave reports the CommitLog offset it holds, not a time; this loop keeps a bounded history of
 ``(time, CommitLog end)`` samples so that ``/metrics`` can say how old the oldest byte a slave
@@ -29,7 +29,7 @@ SAMPLES_MAX = 900
 which is far past any alert threshold."""
 
 
-class WriteTimeline:
+class WriteTimelineService:
     """A bounded history of the CommitLog's end offset over time.
 
     Args:

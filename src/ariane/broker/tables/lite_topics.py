@@ -52,7 +52,7 @@ import enum
 import itertools
 from collections.abc import Iterable, Sequence
 
-from ariane.broker import lite_settings
+from ariane.broker.tables import lite_settings
 from ariane.common import errors, hashing, ids, topics
 
 

@@ -1,6 +1,6 @@
 """The records of transactional messages, built from a stored half message: pure, no I/O.
 
-``processors.transaction`` keeps the table of unresolved halves; this module only says what the
+``transaction.processor`` keeps the table of unresolved halves; this module only says what the
 half message looks like to its producer (``restored``), what a COMMIT writes to the real topic
 (``commit_request``) and what a check copy is (``check_copy``), in RocketMQ 5.3's layout
 (``TransactionalMessageBridge.renewHalfMessageInner``, ``EndTransactionProcessor

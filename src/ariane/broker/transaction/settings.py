@@ -1,6 +1,6 @@
 """Settings of transactional messages: when half messages are checked back and how often.
 
-One frozen dataclass, included in ``config.BrokerSettings`` as ``transaction`` (TOML table
+One frozen dataclass, included in ``broker.settings.BrokerSettings`` as ``transaction`` (TOML table
 ``[transaction]``). The defaults are RocketMQ 5.3's ``BrokerConfig`` code defaults, not the
 documentation's (rocketmq-reference.md: the docs say 60 s, the code 30 s); every value has a
 bound, refused with ``ValueError`` at load time.

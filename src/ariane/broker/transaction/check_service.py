@@ -22,7 +22,7 @@ import asyncio
 import logging
 from typing import Protocol
 
-from ariane.broker.processors import transaction
+from ariane.broker.transaction import processor as transaction
 from ariane.common import clock
 
 _log = logging.getLogger(__name__)

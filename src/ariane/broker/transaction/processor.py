@@ -54,9 +54,9 @@ import enum
 import logging
 from collections.abc import Iterator, Mapping
 
-from ariane.broker import transaction_settings
-from ariane.broker.processors import transaction_records
 from ariane.broker.tables import offsets
+from ariane.broker.transaction import records as transaction_records
+from ariane.broker.transaction import settings as transaction_settings
 from ariane.common import clock, errors, ids, message, topics
 from ariane.store import commit_log, message_store
 

@@ -13,7 +13,7 @@ master's ``AdminService``, and makes its own tables equal: configs the master ha
 groups it lacks are deleted, committed offsets take the master's value (RocketMQ overwrites
 the slave's table too), except the transaction check progress (group ``CID_RMQ_SYS_TRANS``): a
 slave holds none, and a promotion rebuilds the unresolved half messages from the first record of
-the half and op queues (``processors.transaction``), never from a copied progress that may lie
+the half and op queues (``transaction.processor``), never from a copied progress that may lie
 past records this slave holds. With ACL 2.0 on, the calls are signed with the broker's
 ``[auth.inner_client_authentication_credentials]`` (a Super user). Each round first reads the
 master's CommitLog end (``GetBrokerRuntimeStats``) and records it once applied
@@ -49,8 +49,8 @@ import grpc
 
 from ariane.broker import runtime as runtime_mod
 from ariane.broker.grpc import admin_convert, auth_admin
-from ariane.broker.processors import transaction
 from ariane.broker.tables import subscriptions, topic_config
+from ariane.broker.transaction import processor as transaction
 from ariane.common import errors, ids, log_limits, topics
 from ariane.grpcwire import channel_pool, codes, convert, pb, registry_client, rpc
 from ariane.security import model, signing
