@@ -318,3 +318,24 @@ def test_a_client_that_goes_away_loses_its_lite_subscriptions(broker: Broker) ->
     view = broker.table.view(ids.GroupName(GROUP), PARENT)
     assert dict(view.names) == {"b": 1}
     assert set(view.hashes) == {hashing.java_string_hash("b")}
+
+
+def test_deleting_a_lite_parent_drops_its_lite_topics_and_subscriptions(broker: Broker) -> None:
+    """Deleting a LITE parent empties its lite topics, its clients' sets and its groups' views
+    (a receive's filter holding the view matches nothing), leaves another parent's alone, and
+    the parent created again starts with none."""
+    broker.harness.create_topic("other", queues=QUEUES, kind=LITE)
+    broker.send("chat-1", "chat-2")
+    broker.send("chat-9", topic="other")
+    assert broker.sync("c1", A.PARTIAL_ADD, "chat-1", "chat-2") == OK
+    assert broker.sync("c2", A.PARTIAL_ADD, "chat-9", topic="other") == OK
+    view = broker.table.view(ids.GroupName(GROUP), PARENT)
+
+    broker.harness.processors.admin.delete_topic(PARENT)
+    assert (len(broker.table), broker.table.names(PARENT)) == (1, [])
+    assert broker.table.subscribed(ids.ClientId("c1"), GROUP, PARENT) == frozenset()
+    assert (view.names, view.hashes, view.clients) == ({}, {}, set())
+    assert broker.table.subscribing_groups(PARENT, "chat-1") == []
+    assert broker.table.subscribed(ids.ClientId("c2"), GROUP, "other") == {"chat-9"}
+    broker.harness.create_topic(PARENT, queues=QUEUES, kind=LITE)
+    assert broker.table.names(PARENT) == []

@@ -88,6 +88,12 @@ GRPC_ROWS = [
     (requests.INGEST + "SendStream", {"topics": ["T"]}, ["Topic:T Pub"]),
     (requests.V2_ADMIN + "AdminSendMessage", {"topics": ["T"]}, ["Topic:T Pub"]),
     (requests.V2_ADMIN + "GetConsumerRunningInfo", {"group": "G"}, ["Group:G Get"]),
+    (requests.V2_ADMIN + "PrintThreadStackTrace", {"group": "G"}, ["Group:G Get"]),
+    (
+        requests.V2_ADMIN + "VerifyMessage",
+        {"group": "G", "topics": ["T"]},
+        ["Group:G Sub", "Topic:T Sub"],
+    ),
     ("/unknown.Service/Method", {}, ["Cluster:DefaultCluster Update"]),
 ]
 
@@ -107,6 +113,9 @@ def test_grpc_rows(rpc: str, values: dict[str, object], expected: list[str]) -> 
         (V2 + "ReceiveMessage", {"topics": ["T"]}),
         (V2 + "AckMessage", {"group": "G"}),
         (ADMIN + "CreateTopic", {}),
+        (requests.V2_ADMIN + "PrintThreadStackTrace", {}),
+        (requests.V2_ADMIN + "VerifyMessage", {"topics": ["T"]}),
+        (requests.V2_ADMIN + "VerifyMessage", {"group": "G", "topics": [""]}),
         (V2 + "QueryRoute", {"topics": ["%RETRY%"]}),
         (V2 + "QueryRoute", {"topics": ["x" * 300]}),
     ],

@@ -170,5 +170,6 @@ def admin_processor(broker: runtime_mod.BrokerRuntime) -> admin.AdminProcessor:
             query_results_max=settings.index.query_results_max,
             counters=broker.counters,
             store_dir=settings.store_dir,
+            lite_topics=broker.lite_topics,
         )
     )

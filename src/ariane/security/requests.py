@@ -350,6 +350,16 @@ GRPC_RULES: Mapping[str, Rule] = {
     V2_ADMIN + "GetConsumerRunningInfo": rule_of(
         "@RocketMQAction GET_CONSUMER_RUNNING_INFO", need_of(RT.GROUP, "group", A.GET)
     ),
+    V2_ADMIN + "PrintThreadStackTrace": rule_of(
+        "@RocketMQAction GET_CONSUMER_RUNNING_INFO (as mqadmin consumerStatus -s, jstackEnable)",
+        need_of(RT.GROUP, "group", A.GET),
+    ),
+    V2_ADMIN + "VerifyMessage": rule_of(
+        "@RocketMQAction CONSUME_MESSAGE_DIRECTLY; Ariane requires the topic (RocketMQ:"
+        " nullable): the message is read by id in it",
+        need_of(RT.GROUP, "group", A.SUB),
+        need_of(RT.TOPIC, "topic", A.SUB),
+    ),
     # ariane.namesrv.v1.Registry (RocketMQ's name server checks nothing: weakness 14).
     REGISTRY + "RegisterBroker": rule_of("@RocketMQAction REGISTER_BROKER", cluster_need(A.UPDATE)),
     REGISTRY + "UnregisterBroker": rule_of(

@@ -178,13 +178,12 @@ class AdminProcessor:
         return stored
 
     def delete_topic(self, name: str) -> ids.TopicName:
-        """Remove a topic, its consumer offsets, POP queues and ConsumeQueues; returns its name.
+        """Remove a topic, its offsets, POP queues, ConsumeQueues and lite topics; returns it.
 
         Mirrors RocketMQ ``AdminBrokerProcessor.deleteTopic``: a topic created again under the
-        name starts empty, at queue offset 0, with no group offsets, also after a restart
-        (``MessageStore.delete_topic``); the POP retry topics ``%RETRY%<group>_<topic>`` of the
-        groups with offsets on it go too (``clearRetryTopicWhenDeleteTopic``, on by default),
-        so the new topic gets no redeliveries of the old one's messages.
+        name starts empty, at queue offset 0, with no group offsets, lite topics or lite
+        subscriptions, also after a restart (``MessageStore.delete_topic``); the POP retry
+        topics of the groups with offsets on it go too (``clearRetryTopicWhenDeleteTopic``).
 
         Raises:
             TopicNotFoundError: no such topic. IllegalTopicError: a system topic.
@@ -207,6 +206,7 @@ class AdminProcessor:
     def _delete_in_broker(self, config: topic_config.TopicConfig) -> None:
         """One topic's config, offsets, POP queues and ConsumeQueues (``deleteTopicInBroker``)."""
         self._d.topic_table.delete(config.name)
+        self._d.lite_topics.drop_parent(config.name)  # RocketMQ 5.5 cleanByParentTopic
         removed = self._d.offset_table.remove_topic(config.name)
         queue_ids = range(max(config.read_queue_nums, config.write_queue_nums))
         self._d.pop_service.close_topic(config.name, queue_ids)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ariane.broker.pop import service as pop_service_mod
-from ariane.broker.tables import offsets, subscriptions, topic_config
+from ariane.broker.tables import lite_topics, offsets, subscriptions, topic_config
 from ariane.common import ids
 from ariane.store import index_service, message_store
 
@@ -73,6 +73,7 @@ class AdminDependencies:
         query_results_max: most index hits one query reads.
         counters: the broker's totals since start.
         store_dir: the store's root (its volume's use is reported).
+        lite_topics: the lite topics and lite subscriptions (a deleted LITE parent's go).
     """
 
     topic_table: topic_config.TopicConfigManager
@@ -90,3 +91,4 @@ class AdminDependencies:
     query_results_max: int
     counters: AdminCounters
     store_dir: pathlib.Path
+    lite_topics: lite_topics.LiteTopicTable

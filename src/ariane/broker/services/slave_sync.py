@@ -258,6 +258,7 @@ class SlaveSyncService:
         for config in runtime.topics.list_all():  # system topics are each broker's own
             if config.name not in wanted_topics and not topics.is_system_topic(config.name):
                 changed |= runtime.topics.delete(config.name)
+                runtime.lite_topics.drop_parent(config.name)  # a demoted master's lite topics
         wanted_groups = {g.group: g for g in snapshot.groups}
         for group_name, group in wanted_groups.items():
             if runtime.groups.get(group_name) != group:

@@ -30,7 +30,9 @@ clients' sets, with a count per name and per hash so a filter sees changes at on
 **Expiry.** ``expiry_candidates`` hands the expiry loop (``services.lite_expiry``) up to a
 bound of lite topics idle longer than the TTL, resuming where the last pass stopped; the loop
 keeps those a subscribed group still has to consume and ``remove``s the others, returning who
-subscribed so they can be told to drop them (``NotifyUnsubscribeLiteCommand``).
+subscribed so they can be told to drop them (``NotifyUnsubscribeLiteCommand``). Deleting a
+LITE parent (every path that deletes a topic on a broker) ``drop_parent``s its lite topics and
+subscriptions at once, as RocketMQ 5.5 does.
 
 Invariants: ``len(self)`` is the number of records over all parents and never exceeds
 ``lite_topics_max``; a client's set is never larger than ``subscription_quota``; a group view's
@@ -282,6 +284,23 @@ class LiteTopicTable:
                     held.discard(name)
                     view.discard(name)
                     dropped.append((client_id, (group, parent)))
+        return dropped
+
+    def drop_parent(self, parent: ids.TopicName) -> int:
+        """Forget every lite topic under ``parent`` and every lite subscription to it: the
+        parent was deleted (RocketMQ 5.5 ``AbstractLiteLifecycleManager.cleanByParentTopic``).
+        The groups' views are emptied in place (a receive's filter holding one matches
+        nothing), no client is notified; a parent created again under the name starts empty.
+        Returns how many lite topics went (their quota is free again)."""
+        dropped = len(self._parents.pop(parent, {}))
+        self._count -= dropped
+        for key in [k for k in self._sets if k[2] == parent]:
+            del self._sets[key]
+        for (_, view_parent), view in self._views.items():
+            if view_parent == parent:
+                view.names.clear()
+                view.hashes.clear()
+                view.clients.clear()
         return dropped
 
     # -- subscriptions -----------------------------------------------------------------------
