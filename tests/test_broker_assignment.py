@@ -210,3 +210,28 @@ def test_an_assigned_fifo_receive_reads_only_its_queue(broker: Broker) -> None:
     assert receive(3, assigned=True) == [3]
     broker.harness.clock.advance_ms(60_000)  # invisible time over: redelivered
     assert receive(0, assigned=False) == [3]
+
+
+def test_the_local_route_names_the_broker_id_it_has_now(tmp_path: pathlib.Path) -> None:
+    """The fallback route (no name server knows the topic) names the broker's live id: a master
+    demoted to slave 1 (``replication.demote`` sets ``runtime.broker_id``) is not announced as
+    id 0 any more, and promoted back it is id 0 again (it read the start-up id before)."""
+    harness = broker_harness.BrokerHarness(tmp_path)
+    try:
+        runtime = harness.runtime
+        runtime.advertise("127.0.0.1:18081")
+        harness.create_topic(FIFO_TOPIC, queues=2, kind=message.MessageType.FIFO)
+        lookup = routes.RouteLookup(runtime, channel_pool.ChannelPool(channels_max=1))
+
+        def member_id() -> int:
+            (group,) = lookup.local_route(ids.TopicName(FIFO_TOPIC)).broker_groups
+            (member,) = group.members
+            return member.broker_id
+
+        assert member_id() == 0
+        runtime.broker_id = ids.BrokerId(1)
+        assert member_id() == 1
+        runtime.broker_id = ids.MASTER_BROKER_ID
+        assert member_id() == 0
+    finally:
+        harness.close()

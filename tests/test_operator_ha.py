@@ -238,6 +238,21 @@ def test_broker_flags_set_id_and_role_and_keep_a_lone_master_lone(tmp_path: path
         broker_main.settings_from_args(parser.parse_args([*store, "--pod-ordinal", "1"]))
 
 
+def test_a_slave_with_broker_id_zero_is_refused_at_start(tmp_path: pathlib.Path) -> None:
+    """A SLAVE with broker id 0 (no --broker-id, or 0 in the config) is refused with a message
+    naming --broker-id, as RocketMQ's BrokerStartup refuses it: it would register as its
+    group's master; with an id of 1 or more it starts."""
+    parser = argparse.ArgumentParser()
+    broker_main.add_arguments(parser)
+    slave = ["--store-dir", str(tmp_path), "--broker-role", "SLAVE", "--master-ha", "127.0.0.1:1"]
+    with pytest.raises(ValueError, match="--broker-id"):
+        broker_main.settings_from_args(parser.parse_args(slave))
+    with pytest.raises(ValueError, match="--broker-id"):
+        broker_main.settings_from_args(parser.parse_args([*slave, "--broker-id", "0"]))
+    ok = broker_main.settings_from_args(parser.parse_args([*slave, "--broker-id", "1"]))
+    assert (ok.broker_id, ok.ha.broker_role) == (1, ha_settings.BrokerRole.SLAVE)
+
+
 def test_ha_address_uses_the_advertised_host_when_listening_everywhere() -> None:
     """A pod's HA port binds 0.0.0.0, so slaves are told the advertised host (brokerIP2)."""
     pod = replication.advertised_ha_address("0.0.0.0:10912", "demo-a-0.demo-a.mq.svc:8081", 10912)

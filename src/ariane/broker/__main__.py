@@ -163,7 +163,8 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
     """Build settings from the config file and flags.
 
     Raises:
-        ValueError: a setting is unknown or out of range (the message names it).
+        ValueError: a setting is unknown or out of range (the message names it), or a SLAVE
+            has broker id 0.
         OSError: the config file cannot be read.
     """
     overrides: dict[str, Any] = {
@@ -205,6 +206,15 @@ def settings_from_args(args: argparse.Namespace) -> broker_settings.BrokerSettin
         lone = role.is_master and settings.ha.broker_role is None  # no HA port for a lone master
         ha = dataclasses.replace(settings.ha, broker_role=None if lone else role)
         settings = dataclasses.replace(settings, broker_id=ids.BrokerId(broker_id), ha=ha)
+    if settings.ha.broker_role is ha_settings.BrokerRole.SLAVE and (
+        settings.broker_id == ids.MASTER_BROKER_ID
+    ):
+        # RocketMQ's BrokerStartup exits too ("Slave's brokerId must be > 0"): a slave with id 0
+        # would register as its group's master.
+        raise ValueError(
+            "a SLAVE needs a broker id of 1 or more (--broker-id N, or broker_id in the config):"
+            " id 0 names the group's master"
+        )
     return settings
 
 

@@ -91,7 +91,7 @@ class RouteLookup:
                     broker_name=settings.broker_name,
                     members=[
                         pb.registry.BrokerMember(
-                            broker_id=settings.broker_id,
+                            broker_id=self._runtime.broker_id,  # live: promotions move it
                             client_endpoint=convert.address(host, port),
                         )
                     ],
