@@ -4,7 +4,7 @@ topic delete`` and after mqadmin's Remoting ``DELETE_TOPIC_IN_BROKER``, the pare
 lists no lite topic and its quota (``lite_topics_max``) is free again. The lite subscriptions
 that go with them are proven on the table (``tests/test_lite_topics.py``).
 
-Own broker: it needs a ``[lite]`` quota of three lite topics, a TTL long enough that none
+Own cluster: it needs a ``[lite]`` quota of three lite topics, a TTL long enough that none
 expires meanwhile, and a Remoting listener.
 """
 
